@@ -1,0 +1,212 @@
+package agent
+
+import (
+	"context"
+	"crypto/sha256"
+	"errors"
+	"fmt"
+	"io/fs"
+	"log/slog"
+	"os"
+	"path/filepath"
+	"time"
+
+	"github.com/lvsd/lvsd/ipvs"
+)
+
+// Defaults of the reconciler.
+const (
+	DefaultResync       = 5 * time.Second
+	DefaultDrainTimeout = 30 * time.Second
+)
+
+// Options configure an Agent.
+type Options struct {
+	ConfigPath   string
+	Config       *Config // already loaded from ConfigPath; nil: Run loads it
+	Kernel       Kernel
+	Log          *slog.Logger
+	Resync       time.Duration // how often the kernel and the config files are checked
+	DrainTimeout time.Duration // how long a removed destination keeps its connections
+	Now          func() time.Time
+}
+
+// Agent keeps the kernel in step with the configuration. Its state is owned
+// by the goroutine running Run; nothing else may touch it.
+type Agent struct {
+	opts        Options
+	log         *slog.Logger
+	cfg         *Config
+	fingerprint [32]byte
+	owned       Ownership
+	drains      map[drainKey]time.Time // when each unwanted destination went to weight 0
+}
+
+type drainKey struct {
+	svc ipvs.ServiceKey
+	dst ipvs.DestinationKey
+}
+
+// New returns an agent; Run starts it.
+func New(opts Options) *Agent {
+	if opts.Resync <= 0 {
+		opts.Resync = DefaultResync
+	}
+	if opts.DrainTimeout <= 0 {
+		opts.DrainTimeout = DefaultDrainTimeout
+	}
+	if opts.Now == nil {
+		opts.Now = time.Now
+	}
+	if opts.Log == nil {
+		opts.Log = slog.Default()
+	}
+	return &Agent{opts: opts, log: opts.Log, drains: map[drainKey]time.Time{}}
+}
+
+// Run loads the configuration, adopts what lvsd owns in the kernel, and
+// reconciles until ctx ends: at once, on every value from reload (SIGHUP), when
+// a configuration file changes, and every Resync for drains in progress. A
+// configuration that fails to load at start is an error; at a reload it is
+// logged and the last good one stays in force. Stopping leaves the kernel as
+// it is, so a restart costs no connection.
+func (a *Agent) Run(ctx context.Context, reload <-chan struct{}) error {
+	cfg := a.opts.Config
+	if cfg == nil {
+		var err error
+		if cfg, err = LoadConfig(a.opts.ConfigPath); err != nil {
+			return err
+		}
+	}
+	a.setConfig(cfg)
+	var err error
+	if a.owned, err = LoadOwnership(cfg.Agent.StateDir); err != nil {
+		return fmt.Errorf("reading ownership record: %w", err)
+	}
+	a.log.Info("starting", "config", a.opts.ConfigPath, "services", len(cfg.Services),
+		"ipvs_services", len(cfg.Desired.Services), "owned_services", len(a.owned.Services))
+	a.reconcile(ctx)
+
+	tick := time.NewTicker(a.opts.Resync)
+	defer tick.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			a.log.Info("stopping; kernel state left in place")
+			return nil
+		case <-reload:
+			a.reload("signal")
+		case <-tick.C:
+			if fp := a.configFingerprint(); fp != a.fingerprint {
+				a.reload("file change")
+			}
+		}
+		a.reconcile(ctx)
+	}
+}
+
+func (a *Agent) setConfig(cfg *Config) {
+	a.cfg = cfg
+	a.fingerprint = a.configFingerprint()
+}
+
+func (a *Agent) reload(why string) {
+	cfg, err := LoadConfig(a.opts.ConfigPath)
+	if err != nil {
+		// Remember the broken files' fingerprint so the error is logged once,
+		// not at every tick, and the last good configuration stays.
+		a.fingerprint = a.configFingerprint()
+		a.log.Error("configuration rejected; keeping the last good one", "trigger", why, "err", err)
+		return
+	}
+	a.setConfig(cfg)
+	a.log.Info("configuration reloaded", "trigger", why, "services", len(cfg.Services),
+		"ipvs_services", len(cfg.Desired.Services))
+}
+
+// reconcile brings the kernel to the desired state once and returns the ops
+// it applied. Failures are logged and retried at the next trigger.
+func (a *Agent) reconcile(ctx context.Context) []Op {
+	start := a.opts.Now()
+	desired := a.cfg.Desired
+	actual, err := a.opts.Kernel.ReadActual(ctx, desired.Interface)
+	if err != nil {
+		a.log.Error("reading kernel state", "err", err)
+		return nil
+	}
+	ops := Plan(desired, actual, a.owned, a.drainDone)
+	a.trackDrains(ops)
+	applyErr := a.opts.Kernel.Apply(ctx, ops, &a.owned)
+	for _, vs := range desired.Services {
+		a.owned.addService(vs.ServiceKey) // configured and now present: ours
+	}
+	for _, op := range ops {
+		a.log.Info("applied", "op", op.Kind.String(), "object", op.String())
+	}
+	if applyErr != nil {
+		a.log.Error("some changes failed; will retry", "err", applyErr)
+	}
+	if len(ops) > 0 {
+		if err := SaveOwnership(a.cfg.Agent.StateDir, a.owned); err != nil {
+			a.log.Error("saving ownership record", "err", err)
+		}
+		a.log.Info("reconciled", "ops", len(ops), "duration", a.opts.Now().Sub(start).String())
+	}
+	return ops
+}
+
+func (a *Agent) drainDone(svc ipvs.ServiceKey, dst ipvs.Destination) bool {
+	if dst.ActiveConns+dst.InactiveConns == 0 {
+		return true
+	}
+	started, ok := a.drains[drainKey{svc, dst.DestinationKey}]
+	if !ok {
+		// Found at weight 0 without a record (e.g. after a restart): start the clock now.
+		a.drains[drainKey{svc, dst.DestinationKey}] = a.opts.Now()
+		return false
+	}
+	return a.opts.Now().Sub(started) >= a.opts.DrainTimeout
+}
+
+func (a *Agent) trackDrains(ops []Op) {
+	for _, op := range ops {
+		k := drainKey{op.Service.ServiceKey, op.Destination.DestinationKey}
+		switch {
+		case op.Kind == UpdateDestination && op.Reason == "draining":
+			a.drains[k] = a.opts.Now()
+		case op.Kind == DeleteDestination, op.Kind == AddDestination,
+			op.Kind == UpdateDestination && op.Destination.Weight > 0:
+			delete(a.drains, k)
+		case op.Kind == DeleteService:
+			for dk := range a.drains {
+				if dk.svc == op.Service.ServiceKey {
+					delete(a.drains, dk)
+				}
+			}
+		}
+	}
+}
+
+// configFingerprint hashes the names, sizes and modification times of the
+// agent file and the service files, cheaply detecting edits.
+func (a *Agent) configFingerprint() [32]byte {
+	h := sha256.New()
+	add := func(path string) {
+		if fi, err := os.Stat(path); err == nil {
+			fmt.Fprintf(h, "%s %d %d\n", path, fi.Size(), fi.ModTime().UnixNano())
+		}
+	}
+	add(a.opts.ConfigPath)
+	if a.cfg != nil && a.cfg.Agent.ServicesDir != "" {
+		entries, err := os.ReadDir(a.cfg.Agent.ServicesDir)
+		if err != nil && !errors.Is(err, fs.ErrNotExist) {
+			fmt.Fprintf(h, "error %v\n", err)
+		}
+		for _, e := range entries {
+			add(filepath.Join(a.cfg.Agent.ServicesDir, e.Name()))
+		}
+	}
+	var sum [32]byte
+	copy(sum[:], h.Sum(nil))
+	return sum
+}

@@ -1,0 +1,224 @@
+package agent
+
+import (
+	"context"
+	"io"
+	"log/slog"
+	"net/netip"
+	"os"
+	"path/filepath"
+	"slices"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/lvsd/lvsd/arp"
+	"github.com/lvsd/lvsd/ipvs"
+)
+
+// testEnv is a director whose kernel is the stateful fakes.
+type testEnv struct {
+	t     *testing.T
+	dir   string
+	ipvs  *ipvs.Fake
+	addrs *arp.Fake
+	now   time.Time
+}
+
+func newEnv(t *testing.T) *testEnv {
+	dir := t.TempDir()
+	os.MkdirAll(filepath.Join(dir, "services.d"), 0o755)
+	writeTestFile(t, filepath.Join(dir, "lvsd.yaml"), "node: d1\ninterface: eth0\nservices_dir: services.d\nstate_dir: state\n")
+	return &testEnv{t: t, dir: dir, ipvs: ipvs.NewFake(), addrs: arp.NewFake("eth0"), now: time.Unix(1000, 0)}
+}
+
+func writeTestFile(t *testing.T, path, body string) {
+	t.Helper()
+	if err := os.WriteFile(path, []byte(body), 0o644); err != nil {
+		t.Fatal(err)
+	}
+}
+
+func (e *testEnv) service(name, body string) {
+	writeTestFile(e.t, filepath.Join(e.dir, "services.d", name+".yaml"), body)
+}
+
+// agent returns a fresh agent, as after a restart, with its config loaded.
+func (e *testEnv) agent() *Agent {
+	e.t.Helper()
+	a := New(Options{
+		ConfigPath: filepath.Join(e.dir, "lvsd.yaml"),
+		Kernel:     Kernel{IPVS: e.ipvs, Addrs: e.addrs},
+		Log:        slog.New(slog.NewTextHandler(io.Discard, nil)),
+		Now:        func() time.Time { return e.now },
+	})
+	cfg, err := LoadConfig(a.opts.ConfigPath)
+	if err != nil {
+		e.t.Fatal(err)
+	}
+	a.setConfig(cfg)
+	if a.owned, err = LoadOwnership(cfg.Agent.StateDir); err != nil {
+		e.t.Fatal(err)
+	}
+	return a
+}
+
+// reconcile runs one pass and returns the kernel calls it made.
+func (e *testEnv) reconcile(a *Agent) []string {
+	e.t.Helper()
+	a.reconcile(context.Background())
+	return append(e.ipvs.Ops(), e.addrs.Ops()...)
+}
+
+func (e *testEnv) reload(a *Agent) {
+	e.t.Helper()
+	a.reload("test")
+}
+
+const webTwo = "service: web\nvip: 10.0.0.50\nports: [80]\nbackends:\n  - {address: 10.0.0.12}\n  - {address: 10.0.0.11}\n"
+
+func TestReconcileCreatesThenPlansNothing(t *testing.T) {
+	e := newEnv(t)
+	e.service("web", webTwo)
+	a := e.agent()
+	got := e.reconcile(a)
+	want := []string{
+		"add-service tcp:10.0.0.50:80 mh flags=mh-fallback,mh-port",
+		"add-destination tcp:10.0.0.50:80 10.0.0.11:80 weight=1 route",
+		"add-destination tcp:10.0.0.50:80 10.0.0.12:80 weight=1 route",
+		"add-address eth0 10.0.0.50/32",
+	}
+	if !slices.Equal(got, want) {
+		t.Fatalf("first reconcile:\n got %q\nwant %q", got, want)
+	}
+	if got := e.reconcile(a); len(got) != 0 {
+		t.Fatalf("second reconcile made calls: %q", got)
+	}
+	// A restarted agent adopts what is there: zero calls.
+	if got := e.reconcile(e.agent()); len(got) != 0 {
+		t.Fatalf("restarted agent made calls: %q", got)
+	}
+}
+
+func TestReconcileWeightChangeIsOneUpdate(t *testing.T) {
+	e := newEnv(t)
+	e.service("web", webTwo)
+	a := e.agent()
+	e.reconcile(a)
+	e.service("web", strings.Replace(webTwo, "{address: 10.0.0.12}", "{address: 10.0.0.12, weight: 4}", 1))
+	e.reload(a)
+	got := e.reconcile(a)
+	want := []string{"update-destination tcp:10.0.0.50:80 10.0.0.12:80 weight=4 route"}
+	if !slices.Equal(got, want) {
+		t.Fatalf("got %q, want %q", got, want)
+	}
+}
+
+func TestReconcileAddOneBackendAddsOneDestination(t *testing.T) {
+	e := newEnv(t)
+	e.service("web", webTwo)
+	a := e.agent()
+	e.reconcile(a)
+	e.service("web", webTwo+"  - {address: 10.0.0.13}\n")
+	e.reload(a)
+	got := e.reconcile(a)
+	want := []string{"add-destination tcp:10.0.0.50:80 10.0.0.13:80 weight=1 route"}
+	if !slices.Equal(got, want) {
+		t.Fatalf("got %q, want %q", got, want)
+	}
+}
+
+func TestRemovedBackendDrainsBeforeDelete(t *testing.T) {
+	e := newEnv(t)
+	e.service("web", webTwo)
+	a := e.agent()
+	e.reconcile(a)
+	svc := ipvs.ServiceKey{Protocol: ipvs.TCP, Addr: netip.MustParseAddr("10.0.0.50"), Port: 80}
+	rs2 := ipvs.DestinationKey{Addr: netip.MustParseAddr("10.0.0.12"), Port: 80}
+	if err := e.ipvs.SetConns(svc, rs2, 3, 1); err != nil {
+		t.Fatal(err)
+	}
+	e.service("web", "service: web\nvip: 10.0.0.50\nports: [80]\nbackends:\n  - {address: 10.0.0.11}\n")
+	e.reload(a)
+
+	steps := []struct {
+		advance time.Duration
+		active  int
+		want    []string
+	}{
+		{0, 3, []string{"update-destination tcp:10.0.0.50:80 10.0.0.12:80 weight=0 route"}},
+		{10 * time.Second, 3, nil}, // still has connections, timeout not reached
+		{5 * time.Second, 0, []string{"delete-destination tcp:10.0.0.50:80 10.0.0.12:80"}},
+	}
+	for i, s := range steps {
+		e.now = e.now.Add(s.advance)
+		if err := e.ipvs.SetConns(svc, rs2, s.active, 0); err != nil && s.active > 0 {
+			t.Fatal(err)
+		}
+		if got := e.reconcile(a); !slices.Equal(got, s.want) {
+			t.Fatalf("step %d: got %q, want %q", i, got, s.want)
+		}
+	}
+}
+
+func TestDrainTimeoutDeletes(t *testing.T) {
+	e := newEnv(t)
+	e.service("web", webTwo)
+	a := e.agent()
+	e.reconcile(a)
+	svc := ipvs.ServiceKey{Protocol: ipvs.TCP, Addr: netip.MustParseAddr("10.0.0.50"), Port: 80}
+	rs2 := ipvs.DestinationKey{Addr: netip.MustParseAddr("10.0.0.12"), Port: 80}
+	e.ipvs.SetConns(svc, rs2, 5, 0)
+	os.Remove(filepath.Join(e.dir, "services.d", "web.yaml"))
+	e.reload(a)
+	// Both destinations go to weight 0; the VIP stays while connections drain.
+	if got := e.reconcile(a); len(got) != 2 || !strings.Contains(got[0], "weight=0") || !strings.Contains(got[1], "weight=0") {
+		t.Fatalf("drain start: %q", got)
+	}
+	e.now = e.now.Add(DefaultDrainTimeout)
+	got := e.reconcile(a)
+	want := []string{"delete-service tcp:10.0.0.50:80", "delete-address eth0 10.0.0.50/32"}
+	if !slices.Equal(got, want) {
+		t.Fatalf("after timeout: got %q, want %q", got, want)
+	}
+}
+
+func TestForeignServicesUntouched(t *testing.T) {
+	e := newEnv(t)
+	ctx := context.Background()
+	foreign := ipvs.Service{ServiceKey: ipvs.ServiceKey{Protocol: ipvs.TCP, Addr: netip.MustParseAddr("192.0.2.1"), Port: 443}, Scheduler: "rr"}
+	e.ipvs.AddService(ctx, foreign)
+	e.ipvs.AddDestination(ctx, foreign.ServiceKey, ipvs.Destination{DestinationKey: ipvs.DestinationKey{Addr: netip.MustParseAddr("192.0.2.9"), Port: 443}, Weight: 1})
+	e.addrs.Add(ctx, "eth0", netip.MustParsePrefix("192.0.2.1/32"))
+	e.ipvs.Ops()
+	e.addrs.Ops()
+
+	e.service("web", webTwo)
+	a := e.agent()
+	e.reconcile(a)
+	os.Remove(filepath.Join(e.dir, "services.d", "web.yaml"))
+	e.reload(a)
+	e.reconcile(a)
+	e.now = e.now.Add(time.Hour)
+	e.reconcile(a)
+	svcs, _ := e.ipvs.Services(ctx)
+	if len(svcs) != 1 || svcs[0].ServiceKey != foreign.ServiceKey {
+		t.Fatalf("services left: %v, want only the foreign one", svcs)
+	}
+	addrs, _ := e.addrs.List(ctx, "eth0")
+	if !slices.Equal(addrs, []netip.Prefix{netip.MustParsePrefix("192.0.2.1/32")}) {
+		t.Fatalf("addresses left: %v", addrs)
+	}
+}
+
+func TestBadReloadKeepsLastGood(t *testing.T) {
+	e := newEnv(t)
+	e.service("web", webTwo)
+	a := e.agent()
+	e.reconcile(a)
+	e.service("web", webTwo+"  - {address: 10.0.0.999}\n")
+	e.reload(a)
+	if got := e.reconcile(a); len(got) != 0 {
+		t.Fatalf("bad config changed the kernel: %q", got)
+	}
+}

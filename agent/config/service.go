@@ -1,0 +1,338 @@
+package config
+
+import (
+	"cmp"
+	"fmt"
+	"net/netip"
+	"os"
+	"path/filepath"
+	"slices"
+	"strconv"
+	"strings"
+
+	"github.com/goccy/go-yaml"
+)
+
+// Forwarding is how the director delivers packets to real servers.
+type Forwarding string
+
+// Forwarding modes.
+const (
+	DR      Forwarding = "dr"
+	NAT     Forwarding = "nat"
+	FullNAT Forwarding = "fullnat"
+)
+
+// Affinity selects which parts of the client's packets pick a backend (seed 000).
+type Affinity string
+
+// Affinities.
+const (
+	AffinityNone              Affinity = "none"
+	AffinityClientIP          Affinity = "client-ip"
+	AffinityClientIPProto     Affinity = "client-ip-proto"
+	AffinityClientIPPortProto Affinity = "client-ip-port-proto"
+)
+
+// Schedulers lists the IPVS schedulers lvsd accepts.
+var Schedulers = []string{"mh", "rr", "wrr", "lc", "wlc", "lblc", "lblcr", "dh", "sh", "sed", "nq", "fo", "ovf", "twos"}
+
+// Service is one validated service.
+type Service struct {
+	Name       string
+	File       string
+	Line       int
+	VIP        netip.Addr
+	Protocol   string      // tcp | udp | sctp | any
+	Ports      []PortRange // sorted, non-overlapping
+	AllPorts   bool
+	Forwarding Forwarding
+	Scheduler  string
+	Affinity   Affinity
+	Backends   []Backend // sorted by address and port
+}
+
+// PortRange is an inclusive range of ports; a single port has From == To.
+type PortRange struct{ From, To uint16 }
+
+func (r PortRange) String() string {
+	if r.From == r.To {
+		return strconv.Itoa(int(r.From))
+	}
+	return fmt.Sprintf("%d-%d", r.From, r.To)
+}
+
+// Backend is one real server of a service.
+type Backend struct {
+	Addr   netip.Addr
+	Port   uint16 // 0: the port the client connected to
+	Weight int
+}
+
+// Weight bounds of a backend (IPVS accepts any non-negative int; Maglev
+// precision makes larger values pointless).
+const (
+	MaxWeight     = 65535
+	DefaultWeight = 1
+)
+
+type rawService struct {
+	Service    string       `yaml:"service"`
+	VIP        string       `yaml:"vip"`
+	Protocol   string       `yaml:"protocol"`
+	Ports      []any        `yaml:"ports"`
+	Forwarding string       `yaml:"forwarding"`
+	Scheduler  string       `yaml:"scheduler"`
+	Affinity   string       `yaml:"affinity"`
+	Backends   []rawBackend `yaml:"backends"`
+}
+
+type rawBackend struct {
+	Address string `yaml:"address"`
+	Port    *int   `yaml:"port"`
+	Weight  *int   `yaml:"weight"`
+}
+
+// LoadServices reads every *.yaml and *.yml file of dir, in name order, and
+// validates each service and the set as a whole.
+func LoadServices(dir string) ([]Service, error) {
+	entries, err := os.ReadDir(dir)
+	if err != nil {
+		return nil, fmt.Errorf("reading services directory: %w", err)
+	}
+	var files []string
+	for _, e := range entries {
+		if !e.IsDir() && (strings.HasSuffix(e.Name(), ".yaml") || strings.HasSuffix(e.Name(), ".yml")) {
+			files = append(files, filepath.Join(dir, e.Name()))
+		}
+	}
+	return LoadServiceFiles(files...)
+}
+
+// LoadServiceFiles reads and validates the named service files as one set.
+func LoadServiceFiles(files ...string) ([]Service, error) {
+	var errs List
+	var all []Service
+	for _, f := range files {
+		data, err := os.ReadFile(f)
+		if err != nil {
+			errs = append(errs, &Error{File: f, Msg: err.Error()})
+			continue
+		}
+		all = append(all, parseServices(f, data, &errs)...)
+	}
+	checkSet(all, &errs)
+	if len(errs) > 0 {
+		return nil, errs
+	}
+	return all, nil
+}
+
+func parseServices(file string, data []byte, errs *List) []Service {
+	var out []Service
+	for _, d := range parseDocs(file, data, errs) {
+		var raw rawService
+		if err := yaml.NodeToValue(d.body, &raw, yaml.Strict()); err != nil {
+			*errs = append(*errs, yamlError(file, err))
+			continue
+		}
+		before := len(*errs)
+		svc := d.service(raw)
+		if len(*errs) == before {
+			out = append(out, svc)
+		}
+	}
+	return out
+}
+
+func (d *doc) service(raw rawService) Service {
+	line, _ := d.position("$")
+	s := Service{
+		Name:       raw.Service,
+		File:       d.file,
+		Line:       line,
+		Protocol:   orDefault(raw.Protocol, "tcp"),
+		Forwarding: Forwarding(orDefault(raw.Forwarding, string(DR))),
+		Scheduler:  orDefault(raw.Scheduler, "mh"),
+		Affinity:   Affinity(orDefault(raw.Affinity, string(AffinityNone))),
+	}
+	if s.Name == "" {
+		d.errorf("$", "service: a name is required")
+	} else if strings.ContainsAny(s.Name, " \t/") {
+		d.errorf("$.service", "service name %q must not contain spaces or slashes", s.Name)
+	}
+	vip, err := netip.ParseAddr(raw.VIP)
+	switch {
+	case raw.VIP == "":
+		d.errorf("$", "service %q: vip is required", s.Name)
+	case err != nil:
+		d.errorf("$.vip", "service %q: vip %q is not an IP address", s.Name, raw.VIP)
+	case vip.Zone() != "" || vip.IsUnspecified() || vip.IsMulticast() || vip.IsLoopback():
+		d.errorf("$.vip", "service %q: vip %s must be a unicast address", s.Name, raw.VIP)
+	default:
+		s.VIP = vip.Unmap()
+	}
+	if !oneOf(s.Protocol, "tcp", "udp", "sctp", "any") {
+		d.errorf("$.protocol", "service %q: protocol %q is not one of tcp, udp, sctp, any", s.Name, s.Protocol)
+	}
+	s.Ports, s.AllPorts = d.ports(s.Name, raw.Ports)
+	if !oneOf(string(s.Forwarding), string(DR), string(NAT), string(FullNAT)) {
+		d.errorf("$.forwarding", "service %q: forwarding %q is not one of dr, nat, fullnat", s.Name, s.Forwarding)
+	}
+	if !slices.Contains(Schedulers, s.Scheduler) {
+		d.errorf("$.scheduler", "service %q: scheduler %q is not one of %s", s.Name, s.Scheduler, strings.Join(Schedulers, ", "))
+	}
+	if !oneOf(string(s.Affinity), string(AffinityNone), string(AffinityClientIP), string(AffinityClientIPProto), string(AffinityClientIPPortProto)) {
+		d.errorf("$.affinity", "service %q: affinity %q is not one of none, client-ip, client-ip-proto, client-ip-port-proto", s.Name, s.Affinity)
+	}
+	s.Backends = d.backends(s, raw.Backends)
+	return s
+}
+
+// ports accepts numbers, "from-to" ranges and the single word "all".
+func (d *doc) ports(name string, raw []any) ([]PortRange, bool) {
+	if len(raw) == 0 {
+		d.errorf("$", "service %q: ports is required (a list of ports, ranges \"8000-8099\", or [all])", name)
+		return nil, false
+	}
+	var out []PortRange
+	for i, p := range raw {
+		path := fmt.Sprintf("$.ports[%d]", i)
+		s := strings.TrimSpace(fmt.Sprint(p))
+		if s == "all" {
+			if len(raw) != 1 {
+				d.errorf(path, "service %q: \"all\" cannot be combined with other ports", name)
+			}
+			return nil, true
+		}
+		from, to, isRange := strings.Cut(s, "-")
+		lo, err1 := parsePort(from)
+		hi, err2 := lo, error(nil)
+		if isRange {
+			hi, err2 = parsePort(to)
+		}
+		switch {
+		case err1 != nil || err2 != nil:
+			d.errorf(path, "service %q: port %q is not a port (1-65535), a range \"from-to\" or \"all\"", name, s)
+			continue
+		case hi < lo:
+			d.errorf(path, "service %q: port range %q ends before it starts", name, s)
+			continue
+		}
+		out = append(out, PortRange{lo, hi})
+	}
+	slices.SortFunc(out, func(a, b PortRange) int { return cmp.Compare(a.From, b.From) })
+	for i := 1; i < len(out); i++ {
+		if out[i].From <= out[i-1].To {
+			d.errorf("$.ports", "service %q: ports %s and %s overlap", name, out[i-1], out[i])
+		}
+	}
+	return out, false
+}
+
+func parsePort(s string) (uint16, error) {
+	n, err := strconv.Atoi(strings.TrimSpace(s))
+	if err != nil || n < 1 || n > 65535 {
+		return 0, fmt.Errorf("bad port %q", s)
+	}
+	return uint16(n), nil
+}
+
+func (d *doc) backends(s Service, raw []rawBackend) []Backend {
+	if len(raw) == 0 {
+		d.errorf("$", "service %q: backends is required (at least one real server)", s.Name)
+		return nil
+	}
+	var out []Backend
+	seen := map[netip.AddrPort]bool{}
+	for i, rb := range raw {
+		path := fmt.Sprintf("$.backends[%d]", i)
+		addr, err := netip.ParseAddr(rb.Address)
+		if err != nil {
+			d.errorf(path+".address", "service %q: backend address %q is not an IP address", s.Name, rb.Address)
+			continue
+		}
+		addr = addr.Unmap()
+		b := Backend{Addr: addr, Weight: DefaultWeight}
+		if s.VIP.IsValid() && addr.Is4() != s.VIP.Is4() {
+			d.errorf(path+".address", "service %q: backend %s and vip %s are of different IP families", s.Name, addr, s.VIP)
+		}
+		if rb.Port != nil {
+			if *rb.Port < 1 || *rb.Port > 65535 {
+				d.errorf(path+".port", "service %q: backend port %d is not in 1-65535", s.Name, *rb.Port)
+			} else {
+				b.Port = uint16(*rb.Port)
+			}
+		}
+		if b.Port != 0 && s.Forwarding == DR && !(len(s.Ports) == 1 && s.Ports[0].From == s.Ports[0].To && s.Ports[0].From == b.Port) {
+			d.errorf(path+".port", "service %q: forwarding dr cannot change the port (backend port %d); real servers receive the service port, so omit port", s.Name, b.Port)
+		}
+		if b.Port != 0 && (s.AllPorts || len(s.Ports) > 1 || len(s.Ports) == 1 && s.Ports[0].From != s.Ports[0].To) {
+			d.errorf(path+".port", "service %q: a backend port needs a service with exactly one port", s.Name)
+		}
+		if rb.Weight != nil {
+			if *rb.Weight < 0 || *rb.Weight > MaxWeight {
+				d.errorf(path+".weight", "service %q: weight %d is not in 0-%d", s.Name, *rb.Weight, MaxWeight)
+			}
+			b.Weight = *rb.Weight
+		}
+		key := netip.AddrPortFrom(b.Addr, b.Port)
+		if seen[key] {
+			d.errorf(path+".address", "service %q: backend %s is listed twice", s.Name, b)
+		}
+		seen[key] = true
+		out = append(out, b)
+	}
+	slices.SortFunc(out, func(a, b Backend) int {
+		return cmp.Or(a.Addr.Compare(b.Addr), cmp.Compare(a.Port, b.Port))
+	})
+	return out
+}
+
+// checkSet finds conflicts between services: the same name twice, or two
+// services claiming the same VIP, protocol and port.
+func checkSet(all []Service, errs *List) {
+	names := map[string]Service{}
+	for _, s := range all {
+		if prev, ok := names[s.Name]; ok {
+			*errs = append(*errs, &Error{File: s.File, Line: s.Line, Col: 1,
+				Msg: fmt.Sprintf("service %q is already defined at %s:%d", s.Name, prev.File, prev.Line)})
+			continue
+		}
+		names[s.Name] = s
+	}
+	for i, a := range all {
+		for _, b := range all[:i] {
+			if a.VIP != b.VIP || !protocolsOverlap(a.Protocol, b.Protocol) {
+				continue
+			}
+			if r, ok := portsOverlap(a, b); ok {
+				*errs = append(*errs, &Error{File: a.File, Line: a.Line, Col: 1,
+					Msg: fmt.Sprintf("service %q: %s %s port %s is already served by service %q (%s:%d)", a.Name, a.Protocol, a.VIP, r, b.Name, b.File, b.Line)})
+			}
+		}
+	}
+}
+
+func protocolsOverlap(a, b string) bool { return a == b || a == "any" || b == "any" }
+
+func portsOverlap(a, b Service) (string, bool) {
+	if a.AllPorts || b.AllPorts {
+		return "all", true
+	}
+	for _, x := range a.Ports {
+		for _, y := range b.Ports {
+			if x.From <= y.To && y.From <= x.To {
+				return PortRange{max(x.From, y.From), min(x.To, y.To)}.String(), true
+			}
+		}
+	}
+	return "", false
+}
+
+func (b Backend) String() string {
+	if b.Port == 0 {
+		return b.Addr.String()
+	}
+	return netip.AddrPortFrom(b.Addr, b.Port).String()
+}

@@ -1,0 +1,134 @@
+package config
+
+import (
+	"errors"
+	"net/netip"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+)
+
+func writeFile(t *testing.T, dir, name, body string) string {
+	t.Helper()
+	p := filepath.Join(dir, name)
+	if err := os.WriteFile(p, []byte(body), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	return p
+}
+
+func TestLoadServicesGood(t *testing.T) {
+	dir := t.TempDir()
+	writeFile(t, dir, "web.yaml", `
+service: web
+vip: 10.0.0.50
+ports: [80]
+backends:
+  - {address: 10.0.0.12, weight: 3}
+  - {address: 10.0.0.11}
+---
+service: dns
+vip: 10.0.0.50
+protocol: udp
+ports: [53, "5300-5310"]
+forwarding: nat
+scheduler: rr
+affinity: client-ip
+backends:
+  - {address: 10.0.0.11}
+`)
+	writeFile(t, dir, "ignored.txt", "not yaml at all: [")
+	got, err := LoadServices(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(got) != 2 {
+		t.Fatalf("got %d services, want 2", len(got))
+	}
+	web := got[0]
+	if web.Name != "web" || web.Scheduler != "mh" || web.Forwarding != DR || web.Protocol != "tcp" || web.Affinity != AffinityNone {
+		t.Errorf("web defaults wrong: %+v", web)
+	}
+	if web.Backends[0].Addr != netip.MustParseAddr("10.0.0.11") || web.Backends[0].Weight != DefaultWeight || web.Backends[1].Weight != 3 {
+		t.Errorf("backends not sorted or weights wrong: %+v", web.Backends)
+	}
+	dns := got[1]
+	if len(dns.Ports) != 2 || dns.Ports[1] != (PortRange{5300, 5310}) || dns.Line != 9 {
+		t.Errorf("dns ports or line wrong: %+v line %d", dns.Ports, dns.Line)
+	}
+}
+
+// Each case is a malformed file; the error must name the file, the line and
+// column of the culprit, and say what is wrong.
+func TestLoadServicesBad(t *testing.T) {
+	const head = "service: web\nvip: 10.0.0.50\nports: [80]\n"
+	const oneBackend = "backends:\n  - {address: 10.0.0.11}\n"
+	cases := []struct {
+		name, body, want string
+	}{
+		{"unknown key", head + oneBackend + "wieght: 3\n", ":6:1: unknown field \"wieght\""},
+		{"unknown backend key", head + "backends:\n  - {address: 10.0.0.11, wieght: 2}\n", ":5:26: unknown field \"wieght\""},
+		{"no name", "vip: 10.0.0.50\nports: [80]\n" + oneBackend, ":1:1: service: a name is required"},
+		{"bad vip", "service: web\nvip: 10.0.0.500\nports: [80]\n" + oneBackend, ":2:6: service \"web\": vip \"10.0.0.500\" is not an IP address"},
+		{"multicast vip", "service: web\nvip: 224.0.0.1\nports: [80]\n" + oneBackend, ":2:6: service \"web\": vip 224.0.0.1 must be a unicast address"},
+		{"no vip", "service: web\nports: [80]\n" + oneBackend, ":1:1: service \"web\": vip is required"},
+		{"bad protocol", head + "protocol: icmp\n" + oneBackend, ":4:11: service \"web\": protocol \"icmp\" is not one of"},
+		{"port zero", "service: web\nvip: 10.0.0.50\nports: [0]\n" + oneBackend, ":3:9: service \"web\": port \"0\" is not a port"},
+		{"port too big", "service: web\nvip: 10.0.0.50\nports: [70000]\n" + oneBackend, ":3:9: service \"web\": port \"70000\""},
+		{"backwards range", "service: web\nvip: 10.0.0.50\nports: [\"90-80\"]\n" + oneBackend, ":3:9: service \"web\": port range \"90-80\" ends before it starts"},
+		{"overlapping ports", "service: web\nvip: 10.0.0.50\nports: [80, \"70-85\"]\n" + oneBackend, ":3:8: service \"web\": ports 70-85 and 80 overlap"},
+		{"all with others", "service: web\nvip: 10.0.0.50\nports: [all, 80]\n" + oneBackend, ":3:9: service \"web\": \"all\" cannot be combined"},
+		{"no ports", "service: web\nvip: 10.0.0.50\n" + oneBackend, ":1:1: service \"web\": ports is required"},
+		{"bad forwarding", head + "forwarding: tun\n" + oneBackend, ":4:13: service \"web\": forwarding \"tun\" is not one of dr, nat, fullnat"},
+		{"bad scheduler", head + "scheduler: maglev\n" + oneBackend, ":4:12: service \"web\": scheduler \"maglev\" is not one of mh, rr"},
+		{"bad affinity", head + "affinity: sticky\n" + oneBackend, ":4:11: service \"web\": affinity \"sticky\" is not one of"},
+		{"no backends", head, ":1:1: service \"web\": backends is required"},
+		{"empty backends", head + "backends: []\n", ":1:1: service \"web\": backends is required"},
+		{"bad backend", head + "backends:\n  - {address: rs1}\n", ":5:15: service \"web\": backend address \"rs1\" is not an IP address"},
+		{"family mix", head + "backends:\n  - {address: \"fd00::11\"}\n", ":5:15: service \"web\": backend fd00::11 and vip 10.0.0.50 are of different IP families"},
+		{"dr port change", head + "backends:\n  - {address: 10.0.0.11, port: 8080}\n", ":5:32: service \"web\": forwarding dr cannot change the port"},
+		{"backend port range", "service: web\nvip: 10.0.0.50\nports: [80, 81]\nforwarding: nat\nbackends:\n  - {address: 10.0.0.11, port: 8080}\n", ":6:32: service \"web\": a backend port needs a service with exactly one port"},
+		{"weight negative", head + "backends:\n  - {address: 10.0.0.11, weight: -1}\n", ":5:34: service \"web\": weight -1 is not in 0-65535"},
+		{"weight too big", head + "backends:\n  - {address: 10.0.0.11, weight: 70000}\n", ":5:34: service \"web\": weight 70000 is not in 0-65535"},
+		{"duplicate backend", head + "backends:\n  - {address: 10.0.0.11}\n  - {address: 10.0.0.11}\n", ":6:15: service \"web\": backend 10.0.0.11 is listed twice"},
+		{"type error", head + "backends:\n  - {address: 10.0.0.11, weight: heavy}\n", ":5:34:"},
+		{"syntax error", head + "backends:\n  - {address: 10.0.0.11\n", ":5:"},
+		{"duplicate key", head + "vip: 10.0.0.51\n" + oneBackend, ":4:1:"},
+		{"name with space", "service: my web\nvip: 10.0.0.50\nports: [80]\n" + oneBackend, ":1:10: service name \"my web\" must not contain spaces"},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			p := writeFile(t, t.TempDir(), "svc.yaml", c.body)
+			_, err := LoadServiceFiles(p)
+			if err == nil {
+				t.Fatalf("no error for:\n%s", c.body)
+			}
+			if !strings.Contains(err.Error(), p+c.want) {
+				t.Errorf("error\n  %v\nwant it to contain\n  %s%s", err, p, c.want)
+			}
+			var e *Error
+			if !errors.As(err, &e) {
+				t.Errorf("error %T is not a *config.Error", err)
+			}
+		})
+	}
+}
+
+func TestLoadServicesConflicts(t *testing.T) {
+	dir := t.TempDir()
+	a := writeFile(t, dir, "a.yaml", "service: web\nvip: 10.0.0.50\nports: [80, 443]\nbackends: [{address: 10.0.0.11}]\n")
+	b := writeFile(t, dir, "b.yaml", "# another team's file\nservice: web2\nvip: 10.0.0.50\nprotocol: any\nports: [\"440-450\"]\nbackends: [{address: 10.0.0.12}]\n---\nservice: web\nvip: 10.0.0.51\nports: [80]\nbackends: [{address: 10.0.0.12}]\n")
+	_, err := LoadServiceFiles(a, b)
+	if err == nil {
+		t.Fatal("conflicting services accepted")
+	}
+	for _, want := range []string{
+		b + ":2:1: service \"web2\": any 10.0.0.50 port 443 is already served by service \"web\" (" + a + ":1)",
+		b + ":8:1: service \"web\" is already defined at " + a + ":1",
+	} {
+		if !strings.Contains(err.Error(), want) {
+			t.Errorf("error\n%v\nwant it to contain\n%s", err, want)
+		}
+	}
+}

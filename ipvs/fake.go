@@ -1,0 +1,176 @@
+package ipvs
+
+import (
+	"context"
+	"fmt"
+	"slices"
+	"sync"
+)
+
+// Fake is an in-memory IPVS table that behaves like the kernel where the
+// agent can tell: duplicates and missing objects fail, destinations are kept in
+// the kernel's list order (a new one goes to the head), and the kernel's
+// HASHED flag is never visible. Ops records every mutating call.
+type Fake struct {
+	mu       sync.Mutex // guards all following fields
+	services []fakeService
+	ops      []string
+}
+
+type fakeService struct {
+	svc   Service
+	dests []Destination // kernel list order
+}
+
+var _ Interface = (*Fake)(nil)
+
+// NewFake returns an empty table.
+func NewFake() *Fake { return &Fake{} }
+
+// Ops returns the mutating calls made so far, one line each, and forgets them.
+func (f *Fake) Ops() []string {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	ops := f.ops
+	f.ops = nil
+	return ops
+}
+
+func (f *Fake) find(k ServiceKey) int {
+	return slices.IndexFunc(f.services, func(s fakeService) bool { return s.svc.ServiceKey == k })
+}
+
+// Services implements Interface.
+func (f *Fake) Services(ctx context.Context) ([]Service, error) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	out := make([]Service, len(f.services))
+	for i, s := range f.services {
+		out[i] = s.svc
+	}
+	return out, nil
+}
+
+// Destinations implements Interface.
+func (f *Fake) Destinations(ctx context.Context, k ServiceKey) ([]Destination, error) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	i := f.find(k)
+	if i < 0 {
+		return nil, fmt.Errorf("listing destinations of %s: %w", k, ErrNotFound)
+	}
+	return slices.Clone(f.services[i].dests), nil
+}
+
+// AddService implements Interface.
+func (f *Fake) AddService(ctx context.Context, svc Service) error {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if f.find(svc.ServiceKey) >= 0 {
+		return fmt.Errorf("adding service %s: %w", svc, ErrExists)
+	}
+	if svc.Scheduler == "" {
+		return fmt.Errorf("adding service %s: empty scheduler: %w", svc, ErrNotFound)
+	}
+	svc.Flags &^= flagHashed
+	f.services = append(f.services, fakeService{svc: svc})
+	f.ops = append(f.ops, "add-service "+svc.String())
+	return nil
+}
+
+// UpdateService implements Interface.
+func (f *Fake) UpdateService(ctx context.Context, svc Service) error {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	i := f.find(svc.ServiceKey)
+	if i < 0 {
+		return fmt.Errorf("updating service %s: %w", svc, ErrNotFound)
+	}
+	f.services[i].svc = svc
+	f.ops = append(f.ops, "update-service "+svc.String())
+	return nil
+}
+
+// DeleteService implements Interface.
+func (f *Fake) DeleteService(ctx context.Context, k ServiceKey) error {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	i := f.find(k)
+	if i < 0 {
+		return fmt.Errorf("deleting service %s: %w", k, ErrNotFound)
+	}
+	f.services = slices.Delete(f.services, i, i+1)
+	f.ops = append(f.ops, "delete-service "+k.String())
+	return nil
+}
+
+// AddDestination implements Interface.
+func (f *Fake) AddDestination(ctx context.Context, k ServiceKey, d Destination) error {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	i := f.find(k)
+	if i < 0 {
+		return fmt.Errorf("adding destination %s to %s: service %w", d.DestinationKey, k, ErrNotFound)
+	}
+	if !d.Addr.IsValid() || d.Addr.Is4() == f.services[i].svc.IPv6 && f.services[i].svc.FWMark == 0 {
+		return fmt.Errorf("adding destination %s to %s: address family mismatch", d.DestinationKey, k)
+	}
+	if slices.ContainsFunc(f.services[i].dests, func(x Destination) bool { return x.DestinationKey == d.DestinationKey }) {
+		return fmt.Errorf("adding destination %s to %s: %w", d.DestinationKey, k, ErrExists)
+	}
+	d.ActiveConns, d.InactiveConns = 0, 0
+	f.services[i].dests = slices.Insert(f.services[i].dests, 0, d)
+	f.ops = append(f.ops, fmt.Sprintf("add-destination %s %s weight=%d %s", k, d.DestinationKey, d.Weight, d.Forwarding))
+	return nil
+}
+
+// UpdateDestination implements Interface.
+func (f *Fake) UpdateDestination(ctx context.Context, k ServiceKey, d Destination) error {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	i, j, err := f.findDest(k, d.DestinationKey)
+	if err != nil {
+		return fmt.Errorf("updating destination: %w", err)
+	}
+	cur := &f.services[i].dests[j]
+	cur.Weight, cur.Forwarding = d.Weight, d.Forwarding
+	f.ops = append(f.ops, fmt.Sprintf("update-destination %s %s weight=%d %s", k, d.DestinationKey, d.Weight, d.Forwarding))
+	return nil
+}
+
+// DeleteDestination implements Interface.
+func (f *Fake) DeleteDestination(ctx context.Context, k ServiceKey, dk DestinationKey) error {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	i, j, err := f.findDest(k, dk)
+	if err != nil {
+		return fmt.Errorf("deleting destination: %w", err)
+	}
+	f.services[i].dests = slices.Delete(f.services[i].dests, j, j+1)
+	f.ops = append(f.ops, fmt.Sprintf("delete-destination %s %s", k, dk))
+	return nil
+}
+
+// SetConns sets a destination's connection counters, as traffic would.
+func (f *Fake) SetConns(k ServiceKey, dk DestinationKey, active, inactive int) error {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	i, j, err := f.findDest(k, dk)
+	if err != nil {
+		return err
+	}
+	f.services[i].dests[j].ActiveConns, f.services[i].dests[j].InactiveConns = active, inactive
+	return nil
+}
+
+func (f *Fake) findDest(k ServiceKey, dk DestinationKey) (int, int, error) {
+	i := f.find(k)
+	if i < 0 {
+		return 0, 0, fmt.Errorf("service %s: %w", k, ErrNotFound)
+	}
+	j := slices.IndexFunc(f.services[i].dests, func(x Destination) bool { return x.DestinationKey == dk })
+	if j < 0 {
+		return 0, 0, fmt.Errorf("destination %s of %s: %w", dk, k, ErrNotFound)
+	}
+	return i, j, nil
+}

@@ -1,0 +1,249 @@
+package ipvs
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net"
+	"net/netip"
+	"os"
+	"os/exec"
+	"strings"
+	"sync"
+	"syscall"
+
+	mobyipvs "github.com/moby/ipvs"
+	"github.com/vishvananda/netlink"
+)
+
+// Kernel programs the IPVS tables of one network namespace through generic netlink.
+type Kernel struct {
+	mu sync.Mutex // guards h: the moby handle's socket is not safe for concurrent requests
+	h  *mobyipvs.Handle
+}
+
+var _ Interface = (*Kernel)(nil)
+
+// Open checks that the running kernel has IPVS (loading ip_vs and ip_vs_mh if
+// it can) and returns a handle for the namespace at netnsPath ("" = current).
+// It fails with ErrNotAvailable, and says what is missing, rather than return
+// a handle that silently does nothing.
+func Open(netnsPath string) (*Kernel, error) {
+	if err := Probe(); err != nil {
+		return nil, err
+	}
+	h, err := mobyipvs.New(netnsPath)
+	if err != nil {
+		return nil, fmt.Errorf("opening IPVS netlink socket: %w", err)
+	}
+	return &Kernel{h: h}, nil
+}
+
+// Probe reports whether the kernel offers the IPVS generic netlink family.
+func Probe() error {
+	// Loading is best effort: a kernel with IPVS built in has nothing to load,
+	// and a host without modprobe may have loaded the modules at boot.
+	for _, m := range []string{"ip_vs", "ip_vs_mh"} {
+		_ = exec.Command("modprobe", "-q", m).Run()
+	}
+	if _, err := netlink.GenlFamilyGet("IPVS"); err != nil {
+		hint := "load the ip_vs kernel module (modprobe ip_vs) or use a kernel built with CONFIG_IP_VS"
+		if _, statErr := os.Stat("/proc/sys/kernel/modprobe"); statErr != nil {
+			hint = "this kernel has no IPVS and cannot load modules; run lvsd on a kernel with CONFIG_IP_VS"
+		}
+		return fmt.Errorf("%w: the kernel has no IPVS generic netlink family (%v); %s", ErrNotAvailable, err, hint)
+	}
+	return nil
+}
+
+// Close releases the netlink socket.
+func (k *Kernel) Close() { k.h.Close() }
+
+// Services implements Interface.
+func (k *Kernel) Services(ctx context.Context) ([]Service, error) {
+	k.mu.Lock()
+	defer k.mu.Unlock()
+	raw, err := k.h.GetServices()
+	if err != nil {
+		return nil, fmt.Errorf("listing IPVS services: %w", err)
+	}
+	out := make([]Service, 0, len(raw))
+	for _, s := range raw {
+		out = append(out, fromMobyService(s))
+	}
+	return out, nil
+}
+
+// Destinations implements Interface.
+func (k *Kernel) Destinations(ctx context.Context, svc ServiceKey) ([]Destination, error) {
+	k.mu.Lock()
+	defer k.mu.Unlock()
+	raw, err := k.h.GetDestinations(toMobyService(Service{ServiceKey: svc}))
+	if err != nil {
+		return nil, fmt.Errorf("listing destinations of %s: %w", svc, kernelErr(err))
+	}
+	out := make([]Destination, 0, len(raw))
+	for _, d := range raw {
+		out = append(out, fromMobyDestination(d))
+	}
+	return out, nil
+}
+
+// AddService implements Interface.
+func (k *Kernel) AddService(ctx context.Context, svc Service) error {
+	return k.do("adding service", svc.String(), func() error { return k.h.NewService(toMobyService(svc)) })
+}
+
+// UpdateService implements Interface.
+func (k *Kernel) UpdateService(ctx context.Context, svc Service) error {
+	return k.do("updating service", svc.String(), func() error { return k.h.UpdateService(toMobyService(svc)) })
+}
+
+// DeleteService implements Interface.
+func (k *Kernel) DeleteService(ctx context.Context, svc ServiceKey) error {
+	return k.do("deleting service", svc.String(), func() error {
+		return k.h.DelService(toMobyService(Service{ServiceKey: svc}))
+	})
+}
+
+// AddDestination implements Interface.
+func (k *Kernel) AddDestination(ctx context.Context, svc ServiceKey, dst Destination) error {
+	return k.do("adding destination", svc.String()+" -> "+dst.String(), func() error {
+		return k.h.NewDestination(toMobyService(Service{ServiceKey: svc}), toMobyDestination(dst))
+	})
+}
+
+// UpdateDestination implements Interface.
+func (k *Kernel) UpdateDestination(ctx context.Context, svc ServiceKey, dst Destination) error {
+	return k.do("updating destination", svc.String()+" -> "+dst.String(), func() error {
+		return k.h.UpdateDestination(toMobyService(Service{ServiceKey: svc}), toMobyDestination(dst))
+	})
+}
+
+// DeleteDestination implements Interface.
+func (k *Kernel) DeleteDestination(ctx context.Context, svc ServiceKey, dst DestinationKey) error {
+	return k.do("deleting destination", svc.String()+" -> "+dst.String(), func() error {
+		return k.h.DelDestination(toMobyService(Service{ServiceKey: svc}), toMobyDestination(Destination{DestinationKey: dst}))
+	})
+}
+
+func (k *Kernel) do(what, obj string, f func() error) error {
+	k.mu.Lock()
+	defer k.mu.Unlock()
+	if err := f(); err != nil {
+		err = kernelErr(err)
+		if errors.Is(err, syscall.ENOENT) && strings.HasPrefix(what, "adding service") {
+			return fmt.Errorf("%s %s: %w (is the scheduler's module, e.g. ip_vs_mh, available?)", what, obj, err)
+		}
+		return fmt.Errorf("%s %s: %w", what, obj, err)
+	}
+	return nil
+}
+
+// kernelErr maps errno values to the package's sentinel errors so callers can
+// tell a duplicate or a missing object from a real failure.
+func kernelErr(err error) error {
+	switch {
+	case errors.Is(err, syscall.EEXIST):
+		return fmt.Errorf("%w: %w", ErrExists, err)
+	case errors.Is(err, syscall.ESRCH), errors.Is(err, syscall.ENOENT):
+		return fmt.Errorf("%w: %w", ErrNotFound, err)
+	}
+	return err
+}
+
+func toMobyService(s Service) *mobyipvs.Service {
+	m := &mobyipvs.Service{
+		AddressFamily: syscall.AF_INET,
+		Protocol:      uint16(s.Protocol),
+		Port:          s.Port,
+		FWMark:        s.FWMark,
+		SchedName:     s.Scheduler,
+		Flags:         uint32(s.Flags &^ flagHashed),
+		Timeout:       s.Timeout,
+	}
+	if s.IPv6 || s.Addr.Is6() && !s.Addr.Is4In6() {
+		m.AddressFamily = syscall.AF_INET6
+	}
+	if s.Addr.IsValid() {
+		m.Address = net.IP(s.Addr.AsSlice())
+	} else if m.AddressFamily == syscall.AF_INET6 {
+		m.Address = net.IPv6zero
+	} else {
+		m.Address = net.IPv4zero.To4()
+	}
+	// The kernel reads the IPv4 netmask as raw mask bytes but the IPv6 one as
+	// a prefix length (and rejects 0 for IPv6 even without persistence).
+	bits := s.netmaskBits()
+	if m.AddressFamily == syscall.AF_INET6 {
+		m.Netmask = uint32(bits)
+	} else {
+		mask := net.CIDRMask(bits, 32)
+		m.Netmask = nativeUint32(mask)
+	}
+	return m
+}
+
+func fromMobyService(m *mobyipvs.Service) Service {
+	s := Service{
+		ServiceKey: ServiceKey{
+			Protocol: Protocol(m.Protocol),
+			Port:     m.Port,
+			FWMark:   m.FWMark,
+			IPv6:     m.AddressFamily == syscall.AF_INET6,
+		},
+		Scheduler: m.SchedName,
+		Flags:     Flags(m.Flags) &^ flagHashed,
+		Timeout:   m.Timeout,
+	}
+	if m.FWMark == 0 {
+		if a, ok := netip.AddrFromSlice(m.Address); ok {
+			s.Addr = a.Unmap()
+		}
+		s.Protocol = Protocol(m.Protocol)
+	} else {
+		s.Protocol = 0
+	}
+	if s.IPv6 {
+		s.Netmask = int(m.Netmask)
+	} else {
+		ones, _ := net.IPMask(nativeBytes(m.Netmask)).Size()
+		s.Netmask = ones
+	}
+	if s.Netmask == s.netmaskBitsHost() {
+		s.Netmask = 0
+	}
+	return s
+}
+
+func (s Service) netmaskBitsHost() int {
+	if s.IPv6 {
+		return 128
+	}
+	return 32
+}
+
+func toMobyDestination(d Destination) *mobyipvs.Destination {
+	m := &mobyipvs.Destination{
+		Address:         net.IP(d.Addr.AsSlice()),
+		Port:            d.Port,
+		Weight:          d.Weight,
+		ConnectionFlags: uint32(d.Forwarding),
+		AddressFamily:   syscall.AF_INET,
+	}
+	if d.Addr.Is6() {
+		m.AddressFamily = syscall.AF_INET6
+	}
+	return m
+}
+
+func fromMobyDestination(m *mobyipvs.Destination) Destination {
+	a, _ := netip.AddrFromSlice(m.Address)
+	return Destination{
+		DestinationKey: DestinationKey{Addr: a.Unmap(), Port: m.Port},
+		Weight:         m.Weight,
+		Forwarding:     Forwarding(m.ConnectionFlags & 0x7),
+		ActiveConns:    m.ActiveConnections,
+		InactiveConns:  m.InactiveConnections,
+	}
+}

@@ -1,0 +1,196 @@
+package ipvs
+
+import (
+	"fmt"
+	"net/netip"
+	"strings"
+	"syscall"
+)
+
+// Protocol is an IP protocol number as IPVS stores it.
+type Protocol uint16
+
+// Protocols IPVS balances.
+const (
+	TCP  Protocol = syscall.IPPROTO_TCP
+	UDP  Protocol = syscall.IPPROTO_UDP
+	SCTP Protocol = 132
+)
+
+func (p Protocol) String() string {
+	switch p {
+	case TCP:
+		return "tcp"
+	case UDP:
+		return "udp"
+	case SCTP:
+		return "sctp"
+	case 0:
+		return "fwmark"
+	}
+	return fmt.Sprintf("proto-%d", uint16(p))
+}
+
+// Flags are IPVS service flags (IP_VS_SVC_F_*). The kernel replaces the whole
+// set on every update, so a Service always carries all of them.
+type Flags uint32
+
+// Service flags. SchedFlag1/2 mean mh-fallback/mh-port for the mh scheduler.
+const (
+	FlagPersistent Flags = 0x0001
+	flagHashed     Flags = 0x0002 // set by the kernel on read; must not be sent back
+	FlagOnePacket  Flags = 0x0004
+	FlagMHFallback Flags = 0x0008
+	FlagMHPort     Flags = 0x0010
+)
+
+func (f Flags) String() string {
+	var names []string
+	for _, n := range []struct {
+		f    Flags
+		name string
+	}{{FlagPersistent, "persistent"}, {FlagOnePacket, "ops"}, {FlagMHFallback, "mh-fallback"}, {FlagMHPort, "mh-port"}} {
+		if f&n.f != 0 {
+			names = append(names, n.name)
+		}
+	}
+	return strings.Join(names, ",")
+}
+
+// Forwarding is how IPVS delivers packets to a destination.
+type Forwarding uint32
+
+// Forwarding methods (IP_VS_CONN_F_FWD_MASK values).
+const (
+	Masquerade  Forwarding = 0 // NAT
+	Tunnel      Forwarding = 2
+	DirectRoute Forwarding = 3
+)
+
+func (f Forwarding) String() string {
+	switch f {
+	case Masquerade:
+		return "masq"
+	case Tunnel:
+		return "tunnel"
+	case DirectRoute:
+		return "route"
+	}
+	return fmt.Sprintf("fwd-%d", uint32(f))
+}
+
+// ServiceKey identifies a virtual service: either protocol+address+port or,
+// for firewall-mark services, family+mark.
+type ServiceKey struct {
+	Protocol Protocol
+	Addr     netip.Addr // zero for fwmark services
+	Port     uint16
+	FWMark   uint32
+	IPv6     bool // address family; needed on its own for fwmark services
+}
+
+func (k ServiceKey) String() string {
+	if k.FWMark != 0 {
+		fam := "ipv4"
+		if k.IPv6 {
+			fam = "ipv6"
+		}
+		return fmt.Sprintf("fwmark:%d/%s", k.FWMark, fam)
+	}
+	return fmt.Sprintf("%s:%s", k.Protocol, netip.AddrPortFrom(k.Addr, k.Port))
+}
+
+// Compare orders keys canonically (fwmark services after address services).
+func (k ServiceKey) Compare(o ServiceKey) int {
+	switch {
+	case k.FWMark != o.FWMark:
+		return cmpInt(k.FWMark, o.FWMark)
+	case k.IPv6 != o.IPv6:
+		if !k.IPv6 {
+			return -1
+		}
+		return 1
+	case k.Addr != o.Addr:
+		return k.Addr.Compare(o.Addr)
+	case k.Port != o.Port:
+		return cmpInt(k.Port, o.Port)
+	}
+	return cmpInt(k.Protocol, o.Protocol)
+}
+
+// Service is a virtual service's identity and options.
+type Service struct {
+	ServiceKey
+	Scheduler string
+	Flags     Flags
+	Timeout   uint32 // persistence timeout, seconds (with FlagPersistent)
+	Netmask   int    // persistence granularity as a prefix length; 0 means host (/32 or /128)
+}
+
+// SameOptions reports whether s and o need no update to match.
+func (s Service) SameOptions(o Service) bool {
+	return s.Scheduler == o.Scheduler && s.Flags == o.Flags && s.Timeout == o.Timeout &&
+		s.netmaskBits() == o.netmaskBits()
+}
+
+func (s Service) netmaskBits() int {
+	if s.Netmask == 0 {
+		if s.IPv6 {
+			return 128
+		}
+		return 32
+	}
+	return s.Netmask
+}
+
+func (s Service) String() string {
+	str := fmt.Sprintf("%s %s", s.ServiceKey, s.Scheduler)
+	if s.Flags != 0 {
+		str += " flags=" + s.Flags.String()
+	}
+	if s.Flags&FlagPersistent != 0 {
+		str += fmt.Sprintf(" persistent=%ds/%d", s.Timeout, s.netmaskBits())
+	}
+	return str
+}
+
+// DestinationKey identifies a destination within a service.
+type DestinationKey struct {
+	Addr netip.Addr
+	Port uint16
+}
+
+func (k DestinationKey) String() string { return netip.AddrPortFrom(k.Addr, k.Port).String() }
+
+// Compare orders destination keys canonically.
+func (k DestinationKey) Compare(o DestinationKey) int {
+	if c := k.Addr.Compare(o.Addr); c != 0 {
+		return c
+	}
+	return cmpInt(k.Port, o.Port)
+}
+
+// Destination is a real server of a service. ActiveConns and InactiveConns are
+// read from the kernel and ignored when writing.
+type Destination struct {
+	DestinationKey
+	Weight        int
+	Forwarding    Forwarding
+	ActiveConns   int
+	InactiveConns int
+}
+
+// SameOptions reports whether d and o need no update to match.
+func (d Destination) SameOptions(o Destination) bool {
+	return d.Weight == o.Weight && d.Forwarding == o.Forwarding
+}
+
+func cmpInt[T ~uint16 | ~uint32 | ~int](a, b T) int {
+	switch {
+	case a < b:
+		return -1
+	case a > b:
+		return 1
+	}
+	return 0
+}
