@@ -1,0 +1,45 @@
+# lvsd — see README.md. `make test` is what CI runs (through .ci/run).
+SHELL := /bin/bash
+GO ?= go
+export PATH := /usr/local/go/bin:$(PATH)
+
+VERSION ?= $(shell git describe --tags --always --dirty 2>/dev/null || echo dev)
+LDFLAGS := -s -w -X main.version=$(VERSION)
+BIN := $(CURDIR)/bin
+OUT ?= $(CURDIR)/e2e/out
+RUN ?= .
+E2E_TIMEOUT ?= 40m
+
+.PHONY: all build vet unit e2e test demo clean vm-setup
+
+all: build
+
+build:
+	CGO_ENABLED=0 $(GO) build -trimpath -ldflags '$(LDFLAGS)' -o $(BIN)/lvsd ./cmd/lvsd
+	CGO_ENABLED=0 $(GO) build -trimpath -o $(BIN)/lvsd-echo ./e2e/echo/cmd/lvsd-echo
+
+vet:
+	$(GO) vet ./...
+	$(GO) vet -tags e2e ./e2e/...
+
+unit:
+	$(GO) test -count=1 ./...
+
+# The e2e suite runs in a VM with a stock Debian kernel (real IPVS), one VM
+# for the whole package; go test -exec boots it. RUN selects tests by regex.
+e2e: build vm-setup
+	@mkdir -p $(OUT)
+	LVSD_BIN=$(BIN)/lvsd LVSD_ECHO_BIN=$(BIN)/lvsd-echo LVSD_E2E_OUT=$(OUT) \
+	  $(GO) test -tags e2e -count=1 -timeout $(E2E_TIMEOUT) -v \
+	  -exec '$(CURDIR)/e2e/vm/run --rw $(OUT) --' ./e2e -run '$(RUN)'
+
+vm-setup:
+	$(CURDIR)/e2e/vm/run --setup
+
+test: vet unit e2e
+
+demo: build vm-setup
+	$(CURDIR)/e2e/vm/run -- $(CURDIR)/e2e/demo/demo.sh $(BIN)
+
+clean:
+	rm -rf $(BIN) $(OUT)

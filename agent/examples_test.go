@@ -1,0 +1,26 @@
+package agent
+
+import (
+	"testing"
+
+	"github.com/lvsd/lvsd/agent/config"
+)
+
+// The shipped examples must stay valid and programmable.
+func TestExamplesAreValid(t *testing.T) {
+	a, err := config.LoadAgent("../examples/lvsd.yaml")
+	if err != nil {
+		t.Fatal(err)
+	}
+	svcs, err := config.LoadServices("../examples/services.d")
+	if err != nil {
+		t.Fatal(err)
+	}
+	d, err := Build(a, svcs)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(d.Services) == 0 || len(d.Addresses) == 0 {
+		t.Fatalf("examples produce no IPVS services or VIPs: %+v", d)
+	}
+}

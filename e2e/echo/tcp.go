@@ -1,0 +1,97 @@
+package echo
+
+import (
+	"bufio"
+	"fmt"
+	"net"
+	"sync"
+)
+
+// tcpPort is one plain TCP port with its open connections, so Stop can
+// drop them.
+type tcpPort struct {
+	ln    net.Listener
+	mu    sync.Mutex
+	conns map[net.Conn]struct{}
+	wg    sync.WaitGroup
+}
+
+func (s *Server) startTCP(port uint16) (*tcpPort, error) {
+	ln, err := s.host.Listen("tcp", fmt.Sprintf(":%d", port))
+	if err != nil {
+		return nil, err
+	}
+	p := &tcpPort{ln: ln, conns: map[net.Conn]struct{}{}}
+	p.wg.Add(1)
+	go func() {
+		defer p.wg.Done()
+		for {
+			c, err := ln.Accept()
+			if err != nil {
+				return // closed
+			}
+			if !p.track(c) {
+				c.Close()
+				return
+			}
+			p.wg.Add(1)
+			go func() {
+				defer p.wg.Done()
+				defer p.untrack(c)
+				s.serveTCP(c)
+			}()
+		}
+	}()
+	return p, nil
+}
+
+// serveTCP greets, then answers each line with "<name>: <line>".
+func (s *Server) serveTCP(c net.Conn) {
+	peer := c.RemoteAddr().(*net.TCPAddr).AddrPort()
+	local := c.LocalAddr().(*net.TCPAddr).AddrPort()
+	s.count(TCP, peer.Addr().Unmap())
+	w := bufio.NewWriter(c)
+	w.WriteString(s.line(peer, local))
+	if w.Flush() != nil {
+		return
+	}
+	sc := bufio.NewScanner(c)
+	for sc.Scan() {
+		w.WriteString(s.Name + ": " + sc.Text() + "\n")
+		if w.Flush() != nil {
+			return
+		}
+	}
+}
+
+func (p *tcpPort) track(c net.Conn) bool {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if p.conns == nil {
+		return false
+	}
+	p.conns[c] = struct{}{}
+	return true
+}
+
+func (p *tcpPort) untrack(c net.Conn) {
+	c.Close()
+	p.mu.Lock()
+	delete(p.conns, c)
+	p.mu.Unlock()
+}
+
+// Close stops accepting, drops open connections and waits for the
+// goroutines.
+func (p *tcpPort) Close() error {
+	err := p.ln.Close()
+	p.mu.Lock()
+	conns := p.conns
+	p.conns = nil
+	p.mu.Unlock()
+	for c := range conns {
+		c.Close()
+	}
+	p.wg.Wait()
+	return err
+}

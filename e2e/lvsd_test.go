@@ -1,0 +1,181 @@
+//go:build e2e
+
+package e2e
+
+import (
+	"bytes"
+	"context"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/lvsd/lvsd/e2e/topo"
+	"github.com/lvsd/lvsd/ipvs"
+)
+
+// lvsd is one lvsd process running in a host's namespace.
+type lvsd struct {
+	t      *testing.T
+	host   *topo.Host
+	dir    string // config, services.d and state
+	logf   string
+	cmd    *exec.Cmd
+	exited chan error
+}
+
+// testDir returns a per-test folder on the read-write share, so logs can be
+// read after the VM is gone.
+func testDir(t *testing.T) string {
+	t.Helper()
+	base := outDir
+	if base == "" {
+		base = t.TempDir()
+	}
+	dir := filepath.Join(base, strings.ReplaceAll(t.Name(), "/", "_"))
+	os.RemoveAll(dir)
+	if err := os.MkdirAll(filepath.Join(dir, "services.d"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	return dir
+}
+
+// newDirector writes an agent file for host and the given service files
+// (name → YAML) into a fresh folder. Start it with start.
+func newDirector(t *testing.T, host *topo.Host, services map[string]string) *lvsd {
+	t.Helper()
+	dir := testDir(t)
+	agentFile := fmt.Sprintf("node: %s\nrole: director\ninterface: %s\nservices_dir: services.d\nstate_dir: state\nlog: {level: debug}\n",
+		host.ID, host.Link)
+	writeFile(t, filepath.Join(dir, "lvsd.yaml"), agentFile)
+	for name, body := range services {
+		writeFile(t, filepath.Join(dir, "services.d", name+".yaml"), body)
+	}
+	return &lvsd{t: t, host: host, dir: dir, logf: filepath.Join(dir, "lvsd.log")}
+}
+
+func writeFile(t *testing.T, path, body string) {
+	t.Helper()
+	if err := os.WriteFile(path, []byte(body), 0o644); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// start runs `lvsd run` in the host's namespace and stops it (SIGTERM) when
+// the test ends, showing its log if the test failed.
+func (l *lvsd) start() {
+	l.t.Helper()
+	logFile, err := os.OpenFile(l.logf, os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o644)
+	if err != nil {
+		l.t.Fatal(err)
+	}
+	l.cmd = exec.Command(lvsdBin, "run", "--config", filepath.Join(l.dir, "lvsd.yaml"))
+	l.cmd.Stdout, l.cmd.Stderr = logFile, logFile
+	if err := l.host.Start(l.cmd); err != nil {
+		logFile.Close()
+		l.t.Fatalf("starting lvsd in %v: %v", l.host, err)
+	}
+	logFile.Close()
+	l.exited = make(chan error, 1)
+	go func(cmd *exec.Cmd, ch chan error) { ch <- cmd.Wait() }(l.cmd, l.exited)
+	l.t.Cleanup(func() {
+		l.stop()
+		if l.t.Failed() {
+			l.t.Logf("lvsd log (%s):\n%s", l.logf, l.log())
+		}
+	})
+}
+
+// stop sends SIGTERM and waits for the process.
+func (l *lvsd) stop() {
+	if l.cmd == nil || l.cmd.ProcessState != nil {
+		return
+	}
+	_ = l.cmd.Process.Signal(syscall.SIGTERM)
+	select {
+	case <-l.exited:
+	case <-time.After(10 * time.Second):
+		_ = l.cmd.Process.Kill()
+		<-l.exited
+	}
+}
+
+func (l *lvsd) log() string {
+	b, _ := os.ReadFile(l.logf)
+	return string(b)
+}
+
+// ipvs opens the IPVS table of the lvsd host's namespace, to read what lvsd
+// programmed.
+func (l *lvsd) ipvs() *ipvs.Kernel {
+	l.t.Helper()
+	k, err := ipvs.Open("/run/netns/" + l.host.Name)
+	if err != nil {
+		l.t.Fatal(err)
+	}
+	l.t.Cleanup(k.Close)
+	return k
+}
+
+// waitServices waits until the kernel holds n IPVS services with all their
+// destinations, failing early if lvsd exits.
+func (l *lvsd) waitServices(n, destsEach int) []ipvs.Service {
+	l.t.Helper()
+	k := l.ipvs()
+	ctx := context.Background()
+	deadline := time.Now().Add(30 * time.Second)
+	for {
+		svcs, err := k.Services(ctx)
+		if err == nil && len(svcs) == n {
+			ok := true
+			for _, s := range svcs {
+				d, err := k.Destinations(ctx, s.ServiceKey)
+				ok = ok && err == nil && len(d) == destsEach
+			}
+			if ok {
+				return svcs
+			}
+		}
+		select {
+		case err := <-l.exited:
+			l.t.Fatalf("lvsd exited (%v) before programming %d services; log:\n%s", err, n, l.log())
+		default:
+		}
+		if time.Now().After(deadline) {
+			l.t.Fatalf("after 30s the kernel has %d services (err %v), want %d with %d destinations each; log:\n%s",
+				len(svcs), err, n, destsEach, l.log())
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+}
+
+// run runs a command in host's namespace and fails the test on error.
+func run(t *testing.T, host *topo.Host, name string, args ...string) string {
+	t.Helper()
+	out, err := host.Run(context.Background(), name, args...)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return out
+}
+
+// runLVSD runs a one-shot lvsd subcommand (check, plan…) and returns its
+// combined output and exit code.
+func runLVSD(t *testing.T, host *topo.Host, args ...string) (string, int) {
+	t.Helper()
+	cmd := exec.Command(lvsdBin, args...)
+	var out bytes.Buffer
+	cmd.Stdout, cmd.Stderr = &out, &out
+	err := host.Start(cmd)
+	if err == nil {
+		err = cmd.Wait()
+	}
+	if cmd.ProcessState == nil {
+		t.Fatalf("running lvsd %v: %v", args, err)
+	}
+	return out.String(), cmd.ProcessState.ExitCode()
+}
