@@ -17,6 +17,7 @@ all: build
 build:
 	CGO_ENABLED=0 $(GO) build -trimpath -ldflags '$(LDFLAGS)' -o $(BIN)/lvsd ./cmd/lvsd
 	CGO_ENABLED=0 $(GO) build -trimpath -o $(BIN)/lvsd-echo ./e2e/echo/cmd/lvsd-echo
+	CGO_ENABLED=0 $(GO) build -trimpath -o $(BIN)/lvsd-demo ./e2e/demo
 
 vet:
 	$(GO) vet ./...
@@ -39,7 +40,7 @@ vm-setup:
 test: vet unit e2e
 
 demo: build vm-setup
-	$(CURDIR)/e2e/vm/run -- $(CURDIR)/e2e/demo/demo.sh $(BIN)
+	$(CURDIR)/e2e/vm/run -- $(BIN)/lvsd-demo -lvsd $(BIN)/lvsd
 
 clean:
 	rm -rf $(BIN) $(OUT)

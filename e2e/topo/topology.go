@@ -82,30 +82,42 @@ func New(t testing.TB, opts ...Option) *Topology {
 	if os.Geteuid() != 0 {
 		t.Skip("topo: needs root (network namespaces)")
 	}
+	tp, err := Build(opts...)
+	if err != nil {
+		t.Fatalf("topo: %v", err)
+	}
+	t.Cleanup(func() {
+		if err := tp.Close(); err != nil {
+			t.Errorf("topo: cleanup: %v", err)
+		}
+	})
+	return tp
+}
+
+// Build creates a topology outside a test (e.g. for the demo); the caller
+// must Close it. On error, whatever was built is already removed.
+func Build(opts ...Option) (*Topology, error) {
 	cfg := config{sources: 32, directors: 1, realServers: 2}
 	for _, o := range opts {
 		o(&cfg)
 	}
 	if cfg.sources < 0 || cfg.sources > maxSources || cfg.directors < 1 || cfg.directors > maxDirectors ||
 		cfg.realServers < 0 || cfg.realServers > maxRealServers {
-		t.Fatalf("topo: out of range: %d sources (max %d), %d directors (1..%d), %d real servers (max %d)",
+		return nil, fmt.Errorf("out of range: %d sources (max %d), %d directors (1..%d), %d real servers (max %d)",
 			cfg.sources, maxSources, cfg.directors, maxDirectors, cfg.realServers, maxRealServers)
 	}
 	tp := &Topology{cfg: cfg, byName: map[string]*Host{}}
 	if err := tp.claim(); err != nil {
-		t.Fatalf("topo: %v", err)
+		return nil, err
 	}
-	// Registered before any host exists so a failure half-way still cleans up.
-	t.Cleanup(func() {
-		if err := tp.close(); err != nil {
-			t.Errorf("topo: cleanup: %v", err)
-		}
-	})
 	if err := tp.build(); err != nil {
-		t.Fatalf("topo: %v", err)
+		return nil, errors.Join(err, tp.Close())
 	}
-	return tp
+	return tp, nil
 }
+
+// Close removes every namespace and link of the topology.
+func (tp *Topology) Close() error { return tp.close() }
 
 // claim picks a free prefix. Creating the bridge is the atomic claim:
 // another test process whose pid has the same remainder gets EEXIST and
