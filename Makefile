@@ -24,7 +24,7 @@ vet:
 	$(GO) vet -tags e2e ./e2e/...
 
 unit:
-	$(GO) test -count=1 ./...
+	$(GO) test -count=1 -v ./... | grep -vE "^\s*=== (RUN|PAUSE|CONT|NAME)" ; exit $${PIPESTATUS[0]}
 
 # The e2e suite runs in a VM with a stock Debian kernel (real IPVS), one VM
 # for the whole package; go test -exec boots it. RUN selects tests by regex.
