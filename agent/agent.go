@@ -134,6 +134,9 @@ func (a *Agent) reconcile(ctx context.Context) []Op {
 		a.log.Error("reading kernel state", "err", err)
 		return nil
 	}
+	if err := a.opts.Kernel.EnsureSysctls(ctx, desired); err != nil {
+		a.log.Error("setting sysctls", "err", err)
+	}
 	ops := Plan(desired, actual, a.owned, a.drainDone)
 	a.trackDrains(ops)
 	applyErr := a.opts.Kernel.Apply(ctx, ops, &a.owned)
@@ -165,7 +168,18 @@ func (a *Agent) drainDone(svc ipvs.ServiceKey, dst ipvs.Destination) bool {
 		a.drains[drainKey{svc, dst.DestinationKey}] = a.opts.Now()
 		return false
 	}
-	return a.opts.Now().Sub(started) >= a.opts.DrainTimeout
+	return a.opts.Now().Sub(started) >= a.drainTimeout(svc)
+}
+
+// drainTimeout is the configured drain_timeout of the service that still
+// wants svc, else the agent's default (the service left the configuration).
+func (a *Agent) drainTimeout(svc ipvs.ServiceKey) time.Duration {
+	for _, vs := range a.cfg.Desired.Services {
+		if vs.ServiceKey == svc && vs.DrainTimeout > 0 {
+			return vs.DrainTimeout
+		}
+	}
+	return a.opts.DrainTimeout
 }
 
 func (a *Agent) trackDrains(ops []Op) {

@@ -2,6 +2,7 @@ package agent
 
 import (
 	"context"
+	"fmt"
 	"io"
 	"log/slog"
 	"net/netip"
@@ -14,22 +15,25 @@ import (
 
 	"github.com/lvsd/lvsd/arp"
 	"github.com/lvsd/lvsd/ipvs"
+	"github.com/lvsd/lvsd/nat"
 )
 
 // testEnv is a director whose kernel is the stateful fakes.
 type testEnv struct {
-	t     *testing.T
-	dir   string
-	ipvs  *ipvs.Fake
-	addrs *arp.Fake
-	now   time.Time
+	t       *testing.T
+	dir     string
+	ipvs    *ipvs.Fake
+	addrs   *arp.Fake
+	nat     *nat.Fake
+	sysctls []string
+	now     time.Time
 }
 
 func newEnv(t *testing.T) *testEnv {
 	dir := t.TempDir()
 	os.MkdirAll(filepath.Join(dir, "services.d"), 0o755)
 	writeTestFile(t, filepath.Join(dir, "lvsd.yaml"), "node: d1\ninterface: eth0\nservices_dir: services.d\nstate_dir: state\n")
-	return &testEnv{t: t, dir: dir, ipvs: ipvs.NewFake(), addrs: arp.NewFake("eth0"), now: time.Unix(1000, 0)}
+	return &testEnv{t: t, dir: dir, ipvs: ipvs.NewFake(), addrs: arp.NewFake("eth0"), nat: nat.NewFake(), now: time.Unix(1000, 0)}
 }
 
 func writeTestFile(t *testing.T, path, body string) {
@@ -48,9 +52,18 @@ func (e *testEnv) agent() *Agent {
 	e.t.Helper()
 	a := New(Options{
 		ConfigPath: filepath.Join(e.dir, "lvsd.yaml"),
-		Kernel:     Kernel{IPVS: e.ipvs, Addrs: e.addrs},
-		Log:        slog.New(slog.NewTextHandler(io.Discard, nil)),
-		Now:        func() time.Time { return e.now },
+		Kernel: Kernel{IPVS: e.ipvs, Addrs: e.addrs, NAT: e.nat,
+			EnableForwarding: func(_ context.Context, v4, v6 bool) error {
+				e.sysctls = append(e.sysctls, fmt.Sprintf("forwarding v4=%v v6=%v", v4, v6))
+				return nil
+			},
+			EnableIPVSConntrack: func(context.Context) error {
+				e.sysctls = append(e.sysctls, "vs.conntrack=1")
+				return nil
+			},
+		},
+		Log: slog.New(slog.NewTextHandler(io.Discard, nil)),
+		Now: func() time.Time { return e.now },
 	})
 	cfg, err := LoadConfig(a.opts.ConfigPath)
 	if err != nil {

@@ -9,6 +9,7 @@ import (
 
 	"github.com/lvsd/lvsd/arp"
 	"github.com/lvsd/lvsd/ipvs"
+	"github.com/lvsd/lvsd/nat"
 )
 
 // Kernel is what the agent changes on its host, each part behind the small
@@ -16,10 +17,28 @@ import (
 type Kernel struct {
 	IPVS  ipvs.Interface
 	Addrs arp.Addresses
+	NAT   nat.Interface
+	// EnableForwarding and EnableIPVSConntrack set sysctls; both only write
+	// when the value differs (nat.EnableForwarding, nat.EnableIPVSConntrack).
+	EnableForwarding    func(ctx context.Context, v4, v6 bool) error
+	EnableIPVSConntrack func(ctx context.Context) error
 }
 
-// ReadActual reads back the kernel state relevant to d: all IPVS services
-// with their destinations and the addresses of d's interface.
+// EnsureSysctls turns on what d needs. lvsd never turns them off again: other
+// software on the host may rely on forwarding.
+func (k Kernel) EnsureSysctls(ctx context.Context, d Desired) error {
+	var errs []error
+	if d.ForwardV4 || d.ForwardV6 {
+		errs = append(errs, k.EnableForwarding(ctx, d.ForwardV4, d.ForwardV6))
+	}
+	if d.IPVSConntrack {
+		errs = append(errs, k.EnableIPVSConntrack(ctx))
+	}
+	return errors.Join(errs...)
+}
+
+// ReadActual reads back the kernel state: all IPVS services with their
+// destinations, the addresses of iface and the digest of lvsd's nft tables.
 func (k Kernel) ReadActual(ctx context.Context, iface string) (Actual, error) {
 	a := Actual{Services: map[ipvs.ServiceKey]ActualService{}}
 	svcs, err := k.IPVS.Services(ctx)
@@ -37,6 +56,9 @@ func (k Kernel) ReadActual(ctx context.Context, iface string) (Actual, error) {
 		if a.Addresses, err = k.Addrs.List(ctx, iface); err != nil {
 			return Actual{}, err
 		}
+	}
+	if a.NATDigest, err = k.NAT.Installed(ctx); err != nil {
+		return Actual{}, err
 	}
 	return a, nil
 }
@@ -95,6 +117,10 @@ func (k Kernel) apply(ctx context.Context, op Op, owned *Ownership) error {
 		owned.Addresses = slices.DeleteFunc(owned.Addresses, func(x OwnedAddress) bool {
 			return x == OwnedAddress{op.Interface, op.Address}
 		})
+	case ReplaceNAT:
+		return k.NAT.Apply(ctx, op.NAT)
+	case RemoveNAT:
+		return k.NAT.Remove(ctx)
 	default:
 		return fmt.Errorf("unknown op %v", op.Kind)
 	}

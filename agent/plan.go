@@ -6,6 +6,7 @@ import (
 	"slices"
 
 	"github.com/lvsd/lvsd/ipvs"
+	"github.com/lvsd/lvsd/nat"
 )
 
 // OpKind is the kind of one kernel change.
@@ -21,10 +22,13 @@ const (
 	DeleteDestination
 	DeleteService
 	DeleteAddress
+	ReplaceNAT
+	RemoveNAT
 )
 
 var opNames = [...]string{"add-address", "add-service", "update-service", "add-destination",
-	"update-destination", "delete-destination", "delete-service", "delete-address"}
+	"update-destination", "delete-destination", "delete-service", "delete-address", "replace-nft-tables",
+	"remove-nft-tables"}
 
 func (k OpKind) String() string { return opNames[k] }
 
@@ -35,6 +39,7 @@ type Op struct {
 	Destination ipvs.Destination
 	Interface   string
 	Address     netip.Prefix
+	NAT         nat.Ruleset
 	Reason      string
 }
 
@@ -49,6 +54,10 @@ func (o Op) String() string {
 		s = fmt.Sprintf("%s %s", o.Kind, o.Service.ServiceKey)
 	case DeleteDestination:
 		s = fmt.Sprintf("%s %s -> %s", o.Kind, o.Service.ServiceKey, o.Destination.DestinationKey)
+	case ReplaceNAT:
+		s = fmt.Sprintf("%s ip/ip6 %s (ruleset %s)", o.Kind, nat.TableName, o.NAT.Digest())
+	case RemoveNAT:
+		s = fmt.Sprintf("%s ip/ip6 %s", o.Kind, nat.TableName)
 	default:
 		s = fmt.Sprintf("%s %s -> %s weight %d %s", o.Kind, o.Service.ServiceKey, o.Destination.DestinationKey,
 			o.Destination.Weight, o.Destination.Forwarding)
@@ -63,6 +72,7 @@ func (o Op) String() string {
 type Actual struct {
 	Services  map[ipvs.ServiceKey]ActualService
 	Addresses []netip.Prefix // on the desired interface
+	NATDigest string         // digest of the ruleset in lvsd's nft tables; "" if none
 }
 
 // ActualService is a kernel service and its destinations in kernel list order.
@@ -129,6 +139,13 @@ func Plan(d Desired, a Actual, owned Ownership, done DrainDone) []Op {
 		}
 		ops = append(ops, drain...)
 		draining[cur.Addr] = true
+	}
+	switch {
+	case d.NAT.Digest() == a.NATDigest:
+	case !d.NAT.Empty():
+		ops = append(ops, Op{Kind: ReplaceNAT, NAT: d.NAT})
+	case a.NATDigest != "":
+		ops = append(ops, Op{Kind: RemoveNAT, Reason: "no rules needed"})
 	}
 	return append(ops, planAddresses(d, a, owned, draining)...)
 }

@@ -9,6 +9,7 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+	"time"
 
 	"github.com/goccy/go-yaml"
 )
@@ -50,7 +51,26 @@ type Service struct {
 	Scheduler  string
 	Affinity   Affinity
 	Backends   []Backend // sorted by address and port
+
+	// SourceRanges steer: the service takes only clients in these prefixes
+	// (longest prefix wins over other services on the same VIP and ports).
+	SourceRanges []netip.Prefix
+	// SNATAddresses are the FULLNAT source addresses (consecutive).
+	SNATAddresses []netip.Addr
+	// Persistence, when Timeout > 0, sends a client (of Netmask granularity)
+	// to the same backend for Timeout after its last connection.
+	Persistence  Persistence
+	DrainTimeout time.Duration
 }
+
+// Persistence is IPVS persistence (seed 000's per-session tracking).
+type Persistence struct {
+	Timeout time.Duration
+	Netmask int // prefix length; 0 = the whole address
+}
+
+// DefaultDrainTimeout bounds how long a removed backend keeps its connections.
+const DefaultDrainTimeout = 30 * time.Second
 
 // PortRange is an inclusive range of ports; a single port has From == To.
 type PortRange struct{ From, To uint16 }
@@ -85,6 +105,16 @@ type rawService struct {
 	Scheduler  string       `yaml:"scheduler"`
 	Affinity   string       `yaml:"affinity"`
 	Backends   []rawBackend `yaml:"backends"`
+
+	SourceRanges []string `yaml:"source_ranges"`
+	FullNAT      struct {
+		SourceAddresses []string `yaml:"source_addresses"`
+	} `yaml:"fullnat"`
+	Persistence *struct {
+		Timeout string `yaml:"timeout"`
+		Netmask *int   `yaml:"netmask"`
+	} `yaml:"persistence"`
+	DrainTimeout string `yaml:"drain_timeout"`
 }
 
 type rawBackend struct {
@@ -185,8 +215,104 @@ func (d *doc) service(raw rawService) Service {
 	if !oneOf(string(s.Affinity), string(AffinityNone), string(AffinityClientIP), string(AffinityClientIPProto), string(AffinityClientIPPortProto)) {
 		d.errorf("$.affinity", "service %q: affinity %q is not one of none, client-ip, client-ip-proto, client-ip-port-proto", s.Name, s.Affinity)
 	}
+	if s.Protocol == "any" && !s.AllPorts && len(s.Ports) > 0 {
+		d.errorf("$.ports", "service %q: protocol any takes every port: write ports: [all]", s.Name)
+	}
 	s.Backends = d.backends(s, raw.Backends)
+	s.SourceRanges = d.sourceRanges(s, raw.SourceRanges)
+	s.SNATAddresses = d.snatAddresses(s, raw.FullNAT.SourceAddresses)
+	s.DrainTimeout = d.duration("$.drain_timeout", s.Name, "drain_timeout", raw.DrainTimeout, DefaultDrainTimeout)
+	if p := raw.Persistence; p != nil {
+		s.Persistence.Timeout = d.duration("$.persistence.timeout", s.Name, "persistence timeout", p.Timeout, 300*time.Second)
+		if s.Persistence.Timeout < time.Second {
+			d.errorf("$.persistence.timeout", "service %q: persistence timeout must be at least 1s", s.Name)
+		}
+		if p.Netmask != nil {
+			if *p.Netmask < 1 || *p.Netmask > s.VIP.BitLen() && s.VIP.IsValid() {
+				d.errorf("$.persistence.netmask", "service %q: persistence netmask /%d is not in 1-%d", s.Name, *p.Netmask, max(s.VIP.BitLen(), 32))
+			} else if *p.Netmask != s.VIP.BitLen() {
+				s.Persistence.Netmask = *p.Netmask
+			}
+		}
+	}
 	return s
+}
+
+func (d *doc) sourceRanges(s Service, raw []string) []netip.Prefix {
+	var out []netip.Prefix
+	for i, r := range raw {
+		path := fmt.Sprintf("$.source_ranges[%d]", i)
+		p, err := netip.ParsePrefix(r)
+		switch {
+		case err != nil:
+			d.errorf(path, "service %q: source range %q is not a CIDR prefix like 192.0.2.0/24", s.Name, r)
+			continue
+		case p.Masked() != p:
+			d.errorf(path, "service %q: source range %s has host bits set (did you mean %s?)", s.Name, p, p.Masked())
+			continue
+		case p.Bits() == 0:
+			d.errorf(path, "service %q: source range %s matches every client; leave source_ranges out instead", s.Name, p)
+			continue
+		case s.VIP.IsValid() && p.Addr().Is4() != s.VIP.Is4():
+			d.errorf(path, "service %q: source range %s and vip %s are of different IP families", s.Name, p, s.VIP)
+			continue
+		case slices.Contains(out, p):
+			d.errorf(path, "service %q: source range %s is listed twice", s.Name, p)
+			continue
+		}
+		out = append(out, p)
+	}
+	slices.SortFunc(out, func(a, b netip.Prefix) int {
+		return cmp.Or(a.Addr().Compare(b.Addr()), cmp.Compare(a.Bits(), b.Bits()))
+	})
+	return out
+}
+
+func (d *doc) snatAddresses(s Service, raw []string) []netip.Addr {
+	if s.Forwarding != FullNAT {
+		if len(raw) > 0 {
+			d.errorf("$.fullnat", "service %q: fullnat.source_addresses needs forwarding: fullnat", s.Name)
+		}
+		return nil
+	}
+	if len(raw) == 0 {
+		d.errorf("$", "service %q: forwarding fullnat needs fullnat.source_addresses (the director's SNAT addresses)", s.Name)
+		return nil
+	}
+	var out []netip.Addr
+	for i, r := range raw {
+		path := fmt.Sprintf("$.fullnat.source_addresses[%d]", i)
+		a, err := netip.ParseAddr(r)
+		switch {
+		case err != nil:
+			d.errorf(path, "service %q: SNAT address %q is not an IP address", s.Name, r)
+			continue
+		case s.VIP.IsValid() && a.Unmap().Is4() != s.VIP.Is4():
+			d.errorf(path, "service %q: SNAT address %s and vip %s are of different IP families", s.Name, a, s.VIP)
+			continue
+		}
+		out = append(out, a.Unmap())
+	}
+	slices.SortFunc(out, netip.Addr.Compare)
+	for i := 1; i < len(out); i++ {
+		if out[i] != out[i-1].Next() {
+			d.errorf("$.fullnat.source_addresses", "service %q: SNAT addresses must be consecutive (one nftables range); %s does not follow %s", s.Name, out[i], out[i-1])
+			break
+		}
+	}
+	return out
+}
+
+func (d *doc) duration(path, name, what, raw string, def time.Duration) time.Duration {
+	if raw == "" {
+		return def
+	}
+	v, err := time.ParseDuration(raw)
+	if err != nil || v < 0 {
+		d.errorf(path, "service %q: %s %q is not a duration like 30s or 5m", name, what, raw)
+		return def
+	}
+	return v
 }
 
 // ports accepts numbers, "from-to" ranges and the single word "all".
@@ -303,7 +429,7 @@ func checkSet(all []Service, errs *List) {
 	}
 	for i, a := range all {
 		for _, b := range all[:i] {
-			if a.VIP != b.VIP || !protocolsOverlap(a.Protocol, b.Protocol) {
+			if a.VIP != b.VIP || !protocolsOverlap(a.Protocol, b.Protocol) || !sourcesCollide(a.SourceRanges, b.SourceRanges) {
 				continue
 			}
 			if r, ok := portsOverlap(a, b); ok {
@@ -312,6 +438,21 @@ func checkSet(all []Service, errs *List) {
 			}
 		}
 	}
+}
+
+// sourcesCollide reports whether two services on the same VIP and ports would
+// claim the same clients: steering lets them differ by source prefix, the
+// longest prefix winning, but not share one (or both take everyone).
+func sourcesCollide(a, b []netip.Prefix) bool {
+	if len(a) == 0 || len(b) == 0 {
+		return len(a) == len(b)
+	}
+	for _, p := range a {
+		if slices.Contains(b, p) {
+			return true
+		}
+	}
+	return false
 }
 
 func protocolsOverlap(a, b string) bool { return a == b || a == "any" || b == "any" }

@@ -95,6 +95,15 @@ func TestLoadServicesBad(t *testing.T) {
 		{"type error", head + "backends:\n  - {address: 10.0.0.11, weight: heavy}\n", ":5:34:"},
 		{"syntax error", head + "backends:\n  - {address: 10.0.0.11\n", ":5:"},
 		{"duplicate key", head + "vip: 10.0.0.51\n" + oneBackend, ":4:1:"},
+		{"bad source range", head + oneBackend + "source_ranges: [10.0.0.0/33]\n", ":6:17: service \"web\": source range \"10.0.0.0/33\" is not a CIDR prefix"},
+		{"source host bits", head + oneBackend + "source_ranges: [10.0.0.1/24]\n", ":6:17: service \"web\": source range 10.0.0.1/24 has host bits set (did you mean 10.0.0.0/24?)"},
+		{"source family", head + oneBackend + "source_ranges: [\"fd00::/64\"]\n", ":6:17: service \"web\": source range fd00::/64 and vip 10.0.0.50 are of different IP families"},
+		{"fullnat without addresses", head + "forwarding: fullnat\n" + oneBackend, ":1:1: service \"web\": forwarding fullnat needs fullnat.source_addresses"},
+		{"snat not consecutive", head + "forwarding: fullnat\nfullnat: {source_addresses: [10.0.0.200, 10.0.0.202]}\n" + oneBackend, ":5:29: service \"web\": SNAT addresses must be consecutive"},
+		{"snat without fullnat", head + "fullnat: {source_addresses: [10.0.0.200]}\n" + oneBackend, ":4:11: service \"web\": fullnat.source_addresses needs forwarding: fullnat"},
+		{"bad drain timeout", head + oneBackend + "drain_timeout: soon\n", ":6:16: service \"web\": drain_timeout \"soon\" is not a duration"},
+		{"persistence netmask", head + oneBackend + "persistence: {timeout: 5m, netmask: 33}\n", ":6:37: service \"web\": persistence netmask /33 is not in 1-32"},
+		{"any with ports", "service: web\nvip: 10.0.0.50\nprotocol: any\nports: [80]\n" + oneBackend, ":4:8: service \"web\": protocol any takes every port: write ports: [all]"},
 		{"name with space", "service: my web\nvip: 10.0.0.50\nports: [80]\n" + oneBackend, ":1:10: service name \"my web\" must not contain spaces"},
 	}
 	for _, c := range cases {
@@ -118,17 +127,33 @@ func TestLoadServicesBad(t *testing.T) {
 func TestLoadServicesConflicts(t *testing.T) {
 	dir := t.TempDir()
 	a := writeFile(t, dir, "a.yaml", "service: web\nvip: 10.0.0.50\nports: [80, 443]\nbackends: [{address: 10.0.0.11}]\n")
-	b := writeFile(t, dir, "b.yaml", "# another team's file\nservice: web2\nvip: 10.0.0.50\nprotocol: any\nports: [\"440-450\"]\nbackends: [{address: 10.0.0.12}]\n---\nservice: web\nvip: 10.0.0.51\nports: [80]\nbackends: [{address: 10.0.0.12}]\n")
+	b := writeFile(t, dir, "b.yaml", "# another team's file\nservice: web2\nvip: 10.0.0.50\nports: [\"440-450\"]\nbackends: [{address: 10.0.0.12}]\n---\nservice: web\nvip: 10.0.0.51\nports: [80]\nbackends: [{address: 10.0.0.12}]\n")
 	_, err := LoadServiceFiles(a, b)
 	if err == nil {
 		t.Fatal("conflicting services accepted")
 	}
 	for _, want := range []string{
-		b + ":2:1: service \"web2\": any 10.0.0.50 port 443 is already served by service \"web\" (" + a + ":1)",
-		b + ":8:1: service \"web\" is already defined at " + a + ":1",
+		b + ":2:1: service \"web2\": tcp 10.0.0.50 port 443 is already served by service \"web\" (" + a + ":1)",
+		b + ":7:1: service \"web\" is already defined at " + a + ":1",
 	} {
 		if !strings.Contains(err.Error(), want) {
 			t.Errorf("error\n%v\nwant it to contain\n%s", err, want)
 		}
+	}
+}
+
+func TestSteeringOverlapRules(t *testing.T) {
+	svc := func(name, ranges string) string {
+		return "service: " + name + "\nvip: 10.0.0.50\nports: [80]\n" + ranges + "backends: [{address: 10.0.0.11}]\n"
+	}
+	dir := t.TempDir()
+	ok := writeFile(t, dir, "ok.yaml", svc("a", "")+"---\n"+svc("b", "source_ranges: [10.0.0.0/24]\n")+"---\n"+svc("c", "source_ranges: [10.0.0.0/25, 192.0.2.0/24]\n"))
+	if _, err := LoadServiceFiles(ok); err != nil {
+		t.Fatalf("nested steering ranges rejected: %v", err)
+	}
+	bad := writeFile(t, dir, "bad.yaml", svc("a", "source_ranges: [10.0.0.0/24]\n")+"---\n"+svc("b", "source_ranges: [10.0.0.0/24]\n"))
+	_, err := LoadServiceFiles(bad)
+	if err == nil || !strings.Contains(err.Error(), bad+":7:1: service \"b\": tcp 10.0.0.50 port 80 is already served by service \"a\"") {
+		t.Fatalf("same source range twice: got %v", err)
 	}
 }

@@ -17,6 +17,7 @@ import (
 	"github.com/lvsd/lvsd/agent/config"
 	"github.com/lvsd/lvsd/arp"
 	"github.com/lvsd/lvsd/ipvs"
+	"github.com/lvsd/lvsd/nat"
 )
 
 // version is set at build time with -ldflags "-X main.version=...".
@@ -106,7 +107,13 @@ func openKernel() (agent.Kernel, error) {
 	if err != nil {
 		return agent.Kernel{}, err
 	}
-	return agent.Kernel{IPVS: h, Addrs: arp.Kernel{}}, nil
+	return agent.Kernel{
+		IPVS:                h,
+		Addrs:               arp.Kernel{},
+		NAT:                 nat.NewKernel(),
+		EnableForwarding:    nat.EnableForwarding,
+		EnableIPVSConntrack: nat.EnableIPVSConntrack,
+	}, nil
 }
 
 func check(cfgPath string, stdout io.Writer) error {

@@ -1,0 +1,128 @@
+package agent
+
+import (
+	"fmt"
+	"slices"
+	"strconv"
+	"strings"
+	"testing"
+)
+
+func buildFrom(t *testing.T, yaml string) Desired {
+	t.Helper()
+	e := newEnv(t)
+	e.service("svc", yaml)
+	cfg, err := LoadConfig(e.dir + "/lvsd.yaml")
+	if err != nil {
+		t.Fatal(err)
+	}
+	return cfg.Desired
+}
+
+func serviceStrings(d Desired) []string {
+	var out []string
+	for _, vs := range d.Services {
+		line := vs.Service.String()
+		for _, dst := range vs.Destinations {
+			line += " | " + dst.DestinationKey.String() + " w" + strconv.Itoa(dst.Weight) + " " + dst.Forwarding.String()
+		}
+		out = append(out, line)
+	}
+	return out
+}
+
+func TestBuild(t *testing.T) {
+	mark := FirewallMark("web")
+	fw := fmt.Sprintf("fwmark:%d/ipv4", mark)
+	cases := []struct {
+		name     string
+		yaml     string
+		services []string
+		nft      []string // substrings of the rendered nft ruleset
+		fwd, ct  bool
+	}{
+		{
+			name:     "dr two ports, 5-tuple affinity",
+			yaml:     "service: web\nvip: 10.0.0.50\nports: [443, 80]\nbackends: [{address: 10.0.0.12, weight: 2}, {address: 10.0.0.11}]\n",
+			services: []string{"tcp:10.0.0.50:80 mh flags=mh-fallback,mh-port | 10.0.0.11:80 w1 route | 10.0.0.12:80 w2 route", "tcp:10.0.0.50:443 mh flags=mh-fallback,mh-port | 10.0.0.11:443 w1 route | 10.0.0.12:443 w2 route"},
+		},
+		{
+			name:     "nat client-ip affinity, backend port",
+			yaml:     "service: web\nvip: 10.0.0.50\nprotocol: udp\nports: [53]\nforwarding: nat\naffinity: client-ip\nbackends: [{address: 10.0.0.11, port: 5353}]\n",
+			services: []string{"udp:10.0.0.50:53 mh flags=mh-fallback | 10.0.0.11:5353 w1 masq"},
+			fwd:      true,
+		},
+		{
+			name:     "port range via fwmark",
+			yaml:     "service: web\nvip: 10.0.0.50\nports: [\"8000-8010\"]\nbackends: [{address: 10.0.0.11}]\n",
+			services: []string{fw + " mh flags=mh-fallback,mh-port | 10.0.0.11:0 w1 route"},
+			nft:      []string{"ip daddr 10.0.0.50", "8000-8010", "meta mark set " + hex(mark)},
+		},
+		{
+			name:     "any protocol, all ports",
+			yaml:     "service: web\nvip: 10.0.0.50\nprotocol: any\nports: [all]\naffinity: client-ip\nbackends: [{address: 10.0.0.11}]\n",
+			services: []string{fw + " mh flags=mh-fallback | 10.0.0.11:0 w1 route"},
+			nft:      []string{"meta mark set " + hex(mark)},
+		},
+		{
+			name:     "fullnat with persistence",
+			yaml:     "service: web\nvip: 10.0.0.50\nports: [80]\nforwarding: fullnat\nfullnat: {source_addresses: [10.0.0.201, 10.0.0.200]}\npersistence: {timeout: 10m, netmask: 24}\nbackends: [{address: 10.0.0.11}]\n",
+			services: []string{"tcp:10.0.0.50:80 mh flags=persistent,mh-fallback,mh-port persistent=600s/24 | 10.0.0.11:80 w1 masq"},
+			nft:      []string{"ct mark set " + hex(mark), "snat", "snat to 10.0.0.200/31"},
+			fwd:      true, ct: true,
+		},
+		{
+			name: "steering: parent by address, child by fwmark",
+			yaml: "service: parent\nvip: 10.0.0.50\nports: [80]\nbackends: [{address: 10.0.0.11}]\n---\n" +
+				"service: web\nvip: 10.0.0.50\nports: [80]\nsource_ranges: [10.0.0.0/25]\nbackends: [{address: 10.0.0.12}]\n",
+			services: []string{"tcp:10.0.0.50:80 mh flags=mh-fallback,mh-port | 10.0.0.11:80 w1 route", fw + " mh flags=mh-fallback,mh-port | 10.0.0.12:0 w1 route"},
+			nft:      []string{"ip saddr 10.0.0.0/25", "meta mark set " + hex(mark)},
+		},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			d := buildFrom(t, c.yaml)
+			if got := serviceStrings(d); !slices.Equal(got, c.services) {
+				t.Errorf("services:\n got %q\nwant %q", got, c.services)
+			}
+			rules := d.NAT.String()
+			for _, want := range c.nft {
+				if !strings.Contains(rules, want) {
+					t.Errorf("nft ruleset lacks %q:\n%s", want, rules)
+				}
+			}
+			if len(c.nft) == 0 && !d.NAT.Empty() {
+				t.Errorf("unexpected nft rules:\n%s", rules)
+			}
+			if d.ForwardV4 != c.fwd || d.IPVSConntrack != c.ct {
+				t.Errorf("forward=%v conntrack=%v, want %v %v", d.ForwardV4, d.IPVSConntrack, c.fwd, c.ct)
+			}
+		})
+	}
+}
+
+func hex(v uint32) string { return fmt.Sprintf("%#x", v) }
+
+func TestFullNATReconcileAppliesTablesOnce(t *testing.T) {
+	e := newEnv(t)
+	e.service("web", "service: web\nvip: 10.0.0.50\nports: [80]\nforwarding: fullnat\nfullnat: {source_addresses: [10.0.0.200]}\nbackends: [{address: 10.0.0.11}]\n")
+	a := e.agent()
+	e.reconcile(a)
+	if _, ok := e.nat.Current(); !ok {
+		t.Fatal("no nft tables after the first reconcile")
+	}
+	e.reconcile(a)
+	if applied := e.nat.Applied(); len(applied) != 1 {
+		t.Fatalf("nft tables written %d times, want 1", len(applied))
+	}
+	if !slices.Contains(e.sysctls, "vs.conntrack=1") || !slices.Contains(e.sysctls, "forwarding v4=true v6=false") {
+		t.Fatalf("sysctls: %q", e.sysctls)
+	}
+	// The service goes away: tables are removed once nothing needs them.
+	e.service("web", webTwo)
+	e.reload(a)
+	e.reconcile(a)
+	if _, removes := e.nat.Calls(); removes != 1 {
+		t.Fatalf("nft tables removed %d times, want 1", removes)
+	}
+}

@@ -1,0 +1,245 @@
+package nat
+
+import (
+	"encoding/binary"
+
+	"github.com/google/nftables"
+	"github.com/google/nftables/expr"
+	"github.com/google/nftables/userdata"
+	"golang.org/x/sys/unix"
+)
+
+// batch queues one table's content on a Conn. The expressions are the ones
+// nft 1.0.6 itself generates for the same rule text, so that `nft list`
+// prints exactly Ruleset.String().
+type batch struct {
+	c    *nftables.Conn
+	tbl  *nftables.Table
+	fam  family
+	vips *nftables.Set
+}
+
+// Offsets of the addresses in the network header.
+func (b batch) saddrOffset() uint32 {
+	if b.fam == ipv4 {
+		return 12
+	}
+	return 8
+}
+
+func (b batch) daddrOffset() uint32 {
+	if b.fam == ipv4 {
+		return 16
+	}
+	return 24
+}
+
+func (b batch) addrLen() uint32 {
+	if b.fam == ipv4 {
+		return 4
+	}
+	return 16
+}
+
+func (b batch) addrType() nftables.SetDatatype {
+	if b.fam == ipv4 {
+		return nftables.TypeIPAddr
+	}
+	return nftables.TypeIP6Addr
+}
+
+func (b batch) fill(t table, digest string) error {
+	b.vips = &nftables.Set{Table: b.tbl, Name: vipSet, KeyType: b.addrType(), Comment: commentPrefix + digest}
+	elems := make([]nftables.SetElement, len(t.vips))
+	for i, a := range t.vips {
+		elems[i] = nftables.SetElement{Key: a.AsSlice()}
+	}
+	if err := b.c.AddSet(b.vips, elems); err != nil {
+		return err
+	}
+	// Chains first: the jump to fullnat needs its target to exist.
+	accept := nftables.ChainPolicyAccept
+	chains := []struct {
+		rules []rule
+		chain *nftables.Chain
+	}{
+		{t.pre, &nftables.Chain{Name: chainPre, Type: nftables.ChainTypeFilter,
+			Hooknum: nftables.ChainHookPrerouting, Priority: nftables.ChainPriorityMangle, Policy: &accept}},
+		{t.fullnat, &nftables.Chain{Name: chainFullNAT}},
+		{t.post, &nftables.Chain{Name: chainPost, Type: nftables.ChainTypeNAT,
+			Hooknum: nftables.ChainHookPostrouting, Priority: nftables.ChainPriorityNATSource, Policy: &accept}},
+	}
+	for _, ch := range chains {
+		if ch.rules != nil {
+			ch.chain.Table = b.tbl
+			b.c.AddChain(ch.chain)
+		}
+	}
+	for _, ch := range chains {
+		for _, r := range ch.rules {
+			exprs, err := b.exprs(r)
+			if err != nil {
+				return err
+			}
+			nr := &nftables.Rule{Table: b.tbl, Chain: ch.chain, Exprs: exprs}
+			if r.comment != "" {
+				nr.UserData = userdata.AppendString(nil, userdata.TypeComment, r.comment)
+			}
+			b.c.AddRule(nr)
+		}
+	}
+	return nil
+}
+
+func (b batch) exprs(r rule) ([]expr.Any, error) {
+	var e []expr.Any
+	if r.notVIP {
+		e = append(e, network(b.daddrOffset(), b.addrLen()),
+			&expr.Lookup{SourceRegister: 1, SetName: b.vips.Name, SetID: b.vips.ID, Invert: true})
+	}
+	if r.daddr.IsValid() {
+		e = append(e, network(b.daddrOffset(), b.addrLen()), eq(r.daddr.AsSlice()))
+	}
+	switch len(r.saddr) {
+	case 0:
+	case 1:
+		e = append(e, b.addrRange(b.saddrOffset(), r.saddr[0])...)
+	default:
+		lookup, err := b.anonSet(b.addrType(), addrElems(r.saddr))
+		if err != nil {
+			return nil, err
+		}
+		e = append(e, network(b.saddrOffset(), b.addrLen()), lookup)
+	}
+	if r.proto != AnyProtocol {
+		e = append(e, &expr.Meta{Key: expr.MetaKeyL4PROTO, Register: 1}, eq([]byte{byte(r.proto)}))
+	}
+	switch len(r.ports) {
+	case 0:
+	case 1:
+		e = append(e, dport())
+		p := r.ports[0]
+		if p.From == p.To {
+			e = append(e, eq(be16(p.From)))
+		} else {
+			e = append(e, cmpOp(expr.CmpOpGte, be16(p.From)), cmpOp(expr.CmpOpLte, be16(p.To)))
+		}
+	default:
+		lookup, err := b.anonSet(nftables.TypeInetService, portElems(r.ports))
+		if err != nil {
+			return nil, err
+		}
+		e = append(e, dport(), lookup)
+	}
+	if r.ctMark != 0 {
+		e = append(e, &expr.Ct{Key: expr.CtKeyMARK, Register: 1}, eq(native32(r.ctMark)))
+	}
+	if r.setMark != 0 {
+		e = append(e, &expr.Immediate{Register: 1, Data: native32(r.setMark)},
+			&expr.Meta{Key: expr.MetaKeyMARK, SourceRegister: true, Register: 1})
+	}
+	if r.setCtMark != 0 {
+		e = append(e, &expr.Immediate{Register: 1, Data: native32(r.setCtMark)},
+			&expr.Ct{Key: expr.CtKeyMARK, SourceRegister: true, Register: 1})
+	}
+	if r.snat.from.IsValid() {
+		nat := &expr.NAT{Type: expr.NATTypeSourceNAT, Family: unix.NFPROTO_IPV4, RegAddrMin: 1, RegAddrMax: 1}
+		if b.fam == ipv6 {
+			nat.Family = unix.NFPROTO_IPV6
+		}
+		e = append(e, &expr.Immediate{Register: 1, Data: r.snat.from.AsSlice()})
+		if r.snat.to != r.snat.from {
+			e = append(e, &expr.Immediate{Register: 2, Data: r.snat.to.AsSlice()})
+			nat.RegAddrMax = 2
+		}
+		e = append(e, nat)
+	}
+	switch r.verdict {
+	case accept:
+		e = append(e, &expr.Verdict{Kind: expr.VerdictAccept})
+	case ret:
+		e = append(e, &expr.Verdict{Kind: expr.VerdictReturn})
+	case jumpFullNAT:
+		e = append(e, &expr.Verdict{Kind: expr.VerdictJump, Chain: chainFullNAT})
+	}
+	return e, nil
+}
+
+// addrRange matches one address range the way nft does: a byte-aligned
+// prefix loads only its bytes, other prefixes are masked, and a range that
+// is no prefix is compared from both ends.
+func (b batch) addrRange(offset uint32, r addrRange) []expr.Any {
+	p, isPrefix := r.prefix()
+	switch {
+	case r.from == r.to:
+		return []expr.Any{network(offset, b.addrLen()), eq(r.from.AsSlice())}
+	case isPrefix && p.Bits()%8 == 0:
+		n := uint32(p.Bits() / 8)
+		return []expr.Any{network(offset, n), eq(r.from.AsSlice()[:n])}
+	case isPrefix:
+		mask := make([]byte, b.addrLen())
+		for i := range p.Bits() {
+			mask[i/8] |= 0x80 >> (i % 8)
+		}
+		return []expr.Any{
+			network(offset, b.addrLen()),
+			&expr.Bitwise{SourceRegister: 1, DestRegister: 1, Len: b.addrLen(), Mask: mask, Xor: make([]byte, b.addrLen())},
+			eq(r.from.AsSlice()),
+		}
+	}
+	return []expr.Any{network(offset, b.addrLen()), cmpOp(expr.CmpOpGte, r.from.AsSlice()), cmpOp(expr.CmpOpLte, r.to.AsSlice())}
+}
+
+// anonSet adds a constant interval set and returns the lookup into it.
+func (b batch) anonSet(t nftables.SetDatatype, elems []nftables.SetElement) (expr.Any, error) {
+	s := &nftables.Set{Table: b.tbl, Anonymous: true, Constant: true, Interval: true, KeyType: t}
+	if err := b.c.AddSet(s, elems); err != nil {
+		return nil, err
+	}
+	return &expr.Lookup{SourceRegister: 1, SetName: s.Name, SetID: s.ID}, nil
+}
+
+// Interval set elements: a start key, and an end flag on the first key past
+// the range. A range reaching the largest key has no end element: the
+// kernel then matches up to the end of the key space.
+func addrElems(rs []addrRange) []nftables.SetElement {
+	var es []nftables.SetElement
+	for _, r := range rs {
+		es = append(es, nftables.SetElement{Key: r.from.AsSlice()})
+		if next := r.to.Next(); next.IsValid() {
+			es = append(es, nftables.SetElement{Key: next.AsSlice(), IntervalEnd: true})
+		}
+	}
+	return es
+}
+
+func portElems(ps []PortRange) []nftables.SetElement {
+	var es []nftables.SetElement
+	for _, p := range ps {
+		es = append(es, nftables.SetElement{Key: be16(p.From)})
+		if p.To < 0xffff {
+			es = append(es, nftables.SetElement{Key: be16(p.To + 1), IntervalEnd: true})
+		}
+	}
+	return es
+}
+
+func network(offset, n uint32) expr.Any {
+	return &expr.Payload{DestRegister: 1, Base: expr.PayloadBaseNetworkHeader, Offset: offset, Len: n}
+}
+
+// dport loads the destination port, at the same offset in tcp, udp and sctp.
+func dport() expr.Any {
+	return &expr.Payload{DestRegister: 1, Base: expr.PayloadBaseTransportHeader, Offset: 2, Len: 2}
+}
+
+func eq(data []byte) expr.Any { return cmpOp(expr.CmpOpEq, data) }
+
+func cmpOp(op expr.CmpOp, data []byte) expr.Any {
+	return &expr.Cmp{Op: op, Register: 1, Data: data}
+}
+
+func be16(v uint16) []byte { return binary.BigEndian.AppendUint16(nil, v) }
+
+// native32 encodes marks: the kernel keeps them in host byte order.
+func native32(v uint32) []byte { return binary.NativeEndian.AppendUint32(nil, v) }

@@ -1,0 +1,161 @@
+package nat
+
+import (
+	"context"
+	"regexp"
+	"strings"
+	"testing"
+)
+
+// These tests need root and nftables; they program a fresh network
+// namespace each, never the host's.
+
+// TestKernelListsWhatStringPrints applies every golden case and checks
+// that nft lists exactly Ruleset.String(), and that the text is valid nft
+// input that recreates the same tables.
+func TestKernelListsWhatStringPrints(t *testing.T) {
+	requireNetAdmin(t)
+	ctx := context.Background()
+	ns := newTestNS(t)
+	k := NewKernel(InNetNS(ns.fd))
+	for _, tc := range goldenCases {
+		t.Run(tc.name, func(t *testing.T) {
+			rs, err := Render(tc.spec)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if err := k.Apply(ctx, rs); err != nil {
+				t.Fatal(err)
+			}
+			if got := ns.lvsdTables(t); got != rs.String() {
+				t.Fatalf("nft list differs from Ruleset.String():\n--- nft\n%s--- String\n%s", got, rs)
+			}
+			if d, err := k.Installed(ctx); err != nil || d != rs.Digest() {
+				t.Fatalf("Installed() = %q, %v; want %q", d, err, rs.Digest())
+			}
+			// Round trip through the nft CLI in a second namespace.
+			other := newTestNS(t)
+			other.nftStdin(t, rs.String())
+			if got := other.lvsdTables(t); got != rs.String() {
+				t.Fatalf("nft -f of String() lists differently:\n--- nft\n%s--- String\n%s", got, rs)
+			}
+		})
+	}
+}
+
+// foreign is state that belongs to someone else and must survive lvsd.
+const foreign = `table inet other {
+	chain input {
+		type filter hook input priority filter; policy accept;
+		tcp dport 22 accept
+	}
+}
+table ip lvsd2 {
+	chain prerouting {
+		type nat hook prerouting priority dstnat; policy accept;
+	}
+}
+`
+
+var handleRE = regexp.MustCompile(`# handle \d+`)
+
+func TestKernelReplaceSkipRemove(t *testing.T) {
+	requireNetAdmin(t)
+	ctx := context.Background()
+	ns := newTestNS(t)
+	ns.nftStdin(t, foreign)
+	foreignBefore := ns.nft(t, "list", "ruleset")
+	k := NewKernel(InNetNS(ns.fd))
+
+	if d, err := k.Installed(ctx); err != nil || d != "" {
+		t.Fatalf("Installed() on a fresh netns = %q, %v", d, err)
+	}
+	if err := k.Remove(ctx); err != nil {
+		t.Fatalf("Remove without tables: %v", err)
+	}
+
+	rs1 := mustRender(t, Spec{Marks: steering})
+	rs2 := mustRender(t, goldenSpec(t, "combined"))
+	if err := k.Apply(ctx, rs1); err != nil {
+		t.Fatalf("Apply to missing tables: %v", err)
+	}
+	if got := ns.lvsdTables(t); got != rs1.String() {
+		t.Fatalf("after Apply(rs1):\n%s", got)
+	}
+	if err := k.Apply(ctx, rs2); err != nil {
+		t.Fatalf("Apply over existing tables: %v", err)
+	}
+	if got := ns.lvsdTables(t); got != rs2.String() {
+		t.Fatalf("after Apply(rs2):\n%s", got)
+	}
+
+	// Unchanged: no write. A rewrite would create new tables with new handles.
+	handles := handleRE.FindAllString(ns.nft(t, "-a", "list", "table", "ip", TableName), -1)
+	if err := k.Apply(ctx, rs2); err != nil {
+		t.Fatal(err)
+	}
+	if again := handleRE.FindAllString(ns.nft(t, "-a", "list", "table", "ip", TableName), -1); strings.Join(again, ",") != strings.Join(handles, ",") {
+		t.Errorf("Apply of the installed ruleset rewrote the tables: handles %v -> %v", handles, again)
+	}
+
+	// Someone deletes one table: Installed notices, Apply restores it.
+	ns.nft(t, "delete", "table", "ip6", TableName)
+	if d, _ := k.Installed(ctx); d != "" {
+		t.Errorf("Installed() with the ip6 table gone = %q", d)
+	}
+	if err := k.Apply(ctx, rs2); err != nil {
+		t.Fatal(err)
+	}
+	if got := ns.lvsdTables(t); got != rs2.String() {
+		t.Fatalf("after restoring:\n%s", got)
+	}
+
+	// Everything lvsd did left the foreign tables alone.
+	all := ns.nft(t, "list", "ruleset")
+	for _, name := range []string{"table inet other", "table ip lvsd2"} {
+		if !strings.Contains(all, name) {
+			t.Errorf("%s is gone", name)
+		}
+	}
+
+	if err := k.Remove(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if got := ns.nft(t, "list", "ruleset"); got != foreignBefore {
+		t.Errorf("after Remove the ruleset is not the foreign one:\n--- got\n%s--- want\n%s", got, foreignBefore)
+	}
+	if d, err := k.Installed(ctx); err != nil || d != "" {
+		t.Errorf("Installed() after Remove = %q, %v", d, err)
+	}
+	if err := k.Remove(ctx); err != nil {
+		t.Errorf("second Remove: %v", err)
+	}
+}
+
+func TestKernelRejectsZeroRuleset(t *testing.T) {
+	requireNetAdmin(t)
+	ns := newTestNS(t)
+	if err := NewKernel(InNetNS(ns.fd)).Apply(context.Background(), Ruleset{}); err == nil {
+		t.Error("Apply(Ruleset{}) succeeded")
+	}
+}
+
+func mustRender(t *testing.T, s Spec) Ruleset {
+	t.Helper()
+	rs, err := Render(s)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return rs
+}
+
+func goldenSpec(t *testing.T, name string) Spec {
+	t.Helper()
+	for _, tc := range goldenCases {
+		if tc.name == name {
+			return tc.spec
+		}
+	}
+	t.Fatalf("no golden case %q", name)
+	return Spec{}
+}

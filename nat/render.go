@@ -1,0 +1,201 @@
+package nat
+
+import (
+	"cmp"
+	"errors"
+	"fmt"
+	"maps"
+	"net/netip"
+	"slices"
+	"strings"
+)
+
+// Render checks spec and turns it into the Ruleset that implements it. It
+// is pure: the same Spec always gives the same Ruleset, whatever the order
+// of its rules. The error lists every problem found.
+//
+// Both tables always exist, even without rules: they hold the set of VIPs,
+// whose comment carries the ruleset's digest (see Kernel.Apply).
+func Render(spec Spec) (Ruleset, error) {
+	var errs []error
+	var marks, snats []entry
+	post := map[family]map[uint32]snatTarget{ipv4: {}, ipv6: {}}
+	for i, r := range spec.Marks {
+		name := describe("mark", i, r.Comment, r.Match)
+		fam, err := r.check()
+		if err != nil {
+			errs = append(errs, fmt.Errorf("%s: %w", name, err))
+			continue
+		}
+		marks = append(marks, expand(fam, name, r.Match, r.Mark, r.Comment)...)
+	}
+	for i, r := range spec.SNAT {
+		name := describe("snat", i, r.Comment, r.Match)
+		fam, to, err := r.check()
+		if err != nil {
+			errs = append(errs, fmt.Errorf("%s: %w", name, err))
+			continue
+		}
+		if prev, ok := post[fam][r.CtMark]; ok && prev.to != to {
+			errs = append(errs, fmt.Errorf("%s: ct mark 0x%x already SNATs to %s in %s", name, r.CtMark, prev.to, prev.name))
+			continue
+		}
+		if prev, ok := post[fam][r.CtMark]; !ok || r.Comment != "" && (prev.comment == "" || r.Comment < prev.comment) {
+			post[fam][r.CtMark] = snatTarget{to: to, name: name, comment: r.Comment}
+		}
+		snats = append(snats, expand(fam, name, r.Match, r.CtMark, r.Comment)...)
+	}
+	errs = append(errs, conflicts("packet mark", marks)...)
+	errs = append(errs, conflicts("ct mark", snats)...)
+	if len(errs) > 0 {
+		return Ruleset{}, errors.Join(errs...)
+	}
+	slices.SortFunc(marks, entry.compare)
+	slices.SortFunc(snats, entry.compare)
+	marks = slices.CompactFunc(marks, func(a, b entry) bool { return a.compare(b) == 0 })
+	snats = slices.CompactFunc(snats, func(a, b entry) bool { return a.compare(b) == 0 })
+
+	var rs Ruleset
+	for _, fam := range []family{ipv4, ipv6} {
+		t := table{fam: fam}
+		for _, e := range marks {
+			if e.fam == fam {
+				t.pre = append(t.pre, e.rule(rule{setMark: e.value, verdict: accept}))
+				t.vips = append(t.vips, e.vip)
+			}
+		}
+		for _, e := range snats {
+			if e.fam == fam {
+				t.fullnat = append(t.fullnat, e.rule(rule{setCtMark: e.value, verdict: ret}))
+				t.vips = append(t.vips, e.vip)
+			}
+		}
+		for _, mark := range slices.Sorted(maps.Keys(post[fam])) {
+			s := post[fam][mark]
+			t.post = append(t.post, rule{ctMark: mark, snat: s.to, comment: s.comment})
+		}
+		head := []rule{{notVIP: true, verdict: accept}}
+		if t.fullnat != nil {
+			head = append(head, rule{verdict: jumpFullNAT})
+		}
+		if t.pre != nil || t.fullnat != nil {
+			t.pre = append(head, t.pre...)
+		}
+		slices.SortFunc(t.vips, netip.Addr.Compare)
+		t.vips = slices.Compact(t.vips)
+		rs.tables = append(rs.tables, t)
+	}
+	rs.seal()
+	return rs, nil
+}
+
+// snatTarget is the postrouting half of the SNAT rules sharing one ct mark.
+type snatTarget struct {
+	to      addrRange
+	name    string // first rule with this mark, for errors
+	comment string // shown on the postrouting rule: the smallest non-empty one
+}
+
+// entry is one rendered classification rule: a MarkRule or SNATRule, or the
+// part of it for the source prefixes of one length. Splitting by prefix
+// length lets first-match order implement longest-prefix match across rules.
+type entry struct {
+	fam     family
+	name    string // the Spec rule, for errors
+	vip     netip.Addr
+	proto   Protocol
+	ports   []PortRange // merged; nil = all ports
+	bits    int         // source prefix length; -1 = every client
+	srcs    []netip.Prefix
+	value   uint32 // mark or ct mark
+	comment string
+}
+
+func expand(fam family, name string, m Match, value uint32, comment string) []entry {
+	base := entry{fam: fam, name: name, vip: m.VIP, proto: m.Protocol, bits: -1, value: value, comment: comment}
+	if len(m.Ports) > 0 {
+		base.ports = mergePorts(m.Ports)
+	}
+	if len(m.Sources) == 0 {
+		return []entry{base}
+	}
+	byBits := map[int][]netip.Prefix{}
+	for _, p := range m.Sources {
+		byBits[p.Bits()] = append(byBits[p.Bits()], p)
+	}
+	var out []entry
+	for bits, ps := range byBits {
+		e := base
+		e.bits = bits
+		slices.SortFunc(ps, func(a, b netip.Prefix) int { return a.Addr().Compare(b.Addr()) })
+		e.srcs = slices.Compact(ps)
+		out = append(out, e)
+	}
+	return out
+}
+
+// compare orders entries most specific first: a named protocol before any
+// protocol, longer source prefixes before shorter ones before none, listed
+// ports before all ports; the rest only makes the order deterministic.
+func (a entry) compare(b entry) int {
+	return cmp.Or(
+		cmp.Compare(a.fam, b.fam),
+		cmp.Compare(b2i(a.proto == AnyProtocol), b2i(b.proto == AnyProtocol)),
+		cmp.Compare(b.bits, a.bits),
+		cmp.Compare(b2i(a.ports == nil), b2i(b.ports == nil)),
+		a.vip.Compare(b.vip),
+		cmp.Compare(a.proto, b.proto),
+		comparePorts(a.ports, b.ports),
+		slices.CompareFunc(a.srcs, b.srcs, func(x, y netip.Prefix) int { return x.Addr().Compare(y.Addr()) }),
+		cmp.Compare(a.value, b.value),
+		strings.Compare(a.comment, b.comment),
+	)
+}
+
+func (e entry) rule(r rule) rule {
+	r.daddr = e.vip
+	r.saddr = mergePrefixes(e.srcs)
+	r.proto = e.proto
+	r.ports = e.ports
+	r.comment = e.comment
+	return r
+}
+
+// conflicts finds entries that first-match order cannot decide between: the
+// same VIP, protocol and source prefix, overlapping ports, different values.
+func conflicts(what string, es []entry) []error {
+	var errs []error
+	for i, a := range es {
+		for _, b := range es[i+1:] {
+			if a.value == b.value || a.fam != b.fam || a.vip != b.vip || a.proto != b.proto ||
+				a.bits != b.bits || !portsOverlap(a.ports, b.ports) {
+				continue
+			}
+			if shared, ok := firstShared(a.srcs, b.srcs); ok || a.bits < 0 {
+				from := "every client"
+				if ok {
+					from = "clients in " + shared.String()
+				}
+				errs = append(errs, fmt.Errorf("%s and %s both match %s %s from %s with different %ss (0x%x, 0x%x)",
+					a.name, b.name, a.proto, a.vip, from, what, a.value, b.value))
+			}
+		}
+	}
+	return errs
+}
+
+func firstShared(a, b []netip.Prefix) (netip.Prefix, bool) {
+	for _, p := range a {
+		if slices.Contains(b, p) {
+			return p, true
+		}
+	}
+	return netip.Prefix{}, false
+}
+
+func b2i(b bool) int {
+	if b {
+		return 1
+	}
+	return 0
+}

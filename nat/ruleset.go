@@ -1,0 +1,210 @@
+package nat
+
+import (
+	"crypto/sha256"
+	"encoding/hex"
+	"fmt"
+	"net/netip"
+	"strings"
+)
+
+// TableName is the name of lvsd's table in both the ip and ip6 families.
+const TableName = "lvsd"
+
+// Names of the objects inside each table.
+const (
+	vipSet         = "vips"
+	chainPre       = "prerouting"
+	chainFullNAT   = "fullnat"
+	chainPost      = "postrouting"
+	commentPrefix  = "managed by lvsd, ruleset "
+	digestHexChars = 32 // 128 bits of sha256: plenty to tell rulesets apart
+)
+
+// Ruleset is the complete content of lvsd's two tables, made by Render. It
+// is immutable; the zero Ruleset is not valid (Render(Spec{}) is the empty
+// one).
+type Ruleset struct {
+	tables []table // ipv4, ipv6
+	digest string
+}
+
+// table is the content of one owned table.
+type table struct {
+	fam  family
+	vips []netip.Addr // every VIP of the family, sorted: the early-exit set
+	// Chains, each nil when empty (and then not created).
+	pre, fullnat, post []rule
+}
+
+// verdict ends a rule.
+type verdict uint8
+
+const (
+	noVerdict verdict = iota
+	accept
+	ret
+	jumpFullNAT
+)
+
+// rule is one nftables rule. Matches and statements appear in nft listings
+// in the order of the fields below, which is also the order of the
+// expressions Kernel sends.
+type rule struct {
+	notVIP bool       // "ip daddr != @vips"
+	daddr  netip.Addr // destination (a VIP), if valid
+	saddr  []addrRange
+	proto  Protocol // AnyProtocol: no protocol match
+	ports  []PortRange
+	ctMark uint32 // "ct mark X" match, if non-zero
+
+	setMark   uint32    // "meta mark set X", if non-zero
+	setCtMark uint32    // "ct mark set X", if non-zero
+	snat      addrRange // "snat to A[-B]", if from is valid
+
+	verdict verdict
+	comment string
+}
+
+// Digest identifies the ruleset: equal digests mean equal tables. Kernel
+// stores it in the tables so that Apply can skip an unchanged ruleset.
+func (rs Ruleset) Digest() string { return rs.digest }
+
+// Empty reports whether the ruleset has no rules (its tables are empty).
+func (rs Ruleset) Empty() bool {
+	for _, t := range rs.tables {
+		if len(t.pre)+len(t.fullnat)+len(t.post) > 0 {
+			return false
+		}
+	}
+	return true
+}
+
+// String returns both tables in nft syntax, exactly as nft 1.0.6 lists them
+// once applied ("nft list table ip lvsd; nft list table ip6 lvsd").
+func (rs Ruleset) String() string {
+	return rs.format(rs.digest)
+}
+
+func (rs Ruleset) format(digest string) string {
+	var b strings.Builder
+	for _, t := range rs.tables {
+		t.format(&b, commentPrefix+digest)
+	}
+	return b.String()
+}
+
+// seal computes the digest over the text with an empty digest in it.
+func (rs *Ruleset) seal() {
+	sum := sha256.Sum256([]byte(rs.format("")))
+	rs.digest = hex.EncodeToString(sum[:])[:digestHexChars]
+}
+
+func (t table) format(b *strings.Builder, comment string) {
+	fmt.Fprintf(b, "table %s %s {\n", t.fam.nftName(), TableName)
+	fmt.Fprintf(b, "\tset %s {\n\t\ttype %s\n\t\tcomment \"%s\"\n", vipSet, addrType(t.fam), comment)
+	if len(t.vips) > 0 {
+		b.WriteString("\t\telements = { ")
+		// nft 1.0.6 breaks named-set element lists after every second IPv4
+		// address and after every IPv6 address (calculate_delim).
+		per := 2
+		if t.fam == ipv6 {
+			per = 1
+		}
+		for i, a := range t.vips {
+			if i > 0 {
+				if i%per == 0 {
+					b.WriteString(",\n\t\t\t     ")
+				} else {
+					b.WriteString(", ")
+				}
+			}
+			b.WriteString(a.String())
+		}
+		b.WriteString(" }\n")
+	}
+	b.WriteString("\t}\n")
+	chain := func(name, hook string, rules []rule) {
+		if rules == nil {
+			return
+		}
+		fmt.Fprintf(b, "\n\tchain %s {\n", name)
+		if hook != "" {
+			fmt.Fprintf(b, "\t\t%s\n", hook)
+		}
+		for _, r := range rules {
+			fmt.Fprintf(b, "\t\t%s\n", r.format(t.fam))
+		}
+		b.WriteString("\t}\n")
+	}
+	chain(chainPre, "type filter hook prerouting priority mangle; policy accept;", t.pre)
+	chain(chainFullNAT, "", t.fullnat)
+	chain(chainPost, "type nat hook postrouting priority srcnat; policy accept;", t.post)
+	b.WriteString("}\n")
+}
+
+func addrType(f family) string {
+	if f == ipv4 {
+		return "ipv4_addr"
+	}
+	return "ipv6_addr"
+}
+
+// format prints the rule as nft lists it.
+func (r rule) format(f family) string {
+	var w []string
+	add := func(format string, a ...any) { w = append(w, fmt.Sprintf(format, a...)) }
+	ip := f.nftName()
+	if r.notVIP {
+		add("%s daddr != @%s", ip, vipSet)
+	}
+	if r.daddr.IsValid() {
+		add("%s daddr %s", ip, r.daddr)
+	}
+	if len(r.saddr) > 0 {
+		add("%s saddr %s", ip, list(r.saddr))
+	}
+	switch {
+	case len(r.ports) > 0:
+		// nft hides the "meta l4proto" dependency of a port match.
+		add("%s dport %s", r.proto, list(r.ports))
+	case r.proto != AnyProtocol:
+		add("meta l4proto %s", r.proto)
+	}
+	if r.ctMark != 0 {
+		add("ct mark 0x%08x", r.ctMark)
+	}
+	if r.setMark != 0 {
+		add("meta mark set 0x%08x", r.setMark)
+	}
+	if r.setCtMark != 0 {
+		add("ct mark set 0x%08x", r.setCtMark)
+	}
+	if r.snat.from.IsValid() {
+		add("snat to %s", r.snat) // nft prints an aligned range as a prefix
+	}
+	switch r.verdict {
+	case accept:
+		add("accept")
+	case ret:
+		add("return")
+	case jumpFullNAT:
+		add("jump %s", chainFullNAT)
+	}
+	if r.comment != "" {
+		add("comment \"%s\"", r.comment) // checkComment keeps quotes out
+	}
+	return strings.Join(w, " ")
+}
+
+// list prints one element bare and several as an anonymous set.
+func list[T fmt.Stringer](xs []T) string {
+	if len(xs) == 1 {
+		return xs[0].String()
+	}
+	s := make([]string, len(xs))
+	for i, x := range xs {
+		s[i] = x.String()
+	}
+	return "{ " + strings.Join(s, ", ") + " }"
+}
