@@ -115,10 +115,7 @@ func Plan(d Desired, a Actual, owned Ownership, done DrainDone) []Op {
 		wanted[vs.ServiceKey] = true
 		cur, ok := a.Services[vs.ServiceKey]
 		if !ok {
-			ops = append(ops, Op{Kind: AddService, Service: vs.Service, Reason: "service " + vs.Name})
-			for _, dst := range vs.Destinations {
-				ops = append(ops, Op{Kind: AddDestination, Service: vs.Service, Destination: dst})
-			}
+			ops = append(ops, planNewService(vs)...)
 			continue
 		}
 		if !cur.SameOptions(vs.Service) {
@@ -148,6 +145,26 @@ func Plan(d Desired, a Actual, owned Ownership, done DrainDone) []Op {
 		ops = append(ops, Op{Kind: RemoveNAT, Reason: "no rules needed"})
 	}
 	return append(ops, planAddresses(d, a, owned, draining)...)
+}
+
+// planNewService creates a service with its destinations. The kernel
+// rebuilds a Maglev table on every destination add, so an mh service is
+// created with the cheap rr scheduler, filled, then switched to mh: the
+// table is built once, from the same destination list, hence the same table.
+func planNewService(vs VirtualService) []Op {
+	create := vs.Service
+	deferMaglev := create.Scheduler == "mh" && len(vs.Destinations) > 1
+	if deferMaglev {
+		create.Scheduler = "rr"
+	}
+	ops := []Op{{Kind: AddService, Service: create, Reason: "service " + vs.Name}}
+	for _, dst := range vs.Destinations {
+		ops = append(ops, Op{Kind: AddDestination, Service: vs.Service, Destination: dst})
+	}
+	if deferMaglev {
+		ops = append(ops, Op{Kind: UpdateService, Service: vs.Service, Reason: "Maglev table built once"})
+	}
+	return ops
 }
 
 func planDestinations(vs VirtualService, cur ActualService, done DrainDone) []Op {
