@@ -24,8 +24,9 @@
 //
 // In each table the prerouting chain (filter hook, priority mangle, so before
 // IPVS, which sits in LOCAL_IN) first lets everything that is not addressed
-// to a VIP pass ("ip daddr != @vips accept"). Mark rules follow, ordered
-// most specific first, each ending in "accept": the first match wins.
+// to a VIP pass ("ip daddr != @vips accept") and, with FULLNAT services,
+// jumps to the fullnat chain. Mark rules follow, ordered most specific
+// first, each ending in "accept": the first match wins.
 // Specific means, in this order (the forwarding-rule selection of seed 001):
 // a named protocol beats "any protocol", a longer client source prefix beats
 // a shorter one and both beat a rule without sources, listed ports beat "all
@@ -43,5 +44,18 @@
 // would save the mark, but nft 1.0.6 crashes listing such rules.
 //
 // Chains are only created when they have rules: an unused nat chain would
-// make the kernel track every connection of that family for nothing.
+// make the kernel track every connection of that family for nothing. The
+// tables themselves always exist (an empty Spec leaves two tables holding
+// only their empty vips set): the set's comment carries the ruleset's
+// digest, which lets Apply skip writing a ruleset the kernel already has.
+//
+// # Tests
+//
+// `go test ./nat/` renders the golden files without privileges. As root it
+// also programs throw-away network namespaces: `nft list` must print exactly
+// Ruleset.String(), foreign tables must survive, and real packets must be
+// marked and source-NATed (no IPVS needed). Root without nftables fails
+// rather than skips. The IPVS tier runs in a VM with a stock kernel:
+//
+//	go test -tags vmtest -count=1 -v -exec "$PWD/e2e/vm/run --" -run VM ./nat/
 package nat

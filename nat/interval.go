@@ -142,12 +142,6 @@ func consecutive(as []netip.Addr) (addrRange, bool) {
 	return addrRange{s[0], s[len(s)-1]}, true
 }
 
-func compareRanges(a, b []addrRange) int {
-	return slices.CompareFunc(a, b, func(x, y addrRange) int {
-		return cmp.Or(x.from.Compare(y.from), x.to.Compare(y.to))
-	})
-}
-
 func comparePorts(a, b []PortRange) int {
 	return slices.CompareFunc(a, b, func(x, y PortRange) int {
 		return cmp.Or(cmp.Compare(x.From, y.From), cmp.Compare(x.To, y.To))

@@ -26,9 +26,12 @@ import (
 // google/nftables v0.3.0 does not decode every expression faithfully (ct
 // with a source register, for one), so that comparison would be fragile.
 type Kernel struct {
-	mu    sync.Mutex // serialises calls: one batch at a time
-	netns int        // netns fd; -1: the caller's
+	netns int // netns fd; -1: the caller's
 }
+
+// nftMu serialises the calls of all Kernels: one batch at a time, and
+// google/nftables allocates set IDs from an unguarded package variable.
+var nftMu sync.Mutex
 
 var _ Interface = (*Kernel)(nil)
 
@@ -77,8 +80,8 @@ func (k *Kernel) Apply(ctx context.Context, rs Ruleset) error {
 	if err := ctx.Err(); err != nil {
 		return err
 	}
-	k.mu.Lock()
-	defer k.mu.Unlock()
+	nftMu.Lock()
+	defer nftMu.Unlock()
 	if d, err := k.installed(); err != nil {
 		return err
 	} else if d == rs.digest {
@@ -109,8 +112,8 @@ func (k *Kernel) Installed(ctx context.Context) (string, error) {
 	if err := ctx.Err(); err != nil {
 		return "", err
 	}
-	k.mu.Lock()
-	defer k.mu.Unlock()
+	nftMu.Lock()
+	defer nftMu.Unlock()
 	return k.installed()
 }
 
@@ -195,8 +198,8 @@ func (k *Kernel) Remove(ctx context.Context) error {
 	if err := ctx.Err(); err != nil {
 		return err
 	}
-	k.mu.Lock()
-	defer k.mu.Unlock()
+	nftMu.Lock()
+	defer nftMu.Unlock()
 	c, err := k.conn()
 	if err != nil {
 		return err
@@ -231,8 +234,9 @@ func classify(err error) error {
 	case errors.Is(err, unix.EOPNOTSUPP):
 		return fmt.Errorf("%w: %w (kernel module missing? nft_chain_nat, nft_nat, nft_ct)", ErrNotSupported, err)
 	case errors.Is(err, unix.ENOENT):
-		// A batch also gets ENOENT when a chain type or expression is unknown.
-		return fmt.Errorf("%w (kernel module missing? nft_chain_nat, nft_nat, nft_ct)", err)
+		// A batch gets ENOENT for an unknown chain type or expression (no
+		// module) as well as for a reference to a missing object.
+		return fmt.Errorf("%w (a kernel module missing, e.g. nft_chain_nat, nft_nat, nft_ct?)", err)
 	}
 	return err
 }

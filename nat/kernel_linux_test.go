@@ -132,6 +132,34 @@ func TestKernelReplaceSkipRemove(t *testing.T) {
 	}
 }
 
+// TestKernelFailedBatchChangesNothing breaks the ip6 half of a ruleset (a
+// jump to a chain that does not exist): the kernel rejects the batch, and
+// the ip table, replaced earlier in the same batch, keeps its old content.
+func TestKernelFailedBatchChangesNothing(t *testing.T) {
+	requireNetAdmin(t)
+	ctx := context.Background()
+	ns := newTestNS(t)
+	k := NewKernel(InNetNS(ns.fd))
+	old := mustRender(t, Spec{Marks: steering})
+	if err := k.Apply(ctx, old); err != nil {
+		t.Fatal(err)
+	}
+	bad := mustRender(t, goldenSpec(t, "single-mark"))
+	bad.tables[ipv6].pre = []rule{{verdict: jumpFullNAT}}
+	bad.seal()
+	if err := k.Apply(ctx, bad); err == nil {
+		t.Fatal("Apply of a ruleset with a dangling jump succeeded")
+	} else {
+		t.Logf("rejected as expected: %v", err)
+	}
+	if got := ns.lvsdTables(t); got != old.String() {
+		t.Errorf("a failed Apply changed the tables:\n%s", got)
+	}
+	if d, _ := k.Installed(ctx); d != old.Digest() {
+		t.Errorf("Installed() = %q after a failed Apply, want %q", d, old.Digest())
+	}
+}
+
 func TestKernelRejectsZeroRuleset(t *testing.T) {
 	requireNetAdmin(t)
 	ns := newTestNS(t)
