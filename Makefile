@@ -10,7 +10,7 @@ OUT ?= $(CURDIR)/e2e/out
 RUN ?= .
 E2E_TIMEOUT ?= 40m
 
-.PHONY: all build vet unit e2e test demo clean vm-setup
+.PHONY: all build vet unit e2e test demo bench clean vm-setup
 
 all: build
 
@@ -18,6 +18,7 @@ build:
 	CGO_ENABLED=0 $(GO) build -trimpath -ldflags '$(LDFLAGS)' -o $(BIN)/lvsd ./cmd/lvsd
 	CGO_ENABLED=0 $(GO) build -trimpath -o $(BIN)/lvsd-echo ./e2e/echo/cmd/lvsd-echo
 	CGO_ENABLED=0 $(GO) build -trimpath -o $(BIN)/lvsd-demo ./e2e/demo
+	CGO_ENABLED=0 $(GO) build -trimpath -o $(BIN)/lvsd-bench ./e2e/bench
 
 vet:
 	$(GO) vet ./...
@@ -41,6 +42,11 @@ test: vet unit e2e
 
 demo: build vm-setup
 	$(CURDIR)/e2e/vm/run -- $(BIN)/lvsd-demo -lvsd $(BIN)/lvsd
+
+# Cold apply of 1,000 services x 10 backends, lvsd vs ipvsadm -R in the same
+# VM run, then one weight change (docs/performance.md).
+bench: build vm-setup
+	$(CURDIR)/e2e/vm/run -- $(BIN)/lvsd-bench -lvsd $(BIN)/lvsd $(BENCH_ARGS)
 
 clean:
 	rm -rf $(BIN) $(OUT)

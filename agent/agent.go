@@ -9,6 +9,7 @@ import (
 	"log/slog"
 	"os"
 	"path/filepath"
+	"strings"
 	"time"
 
 	"github.com/lvsd/lvsd/ipvs"
@@ -143,9 +144,7 @@ func (a *Agent) reconcile(ctx context.Context) []Op {
 	for _, vs := range desired.Services {
 		a.owned.addService(vs.ServiceKey) // configured and now present: ours
 	}
-	for _, op := range ops {
-		a.log.Info("applied", "op", op.Kind.String(), "object", op.String())
-	}
+	a.logOps(ops)
 	if applyErr != nil {
 		a.log.Error("some changes failed; will retry", "err", applyErr)
 	}
@@ -153,9 +152,41 @@ func (a *Agent) reconcile(ctx context.Context) []Op {
 		if err := SaveOwnership(a.cfg.Agent.StateDir, a.owned); err != nil {
 			a.log.Error("saving ownership record", "err", err)
 		}
-		a.log.Info("reconciled", "ops", len(ops), "duration", a.opts.Now().Sub(start).String())
+		a.log.Info("reconciled", "ops", len(ops), "changes", summarize(ops), "duration", a.opts.Now().Sub(start).String())
 	}
 	return ops
+}
+
+// maxOpsLogged bounds the per-change log lines at info level: a cold start
+// of thousands of objects is summarized (each op is still logged at debug).
+const maxOpsLogged = 50
+
+func (a *Agent) logOps(ops []Op) {
+	level := slog.LevelInfo
+	if len(ops) > maxOpsLogged {
+		level = slog.LevelDebug
+	}
+	if !a.log.Enabled(context.Background(), level) {
+		return
+	}
+	for _, op := range ops {
+		a.log.Log(context.Background(), level, "applied", "op", op.Kind.String(), "object", op.String())
+	}
+}
+
+// summarize counts ops by kind, e.g. "add-service=2 add-destination=20".
+func summarize(ops []Op) string {
+	var counts [RemoveNAT + 1]int
+	for _, op := range ops {
+		counts[op.Kind]++
+	}
+	var parts []string
+	for k, n := range counts {
+		if n > 0 {
+			parts = append(parts, fmt.Sprintf("%s=%d", OpKind(k), n))
+		}
+	}
+	return strings.Join(parts, " ")
 }
 
 func (a *Agent) drainDone(svc ipvs.ServiceKey, dst ipvs.Destination) bool {

@@ -96,11 +96,9 @@ func TestReconcileCreatesThenPlansNothing(t *testing.T) {
 	a := e.agent()
 	got := e.reconcile(a)
 	want := []string{
-		// Created with rr and switched to mh once filled: one Maglev build.
-		"add-service tcp:10.0.0.50:80 rr flags=mh-fallback,mh-port",
+		"add-service tcp:10.0.0.50:80 mh flags=mh-fallback,mh-port",
 		"add-destination tcp:10.0.0.50:80 10.0.0.11:80 weight=1 route",
 		"add-destination tcp:10.0.0.50:80 10.0.0.12:80 weight=1 route",
-		"update-service tcp:10.0.0.50:80 mh flags=mh-fallback,mh-port",
 		"add-address eth0 10.0.0.50/32",
 	}
 	if !slices.Equal(got, want) {

@@ -127,10 +127,12 @@ func (k Kernel) apply(ctx context.Context, op Op, owned *Ownership) error {
 	return nil
 }
 
+// addService keeps Services sorted, so lookups and inserts stay cheap when a
+// cold start adds thousands.
 func (o *Ownership) addService(k ipvs.ServiceKey) {
-	if !slices.Contains(o.Services, k) {
-		o.Services = append(o.Services, k)
-		slices.SortFunc(o.Services, ipvs.ServiceKey.Compare)
+	i, found := slices.BinarySearchFunc(o.Services, k, ipvs.ServiceKey.Compare)
+	if !found {
+		o.Services = slices.Insert(o.Services, i, k)
 	}
 }
 

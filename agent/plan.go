@@ -147,22 +147,16 @@ func Plan(d Desired, a Actual, owned Ownership, done DrainDone) []Op {
 	return append(ops, planAddresses(d, a, owned, draining)...)
 }
 
-// planNewService creates a service with its destinations. The kernel
-// rebuilds a Maglev table on every destination add, so an mh service is
-// created with the cheap rr scheduler, filled, then switched to mh: the
-// table is built once, from the same destination list, hence the same table.
+// planNewService creates a service, then its destinations in canonical order.
+//
+// Creating an mh service as rr and switching it to mh once filled would
+// build the Maglev table once instead of once per destination, but measured
+// slower: the kernel waits for an RCU grace period on every scheduler change
+// (ip_vs_edit_service), which costs more than the rebuilds (docs/performance.md).
 func planNewService(vs VirtualService) []Op {
-	create := vs.Service
-	deferMaglev := create.Scheduler == "mh" && len(vs.Destinations) > 1
-	if deferMaglev {
-		create.Scheduler = "rr"
-	}
-	ops := []Op{{Kind: AddService, Service: create, Reason: "service " + vs.Name}}
+	ops := []Op{{Kind: AddService, Service: vs.Service, Reason: "service " + vs.Name}}
 	for _, dst := range vs.Destinations {
 		ops = append(ops, Op{Kind: AddDestination, Service: vs.Service, Destination: dst})
-	}
-	if deferMaglev {
-		ops = append(ops, Op{Kind: UpdateService, Service: vs.Service, Reason: "Maglev table built once"})
 	}
 	return ops
 }

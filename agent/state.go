@@ -7,6 +7,9 @@ import (
 	"io/fs"
 	"os"
 	"path/filepath"
+	"slices"
+
+	"github.com/lvsd/lvsd/ipvs"
 )
 
 const ownershipFile = "owned.json"
@@ -26,6 +29,7 @@ func LoadOwnership(stateDir string) (Ownership, error) {
 	if err := json.Unmarshal(data, &o); err != nil {
 		return o, fmt.Errorf("%s: %w", path, err)
 	}
+	slices.SortFunc(o.Services, ipvs.ServiceKey.Compare)
 	return o, nil
 }
 

@@ -12,11 +12,10 @@ import (
 	"github.com/lvsd/lvsd/e2e/topo"
 )
 
-// TestMaglevMatchesIpvsadm: lvsd builds an mh service as rr, fills it and
-// switches it to mh (one Maglev build instead of one per destination). The
-// resulting table must equal that of a service made the ordinary way with
-// ipvsadm from the same destinations in the same order: every client
-// address reaches the same real server through both.
+// TestMaglevMatchesIpvsadm: the Maglev table lvsd builds must equal that of
+// a service made by hand with ipvsadm from the same destinations, weights and
+// order: every client address reaches the same real server through both.
+// That is what lets every director of a cluster choose alike.
 func TestMaglevMatchesIpvsadm(t *testing.T) {
 	tp := topo.New(t, topo.WithRealServers(4), topo.WithClientSources(64))
 	vipLVSD, vipRef := netip.MustParseAddr("10.0.0.50"), netip.MustParseAddr("10.0.0.60")
@@ -37,9 +36,6 @@ func TestMaglevMatchesIpvsadm(t *testing.T) {
 		"service: web\nvip: %s\nports: [80]\naffinity: client-ip\nbackends:\n%s", vipLVSD, backends.String())})
 	d.start()
 	d.waitServices(1, 4)
-	if !strings.Contains(d.log(), "Maglev table built once") {
-		t.Fatalf("lvsd did not create the service through rr then mh; log:\n%s", d.log())
-	}
 	cmd := director.Exec(t.Context(), "ipvsadm", "-R")
 	cmd.Stdin = strings.NewReader(restore)
 	if out, err := cmd.CombinedOutput(); err != nil {

@@ -91,51 +91,57 @@ func (k *Kernel) Destinations(ctx context.Context, svc ServiceKey) ([]Destinatio
 
 // AddService implements Interface.
 func (k *Kernel) AddService(ctx context.Context, svc Service) error {
-	return k.do("adding service", svc.String(), func() error { return k.h.NewService(toMobyService(svc)) })
+	return k.do(func() error { return k.h.NewService(toMobyService(svc)) },
+		func() string { return "adding service " + svc.String() })
 }
 
 // UpdateService implements Interface.
 func (k *Kernel) UpdateService(ctx context.Context, svc Service) error {
-	return k.do("updating service", svc.String(), func() error { return k.h.UpdateService(toMobyService(svc)) })
+	return k.do(func() error { return k.h.UpdateService(toMobyService(svc)) },
+		func() string { return "updating service " + svc.String() })
 }
 
 // DeleteService implements Interface.
 func (k *Kernel) DeleteService(ctx context.Context, svc ServiceKey) error {
-	return k.do("deleting service", svc.String(), func() error {
-		return k.h.DelService(toMobyService(Service{ServiceKey: svc}))
-	})
+	return k.do(func() error { return k.h.DelService(toMobyService(Service{ServiceKey: svc})) },
+		func() string { return "deleting service " + svc.String() })
 }
 
 // AddDestination implements Interface.
 func (k *Kernel) AddDestination(ctx context.Context, svc ServiceKey, dst Destination) error {
-	return k.do("adding destination", svc.String()+" -> "+dst.String(), func() error {
+	return k.do(func() error {
 		return k.h.NewDestination(toMobyService(Service{ServiceKey: svc}), toMobyDestination(dst))
-	})
+	},
+		func() string { return "adding destination " + svc.String() + " -> " + dst.String() })
 }
 
 // UpdateDestination implements Interface.
 func (k *Kernel) UpdateDestination(ctx context.Context, svc ServiceKey, dst Destination) error {
-	return k.do("updating destination", svc.String()+" -> "+dst.String(), func() error {
+	return k.do(func() error {
 		return k.h.UpdateDestination(toMobyService(Service{ServiceKey: svc}), toMobyDestination(dst))
-	})
+	},
+		func() string { return "updating destination " + svc.String() + " -> " + dst.String() })
 }
 
 // DeleteDestination implements Interface.
 func (k *Kernel) DeleteDestination(ctx context.Context, svc ServiceKey, dst DestinationKey) error {
-	return k.do("deleting destination", svc.String()+" -> "+dst.String(), func() error {
+	return k.do(func() error {
 		return k.h.DelDestination(toMobyService(Service{ServiceKey: svc}), toMobyDestination(Destination{DestinationKey: dst}))
-	})
+	}, func() string { return "deleting destination " + svc.String() + " -> " + dst.String() })
 }
 
-func (k *Kernel) do(what, obj string, f func() error) error {
+// do runs one request; what describes it, and is only formatted on error
+// (a cold start makes tens of thousands of requests).
+func (k *Kernel) do(f func() error, what func() string) error {
 	k.mu.Lock()
 	defer k.mu.Unlock()
 	if err := f(); err != nil {
 		err = kernelErr(err)
-		if errors.Is(err, syscall.ENOENT) && strings.HasPrefix(what, "adding service") {
-			return fmt.Errorf("%s %s: %w (is the scheduler's module, e.g. ip_vs_mh, available?)", what, obj, err)
+		desc := what()
+		if errors.Is(err, syscall.ENOENT) && strings.HasPrefix(desc, "adding service") {
+			return fmt.Errorf("%s: %w (is the scheduler's module, e.g. ip_vs_mh, available?)", desc, err)
 		}
-		return fmt.Errorf("%s %s: %w", what, obj, err)
+		return fmt.Errorf("%s: %w", desc, err)
 	}
 	return nil
 }

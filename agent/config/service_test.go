@@ -157,3 +157,4 @@ func TestSteeringOverlapRules(t *testing.T) {
 		t.Fatalf("same source range twice: got %v", err)
 	}
 }
+
