@@ -9,6 +9,7 @@ import (
 	"log/slog"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"time"
 
@@ -17,7 +18,8 @@ import (
 
 // Defaults of the reconciler.
 const (
-	DefaultResync       = 5 * time.Second
+	DefaultResync       = 30 * time.Second
+	DefaultCheck        = 2 * time.Second
 	DefaultDrainTimeout = 30 * time.Second
 )
 
@@ -27,7 +29,8 @@ type Options struct {
 	Config       *Config // already loaded from ConfigPath; nil: Run loads it
 	Kernel       Kernel
 	Log          *slog.Logger
-	Resync       time.Duration // how often the kernel and the config files are checked
+	Resync       time.Duration // how often the whole kernel state is read back and corrected
+	Check        time.Duration // how often config files and drains in progress are checked
 	DrainTimeout time.Duration // how long a removed destination keeps its connections
 	Now          func() time.Time
 }
@@ -53,6 +56,9 @@ func New(opts Options) *Agent {
 	if opts.Resync <= 0 {
 		opts.Resync = DefaultResync
 	}
+	if opts.Check <= 0 {
+		opts.Check = DefaultCheck
+	}
 	if opts.DrainTimeout <= 0 {
 		opts.DrainTimeout = DefaultDrainTimeout
 	}
@@ -66,8 +72,10 @@ func New(opts Options) *Agent {
 }
 
 // Run loads the configuration, adopts what lvsd owns in the kernel, and
-// reconciles until ctx ends: at once, on every value from reload (SIGHUP), when
-// a configuration file changes, and every Resync for drains in progress. A
+// reconciles until ctx ends: at once, on every value from reload (SIGHUP),
+// when a configuration file changes (checked every Check), every Check while
+// destinations drain, and every Resync to correct drift. Reading the kernel
+// back is the costly part (one dump per service), hence the two periods. A
 // configuration that fails to load at start is an error; at a reload it is
 // logged and the last good one stays in force. Stopping leaves the kernel as
 // it is, so a restart costs no connection.
@@ -87,8 +95,9 @@ func (a *Agent) Run(ctx context.Context, reload <-chan struct{}) error {
 	a.log.Info("starting", "config", a.opts.ConfigPath, "services", len(cfg.Services),
 		"ipvs_services", len(cfg.Desired.Services), "owned_services", len(a.owned.Services))
 	a.reconcile(ctx)
+	lastFull := a.opts.Now()
 
-	tick := time.NewTicker(a.opts.Resync)
+	tick := time.NewTicker(a.opts.Check)
 	defer tick.Stop()
 	for {
 		select {
@@ -100,9 +109,12 @@ func (a *Agent) Run(ctx context.Context, reload <-chan struct{}) error {
 		case <-tick.C:
 			if fp := a.configFingerprint(); fp != a.fingerprint {
 				a.reload("file change")
+			} else if len(a.drains) == 0 && a.opts.Now().Sub(lastFull) < a.opts.Resync {
+				continue
 			}
 		}
 		a.reconcile(ctx)
+		lastFull = a.opts.Now()
 	}
 }
 
@@ -138,6 +150,7 @@ func (a *Agent) reconcile(ctx context.Context) []Op {
 	if err := a.opts.Kernel.EnsureSysctls(ctx, desired); err != nil {
 		a.log.Error("setting sysctls", "err", err)
 	}
+	a.forgetVanishedDrains(actual)
 	ops := Plan(desired, actual, a.owned, a.drainDone)
 	a.trackDrains(ops)
 	applyErr := a.opts.Kernel.Apply(ctx, ops, &a.owned)
@@ -211,6 +224,17 @@ func (a *Agent) drainTimeout(svc ipvs.ServiceKey) time.Duration {
 		}
 	}
 	return a.opts.DrainTimeout
+}
+
+// forgetVanishedDrains drops drain clocks of destinations no longer in the
+// kernel (deleted by someone else), so they do not keep the fast check going.
+func (a *Agent) forgetVanishedDrains(actual Actual) {
+	for k := range a.drains {
+		svc, ok := actual.Services[k.svc]
+		if !ok || !slices.ContainsFunc(svc.Destinations, func(d ipvs.Destination) bool { return d.DestinationKey == k.dst }) {
+			delete(a.drains, k)
+		}
+	}
 }
 
 func (a *Agent) trackDrains(ops []Op) {
