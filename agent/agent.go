@@ -44,6 +44,9 @@ type Agent struct {
 	fingerprint [32]byte
 	owned       Ownership
 	drains      map[drainKey]time.Time // when each unwanted destination went to weight 0
+	// sysctlsLogged is what was last logged as required, so the log says
+	// when lvsd turns forwarding on without repeating it every pass.
+	sysctlsLogged string
 }
 
 type drainKey struct {
@@ -95,7 +98,7 @@ func (a *Agent) Run(ctx context.Context, reload <-chan struct{}) error {
 	a.log.Info("starting", "config", a.opts.ConfigPath, "services", len(cfg.Services),
 		"ipvs_services", len(cfg.Desired.Services), "owned_services", len(a.owned.Services))
 	a.reconcile(ctx)
-	lastFull := a.opts.Now()
+	lastFull, pending := a.opts.Now(), a.fingerprint
 
 	tick := time.NewTicker(a.opts.Check)
 	defer tick.Stop()
@@ -107,7 +110,13 @@ func (a *Agent) Run(ctx context.Context, reload <-chan struct{}) error {
 		case <-reload:
 			a.reload("signal")
 		case <-tick.C:
-			if fp := a.configFingerprint(); fp != a.fingerprint {
+			// A file is reloaded once it stayed the same for a whole check
+			// period: an editor's truncate-then-write must not be read half
+			// way (an empty file is a valid file with no services).
+			fp := a.configFingerprint()
+			settled := fp == pending
+			pending = fp
+			if fp != a.fingerprint && settled {
 				a.reload("file change")
 			} else if len(a.drains) == 0 && a.opts.Now().Sub(lastFull) < a.opts.Resync {
 				continue
@@ -149,6 +158,9 @@ func (a *Agent) reconcile(ctx context.Context) []Op {
 	}
 	if err := a.opts.Kernel.EnsureSysctls(ctx, desired); err != nil {
 		a.log.Error("setting sysctls", "err", err)
+	} else if need := sysctlNeeds(desired); need != a.sysctlsLogged {
+		a.log.Info("sysctls in force", "set", need)
+		a.sysctlsLogged = need
 	}
 	a.forgetVanishedDrains(actual)
 	ops := Plan(desired, actual, a.owned, a.drainDone)
@@ -168,6 +180,21 @@ func (a *Agent) reconcile(ctx context.Context) []Op {
 		a.log.Info("reconciled", "ops", len(ops), "changes", summarize(ops), "duration", a.opts.Now().Sub(start).String())
 	}
 	return ops
+}
+
+// sysctlNeeds lists the sysctls d requires, for the log.
+func sysctlNeeds(d Desired) string {
+	var set []string
+	if d.ForwardV4 {
+		set = append(set, "net.ipv4.ip_forward=1")
+	}
+	if d.ForwardV6 {
+		set = append(set, "net.ipv6.conf.all.forwarding=1")
+	}
+	if d.IPVSConntrack {
+		set = append(set, "net.ipv4.vs.conntrack=1")
+	}
+	return strings.Join(set, " ")
 }
 
 // maxOpsLogged bounds the per-change log lines at info level: a cold start

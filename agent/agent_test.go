@@ -235,3 +235,22 @@ func TestBadReloadKeepsLastGood(t *testing.T) {
 		t.Fatalf("bad config changed the kernel: %q", got)
 	}
 }
+
+// An operator's IPVS service on lvsd's VIP keeps the address alive after
+// lvsd's own service on that VIP is gone.
+func TestVIPKeptWhileForeignServiceUsesIt(t *testing.T) {
+	e := newEnv(t)
+	ctx := context.Background()
+	foreign := ipvs.Service{ServiceKey: ipvs.ServiceKey{Protocol: ipvs.TCP, Addr: netip.MustParseAddr("10.0.0.50"), Port: 8080}, Scheduler: "wlc"}
+	e.ipvs.AddService(ctx, foreign)
+	e.service("web", webTwo)
+	a := e.agent()
+	e.reconcile(a)
+	os.Remove(filepath.Join(e.dir, "services.d", "web.yaml"))
+	e.reload(a)
+	e.reconcile(a) // drain
+	got := e.reconcile(a)
+	if !slices.Contains(got, "delete-service tcp:10.0.0.50:80") || slices.ContainsFunc(got, func(op string) bool { return strings.HasPrefix(op, "delete-address") }) {
+		t.Fatalf("got %q, want the service deleted and the VIP kept", got)
+	}
+}

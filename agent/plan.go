@@ -109,7 +109,7 @@ type DrainDone func(svc ipvs.ServiceKey, dst ipvs.Destination) bool
 // and only when done(...) says so is it deleted.
 func Plan(d Desired, a Actual, owned Ownership, done DrainDone) []Op {
 	var ops []Op
-	draining := map[netip.Addr]bool{} // VIPs of services still draining keep their address
+	draining := map[netip.Addr]bool{} // addresses still in use by IPVS services
 	wanted := map[ipvs.ServiceKey]bool{}
 	for _, vs := range d.Services {
 		wanted[vs.ServiceKey] = true
@@ -136,6 +136,13 @@ func Plan(d Desired, a Actual, owned Ownership, done DrainDone) []Op {
 		}
 		ops = append(ops, drain...)
 		draining[cur.Addr] = true
+	}
+	// An address also serves IPVS services that are not lvsd's (an
+	// operator's ipvsadm service on the same VIP): removing it would cut them off.
+	for k, cur := range a.Services {
+		if !wanted[k] && !slices.Contains(owned.Services, k) {
+			draining[cur.Addr] = true
+		}
 	}
 	switch {
 	case d.NAT.Digest() == a.NATDigest:

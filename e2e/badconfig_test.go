@@ -54,7 +54,7 @@ var badCases = []badCase{
 	{"syntax-tab", bh + "\tports: [80]\n" + bb, 3, 1, "cannot start any token"},
 	{"type-ports-scalar", bh + "ports: 80\n" + bb, 3, 8, "int was used where sequence is expected"},
 	{"type-backends-map", bh + "ports: [80]\nbackends: {address: 10.0.0.11}\n", 4, 11, "mapping was used where sequence is expected"},
-	{"type-weight-string", bh + "ports: [80]\nbackends:\n  - {address: 10.0.0.11, weight: heavy}\n", 5, 34, "cannot unmarshal string"},
+	{"type-weight-string", bh + "ports: [80]\nbackends:\n  - {address: 10.0.0.11, weight: heavy}\n", 5, 34, "\"heavy\" is not valid here: want a whole number"},
 	// Addresses.
 	{"vip-bad", "service: a\nvip: 10.0.0.300\nports: [80]\n" + bb, 2, 6, `vip "10.0.0.300" is not an IP address`},
 	{"vip-multicast", "service: a\nvip: 224.0.0.9\nports: [80]\n" + bb, 2, 6, "vip 224.0.0.9 must be a unicast address"},

@@ -109,8 +109,9 @@ func TestForeignServicesUntouched(t *testing.T) {
 	}
 
 	// 3. lvsd's service is removed: its destinations go to weight 0, then
-	// (no connections: at once, at the next trigger) the services and the
-	// VIP go. A second SIGHUP is that next trigger, instead of the 5 s poll.
+	// (no connections: at once, at the next trigger) the services go. The
+	// VIP stays: the operator's 10.0.0.50:8080 service still needs it. A
+	// second SIGHUP is that next trigger, instead of the periodic check.
 	mark = d.logSize()
 	if err := os.Remove(filepath.Join(d.dir, "services.d", "web.yaml")); err != nil {
 		t.Fatal(err)
@@ -121,8 +122,11 @@ func TestForeignServicesUntouched(t *testing.T) {
 	drained := d.logSize()
 	d.hup()
 	d.waitLog(drained, 10*time.Second, "msg=reconciled")
-	if !strings.Contains(d.logSince(drained), "op=delete-address") {
-		t.Errorf("the second reconcile after the removal did not delete the VIP:\n%s", d.logSince(drained))
+	if !strings.Contains(d.logSince(drained), "op=delete-service") {
+		t.Errorf("the second reconcile after the removal did not delete lvsd's services:\n%s", d.logSince(drained))
+	}
+	if strings.Contains(d.logSince(mark), "op=delete-address") {
+		t.Errorf("lvsd deleted its VIP although the operator's 10.0.0.50:8080 service uses it:\n%s", d.logSince(mark))
 	}
 	checkOps("removal", d.logSince(mark))
 	check("after the removal")
@@ -130,8 +134,8 @@ func TestForeignServicesUntouched(t *testing.T) {
 	if got := foreignLines(save); len(got) != len(strings.Split(strings.TrimSpace(save), "\n")) {
 		t.Errorf("after the removal lvsd's own services are still there:\n%s", save)
 	}
-	if slices.Contains(addrsOf(t, director), netip.PrefixFrom(vip, 32)) {
-		t.Errorf("after the removal lvsd's VIP %s is still on %s", vip, director.Link)
+	if !slices.Contains(addrsOf(t, director), netip.PrefixFrom(vip, 32)) {
+		t.Errorf("after the removal the VIP %s, still used by the operator's service, is gone from %s", vip, director.Link)
 	}
 
 	// 4. lvsd stops.

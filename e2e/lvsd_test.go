@@ -122,7 +122,8 @@ func (l *lvsd) ipvs() *ipvs.Kernel {
 }
 
 // waitServices waits until the kernel holds n IPVS services with all their
-// destinations, failing early if lvsd exits.
+// destinations and lvsd logged the end of that reconcile, failing early if
+// lvsd exits.
 func (l *lvsd) waitServices(n, destsEach int) []ipvs.Service {
 	l.t.Helper()
 	k := l.ipvs()
@@ -136,8 +137,8 @@ func (l *lvsd) waitServices(n, destsEach int) []ipvs.Service {
 				d, err := k.Destinations(ctx, s.ServiceKey)
 				ok = ok && err == nil && len(d) == destsEach
 			}
-			if ok {
-				return svcs
+			if ok && strings.Contains(l.log(), "msg=reconciled") {
+				return svcs // the whole first pass is done, VIP included
 			}
 		}
 		select {

@@ -3,6 +3,7 @@ package config
 import (
 	"errors"
 	"fmt"
+	"reflect"
 	"strings"
 
 	"github.com/goccy/go-yaml"
@@ -110,15 +111,45 @@ func parentPath(p string) string {
 	return p[:i]
 }
 
-// yamlError turns a decoding error of goccy/go-yaml into an *Error with its position.
+// yamlError turns a decoding error of goccy/go-yaml into an *Error with its
+// position, worded for operators rather than in Go types.
 func yamlError(file string, err error) *Error {
 	var ye yaml.Error
-	if errors.As(err, &ye) {
-		tk := ye.GetToken()
-		if tk != nil {
-			return &Error{File: file, Line: tk.Position.Line, Col: tk.Position.Column, Msg: ye.GetMessage()}
-		}
-		return &Error{File: file, Msg: ye.GetMessage()}
+	if !errors.As(err, &ye) {
+		return &Error{File: file, Msg: err.Error()}
 	}
-	return &Error{File: file, Msg: err.Error()}
+	e := &Error{File: file, Msg: ye.GetMessage()}
+	if tk := ye.GetToken(); tk != nil {
+		e.Line, e.Col = tk.Position.Line, tk.Position.Column
+	}
+	var te *yaml.TypeError
+	var oe *yaml.OverflowError
+	switch {
+	case errors.As(err, &te) && te.Token != nil:
+		e.Msg = fmt.Sprintf("%q is not valid here: want %s", te.Token.Value, kindOf(te.DstType))
+	case errors.As(err, &oe):
+		e.Msg = fmt.Sprintf("%s is out of range", oe.SrcNum)
+	}
+	return e
+}
+
+// kindOf names what a Go type accepts, in YAML words.
+func kindOf(t reflect.Type) string {
+	for t.Kind() == reflect.Pointer {
+		t = t.Elem()
+	}
+	switch t.Kind() {
+	case reflect.Int, reflect.Int8, reflect.Int16, reflect.Int32, reflect.Int64,
+		reflect.Uint, reflect.Uint8, reflect.Uint16, reflect.Uint32, reflect.Uint64:
+		return "a whole number"
+	case reflect.String:
+		return "a string"
+	case reflect.Bool:
+		return "true or false"
+	case reflect.Slice:
+		return "a list"
+	case reflect.Struct, reflect.Map:
+		return "a mapping of keys to values"
+	}
+	return "a value of another type"
 }

@@ -92,7 +92,8 @@ func TestLoadServicesBad(t *testing.T) {
 		{"weight negative", head + "backends:\n  - {address: 10.0.0.11, weight: -1}\n", ":5:34: service \"web\": weight -1 is not in 0-65535"},
 		{"weight too big", head + "backends:\n  - {address: 10.0.0.11, weight: 70000}\n", ":5:34: service \"web\": weight 70000 is not in 0-65535"},
 		{"duplicate backend", head + "backends:\n  - {address: 10.0.0.11}\n  - {address: 10.0.0.11}\n", ":6:15: service \"web\": backend 10.0.0.11 is listed twice"},
-		{"type error", head + "backends:\n  - {address: 10.0.0.11, weight: heavy}\n", ":5:34:"},
+		{"type error", head + "backends:\n  - {address: 10.0.0.11, weight: heavy}\n", ":5:34: \"heavy\" is not valid here: want a whole number"},
+		{"list expected", "service: web\nvip: 10.0.0.50\nports: 80\n" + oneBackend, ":3:8: int was used where sequence is expected"},
 		{"syntax error", head + "backends:\n  - {address: 10.0.0.11\n", ":5:"},
 		{"duplicate key", head + "vip: 10.0.0.51\n" + oneBackend, ":4:1:"},
 		{"bad source range", head + oneBackend + "source_ranges: [10.0.0.0/33]\n", ":6:17: service \"web\": source range \"10.0.0.0/33\" is not a CIDR prefix"},
@@ -157,4 +158,3 @@ func TestSteeringOverlapRules(t *testing.T) {
 		t.Fatalf("same source range twice: got %v", err)
 	}
 }
-

@@ -77,6 +77,11 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 }
 
 func runAgent(ctx context.Context, cfgPath string, stderr io.Writer) error {
+	// Catch SIGHUP before anything slow: its default action would kill a
+	// process reloaded right after start (systemctl reload).
+	reload := make(chan os.Signal, 1)
+	signal.Notify(reload, syscall.SIGHUP)
+	defer signal.Stop(reload)
 	cfg, err := agent.LoadConfig(cfgPath)
 	if err != nil {
 		return err
@@ -86,9 +91,6 @@ func runAgent(ctx context.Context, cfgPath string, stderr io.Writer) error {
 	if err != nil {
 		return err
 	}
-	reload := make(chan os.Signal, 1)
-	signal.Notify(reload, syscall.SIGHUP)
-	defer signal.Stop(reload)
 	hints := make(chan struct{}, 1)
 	go func() {
 		for range reload {
