@@ -1,5 +1,6 @@
-// Command lvsd is the LVS director and real-server agent. This file only
-// parses the command line and wires the real kernel adapters into agent.
+// Command lvsd is the LVS director and real-server agent. This package only
+// parses the command line and wires the real kernel adapters into agent;
+// each subcommand lives in its own file and registers in commands.
 package main
 
 import (
@@ -8,16 +9,11 @@ import (
 	"flag"
 	"fmt"
 	"io"
-	"log/slog"
 	"os"
 	"os/signal"
+	"sort"
+	"strings"
 	"syscall"
-
-	"github.com/lvsd/lvsd/agent"
-	"github.com/lvsd/lvsd/agent/config"
-	"github.com/lvsd/lvsd/arp"
-	"github.com/lvsd/lvsd/ipvs"
-	"github.com/lvsd/lvsd/nat"
 )
 
 // version is set at build time with -ldflags "-X main.version=...".
@@ -25,14 +21,31 @@ var version = "dev"
 
 const defaultConfig = "/etc/lvsd/lvsd.yaml"
 
-const usage = `lvsd — LVS director agent
+// command is one subcommand. Its flag set already has --config.
+type command struct {
+	usage string // one line: arguments and what it does
+	run   func(ctx context.Context, env *env) error
+}
 
-Usage:
-  lvsd run   [--config FILE]   run the agent in the foreground
-  lvsd check [--config FILE]   validate the configuration, touch nothing (exit 0 or 1)
-  lvsd plan  [--config FILE]   show what run would change in the kernel now
-  lvsd version
-`
+// env is what a subcommand gets: its parsed flags and arguments, and where
+// to write.
+type env struct {
+	flags          *flag.FlagSet
+	config         string
+	args           []string
+	stdout, stderr io.Writer
+}
+
+// commands maps a name to its subcommand; files add theirs in init.
+var commands = map[string]command{
+	"version": {usage: "print the version", run: func(_ context.Context, e *env) error {
+		fmt.Fprintln(e.stdout, "lvsd", version)
+		return nil
+	}},
+}
+
+// flagSetup lets a subcommand declare its own flags before parsing.
+var flagSetup = map[string]func(*flag.FlagSet){}
 
 func main() {
 	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGINT, syscall.SIGTERM)
@@ -46,117 +59,45 @@ func main() {
 	}
 }
 
+func usage(w io.Writer) {
+	fmt.Fprint(w, "lvsd — LVS director and real-server agent\n\nUsage:\n")
+	names := make([]string, 0, len(commands))
+	for n := range commands {
+		names = append(names, n)
+	}
+	sort.Strings(names)
+	for _, n := range names {
+		fmt.Fprintf(w, "  lvsd %-8s %s\n", n, commands[n].usage)
+	}
+	fmt.Fprintf(w, "\nEvery command takes --config FILE (default %s).\n", defaultConfig)
+}
+
 func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	if len(args) == 0 {
-		fmt.Fprint(stderr, usage)
+		usage(stderr)
 		return flag.ErrHelp
 	}
-	cmd, args := args[0], args[1:]
-	fs := flag.NewFlagSet("lvsd "+cmd, flag.ContinueOnError)
+	name, args := args[0], args[1:]
+	if name == "help" || name == "-h" || name == "--help" {
+		usage(stdout)
+		return nil
+	}
+	cmd, ok := commands[name]
+	if !ok {
+		usage(stderr)
+		return fmt.Errorf("unknown command %q", name)
+	}
+	fs := flag.NewFlagSet("lvsd "+name, flag.ContinueOnError)
 	fs.SetOutput(stderr)
-	cfgPath := fs.String("config", defaultConfig, "agent configuration file")
+	cfg := fs.String("config", defaultConfig, "agent configuration file")
+	if setup := flagSetup[name]; setup != nil {
+		setup(fs)
+	}
 	if err := fs.Parse(args); err != nil {
 		return err
 	}
-	switch cmd {
-	case "run":
-		return runAgent(ctx, *cfgPath, stderr)
-	case "check":
-		return check(*cfgPath, stdout)
-	case "plan":
-		return plan(ctx, *cfgPath, stdout)
-	case "version":
-		fmt.Fprintln(stdout, "lvsd", version)
-		return nil
-	case "help", "-h", "--help":
-		fmt.Fprint(stdout, usage)
-		return nil
-	}
-	fmt.Fprint(stderr, usage)
-	return fmt.Errorf("unknown command %q", cmd)
+	return cmd.run(ctx, &env{flags: fs, config: *cfg, args: fs.Args(), stdout: stdout, stderr: stderr})
 }
 
-func runAgent(ctx context.Context, cfgPath string, stderr io.Writer) error {
-	// Catch SIGHUP before anything slow: its default action would kill a
-	// process reloaded right after start (systemctl reload).
-	reload := make(chan os.Signal, 1)
-	signal.Notify(reload, syscall.SIGHUP)
-	defer signal.Stop(reload)
-	cfg, err := agent.LoadConfig(cfgPath)
-	if err != nil {
-		return err
-	}
-	log := newLogger(cfg.Agent, stderr)
-	k, err := openKernel()
-	if err != nil {
-		return err
-	}
-	hints := make(chan struct{}, 1)
-	go func() {
-		for range reload {
-			select {
-			case hints <- struct{}{}:
-			default:
-			}
-		}
-	}()
-	a := agent.New(agent.Options{ConfigPath: cfgPath, Config: cfg, Kernel: k, Log: log})
-	return a.Run(ctx, hints)
-}
-
-func openKernel() (agent.Kernel, error) {
-	h, err := ipvs.Open("")
-	if err != nil {
-		return agent.Kernel{}, err
-	}
-	return agent.Kernel{
-		IPVS:                h,
-		Addrs:               arp.Kernel{},
-		NAT:                 nat.NewKernel(),
-		EnableForwarding:    nat.EnableForwarding,
-		EnableIPVSConntrack: nat.EnableIPVSConntrack,
-	}, nil
-}
-
-func check(cfgPath string, stdout io.Writer) error {
-	cfg, err := agent.LoadConfig(cfgPath)
-	if err != nil {
-		return err
-	}
-	fmt.Fprintf(stdout, "%s: ok (role %s, %d services, %d IPVS services)\n", cfgPath, cfg.Agent.Role,
-		len(cfg.Services), len(cfg.Desired.Services))
-	return nil
-}
-
-func plan(ctx context.Context, cfgPath string, stdout io.Writer) error {
-	cfg, err := agent.LoadConfig(cfgPath)
-	if err != nil {
-		return err
-	}
-	k, err := openKernel()
-	if err != nil {
-		return err
-	}
-	ops, err := agent.PlanFor(ctx, cfg, k)
-	if err != nil {
-		return err
-	}
-	if len(ops) == 0 {
-		fmt.Fprintln(stdout, "no changes: the kernel matches the configuration")
-		return nil
-	}
-	for _, op := range ops {
-		fmt.Fprintln(stdout, op)
-	}
-	return nil
-}
-
-func newLogger(a *config.Agent, w io.Writer) *slog.Logger {
-	var level slog.Level
-	_ = level.UnmarshalText([]byte(a.LogLevel))
-	opts := &slog.HandlerOptions{Level: level}
-	if a.LogFormat == "json" {
-		return slog.New(slog.NewJSONHandler(w, opts))
-	}
-	return slog.New(slog.NewTextHandler(w, opts))
-}
+// lines indents a multi-line text for terminal output.
+func lines(s string) string { return strings.TrimRight(s, "\n") + "\n" }

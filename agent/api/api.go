@@ -1,0 +1,117 @@
+// Package api is lvsd's local control socket: HTTP over a unix socket that
+// only root may open (mode 0600). The running agent serves it; the CLI
+// (`lvsd status`, `lvsd drain`, …) is its client. Nothing here listens on
+// the network.
+package api
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"os"
+	"path/filepath"
+	"strings"
+	"time"
+)
+
+// Listen creates the socket at path with mode 0600, replacing a stale socket
+// left by a dead agent but refusing to take over one a live agent answers on.
+func Listen(path string) (net.Listener, error) {
+	if err := os.MkdirAll(filepath.Dir(path), 0o750); err != nil {
+		return nil, err
+	}
+	if c, err := net.DialTimeout("unix", path, time.Second); err == nil {
+		c.Close()
+		return nil, fmt.Errorf("%s: another lvsd is running and serving this socket", path)
+	}
+	if err := os.Remove(path); err != nil && !errors.Is(err, os.ErrNotExist) {
+		return nil, err
+	}
+	// The umask makes the socket 0600 from its creation: no window in which
+	// another user could connect.
+	old := umask(0o177)
+	l, err := net.Listen("unix", path)
+	umask(old)
+	if err != nil {
+		return nil, err
+	}
+	if err := os.Chmod(path, 0o600); err != nil {
+		l.Close()
+		return nil, err
+	}
+	return l, nil
+}
+
+// Serve answers requests on l with h until ctx ends, then removes the socket.
+func Serve(ctx context.Context, l net.Listener, h http.Handler) error {
+	srv := &http.Server{Handler: h, ReadHeaderTimeout: 5 * time.Second}
+	go func() {
+		<-ctx.Done()
+		shutdown, cancel := context.WithTimeout(context.Background(), 2*time.Second)
+		defer cancel()
+		srv.Shutdown(shutdown)
+	}()
+	err := srv.Serve(l)
+	if errors.Is(err, http.ErrServerClosed) {
+		return nil
+	}
+	return err
+}
+
+// Client talks to an agent's socket.
+type Client struct {
+	Path string
+	http *http.Client
+}
+
+// NewClient returns a client for the socket at path.
+func NewClient(path string) *Client {
+	return &Client{Path: path, http: &http.Client{
+		Timeout: 10 * time.Second,
+		Transport: &http.Transport{DialContext: func(ctx context.Context, _, _ string) (net.Conn, error) {
+			var d net.Dialer
+			return d.DialContext(ctx, "unix", path)
+		}},
+	}}
+}
+
+// Do sends a request to the agent and decodes a JSON answer into out (if
+// non-nil). Errors say whether the agent is not running.
+func (c *Client) Do(ctx context.Context, method, route string, out any) error {
+	req, err := http.NewRequestWithContext(ctx, method, "http://lvsd"+route, nil)
+	if err != nil {
+		return err
+	}
+	resp, err := c.http.Do(req)
+	if err != nil {
+		var ne *net.OpError
+		if errors.As(err, &ne) && (errors.Is(err, os.ErrNotExist) || strings.Contains(err.Error(), "connection refused")) {
+			return fmt.Errorf("no lvsd agent is answering on %s (is it running?)", c.Path)
+		}
+		return fmt.Errorf("talking to the agent on %s: %w", c.Path, err)
+	}
+	defer resp.Body.Close()
+	body, err := io.ReadAll(io.LimitReader(resp.Body, 16<<20))
+	if err != nil {
+		return err
+	}
+	if resp.StatusCode/100 != 2 {
+		return fmt.Errorf("agent: %s", strings.TrimSpace(string(body)))
+	}
+	if out == nil {
+		return nil
+	}
+	return json.Unmarshal(body, out)
+}
+
+// WriteJSON answers with v as indented JSON.
+func WriteJSON(w http.ResponseWriter, v any) {
+	w.Header().Set("Content-Type", "application/json")
+	enc := json.NewEncoder(w)
+	enc.SetIndent("", "  ")
+	enc.Encode(v)
+}

@@ -1,0 +1,5 @@
+package api
+
+import "syscall"
+
+func umask(mask int) int { return syscall.Umask(mask) }

@@ -1,0 +1,111 @@
+package main
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"log/slog"
+	"os"
+	"os/signal"
+	"syscall"
+
+	"github.com/lvsd/lvsd/agent"
+	"github.com/lvsd/lvsd/agent/config"
+	"github.com/lvsd/lvsd/arp"
+	"github.com/lvsd/lvsd/ipvs"
+	"github.com/lvsd/lvsd/nat"
+)
+
+func init() {
+	commands["run"] = command{usage: "run the agent in the foreground (SIGHUP reloads)", run: runAgent}
+	commands["check"] = command{usage: "validate the configuration, touch nothing (exit 0 or 1)", run: check}
+	commands["plan"] = command{usage: "show what run would change in the kernel now, change nothing", run: plan}
+}
+
+func runAgent(ctx context.Context, e *env) error {
+	// Catch SIGHUP before anything slow: its default action would kill a
+	// process reloaded right after start (systemctl reload).
+	reload := make(chan os.Signal, 1)
+	signal.Notify(reload, syscall.SIGHUP)
+	defer signal.Stop(reload)
+	cfg, err := agent.LoadConfig(e.config)
+	if err != nil {
+		return err
+	}
+	log := newLogger(cfg.Agent, e.stderr)
+	k, err := openKernel()
+	if err != nil {
+		return err
+	}
+	hints := make(chan struct{}, 1)
+	go func() {
+		for range reload {
+			select {
+			case hints <- struct{}{}:
+			default:
+			}
+		}
+	}()
+	a := agent.New(agent.Options{ConfigPath: e.config, Config: cfg, Kernel: k, Log: log})
+	return a.Run(ctx, hints)
+}
+
+func openKernel() (agent.Kernel, error) {
+	h, err := ipvs.Open("")
+	if err != nil {
+		return agent.Kernel{}, err
+	}
+	return agent.Kernel{
+		IPVS:                h,
+		Addrs:               arp.Kernel{},
+		NAT:                 nat.NewKernel(),
+		EnableForwarding:    nat.EnableForwarding,
+		EnableIPVSConntrack: nat.EnableIPVSConntrack,
+	}, nil
+}
+
+func check(_ context.Context, e *env) error {
+	cfg, err := agent.LoadConfig(e.config)
+	if err != nil {
+		return err
+	}
+	fmt.Fprintf(e.stdout, "%s: ok (role %s, %d services, %d IPVS services)\n", e.config, cfg.Agent.Role,
+		len(cfg.Services), len(cfg.Desired.Services))
+	return nil
+}
+
+func plan(ctx context.Context, e *env) error {
+	cfg, err := agent.LoadConfig(e.config)
+	if err != nil {
+		return err
+	}
+	k, err := openKernel()
+	if err != nil {
+		return err
+	}
+	ops, err := agent.PlanFor(ctx, cfg, k)
+	if err != nil {
+		return err
+	}
+	if len(ops) == 0 {
+		fmt.Fprintln(e.stdout, "no changes: the kernel matches the configuration")
+		return nil
+	}
+	for _, op := range ops {
+		fmt.Fprintln(e.stdout, op)
+		if op.Kind == agent.ReplaceNAT {
+			fmt.Fprint(e.stdout, lines(op.NAT.String()))
+		}
+	}
+	return nil
+}
+
+func newLogger(a *config.Agent, w io.Writer) *slog.Logger {
+	var level slog.Level
+	_ = level.UnmarshalText([]byte(a.LogLevel))
+	opts := &slog.HandlerOptions{Level: level}
+	if a.LogFormat == "json" {
+		return slog.New(slog.NewJSONHandler(w, opts))
+	}
+	return slog.New(slog.NewTextHandler(w, opts))
+}
