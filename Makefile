@@ -22,18 +22,21 @@ build:
 
 vet:
 	$(GO) vet ./...
-	$(GO) vet -tags e2e ./e2e/...
+	$(GO) vet -tags 'e2e vmtest' ./e2e/... ./nat/...
 
 unit:
 	$(GO) test -count=1 -v ./... | grep -vE "^\s*=== (RUN|PAUSE|CONT|NAME)" ; exit $${PIPESTATUS[0]}
 
-# The e2e suite runs in a VM with a stock Debian kernel (real IPVS), one VM
-# for the whole package; go test -exec boots it. RUN selects tests by regex.
+# The e2e suite runs in a VM with a stock Debian kernel (real IPVS): go test
+# -exec boots one VM per package, one package at a time. ./e2e is the
+# black-box suite of the built binary; ./nat adds its datapath test with
+# IPVS (tag vmtest). RUN selects tests by regex.
+E2E_PKGS ?= ./e2e ./nat
 e2e: build vm-setup
 	@mkdir -p $(OUT)
 	LVSD_BIN=$(BIN)/lvsd LVSD_ECHO_BIN=$(BIN)/lvsd-echo LVSD_E2E_OUT=$(OUT) \
-	  $(GO) test -tags e2e -count=1 -timeout $(E2E_TIMEOUT) -v \
-	  -exec '$(CURDIR)/e2e/vm/run --rw $(OUT) --' ./e2e -run '$(RUN)'
+	  $(GO) test -tags 'e2e vmtest' -count=1 -p 1 -timeout $(E2E_TIMEOUT) -v \
+	  -exec '$(CURDIR)/e2e/vm/run --rw $(OUT) --' $(E2E_PKGS) -run '$(RUN)'
 
 vm-setup:
 	$(CURDIR)/e2e/vm/run --setup
