@@ -77,22 +77,11 @@ func TestIPv6(t *testing.T) {
 		}
 	}
 
+	// NAT rewrites the destination: each server gets the request on its own address, port 8080.
 	results := ask(t, tp.Client(), sources, netip.AddrPortFrom(vip, 80), echo.TCP, 2)
-	dist := distribution(results)
-	t.Logf("IPv6 NAT distribution over %d sources × 2: %s", len(sources), formatDistribution(dist))
-	for _, r := range results {
-		switch {
-		case r.err != nil:
-			t.Errorf("from %s: %v", r.src, r.err)
-		case r.reply.Peer.Addr() != r.src:
-			t.Errorf("%s saw peer %s, want the client's own address %s", r.reply.Name, r.reply.Peer, r.src)
-		case r.reply.Local != netip.AddrPortFrom(tp.Host(r.reply.Name).V6, 8080):
-			t.Errorf("%s answered on %s, want its own address, port 8080 (NAT rewrites the destination)", r.reply.Name, r.reply.Local)
-		}
-	}
-	if dist["rs1"] == 0 || dist["rs2"] == 0 {
-		t.Errorf("replies came from %s, want both rs1 and rs2", formatDistribution(dist))
-	}
+	expectFromClient(t, "IPv6 NAT", results, func(r echo.Reply) netip.AddrPort {
+		return netip.AddrPortFrom(tp.Host(r.Name).V6, 8080)
+	}, "rs1", "rs2")
 	for name, s := range servers {
 		for peer := range s.Seen(echo.TCP) {
 			if !viaDirector.Contains(peer) {

@@ -113,3 +113,34 @@ func formatDistribution(d map[string]int) string {
 	}
 	return strings.TrimSpace(b.String())
 }
+
+// expectFromClient checks that every request was answered, that the server
+// saw the client's own address (DR and NAT keep it), and, when local is not
+// nil, that the server got it on local(reply); it fails unless every one of
+// servers answered some. It returns the distribution, logged under what.
+func expectFromClient(t *testing.T, what string, results []result, local func(echo.Reply) netip.AddrPort, servers ...string) map[string]int {
+	t.Helper()
+	dist := distribution(results)
+	t.Logf("%s: %d requests: %s", what, len(results), formatDistribution(dist))
+	for _, r := range results {
+		switch {
+		case r.err != nil:
+			t.Errorf("%s: from %s: %v", what, r.src, r.err)
+		case r.reply.Peer.Addr() != r.src:
+			t.Errorf("%s: %s saw peer %s, want the client's own address %s", what, r.reply.Name, r.reply.Peer, r.src)
+		case local != nil && r.reply.Local != local(r.reply):
+			t.Errorf("%s: %s got the request on %s, want %s", what, r.reply.Name, r.reply.Local, local(r.reply))
+		}
+	}
+	for _, s := range servers {
+		if dist[s] == 0 {
+			t.Errorf("%s: answers came from %s, want all of %v", what, formatDistribution(dist), servers)
+		}
+	}
+	return dist
+}
+
+// at returns a local-address expectation: always addr.
+func at(addr netip.AddrPort) func(echo.Reply) netip.AddrPort {
+	return func(echo.Reply) netip.AddrPort { return addr }
+}

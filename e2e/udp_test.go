@@ -42,21 +42,7 @@ func TestUDP(t *testing.T) {
 			// Every Ask is a new socket, hence a new source port and a new
 			// IPVS UDP connection entry.
 			results := ask(t, tp.Client(), sources, netip.AddrPortFrom(vip, 53), echo.UDP, 2)
-			dist := distribution(results)
-			t.Logf("UDP distribution over %d sources × 2: %s", len(sources), formatDistribution(dist))
-			for _, r := range results {
-				switch {
-				case r.err != nil:
-					t.Errorf("from %s: %v", r.src, r.err)
-				case r.reply.Peer.Addr() != r.src:
-					t.Errorf("%s saw peer %s, want the client's own address %s", r.reply.Name, r.reply.Peer, r.src)
-				case r.reply.Local != netip.AddrPortFrom(vip, 53):
-					t.Errorf("%s got the datagram on %s, want the VIP %s", r.reply.Name, r.reply.Local, netip.AddrPortFrom(vip, 53))
-				}
-			}
-			if dist["rs1"] == 0 || dist["rs2"] == 0 {
-				t.Errorf("answers came from %s, want both rs1 and rs2", formatDistribution(dist))
-			}
+			dist := expectFromClient(t, "UDP", results, at(netip.AddrPortFrom(vip, 53)), "rs1", "rs2")
 			// The servers' own counters agree: every datagram they got came
 			// from one of the client's addresses, none was lost or doubled.
 			isSource := map[netip.Addr]bool{}
