@@ -186,7 +186,7 @@ func (a *Agent) reconcile(ctx context.Context) []Op {
 func sysctlNeeds(d Desired) string {
 	var set []string
 	if d.ForwardV4 {
-		set = append(set, "net.ipv4.ip_forward=1")
+		set = append(set, "net.ipv4.ip_forward=1", "net.ipv4.conf.{all,"+d.Interface+"}.send_redirects=0")
 	}
 	if d.ForwardV6 {
 		set = append(set, "net.ipv6.conf.all.forwarding=1")

@@ -61,6 +61,10 @@ func (e *testEnv) agent() *Agent {
 				e.sysctls = append(e.sysctls, "vs.conntrack=1")
 				return nil
 			},
+			DisableRedirects: func(_ context.Context, iface string) error {
+				e.sysctls = append(e.sysctls, "no redirects on "+iface)
+				return nil
+			},
 		},
 		Log: slog.New(slog.NewTextHandler(io.Discard, nil)),
 		Now: func() time.Time { return e.now },

@@ -115,7 +115,8 @@ func TestFullNATReconcileAppliesTablesOnce(t *testing.T) {
 	if applied := e.nat.Applied(); len(applied) != 1 {
 		t.Fatalf("nft tables written %d times, want 1", len(applied))
 	}
-	if !slices.Contains(e.sysctls, "vs.conntrack=1") || !slices.Contains(e.sysctls, "forwarding v4=true v6=false") {
+	if !slices.Contains(e.sysctls, "vs.conntrack=1") || !slices.Contains(e.sysctls, "forwarding v4=true v6=false") ||
+		!slices.Contains(e.sysctls, "no redirects on eth0") {
 		t.Fatalf("sysctls: %q", e.sysctls)
 	}
 	// The service goes away: tables are removed once nothing needs them.

@@ -22,6 +22,7 @@ type Kernel struct {
 	// when the value differs (nat.EnableForwarding, nat.EnableIPVSConntrack).
 	EnableForwarding    func(ctx context.Context, v4, v6 bool) error
 	EnableIPVSConntrack func(ctx context.Context) error
+	DisableRedirects    func(ctx context.Context, iface string) error
 }
 
 // EnsureSysctls turns on what d needs. lvsd never turns them off again: other
@@ -30,6 +31,9 @@ func (k Kernel) EnsureSysctls(ctx context.Context, d Desired) error {
 	var errs []error
 	if d.ForwardV4 || d.ForwardV6 {
 		errs = append(errs, k.EnableForwarding(ctx, d.ForwardV4, d.ForwardV6))
+	}
+	if d.ForwardV4 {
+		errs = append(errs, k.DisableRedirects(ctx, d.Interface))
 	}
 	if d.IPVSConntrack {
 		errs = append(errs, k.EnableIPVSConntrack(ctx))

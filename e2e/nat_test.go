@@ -58,8 +58,14 @@ func TestNAT(t *testing.T) {
 		vip, tp.RS(1).V4, tp.RS(2).V4)})
 	d.start()
 	d.waitServices(1, 2)
-	if got := readSysctl(t, director, "net/ipv4/ip_forward"); got != "1" {
-		t.Fatalf("lvsd left net.ipv4.ip_forward=%s on the director, want 1 for NAT", got)
+	// One-armed NAT: replies leave by the interface they came in on, so the
+	// director must not send ICMP redirects (they would send real servers
+	// around the reverse NAT).
+	for key, want := range map[string]string{"net/ipv4/ip_forward": "1", "net/ipv4/conf/all/send_redirects": "0",
+		"net/ipv4/conf/" + director.Link + "/send_redirects": "0"} {
+		if got := readSysctl(t, director, key); got != want {
+			t.Fatalf("lvsd left %s=%s on the director, want %s for NAT", key, got, want)
+		}
 	}
 
 	sources := routedSources(t, tp)

@@ -69,3 +69,16 @@ func setSysctl(ctx context.Context, key, value string) error {
 	}
 	return nil
 }
+
+// DisableRedirects stops the kernel from sending ICMP redirects on iface. A
+// NAT director often forwards replies out of the interface they came in on
+// (one-armed): a redirect would then tell real servers to send straight to
+// the client, around the director's reverse NAT, and those connections hang.
+// The kernel sends redirects if either "all" or the interface allows it, so
+// both are cleared. IPv6 has no such sysctl.
+func DisableRedirects(ctx context.Context, iface string) error {
+	return errors.Join(
+		setSysctl(ctx, "net/ipv4/conf/all/send_redirects", "0"),
+		setSysctl(ctx, filepath.Join("net/ipv4/conf", iface, "send_redirects"), "0"),
+	)
+}

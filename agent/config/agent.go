@@ -31,8 +31,9 @@ type Agent struct {
 	ServicesDir string
 	StateDir    string
 	APISocket   string
-	LogFormat   string // text | json
-	LogLevel    string // debug | info | warn | error
+	LogFormat   string     // text | json
+	LogLevel    string     // debug | info | warn | error
+	RealServer  RealServer // role realserver only (realserver.go)
 }
 
 // Defaults for keys an agent file may omit.
@@ -55,6 +56,7 @@ type rawAgent struct {
 		Format string `yaml:"format"`
 		Level  string `yaml:"level"`
 	} `yaml:"log"`
+	RealServer *rawRealServer `yaml:"realserver"`
 }
 
 // LoadAgent reads and validates the agent file at path. A relative
@@ -92,6 +94,7 @@ func LoadAgent(path string) (*Agent, error) {
 		LogFormat:   orDefault(raw.Log.Format, "text"),
 		LogLevel:    orDefault(raw.Log.Level, "info"),
 	}
+	a.RealServer = d.realServer(a.Role, raw.RealServer, raw.Interface)
 	switch a.Role {
 	case RoleDirector:
 		if a.Interface == "" {

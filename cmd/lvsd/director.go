@@ -61,6 +61,7 @@ func openKernel() (agent.Kernel, error) {
 		NAT:                 nat.NewKernel(),
 		EnableForwarding:    nat.EnableForwarding,
 		EnableIPVSConntrack: nat.EnableIPVSConntrack,
+		DisableRedirects:    nat.DisableRedirects,
 	}, nil
 }
 
