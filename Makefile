@@ -8,7 +8,7 @@ LDFLAGS := -s -w -X main.version=$(VERSION)
 BIN := $(CURDIR)/bin
 OUT ?= $(CURDIR)/e2e/out
 RUN ?= .
-E2E_TIMEOUT ?= 40m
+E2E_TIMEOUT ?= 20m
 
 .PHONY: all build vet unit e2e test demo bench clean vm-setup
 
@@ -36,7 +36,7 @@ e2e: build vm-setup
 	@mkdir -p $(OUT)
 	LVSD_BIN=$(BIN)/lvsd LVSD_ECHO_BIN=$(BIN)/lvsd-echo LVSD_E2E_OUT=$(OUT) \
 	  $(GO) test -tags 'e2e vmtest' -count=1 -p 1 -timeout $(E2E_TIMEOUT) -v \
-	  -exec '$(CURDIR)/e2e/vm/run --rw $(OUT) --' $(E2E_PKGS) -run '$(RUN)'
+	  -exec '$(CURDIR)/e2e/vm/run --timeout 900 --rw $(OUT) --' $(E2E_PKGS) -run '$(RUN)'
 
 vm-setup:
 	$(CURDIR)/e2e/vm/run --setup

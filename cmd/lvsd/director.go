@@ -32,6 +32,9 @@ func runAgent(ctx context.Context, e *env) error {
 	if err != nil {
 		return err
 	}
+	if cfg.Agent.Role == config.RoleRealServer {
+		return runRealServer(ctx, e, cfg.Agent, reload)
+	}
 	log := newLogger(cfg.Agent, e.stderr)
 	k, err := openKernel()
 	if err != nil {

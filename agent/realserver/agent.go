@@ -1,0 +1,356 @@
+package realserver
+
+import (
+	"context"
+	"crypto/sha256"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net"
+	"net/http"
+	"net/netip"
+	"os"
+	"slices"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/lvsd/lvsd/agent/api"
+	"github.com/lvsd/lvsd/agent/config"
+)
+
+// Defaults of the real-server agent.
+const (
+	// DefaultCheck is how often the agent file is checked for edits.
+	DefaultCheck = 2 * time.Second
+	// DefaultResync is how often lo and the sysctls are read back and
+	// corrected; a pass costs one address dump and a dozen small reads.
+	DefaultResync = 10 * time.Second
+)
+
+// Options configure an Agent.
+type Options struct {
+	ConfigPath string
+	Config     *config.Agent // already loaded from ConfigPath; nil: Run loads it
+	Host       Host
+	VIPs       VIPSource // nil: StaticVIPs
+	Log        *slog.Logger
+	Check      time.Duration
+	Resync     time.Duration
+	// Dial runs the local checks; nil: a net.Dialer.
+	Dial func(ctx context.Context, network, addr string) (net.Conn, error)
+	Now  func() time.Time
+}
+
+// Agent keeps a real server's VIPs and sysctls in step with the agent file
+// and serves its weight endpoint and API handlers. Its state is owned by
+// the goroutine running Run; the handlers only read the published Status
+// and send drain requests to Run.
+type Agent struct {
+	opts Options
+	log  *slog.Logger
+
+	// Owned by the goroutine running Run.
+	cfg           *config.Agent
+	fingerprint   [32]byte
+	rec           Record
+	missingLogged string
+
+	status   atomic.Pointer[Status] // published by Run, read by the handlers
+	requests chan drainRequest      // from the API handlers to Run
+	stopping chan struct{}          // closed when Run stops taking requests
+}
+
+type drainRequest struct {
+	drain bool
+	reply chan error
+}
+
+// New returns an agent; Run starts it.
+func New(opts Options) *Agent {
+	if opts.Check <= 0 {
+		opts.Check = DefaultCheck
+	}
+	if opts.Resync <= 0 {
+		opts.Resync = DefaultResync
+	}
+	if opts.VIPs == nil {
+		opts.VIPs = StaticVIPs
+	}
+	if opts.Dial == nil {
+		var d net.Dialer
+		opts.Dial = d.DialContext
+	}
+	if opts.Now == nil {
+		opts.Now = time.Now
+	}
+	if opts.Log == nil {
+		opts.Log = slog.Default()
+	}
+	return &Agent{opts: opts, log: opts.Log, requests: make(chan drainRequest), stopping: make(chan struct{})}
+}
+
+// Run loads the record, serves the API on apiL and the weight endpoint on
+// healthL (either may be nil), and reconciles until ctx ends: at once, on
+// every value from reload (SIGHUP), when the agent file changes (checked
+// every Check) and every Resync to correct drift. A configuration that
+// fails to load at a reload is logged and the last good one stays.
+// Stopping leaves the VIPs and sysctls in place: a restart must not drop
+// traffic (`lvsd cleanup` removes them).
+func (a *Agent) Run(ctx context.Context, reload <-chan struct{}, apiL, healthL net.Listener) error {
+	cfg := a.opts.Config
+	if cfg == nil {
+		var err error
+		if cfg, err = config.LoadAgent(a.opts.ConfigPath); err != nil {
+			return err
+		}
+	}
+	if cfg.Role != config.RoleRealServer {
+		return fmt.Errorf("%s: role is %s, not realserver", a.opts.ConfigPath, cfg.Role)
+	}
+	a.setConfig(cfg)
+	var err error
+	if a.rec, err = LoadRecord(cfg.StateDir); err != nil {
+		return fmt.Errorf("reading the real-server record: %w", err)
+	}
+	vips := a.opts.VIPs(cfg)
+	// Until the first pass has put them on lo, the endpoint must not call
+	// this server healthy: traffic sent now would be dropped.
+	a.publish(vips)
+	a.log.Info("starting", "config", a.opts.ConfigPath, "vips", len(vips), "owned_addresses", len(a.rec.Addresses),
+		"owned_sysctls", len(a.rec.Sysctls), "drained", a.rec.Drained)
+	if len(vips) == 0 {
+		a.log.Warn("no VIPs configured (realserver.vips): only the ARP sysctls are managed")
+	}
+
+	srvCtx, stopServers := context.WithCancel(ctx)
+	var wg sync.WaitGroup
+	serve := func(name string, l net.Listener, h http.Handler) {
+		if l == nil {
+			return
+		}
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			if err := api.Serve(srvCtx, l, h); err != nil {
+				a.log.Error("server stopped", "server", name, "err", err)
+			}
+		}()
+		a.log.Info("serving", "server", name, "address", l.Addr().String())
+	}
+	defer func() {
+		close(a.stopping)
+		stopServers()
+		wg.Wait()
+	}()
+	serve("api", apiL, a.APIHandler())
+	serve("health", healthL, a.HealthHandler())
+
+	a.reconcile(ctx)
+	st := a.status.Load()
+	a.log.Info("ready", "vips", len(st.VIPs), "missing_vips", len(st.MissingVIPs), "weight", st.Weight)
+	lastFull, pending := a.opts.Now(), a.fingerprint
+	tick := time.NewTicker(a.opts.Check)
+	defer tick.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			a.log.Info("stopping; VIPs and sysctls left in place (lvsd cleanup removes them)")
+			return nil
+		case req := <-a.requests:
+			req.reply <- a.setDrained(req.drain)
+			continue
+		case <-reload:
+			a.reload("signal")
+		case <-tick.C:
+			// Reload a file only once it stayed the same for a whole period:
+			// an editor's truncate-then-write must not be read half way.
+			fp := a.configFingerprint()
+			settled := fp == pending
+			pending = fp
+			if fp != a.fingerprint && settled {
+				a.reload("file change")
+			} else if a.opts.Now().Sub(lastFull) < a.opts.Resync {
+				continue
+			}
+		}
+		a.reconcile(ctx)
+		lastFull = a.opts.Now()
+	}
+}
+
+func (a *Agent) setConfig(cfg *config.Agent) {
+	a.cfg = cfg
+	a.fingerprint = a.configFingerprint()
+}
+
+func (a *Agent) reload(why string) {
+	cfg, err := config.LoadAgent(a.opts.ConfigPath)
+	if err == nil && cfg.Role != config.RoleRealServer {
+		err = fmt.Errorf("role changed to %s: restart lvsd to change roles", cfg.Role)
+	}
+	if err != nil {
+		// Remember the broken file's fingerprint so the error is logged
+		// once, not at every tick; the last good configuration stays.
+		a.fingerprint = a.configFingerprint()
+		a.log.Error("configuration rejected; keeping the last good one", "trigger", why, "err", err)
+		return
+	}
+	old := a.cfg
+	a.setConfig(cfg)
+	if cfg.APISocket != old.APISocket || cfg.RealServer.Health.Listen != old.RealServer.Health.Listen {
+		a.log.Warn("api.socket or realserver.health.listen changed: restart lvsd to move them",
+			"api_socket", old.APISocket, "health_listen", old.RealServer.Health.Listen)
+	}
+	a.log.Info("configuration reloaded", "trigger", why, "vips", len(a.opts.VIPs(cfg)), "weight", cfg.RealServer.Weight)
+	a.publish(a.status.Load().MissingVIPs)
+}
+
+// reconcile brings the host to the desired state once and returns the ops
+// it applied. Failures are logged and retried at the next pass.
+func (a *Agent) reconcile(ctx context.Context) []Op {
+	start := a.opts.Now()
+	d := Build(a.cfg.RealServer, a.opts.VIPs(a.cfg))
+	actual, missing, err := a.opts.Host.ReadActual(ctx, Keys(d, a.rec))
+	if err != nil {
+		a.log.Error("reading host state", "err", err)
+		return nil
+	}
+	a.logMissing(missing)
+	ops := Plan(d, actual, a.rec)
+	applyErr := a.opts.Host.Apply(ctx, ops, &a.rec, a.save)
+	for _, op := range ops {
+		a.log.Info("applied", "op", op.Kind.String(), "object", op.String(), "reason", op.Reason)
+	}
+	if applyErr != nil {
+		a.log.Error("some changes failed; will retry", "err", applyErr)
+	}
+	held := actual.Loopback
+	if len(ops) > 0 {
+		if held, err = a.opts.Host.Addrs.List(ctx, Loopback); err != nil {
+			a.log.Error("reading the addresses of lo", "err", err)
+		}
+		a.log.Info("reconciled", "ops", len(ops), "duration", a.opts.Now().Sub(start).String())
+	} else {
+		a.log.Debug("in step", "duration", a.opts.Now().Sub(start).String())
+	}
+	var notHeld []netip.Addr
+	for _, p := range d.Addresses {
+		if !holds(held, p.Addr()) {
+			notHeld = append(notHeld, p.Addr())
+		}
+	}
+	a.publish(notHeld)
+	return ops
+}
+
+// logMissing says which keys the host lacks, once per distinct set.
+func (a *Agent) logMissing(keys []string) {
+	s := strings.Join(keys, " ")
+	if s == a.missingLogged {
+		return
+	}
+	a.missingLogged = s
+	if s == "" {
+		a.log.Info("all sysctls present again")
+		return
+	}
+	a.log.Warn("sysctls missing (interface absent?); they are set once it appears", "keys", s)
+}
+
+func (a *Agent) save(r Record) error { return SaveRecord(a.cfg.StateDir, r) }
+
+// setDrained switches the drain state, persisting it before it shows.
+func (a *Agent) setDrained(drain bool) error {
+	if a.rec.Drained == drain {
+		return nil
+	}
+	next := a.rec.clone()
+	next.Drained, next.DrainedAt = drain, time.Time{}
+	if drain {
+		next.DrainedAt = a.opts.Now().UTC()
+	}
+	if err := a.save(next); err != nil {
+		return fmt.Errorf("recording the drain state (unchanged): %w", err)
+	}
+	a.rec = next
+	a.publish(a.status.Load().MissingVIPs)
+	st := a.status.Load()
+	if drain {
+		a.log.Info("drained: the weight endpoint announces 0", "configured_weight", st.ConfiguredWeight)
+	} else {
+		a.log.Info("undrained", "weight", st.Weight)
+	}
+	return nil
+}
+
+// request hands a drain or undrain to Run and waits for its answer.
+func (a *Agent) request(ctx context.Context, drain bool) error {
+	req := drainRequest{drain: drain, reply: make(chan error, 1)}
+	select {
+	case a.requests <- req:
+	case <-a.stopping:
+		return errors.New("the agent is stopping")
+	case <-ctx.Done():
+		return ctx.Err()
+	}
+	select {
+	case err := <-req.reply:
+		return err
+	case <-ctx.Done():
+		return ctx.Err()
+	}
+}
+
+// configFingerprint hashes the agent file's size and modification time.
+func (a *Agent) configFingerprint() [32]byte {
+	h := sha256.New()
+	if fi, err := os.Stat(a.opts.ConfigPath); err == nil {
+		fmt.Fprintf(h, "%d %d\n", fi.Size(), fi.ModTime().UnixNano())
+	}
+	var sum [32]byte
+	copy(sum[:], h.Sum(nil))
+	return sum
+}
+
+// Status is what the agent publishes for its handlers and `lvsd drain`.
+type Status struct {
+	Node             string         `json:"node"`
+	Drained          bool           `json:"drained"`
+	DrainedAt        time.Time      `json:"drained_at,omitzero"`
+	ConfiguredWeight int            `json:"configured_weight"`
+	Weight           int            `json:"weight"` // what the endpoint announces: 0 while drained
+	VIPs             []netip.Addr   `json:"vips"`
+	MissingVIPs      []netip.Addr   `json:"missing_vips,omitempty"` // configured but not on lo
+	OwnedAddresses   []netip.Prefix `json:"owned_addresses"`
+	OwnedSysctls     []OwnedSysctl  `json:"owned_sysctls"`
+	HealthListen     string         `json:"health_listen,omitempty"`
+	HealthPath       string         `json:"health_path,omitempty"`
+	Checks           []CheckResult  `json:"checks,omitempty"` // filled per request
+
+	checks []config.LocalCheck
+}
+
+// publish makes the current state visible to the handlers.
+func (a *Agent) publish(missing []netip.Addr) {
+	rs := a.cfg.RealServer
+	st := &Status{
+		Node:             a.cfg.Node,
+		Drained:          a.rec.Drained,
+		DrainedAt:        a.rec.DrainedAt,
+		ConfiguredWeight: rs.Weight,
+		Weight:           rs.Weight,
+		VIPs:             slices.Clone(a.opts.VIPs(a.cfg)),
+		MissingVIPs:      slices.Clone(missing),
+		OwnedAddresses:   slices.Clone(a.rec.Addresses),
+		OwnedSysctls:     slices.Clone(a.rec.Sysctls),
+		HealthListen:     rs.Health.Listen,
+		HealthPath:       rs.Health.Path,
+		checks:           slices.Clone(rs.Health.Checks),
+	}
+	if st.Drained {
+		st.Weight = 0
+	}
+	a.status.Store(st)
+}

@@ -1,0 +1,29 @@
+package realserver
+
+import (
+	"context"
+	"fmt"
+)
+
+// Cleanup undoes what lvsd did on this host, as recorded in stateDir: it
+// removes the VIPs lvsd put on lo and writes back the values it found in
+// the sysctls it changed, unless someone changed them since (theirs stay).
+// Addresses and sysctls lvsd did not add are left alone. The drain state is
+// kept. It returns the ops applied.
+//
+// Run it with the agent stopped: a running agent would put everything back
+// at its next pass.
+func Cleanup(ctx context.Context, h Host, stateDir string) ([]Op, error) {
+	rec, err := LoadRecord(stateDir)
+	if err != nil {
+		return nil, fmt.Errorf("reading the real-server record: %w", err)
+	}
+	actual, _, err := h.ReadActual(ctx, Keys(Desired{}, rec))
+	if err != nil {
+		return nil, err
+	}
+	// Nothing desired: Plan removes what is recorded, addresses first.
+	ops := Plan(Desired{}, actual, rec)
+	err = h.Apply(ctx, ops, &rec, func(r Record) error { return SaveRecord(stateDir, r) })
+	return ops, err
+}

@@ -1,0 +1,14 @@
+// Package realserver is the agent of a DR real server (role realserver). It
+// keeps the configured VIPs on lo (IPv4 /32, IPv6 /128 without duplicate
+// address detection) and the sysctls that stop the host from answering ARP
+// for them, adopts what it finds at start, records what it added
+// (state_dir/realserver.json) and removes exactly that when a VIP leaves the
+// configuration or `lvsd cleanup` runs. It also serves the weight endpoint
+// the directors probe (X-Load-Balancing-Endpoint-Weight, 0 while drained)
+// and the drain/undrain/status handlers of the local API socket.
+//
+// Desired state (Build) and the diff (Plan) are pure; the host is reached
+// only through arp.Addresses and arp.Sysctls, so everything here is tested
+// against their fakes. One goroutine (Agent.Run) owns the mutable state; the
+// HTTP handlers read a published snapshot and send drain requests to it.
+package realserver

@@ -1,0 +1,121 @@
+package arp
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"maps"
+	"sync"
+)
+
+// FakeSysctls keeps sysctls in memory and behaves like /proc/sys: only keys
+// it was created with (or that AddInterface made) exist, and writing a
+// missing key fails with ErrNotFound.
+type FakeSysctls struct {
+	mu       sync.Mutex // guards all following fields
+	values   map[string]string
+	readOnly map[string]bool
+	ops      []string
+}
+
+var _ Sysctls = (*FakeSysctls)(nil)
+
+// ErrReadOnly is what FakeSysctls returns for a key made read-only with
+// SetReadOnly, as /proc/sys does in a container.
+var ErrReadOnly = errors.New("read-only file system")
+
+// NewFakeSysctls returns a fake holding initial (copied).
+func NewFakeSysctls(initial map[string]string) *FakeSysctls {
+	return &FakeSysctls{values: maps.Clone(initial), readOnly: map[string]bool{}}
+}
+
+// NewFakeConf returns a fake with the IPv4 conf keys arp_ignore,
+// arp_announce and rp_filter of "all", "default", "lo" and devs, all 0, as
+// a fresh Linux network namespace has them.
+func NewFakeConf(devs ...string) *FakeSysctls {
+	f := NewFakeSysctls(nil)
+	for _, d := range append([]string{"all", "default", "lo"}, devs...) {
+		f.AddInterface(d)
+	}
+	return f
+}
+
+// AddInterface creates the conf keys of dev with value 0, as the kernel
+// does when an interface appears.
+func (f *FakeSysctls) AddInterface(dev string) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if f.values == nil {
+		f.values = map[string]string{}
+	}
+	for _, p := range []string{"arp_ignore", "arp_announce", "rp_filter"} {
+		f.values[ConfKey(dev, p)] = "0"
+	}
+}
+
+// RemoveInterface deletes the conf keys of dev, as when it goes away.
+func (f *FakeSysctls) RemoveInterface(dev string) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	for k := range f.values {
+		if ConfKeyDevice(k) == dev {
+			delete(f.values, k)
+		}
+	}
+}
+
+// SetReadOnly makes writes to key fail with ErrReadOnly.
+func (f *FakeSysctls) SetReadOnly(key string) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.readOnly[key] = true
+}
+
+// Put changes a value without recording an op, as another program would.
+func (f *FakeSysctls) Put(key, value string) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.values[key] = value
+}
+
+// Values returns a copy of every key and value.
+func (f *FakeSysctls) Values() map[string]string {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return maps.Clone(f.values)
+}
+
+// Ops returns the writes made so far ("set KEY=VALUE") and forgets them.
+func (f *FakeSysctls) Ops() []string {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	ops := f.ops
+	f.ops = nil
+	return ops
+}
+
+// Get implements Sysctls.
+func (f *FakeSysctls) Get(ctx context.Context, key string) (string, error) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	v, ok := f.values[key]
+	if !ok {
+		return "", fmt.Errorf("sysctl %s: %w", key, ErrNotFound)
+	}
+	return v, nil
+}
+
+// Set implements Sysctls.
+func (f *FakeSysctls) Set(ctx context.Context, key, value string) error {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if _, ok := f.values[key]; !ok {
+		return fmt.Errorf("sysctl %s: %w", key, ErrNotFound)
+	}
+	if f.readOnly[key] {
+		return fmt.Errorf("setting sysctl %s=%s: %w", key, value, ErrReadOnly)
+	}
+	f.ops = append(f.ops, fmt.Sprintf("set %s=%s", key, value))
+	f.values[key] = value
+	return nil
+}
