@@ -7,10 +7,12 @@ import (
 	"fmt"
 	"io/fs"
 	"log/slog"
+	"net/netip"
 	"os"
 	"path/filepath"
 	"slices"
 	"strings"
+	"sync/atomic"
 	"time"
 
 	"github.com/lvsd/lvsd/ipvs"
@@ -33,6 +35,19 @@ type Options struct {
 	Check        time.Duration // how often config files and drains in progress are checked
 	DrainTimeout time.Duration // how long a removed destination keeps its connections
 	Now          func() time.Time
+	// VIPs decides which VIPs this director announces (puts on its
+	// interface); nil means all of them. IPVS and nftables are programmed
+	// for every service either way, so a standby takes over by adding an
+	// address. The cluster package provides it.
+	VIPs VIPOwnership
+}
+
+// VIPOwnership says which VIPs this node holds now. Changed delivers a value
+// whenever the answer may have changed. Implementations must be safe for
+// concurrent use.
+type VIPOwnership interface {
+	Holds(vip netip.Addr) bool
+	Changed() <-chan struct{}
 }
 
 // Agent keeps the kernel in step with the configuration. Its state is owned
@@ -47,6 +62,7 @@ type Agent struct {
 	// sysctlsLogged is what was last logged as required, so the log says
 	// when lvsd turns forwarding on without repeating it every pass.
 	sysctlsLogged string
+	snap          atomic.Pointer[snapshot] // the last pass, for Status on other goroutines
 }
 
 type drainKey struct {
@@ -102,6 +118,10 @@ func (a *Agent) Run(ctx context.Context, reload <-chan struct{}) error {
 
 	tick := time.NewTicker(a.opts.Check)
 	defer tick.Stop()
+	var ownership <-chan struct{}
+	if a.opts.VIPs != nil {
+		ownership = a.opts.VIPs.Changed()
+	}
 	for {
 		select {
 		case <-ctx.Done():
@@ -109,6 +129,8 @@ func (a *Agent) Run(ctx context.Context, reload <-chan struct{}) error {
 			return nil
 		case <-reload:
 			a.reload("signal")
+		case <-ownership:
+			a.log.Info("VIP ownership changed")
 		case <-tick.C:
 			// A file is reloaded once it stayed the same for a whole check
 			// period: an editor's truncate-then-write must not be read half
@@ -150,10 +172,11 @@ func (a *Agent) reload(why string) {
 // it applied. Failures are logged and retried at the next trigger.
 func (a *Agent) reconcile(ctx context.Context) []Op {
 	start := a.opts.Now()
-	desired := a.cfg.Desired
+	desired := a.announced(a.cfg.Desired)
 	actual, err := a.opts.Kernel.ReadActual(ctx, desired.Interface)
 	if err != nil {
 		a.log.Error("reading kernel state", "err", err)
+		a.publish(desired, start, err)
 		return nil
 	}
 	if err := a.opts.Kernel.EnsureSysctls(ctx, desired); err != nil {
@@ -173,6 +196,7 @@ func (a *Agent) reconcile(ctx context.Context) []Op {
 	if applyErr != nil {
 		a.log.Error("some changes failed; will retry", "err", applyErr)
 	}
+	a.publish(desired, start, applyErr)
 	if len(ops) > 0 {
 		if err := SaveOwnership(a.cfg.Agent.StateDir, a.owned); err != nil {
 			a.log.Error("saving ownership record", "err", err)
@@ -180,6 +204,25 @@ func (a *Agent) reconcile(ctx context.Context) []Op {
 		a.log.Info("reconciled", "ops", len(ops), "changes", summarize(ops), "duration", a.opts.Now().Sub(start).String())
 	}
 	return ops
+}
+
+// announced narrows d's addresses to the VIPs this node holds (with the
+// FULLNAT source addresses of their services, which move with them).
+func (a *Agent) announced(d Desired) Desired {
+	if a.opts.VIPs == nil {
+		return d
+	}
+	held := map[netip.Addr]bool{}
+	for _, s := range a.cfg.Services {
+		if a.opts.VIPs.Holds(s.VIP) {
+			held[s.VIP] = true
+			for _, snat := range s.SNATAddresses {
+				held[snat] = true
+			}
+		}
+	}
+	d.Addresses = slices.DeleteFunc(slices.Clone(d.Addresses), func(p netip.Prefix) bool { return !held[p.Addr()] })
+	return d
 }
 
 // sysctlNeeds lists the sysctls d requires, for the log.

@@ -258,3 +258,62 @@ func TestVIPKeptWhileForeignServiceUsesIt(t *testing.T) {
 		t.Fatalf("got %q, want the service deleted and the VIP kept", got)
 	}
 }
+
+// fakeOwnership holds the VIPs in held.
+type fakeOwnership struct{ held map[netip.Addr]bool }
+
+func (f *fakeOwnership) Holds(vip netip.Addr) bool { return f.held[vip] }
+func (f *fakeOwnership) Changed() <-chan struct{}  { return nil }
+
+// A standby director programs IPVS for every service but announces only the
+// VIPs it holds; taking over or releasing one is an address change alone.
+func TestVIPOwnershipMovesOnlyAddresses(t *testing.T) {
+	e := newEnv(t)
+	e.service("web", webTwo)
+	own := &fakeOwnership{held: map[netip.Addr]bool{}}
+	a := e.agent()
+	a.opts.VIPs = own
+	got := e.reconcile(a)
+	if len(got) != 3 || slices.ContainsFunc(got, func(op string) bool { return strings.Contains(op, "address") }) {
+		t.Fatalf("standby: got %q, want IPVS programmed and no address", got)
+	}
+	own.held[netip.MustParseAddr("10.0.0.50")] = true
+	if got := e.reconcile(a); !slices.Equal(got, []string{"add-address eth0 10.0.0.50/32"}) {
+		t.Fatalf("takeover: got %q", got)
+	}
+	own.held = map[netip.Addr]bool{}
+	if got := e.reconcile(a); !slices.Equal(got, []string{"delete-address eth0 10.0.0.50/32"}) {
+		t.Fatalf("release: got %q", got)
+	}
+}
+
+func TestStatusShowsKernelAndDrains(t *testing.T) {
+	e := newEnv(t)
+	e.service("web", webTwo)
+	a := e.agent()
+	if _, err := a.Status(context.Background()); err == nil {
+		t.Fatal("status before the first pass should say not ready")
+	}
+	e.reconcile(a)
+	svc := ipvs.ServiceKey{Protocol: ipvs.TCP, Addr: netip.MustParseAddr("10.0.0.50"), Port: 80}
+	rs2 := ipvs.DestinationKey{Addr: netip.MustParseAddr("10.0.0.12"), Port: 80}
+	e.ipvs.SetConns(svc, rs2, 2, 1)
+	e.service("web", "service: web\nvip: 10.0.0.50\nports: [80]\nbackends:\n  - {address: 10.0.0.11}\n")
+	e.reload(a)
+	e.reconcile(a)
+	e.now = e.now.Add(7 * time.Second)
+	st, err := a.Status(context.Background())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(st.Services) != 1 || !st.Services[0].VIPHeld || !st.Services[0].InKernel {
+		t.Fatalf("status: %+v", st)
+	}
+	want := []DestinationStatus{
+		{Address: "10.0.0.11:80", Forwarding: "route", ConfiguredWeight: 1, Weight: 1},
+		{Address: "10.0.0.12:80", Forwarding: "route", ConfiguredWeight: -1, Weight: 0, ActiveConns: 2, InactiveConns: 1, DrainingFor: "7s"},
+	}
+	if got := st.Services[0].Destinations; !slices.Equal(got, want) {
+		t.Fatalf("destinations:\n got %+v\nwant %+v", got, want)
+	}
+}

@@ -49,8 +49,13 @@ func testDir(t *testing.T) string {
 func newDirector(t *testing.T, host *topo.Host, services map[string]string) *lvsd {
 	t.Helper()
 	dir := testDir(t)
-	agentFile := fmt.Sprintf("node: %s\nrole: director\ninterface: %s\nservices_dir: services.d\nstate_dir: state\nlog: {level: debug}\n",
-		host.ID, host.Link)
+	// Unix sockets on 9p are not dependable; /run is the guest's tmpfs. One
+	// socket per host netns name: several agents may run at once.
+	if err := os.MkdirAll("/run/lvsd-e2e", 0o755); err != nil {
+		t.Fatal(err)
+	}
+	agentFile := fmt.Sprintf("node: %s\nrole: director\ninterface: %s\nservices_dir: services.d\nstate_dir: state\napi: {socket: /run/lvsd-e2e/%s.sock}\nlog: {level: debug}\n",
+		host.ID, host.Link, host.Name)
 	writeFile(t, filepath.Join(dir, "lvsd.yaml"), agentFile)
 	for name, body := range services {
 		writeFile(t, filepath.Join(dir, "services.d", name+".yaml"), body)

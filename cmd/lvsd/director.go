@@ -10,6 +10,7 @@ import (
 	"syscall"
 
 	"github.com/lvsd/lvsd/agent"
+	"github.com/lvsd/lvsd/agent/api"
 	"github.com/lvsd/lvsd/agent/config"
 	"github.com/lvsd/lvsd/arp"
 	"github.com/lvsd/lvsd/ipvs"
@@ -50,6 +51,15 @@ func runAgent(ctx context.Context, e *env) error {
 		}
 	}()
 	a := agent.New(agent.Options{ConfigPath: e.config, Config: cfg, Kernel: k, Log: log})
+	apiL, err := api.Listen(cfg.Agent.APISocket)
+	if err != nil {
+		return fmt.Errorf("local API socket: %w", err)
+	}
+	go func() {
+		if err := api.Serve(ctx, apiL, a.APIHandler()); err != nil {
+			log.Error("local API stopped", "socket", cfg.Agent.APISocket, "err", err)
+		}
+	}()
 	return a.Run(ctx, hints)
 }
 

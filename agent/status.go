@@ -1,0 +1,146 @@
+package agent
+
+import (
+	"context"
+	"errors"
+	"net/http"
+	"net/netip"
+	"slices"
+	"time"
+
+	"github.com/lvsd/lvsd/agent/api"
+	"github.com/lvsd/lvsd/ipvs"
+)
+
+// RouteStatus is the director's status route on the local API socket.
+const RouteStatus = "/v1/status"
+
+var errNotReady = errors.New("the agent has not finished its first pass yet")
+
+// Status is what `lvsd status` shows: every configured IPVS service with its
+// destinations as the kernel has them now, and the reconciler's last pass.
+type Status struct {
+	Node          string          `json:"node"`
+	Role          string          `json:"role"`
+	Config        string          `json:"config"`
+	LastReconcile time.Time       `json:"last_reconcile"`
+	LastDuration  string          `json:"last_duration"`
+	LastError     string          `json:"last_error,omitempty"`
+	Services      []ServiceStatus `json:"services"`
+}
+
+// ServiceStatus is one IPVS service lvsd wants.
+type ServiceStatus struct {
+	Name         string              `json:"name"`
+	Key          string              `json:"key"`
+	VIP          string              `json:"vip"`
+	Scheduler    string              `json:"scheduler"`
+	Flags        string              `json:"flags,omitempty"`
+	InKernel     bool                `json:"in_kernel"`
+	VIPHeld      bool                `json:"vip_held"`
+	Destinations []DestinationStatus `json:"destinations"`
+}
+
+// DestinationStatus is one real server of a service: configured and kernel
+// weight, connections, and drain progress.
+type DestinationStatus struct {
+	Address          string `json:"address"`
+	Forwarding       string `json:"forwarding"`
+	ConfiguredWeight int    `json:"configured_weight"` // -1: no longer configured (draining)
+	Weight           int    `json:"weight"`            // in the kernel; -1: not in the kernel
+	ActiveConns      int    `json:"active_conns"`
+	InactiveConns    int    `json:"inactive_conns"`
+	DrainingFor      string `json:"draining_for,omitempty"`
+}
+
+// snapshot is what the owner goroutine publishes after each pass for readers
+// on other goroutines (the API); it is never modified once published.
+type snapshot struct {
+	cfg      *Config
+	desired  Desired // as announced (addresses narrowed to held VIPs)
+	drains   map[drainKey]time.Time
+	at       time.Time
+	duration time.Duration
+	err      string
+}
+
+func (a *Agent) publish(desired Desired, start time.Time, err error) {
+	s := &snapshot{cfg: a.cfg, desired: desired, drains: make(map[drainKey]time.Time, len(a.drains)),
+		at: start, duration: a.opts.Now().Sub(start)}
+	for k, v := range a.drains {
+		s.drains[k] = v
+	}
+	if err != nil {
+		s.err = err.Error()
+	}
+	a.snap.Store(s)
+}
+
+// Status reads the kernel now and combines it with the last pass. It is safe
+// to call from any goroutine.
+func (a *Agent) Status(ctx context.Context) (Status, error) {
+	s := a.snap.Load()
+	if s == nil {
+		return Status{}, errNotReady
+	}
+	actual, err := a.opts.Kernel.ReadActual(ctx, s.desired.Interface)
+	if err != nil {
+		return Status{}, err
+	}
+	st := Status{Node: s.cfg.Agent.Node, Role: string(s.cfg.Agent.Role), Config: a.opts.ConfigPath,
+		LastReconcile: s.at, LastDuration: s.duration.String(), LastError: s.err}
+	now := a.opts.Now()
+	vips := map[string]netip.Addr{}
+	for _, svc := range s.cfg.Services {
+		vips[svc.Name] = svc.VIP
+	}
+	for _, vs := range s.cfg.Desired.Services {
+		vip := vips[vs.Name]
+		cur, inKernel := actual.Services[vs.ServiceKey]
+		ss := ServiceStatus{Name: vs.Name, Key: vs.ServiceKey.String(), Scheduler: vs.Scheduler,
+			VIP: vip.String(), Flags: vs.Flags.String(), InKernel: inKernel,
+			VIPHeld: slices.Contains(actual.Addresses, netip.PrefixFrom(vip, vip.BitLen()))}
+		kernel := map[ipvs.DestinationKey]ipvs.Destination{}
+		for _, d := range cur.Destinations {
+			kernel[d.DestinationKey] = d
+		}
+		for _, d := range vs.Destinations {
+			ds := DestinationStatus{Address: d.DestinationKey.String(), Forwarding: d.Forwarding.String(),
+				ConfiguredWeight: d.Weight, Weight: -1}
+			if k, ok := kernel[d.DestinationKey]; ok {
+				ds.Weight, ds.ActiveConns, ds.InactiveConns = k.Weight, k.ActiveConns, k.InactiveConns
+				delete(kernel, d.DestinationKey)
+			}
+			ss.Destinations = append(ss.Destinations, ds)
+		}
+		for _, k := range cur.Destinations { // still in the kernel, no longer configured
+			if _, left := kernel[k.DestinationKey]; !left {
+				continue
+			}
+			ds := DestinationStatus{Address: k.DestinationKey.String(), Forwarding: k.Forwarding.String(),
+				ConfiguredWeight: -1, Weight: k.Weight, ActiveConns: k.ActiveConns, InactiveConns: k.InactiveConns}
+			if since, ok := s.drains[drainKey{vs.ServiceKey, k.DestinationKey}]; ok {
+				ds.DrainingFor = now.Sub(since).Round(time.Second).String()
+			}
+			ss.Destinations = append(ss.Destinations, ds)
+		}
+		st.Services = append(st.Services, ss)
+	}
+	return st, nil
+}
+
+// APIHandler serves the director's local API:
+//
+//	GET /v1/status  the Status, read from the kernel now
+func (a *Agent) APIHandler() http.Handler {
+	mux := http.NewServeMux()
+	mux.HandleFunc("GET "+RouteStatus, func(w http.ResponseWriter, r *http.Request) {
+		st, err := a.Status(r.Context())
+		if err != nil {
+			http.Error(w, err.Error(), http.StatusServiceUnavailable)
+			return
+		}
+		api.WriteJSON(w, st)
+	})
+	return mux
+}
