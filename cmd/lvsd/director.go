@@ -3,8 +3,6 @@ package main
 import (
 	"context"
 	"fmt"
-	"io"
-	"log/slog"
 	"os"
 	"os/signal"
 	"syscall"
@@ -50,7 +48,14 @@ func runAgent(ctx context.Context, e *env) error {
 			}
 		}
 	}()
-	a := agent.New(agent.Options{ConfigPath: e.config, Config: cfg, Kernel: k, Log: log})
+	vips, err := startCluster(ctx, cfg, log)
+	if err != nil {
+		return err
+	}
+	a := agent.New(agent.Options{ConfigPath: e.config, Config: cfg, Kernel: k, Log: log, VIPs: vips})
+	if err := startMetrics(ctx, cfg, a, log); err != nil {
+		return err
+	}
 	apiL, err := api.Listen(cfg.Agent.APISocket)
 	if err != nil {
 		return fmt.Errorf("local API socket: %w", err)
@@ -114,12 +119,3 @@ func plan(ctx context.Context, e *env) error {
 	return nil
 }
 
-func newLogger(a *config.Agent, w io.Writer) *slog.Logger {
-	var level slog.Level
-	_ = level.UnmarshalText([]byte(a.LogLevel))
-	opts := &slog.HandlerOptions{Level: level}
-	if a.LogFormat == "json" {
-		return slog.New(slog.NewJSONHandler(w, opts))
-	}
-	return slog.New(slog.NewTextHandler(w, opts))
-}
