@@ -118,4 +118,3 @@ func plan(ctx context.Context, e *env) error {
 	}
 	return nil
 }
-
