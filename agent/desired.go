@@ -30,6 +30,11 @@ type VirtualService struct {
 	ipvs.Service
 	Name         string // the configured service it comes from
 	Destinations []ipvs.Destination
+	// SlotWeights, aligned with Destinations, are the weights a destination
+	// is added with before its weight is lowered to 0: the kernel gives a
+	// destination added at weight 0 no Maglev slots, and every director
+	// must build the same table whatever health it saw first.
+	SlotWeights  []int
 	DrainTimeout time.Duration
 }
 
@@ -120,24 +125,26 @@ func buildService(s config.Service, mark uint32) ([]VirtualService, nat.Spec) {
 		spec.Marks = append(spec.Marks, nat.MarkRule{Match: match, Mark: mark, Comment: s.Name})
 		vs := VirtualService{Service: base, Name: s.Name, DrainTimeout: s.DrainTimeout}
 		vs.ServiceKey = ipvs.ServiceKey{FWMark: mark, IPv6: s.VIP.Is6()}
-		vs.Destinations = destinations(s, 0) // port 0: keep the client's destination port
+		vs.Destinations, vs.SlotWeights = destinations(s, 0) // port 0: keep the client's destination port
 		return []VirtualService{vs}, spec
 	}
 	var out []VirtualService
 	for _, r := range s.Ports {
 		vs := VirtualService{Service: base, Name: s.Name, DrainTimeout: s.DrainTimeout}
 		vs.ServiceKey = ipvs.ServiceKey{Protocol: protocolNumbers[s.Protocol], Addr: s.VIP, Port: r.From, IPv6: s.VIP.Is6()}
-		vs.Destinations = destinations(s, r.From)
+		vs.Destinations, vs.SlotWeights = destinations(s, r.From)
 		out = append(out, vs)
 	}
 	return out, spec
 }
 
-// destinations lists the backends as IPVS destinations; a backend without a
-// port of its own gets servicePort.
-func destinations(s config.Service, servicePort uint16) []ipvs.Destination {
+// destinations lists the backends as IPVS destinations, in the order of
+// s.Backends; a backend without a port of its own gets servicePort.
+func destinations(s config.Service, servicePort uint16) ([]ipvs.Destination, []int) {
 	out := make([]ipvs.Destination, 0, len(s.Backends))
+	slots := make([]int, 0, len(s.Backends))
 	for _, b := range s.Backends {
+		slots = append(slots, max(b.Weight, 1))
 		port := b.Port
 		if port == 0 {
 			port = servicePort
@@ -148,7 +155,7 @@ func destinations(s config.Service, servicePort uint16) []ipvs.Destination {
 			Forwarding:     forwardingMethods[s.Forwarding],
 		})
 	}
-	return out
+	return out, slots
 }
 
 // schedulerFlags maps affinity to Maglev flags. mh-fallback is always on so a

@@ -162,10 +162,26 @@ func Plan(d Desired, a Actual, owned Ownership, done DrainDone) []Op {
 // (ip_vs_edit_service), which costs more than the rebuilds (docs/performance.md).
 func planNewService(vs VirtualService) []Op {
 	ops := []Op{{Kind: AddService, Service: vs.Service, Reason: "service " + vs.Name}}
-	for _, dst := range vs.Destinations {
-		ops = append(ops, Op{Kind: AddDestination, Service: vs.Service, Destination: dst})
+	for i := range vs.Destinations {
+		ops = append(ops, addDestination(vs, i)...)
 	}
 	return ops
+}
+
+// addDestination adds destination i of vs. One wanted at weight 0 is added
+// with its slot weight first and then lowered, so that it holds its Maglev
+// slots (its flows fall back to the others through mh-fallback).
+func addDestination(vs VirtualService, i int) []Op {
+	dst := vs.Destinations[i]
+	if dst.Weight != 0 || i >= len(vs.SlotWeights) || vs.SlotWeights[i] == 0 {
+		return []Op{{Kind: AddDestination, Service: vs.Service, Destination: dst}}
+	}
+	slotted := dst
+	slotted.Weight = vs.SlotWeights[i]
+	return []Op{
+		{Kind: AddDestination, Service: vs.Service, Destination: slotted, Reason: "with its slot weight"},
+		{Kind: UpdateDestination, Service: vs.Service, Destination: dst, Reason: "not eligible"},
+	}
 }
 
 func planDestinations(vs VirtualService, cur ActualService, done DrainDone) []Op {
@@ -175,12 +191,12 @@ func planDestinations(vs VirtualService, cur ActualService, done DrainDone) []Op
 		have[dst.DestinationKey] = dst
 	}
 	want := map[ipvs.DestinationKey]bool{}
-	for _, dst := range vs.Destinations {
+	for i, dst := range vs.Destinations {
 		want[dst.DestinationKey] = true
 		old, ok := have[dst.DestinationKey]
 		switch {
 		case !ok:
-			ops = append(ops, Op{Kind: AddDestination, Service: vs.Service, Destination: dst})
+			ops = append(ops, addDestination(vs, i)...)
 		case !old.SameOptions(dst):
 			ops = append(ops, Op{Kind: UpdateDestination, Service: vs.Service, Destination: dst})
 		}

@@ -61,6 +61,8 @@ type Service struct {
 	// to the same backend for Timeout after its last connection.
 	Persistence  Persistence
 	DrainTimeout time.Duration
+	Health       *Health // nil: backends are not checked (always healthy)
+	Failover     Failover
 }
 
 // Persistence is IPVS persistence (seed 000's per-session tracking).
@@ -84,9 +86,11 @@ func (r PortRange) String() string {
 
 // Backend is one real server of a service.
 type Backend struct {
-	Addr   netip.Addr
-	Port   uint16 // 0: the port the client connected to
-	Weight int
+	Addr     netip.Addr
+	Port     uint16 // 0: the port the client connected to
+	Weight   int
+	Failover bool    // in the failover pool (seed 000)
+	Health   *Health // the service's, or the backend's own override; nil: not checked
 }
 
 // Weight bounds of a backend (IPVS accepts any non-negative int; Maglev
@@ -114,13 +118,17 @@ type rawService struct {
 		Timeout string `yaml:"timeout"`
 		Netmask *int   `yaml:"netmask"`
 	} `yaml:"persistence"`
-	DrainTimeout string `yaml:"drain_timeout"`
+	DrainTimeout string       `yaml:"drain_timeout"`
+	Health       *rawHealth   `yaml:"health"`
+	Failover     *rawFailover `yaml:"failover"`
 }
 
 type rawBackend struct {
-	Address string `yaml:"address"`
-	Port    *int   `yaml:"port"`
-	Weight  *int   `yaml:"weight"`
+	Address  string     `yaml:"address"`
+	Port     *int       `yaml:"port"`
+	Weight   *int       `yaml:"weight"`
+	Failover bool       `yaml:"failover"`
+	Health   *rawHealth `yaml:"health"`
 }
 
 // LoadServices reads every *.yaml and *.yml file of dir, in name order, and
@@ -218,7 +226,9 @@ func (d *doc) service(raw rawService) Service {
 	if s.Protocol == "any" && !s.AllPorts && len(s.Ports) > 0 {
 		d.errorf("$.ports", "service %q: protocol any takes every port: write ports: [all]", s.Name)
 	}
+	s.Health = d.health("$.health", s.Name, raw.Health, nil)
 	s.Backends = d.backends(s, raw.Backends)
+	s.Failover = d.failover(s.Name, raw.Failover, slices.ContainsFunc(s.Backends, func(b Backend) bool { return b.Failover }))
 	s.SourceRanges = d.sourceRanges(s, raw.SourceRanges)
 	s.SNATAddresses = d.snatAddresses(s, raw.FullNAT.SourceAddresses)
 	s.DrainTimeout = d.duration("$.drain_timeout", s.Name, "drain_timeout", raw.DrainTimeout, DefaultDrainTimeout)
@@ -379,7 +389,8 @@ func (d *doc) backends(s Service, raw []rawBackend) []Backend {
 			continue
 		}
 		addr = addr.Unmap()
-		b := Backend{Addr: addr, Weight: DefaultWeight}
+		b := Backend{Addr: addr, Weight: DefaultWeight, Failover: rb.Failover,
+			Health: d.health(path+".health", s.Name, rb.Health, s.Health)}
 		if s.VIP.IsValid() && addr.Is4() != s.VIP.Is4() {
 			d.errorf(path+".address", "service %q: backend %s and vip %s are of different IP families", s.Name, addr, s.VIP)
 		}

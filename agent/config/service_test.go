@@ -7,6 +7,7 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+	"time"
 )
 
 func writeFile(t *testing.T, dir, name, body string) string {
@@ -105,6 +106,15 @@ func TestLoadServicesBad(t *testing.T) {
 		{"bad drain timeout", head + oneBackend + "drain_timeout: soon\n", ":6:16: service \"web\": drain_timeout \"soon\" is not a duration"},
 		{"persistence netmask", head + oneBackend + "persistence: {timeout: 5m, netmask: 33}\n", ":6:37: service \"web\": persistence netmask /33 is not in 1-32"},
 		{"any with ports", "service: web\nvip: 10.0.0.50\nprotocol: any\nports: [80]\n" + oneBackend, ":4:8: service \"web\": protocol any takes every port: write ports: [all]"},
+		{"bad check type", head + oneBackend + "health: {checks: [{type: ping}]}\n", ":6:26: service \"web\": check type \"ping\" is not one of tcp, http"},
+		{"no checks", head + oneBackend + "health: {rise: 2}\n", ":6:10: service \"web\": health needs at least one check"},
+		{"timeout above interval", head + oneBackend + "health: {checks: [{type: tcp, interval: 1s, timeout: 2s}]}\n", ":6:54: service \"web\": check timeout 2s must be above 0 and at most the interval 1s"},
+		{"bad expect", head + oneBackend + "health: {checks: [{type: http, expect: \"2xx\"}]}\n", ":6:40: service \"web\": expect \"2xx\" is not an HTTP status"},
+		{"rise zero", head + oneBackend + "health: {rise: 0, checks: [{type: tcp}]}\n", ":6:16: service \"web\": rise 0 is not in 1-100"},
+		{"weight header without http", head + oneBackend + "health: {weight_header: true, checks: [{type: tcp}]}\n", ":6:25: service \"web\": weight_header needs an http or https check"},
+		{"exec without command", head + oneBackend + "health: {checks: [{type: exec}]}\n", ":6:20: service \"web\": an exec check needs command"},
+		{"at_least too big", head + oneBackend + "health: {at_least: 3, checks: [{type: tcp}]}\n", ":6:20: service \"web\": at_least 3 is not in 0-1"},
+		{"failover ratio", head + oneBackend + "failover: {ratio: 1.5}\n", ":6:19: service \"web\": failover ratio 1.5 is not in 0.0-1.0"},
 		{"name with space", "service: my web\nvip: 10.0.0.50\nports: [80]\n" + oneBackend, ":1:10: service name \"my web\" must not contain spaces"},
 	}
 	for _, c := range cases {
@@ -156,5 +166,42 @@ func TestSteeringOverlapRules(t *testing.T) {
 	_, err := LoadServiceFiles(bad)
 	if err == nil || !strings.Contains(err.Error(), bad+":7:1: service \"b\": tcp 10.0.0.50 port 80 is already served by service \"a\"") {
 		t.Fatalf("same source range twice: got %v", err)
+	}
+}
+
+func TestHealthAndFailover(t *testing.T) {
+	p := writeFile(t, t.TempDir(), "svc.yaml", `
+service: web
+vip: 10.0.0.50
+ports: [80]
+health:
+  interval: 1s
+  rise: 1
+  checks:
+    - {type: http, port: 8080, path: /healthz, expect: "200-299"}
+    - {type: tcp}
+  at_least: 1
+  weight_header: true
+failover: {ratio: 0.5}
+backends:
+  - {address: 10.0.0.11}
+  - {address: 10.0.0.12, failover: true, health: {fall: 1, checks: [{type: exec, command: [/bin/true]}]}}
+`)
+	svcs, err := LoadServiceFiles(p)
+	if err != nil {
+		t.Fatal(err)
+	}
+	s := svcs[0]
+	if !s.Failover.Configured || s.Failover.Ratio != 0.5 {
+		t.Errorf("failover: %+v", s.Failover)
+	}
+	h := s.Backends[0].Health
+	if h == nil || len(h.Checks) != 2 || h.Rise != 1 || h.Fall != DefaultFall || h.AtLeast != 1 || !h.WeightHeader ||
+		h.Checks[0].Interval != time.Second || h.Checks[0].Expect != [2]int{200, 299} || h.Checks[1].Port != 0 {
+		t.Errorf("service health: %+v", h)
+	}
+	o := s.Backends[1].Health
+	if !s.Backends[1].Failover || o == nil || len(o.Checks) != 1 || o.Checks[0].Type != "exec" || o.Fall != 1 || o.Rise != 1 {
+		t.Errorf("backend override: %+v", o)
 	}
 }

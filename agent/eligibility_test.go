@@ -1,0 +1,92 @@
+package agent
+
+import (
+	"slices"
+	"strings"
+	"testing"
+)
+
+func weightsOf(d Desired) []int {
+	var w []int
+	for _, vs := range d.Services {
+		for _, dst := range vs.Destinations {
+			w = append(w, dst.Weight)
+		}
+	}
+	return w
+}
+
+func TestApplyHealth(t *testing.T) {
+	const svc = "service: web\nvip: 10.0.0.50\nports: [80]\n"
+	const checks = "health: {rise: 1, fall: 1, checks: [{type: http, port: 8080}]}\n"
+	cases := []struct {
+		name    string
+		yaml    string
+		health  map[string]BackendHealth
+		weights []int
+		rule    string
+	}{
+		{"no health block: configured weights", svc + "backends: [{address: 10.0.0.11, weight: 3}, {address: 10.0.0.12}]\n",
+			nil, []int{3, 1}, "all healthy"},
+		{"one unhealthy goes to 0", svc + checks + "backends: [{address: 10.0.0.11, weight: 3}, {address: 10.0.0.12}]\n",
+			map[string]BackendHealth{"web/10.0.0.11": {Healthy: false, Weight: -1}, "web/10.0.0.12": {Healthy: true, Weight: -1}},
+			[]int{0, 1}, "all healthy backends"},
+		{"none healthy: all take connections", svc + checks + "backends: [{address: 10.0.0.11}, {address: 10.0.0.12}]\n",
+			map[string]BackendHealth{"web/10.0.0.11": {}, "web/10.0.0.12": {}}, []int{1, 1}, "none healthy"},
+		{"weighted: reported weights", svc + "health: {weight_header: true, checks: [{type: http}]}\nbackends: [{address: 10.0.0.11}, {address: 10.0.0.12}]\n",
+			map[string]BackendHealth{"web/10.0.0.11": {Healthy: true, Weight: 1}, "web/10.0.0.12": {Healthy: true, Weight: 4}},
+			[]int{1, 4}, "healthy, weight > 0"},
+		{"weighted: reported 0 is out", svc + "health: {weight_header: true, checks: [{type: http}]}\nbackends: [{address: 10.0.0.11}, {address: 10.0.0.12}]\n",
+			map[string]BackendHealth{"web/10.0.0.11": {Healthy: true, Weight: 1}, "web/10.0.0.12": {Healthy: true, Weight: 0}},
+			[]int{1, 0}, "healthy, weight > 0"},
+		{"failover below ratio", svc + checks + "failover: {ratio: 0.5}\nbackends: [{address: 10.0.0.11}, {address: 10.0.0.12}, {address: 10.0.0.13}, {address: 10.0.0.21, failover: true}]\n",
+			map[string]BackendHealth{"web/10.0.0.11": {Healthy: true}, "web/10.0.0.12": {}, "web/10.0.0.13": {}, "web/10.0.0.21": {Healthy: true}},
+			[]int{0, 0, 0, 1}, "below the ratio"},
+		{"drop if none healthy", svc + checks + "failover: {drop_if_none_healthy: true}\nbackends: [{address: 10.0.0.11}, {address: 10.0.0.21, failover: true}]\n",
+			map[string]BackendHealth{"web/10.0.0.11": {}, "web/10.0.0.21": {}}, []int{0, 0}, "drop new connections"},
+		{"configured weight 0 is never eligible", svc + checks + "backends: [{address: 10.0.0.11, weight: 0}, {address: 10.0.0.12}]\n",
+			map[string]BackendHealth{"web/10.0.0.11": {Healthy: true}, "web/10.0.0.12": {}}, []int{0, 1}, "none healthy"},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			e := newEnv(t)
+			e.service("svc", c.yaml)
+			cfg, err := LoadConfig(e.dir + "/lvsd.yaml")
+			if err != nil {
+				t.Fatal(err)
+			}
+			before := weightsOf(cfg.Desired)
+			d, decisions := ApplyHealth(cfg.Desired, cfg.Services, c.health)
+			if got := weightsOf(d); !slices.Equal(got, c.weights) {
+				t.Errorf("weights %v, want %v (rule %q)", got, c.weights, decisions["web"].Rule)
+			}
+			if !strings.Contains(decisions["web"].Rule, c.rule) {
+				t.Errorf("rule %q, want it to mention %q", decisions["web"].Rule, c.rule)
+			}
+			if !slices.Equal(weightsOf(cfg.Desired), before) {
+				t.Error("ApplyHealth modified its input")
+			}
+		})
+	}
+}
+
+// A backend that is not eligible when its service is created still gets
+// Maglev slots: added with its weight, then lowered to 0.
+func TestIneligibleBackendAddedWithSlots(t *testing.T) {
+	e := newEnv(t)
+	e.service("web", "service: web\nvip: 10.0.0.50\nports: [80]\nhealth: {checks: [{type: tcp}]}\nbackends: [{address: 10.0.0.11, weight: 2}, {address: 10.0.0.12}]\n")
+	a := e.agent()
+	d, _ := ApplyHealth(a.cfg.Desired, a.cfg.Services, map[string]BackendHealth{"web/10.0.0.11": {}, "web/10.0.0.12": {Healthy: true, Weight: -1}})
+	a.cfg.Desired = d
+	got := e.reconcile(a)
+	want := []string{
+		"add-service tcp:10.0.0.50:80 mh flags=mh-fallback,mh-port",
+		"add-destination tcp:10.0.0.50:80 10.0.0.11:80 weight=2 route",
+		"update-destination tcp:10.0.0.50:80 10.0.0.11:80 weight=0 route",
+		"add-destination tcp:10.0.0.50:80 10.0.0.12:80 weight=1 route",
+		"add-address eth0 10.0.0.50/32",
+	}
+	if !slices.Equal(got, want) {
+		t.Fatalf("got %q\nwant %q", got, want)
+	}
+}
