@@ -15,6 +15,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/lvsd/lvsd/agent/health"
 	"github.com/lvsd/lvsd/ipvs"
 )
 
@@ -40,6 +41,8 @@ type Options struct {
 	// for every service either way, so a standby takes over by adding an
 	// address. The cluster package provides it.
 	VIPs VIPOwnership
+	// Health checks backends; nil: no checks, every backend counts as healthy.
+	Health HealthChecker
 }
 
 // VIPOwnership says which VIPs this node holds now. Changed delivers a value
@@ -63,6 +66,7 @@ type Agent struct {
 	// when lvsd turns forwarding on without repeating it every pass.
 	sysctlsLogged string
 	snap          atomic.Pointer[snapshot] // the last pass, for Status on other goroutines
+	eligibility   map[string]Eligibility   // last decision per service, to log changes
 }
 
 type drainKey struct {
@@ -118,9 +122,12 @@ func (a *Agent) Run(ctx context.Context, reload <-chan struct{}) error {
 
 	tick := time.NewTicker(a.opts.Check)
 	defer tick.Stop()
-	var ownership <-chan struct{}
+	var ownership, healthChanged <-chan struct{}
 	if a.opts.VIPs != nil {
 		ownership = a.opts.VIPs.Changed()
+	}
+	if a.opts.Health != nil {
+		healthChanged = a.opts.Health.Changed()
 	}
 	for {
 		select {
@@ -131,6 +138,7 @@ func (a *Agent) Run(ctx context.Context, reload <-chan struct{}) error {
 			a.reload("signal")
 		case <-ownership:
 			a.log.Info("VIP ownership changed")
+		case <-healthChanged:
 		case <-tick.C:
 			// A file is reloaded once it stayed the same for a whole check
 			// period: an editor's truncate-then-write must not be read half
@@ -152,6 +160,9 @@ func (a *Agent) Run(ctx context.Context, reload <-chan struct{}) error {
 func (a *Agent) setConfig(cfg *Config) {
 	a.cfg = cfg
 	a.fingerprint = a.configFingerprint()
+	if a.opts.Health != nil {
+		a.opts.Health.Set(HealthTargets(cfg.Services))
+	}
 }
 
 func (a *Agent) reload(why string) {
@@ -173,6 +184,12 @@ func (a *Agent) reload(why string) {
 func (a *Agent) reconcile(ctx context.Context) []Op {
 	start := a.opts.Now()
 	desired := a.announced(a.cfg.Desired)
+	var states map[string]health.State
+	if a.opts.Health != nil {
+		states = a.opts.Health.Snapshot()
+	}
+	desired, decisions := ApplyHealth(desired, a.cfg.Services, backendHealth(states))
+	a.logEligibility(decisions)
 	actual, err := a.opts.Kernel.ReadActual(ctx, desired.Interface)
 	if err != nil {
 		a.log.Error("reading kernel state", "err", err)

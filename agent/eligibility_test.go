@@ -4,7 +4,19 @@ import (
 	"slices"
 	"strings"
 	"testing"
+
+	"github.com/lvsd/lvsd/agent/health"
 )
+
+// fakeHealth reports fixed states and records the targets it was given.
+type fakeHealth struct {
+	targets []health.Target
+	states  map[string]health.State
+}
+
+func (f *fakeHealth) Set(t []health.Target)             { f.targets = t }
+func (f *fakeHealth) Snapshot() map[string]health.State { return f.states }
+func (f *fakeHealth) Changed() <-chan struct{}          { return nil }
 
 func weightsOf(d Desired) []int {
 	var w []int
@@ -76,8 +88,13 @@ func TestIneligibleBackendAddedWithSlots(t *testing.T) {
 	e := newEnv(t)
 	e.service("web", "service: web\nvip: 10.0.0.50\nports: [80]\nhealth: {checks: [{type: tcp}]}\nbackends: [{address: 10.0.0.11, weight: 2}, {address: 10.0.0.12}]\n")
 	a := e.agent()
-	d, _ := ApplyHealth(a.cfg.Desired, a.cfg.Services, map[string]BackendHealth{"web/10.0.0.11": {}, "web/10.0.0.12": {Healthy: true, Weight: -1}})
-	a.cfg.Desired = d
+	checker := &fakeHealth{states: map[string]health.State{"web/10.0.0.11": {Weight: health.NoWeight},
+		"web/10.0.0.12": {Healthy: true, Weight: health.NoWeight}}}
+	a.opts.Health = checker
+	a.setConfig(a.cfg)
+	if len(checker.targets) != 2 || checker.targets[0].Key != "web/10.0.0.11" || checker.targets[0].Port != 80 {
+		t.Fatalf("health targets: %+v", checker.targets)
+	}
 	got := e.reconcile(a)
 	want := []string{
 		"add-service tcp:10.0.0.50:80 mh flags=mh-fallback,mh-port",

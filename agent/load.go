@@ -36,7 +36,8 @@ func LoadConfig(path string) (*Config, error) {
 }
 
 // PlanFor returns what reconciling cfg would change in the kernel now,
-// without changing anything (`lvsd plan`). Destinations already at weight 0
+// without changing anything (`lvsd plan`), assuming every backend healthy
+// (only the running agent knows health). Destinations already at weight 0
 // that are still draining are shown as staying.
 func PlanFor(ctx context.Context, cfg *Config, k Kernel) ([]Op, error) {
 	owned, err := LoadOwnership(cfg.Agent.StateDir)
@@ -48,5 +49,6 @@ func PlanFor(ctx context.Context, cfg *Config, k Kernel) ([]Op, error) {
 		return nil, err
 	}
 	notYet := func(ipvs.ServiceKey, ipvs.Destination) bool { return false }
-	return Plan(cfg.Desired, actual, owned, notYet), nil
+	desired, _ := ApplyHealth(cfg.Desired, cfg.Services, nil)
+	return Plan(desired, actual, owned, notYet), nil
 }

@@ -183,3 +183,20 @@ func (d *doc) failover(name string, raw *rawFailover, anyFailoverBackend bool) F
 	f.Ratio, f.DropIfNoneHealthy = raw.Ratio, raw.DropIfNoneHealthy
 	return f
 }
+
+// checkPorts rejects checks that need a port and have none: the backend's
+// port, else the service's first port, is the default, and a service on all
+// ports has none.
+func (d *doc) checkPorts(s Service) {
+	for i, b := range s.Backends {
+		if b.Health == nil || b.Port != 0 || len(s.Ports) > 0 {
+			continue
+		}
+		for _, c := range b.Health.Checks {
+			if c.Port == 0 && c.Type != "icmp" && c.Type != "exec" {
+				d.errorf(fmt.Sprintf("$.backends[%d]", i), "service %q: a %s check of backend %s needs a port: the service takes all ports", s.Name, c.Type, b.Addr)
+				return
+			}
+		}
+	}
+}

@@ -229,6 +229,7 @@ func (d *doc) service(raw rawService) Service {
 	s.Health = d.health("$.health", s.Name, raw.Health, nil)
 	s.Backends = d.backends(s, raw.Backends)
 	s.Failover = d.failover(s.Name, raw.Failover, slices.ContainsFunc(s.Backends, func(b Backend) bool { return b.Failover }))
+	d.checkPorts(s)
 	s.SourceRanges = d.sourceRanges(s, raw.SourceRanges)
 	s.SNATAddresses = d.snatAddresses(s, raw.FullNAT.SourceAddresses)
 	s.DrainTimeout = d.duration("$.drain_timeout", s.Name, "drain_timeout", raw.DrainTimeout, DefaultDrainTimeout)

@@ -10,6 +10,7 @@ import (
 	"github.com/lvsd/lvsd/agent"
 	"github.com/lvsd/lvsd/agent/api"
 	"github.com/lvsd/lvsd/agent/config"
+	"github.com/lvsd/lvsd/agent/health"
 	"github.com/lvsd/lvsd/arp"
 	"github.com/lvsd/lvsd/ipvs"
 	"github.com/lvsd/lvsd/nat"
@@ -52,7 +53,9 @@ func runAgent(ctx context.Context, e *env) error {
 	if err != nil {
 		return err
 	}
-	a := agent.New(agent.Options{ConfigPath: e.config, Config: cfg, Kernel: k, Log: log, VIPs: vips})
+	checker := health.NewMonitor(log)
+	go checker.Run(ctx)
+	a := agent.New(agent.Options{ConfigPath: e.config, Config: cfg, Kernel: k, Log: log, VIPs: vips, Health: checker})
 	if err := startMetrics(ctx, cfg, a, log); err != nil {
 		return err
 	}

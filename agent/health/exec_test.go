@@ -1,0 +1,68 @@
+package health
+
+import (
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+)
+
+func writeScript(t *testing.T, body string) string {
+	path := filepath.Join(t.TempDir(), "check.sh")
+	if err := os.WriteFile(path, []byte("#!/bin/sh\n"+body), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	return path
+}
+
+func TestExec(t *testing.T) {
+	tests := []struct {
+		name   string
+		body   string
+		args   []string
+		ok     bool
+		reason string
+	}{
+		{"exit 0", "exit 0\n", nil, true, ""},
+		{"exit 3 with output", "echo 'backend   is\n down' >&2\nexit 3\n", nil, false, `exec: exit status 3: "backend is down"`},
+		{"environment", `[ "$LVSD_TARGET_ADDR" = 127.0.0.1 ] && [ "$LVSD_TARGET_PORT" = 8080 ] && [ "$LVSD_TARGET_KEY" = t/127.0.0.1:8080 ]` + "\n", nil, true, ""},
+		{"arguments without a shell", `[ "$1" = 'a b' ] && [ "$2" = '$HOME' ]` + "\n", []string{"a b", "$HOME"}, true, ""},
+		{"long output capped", "yes x | head -c 100000\nexit 1\n", nil, false, "exit status 1"},
+	}
+	for _, tt := range tests {
+		res, _ := probe(t, "127.0.0.1:8080", Check{Type: "exec", Command: append([]string{writeScript(t, tt.body)}, tt.args...)})
+		if res.OK != tt.ok || !strings.Contains(res.Reason, tt.reason) {
+			t.Errorf("%s: got %v %q, want %v %q", tt.name, res.OK, res.Reason, tt.ok, tt.reason)
+		}
+		if len(res.Reason) > maxOutputBytes+64 {
+			t.Errorf("%s: reason of %d bytes", tt.name, len(res.Reason))
+		}
+	}
+	res, _ := probe(t, "127.0.0.1:8080", Check{Type: "exec", Command: []string{"/nonexistent/check"}})
+	wantResult(t, res, false, "exec: ")
+	res, _ = probe(t, "127.0.0.1:8080", Check{Type: "exec"})
+	wantResult(t, res, false, "invalid check: no command")
+}
+
+func TestExecTimeoutKillsProcessGroup(t *testing.T) {
+	pidFile := filepath.Join(t.TempDir(), "pid")
+	// The script starts a grandchild that would outlive it, then hangs.
+	path := writeScript(t, "sleep 60 &\necho $! > "+pidFile+"\nsleep 60\n")
+	res, took := probe(t, "127.0.0.1:8080", Check{Type: "exec", Command: []string{path}, Timeout: 300 * time.Millisecond})
+	wantResult(t, res, false, "exec: timed out, process group killed")
+	if took > 2*time.Second {
+		t.Errorf("took %v for a 300ms timeout", took)
+	}
+	b, err := os.ReadFile(pidFile)
+	if err != nil {
+		t.Fatal(err)
+	}
+	pid, _ := strconv.Atoi(strings.TrimSpace(string(b)))
+	waitFor(t, "the grandchild to die", func() bool {
+		stat, err := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/stat")
+		// Gone, or a zombie waiting for init to reap it.
+		return err != nil || strings.Contains(string(stat), ") Z ")
+	})
+}

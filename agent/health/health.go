@@ -1,0 +1,192 @@
+package health
+
+import (
+	"bytes"
+	"context"
+	"net"
+	"net/netip"
+	"reflect"
+	"slices"
+	"time"
+)
+
+// WeightHeader is the response header through which a backend asks for a
+// weight (0..1000) when its check has WeightHeader set.
+const WeightHeader = "X-Load-Balancing-Endpoint-Weight"
+
+// MaxWeight is the largest weight a backend may ask for.
+const MaxWeight = 1000
+
+// NoWeight is State.Weight when the target does not report a weight.
+const NoWeight = -1
+
+// Limits on what is read from the network.
+const (
+	maxHeaderBytes = 64 << 10 // HTTP status line and headers
+	maxBodyBytes   = 64 << 10 // HTTP body searched for ExpectBody
+	maxOutputBytes = 256      // exec output kept for the reason
+)
+
+// Check is one probe of a target, already validated by the config layer.
+type Check struct {
+	Type     string        // tcp | http | https | udp | icmp | dns | exec
+	Port     uint16        // 0: the target's port
+	Interval time.Duration // > 0
+	Timeout  time.Duration // > 0, <= Interval
+
+	// http and https. Method defaults to GET, Path to "/", and the Host
+	// header to the target's address (with the port unless it is the
+	// scheme's default).
+	Method, Path, Host string
+	ExpectStatus       [2]int // inclusive range; {0, 0}: {200, 399}
+	ExpectBody         string // substring of the first 64 KiB of the body; "": any
+	WeightHeader       bool   // read WeightHeader from responses that pass the status check
+	// InsecureTLS skips certificate verification for https. When false
+	// the certificate must be valid for Host (or for the target's IP when
+	// Host is empty) and signed by a system root. A health check proves
+	// liveness, not identity, and backend certificates rarely name the
+	// backend's own address, so the config layer should default this to
+	// true (as keepalived's SSL_GET and ldirectord do).
+	InsecureTLS bool
+
+	// udp: Send is sent as one datagram; a reply must arrive within the
+	// timeout and contain ExpectData (empty: any reply). An ICMP port
+	// unreachable fails the check at once.
+	Send, ExpectData []byte
+
+	// dns: a query over UDP for Query of type QueryType ("A" or "AAAA";
+	// empty: AAAA when ExpectAnswer is IPv6, else A). It passes when the
+	// reply's RCODE is ExpectRcode (0, NOERROR, by default; 3 is NXDOMAIN)
+	// and, if ExpectAnswer is valid, its answer section holds that address.
+	Query        string
+	QueryType    string
+	ExpectRcode  int
+	ExpectAnswer netip.Addr
+
+	// exec: Command[0] is run with the arguments Command[1:] (no shell),
+	// the agent's environment plus LVSD_TARGET_ADDR, LVSD_TARGET_PORT and
+	// LVSD_TARGET_KEY, stdin from /dev/null, in its own process group,
+	// which is killed when the timeout expires. Exit status 0 passes.
+	Command []string
+}
+
+// Target is one thing to check: a backend of a service. Key is unique, e.g.
+// "web/10.0.0.11:80".
+type Target struct {
+	Key     string
+	Addr    netip.Addr
+	Port    uint16
+	Checks  []Check
+	AtLeast int // healthy needs at least this many passing checks; 0 = all
+	Rise    int // consecutive passing rounds to become healthy (>= 1)
+	Fall    int // consecutive failing rounds to become unhealthy (>= 1)
+}
+
+// State is what is known of a target.
+type State struct {
+	Healthy       bool      // targets start healthy; see Known
+	Known         bool      // at least one round finished
+	Weight        int       // from the weight header; NoWeight when not reported
+	Since         time.Time // of the last transition (or of the first round)
+	LastError     string    // reason of the last failing round
+	Passes, Fails int       // consecutive passing / failing rounds
+}
+
+// Result is the outcome of one run of one check.
+type Result struct {
+	OK     bool
+	Reason string // why it failed; empty when it passed
+	// HasWeight is set by checks with WeightHeader whose response passed
+	// the status check. Weight is then the value of the header, or
+	// NoWeight when the header was absent; BadWeight is the raw value
+	// when the header was present but invalid (and Weight must be
+	// ignored).
+	HasWeight bool
+	Weight    int
+	BadWeight string
+}
+
+// A Checker runs one check of one target once. ctx carries the check's
+// timeout and is cancelled when the target stops. Check must not keep
+// anything open once it returns. A Checker is only used by one goroutine at
+// a time.
+type Checker interface {
+	Check(ctx context.Context) Result
+}
+
+// CheckerFunc lets a function be a Checker.
+type CheckerFunc func(ctx context.Context) Result
+
+// Check calls f.
+func (f CheckerFunc) Check(ctx context.Context) Result { return f(ctx) }
+
+// A Factory builds the Checker for check c of target t.
+type Factory func(t *Target, c *Check) Checker
+
+// Dialer opens connections for the tcp, http, https, udp and dns checks;
+// *net.Dialer is one.
+type Dialer interface {
+	DialContext(ctx context.Context, network, address string) (net.Conn, error)
+}
+
+// Clock is the Monitor's source of time.
+type Clock interface {
+	Now() time.Time
+	After(d time.Duration) <-chan time.Time
+}
+
+type realClock struct{}
+
+func (realClock) Now() time.Time                         { return time.Now() }
+func (realClock) After(d time.Duration) <-chan time.Time { return time.After(d) }
+
+// failed is a failed Result.
+func failed(reason string) Result { return Result{Reason: reason} }
+
+// equalTarget reports whether a and b would be checked the same way, so
+// that Set can leave an unchanged target running.
+func equalTarget(a, b *Target) bool {
+	return a.Key == b.Key && a.Addr == b.Addr && a.Port == b.Port &&
+		a.AtLeast == b.AtLeast && a.Rise == b.Rise && a.Fall == b.Fall &&
+		slices.EqualFunc(a.Checks, b.Checks, equalCheck)
+}
+
+// equalCheck compares checks field by field (reflect.DeepEqual, so that a
+// field added later is compared too), treating nil and empty slices alike.
+func equalCheck(a, b Check) bool {
+	return reflect.DeepEqual(a.normal(), b.normal())
+}
+
+func (c Check) normal() Check {
+	if len(c.Send) == 0 {
+		c.Send = nil
+	}
+	if len(c.ExpectData) == 0 {
+		c.ExpectData = nil
+	}
+	if len(c.Command) == 0 {
+		c.Command = nil
+	}
+	return c
+}
+
+// clone deep-copies t so that the caller may reuse its slices.
+func (t Target) clone() Target {
+	t.Checks = slices.Clone(t.Checks)
+	for i := range t.Checks {
+		c := &t.Checks[i]
+		c.Send = bytes.Clone(c.Send)
+		c.ExpectData = bytes.Clone(c.ExpectData)
+		c.Command = slices.Clone(c.Command)
+	}
+	return t
+}
+
+// dst is where check c of target t goes.
+func (t *Target) dst(c *Check) netip.AddrPort {
+	port := t.Port
+	if c.Port != 0 {
+		port = c.Port
+	}
+	return netip.AddrPortFrom(t.Addr.Unmap(), port)
+}

@@ -1,0 +1,138 @@
+package health
+
+import (
+	"strings"
+	"testing"
+	"time"
+)
+
+func TestStep(t *testing.T) {
+	// rounds: + passes, - fails. want: H healthy, U unhealthy after each.
+	tests := []struct {
+		name       string
+		rise, fall int
+		rounds     string
+		want       string
+	}{
+		{"first pass confirms healthy", 3, 3, "+", "H"},
+		{"first fail decides at once despite fall 3", 3, 3, "-", "U"},
+		{"first fail, then rise 2 to come back", 2, 3, "-+-++", "UUUUH"},
+		{"fall 3 needs three failures in a row", 2, 3, "+--+---", "HHHHHHU"},
+		{"rise 2 needs two passes in a row", 2, 1, "+-+-++", "HUUUUH"},
+		{"rise 1 fall 1 follows every round", 1, 1, "+-+--+", "HUHUUH"},
+		{"failing longer than fall stays unhealthy", 1, 2, "+-----", "HHUUUU"},
+		{"zero rise/fall behave as 1", 0, 0, "+-+", "HUH"},
+		{"fall 2 interrupted by a pass", 3, 2, "+-+-+--", "HHHHHHU"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			st := State{Healthy: true, Weight: NoWeight}
+			start := time.Unix(1000, 0)
+			var got strings.Builder
+			for i, r := range tt.rounds {
+				now := start.Add(time.Duration(i) * time.Second)
+				prev := st
+				var flipped bool
+				st, flipped = step(st, r == '+', "reason", tt.rise, tt.fall, now)
+				if !st.Known {
+					t.Fatalf("round %d: not Known", i)
+				}
+				if flipped != (prev.Healthy != st.Healthy || !prev.Known) {
+					t.Errorf("round %d: flipped=%v but %v -> %v", i, flipped, prev.Healthy, st.Healthy)
+				}
+				if flipped && !st.Since.Equal(now) || !flipped && !st.Since.Equal(prev.Since) {
+					t.Errorf("round %d: Since %v, flipped %v", i, st.Since, flipped)
+				}
+				if r == '+' && (st.Fails != 0 || st.Passes != prev.Passes+1) ||
+					r == '-' && (st.Passes != 0 || st.Fails != prev.Fails+1 || st.LastError != "reason") {
+					t.Errorf("round %d: counters %+v after %c", i, st, r)
+				}
+				if st.Healthy {
+					got.WriteByte('H')
+				} else {
+					got.WriteByte('U')
+				}
+			}
+			if got.String() != tt.want {
+				t.Errorf("rounds %s: got %s, want %s", tt.rounds, got.String(), tt.want)
+			}
+		})
+	}
+}
+
+func TestNextSlot(t *testing.T) {
+	t0 := time.Unix(100, 0)
+	s := time.Second
+	tests := []struct {
+		name string
+		now  time.Time
+		want time.Time
+	}{
+		{"round was quick", t0.Add(10 * time.Millisecond), t0.Add(s)},
+		{"round ended exactly on the next slot", t0.Add(s), t0.Add(2 * s)},
+		{"round overran one slot", t0.Add(1500 * time.Millisecond), t0.Add(2 * s)},
+		{"round overran three slots", t0.Add(3200 * time.Millisecond), t0.Add(4 * s)},
+	}
+	for _, tt := range tests {
+		if got := nextSlot(t0, s, tt.now); !got.Equal(tt.want) {
+			t.Errorf("%s: got %v, want %v", tt.name, got.Sub(t0), tt.want.Sub(t0))
+		}
+	}
+}
+
+func TestVerdictAtLeast(t *testing.T) {
+	checks := []Check{{Type: "http", Port: 80}, {Type: "tcp", Port: 81}, {Type: "icmp"}}
+	results := []Result{pass, {Reason: "connection refused"}, {Reason: "timed out"}}
+	tests := []struct {
+		atLeast int
+		want    bool
+		reason  string
+	}{
+		{0, false, "tcp :81: connection refused; icmp: timed out; 1 of 3 checks passed, 3 needed"},
+		{1, true, ""},
+		{2, false, "tcp :81: connection refused; icmp: timed out; 1 of 3 checks passed, 2 needed"},
+		{3, false, "1 of 3 checks passed, 3 needed"},
+		{7, false, "1 of 3 checks passed, 3 needed"}, // clamped to all
+	}
+	for _, tt := range tests {
+		m := NewMonitor(nil, WithFactory(func(*Target, *Check) Checker { return &script{results: []Result{pass}} }))
+		r := m.newRunner(Target{Key: "k", Port: 8080, Checks: checks, AtLeast: tt.atLeast}, State{})
+		copy(r.results, results)
+		ok, reason := r.verdict()
+		if ok != tt.want || !strings.Contains(reason, tt.reason) {
+			t.Errorf("AtLeast %d: got %v %q, want %v %q", tt.atLeast, ok, reason, tt.want, tt.reason)
+		}
+	}
+}
+
+func TestRoundInterval(t *testing.T) {
+	m := NewMonitor(nil, WithFactory(func(*Target, *Check) Checker { return &script{results: []Result{pass}} }))
+	r := m.newRunner(Target{Key: "k", Checks: []Check{
+		{Type: "tcp", Interval: 5 * time.Second}, {Type: "tcp", Interval: 2 * time.Second}, {Type: "tcp", Interval: 3 * time.Second},
+	}}, State{})
+	if r.interval != 2*time.Second {
+		t.Errorf("round interval %v, want the smallest check interval 2s", r.interval)
+	}
+}
+
+func TestEqualTarget(t *testing.T) {
+	base := Target{Key: "a", Port: 80, Rise: 2, Fall: 3, Checks: []Check{{Type: "udp", Send: []byte("x"), Command: nil}}}
+	same := base.clone()
+	same.Checks[0].Command = []string{} // empty and nil are the same
+	if !equalTarget(&base, &same) {
+		t.Error("clone differs")
+	}
+	changed := base.clone()
+	changed.Checks[0].Send[0] = 'y'
+	if equalTarget(&base, &changed) {
+		t.Error("changed payload not noticed")
+	}
+	if base.Checks[0].Send[0] != 'x' {
+		t.Error("clone shares the payload")
+	}
+	fall := base.clone()
+	fall.Fall = 4
+	if equalTarget(&base, &fall) {
+		t.Error("changed fall not noticed")
+	}
+}

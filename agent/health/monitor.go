@@ -1,0 +1,212 @@
+package health
+
+import (
+	"context"
+	"errors"
+	"log/slog"
+	"maps"
+	"math/rand/v2"
+	"net"
+	"os"
+	"sync"
+	"time"
+)
+
+// Monitor checks a set of targets and keeps their State. Set, Changed and
+// Snapshot are safe from any goroutine; Run must be called once.
+type Monitor struct {
+	log     *slog.Logger
+	clock   Clock
+	dialer  Dialer
+	jitter  func(interval time.Duration) time.Duration
+	factory Factory
+	icmp    *pingers
+	epoch   time.Time
+	quantum time.Duration
+
+	changed chan struct{} // 1-buffered hint
+
+	wg sync.WaitGroup // the target goroutines
+
+	mu      sync.Mutex // guards the following fields
+	ctx     context.Context
+	started bool // Run was called
+	stopped bool // Run returned
+	runners map[string]*runner
+	states  map[string]State // published by the runners
+}
+
+// Option configures a Monitor.
+type Option func(*Monitor)
+
+// WithClock replaces the real clock, for tests.
+func WithClock(c Clock) Option { return func(m *Monitor) { m.clock = c } }
+
+// WithDialer replaces the plain net.Dialer used by the tcp, http, https,
+// udp and dns checks.
+func WithDialer(d Dialer) Option { return func(m *Monitor) { m.dialer = d } }
+
+// WithJitter replaces the source of start offsets: f returns the delay
+// before a target's first round, in [0, interval).
+func WithJitter(f func(interval time.Duration) time.Duration) Option {
+	return func(m *Monitor) { m.jitter = f }
+}
+
+// WithFactory replaces the built-in checkers, for tests.
+func WithFactory(f Factory) Option { return func(m *Monitor) { m.factory = f } }
+
+// NewMonitor returns a Monitor with no targets; it checks nothing until Run.
+func NewMonitor(log *slog.Logger, opts ...Option) *Monitor {
+	m := &Monitor{
+		log:     log,
+		clock:   realClock{},
+		jitter:  randomJitter,
+		icmp:    &pingers{},
+		changed: make(chan struct{}, 1),
+		runners: make(map[string]*runner),
+		states:  make(map[string]State),
+	}
+	// KeepAlive -1: a check's connection lives for one request, so TCP
+	// keep-alive would only cost setsockopt calls.
+	m.dialer = &net.Dialer{KeepAlive: -1}
+	for _, o := range opts {
+		o(m)
+	}
+	if m.log == nil {
+		m.log = slog.New(slog.DiscardHandler)
+	}
+	m.epoch = m.clock.Now()
+	if q := os.Getenv("LVSD_Q"); q != "" {
+		m.quantum, _ = time.ParseDuration(q)
+	}
+	if m.factory == nil {
+		m.factory = m.newChecker
+	}
+	return m
+}
+
+// randomJitter spreads first rounds uniformly over the interval.
+func randomJitter(interval time.Duration) time.Duration {
+	if interval <= 0 {
+		return 0
+	}
+	return rand.N(interval)
+}
+
+// Run checks the targets until ctx ends, then stops every check, waits for
+// them and returns nil. It may be called only once.
+func (m *Monitor) Run(ctx context.Context) error {
+	ctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	m.mu.Lock()
+	if m.started {
+		m.mu.Unlock()
+		return errors.New("health: Monitor.Run called twice")
+	}
+	m.started, m.ctx = true, ctx
+	for _, r := range m.runners {
+		m.start(r)
+	}
+	m.mu.Unlock()
+
+	<-ctx.Done()
+	m.mu.Lock()
+	m.stopped = true
+	m.mu.Unlock()
+	m.wg.Wait()
+	m.icmp.close()
+	return nil
+}
+
+// Set replaces the wanted set of targets. A target whose Key is new starts
+// healthy but unknown; one whose definition changed is restarted with its
+// State kept (so a reload does not flap it: hysteresis simply continues
+// under the new checks); one that is unchanged keeps running untouched; one
+// that is missing is stopped and forgotten. Duplicate keys are logged and
+// all but the first ignored.
+func (m *Monitor) Set(targets []Target) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	now := m.clock.Now()
+	seen := make(map[string]bool, len(targets))
+	for i := range targets {
+		t := &targets[i]
+		if seen[t.Key] {
+			m.log.Warn("duplicate health target ignored", "event", "health", "target", t.Key)
+			continue
+		}
+		seen[t.Key] = true
+		old := m.runners[t.Key]
+		if old != nil && equalTarget(&old.t, t) {
+			continue
+		}
+		st := State{Healthy: true, Weight: NoWeight, Since: now}
+		if old != nil {
+			old.stop()
+			st = m.states[t.Key]
+		}
+		r := m.newRunner(t.clone(), st)
+		m.runners[t.Key] = r
+		m.states[t.Key] = st
+		if m.started && !m.stopped {
+			m.start(r)
+		}
+	}
+	for key, r := range m.runners {
+		if !seen[key] {
+			r.stop()
+			delete(m.runners, key)
+			delete(m.states, key)
+		}
+	}
+}
+
+// Changed delivers a value after some target's health, Known or weight
+// changed. It is a hint: several changes may be coalesced into one, so
+// read Snapshot after it fires.
+func (m *Monitor) Changed() <-chan struct{} { return m.changed }
+
+// Snapshot returns a copy of every target's State, by Key.
+func (m *Monitor) Snapshot() map[string]State {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	return maps.Clone(m.states)
+}
+
+// start runs r's loop; m.mu must be held and Run started.
+func (m *Monitor) start(r *runner) {
+	ctx, cancel := context.WithCancel(m.ctx)
+	r.cancel = cancel
+	m.wg.Add(1)
+	go func() {
+		defer m.wg.Done()
+		defer cancel()
+		r.loop(ctx)
+	}()
+}
+
+// publish stores st as r's State, unless r has been replaced or removed
+// meanwhile, and sends the Changed hint if notify is set.
+func (m *Monitor) publish(r *runner, st State, notify bool) {
+	m.mu.Lock()
+	current := m.runners[r.t.Key] == r
+	if current {
+		m.states[r.t.Key] = st
+	}
+	m.mu.Unlock()
+	if current && notify {
+		select {
+		case m.changed <- struct{}{}:
+		default: // a hint is already pending
+		}
+	}
+}
+
+func (m *Monitor) align(t time.Time) time.Time {
+	if m.quantum <= 0 {
+		return t
+	}
+	d := t.Sub(m.epoch)
+	k := (d + m.quantum - 1) / m.quantum
+	return m.epoch.Add(k * m.quantum)
+}

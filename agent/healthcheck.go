@@ -1,0 +1,80 @@
+package agent
+
+import (
+	"maps"
+	"slices"
+
+	"github.com/lvsd/lvsd/agent/config"
+	"github.com/lvsd/lvsd/agent/health"
+)
+
+// HealthChecker checks backends; agent/health.Monitor is the real one.
+// Implementations must be safe for concurrent use.
+type HealthChecker interface {
+	// Set replaces the targets to check; unchanged ones keep their state.
+	Set(targets []health.Target)
+	// Snapshot returns the state of every target by key.
+	Snapshot() map[string]health.State
+	// Changed delivers a value when some state may have changed.
+	Changed() <-chan struct{}
+}
+
+// HealthTargets lists what to check for services: one target per backend
+// that has checks, keyed by HealthKey. Pure.
+func HealthTargets(services []config.Service) []health.Target {
+	var out []health.Target
+	for _, s := range services {
+		for _, b := range s.Backends {
+			if b.Health == nil {
+				continue
+			}
+			port := b.Port
+			if port == 0 && len(s.Ports) > 0 {
+				port = s.Ports[0].From
+			}
+			t := health.Target{Key: HealthKey(s.Name, b), Addr: b.Addr, Port: port,
+				AtLeast: b.Health.AtLeast, Rise: b.Health.Rise, Fall: b.Health.Fall}
+			for _, c := range b.Health.Checks {
+				t.Checks = append(t.Checks, health.Check{
+					Type: c.Type, Port: c.Port, Interval: c.Interval, Timeout: c.Timeout,
+					Method: c.Method, Path: c.Path, Host: c.Host, ExpectStatus: c.Expect, ExpectBody: c.Body,
+					WeightHeader: b.Health.WeightHeader && (c.Type == "http" || c.Type == "https"),
+					InsecureTLS:  true, // a health check proves liveness; backends rarely hold certificates for their own address
+					Send:         []byte(c.Send), ExpectData: []byte(c.Receive),
+					Query: c.Query, Command: c.Command,
+				})
+			}
+			out = append(out, t)
+		}
+	}
+	return out
+}
+
+// backendHealth reads the checker's states as the policy's input.
+func backendHealth(states map[string]health.State) map[string]BackendHealth {
+	out := make(map[string]BackendHealth, len(states))
+	for k, s := range states {
+		out[k] = BackendHealth{Healthy: s.Healthy, Weight: s.Weight}
+	}
+	return out
+}
+
+// logEligibility logs every service whose eligible set or rule changed.
+func (a *Agent) logEligibility(decisions map[string]Eligibility) {
+	for name, e := range decisions {
+		prev, ok := a.eligibility[name]
+		if ok && prev.Rule == e.Rule && maps.Equal(prev.Eligible, e.Eligible) {
+			continue
+		}
+		var eligible []string
+		for k, in := range e.Eligible {
+			if in {
+				eligible = append(eligible, k)
+			}
+		}
+		slices.Sort(eligible)
+		a.log.Info("eligible backends", "event", "eligibility", "service", name, "rule", e.Rule,
+			"eligible", eligible, "count", len(eligible))
+	}
+	a.eligibility = decisions
+}
