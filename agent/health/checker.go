@@ -24,7 +24,7 @@ func (m *Monitor) newChecker(t *Target, c *Check) Checker {
 	case "tcp":
 		ch = &tcpChecker{dial: m.dialer, addr: dst.String()}
 	case "http", "https":
-		ch, err = newHTTPChecker(m.dialer, dst, c)
+		ch, err = newHTTPChecker(m.dialer, dst, c, m.reuse)
 	case "udp":
 		ch = &udpChecker{dial: m.dialer, addr: dst.String(), send: c.Send, expect: c.ExpectData}
 	case "dns":
@@ -65,9 +65,8 @@ func describe(ctx context.Context, what string, err error) string {
 // cancellation (the target was removed or the Monitor is stopping). The
 // returned function must be called before conn is closed.
 func setDeadline(ctx context.Context, conn net.Conn) (stop func() bool) {
-	if dl, ok := ctx.Deadline(); ok {
-		conn.SetDeadline(dl)
-	}
+	dl, _ := ctx.Deadline() // none: the zero time clears a kept connection's old deadline
+	conn.SetDeadline(dl)
 	return context.AfterFunc(ctx, func() { conn.SetDeadline(time.Unix(1, 0)) })
 }
 

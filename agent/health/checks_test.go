@@ -4,6 +4,8 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
+	"log"
 	"net"
 	"net/http"
 	"net/http/httptest"
@@ -186,6 +188,7 @@ func newHTTP(t *testing.T, ip string, tls bool, h http.Handler) *httptest.Server
 		t.Fatal(err)
 	}
 	s := httptest.NewUnstartedServer(h)
+	s.Config.ErrorLog = log.New(io.Discard, "", 0) // the TLS tests fail handshakes on purpose
 	s.Listener.Close()
 	s.Listener = l
 	if tls {
@@ -270,16 +273,18 @@ func TestHTTP(t *testing.T) {
 			if redirected.Load() != 0 {
 				t.Error("a redirect was followed")
 			}
+			probe(t, addr, Check{Type: "http", Path: "/ok"}, WithReuse(1))
 			if got := lastConn.Load(); got != "close" {
-				t.Errorf("Connection header %q, want close", got)
+				t.Errorf("Connection header %q without reuse, want close", got)
 			}
 			probe(t, addr, Check{Type: "http", Path: "/ok"})
 			if want := netip.MustParseAddrPort(addr).String(); lastHost.Load() != want {
 				t.Errorf("Host %q, want %q", lastHost.Load(), want)
 			}
 			probe(t, addr, Check{Type: "http", Path: "/ok", Host: "www.example.com", Method: "POST"})
-			if lastHost.Load() != "www.example.com" || lastMethod.Load() != "POST" {
-				t.Errorf("Host %q method %q", lastHost.Load(), lastMethod.Load())
+			if lastHost.Load() != "www.example.com" || lastMethod.Load() != "POST" || lastConn.Load() != "close" {
+				t.Errorf("Host %q method %q Connection %q: want a POST never kept alive",
+					lastHost.Load(), lastMethod.Load(), lastConn.Load())
 			}
 		})
 	}

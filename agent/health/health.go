@@ -77,7 +77,7 @@ type Target struct {
 	Addr    netip.Addr
 	Port    uint16
 	Checks  []Check
-	AtLeast int // healthy needs at least this many passing checks; 0 = all
+	AtLeast int // healthy needs at least this many passing checks; 0 = all (none: always healthy)
 	Rise    int // consecutive passing rounds to become healthy (>= 1)
 	Fall    int // consecutive failing rounds to become unhealthy (>= 1)
 }

@@ -11,16 +11,17 @@ import (
 	"net"
 	"net/http"
 	"net/netip"
+	"os"
 	"strconv"
 	"strings"
-	"sync"
 )
 
-// httpChecker sends one HTTP/1.1 request over a fresh connection and judges
-// the response. It speaks HTTP over the connection itself instead of using
-// http.Client: a Transport would keep idle connections (one file
-// descriptor per backend) and run two goroutines per connection, and its
-// redirect and size policies would have to be switched off one by one.
+// httpChecker sends one HTTP/1.1 request per round and judges the response.
+// It keeps its connection for up to reuse rounds (see the package
+// documentation for why) and speaks HTTP over it directly instead of using
+// http.Client: a Transport runs two goroutines per connection, pools idle
+// connections by its own rules, follows redirects and reads unbounded
+// headers unless each of those is switched off.
 type httpChecker struct {
 	dial    Dialer
 	addr    string
@@ -30,9 +31,16 @@ type httpChecker struct {
 	status  [2]int
 	body    []byte
 	weights bool
+	reuse   int // rounds one connection serves; 1: a new one every round
+
+	// The kept connection, owned by the goroutine running Check.
+	conn  net.Conn
+	limit *capReader // under br: caps what one response may take
+	br    *bufio.Reader
+	uses  int // requests sent on conn
 }
 
-func newHTTPChecker(dial Dialer, dst netip.AddrPort, c *Check) (*httpChecker, error) {
+func newHTTPChecker(dial Dialer, dst netip.AddrPort, c *Check, reuse int) (*httpChecker, error) {
 	method, path, host := c.Method, c.Path, c.Host
 	if method == "" {
 		method = http.MethodGet
@@ -52,14 +60,25 @@ func newHTTPChecker(dial Dialer, dst netip.AddrPort, c *Check) (*httpChecker, er
 	case !printable(host):
 		return nil, fmt.Errorf("bad host %q", host)
 	}
+	// Only idempotent requests are sent on a kept connection, because a
+	// request on a connection the backend has just closed is sent again.
+	if method != http.MethodGet && method != http.MethodHead {
+		reuse = 1
+	}
+	connection := ""
+	if reuse <= 1 {
+		reuse = 1
+		connection = "Connection: close\r\n"
+	}
 	h := &httpChecker{
 		dial:    dial,
 		addr:    dst.String(),
-		req:     fmt.Appendf(nil, "%s %s HTTP/1.1\r\nHost: %s\r\nUser-Agent: lvsd-health\r\nAccept: */*\r\nConnection: close\r\n\r\n", method, path, host),
+		req:     fmt.Appendf(nil, "%s %s HTTP/1.1\r\nHost: %s\r\nUser-Agent: lvsd-health\r\nAccept: */*\r\n%s\r\n", method, path, host, connection),
 		method:  &http.Request{Method: method},
 		status:  c.ExpectStatus,
 		body:    []byte(c.ExpectBody),
 		weights: c.WeightHeader,
+		reuse:   reuse,
 	}
 	if h.status == [2]int{} {
 		h.status = [2]int{200, 399}
@@ -75,6 +94,10 @@ func newHTTPChecker(dial Dialer, dst netip.AddrPort, c *Check) (*httpChecker, er
 			ServerName:         strings.Trim(name, "[]"),
 			InsecureSkipVerify: c.InsecureTLS,
 			MinVersion:         tls.VersionTLS12,
+			// Resuming the session on the next connection spares both
+			// sides the certificate signature and its checks; one entry
+			// per check is all it needs.
+			ClientSessionCache: tls.NewLRUClientSessionCache(1),
 		}
 	}
 	return h, nil
@@ -96,73 +119,114 @@ func hostHeader(dst netip.AddrPort, https bool) string {
 	return dst.String()
 }
 
-// readers recycles the 4 KiB read buffers: 1,000 targets a second would
-// otherwise allocate 4 MB/s for the garbage collector.
-var readers = sync.Pool{New: func() any { return bufio.NewReaderSize(nil, 4096) }}
-
 func (h *httpChecker) Check(ctx context.Context) Result {
+	if h.conn != nil {
+		res, stale := h.exchange(ctx, true)
+		if !stale {
+			return res
+		}
+		// The backend had closed the kept connection (its idle timeout,
+		// a restart): ask again on a fresh one, as http.Transport does.
+	}
+	if res, ok := h.connect(ctx); !ok {
+		return res
+	}
+	res, _ := h.exchange(ctx, false)
+	return res
+}
+
+// connect dials (and for https, handshakes) a new connection.
+func (h *httpChecker) connect(ctx context.Context) (Result, bool) {
 	conn, err := h.dial.DialContext(ctx, "tcp", h.addr)
 	if err != nil {
-		return failed(describe(ctx, "connect", err))
+		return failed(describe(ctx, "connect", err)), false
 	}
-	defer conn.Close()
-	stop := setDeadline(ctx, conn)
-	defer stop()
 	if h.tls != nil {
 		tc := tls.Client(conn, h.tls)
 		if err := tc.HandshakeContext(ctx); err != nil {
-			return failed(describe(ctx, "tls", err))
+			conn.Close()
+			return failed(describe(ctx, "tls", err)), false
 		}
 		conn = tc
 	}
-	if _, err := conn.Write(h.req); err != nil {
-		return failed(describe(ctx, "send", err))
-	}
+	h.conn, h.uses = conn, 0
+	h.limit = &capReader{r: conn}
+	h.br = bufio.NewReaderSize(h.limit, 4096)
+	return Result{}, true
+}
 
-	// limit caps the status line and headers first, then the body.
-	limit := &capReader{r: conn, n: maxHeaderBytes}
-	br := readers.Get().(*bufio.Reader)
-	br.Reset(limit)
-	defer func() { br.Reset(nil); readers.Put(br) }()
-	resp, err := http.ReadResponse(br, h.method)
+// Close closes the kept connection, if any. The target's goroutine calls
+// it when the target stops.
+func (h *httpChecker) Close() error {
+	if h.conn != nil {
+		h.conn.Close()
+		h.conn, h.br, h.limit = nil, nil, nil
+	}
+	return nil
+}
+
+// exchange sends the request on h.conn and judges the response. The
+// connection is kept for the next round only after a complete, well-formed
+// response that did not ask to close. stale reports that a reused
+// connection failed before any response arrived, so a retry is worth it.
+func (h *httpChecker) exchange(ctx context.Context, reused bool) (res Result, stale bool) {
+	keep := false
+	defer func() {
+		if !keep {
+			h.Close()
+		}
+	}()
+	stop := setDeadline(ctx, h.conn)
+	defer stop()
+	h.uses++
+	if _, err := h.conn.Write(h.req); err != nil {
+		return failed(describe(ctx, "send", err)), reused && ctx.Err() == nil
+	}
+	// The cap applies to the status line and headers first, then to the
+	// body.
+	h.limit.n = maxHeaderBytes
+	resp, err := http.ReadResponse(h.br, h.method)
 	if err != nil {
 		if errors.Is(err, errTooLarge) {
-			return failed("response headers larger than 64 KiB")
+			return failed("response headers larger than 64 KiB"), false
 		}
-		return failed(describe(ctx, "response", err))
+		// Closed (EOF or reset) before a single byte of response: the
+		// backend had closed the kept connection. http.Transport retries
+		// on the same condition.
+		nothing := h.limit.n == maxHeaderBytes
+		stale = reused && nothing && ctx.Err() == nil && !errors.Is(err, os.ErrDeadlineExceeded)
+		return failed(describe(ctx, "response", err)), stale
 	}
-	var res Result
 	code := resp.StatusCode
 	if code < h.status[0] || code > h.status[1] {
 		res.Reason = fmt.Sprintf("status %d, want %d-%d", code, h.status[0], h.status[1])
-		return res
-	}
-	if h.weights {
+	} else if h.weights {
 		res.HasWeight = true
 		res.Weight, res.BadWeight = parseWeight(resp.Header.Values(WeightHeader))
 	}
-	// The body is read even when not searched, so that the backend, which
-	// closes after its response, closes first: the TIME_WAIT socket then
-	// stays on the backend rather than the director, and the backend sees
-	// no reset for unread data. A body that does not arrive within the
-	// timeout fails the check either way.
-	limit.n += maxBodyBytes
-	var body []byte
-	if len(h.body) > 0 {
-		body, err = io.ReadAll(io.LimitReader(resp.Body, maxBodyBytes))
-	} else {
-		_, err = io.Copy(io.Discard, io.LimitReader(resp.Body, maxBodyBytes))
+	// The body is read whatever the status: to search it, to reuse the
+	// connection, and so that a backend closing after its response
+	// closes first (the TIME_WAIT socket then stays on its side).
+	h.limit.n += maxBodyBytes
+	body, err := io.ReadAll(io.LimitReader(resp.Body, maxBodyBytes))
+	if res.Reason != "" {
+		return res, false
 	}
 	if err != nil && !errors.Is(err, errTooLarge) {
 		res.Reason = describe(ctx, "body", err)
-		return res
+		return res, false
 	}
 	if len(h.body) > 0 && !bytes.Contains(body, h.body) {
 		res.Reason = "body does not contain " + strconv.Quote(string(h.body))
-		return res
+		return res, false
 	}
 	res.OK = true
-	return res
+	// Keep the connection only if the response ended where it said it
+	// would, nothing else is pending, and it has not served its rounds.
+	var one [1]byte
+	n, err := resp.Body.Read(one[:])
+	keep = h.uses < h.reuse && !resp.Close && n == 0 && err == io.EOF && h.br.Buffered() == 0
+	return res, false
 }
 
 var errTooLarge = errors.New("response too large")

@@ -2,6 +2,7 @@ package health
 
 import (
 	"context"
+	"fmt"
 	"strings"
 	"sync"
 	"testing"
@@ -356,33 +357,74 @@ func TestMonitorMultipleChecksConcurrently(t *testing.T) {
 }
 
 func TestMonitorJitterSpread(t *testing.T) {
-	// The default jitter: first rounds of 1,000 targets spread evenly over
-	// the interval.
-	const n, bins = 1000, 10
+	// The default jitter spreads the first rounds of 1,000 targets evenly
+	// over the interval, and the slot grid keeps them apart: every slot
+	// is used and none gets much more than its share (100 in 100 ms).
+	const n = 1000
 	clock := newFakeClock()
+	var mu sync.Mutex
+	var offsets []time.Duration
 	m := NewMonitor(nil, WithClock(clock),
+		WithJitter(func(d time.Duration) time.Duration {
+			j := randomJitter(d)
+			mu.Lock()
+			offsets = append(offsets, j)
+			mu.Unlock()
+			return j
+		}),
 		WithFactory(func(*Target, *Check) Checker { return &script{results: []Result{pass}} }))
 	var ts []Target
 	for i := range n {
-		ts = append(ts, target("t"+string(rune(0x4e00+i)), 1, 1))
+		ts = append(ts, target(fmt.Sprint("t", i), 1, 1))
 	}
 	m.Set(ts)
 	runMonitor(t, m)
-	clock.awaitAfters(t, n)
-	clock.mu.Lock()
-	delays := append([]time.Duration(nil), clock.delays[:n]...)
-	clock.mu.Unlock()
+	clock.awaitAfters(t, n) // every target is waiting for its first or second round
+	mu.Lock()
+	defer mu.Unlock()
+	const bins = 10
 	var count [bins]int
-	for _, d := range delays {
-		if d < 0 || d >= tick {
-			t.Fatalf("start delay %v outside [0, %v)", d, tick)
+	slots := map[time.Time]int{}
+	for _, j := range offsets {
+		if j < 0 || j >= tick {
+			t.Fatalf("start offset %v outside [0, %v)", j, tick)
 		}
-		count[d*bins/tick]++
+		count[j*bins/tick]++
+		slots[m.align(m.epoch.Add(j), tick)]++
 	}
 	for i, c := range count {
 		// Expected 100 each; 50 is five standard deviations away.
 		if c < 50 || c > 150 {
 			t.Errorf("bin %d of %d holds %d of %d starts: %v", i, bins, c, n, count)
+		}
+	}
+	if len(slots) != int(tick/maxSlot) {
+		t.Errorf("starts fall on %d slots, want all %d", len(slots), tick/maxSlot)
+	}
+	for slot, c := range slots {
+		if c > 150 {
+			t.Errorf("%d of %d targets start in the slot at %v", c, n, slot.Sub(m.epoch))
+		}
+	}
+}
+
+func TestAlign(t *testing.T) {
+	m := NewMonitor(nil, WithClock(newFakeClock()))
+	ms := time.Millisecond
+	tests := []struct {
+		offset, interval, want time.Duration
+	}{
+		{0, tick, 0},
+		{99 * ms, tick, 0},
+		{100 * ms, tick, 100 * ms},
+		{1234 * ms, tick, 1200 * ms},
+		{1234 * ms, 500 * ms, 1200 * ms}, // 500/10 = 50 ms slots
+		{1234 * ms, 200 * ms, 1220 * ms}, // short interval: slots of interval/10
+		{1234 * ms, 5 * ms, 1234 * ms},   // below the resolution: no grid
+	}
+	for _, tt := range tests {
+		if got := m.align(m.epoch.Add(tt.offset), tt.interval).Sub(m.epoch); got != tt.want {
+			t.Errorf("align(%v, interval %v) = %v, want %v", tt.offset, tt.interval, got, tt.want)
 		}
 	}
 }

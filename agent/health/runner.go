@@ -3,6 +3,7 @@ package health
 import (
 	"context"
 	"fmt"
+	"io"
 	"strconv"
 	"strings"
 	"sync"
@@ -58,8 +59,9 @@ func (r *runner) stop() {
 // loop runs rounds until ctx ends. The first starts after a random offset
 // within the interval; later ones keep that phase.
 func (r *runner) loop(ctx context.Context) {
+	defer r.close()
 	clock := r.m.clock
-	next := r.m.align(clock.Now().Add(r.m.jitter(r.interval)))
+	next := r.m.align(clock.Now().Add(r.m.jitter(r.interval)), r.interval)
 	for {
 		if d := next.Sub(clock.Now()); d > 0 {
 			select {
@@ -73,7 +75,16 @@ func (r *runner) loop(ctx context.Context) {
 			return // stopped: the verdict of an aborted round means nothing
 		}
 		r.record()
-		next = r.m.align(nextSlot(next, r.interval, clock.Now()))
+		next = r.m.align(nextSlot(next, r.interval, clock.Now()), r.interval)
+	}
+}
+
+// close releases what the checkers keep between rounds (connections).
+func (r *runner) close() {
+	for _, c := range r.checkers {
+		if cl, ok := c.(io.Closer); ok {
+			cl.Close()
+		}
 	}
 }
 
