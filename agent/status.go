@@ -51,6 +51,17 @@ type DestinationStatus struct {
 	ActiveConns      int    `json:"active_conns"`
 	InactiveConns    int    `json:"inactive_conns"`
 	DrainingFor      string `json:"draining_for,omitempty"`
+	// Health of a backend with checks: healthy, unhealthy, or pending (no
+	// round finished yet); "" without checks. HealthError says why it fails.
+	Health      string `json:"health,omitempty"`
+	HealthError string `json:"health_error,omitempty"`
+	// Traffic counters from IPVS since the destination was added (0 when
+	// it is not in the kernel); DR and tunnel replies bypass the director.
+	Connections uint64 `json:"connections_total"`
+	PacketsIn   uint64 `json:"packets_in"`
+	PacketsOut  uint64 `json:"packets_out"`
+	BytesIn     uint64 `json:"bytes_in"`
+	BytesOut    uint64 `json:"bytes_out"`
 }
 
 // snapshot is what the owner goroutine publishes after each pass for readers
@@ -62,6 +73,7 @@ type snapshot struct {
 	at       time.Time
 	duration time.Duration
 	err      string
+	passes   ReconcileStats // counts up to and including this pass (metrics.go)
 }
 
 func (a *Agent) publish(desired Desired, start time.Time, err error) {
@@ -73,6 +85,7 @@ func (a *Agent) publish(desired Desired, start time.Time, err error) {
 	if err != nil {
 		s.err = err.Error()
 	}
+	s.passes = a.snap.Load().next(s)
 	a.snap.Store(s)
 }
 
@@ -104,11 +117,13 @@ func (a *Agent) Status(ctx context.Context) (Status, error) {
 		for _, d := range cur.Destinations {
 			kernel[d.DestinationKey] = d
 		}
-		for _, d := range vs.Destinations {
+		for j, d := range vs.Destinations {
 			ds := DestinationStatus{Address: d.DestinationKey.String(), Forwarding: d.Forwarding.String(),
 				ConfiguredWeight: d.Weight, Weight: -1}
+			ds.setHealth(a.healthStates(), s.cfg.Services, vs.Name, j)
 			if k, ok := kernel[d.DestinationKey]; ok {
 				ds.Weight, ds.ActiveConns, ds.InactiveConns = k.Weight, k.ActiveConns, k.InactiveConns
+				ds.setStats(k.Stats)
 				delete(kernel, d.DestinationKey)
 			}
 			ss.Destinations = append(ss.Destinations, ds)
@@ -119,6 +134,7 @@ func (a *Agent) Status(ctx context.Context) (Status, error) {
 			}
 			ds := DestinationStatus{Address: k.DestinationKey.String(), Forwarding: k.Forwarding.String(),
 				ConfiguredWeight: -1, Weight: k.Weight, ActiveConns: k.ActiveConns, InactiveConns: k.InactiveConns}
+			ds.setStats(k.Stats)
 			if since, ok := s.drains[drainKey{vs.ServiceKey, k.DestinationKey}]; ok {
 				ds.DrainingFor = now.Sub(since).Round(time.Second).String()
 			}

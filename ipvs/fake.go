@@ -118,7 +118,7 @@ func (f *Fake) AddDestination(ctx context.Context, k ServiceKey, d Destination) 
 	if slices.ContainsFunc(f.services[i].dests, func(x Destination) bool { return x.DestinationKey == d.DestinationKey }) {
 		return fmt.Errorf("adding destination %s to %s: %w", d.DestinationKey, k, ErrExists)
 	}
-	d.ActiveConns, d.InactiveConns = 0, 0
+	d.ActiveConns, d.InactiveConns, d.Stats = 0, 0, Stats{}
 	f.services[i].dests = slices.Insert(f.services[i].dests, 0, d)
 	f.ops = append(f.ops, fmt.Sprintf("add-destination %s %s weight=%d %s", k, d.DestinationKey, d.Weight, d.Forwarding))
 	return nil
@@ -160,6 +160,18 @@ func (f *Fake) SetConns(k ServiceKey, dk DestinationKey, active, inactive int) e
 		return err
 	}
 	f.services[i].dests[j].ActiveConns, f.services[i].dests[j].InactiveConns = active, inactive
+	return nil
+}
+
+// SetStats sets a destination's traffic counters, as traffic would.
+func (f *Fake) SetStats(k ServiceKey, dk DestinationKey, st Stats) error {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	i, j, err := f.findDest(k, dk)
+	if err != nil {
+		return err
+	}
+	f.services[i].dests[j].Stats = st
 	return nil
 }
 

@@ -251,5 +251,7 @@ func fromMobyDestination(m *mobyipvs.Destination) Destination {
 		Forwarding:     Forwarding(m.ConnectionFlags & 0x7),
 		ActiveConns:    m.ActiveConnections,
 		InactiveConns:  m.InactiveConnections,
+		Stats: Stats{Connections: uint64(m.Stats.Connections), PacketsIn: uint64(m.Stats.PacketsIn),
+			PacketsOut: uint64(m.Stats.PacketsOut), BytesIn: m.Stats.BytesIn, BytesOut: m.Stats.BytesOut},
 	}
 }

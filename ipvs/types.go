@@ -170,14 +170,23 @@ func (k DestinationKey) Compare(o DestinationKey) int {
 	return cmpInt(k.Port, o.Port)
 }
 
-// Destination is a real server of a service. ActiveConns and InactiveConns are
-// read from the kernel and ignored when writing.
+// Destination is a real server of a service. ActiveConns, InactiveConns and
+// Stats are read from the kernel and ignored when writing.
 type Destination struct {
 	DestinationKey
 	Weight        int
 	Forwarding    Forwarding
 	ActiveConns   int
 	InactiveConns int
+	Stats         Stats
+}
+
+// Stats are a destination's IPVS traffic counters since it was added. The
+// kernel sends the connection and packet counts as 32-bit values, which wrap
+// (a counter reset to Prometheus). Replies of DR and tunnel services bypass
+// the director, so their Out counters stay 0.
+type Stats struct {
+	Connections, PacketsIn, PacketsOut, BytesIn, BytesOut uint64
 }
 
 // SameOptions reports whether d and o need no update to match.

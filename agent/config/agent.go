@@ -34,6 +34,9 @@ type Agent struct {
 	LogFormat   string     // text | json
 	LogLevel    string     // debug | info | warn | error
 	RealServer  RealServer // role realserver only (realserver.go)
+	Cluster     *Cluster   // role director only; nil: no cluster, this director holds every VIP (cluster.go)
+	// MetricsListen is the TCP address /metrics is served on; "" = off (metrics.go).
+	MetricsListen string
 }
 
 // Defaults for keys an agent file may omit.
@@ -56,7 +59,11 @@ type rawAgent struct {
 		Format string `yaml:"format"`
 		Level  string `yaml:"level"`
 	} `yaml:"log"`
+	Metrics struct {
+		Listen string `yaml:"listen"`
+	} `yaml:"metrics"`
 	RealServer *rawRealServer `yaml:"realserver"`
+	Cluster    *rawCluster    `yaml:"cluster"`
 }
 
 // LoadAgent reads and validates the agent file at path. A relative
@@ -95,6 +102,8 @@ func LoadAgent(path string) (*Agent, error) {
 		LogLevel:    orDefault(raw.Log.Level, "info"),
 	}
 	a.RealServer = d.realServer(a.Role, raw.RealServer, raw.Interface)
+	a.MetricsListen = d.metricsListen(raw.Metrics.Listen)
+	a.Cluster = d.cluster(a.Role, raw.Cluster, path)
 	switch a.Role {
 	case RoleDirector:
 		if a.Interface == "" {

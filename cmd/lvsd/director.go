@@ -68,6 +68,7 @@ func runAgent(ctx context.Context, e *env) error {
 			log.Error("local API stopped", "socket", cfg.Agent.APISocket, "err", err)
 		}
 	}()
+	go notifySystemd(ctx, log, directorLiveness(a))
 	return a.Run(ctx, hints)
 }
 

@@ -49,6 +49,7 @@ func runRealServer(ctx context.Context, e *env, a *config.Agent, reload <-chan o
 		}
 	}
 	ag := realserver.New(realserver.Options{ConfigPath: e.config, Config: a, Host: realServerHost(), Log: log})
+	go notifySystemd(ctx, log, socketLiveness(a.APISocket))
 	return ag.Run(ctx, hints, apiL, healthL)
 }
 

@@ -1,0 +1,289 @@
+package config
+
+import (
+	"bytes"
+	"encoding/base64"
+	"fmt"
+	"net"
+	"os"
+	"slices"
+	"strconv"
+	"strings"
+	"time"
+)
+
+// ClusterMode says how a cluster spreads its VIPs over the directors.
+type ClusterMode string
+
+// Cluster modes.
+const (
+	// ModeActiveStandby: the live director with the highest priority holds
+	// every VIP; the others stand by.
+	ModeActiveStandby ClusterMode = "active-standby"
+	// ModeActiveActive: each VIP is held by the live director ranked first
+	// for it (sha256 of node and VIP, as MetalLB ranks), so VIPs spread.
+	ModeActiveActive ClusterMode = "active-active"
+)
+
+// Cluster is the validated `cluster:` block of a director's agent file.
+type Cluster struct {
+	// Bind is the host:port memberlist listens on (UDP and TCP).
+	Bind string
+	// Advertise is the host:port the other directors reach this one at;
+	// "" lets memberlist derive it from Bind.
+	Advertise string
+	// Peers are the host:port of the directors to join and re-join; this
+	// director may be listed too (one list for every director).
+	Peers []string
+	// KeyFile holds the cluster keys, one base64 key per line; Keys is its
+	// content. The first key encrypts, every key decrypts (key rotation).
+	KeyFile string
+	Keys    [][]byte
+	// Insecure turns encryption and authentication off. Only allowed
+	// without KeyFile; lvsd warns at every start.
+	Insecure bool
+	// Label separates clusters sharing a network: messages with another
+	// label are dropped.
+	Label    string
+	Mode     ClusterMode
+	Priority int  // active-standby: the highest live one holds the VIPs
+	Preempt  bool // a better director takes VIPs back from a live holder
+	// Quorum is how many directors (this one included) a director must see
+	// to hold any VIP. 0 means the default: a majority of Peers plus this
+	// director when there are three or more, else 1.
+	Quorum int
+	// HeartbeatInterval is how often each director tells the others it is
+	// alive and which VIPs it holds; FailureTimeout is the silence after
+	// which a director counts as failed.
+	HeartbeatInterval time.Duration
+	FailureTimeout    time.Duration
+	// RejoinInterval is how often Peers not in the membership are joined
+	// again, so a healed partition merges.
+	RejoinInterval time.Duration
+	// AddressLifetime is the kernel lifetime of VIP addresses, renewed while
+	// lvsd runs: a killed agent's VIPs vanish after at most this long.
+	AddressLifetime time.Duration
+	// Nice is the scheduling priority lvsd gives itself in a cluster, so its
+	// heartbeats stay on time on a busy host (keepalived's vrrp_priority).
+	Nice int
+}
+
+// Defaults and bounds of the cluster block.
+const (
+	DefaultClusterPort       = 7946
+	DefaultClusterLabel      = "lvsd"
+	DefaultClusterPriority   = 100
+	DefaultHeartbeatInterval = 50 * time.Millisecond
+	DefaultFailureTimeout    = 250 * time.Millisecond
+	DefaultRejoinInterval    = 10 * time.Second
+	DefaultAddressLifetime   = 10 * time.Second
+	DefaultClusterNice       = -10
+	maxClusterLabel          = 64
+)
+
+type rawCluster struct {
+	Bind              string   `yaml:"bind"`
+	Advertise         string   `yaml:"advertise"`
+	Peers             []string `yaml:"peers"`
+	KeyFile           string   `yaml:"key_file"`
+	Insecure          bool     `yaml:"insecure"`
+	Label             *string  `yaml:"label"`
+	Mode              string   `yaml:"mode"`
+	Priority          *int     `yaml:"priority"`
+	Preempt           *bool    `yaml:"preempt"`
+	Quorum            *int     `yaml:"quorum"`
+	HeartbeatInterval string   `yaml:"heartbeat_interval"`
+	FailureTimeout    string   `yaml:"failure_timeout"`
+	RejoinInterval    string   `yaml:"rejoin_interval"`
+	AddressLifetime   string   `yaml:"address_lifetime"`
+	Nice              *int     `yaml:"nice"`
+}
+
+// cluster validates the cluster block of the agent file at file; nil
+// means the director runs alone and holds every VIP.
+func (d *doc) cluster(role Role, raw *rawCluster, file string) *Cluster {
+	if raw == nil {
+		return nil
+	}
+	if role != RoleDirector {
+		d.errorf("$.cluster", "cluster is only for role director (role is %s)", role)
+		return nil
+	}
+	c := &Cluster{
+		Mode:              ClusterMode(orDefault(raw.Mode, string(ModeActiveStandby))),
+		Label:             DefaultClusterLabel,
+		Priority:          DefaultClusterPriority,
+		Preempt:           true,
+		Insecure:          raw.Insecure,
+		HeartbeatInterval: d.clusterDuration("heartbeat_interval", raw.HeartbeatInterval, DefaultHeartbeatInterval, 10*time.Millisecond, time.Second),
+		FailureTimeout:    d.clusterDuration("failure_timeout", raw.FailureTimeout, DefaultFailureTimeout, 30*time.Millisecond, time.Minute),
+		RejoinInterval:    d.clusterDuration("rejoin_interval", raw.RejoinInterval, DefaultRejoinInterval, time.Second, 10*time.Minute),
+		AddressLifetime:   d.clusterDuration("address_lifetime", raw.AddressLifetime, DefaultAddressLifetime, 2*time.Second, 24*time.Hour),
+	}
+	c.Nice = DefaultClusterNice
+	if raw.Nice != nil {
+		c.Nice = *raw.Nice
+		if c.Nice < -20 || c.Nice > 19 {
+			d.errorf("$.cluster.nice", "nice %d is not in -20-19", c.Nice)
+		}
+	}
+	port := DefaultClusterPort
+	c.Bind = net.JoinHostPort("0.0.0.0", strconv.Itoa(port))
+	if raw.Bind != "" {
+		if host, p, ok := hostPort(raw.Bind, port, true); ok {
+			c.Bind, port = net.JoinHostPort(orDefault(host, "0.0.0.0"), strconv.Itoa(p)), p
+		} else {
+			d.errorf("$.cluster.bind", "bind %q is not an IP address with an optional port, like 10.0.0.2, 10.0.0.2:7946 or [fd00::2]:7946", raw.Bind)
+		}
+	}
+	if raw.Advertise != "" {
+		if host, p, ok := hostPort(raw.Advertise, port, true); ok && host != "" && host != "0.0.0.0" && host != "::" {
+			c.Advertise = net.JoinHostPort(host, strconv.Itoa(p))
+		} else {
+			d.errorf("$.cluster.advertise", "advertise %q is not an IP address (with an optional port) the other directors can reach", raw.Advertise)
+		}
+	}
+	for i, p := range raw.Peers {
+		host, n, ok := hostPort(p, port, false)
+		switch {
+		case !ok:
+			d.errorf(fmt.Sprintf("$.cluster.peers[%d]", i), "peer %q is not a host with an optional port, like 10.0.0.3, 10.0.0.3:7946 or [fd00::3]:7946", p)
+		case slices.Contains(c.Peers, net.JoinHostPort(host, strconv.Itoa(n))):
+			d.errorf(fmt.Sprintf("$.cluster.peers[%d]", i), "peer %s is listed twice", p)
+		default:
+			c.Peers = append(c.Peers, net.JoinHostPort(host, strconv.Itoa(n)))
+		}
+	}
+	switch {
+	case raw.KeyFile != "" && raw.Insecure:
+		d.errorf("$.cluster.insecure", "insecure: true turns encryption off, but a key_file is given: keep one of them")
+	case raw.KeyFile != "":
+		c.KeyFile = relativeTo(file, raw.KeyFile)
+		keys, err := ReadKeyFile(c.KeyFile)
+		if err != nil {
+			d.errorf("$.cluster.key_file", "%v", err)
+		}
+		c.Keys = keys
+	case !raw.Insecure:
+		d.errorf("$.cluster", "cluster traffic is encrypted and authenticated: key_file is required (a file with a base64 key of 16, 24 or 32 bytes, e.g. from `openssl rand -base64 32`), or insecure: true to run without (not recommended)")
+	}
+	if raw.Label != nil {
+		c.Label = *raw.Label
+		if len(c.Label) > maxClusterLabel || strings.ContainsFunc(c.Label, func(r rune) bool { return r < ' ' || r > '~' }) {
+			d.errorf("$.cluster.label", "label %q is not up to %d printable ASCII characters", c.Label, maxClusterLabel)
+		}
+	}
+	switch c.Mode {
+	case ModeActiveStandby, ModeActiveActive:
+	default:
+		d.errorf("$.cluster.mode", "mode %q is not one of active-standby, active-active", raw.Mode)
+	}
+	if raw.Priority != nil {
+		c.Priority = *raw.Priority
+		switch {
+		case c.Mode == ModeActiveActive:
+			d.errorf("$.cluster.priority", "priority is for mode active-standby; active-active ranks directors per VIP")
+		case c.Priority < 1 || c.Priority > 255:
+			d.errorf("$.cluster.priority", "priority %d is not in 1-255", c.Priority)
+		}
+	}
+	if raw.Preempt != nil {
+		c.Preempt = *raw.Preempt
+	}
+	if raw.Quorum != nil {
+		c.Quorum = *raw.Quorum
+		if c.Quorum < 1 || c.Quorum > len(c.Peers)+1 {
+			d.errorf("$.cluster.quorum", "quorum %d is not in 1-%d (the peers plus this director)", c.Quorum, len(c.Peers)+1)
+		}
+	}
+	if c.FailureTimeout < 3*c.HeartbeatInterval {
+		d.errorf("$.cluster.failure_timeout", "failure_timeout %s is shorter than 3 heartbeat intervals (%s): one lost heartbeat would count as a failure",
+			c.FailureTimeout, 3*c.HeartbeatInterval)
+	}
+	return c
+}
+
+// clusterDuration parses the duration key of the cluster block, within
+// [lo, hi].
+func (d *doc) clusterDuration(key, raw string, def, lo, hi time.Duration) time.Duration {
+	if raw == "" {
+		return def
+	}
+	v, err := time.ParseDuration(raw)
+	if err != nil || v < lo || v > hi {
+		d.errorf("$.cluster."+key, "%s %q is not a duration from %s to %s", key, raw, lo, hi)
+		return def
+	}
+	return v
+}
+
+// hostPort splits "host", "host:port", "[v6]" or "[v6]:port", filling in
+// port def. With ipOnly the host must be an IP address (or empty, for
+// "every address").
+func hostPort(s string, def int, ipOnly bool) (string, int, bool) {
+	host, port := s, def
+	if h, p, err := net.SplitHostPort(s); err == nil {
+		n, err := strconv.Atoi(p)
+		if err != nil || n < 1 || n > 65535 {
+			return "", 0, false
+		}
+		host, port = h, n
+	} else if strings.HasPrefix(s, "[") != strings.HasSuffix(s, "]") {
+		return "", 0, false // "[fd00::3" or "[fd00::3]x"
+	}
+	host = strings.Trim(host, "[]")
+	if ip := net.ParseIP(host); ip != nil {
+		return ip.String(), port, true
+	}
+	if ipOnly {
+		return "", port, host == ""
+	}
+	return host, port, isHostname(host)
+}
+
+// isHostname accepts DNS names: letters, digits, '-' and '.' in labels of
+// up to 63 characters.
+func isHostname(s string) bool {
+	if s == "" || len(s) > 253 {
+		return false
+	}
+	for _, l := range strings.Split(strings.TrimSuffix(s, "."), ".") {
+		if l == "" || len(l) > 63 || strings.HasPrefix(l, "-") || strings.HasSuffix(l, "-") ||
+			strings.Trim(l, "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789-") != "" {
+			return false
+		}
+	}
+	return true
+}
+
+// ReadKeyFile reads cluster keys: one standard base64 key per line, each
+// 16, 24 or 32 bytes once decoded (AES-128, -192, -256); blank lines and
+// lines starting with # are skipped. The first key encrypts what this
+// director sends; all of them decrypt, which is how keys are rotated.
+func ReadKeyFile(path string) ([][]byte, error) {
+	data, err := os.ReadFile(path)
+	if err != nil {
+		return nil, fmt.Errorf("reading cluster key_file: %w", err)
+	}
+	var keys [][]byte
+	for i, line := range strings.Split(string(data), "\n") {
+		line = strings.TrimSpace(line)
+		if line == "" || strings.HasPrefix(line, "#") {
+			continue
+		}
+		k, err := base64.StdEncoding.DecodeString(line)
+		if err != nil {
+			return nil, fmt.Errorf("%s:%d: the key is not standard base64", path, i+1)
+		}
+		if n := len(k); n != 16 && n != 24 && n != 32 {
+			return nil, fmt.Errorf("%s:%d: the key is %d bytes, want 16, 24 or 32 (AES-128, -192, -256)", path, i+1, n)
+		}
+		if !slices.ContainsFunc(keys, func(o []byte) bool { return bytes.Equal(o, k) }) {
+			keys = append(keys, k)
+		}
+	}
+	if len(keys) == 0 {
+		return nil, fmt.Errorf("%s holds no key (one base64 key per line, e.g. from `openssl rand -base64 32`)", path)
+	}
+	return keys, nil
+}

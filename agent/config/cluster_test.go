@@ -1,0 +1,113 @@
+package config
+
+import (
+	"bytes"
+	"reflect"
+	"strings"
+	"testing"
+	"time"
+)
+
+const testKey = "BwcHBwcHBwcHBwcHBwcHBwcHBwcHBwcHBwcHBwcHBwc=" // 32 bytes of 7
+
+func TestClusterGood(t *testing.T) {
+	dir := t.TempDir()
+	writeFile(t, dir, "cluster.key", "# rotated 2026-11\n"+testKey+"\n\nAAAAAAAAAAAAAAAAAAAAAA==\n")
+	p := writeFile(t, dir, "lvsd.yaml", `
+node: director2
+interface: eth0
+cluster:
+  bind: 10.0.0.3
+  peers: [10.0.0.2, "10.0.0.3:7946", "[fd00::4]:8000", dir5.example.com]
+  key_file: cluster.key
+  label: prod
+  mode: active-standby
+  priority: 200
+  preempt: false
+  quorum: 3
+  heartbeat_interval: 100ms
+  failure_timeout: 500ms
+  rejoin_interval: 5s
+  address_lifetime: 30s
+  nice: -5
+`)
+	a, err := LoadAgent(p)
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := &Cluster{Bind: "10.0.0.3:7946", Peers: []string{"10.0.0.2:7946", "10.0.0.3:7946", "[fd00::4]:8000", "dir5.example.com:7946"},
+		KeyFile: dir + "/cluster.key", Keys: [][]byte{bytes.Repeat([]byte{7}, 32), make([]byte, 16)}, Label: "prod",
+		Mode: ModeActiveStandby, Priority: 200, Preempt: false, Quorum: 3, HeartbeatInterval: 100 * time.Millisecond,
+		FailureTimeout: 500 * time.Millisecond, RejoinInterval: 5 * time.Second, AddressLifetime: 30 * time.Second, Nice: -5}
+	if !reflect.DeepEqual(a.Cluster, want) {
+		t.Errorf("got  %+v\nwant %+v", a.Cluster, want)
+	}
+}
+
+func TestClusterDefaults(t *testing.T) {
+	a, err := LoadAgent(writeFile(t, t.TempDir(), "lvsd.yaml", "interface: eth0\ncluster: {insecure: true, mode: active-active}\n"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := &Cluster{Bind: "0.0.0.0:7946", Insecure: true, Label: "lvsd", Mode: ModeActiveActive, Priority: 100, Preempt: true,
+		HeartbeatInterval: 50 * time.Millisecond, FailureTimeout: 250 * time.Millisecond, RejoinInterval: 10 * time.Second,
+		AddressLifetime: 10 * time.Second, Nice: -10}
+	if !reflect.DeepEqual(a.Cluster, want) {
+		t.Errorf("got  %+v\nwant %+v", a.Cluster, want)
+	}
+	if a, _ := LoadAgent(writeFile(t, t.TempDir(), "lvsd.yaml", "interface: eth0\n")); a.Cluster != nil {
+		t.Errorf("no cluster block gave %+v", a.Cluster)
+	}
+}
+
+// Each case is a malformed cluster block; the error names the line and
+// column of the culprit and says what is wrong.
+func TestClusterBad(t *testing.T) {
+	const head = "interface: eth0\ncluster:\n"
+	const ins = "  insecure: true\n"
+	cases := []struct{ name, body, want string }{
+		{"no key", head + "  peers: [10.0.0.2]\n", ":3:3: cluster traffic is encrypted and authenticated: key_file is required"},
+		{"missing key file", head + "  key_file: nope.key\n", ":3:13: reading cluster key_file: open "},
+		{"bad key", head + "  key_file: bad.key\n", ":3:13: |bad.key:2: the key is 5 bytes, want 16, 24 or 32"},
+		{"key not base64", head + "  key_file: garbage.key\n", ":3:13: |garbage.key:1: the key is not standard base64"},
+		{"empty key file", head + "  key_file: empty.key\n", ":3:13: |empty.key holds no key"},
+		{"key and insecure", head + "  key_file: good.key\n" + ins, ":4:13: insecure: true turns encryption off, but a key_file is given"},
+		{"unknown key", head + ins + "  peer: [10.0.0.2]\n", ":4:3: unknown field \"peer\""},
+		{"bad mode", head + ins + "  mode: active-passive\n", ":4:9: mode \"active-passive\" is not one of active-standby, active-active"},
+		{"bad peer", head + ins + "  peers: [10.0.0.2, \"10.0.0.3:http\"]\n", ":4:21: peer \"10.0.0.3:http\" is not a host"},
+		{"peer port range", head + ins + "  peers: [\"10.0.0.3:70000\"]\n", ":4:11: peer \"10.0.0.3:70000\" is not a host"},
+		{"duplicate peer", head + ins + "  peers: [10.0.0.2, \"10.0.0.2:7946\"]\n", ":4:21: peer 10.0.0.2:7946 is listed twice"},
+		{"bind hostname", head + ins + "  bind: director.example.com\n", ":4:9: bind \"director.example.com\" is not an IP address"},
+		{"advertise any", head + ins + "  advertise: 0.0.0.0\n", ":4:14: advertise \"0.0.0.0\" is not an IP address"},
+		{"priority range", head + ins + "  priority: 256\n", ":4:13: priority 256 is not in 1-255"},
+		{"priority active-active", head + ins + "  mode: active-active\n  priority: 10\n", ":5:13: priority is for mode active-standby"},
+		{"quorum too big", head + ins + "  peers: [10.0.0.2, 10.0.0.3]\n  quorum: 4\n", ":5:11: quorum 4 is not in 1-3"},
+		{"quorum zero", head + ins + "  quorum: 0\n", ":4:11: quorum 0 is not in 1-1"},
+		{"heartbeat", head + ins + "  heartbeat_interval: 5ms\n", ":4:23: heartbeat_interval \"5ms\" is not a duration from 10ms to 1s"},
+		{"timeout too short", head + ins + "  failure_timeout: 100ms\n", ":4:20: failure_timeout 100ms is shorter than 3 heartbeat intervals (150ms)"},
+		{"lifetime", head + ins + "  address_lifetime: 1s\n", ":4:21: address_lifetime \"1s\" is not a duration from 2s to 24h0m0s"},
+		{"nice", head + ins + "  nice: -21\n", ":4:9: nice -21 is not in -20-19"},
+		{"label", head + ins + "  label: \"caf\u00e9\"\n", ":4:10: label \"caf\u00e9\" is not up to 64 printable ASCII"},
+		{"preempt type", head + ins + "  preempt: sometimes\n", ":4:12: \"sometimes\" is not valid here: want true or false"},
+		{"on a real server", "role: realserver\ncluster: {insecure: true}\n", ":2:11: cluster is only for role director"},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			dir := t.TempDir()
+			writeFile(t, dir, "bad.key", "# comment\naGVsbG8=\n")
+			writeFile(t, dir, "garbage.key", "not base64!\n")
+			writeFile(t, dir, "empty.key", "# nothing\n")
+			writeFile(t, dir, "good.key", testKey+"\n")
+			_, err := LoadAgent(writeFile(t, dir, "lvsd.yaml", c.body))
+			if err == nil {
+				t.Fatalf("no error for:\n%s", c.body)
+			}
+			// "|" separates what follows the file name from what comes
+			// later (after the key file's own path).
+			at, rest, _ := strings.Cut(c.want, "|")
+			if !strings.Contains(err.Error(), "lvsd.yaml"+at) || !strings.Contains(err.Error(), rest) {
+				t.Errorf("error %q does not contain %q and %q", err, "lvsd.yaml"+at, rest)
+			}
+		})
+	}
+}

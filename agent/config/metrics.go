@@ -1,0 +1,33 @@
+package config
+
+import (
+	"net"
+	"net/netip"
+	"strconv"
+)
+
+// DefaultMetricsListen is where /metrics is served unless the agent file
+// says otherwise: loopback only. A director's interface holds the VIPs, so
+// ":9610" would also serve the metrics on every VIP, to the clients.
+// Prometheus scrapes another address once the operator names it (a
+// management address) or through a local agent. 9610 is free among the
+// Prometheus default ports that exporters register.
+const DefaultMetricsListen = "127.0.0.1:9610"
+
+// metricsListen accepts "off", ":port" or "IP:port"; "" means the default.
+func (d *doc) metricsListen(s string) string {
+	switch s {
+	case "":
+		return DefaultMetricsListen
+	case "off":
+		return ""
+	}
+	host, port, err := net.SplitHostPort(s)
+	n, perr := strconv.Atoi(port)
+	_, herr := netip.ParseAddr(host)
+	if err != nil || perr != nil || n < 1 || n > 65535 || host != "" && herr != nil {
+		d.errorf("$.metrics.listen", "metrics listen %q is not \":port\", \"IP:port\" or \"off\"", s)
+		return ""
+	}
+	return s
+}

@@ -1,0 +1,248 @@
+package agent
+
+import (
+	"context"
+	"runtime"
+	"time"
+
+	"github.com/lvsd/lvsd/agent/config"
+	"github.com/lvsd/lvsd/agent/health"
+	"github.com/lvsd/lvsd/ipvs"
+	"github.com/prometheus/client_golang/prometheus"
+)
+
+// ReconcileStats counts the reconciler's passes since the agent started.
+type ReconcileStats struct {
+	Passes       uint64        // passes run
+	Failed       uint64        // passes that ended with an error
+	Total        time.Duration // time spent in all passes
+	Last         time.Time     // start of the last pass; zero before the first
+	LastDuration time.Duration
+	LastError    string // "" when the last pass succeeded
+	Services     int    // IPVS services the last pass wanted
+}
+
+// next counts pass s on top of the previous snapshot (nil before the first
+// pass). Only the owner goroutine publishes, so the counts never race.
+func (prev *snapshot) next(s *snapshot) ReconcileStats {
+	var r ReconcileStats
+	if prev != nil {
+		r = prev.passes
+	}
+	r.Passes++
+	if s.err != "" {
+		r.Failed++
+	}
+	r.Total += s.duration
+	r.Last, r.LastDuration, r.LastError = s.at, s.duration, s.err
+	r.Services = len(s.desired.Services)
+	return r
+}
+
+// Reconciles returns the pass counts; ok is false before the first pass has
+// finished. Safe to call from any goroutine.
+func (a *Agent) Reconciles() (st ReconcileStats, ok bool) {
+	s := a.snap.Load()
+	if s == nil {
+		return ReconcileStats{}, false
+	}
+	return s.passes, true
+}
+
+// Stalled reports whether the reconcile loop looks stuck at now: it passes at
+// least every Resync (plus a Check tick), so no finished pass for twice that
+// means it hangs (e.g. a netlink call that never returns). Before the first
+// pass it is never stalled: a slow start is not a hang. The systemd watchdog
+// stops being fed when this is true.
+func (a *Agent) Stalled(now time.Time) bool {
+	s, ok := a.Reconciles()
+	if !ok {
+		return false
+	}
+	return now.Sub(s.Last.Add(s.LastDuration)) > 2*a.opts.Resync+a.opts.Check
+}
+
+func (d *DestinationStatus) setStats(s ipvs.Stats) {
+	d.Connections, d.PacketsIn, d.PacketsOut, d.BytesIn, d.BytesOut =
+		s.Connections, s.PacketsIn, s.PacketsOut, s.BytesIn, s.BytesOut
+}
+
+// healthStates is the checker's view now; nil without health checking.
+func (a *Agent) healthStates() map[string]health.State {
+	if a.opts.Health == nil {
+		return nil
+	}
+	return a.opts.Health.Snapshot()
+}
+
+// setHealth fills in the health of the i-th backend of the service named
+// name (desired destinations keep the order of the file's backends).
+func (d *DestinationStatus) setHealth(states map[string]health.State, services []config.Service, name string, i int) {
+	for _, s := range services {
+		if s.Name != name || i >= len(s.Backends) || s.Backends[i].Health == nil {
+			continue
+		}
+		st, ok := states[HealthKey(name, s.Backends[i])]
+		switch {
+		case !ok || !st.Known:
+			d.Health = "pending"
+		case st.Healthy:
+			d.Health = "healthy"
+		default:
+			d.Health, d.HealthError = "unhealthy", st.LastError
+		}
+		return
+	}
+}
+
+// Label sets of the per-service and per-backend series. service is the name
+// in the service file; ipvs_service the kernel's virtual service
+// ("tcp:10.0.0.50:80", "fwmark:7/ipv4"): a file service with several ports
+// is several IPVS services. backend is "address:port".
+var (
+	serviceLabels = []string{"service", "ipvs_service"}
+	backendLabels = []string{"service", "ipvs_service", "backend"}
+)
+
+func desc(name, help string, labels ...string) *prometheus.Desc {
+	return prometheus.NewDesc("lvsd_"+name, help, labels, nil)
+}
+
+// Metric descriptions (docs/operations.md lists them with examples).
+var (
+	descBuildInfo = desc("build_info", "Always 1; the labels say which lvsd runs.", "version", "goversion")
+	descReady     = desc("ready", "1 once the first reconcile pass has finished.")
+	descPasses    = desc("reconcile_duration_seconds",
+		"Time spent in reconcile passes (read the kernel, plan, apply); the count is the number of passes.")
+	descErrors = desc("reconcile_errors_total",
+		"Reconcile passes that ended with an error (kernel read or some change failed); they are retried.")
+	descLastPass = desc("last_reconcile_timestamp_seconds", "When the last reconcile pass finished, as a Unix time.")
+	descLastOK   = desc("last_reconcile_success", "1 if the last reconcile pass succeeded, else 0.")
+
+	descServiceInfo = desc("service_info", "Always 1; the labels describe the IPVS service lvsd wants.",
+		"service", "ipvs_service", "vip", "scheduler", "flags")
+	descServiceInKernel = desc("service_in_kernel", "1 if the IPVS service is in the kernel now.", serviceLabels...)
+	descVIPHeld         = desc("service_vip_held", "1 if this node holds the service's VIP on its interface now.",
+		serviceLabels...)
+	descEligible = desc("service_eligible_backends", "Backends taking new connections now (kernel weight above 0); "+
+		"0 means the service refuses new clients.", serviceLabels...)
+	descHealthy = desc("backend_healthy", "0 if the backend fails its health checks, else 1 (backends start "+
+		"healthy, before their first round). Absent for backends without checks.", backendLabels...)
+
+	descWeight = desc("backend_weight", "The backend's weight in the kernel now (the effective weight; "+
+		"0 while it drains). Absent when it is not in the kernel.", backendLabels...)
+	descConfiguredWeight = desc("backend_configured_weight", "The backend's weight in the service file. "+
+		"Absent when it is no longer configured (draining).", backendLabels...)
+	descDraining = desc("backend_draining_seconds", "How long a removed backend has been draining "+
+		"(weight 0, waiting for its connections to end). Absent when it is not draining.", backendLabels...)
+	descConns = desc("backend_connections", "IPVS connection entries of the backend now, by state "+
+		"(active: established TCP; inactive: everything else, UDP included).",
+		append(backendLabels[:3:3], "state")...)
+	descConnsTotal = desc("backend_connections_total",
+		"Connections IPVS scheduled to the backend since it was added.", backendLabels...)
+	descPackets = desc("backend_packets_total", "Packets IPVS forwarded for the backend since it was added; "+
+		"direction in is client to server, out is the replies (0 for DR and tunnel, which bypass the director).",
+		append(backendLabels[:3:3], "direction")...)
+	descBytes = desc("backend_bytes_total", "Bytes IPVS forwarded for the backend since it was added, "+
+		"by direction as for lvsd_backend_packets_total.", append(backendLabels[:3:3], "direction")...)
+)
+
+// Collector exports an agent's state to Prometheus. It keeps nothing: each
+// scrape reads Status (the kernel, now) and Reconciles, so the agent's owner
+// goroutine stays the only owner of the state.
+type Collector struct {
+	a       *Agent
+	version string
+	timeout time.Duration
+}
+
+var _ prometheus.Collector = (*Collector)(nil)
+
+// NewCollector returns a collector for a; version labels lvsd_build_info.
+func NewCollector(a *Agent, version string) *Collector {
+	return &Collector{a: a, version: version, timeout: 10 * time.Second}
+}
+
+// Describe implements prometheus.Collector.
+func (c *Collector) Describe(ch chan<- *prometheus.Desc) {
+	for _, d := range []*prometheus.Desc{descBuildInfo, descReady, descPasses, descErrors, descLastPass, descLastOK,
+		descServiceInfo, descServiceInKernel, descVIPHeld, descEligible, descHealthy, descWeight, descConfiguredWeight, descDraining,
+		descConns, descConnsTotal, descPackets, descBytes} {
+		ch <- d
+	}
+}
+
+// Collect implements prometheus.Collector. Before the first pass only the
+// build info and lvsd_ready 0 are exported; a failed kernel read fails the
+// scrape (Prometheus then shows up == 0) rather than report stale numbers.
+func (c *Collector) Collect(ch chan<- prometheus.Metric) {
+	gauge := func(d *prometheus.Desc, v float64, labels ...string) {
+		ch <- prometheus.MustNewConstMetric(d, prometheus.GaugeValue, v, labels...)
+	}
+	counter := func(d *prometheus.Desc, v uint64, labels ...string) {
+		ch <- prometheus.MustNewConstMetric(d, prometheus.CounterValue, float64(v), labels...)
+	}
+	gauge(descBuildInfo, 1, c.version, runtime.Version())
+	r, ok := c.a.Reconciles()
+	if !ok {
+		gauge(descReady, 0)
+		return
+	}
+	gauge(descReady, 1)
+	ch <- prometheus.MustNewConstSummary(descPasses, r.Passes, r.Total.Seconds(), nil)
+	counter(descErrors, r.Failed)
+	gauge(descLastPass, float64(r.Last.Add(r.LastDuration).UnixNano())/1e9)
+	gauge(descLastOK, b2f(r.LastError == ""))
+
+	ctx, cancel := context.WithTimeout(context.Background(), c.timeout)
+	defer cancel()
+	st, err := c.a.Status(ctx)
+	if err != nil {
+		ch <- prometheus.NewInvalidMetric(descServiceInKernel, err)
+		return
+	}
+	for _, s := range st.Services {
+		gauge(descServiceInfo, 1, s.Name, s.Key, s.VIP, s.Scheduler, s.Flags)
+		gauge(descServiceInKernel, b2f(s.InKernel), s.Name, s.Key)
+		gauge(descVIPHeld, b2f(s.VIPHeld), s.Name, s.Key)
+		eligible := 0
+		for _, d := range s.Destinations {
+			if d.Weight > 0 {
+				eligible++
+			}
+		}
+		gauge(descEligible, float64(eligible), s.Name, s.Key)
+		for _, d := range s.Destinations {
+			l := []string{s.Name, s.Key, d.Address}
+			if d.Health != "" {
+				gauge(descHealthy, b2f(d.Health != "unhealthy"), l...)
+			}
+			if d.ConfiguredWeight >= 0 {
+				gauge(descConfiguredWeight, float64(d.ConfiguredWeight), l...)
+			}
+			if d.DrainingFor != "" {
+				if since, err := time.ParseDuration(d.DrainingFor); err == nil {
+					gauge(descDraining, since.Seconds(), l...)
+				}
+			}
+			if d.Weight < 0 { // not in the kernel: no kernel numbers
+				continue
+			}
+			gauge(descWeight, float64(d.Weight), l...)
+			gauge(descConns, float64(d.ActiveConns), append(l, "active")...)
+			gauge(descConns, float64(d.InactiveConns), append(l, "inactive")...)
+			counter(descConnsTotal, d.Connections, l...)
+			counter(descPackets, d.PacketsIn, append(l, "in")...)
+			counter(descPackets, d.PacketsOut, append(l, "out")...)
+			counter(descBytes, d.BytesIn, append(l, "in")...)
+			counter(descBytes, d.BytesOut, append(l, "out")...)
+		}
+	}
+}
+
+func b2f(b bool) float64 {
+	if b {
+		return 1
+	}
+	return 0
+}

@@ -1,0 +1,90 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"os/exec"
+	"strconv"
+	"strings"
+	"testing"
+)
+
+// TestCompletionScripts: each script names every subcommand and parses in
+// its shell (shells that are not installed are skipped).
+func TestCompletionScripts(t *testing.T) {
+	for _, sh := range []string{"bash", "zsh", "fish"} {
+		t.Run(sh, func(t *testing.T) {
+			var out, errOut bytes.Buffer
+			if err := run(context.Background(), []string{"completion", sh}, &out, &errOut); err != nil {
+				t.Fatal(err)
+			}
+			for _, n := range commandNames() {
+				if !strings.Contains(out.String(), n) {
+					t.Errorf("the script does not mention %q", n)
+				}
+			}
+			if !strings.Contains(out.String(), "json") {
+				t.Error("the script does not complete status --json")
+			}
+			path, err := exec.LookPath(sh)
+			if err != nil {
+				t.Skipf("%s not installed; syntax not checked", sh)
+			}
+			check := exec.Command(path, "-n")
+			check.Stdin = &out
+			if msg, err := check.CombinedOutput(); err != nil {
+				t.Errorf("%s -n: %v\n%s", sh, err, msg)
+			}
+		})
+	}
+}
+
+// TestBashCompletionCompletes drives the bash function like bash does.
+func TestBashCompletionCompletes(t *testing.T) {
+	var script bytes.Buffer
+	bashCompletion(&script)
+	for line, want := range map[string]string{
+		"lvsd sta":                              "status",
+		"lvsd status --j":                       "--json",
+		"lvsd completion z":                     "zsh",
+		"lvsd check --config /etc/lvsd/lvsd.ya": "", // files: whatever exists
+	} {
+		words := strings.Fields(line)
+		prog := script.String() + `
+COMP_WORDS=(` + strings.Join(words, " ") + `)
+COMP_CWORD=` + strconv.Itoa(len(words)-1) + `
+compopt() { :; }
+_lvsd
+printf '%s\n' "${COMPREPLY[@]}"
+`
+		out, err := exec.Command("bash", "-c", prog).CombinedOutput()
+		if err != nil {
+			t.Fatalf("%q: %v\n%s", line, err, out)
+		}
+		if want != "" && strings.TrimSpace(string(out)) != want {
+			t.Errorf("%q completes to %q, want %q", line, out, want)
+		}
+	}
+}
+
+func TestManPage(t *testing.T) {
+	var out, errOut bytes.Buffer
+	if err := run(context.Background(), []string{"man"}, &out, &errOut); err != nil {
+		t.Fatal(err)
+	}
+	page := out.String()
+	for _, want := range []string{".TH LVSD 8", ".SH NAME", ".SH SYNOPSIS", ".SH COMMANDS", `.B \-\-json`, ".SH FILES"} {
+		if !strings.Contains(page, want) {
+			t.Errorf("the man page lacks %q", want)
+		}
+	}
+	groff, err := exec.LookPath("groff")
+	if err != nil {
+		t.Skip("groff not installed; roff not checked")
+	}
+	check := exec.Command(groff, "-man", "-ww", "-z")
+	check.Stdin = strings.NewReader(page)
+	if msg, err := check.CombinedOutput(); err != nil || len(msg) > 0 {
+		t.Errorf("groff -man -ww: %v\n%s", err, msg)
+	}
+}

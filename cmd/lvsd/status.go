@@ -1,0 +1,239 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"flag"
+	"fmt"
+	"io"
+	"net/netip"
+	"strconv"
+	"strings"
+	"text/tabwriter"
+	"time"
+
+	"github.com/lvsd/lvsd/agent"
+	"github.com/lvsd/lvsd/agent/api"
+	"github.com/lvsd/lvsd/agent/config"
+	"github.com/lvsd/lvsd/agent/realserver"
+)
+
+func init() {
+	commands["status"] = command{usage: "show the running agent's services and backends, as the kernel has them now (--json)",
+		run: status}
+	flagSetup["status"] = func(fs *flag.FlagSet) {
+		fs.Bool("json", false, "print the agent's status as JSON, for scripts")
+		fs.String("socket", "", "the agent's local API socket (default: api.socket of the agent file)")
+	}
+}
+
+// status asks the running agent (either role) over its local socket. The
+// agent file only names the socket, so --socket works without one.
+func status(ctx context.Context, e *env) error {
+	asJSON := e.flags.Lookup("json").Value.String() == "true"
+	socket := e.flags.Lookup("socket").Value.String()
+	if socket == "" {
+		a, err := config.LoadAgent(e.config)
+		if err != nil {
+			return fmt.Errorf("%w\n(lvsd status reads the socket path from the agent file; --socket PATH skips it)", err)
+		}
+		socket = a.APISocket
+	}
+	var raw json.RawMessage
+	if err := api.NewClient(socket).Do(ctx, "GET", agent.RouteStatus, &raw); err != nil {
+		return err
+	}
+	if asJSON {
+		_, err := fmt.Fprintf(e.stdout, "%s\n", raw)
+		return err
+	}
+	// Both roles serve GET /v1/status; only a director's has services.
+	var shape struct {
+		Services *json.RawMessage `json:"services"`
+	}
+	if err := json.Unmarshal(raw, &shape); err != nil {
+		return fmt.Errorf("agent status: %w", err)
+	}
+	if shape.Services == nil {
+		var st realserver.Status
+		if err := json.Unmarshal(raw, &st); err != nil {
+			return fmt.Errorf("agent status: %w", err)
+		}
+		return writeRealServerStatus(e.stdout, st, time.Now())
+	}
+	var st agent.Status
+	if err := json.Unmarshal(raw, &st); err != nil {
+		return fmt.Errorf("agent status: %w", err)
+	}
+	return writeDirectorStatus(e.stdout, st, time.Now())
+}
+
+// writeDirectorStatus prints a director's status as a table in the manner of
+// `ipvsadm -Ln`: a line per IPVS service, then its real servers, with the
+// configured next to the kernel's (effective) weight, connections and
+// drain progress.
+func writeDirectorStatus(w io.Writer, st agent.Status, now time.Time) error {
+	fmt.Fprintf(w, "director %s, config %s\n", st.Node, st.Config)
+	pass := "ok"
+	if st.LastError != "" {
+		pass = "FAILED: " + st.LastError
+	}
+	fmt.Fprintf(w, "last reconcile %s (%s ago, took %s): %s\n\n", st.LastReconcile.Format(time.DateTime),
+		ago(now, st.LastReconcile), st.LastDuration, pass)
+	if len(st.Services) == 0 {
+		fmt.Fprintln(w, "no services configured")
+		return nil
+	}
+	var table bytes.Buffer
+	tw := tabwriter.NewWriter(&table, 0, 0, 2, ' ', 0)
+	fmt.Fprintln(tw, "SERVICE\tPROT LOCAL/REMOTE ADDRESS:PORT\tSCHED/FORWARD\tWEIGHT\tCONFIGURED\tACTIVE\tINACTIVE\tSTATE")
+	for _, s := range st.Services {
+		active, inactive := 0, 0
+		for _, d := range s.Destinations {
+			active, inactive = active+d.ActiveConns, inactive+d.InactiveConns
+		}
+		sched := s.Scheduler
+		if s.Flags != "" {
+			sched += " (" + s.Flags + ")"
+		}
+		fmt.Fprintf(tw, "%s\t%s\t%s\t\t\t%d\t%d\t%s\n", s.Name, serviceAddress(s.Key), sched, active, inactive,
+			serviceState(s))
+		for _, d := range s.Destinations {
+			fmt.Fprintf(tw, "\t  -> %s\t%s\t%s\t%s\t%d\t%d\t%s\n", d.Address, forwardName(d.Forwarding),
+				weight(d.Weight), weight(d.ConfiguredWeight), d.ActiveConns, d.InactiveConns, destinationState(d))
+		}
+	}
+	if err := tw.Flush(); err != nil {
+		return err
+	}
+	// tabwriter pads the last column too: a row without a state would end
+	// in spaces.
+	for line := range strings.Lines(table.String()) {
+		fmt.Fprintln(w, strings.TrimRight(line, " \n"))
+	}
+	return nil
+}
+
+// serviceAddress turns a key ("tcp:10.0.0.50:80", "fwmark:7/ipv4") into
+// ipvsadm's column ("TCP  10.0.0.50:80", "FWM  7 (ipv4)").
+func serviceAddress(key string) string {
+	proto, rest, _ := strings.Cut(key, ":")
+	if proto == "fwmark" {
+		mark, fam, _ := strings.Cut(rest, "/")
+		return "FWM  " + mark + " (" + fam + ")"
+	}
+	return strings.ToUpper(proto) + "  " + rest
+}
+
+func serviceState(s agent.ServiceStatus) string {
+	var parts []string
+	if !s.InKernel {
+		parts = append(parts, "NOT IN KERNEL")
+	}
+	if s.VIPHeld {
+		parts = append(parts, "VIP held")
+	} else {
+		parts = append(parts, "VIP not held")
+	}
+	return strings.Join(parts, ", ")
+}
+
+// destinationState says what is special about a backend: health first,
+// then why its kernel weight is not the configured one.
+func destinationState(d agent.DestinationStatus) string {
+	var parts []string
+	switch d.Health {
+	case "unhealthy":
+		parts = append(parts, "UNHEALTHY")
+		if d.HealthError != "" {
+			parts[0] += " (" + d.HealthError + ")"
+		}
+	case "pending":
+		parts = append(parts, "health pending")
+	}
+	switch {
+	case d.Weight < 0:
+		parts = append(parts, "NOT IN KERNEL")
+	case d.ConfiguredWeight < 0 && d.DrainingFor != "":
+		parts = append(parts, "removed, draining for "+d.DrainingFor)
+	case d.ConfiguredWeight < 0:
+		parts = append(parts, "removed, draining")
+	case d.Weight == 0 && d.ConfiguredWeight > 0 && d.Health != "unhealthy":
+		parts = append(parts, "not eligible (failover policy)")
+	case d.Weight != d.ConfiguredWeight && d.Weight > 0:
+		parts = append(parts, "weight from health check")
+	}
+	return strings.Join(parts, ", ")
+}
+
+// forwardName is ipvsadm's word for a forwarding method.
+func forwardName(f string) string {
+	switch f {
+	case "route":
+		return "Route"
+	case "masq":
+		return "Masq"
+	case "tunnel":
+		return "Tunnel"
+	}
+	return f
+}
+
+// weight shows -1 (absent) as "-".
+func weight(w int) string {
+	if w < 0 {
+		return "-"
+	}
+	return strconv.Itoa(w)
+}
+
+// ago is an age in whole seconds: "4s", "3m12s".
+func ago(now, t time.Time) string {
+	if t.IsZero() {
+		return "never"
+	}
+	return max(now.Sub(t), 0).Truncate(time.Second).String()
+}
+
+// writeRealServerStatus prints a real server's status: what its weight
+// endpoint announces, its VIPs on lo and its local checks.
+func writeRealServerStatus(w io.Writer, st realserver.Status, now time.Time) error {
+	fmt.Fprintf(w, "realserver %s\n", st.Node)
+	switch {
+	case st.Drained:
+		fmt.Fprintf(w, "drained since %s (%s ago): the weight endpoint announces 0 (configured %d)\n",
+			st.DrainedAt.Format(time.DateTime), ago(now, st.DrainedAt), st.ConfiguredWeight)
+	default:
+		fmt.Fprintf(w, "in service: the weight endpoint announces %d\n", st.Weight)
+	}
+	if st.HealthListen != "" {
+		fmt.Fprintf(w, "weight endpoint: http://%s%s\n", st.HealthListen, st.HealthPath)
+	} else {
+		fmt.Fprintln(w, "weight endpoint: off")
+	}
+	missing := map[netip.Addr]bool{}
+	for _, v := range st.MissingVIPs {
+		missing[v] = true
+	}
+	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
+	fmt.Fprintln(tw, "\nVIP\tON LO")
+	for _, v := range st.VIPs {
+		on := "yes"
+		if missing[v] {
+			on = "MISSING"
+		}
+		fmt.Fprintf(tw, "%s\t%s\n", v, on)
+	}
+	if len(st.Checks) > 0 {
+		fmt.Fprintln(tw, "\nLOCAL CHECK\tRESULT")
+		for _, c := range st.Checks {
+			res := "ok"
+			if !c.OK {
+				res = "FAILED: " + c.Error
+			}
+			fmt.Fprintf(tw, "%s\t%s\n", c.Check, res)
+		}
+	}
+	return tw.Flush()
+}

@@ -1,0 +1,153 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"net/http"
+	"net/netip"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/lvsd/lvsd/agent"
+	"github.com/lvsd/lvsd/agent/api"
+	"github.com/lvsd/lvsd/agent/realserver"
+)
+
+var statusNow = time.Date(2025, 6, 1, 12, 0, 10, 0, time.UTC)
+
+func directorStatus() agent.Status {
+	return agent.Status{Node: "lvs1", Role: "director", Config: "/etc/lvsd/lvsd.yaml",
+		LastReconcile: statusNow.Add(-4 * time.Second), LastDuration: "3.2ms",
+		Services: []agent.ServiceStatus{
+			{Name: "web", Key: "tcp:10.0.0.50:80", VIP: "10.0.0.50", Scheduler: "mh", Flags: "mh-fallback,mh-port",
+				InKernel: true, VIPHeld: true, Destinations: []agent.DestinationStatus{
+					{Address: "10.0.0.11:80", Forwarding: "route", ConfiguredWeight: 3, Weight: 3, ActiveConns: 12, InactiveConns: 4},
+					{Address: "10.0.0.13:80", Forwarding: "route", ConfiguredWeight: 1, Weight: -1},
+					{Address: "10.0.0.14:80", Forwarding: "route", ConfiguredWeight: 1, Weight: 0, Health: "unhealthy",
+						HealthError: "http: status 503", InactiveConns: 3},
+					{Address: "10.0.0.15:80", Forwarding: "route", ConfiguredWeight: 1, Weight: 0, Health: "healthy"},
+					{Address: "10.0.0.12:80", Forwarding: "route", ConfiguredWeight: -1, Weight: 0, ActiveConns: 2, InactiveConns: 1, DrainingFor: "7s"},
+				}},
+			{Name: "dns", Key: "fwmark:7/ipv6", VIP: "fd00::53", Scheduler: "rr",
+				InKernel: false, VIPHeld: false, Destinations: []agent.DestinationStatus{
+					{Address: "[fd00::11]:0", Forwarding: "masq", ConfiguredWeight: 1, Weight: -1},
+				}},
+		}}
+}
+
+func TestWriteDirectorStatus(t *testing.T) {
+	var b bytes.Buffer
+	if err := writeDirectorStatus(&b, directorStatus(), statusNow); err != nil {
+		t.Fatal(err)
+	}
+	want := `director lvs1, config /etc/lvsd/lvsd.yaml
+last reconcile 2025-06-01 12:00:06 (4s ago, took 3.2ms): ok
+
+SERVICE  PROT LOCAL/REMOTE ADDRESS:PORT  SCHED/FORWARD             WEIGHT  CONFIGURED  ACTIVE  INACTIVE  STATE
+web      TCP  10.0.0.50:80               mh (mh-fallback,mh-port)                      14      8         VIP held
+           -> 10.0.0.11:80               Route                     3       3           12      4
+           -> 10.0.0.13:80               Route                     -       1           0       0         NOT IN KERNEL
+           -> 10.0.0.14:80               Route                     0       1           0       3         UNHEALTHY (http: status 503)
+           -> 10.0.0.15:80               Route                     0       1           0       0         not eligible (failover policy)
+           -> 10.0.0.12:80               Route                     0       -           2       1         removed, draining for 7s
+dns      FWM  7 (ipv6)                   rr                                            0       0         NOT IN KERNEL, VIP not held
+           -> [fd00::11]:0               Masq                      -       1           0       0         NOT IN KERNEL
+`
+	if got := b.String(); got != want {
+		t.Errorf("got:\n%s\nwant:\n%s", got, want)
+	}
+}
+
+func TestWriteDirectorStatusFailedPass(t *testing.T) {
+	st := agent.Status{Node: "lvs1", Config: "c.yaml", LastReconcile: statusNow.Add(-3 * time.Minute),
+		LastDuration: "1s", LastError: "adding destination 10.0.0.11:80: file exists"}
+	var b bytes.Buffer
+	writeDirectorStatus(&b, st, statusNow)
+	if want := "(3m0s ago, took 1s): FAILED: adding destination 10.0.0.11:80: file exists\n\nno services configured\n"; !strings.HasSuffix(b.String(), want) {
+		t.Errorf("got:\n%s", b.String())
+	}
+}
+
+func realServerStatus() realserver.Status {
+	return realserver.Status{Node: "rs1", Drained: true, DrainedAt: statusNow.Add(-90 * time.Second),
+		ConfiguredWeight: 100, Weight: 0,
+		VIPs:         []netip.Addr{netip.MustParseAddr("10.0.0.50"), netip.MustParseAddr("fd00::50")},
+		MissingVIPs:  []netip.Addr{netip.MustParseAddr("fd00::50")},
+		HealthListen: ":8080", HealthPath: "/lvs/weight",
+		Checks: []realserver.CheckResult{{Check: "tcp 127.0.0.1:80", OK: true}, {Check: "tcp [::1]:443", Error: "connection refused"}}}
+}
+
+func TestWriteRealServerStatus(t *testing.T) {
+	var b bytes.Buffer
+	if err := writeRealServerStatus(&b, realServerStatus(), statusNow); err != nil {
+		t.Fatal(err)
+	}
+	want := `realserver rs1
+drained since 2025-06-01 11:58:40 (1m30s ago): the weight endpoint announces 0 (configured 100)
+weight endpoint: http://:8080/lvs/weight
+
+VIP        ON LO
+10.0.0.50  yes
+fd00::50   MISSING
+
+LOCAL CHECK       RESULT
+tcp 127.0.0.1:80  ok
+tcp [::1]:443     FAILED: connection refused
+`
+	if got := b.String(); got != want {
+		t.Errorf("got:\n%s\nwant:\n%s", got, want)
+	}
+}
+
+// TestStatusCommand runs `lvsd status` against a fake agent on a unix
+// socket, for both roles, as a table and with --json.
+func TestStatusCommand(t *testing.T) {
+	for _, c := range []struct {
+		name string
+		body any
+		want string
+	}{
+		{"director", directorStatus(), "  -> 10.0.0.12:80"},
+		{"realserver", realServerStatus(), "drained since"},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			sock := filepath.Join(t.TempDir(), "lvsd.sock")
+			l, err := api.Listen(sock)
+			if err != nil {
+				t.Fatal(err)
+			}
+			ctx, cancel := context.WithCancel(context.Background())
+			defer cancel()
+			mux := http.NewServeMux()
+			mux.HandleFunc("GET "+agent.RouteStatus, func(w http.ResponseWriter, _ *http.Request) { api.WriteJSON(w, c.body) })
+			go api.Serve(ctx, l, mux)
+
+			var out, errOut bytes.Buffer
+			if err := run(ctx, []string{"status", "--socket", sock}, &out, &errOut); err != nil {
+				t.Fatalf("status: %v (%s)", err, errOut.String())
+			}
+			if !strings.Contains(out.String(), c.want) {
+				t.Errorf("table lacks %q:\n%s", c.want, out.String())
+			}
+			out.Reset()
+			if err := run(ctx, []string{"status", "--socket", sock, "--json"}, &out, &errOut); err != nil {
+				t.Fatal(err)
+			}
+			want, _ := json.MarshalIndent(c.body, "", "  ")
+			if strings.TrimSpace(out.String()) != string(want) {
+				t.Errorf("--json:\n%s\nwant:\n%s", out.String(), want)
+			}
+		})
+	}
+}
+
+func TestStatusCommandNoAgent(t *testing.T) {
+	var out, errOut bytes.Buffer
+	err := run(context.Background(), []string{"status", "--socket", filepath.Join(t.TempDir(), "none.sock")}, &out, &errOut)
+	if err == nil || !strings.Contains(err.Error(), "is it running?") {
+		t.Errorf("err = %v, want it to say no agent is running", err)
+	}
+}
