@@ -77,12 +77,21 @@ func (a *Agent) healthStates() map[string]health.State {
 
 // setHealth fills in the health of the i-th backend of the service named
 // name (desired destinations keep the order of the file's backends).
-func (d *DestinationStatus) setHealth(states map[string]health.State, services []config.Service, name string, i int) {
+func (d *DestinationStatus) setHealth(states map[string]health.State, elig map[string]Eligibility, services []config.Service, name string, i int) {
 	for _, s := range services {
-		if s.Name != name || i >= len(s.Backends) || s.Backends[i].Health == nil {
+		if s.Name != name || i >= len(s.Backends) {
 			continue
 		}
-		st, ok := states[HealthKey(name, s.Backends[i])]
+		key := HealthKey(name, s.Backends[i])
+		d.Eligible, d.ReportedWeight = elig[name].Eligible[key], health.NoWeight
+		if s.Backends[i].Health == nil {
+			return
+		}
+		st, ok := states[key]
+		d.ReportedWeight = st.Weight
+		if !ok {
+			d.ReportedWeight = health.NoWeight
+		}
 		switch {
 		case !ok || !st.Known:
 			d.Health = "pending"

@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/lvsd/lvsd/agent/api"
+	"github.com/lvsd/lvsd/agent/health"
 	"github.com/lvsd/lvsd/ipvs"
 )
 
@@ -36,6 +37,7 @@ type ServiceStatus struct {
 	VIP          string              `json:"vip"`
 	Scheduler    string              `json:"scheduler"`
 	Flags        string              `json:"flags,omitempty"`
+	Rule         string              `json:"eligibility_rule,omitempty"` // seed 000's rule that chose the eligible backends
 	InKernel     bool                `json:"in_kernel"`
 	VIPHeld      bool                `json:"vip_held"`
 	Destinations []DestinationStatus `json:"destinations"`
@@ -55,6 +57,10 @@ type DestinationStatus struct {
 	// round finished yet); "" without checks. HealthError says why it fails.
 	Health      string `json:"health,omitempty"`
 	HealthError string `json:"health_error,omitempty"`
+	// Eligible says whether the policy lets it take new connections;
+	// ReportedWeight is its X-Load-Balancing-Endpoint-Weight (-1: none).
+	Eligible       bool `json:"eligible"`
+	ReportedWeight int  `json:"reported_weight"`
 	// Traffic counters from IPVS since the destination was added (0 when
 	// it is not in the kernel); DR and tunnel replies bypass the director.
 	Connections uint64 `json:"connections_total"`
@@ -73,12 +79,15 @@ type snapshot struct {
 	at       time.Time
 	duration time.Duration
 	err      string
-	passes   ReconcileStats // counts up to and including this pass (metrics.go)
+	// eligibility is the policy's last decision per service; the map is
+	// replaced, never modified, by the owner goroutine.
+	eligibility map[string]Eligibility
+	passes      ReconcileStats // counts up to and including this pass (metrics.go)
 }
 
 func (a *Agent) publish(desired Desired, start time.Time, err error) {
 	s := &snapshot{cfg: a.cfg, desired: desired, drains: make(map[drainKey]time.Time, len(a.drains)),
-		at: start, duration: a.opts.Now().Sub(start)}
+		at: start, duration: a.opts.Now().Sub(start), eligibility: a.eligibility}
 	for k, v := range a.drains {
 		s.drains[k] = v
 	}
@@ -107,12 +116,14 @@ func (a *Agent) Status(ctx context.Context) (Status, error) {
 	for _, svc := range s.cfg.Services {
 		vips[svc.Name] = svc.VIP
 	}
+	states := a.healthStates()
 	for _, vs := range s.cfg.Desired.Services {
 		vip := vips[vs.Name]
 		cur, inKernel := actual.Services[vs.ServiceKey]
 		ss := ServiceStatus{Name: vs.Name, Key: vs.ServiceKey.String(), Scheduler: vs.Scheduler,
 			VIP: vip.String(), Flags: vs.Flags.String(), InKernel: inKernel,
-			VIPHeld: slices.Contains(actual.Addresses, netip.PrefixFrom(vip, vip.BitLen()))}
+			VIPHeld: slices.Contains(actual.Addresses, netip.PrefixFrom(vip, vip.BitLen())),
+			Rule:    s.eligibility[vs.Name].Rule}
 		kernel := map[ipvs.DestinationKey]ipvs.Destination{}
 		for _, d := range cur.Destinations {
 			kernel[d.DestinationKey] = d
@@ -120,7 +131,7 @@ func (a *Agent) Status(ctx context.Context) (Status, error) {
 		for j, d := range vs.Destinations {
 			ds := DestinationStatus{Address: d.DestinationKey.String(), Forwarding: d.Forwarding.String(),
 				ConfiguredWeight: d.Weight, Weight: -1}
-			ds.setHealth(a.healthStates(), s.cfg.Services, vs.Name, j)
+			ds.setHealth(states, s.eligibility, s.cfg.Services, vs.Name, j)
 			if k, ok := kernel[d.DestinationKey]; ok {
 				ds.Weight, ds.ActiveConns, ds.InactiveConns = k.Weight, k.ActiveConns, k.InactiveConns
 				ds.setStats(k.Stats)
@@ -133,7 +144,8 @@ func (a *Agent) Status(ctx context.Context) (Status, error) {
 				continue
 			}
 			ds := DestinationStatus{Address: k.DestinationKey.String(), Forwarding: k.Forwarding.String(),
-				ConfiguredWeight: -1, Weight: k.Weight, ActiveConns: k.ActiveConns, InactiveConns: k.InactiveConns}
+				ConfiguredWeight: -1, Weight: k.Weight, ActiveConns: k.ActiveConns, InactiveConns: k.InactiveConns,
+				ReportedWeight: health.NoWeight}
 			ds.setStats(k.Stats)
 			if since, ok := s.drains[drainKey{vs.ServiceKey, k.DestinationKey}]; ok {
 				ds.DrainingFor = now.Sub(since).Round(time.Second).String()
