@@ -42,7 +42,9 @@ func mask(r Result) string {
 func TestEligible(t *testing.T) {
 	none := Policy{}
 	weighted := Policy{Weighted: true}
-	fo := func(ratio float64, drop bool) Policy { return Policy{Failover: true, Ratio: ratio, DropIfNoneHealthy: drop} }
+	fo := func(ratio float64, drop bool) Policy {
+		return Policy{Failover: true, Ratio: ratio, DropIfNoneHealthy: drop}
+	}
 	fow := func(ratio float64, drop bool) Policy {
 		return Policy{Failover: true, Weighted: true, Ratio: ratio, DropIfNoneHealthy: drop}
 	}

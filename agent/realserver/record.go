@@ -1,15 +1,11 @@
 package realserver
 
 import (
-	"encoding/json"
-	"errors"
-	"fmt"
-	"io/fs"
 	"net/netip"
-	"os"
-	"path/filepath"
 	"slices"
 	"time"
+
+	"github.com/lvsd/lvsd/agent/statefile"
 )
 
 // RecordFile is the name of the real server's record in state_dir.
@@ -80,16 +76,8 @@ func (r Record) equal(o Record) bool {
 // make cleanup remove what is not lvsd's.
 func LoadRecord(stateDir string) (Record, error) {
 	var r Record
-	path := filepath.Join(stateDir, RecordFile)
-	data, err := os.ReadFile(path)
-	if errors.Is(err, fs.ErrNotExist) {
-		return r, nil
-	}
-	if err != nil {
-		return r, err
-	}
-	if err := json.Unmarshal(data, &r); err != nil {
-		return r, fmt.Errorf("%s: %w", path, err)
+	if err := statefile.Load(stateDir, RecordFile, &r); err != nil {
+		return Record{}, err
 	}
 	return r, nil
 }
@@ -97,28 +85,5 @@ func LoadRecord(stateDir string) (Record, error) {
 // SaveRecord writes r atomically: a crash leaves the old or the new record,
 // never a torn one.
 func SaveRecord(stateDir string, r Record) error {
-	if err := os.MkdirAll(stateDir, 0o750); err != nil {
-		return err
-	}
-	data, err := json.MarshalIndent(r, "", "  ")
-	if err != nil {
-		return err
-	}
-	tmp, err := os.CreateTemp(stateDir, RecordFile+".*")
-	if err != nil {
-		return err
-	}
-	defer os.Remove(tmp.Name())
-	if _, err := tmp.Write(append(data, '\n')); err != nil {
-		tmp.Close()
-		return err
-	}
-	if err := tmp.Sync(); err != nil {
-		tmp.Close()
-		return err
-	}
-	if err := tmp.Close(); err != nil {
-		return err
-	}
-	return os.Rename(tmp.Name(), filepath.Join(stateDir, RecordFile))
+	return statefile.Save(stateDir, RecordFile, r)
 }

@@ -1,0 +1,60 @@
+// Package statefile keeps small JSON records under lvsd's state directory:
+// what the agent created, so that it only ever touches its own objects.
+// Writes are atomic; a missing record is an empty one.
+package statefile
+
+import (
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io/fs"
+	"os"
+	"path/filepath"
+)
+
+// Load decodes dir/name into v. A missing file leaves v as it is (first
+// start); a corrupt one is an error, since guessing could make lvsd remove
+// what is not its own.
+func Load(dir, name string, v any) error {
+	path := filepath.Join(dir, name)
+	data, err := os.ReadFile(path)
+	if errors.Is(err, fs.ErrNotExist) {
+		return nil
+	}
+	if err != nil {
+		return err
+	}
+	if err := json.Unmarshal(data, v); err != nil {
+		return fmt.Errorf("%s: %w", path, err)
+	}
+	return nil
+}
+
+// Save writes v to dir/name atomically: a crash leaves the old or the new
+// record, never a torn one.
+func Save(dir, name string, v any) error {
+	if err := os.MkdirAll(dir, 0o750); err != nil {
+		return err
+	}
+	data, err := json.MarshalIndent(v, "", "  ")
+	if err != nil {
+		return err
+	}
+	tmp, err := os.CreateTemp(dir, name+".*")
+	if err != nil {
+		return err
+	}
+	defer os.Remove(tmp.Name())
+	if _, err := tmp.Write(append(data, '\n')); err != nil {
+		tmp.Close()
+		return err
+	}
+	if err := tmp.Sync(); err != nil {
+		tmp.Close()
+		return err
+	}
+	if err := tmp.Close(); err != nil {
+		return err
+	}
+	return os.Rename(tmp.Name(), filepath.Join(dir, name))
+}
