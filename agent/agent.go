@@ -16,6 +16,7 @@ import (
 	"time"
 
 	"github.com/lvsd/lvsd/agent/health"
+	"github.com/lvsd/lvsd/cluster"
 	"github.com/lvsd/lvsd/ipvs"
 )
 
@@ -43,6 +44,13 @@ type Options struct {
 	VIPs VIPOwnership
 	// Health checks backends; nil: no checks, every backend counts as healthy.
 	Health HealthChecker
+	// Cluster shows the director cluster in the status; nil: no cluster.
+	Cluster ClusterViewer
+}
+
+// ClusterViewer reports the director cluster as this director sees it.
+type ClusterViewer interface {
+	View(ctx context.Context) (cluster.View, error)
 }
 
 // VIPOwnership says which VIPs this node holds now. Changed delivers a value
@@ -224,7 +232,7 @@ func (a *Agent) reconcile(ctx context.Context) []Op {
 }
 
 // announced narrows d's addresses to the VIPs this node holds (with the
-// FULLNAT source addresses of their services, which move with them).
+// addresses that move with them: FULLNAT source addresses, NAT gateway).
 func (a *Agent) announced(d Desired) Desired {
 	if a.opts.VIPs == nil {
 		return d
@@ -232,9 +240,8 @@ func (a *Agent) announced(d Desired) Desired {
 	held := map[netip.Addr]bool{}
 	for _, s := range a.cfg.Services {
 		if a.opts.VIPs.Holds(s.VIP) {
-			held[s.VIP] = true
-			for _, snat := range s.SNATAddresses {
-				held[snat] = true
+			for _, addr := range s.Addresses() {
+				held[addr] = true
 			}
 		}
 	}

@@ -62,9 +62,7 @@ func Build(agent *config.Agent, services []config.Service) (Desired, error) {
 		d.Services = append(d.Services, vss...)
 		spec.Marks = append(spec.Marks, rules.Marks...)
 		spec.SNAT = append(spec.SNAT, rules.SNAT...)
-		// The director holds the VIP and, for FULLNAT, the source addresses
-		// real servers reply to.
-		for _, a := range append([]netip.Addr{s.VIP}, s.SNATAddresses...) {
+		for _, a := range s.Addresses() {
 			if p := netip.PrefixFrom(a, a.BitLen()); !slices.Contains(d.Addresses, p) {
 				d.Addresses = append(d.Addresses, p)
 			}

@@ -3,6 +3,7 @@ package agent
 import (
 	"context"
 	"errors"
+	"fmt"
 	"net/http"
 	"net/netip"
 	"slices"
@@ -10,6 +11,7 @@ import (
 
 	"github.com/lvsd/lvsd/agent/api"
 	"github.com/lvsd/lvsd/agent/health"
+	"github.com/lvsd/lvsd/cluster"
 	"github.com/lvsd/lvsd/ipvs"
 )
 
@@ -28,6 +30,7 @@ type Status struct {
 	LastDuration  string          `json:"last_duration"`
 	LastError     string          `json:"last_error,omitempty"`
 	Services      []ServiceStatus `json:"services"`
+	Cluster       *cluster.View   `json:"cluster,omitempty"`
 }
 
 // ServiceStatus is one IPVS service lvsd wants.
@@ -153,6 +156,13 @@ func (a *Agent) Status(ctx context.Context) (Status, error) {
 			ss.Destinations = append(ss.Destinations, ds)
 		}
 		st.Services = append(st.Services, ss)
+	}
+	if a.opts.Cluster != nil {
+		v, err := a.opts.Cluster.View(ctx)
+		if err != nil {
+			return Status{}, fmt.Errorf("cluster view: %w", err)
+		}
+		st.Cluster = &v
 	}
 	return st, nil
 }

@@ -31,6 +31,11 @@ func link(dev string) (netlink.Link, error) {
 
 // List implements Addresses.
 func (Kernel) List(ctx context.Context, dev string) ([]netip.Prefix, error) {
+	return listAddrs(dev, func(netlink.Addr) bool { return true })
+}
+
+// listAddrs returns the addresses of dev that keep says to.
+func listAddrs(dev string, keep func(netlink.Addr) bool) ([]netip.Prefix, error) {
 	l, err := link(dev)
 	if err != nil {
 		return nil, err
@@ -48,7 +53,7 @@ func (Kernel) List(ctx context.Context, dev string) ([]netip.Prefix, error) {
 	out := make([]netip.Prefix, 0, len(addrs))
 	for _, a := range addrs {
 		ip, ok := netip.AddrFromSlice(a.IP)
-		if !ok {
+		if !ok || !keep(a) {
 			continue
 		}
 		ones, _ := a.Mask.Size()

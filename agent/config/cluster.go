@@ -66,6 +66,20 @@ type Cluster struct {
 	// Nice is the scheduling priority lvsd gives itself in a cluster, so its
 	// heartbeats stay on time on a busy host (keepalived's vrrp_priority).
 	Nice int
+	// ConnSync carries IPVS connection state to the other directors.
+	ConnSync ConnSync
+}
+
+// ConnSync is the `cluster.conn_sync` block: the kernel's sync daemons run
+// on lo (a master sending to Port, a backup reading Port+1) and lvsd relays
+// their datagrams over the encrypted cluster.
+type ConnSync struct {
+	Enabled bool
+	Port    uint16
+	// ResyncInterval is how often the whole cached state is sent again
+	// (the kernel never re-sends idle connections; cluster messages are
+	// best effort).
+	ResyncInterval time.Duration
 }
 
 // Defaults and bounds of the cluster block.
@@ -78,6 +92,8 @@ const (
 	DefaultRejoinInterval    = 10 * time.Second
 	DefaultAddressLifetime   = 10 * time.Second
 	DefaultClusterNice       = -10
+	DefaultConnSyncPort      = 8848
+	DefaultResyncInterval    = 10 * time.Second
 	maxClusterLabel          = 64
 )
 
@@ -97,6 +113,11 @@ type rawCluster struct {
 	RejoinInterval    string   `yaml:"rejoin_interval"`
 	AddressLifetime   string   `yaml:"address_lifetime"`
 	Nice              *int     `yaml:"nice"`
+	ConnSync          *struct {
+		Enabled        *bool  `yaml:"enabled"`
+		Port           *int   `yaml:"port"`
+		ResyncInterval string `yaml:"resync_interval"`
+	} `yaml:"conn_sync"`
 }
 
 // cluster validates the cluster block of the agent file at file; nil
@@ -195,6 +216,20 @@ func (d *doc) cluster(role Role, raw *rawCluster, file string) *Cluster {
 		if c.Quorum < 1 || c.Quorum > len(c.Peers)+1 {
 			d.errorf("$.cluster.quorum", "quorum %d is not in 1-%d (the peers plus this director)", c.Quorum, len(c.Peers)+1)
 		}
+	}
+	c.ConnSync = ConnSync{Enabled: true, Port: DefaultConnSyncPort, ResyncInterval: DefaultResyncInterval}
+	if cs := raw.ConnSync; cs != nil {
+		if cs.Enabled != nil {
+			c.ConnSync.Enabled = *cs.Enabled
+		}
+		if cs.Port != nil {
+			if *cs.Port < 1 || *cs.Port > 65534 {
+				d.errorf("$.cluster.conn_sync.port", "port %d is not in 1-65534 (the backup daemon uses the next one)", *cs.Port)
+			} else {
+				c.ConnSync.Port = uint16(*cs.Port)
+			}
+		}
+		c.ConnSync.ResyncInterval = d.clusterDuration("conn_sync.resync_interval", cs.ResyncInterval, DefaultResyncInterval, time.Second, time.Hour)
 	}
 	if c.FailureTimeout < 3*c.HeartbeatInterval {
 		d.errorf("$.cluster.failure_timeout", "failure_timeout %s is shorter than 3 heartbeat intervals (%s): one lost heartbeat would count as a failure",

@@ -30,6 +30,7 @@ cluster:
   rejoin_interval: 5s
   address_lifetime: 30s
   nice: -5
+  conn_sync: {enabled: false, port: 9000, resync_interval: 30s}
 `)
 	a, err := LoadAgent(p)
 	if err != nil {
@@ -38,7 +39,8 @@ cluster:
 	want := &Cluster{Bind: "10.0.0.3:7946", Peers: []string{"10.0.0.2:7946", "10.0.0.3:7946", "[fd00::4]:8000", "dir5.example.com:7946"},
 		KeyFile: dir + "/cluster.key", Keys: [][]byte{bytes.Repeat([]byte{7}, 32), make([]byte, 16)}, Label: "prod",
 		Mode: ModeActiveStandby, Priority: 200, Preempt: false, Quorum: 3, HeartbeatInterval: 100 * time.Millisecond,
-		FailureTimeout: 500 * time.Millisecond, RejoinInterval: 5 * time.Second, AddressLifetime: 30 * time.Second, Nice: -5}
+		FailureTimeout: 500 * time.Millisecond, RejoinInterval: 5 * time.Second, AddressLifetime: 30 * time.Second, Nice: -5,
+		ConnSync: ConnSync{Enabled: false, Port: 9000, ResyncInterval: 30 * time.Second}}
 	if !reflect.DeepEqual(a.Cluster, want) {
 		t.Errorf("got  %+v\nwant %+v", a.Cluster, want)
 	}
@@ -51,7 +53,7 @@ func TestClusterDefaults(t *testing.T) {
 	}
 	want := &Cluster{Bind: "0.0.0.0:7946", Insecure: true, Label: "lvsd", Mode: ModeActiveActive, Priority: 100, Preempt: true,
 		HeartbeatInterval: 50 * time.Millisecond, FailureTimeout: 250 * time.Millisecond, RejoinInterval: 10 * time.Second,
-		AddressLifetime: 10 * time.Second, Nice: -10}
+		AddressLifetime: 10 * time.Second, Nice: -10, ConnSync: ConnSync{Enabled: true, Port: 8848, ResyncInterval: 10 * time.Second}}
 	if !reflect.DeepEqual(a.Cluster, want) {
 		t.Errorf("got  %+v\nwant %+v", a.Cluster, want)
 	}
@@ -89,6 +91,9 @@ func TestClusterBad(t *testing.T) {
 		{"nice", head + ins + "  nice: -21\n", ":4:9: nice -21 is not in -20-19"},
 		{"label", head + ins + "  label: \"caf\u00e9\"\n", ":4:10: label \"caf\u00e9\" is not up to 64 printable ASCII"},
 		{"preempt type", head + ins + "  preempt: sometimes\n", ":4:12: \"sometimes\" is not valid here: want true or false"},
+		{"sync port", head + ins + "  conn_sync: {port: 65535}\n", ":4:21: port 65535 is not in 1-65534 (the backup daemon uses the next one)"},
+		{"resync interval", head + ins + "  conn_sync:\n    resync_interval: 10ms\n", ":5:22: conn_sync.resync_interval \"10ms\" is not a duration from 1s to 1h0m0s"},
+		{"sync unknown key", head + ins + "  conn_sync: {enable: true}\n", ":4:15: unknown field \"enable\""},
 		{"on a real server", "role: realserver\ncluster: {insecure: true}\n", ":2:11: cluster is only for role director"},
 	}
 	for _, c := range cases {

@@ -57,6 +57,9 @@ type Service struct {
 	SourceRanges []netip.Prefix
 	// SNATAddresses are the FULLNAT source addresses (consecutive).
 	SNATAddresses []netip.Addr
+	// Gateway is the NAT real servers' default gateway on the director
+	// (nat.gateway); invalid: none managed by lvsd. It moves with the VIP.
+	Gateway netip.Addr
 	// Persistence, when Timeout > 0, sends a client (of Netmask granularity)
 	// to the same backend for Timeout after its last connection.
 	Persistence  Persistence
@@ -114,6 +117,9 @@ type rawService struct {
 	FullNAT      struct {
 		SourceAddresses []string `yaml:"source_addresses"`
 	} `yaml:"fullnat"`
+	NAT struct {
+		Gateway string `yaml:"gateway"`
+	} `yaml:"nat"`
 	Persistence *struct {
 		Timeout string `yaml:"timeout"`
 		Netmask *int   `yaml:"netmask"`
@@ -232,6 +238,7 @@ func (d *doc) service(raw rawService) Service {
 	d.checkPorts(s)
 	s.SourceRanges = d.sourceRanges(s, raw.SourceRanges)
 	s.SNATAddresses = d.snatAddresses(s, raw.FullNAT.SourceAddresses)
+	s.Gateway = d.gateway(s, raw.NAT.Gateway)
 	s.DrainTimeout = d.duration("$.drain_timeout", s.Name, "drain_timeout", raw.DrainTimeout, DefaultDrainTimeout)
 	if p := raw.Persistence; p != nil {
 		s.Persistence.Timeout = d.duration("$.persistence.timeout", s.Name, "persistence timeout", p.Timeout, 300*time.Second)
@@ -310,6 +317,43 @@ func (d *doc) snatAddresses(s Service, raw []string) []netip.Addr {
 			d.errorf("$.fullnat.source_addresses", "service %q: SNAT addresses must be consecutive (one nftables range); %s does not follow %s", s.Name, out[i], out[i-1])
 			break
 		}
+	}
+	return out
+}
+
+// gateway parses nat.gateway: the address the real servers of a NAT
+// service route through, held by the director that holds the VIP.
+func (d *doc) gateway(s Service, raw string) netip.Addr {
+	if raw == "" {
+		return netip.Addr{}
+	}
+	if s.Forwarding != NAT {
+		d.errorf("$.nat.gateway", "service %q: nat.gateway needs forwarding: nat (FULLNAT real servers reply to the source addresses)", s.Name)
+		return netip.Addr{}
+	}
+	a, err := netip.ParseAddr(raw)
+	switch {
+	case err != nil || a.Zone() != "":
+		d.errorf("$.nat.gateway", "service %q: nat.gateway %q is not an IP address", s.Name, raw)
+	case a.IsUnspecified() || a.IsMulticast() || a.IsLoopback():
+		d.errorf("$.nat.gateway", "service %q: nat.gateway %s must be a unicast address", s.Name, raw)
+	case s.VIP.IsValid() && a.Unmap().Is4() != s.VIP.Is4():
+		d.errorf("$.nat.gateway", "service %q: nat.gateway %s and vip %s are of different IP families", s.Name, a, s.VIP)
+	case a.Unmap() == s.VIP:
+		d.errorf("$.nat.gateway", "service %q: nat.gateway must not be the vip", s.Name)
+	default:
+		return a.Unmap()
+	}
+	return netip.Addr{}
+}
+
+// Addresses are the addresses the director holding the VIP puts on its
+// interface: the VIP, the FULLNAT source addresses real servers reply to
+// and the NAT gateway they route through. They move together.
+func (s Service) Addresses() []netip.Addr {
+	out := append([]netip.Addr{s.VIP}, s.SNATAddresses...)
+	if s.Gateway.IsValid() {
+		out = append(out, s.Gateway)
 	}
 	return out
 }

@@ -49,13 +49,18 @@ func runAgent(ctx context.Context, e *env) error {
 			}
 		}
 	}()
-	vips, err := startCluster(ctx, cfg, log)
+	node, leaveCluster, err := startCluster(ctx, cfg, &k, log)
 	if err != nil {
 		return err
 	}
+	defer leaveCluster()
 	checker := health.NewMonitor(log)
 	go checker.Run(ctx)
-	a := agent.New(agent.Options{ConfigPath: e.config, Config: cfg, Kernel: k, Log: log, VIPs: vips, Health: checker})
+	opts := agent.Options{ConfigPath: e.config, Config: cfg, Kernel: k, Log: log, Health: checker}
+	if node != nil { // a nil *cluster.Node in an interface would not be nil
+		opts.VIPs, opts.Cluster = node, node
+	}
+	a := agent.New(opts)
 	if err := startMetrics(ctx, cfg, a, log); err != nil {
 		return err
 	}

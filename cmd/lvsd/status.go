@@ -81,13 +81,17 @@ func writeDirectorStatus(w io.Writer, st agent.Status, now time.Time) error {
 	}
 	fmt.Fprintf(w, "last reconcile %s (%s ago, took %s): %s\n\n", st.LastReconcile.Format(time.DateTime),
 		ago(now, st.LastReconcile), st.LastDuration, pass)
+	if st.Cluster != nil {
+		if err := writeClusterStatus(w, st.Cluster); err != nil {
+			return err
+		}
+	}
 	if len(st.Services) == 0 {
 		fmt.Fprintln(w, "no services configured")
 		return nil
 	}
-	var table bytes.Buffer
-	tw := tabwriter.NewWriter(&table, 0, 0, 2, ' ', 0)
-	fmt.Fprintln(tw, "SERVICE\tPROT LOCAL/REMOTE ADDRESS:PORT\tSCHED/FORWARD\tWEIGHT\tCONFIGURED\tACTIVE\tINACTIVE\tSTATE")
+	rows := [][]string{{"SERVICE", "PROT LOCAL/REMOTE ADDRESS:PORT", "SCHED/FORWARD", "WEIGHT", "CONFIGURED", "ACTIVE",
+		"INACTIVE", "STATE"}}
 	for _, s := range st.Services {
 		active, inactive := 0, 0
 		for _, d := range s.Destinations {
@@ -97,22 +101,15 @@ func writeDirectorStatus(w io.Writer, st agent.Status, now time.Time) error {
 		if s.Flags != "" {
 			sched += " (" + s.Flags + ")"
 		}
-		fmt.Fprintf(tw, "%s\t%s\t%s\t\t\t%d\t%d\t%s\n", s.Name, serviceAddress(s.Key), sched, active, inactive,
-			serviceState(s))
+		rows = append(rows, []string{s.Name, serviceAddress(s.Key), sched, "", "", strconv.Itoa(active),
+			strconv.Itoa(inactive), serviceState(s)})
 		for _, d := range s.Destinations {
-			fmt.Fprintf(tw, "\t  -> %s\t%s\t%s\t%s\t%d\t%d\t%s\n", d.Address, forwardName(d.Forwarding),
-				weight(d.Weight), weight(d.ConfiguredWeight), d.ActiveConns, d.InactiveConns, destinationState(d))
+			rows = append(rows, []string{"", "  -> " + d.Address, forwardName(d.Forwarding), weight(d.Weight),
+				weight(d.ConfiguredWeight), strconv.Itoa(d.ActiveConns), strconv.Itoa(d.InactiveConns),
+				destinationState(d)})
 		}
 	}
-	if err := tw.Flush(); err != nil {
-		return err
-	}
-	// tabwriter pads the last column too: a row without a state would end
-	// in spaces.
-	for line := range strings.Lines(table.String()) {
-		fmt.Fprintln(w, strings.TrimRight(line, " \n"))
-	}
-	return nil
+	return writeTable(w, "", rows)
 }
 
 // serviceAddress turns a key ("tcp:10.0.0.50:80", "fwmark:7/ipv4") into
@@ -236,4 +233,24 @@ func writeRealServerStatus(w io.Writer, st realserver.Status, now time.Time) err
 		}
 	}
 	return tw.Flush()
+}
+
+// writeTable prints rows as aligned columns, each line starting with
+// indent. tabwriter pads the last column too: a row ending in an empty cell
+// would end in spaces, so lines are trimmed.
+func writeTable(w io.Writer, indent string, rows [][]string) error {
+	var b bytes.Buffer
+	tw := tabwriter.NewWriter(&b, 0, 0, 2, ' ', 0)
+	for _, r := range rows {
+		fmt.Fprintln(tw, indent+strings.Join(r, "\t"))
+	}
+	if err := tw.Flush(); err != nil {
+		return err
+	}
+	for line := range strings.Lines(b.String()) {
+		if _, err := fmt.Fprintln(w, strings.TrimRight(line, " \n")); err != nil {
+			return err
+		}
+	}
+	return nil
 }

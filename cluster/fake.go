@@ -1,0 +1,186 @@
+package cluster
+
+import (
+	"context"
+	"maps"
+	"net/netip"
+	"slices"
+	"sync"
+)
+
+// Fake is an in-memory cluster for agent tests: directors that all see the
+// same live set and decide with the same rules as Node (Owners, Next), with
+// handovers done at once. Each director's side is a FakeNode, which
+// implements the agent's VIPOwnership. Methods are safe for concurrent use.
+type Fake struct {
+	mu    sync.Mutex // guards all following fields
+	rules Rules
+	vips  []netip.Addr
+	nodes []*FakeNode
+}
+
+// FakeNode is one director of a Fake.
+type FakeNode struct {
+	f        *Fake
+	name     string
+	priority int
+	up       bool
+	held     map[netip.Addr]bool // guarded by f.mu
+	asked    map[netip.Addr]int  // guarded by f.mu
+	changed  chan struct{}
+}
+
+// NewFake returns a cluster without directors deciding about vips.
+func NewFake(rules Rules, vips ...netip.Addr) *Fake {
+	return &Fake{rules: rules, vips: slices.Clone(vips)}
+}
+
+// Add adds a live director and redistributes the VIPs.
+func (f *Fake) Add(name string, priority int) *FakeNode {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	n := &FakeNode{f: f, name: name, priority: priority, up: true, held: map[netip.Addr]bool{},
+		asked: map[netip.Addr]int{}, changed: make(chan struct{}, 1)}
+	f.nodes = append(f.nodes, n)
+	f.recompute()
+	return n
+}
+
+// Node returns the director called name, or nil.
+func (f *Fake) Node(name string) *FakeNode {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	for _, n := range f.nodes {
+		if n.name == name {
+			return n
+		}
+	}
+	return nil
+}
+
+// SetUp fails a director (up false: it holds nothing and the others take
+// its VIPs) or brings it back.
+func (f *Fake) SetUp(name string, up bool) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	for _, n := range f.nodes {
+		if n.name == name {
+			n.up = up
+		}
+	}
+	f.recompute()
+}
+
+// SetVIPs replaces the VIPs the cluster decides about.
+func (f *Fake) SetVIPs(vips ...netip.Addr) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.vips = slices.Clone(vips)
+	f.recompute()
+}
+
+// Owner returns the director holding vip, or "".
+func (f *Fake) Owner(vip netip.Addr) string {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	for _, n := range f.nodes {
+		if n.held[vip] {
+			return n.name
+		}
+	}
+	return ""
+}
+
+// recompute lets every live director take its next step until nothing
+// changes; f.mu is held.
+func (f *Fake) recompute() {
+	for range 2 * len(f.nodes) {
+		var live []Candidate
+		for _, n := range f.nodes {
+			if !n.up {
+				continue
+			}
+			claims := map[netip.Addr]bool{}
+			for _, v := range f.vips {
+				claims[v] = n.held[v]
+			}
+			live = append(live, Candidate{Name: n.name, Priority: n.priority, Ready: true, VIPs: claims})
+		}
+		moved := false
+		for _, n := range f.nodes {
+			next := map[netip.Addr]bool{}
+			if n.up {
+				next = Next(f.rules, n.name, live, f.vips).Hold
+			}
+			if !maps.Equal(next, n.held) {
+				n.held, moved = next, true
+				select {
+				case n.changed <- struct{}{}:
+				default:
+				}
+			}
+		}
+		if !moved {
+			return
+		}
+	}
+}
+
+// Holds implements the agent's VIPOwnership.
+func (n *FakeNode) Holds(vip netip.Addr) bool {
+	n.f.mu.Lock()
+	defer n.f.mu.Unlock()
+	n.asked[vip]++
+	return n.held[vip]
+}
+
+// Changed implements the agent's VIPOwnership.
+func (n *FakeNode) Changed() <-chan struct{} { return n.changed }
+
+// Asked returns how often the agent asked about each VIP.
+func (n *FakeNode) Asked() map[netip.Addr]int {
+	n.f.mu.Lock()
+	defer n.f.mu.Unlock()
+	return maps.Clone(n.asked)
+}
+
+// View returns the director's view in the shape Node.View has.
+func (n *FakeNode) View(context.Context) (View, error) {
+	f := n.f
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	v := View{Node: n.name, Mode: f.rules.Mode, Preempt: f.rules.Preempt, Encrypted: true, Quorum: f.rules.Quorum, State: "standby"}
+	if !n.up {
+		v.State = "no-quorum"
+	} else if len(n.held) > 0 {
+		v.State = "active"
+	}
+	live := 0
+	for _, o := range f.nodes {
+		if o.up {
+			live++
+		}
+	}
+	v.Live = live
+	for _, o := range f.nodes {
+		m := MemberView{Name: o.name, Self: o == n, Priority: o.priority, Gossip: "alive", Live: o.up, Ready: o.up, Holds: held(o.held)}
+		if !o.up {
+			m.Gossip = "failed"
+		}
+		if o == n {
+			v.Members = append([]MemberView{m}, v.Members...)
+		} else {
+			v.Members = append(v.Members, m)
+		}
+	}
+	for _, vip := range f.vips {
+		vv := VIPView{VIP: vip.String(), Held: n.held[vip]}
+		for _, o := range f.nodes {
+			if o.held[vip] {
+				vv.Owner, vv.Holders = o.name, append(vv.Holders, o.name)
+			}
+		}
+		v.VIPs = append(v.VIPs, vv)
+	}
+	return v, nil
+}

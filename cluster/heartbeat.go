@@ -1,0 +1,145 @@
+package cluster
+
+import (
+	"encoding/binary"
+	"errors"
+	"net/netip"
+)
+
+// heartbeat is what each director sends every heartbeat interval to every
+// other one, as a memberlist user message (so it is encrypted and labelled
+// like the gossip): who it is, whether it may own VIPs, and the VIPs it is
+// configured for with the ones it holds. A VIP list too long for one UDP
+// packet is split into parts sharing seq.
+type heartbeat struct {
+	Name        string
+	Addr        string // memberlist address of the sender, to join it after a partition
+	Incarnation uint64 // start time of the sender's process: a restart is a new director
+	Seq         uint64
+	Priority    int
+	Ready       bool // past the start-up hold
+	Leaving     bool // shutting down: count it as gone now
+	Part, Parts int
+	VIPs        []vipClaim
+}
+
+type vipClaim struct {
+	VIP  netip.Addr
+	Held bool
+}
+
+const (
+	hbMagic   = 'H'
+	hbVersion = 1
+	// hbMaxBytes keeps a heartbeat in one UDP datagram of memberlist's
+	// default 1400-byte buffer, leaving room for its headers (type, CRC,
+	// AES-GCM, label).
+	hbMaxBytes  = 1100
+	hbHeader    = 2 + 1 + 2 + 8 + 8 + 4
+	flagReady   = 1
+	flagLeaving = 2
+	claimHeld   = 1
+	claimV6     = 2
+)
+
+var errShort = errors.New("heartbeat truncated")
+
+// encode returns hb as one or more packets (parts) of at most hbMaxBytes.
+func (hb heartbeat) encode() [][]byte {
+	head := make([]byte, 0, hbHeader+2+len(hb.Name)+len(hb.Addr))
+	head = append(head, hbMagic, hbVersion)
+	var flags byte
+	if hb.Ready {
+		flags |= flagReady
+	}
+	if hb.Leaving {
+		flags |= flagLeaving
+	}
+	head = append(head, flags, 0, 0) // part, parts filled in below
+	head = binary.BigEndian.AppendUint64(head, hb.Incarnation)
+	head = binary.BigEndian.AppendUint64(head, hb.Seq)
+	head = binary.BigEndian.AppendUint32(head, uint32(int32(hb.Priority)))
+	head = append(head, byte(len(hb.Name)))
+	head = append(head, hb.Name...)
+	head = append(head, byte(len(hb.Addr)))
+	head = append(head, hb.Addr...)
+
+	var parts [][]byte
+	vips := hb.VIPs
+	for {
+		p := append(append(make([]byte, 0, hbMaxBytes), head...), 0, 0)
+		n := 0
+		for ; n < len(vips) && len(p)+17 <= hbMaxBytes; n++ {
+			var f byte
+			if vips[n].Held {
+				f |= claimHeld
+			}
+			if vips[n].VIP.Is6() {
+				f |= claimV6
+			}
+			p = append(p, f)
+			p = append(p, vips[n].VIP.AsSlice()...)
+		}
+		binary.BigEndian.PutUint16(p[len(head):], uint16(n))
+		parts = append(parts, p)
+		vips = vips[n:]
+		if len(vips) == 0 || len(parts) == 255 {
+			break
+		}
+	}
+	for i, p := range parts {
+		p[3], p[4] = byte(i), byte(len(parts))
+	}
+	return parts
+}
+
+// decodeHeartbeat parses one part; a message that is not a heartbeat or
+// is damaged is an error.
+func decodeHeartbeat(b []byte) (heartbeat, error) {
+	var hb heartbeat
+	if len(b) < hbHeader+2 || b[0] != hbMagic {
+		return hb, errors.New("not a heartbeat")
+	}
+	if b[1] != hbVersion {
+		return hb, errors.New("heartbeat of an unknown version")
+	}
+	hb.Ready, hb.Leaving = b[2]&flagReady != 0, b[2]&flagLeaving != 0
+	hb.Part, hb.Parts = int(b[3]), int(b[4])
+	hb.Incarnation = binary.BigEndian.Uint64(b[5:])
+	hb.Seq = binary.BigEndian.Uint64(b[13:])
+	hb.Priority = int(int32(binary.BigEndian.Uint32(b[21:])))
+	rest := b[hbHeader:]
+	str := func() (string, bool) {
+		if len(rest) < 1 || len(rest) < 1+int(rest[0]) {
+			return "", false
+		}
+		s := string(rest[1 : 1+int(rest[0])])
+		rest = rest[1+int(rest[0]):]
+		return s, true
+	}
+	var ok1, ok2 bool
+	hb.Name, ok1 = str()
+	hb.Addr, ok2 = str()
+	if !ok1 || !ok2 || hb.Name == "" || len(rest) < 2 || hb.Parts == 0 || hb.Part >= hb.Parts {
+		return hb, errShort
+	}
+	n := int(binary.BigEndian.Uint16(rest))
+	rest = rest[2:]
+	hb.VIPs = make([]vipClaim, 0, n)
+	for range n {
+		if len(rest) < 1 {
+			return hb, errShort
+		}
+		size := 4
+		if rest[0]&claimV6 != 0 {
+			size = 16
+		}
+		if len(rest) < 1+size {
+			return hb, errShort
+		}
+		a, _ := netip.AddrFromSlice(rest[1 : 1+size])
+		hb.VIPs = append(hb.VIPs, vipClaim{VIP: a, Held: rest[0]&claimHeld != 0})
+		rest = rest[1+size:]
+	}
+	return hb, nil
+}

@@ -1,0 +1,372 @@
+package cluster
+
+import (
+	"context"
+	"maps"
+	"net/netip"
+	"slices"
+	"strings"
+	"time"
+
+	"github.com/hashicorp/memberlist"
+)
+
+// loopState is everything the loop goroutine owns.
+type loopState struct {
+	n         *Node
+	peers     map[string]*peer
+	vips      map[netip.Addr]bool // VIPs this node decides about
+	present   map[netip.Addr]bool // VIP addresses on the interface now
+	want      map[netip.Addr]bool // VIPs this node holds (published to Holds)
+	conflicts map[netip.Addr]string
+	waiting   map[netip.Addr]bool
+	members   map[string]memberEvent // memberlist's view, by name
+	seq       uint64
+	ready     bool // start-up hold over
+	leaving   bool
+	quorate   bool
+	stalls    int
+	lastCheck time.Time
+	joinAsked map[string]time.Time
+	sendFails map[string]bool
+}
+
+func (s *loopState) init(n *Node) {
+	*s = loopState{n: n, peers: map[string]*peer{}, vips: map[netip.Addr]bool{}, present: map[netip.Addr]bool{},
+		want: map[netip.Addr]bool{}, conflicts: map[netip.Addr]string{}, waiting: map[netip.Addr]bool{},
+		members: map[string]memberEvent{}, joinAsked: map[string]time.Time{}, sendFails: map[string]bool{}}
+}
+
+func (s *loopState) lastCheckAt() time.Time { return time.Unix(0, s.n.lastCheck.Load()) }
+
+// checkEvery is how often peers' silence is checked: the resolution of
+// failure detection.
+func (s *loopState) checkEvery() time.Duration {
+	c := s.n.cfg
+	return min(max(c.FailureTimeout/20, 5*time.Millisecond), c.HeartbeatInterval/2)
+}
+
+func (n *Node) run(ctx context.Context) {
+	s := &n.st
+	defer close(n.done)
+	check := time.NewTicker(s.checkEvery())
+	defer check.Stop()
+	send := time.NewTicker(n.cfg.HeartbeatInterval)
+	defer send.Stop()
+	house := time.NewTicker(time.Second)
+	defer house.Stop()
+	s.lastCheck = time.Now()
+	n.lastCheck.Store(s.lastCheck.UnixNano())
+	keys := newKeyWatch(n)
+	s.drain()
+	s.evaluate()
+	s.sendHeartbeat()
+	for {
+		var changed bool
+		select {
+		case <-ctx.Done():
+			return
+		case r := <-n.heartbeats:
+			changed = s.onHeartbeat(r.hb, r.at)
+		case <-n.poke:
+			changed = s.drain()
+		case f := <-n.reqs:
+			s.drain()
+			f()
+			changed = true
+		case <-check.C:
+			changed = s.onCheck(time.Now())
+		case <-send.C:
+			s.sendHeartbeat()
+		case <-house.C:
+			changed = s.housekeep()
+			keys.check()
+		}
+		if changed {
+			s.evaluate()
+		}
+	}
+}
+
+// drain takes what other goroutines left under n.mu: new VIPs, address
+// changes, memberlist events. It reports whether a decision may change.
+func (s *loopState) drain() bool {
+	n := s.n
+	n.mu.Lock()
+	vips, addrs, evs := n.newVIPs, n.addrEvents, n.memberEvs
+	n.newVIPs, n.memberEvs = nil, nil
+	if len(addrs) > 0 {
+		n.addrEvents = map[netip.Addr]bool{}
+	}
+	n.mu.Unlock()
+	changed := false
+	for _, v := range vips {
+		if !s.vips[v] {
+			s.vips[v] = true
+			changed = true
+		}
+	}
+	for a, present := range addrs {
+		if s.present[a] != present {
+			changed = true
+			if present {
+				s.present[a] = true
+			} else {
+				delete(s.present, a)
+			}
+		}
+	}
+	for _, ev := range evs {
+		s.onMember(ev)
+	}
+	if changed {
+		s.sendHeartbeat() // claims changed: tell the peers now
+	}
+	return changed
+}
+
+// candidates is this node's view: itself, every live peer, the peers heard
+// but not risen yet (Rising) and the peers silent for less than two failure
+// timeouts (Lingering).
+func (s *loopState) candidates() []Candidate {
+	self := Candidate{Name: s.n.cfg.Name, Priority: s.n.cfg.Priority, Ready: s.ready && !s.leaving, VIPs: s.claims()}
+	out := []Candidate{self}
+	now := time.Now()
+	hold := s.n.cfg.StartupHold
+	// Waiting for pending peers is for directors starting together; later
+	// a crash-looping peer must not hold back takeovers again and again.
+	coldStart := now.Sub(s.n.started) < 2*hold
+	for _, p := range s.peers {
+		// Heard since shortly after its start: ready by since + hold, or
+		// it is late (a failure timeout of slack for scheduling).
+		pending := coldStart && !p.ready && now.Sub(p.since) < hold+s.n.cfg.FailureTimeout
+		switch {
+		case p.live:
+			unsure := now.Sub(p.lastHeard) > s.n.cfg.FailureTimeout/2
+			out = append(out, Candidate{Name: p.name, Priority: p.priority, Ready: p.ready, Pending: pending, Unsure: unsure, VIPs: p.vips})
+		case s.heard(p, now):
+			out = append(out, Candidate{Name: p.name, Priority: p.priority, Rising: true, Pending: pending, VIPs: p.vips})
+		case !p.leaving && !p.lastHeard.IsZero() && now.Sub(p.lastHeard) <= 2*s.n.cfg.FailureTimeout:
+			out = append(out, Candidate{Name: p.name, Priority: p.priority, Lingering: true})
+		}
+	}
+	return out
+}
+
+// claims are this node's VIPs, each held while it wants it or its address
+// is still on the interface.
+func (s *loopState) claims() map[netip.Addr]bool {
+	out := make(map[netip.Addr]bool, len(s.vips))
+	for v := range s.vips {
+		out[v] = s.want[v] || s.present[v]
+	}
+	return out
+}
+
+func (s *loopState) vipList() []netip.Addr {
+	out := slices.Collect(maps.Keys(s.vips))
+	slices.SortFunc(out, netip.Addr.Compare)
+	return out
+}
+
+// evaluate decides what to hold and publishes it.
+func (s *loopState) evaluate() {
+	n := s.n
+	live := s.candidates()
+	vips := s.vipList()
+	if s.leaving {
+		vips = nil
+	}
+	quorate := len(live) >= n.cfg.Rules.Quorum
+	if quorate != s.quorate {
+		s.quorate = quorate
+		if quorate {
+			n.log.Info("quorum reached", "live", len(live), "quorum", n.cfg.Rules.Quorum)
+		} else {
+			n.log.Warn("quorum lost: releasing every VIP", "live", len(live), "quorum", n.cfg.Rules.Quorum)
+		}
+	}
+	st := Next(n.cfg.Rules, n.cfg.Name, live, vips)
+	for v := range st.Hold {
+		if !s.want[v] {
+			n.log.Info("taking VIP", "vip", v.String(), "live", len(live))
+		}
+	}
+	if !maps.Equal(st.Hold, s.want) {
+		owners := Owners(n.cfg.Rules, live, vips)
+		for v := range s.want {
+			if st.Hold[v] {
+				continue
+			}
+			reason := "owned by " + owners[v]
+			switch {
+			case s.leaving:
+				reason = "leaving"
+			case !s.vips[v]:
+				reason = "no longer configured"
+			case !quorate:
+				reason = "no quorum"
+			case owners[v] == n.cfg.Name:
+				reason = "held by a director ranked first"
+			case owners[v] == "":
+				reason = "no owner"
+			}
+			n.log.Info("releasing VIP", "vip", v.String(), "reason", reason)
+		}
+	}
+	for _, v := range st.Waiting {
+		if s.waiting[v] {
+			continue
+		}
+		if h := s.holders(v, live); len(h) > 0 {
+			n.log.Info("waiting for the holder to release VIP", "vip", v.String(), "holders", strings.Join(h, ","))
+		} else {
+			n.log.Info("waiting for a starting director ranked first for VIP", "vip", v.String())
+		}
+	}
+	s.waiting = map[netip.Addr]bool{}
+	for _, v := range st.Waiting {
+		s.waiting[v] = true
+	}
+	for _, v := range st.Conflicts {
+		if _, seen := s.conflicts[v]; !seen {
+			others := strings.Join(s.holders(v, live), ",")
+			n.log.Warn("VIP held by another director too; the lower ranked one lets go", "vip", v.String(), "holders", others)
+			s.conflicts[v] = others
+		}
+	}
+	for v := range s.conflicts {
+		if slices.Contains(st.Conflicts, v) {
+			continue
+		}
+		delete(s.conflicts, v)
+		if st.Hold[v] && n.cfg.Reannounce != nil {
+			n.log.Info("VIP conflict over; announcing again", "vip", v.String())
+			go n.cfg.Reannounce(v)
+		}
+	}
+	if maps.Equal(st.Hold, s.want) {
+		return
+	}
+	s.want = st.Hold
+	n.mu.Lock()
+	n.held = maps.Clone(st.Hold)
+	n.mu.Unlock()
+	select {
+	case n.changed <- struct{}{}:
+	default:
+	}
+	s.sendHeartbeat()
+}
+
+// holders names the live directors other than this one claiming v.
+func (s *loopState) holders(v netip.Addr, live []Candidate) []string {
+	var out []string
+	for _, c := range live {
+		if c.Name != s.n.cfg.Name && c.VIPs[v] {
+			out = append(out, c.Name)
+		}
+	}
+	return out
+}
+
+func (s *loopState) heartbeat(leaving bool) heartbeat {
+	n := s.n
+	s.seq++
+	hb := heartbeat{Name: n.cfg.Name, Addr: n.ml.LocalNode().Address(), Incarnation: n.incarnation, Seq: s.seq,
+		Priority: n.cfg.Priority, Ready: s.ready && !s.leaving, Leaving: leaving}
+	if !leaving {
+		for v, held := range s.claims() {
+			hb.VIPs = append(hb.VIPs, vipClaim{v, held})
+		}
+		slices.SortFunc(hb.VIPs, func(a, b vipClaim) int { return a.VIP.Compare(b.VIP) })
+	}
+	return hb
+}
+
+func (s *loopState) sendHeartbeat() { s.send(s.heartbeat(false)) }
+
+// sendLeaving tells every peer this node is gone (a few times: UDP).
+func (s *loopState) sendLeaving() {
+	hb := s.heartbeat(true)
+	for range 3 {
+		s.send(hb)
+	}
+}
+
+// send sends hb to every target. A failing target (a peer that is down:
+// no neighbour entry) is logged when it starts failing, not every time.
+func (s *loopState) send(hb heartbeat) {
+	parts := hb.encode()
+	for _, addr := range s.targets() {
+		var err error
+		for _, p := range parts {
+			if err = s.n.ml.SendToAddress(memberlist.Address{Addr: addr}, p); err != nil {
+				break
+			}
+		}
+		switch {
+		case err != nil && !s.sendFails[addr]:
+			s.sendFails[addr] = true
+			s.n.log.Debug("cannot send heartbeats", "to", addr, "err", err)
+		case err == nil && s.sendFails[addr]:
+			delete(s.sendFails, addr)
+			s.n.log.Debug("sending heartbeats again", "to", addr)
+		}
+	}
+}
+
+// targets are the addresses heartbeats go to: the configured peers, the
+// memberlist members and every director heard from, without this node.
+// Peers are sent to whether memberlist counts them or not, so a healed
+// partition is seen at the next heartbeat.
+func (s *loopState) targets() []string {
+	n := s.n
+	n.mu.Lock()
+	out := slices.Clone(n.peerAddrs)
+	n.mu.Unlock()
+	for _, m := range s.members {
+		if m.alive {
+			out = append(out, m.addr)
+		}
+	}
+	for _, p := range s.peers {
+		if !p.leaving && p.addr != "" {
+			out = append(out, p.addr)
+		}
+	}
+	slices.Sort(out)
+	out = slices.Compact(out)
+	return slices.DeleteFunc(out, func(a string) bool { return a == "" || n.self[a] })
+}
+
+// startLeaving runs on the loop: stop being a candidate and want nothing.
+func (s *loopState) startLeaving() {
+	s.leaving = true
+	s.n.log.Info("leaving the cluster: releasing every VIP")
+}
+
+// housekeep forgets VIPs nobody asked about for VIPExpiry and peers
+// silent for long.
+func (s *loopState) housekeep() bool {
+	n := s.n
+	now := time.Now()
+	changed := false
+	if n.cfg.VIPExpiry > 0 {
+		n.mu.Lock()
+		for v, at := range n.asked {
+			if now.Sub(at) > n.cfg.VIPExpiry {
+				delete(n.asked, v)
+				delete(s.vips, v)
+				changed = true
+			}
+		}
+		n.mu.Unlock()
+	}
+	for name, p := range s.peers {
+		if !p.live && !s.members[name].alive && (p.leaving || now.Sub(p.lastHeard) > 10*time.Minute) {
+			delete(s.peers, name)
+		}
+	}
+	return changed
+}

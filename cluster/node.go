@@ -1,0 +1,353 @@
+package cluster
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"maps"
+	"net"
+	"net/netip"
+	"slices"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/hashicorp/memberlist"
+)
+
+// Config configures a Node. Zero durations take the defaults below.
+type Config struct {
+	Name     string // unique in the cluster
+	Rules    Rules  // Quorum 0: a majority of Peers plus this node (1 for two directors)
+	Priority int    // active-standby
+
+	Bind      string   // host:port for memberlist (UDP and TCP)
+	Advertise string   // host:port others reach this node at; "" derives it from Bind
+	Peers     []string // host:port of the directors to join and re-join
+	Label     string
+	// Keys encrypt and authenticate all traffic (the first encrypts, all
+	// decrypt). Without keys Insecure must be set.
+	Keys     [][]byte
+	Insecure bool
+	// KeyFile is watched: when it changes, LoadKeys is called and the
+	// keyring replaced (key rotation without a restart).
+	KeyFile  string
+	LoadKeys func() ([][]byte, error)
+
+	HeartbeatInterval time.Duration
+	FailureTimeout    time.Duration // silence after which a director counts as failed
+	// Rise is how long a director must be heard without a gap before it
+	// counts again after a failure (or at first contact), so a flapping
+	// link does not move VIPs back and forth.
+	Rise time.Duration
+	// StartupHold is how long a starting node waits before it may own
+	// VIPs, so it has heard who holds what before taking anything.
+	StartupHold    time.Duration
+	RejoinInterval time.Duration
+
+	// VIPs are the VIPs known at start; more are learned when Holds is
+	// asked about them. VIPExpiry forgets VIPs nobody asked about for that
+	// long (the agent asks about each configured VIP at every pass); 0
+	// never forgets.
+	VIPs      []netip.Addr
+	VIPExpiry time.Duration
+
+	// Reannounce is called (on its own goroutine) for a VIP this node
+	// holds when another director that also held it has let go, so the
+	// link learns again where the VIP is.
+	Reannounce func(netip.Addr)
+	Log        *slog.Logger
+	// Transport replaces memberlist's UDP/TCP transport (tests).
+	Transport memberlist.Transport
+}
+
+// Defaults of Config.
+const (
+	DefaultHeartbeatInterval = 50 * time.Millisecond
+	DefaultFailureTimeout    = 250 * time.Millisecond
+	DefaultRejoinInterval    = 10 * time.Second
+	maxNameLen               = 128
+)
+
+func (c *Config) setDefaults() error {
+	if c.Name == "" || len(c.Name) > maxNameLen {
+		return fmt.Errorf("node name %q must have 1-%d bytes", c.Name, maxNameLen)
+	}
+	if len(c.Keys) == 0 && !c.Insecure {
+		return errors.New("no cluster key: encryption and authentication are required unless insecure is set")
+	}
+	for _, k := range c.Keys {
+		if l := len(k); l != 16 && l != 24 && l != 32 {
+			return fmt.Errorf("a cluster key has %d bytes, want 16, 24 or 32", l)
+		}
+	}
+	if c.Rules.Mode == "" {
+		c.Rules.Mode = ActiveStandby
+	}
+	if c.HeartbeatInterval <= 0 {
+		c.HeartbeatInterval = DefaultHeartbeatInterval
+	}
+	if c.FailureTimeout <= 0 {
+		c.FailureTimeout = DefaultFailureTimeout
+	}
+	if c.Rise <= 0 {
+		c.Rise = c.FailureTimeout
+	}
+	if c.StartupHold <= 0 {
+		c.StartupHold = max(time.Second, 2*c.FailureTimeout+c.Rise)
+	}
+	if c.RejoinInterval <= 0 {
+		c.RejoinInterval = DefaultRejoinInterval
+	}
+	if c.Bind == "" {
+		c.Bind = "0.0.0.0:7946"
+	}
+	if c.Log == nil {
+		c.Log = slog.Default()
+	}
+	return nil
+}
+
+// DefaultQuorum is a majority of n directors when there are three or more;
+// with one or two it is 1, since a majority of two is both and one
+// survivor could never hold a VIP. Two directors behave like VRRP: a
+// partition between them makes both hold the VIPs.
+func DefaultQuorum(n int) int {
+	if n < 3 {
+		return 1
+	}
+	return n/2 + 1
+}
+
+// Node is this director's membership in the cluster and its share of the
+// VIPs. It implements the agent's VIPOwnership: Holds and Changed.
+//
+// One goroutine (run) owns the membership state; memberlist's callbacks,
+// Holds and the address hooks hand it work through channels or the small
+// mutex-guarded fields below.
+type Node struct {
+	cfg         Config
+	log         *slog.Logger
+	ml          *memberlist.Memberlist
+	keyring     *memberlist.Keyring // nil when insecure
+	incarnation uint64
+	started     time.Time
+	self        map[string]bool // host:port strings that reach this node
+	lastCheck   atomic.Int64    // unix nanoseconds of the loop's last liveness check
+	leaving     atomic.Bool
+
+	heartbeats chan received
+	poke       chan struct{} // pending fields changed
+	reqs       chan func()   // run on the loop goroutine
+	joinReq    chan string
+	changed    chan struct{}
+	cancel     context.CancelFunc
+	done       chan struct{}
+
+	mu          sync.Mutex // guards all following fields
+	held        map[netip.Addr]bool
+	asked       map[netip.Addr]time.Time
+	newVIPs     []netip.Addr
+	addrEvents  map[netip.Addr]bool // address now present (true) or gone, not yet seen by the loop
+	memberEvs   []memberEvent
+	peerAddrs   []string // resolved Peers without this node
+	lastJoinErr string
+
+	st loopState // owned by the loop goroutine
+}
+
+type received struct {
+	hb heartbeat
+	at time.Time
+}
+
+// Start creates the memberlist (binding its sockets), starts the
+// heartbeat loop and joins the peers in the background: a director must be
+// able to start alone. It returns once the node runs; Leave stops it.
+func Start(cfg Config) (*Node, error) {
+	if err := cfg.setDefaults(); err != nil {
+		return nil, err
+	}
+	n := &Node{
+		cfg:         cfg,
+		log:         cfg.Log,
+		incarnation: uint64(time.Now().UnixNano()),
+		started:     time.Now(),
+		heartbeats:  make(chan received, 256),
+		poke:        make(chan struct{}, 1),
+		reqs:        make(chan func()),
+		joinReq:     make(chan string, 16),
+		changed:     make(chan struct{}, 1),
+		done:        make(chan struct{}),
+		held:        map[netip.Addr]bool{},
+		asked:       map[netip.Addr]time.Time{},
+		addrEvents:  map[netip.Addr]bool{},
+	}
+	n.st.init(n)
+	for _, v := range cfg.VIPs {
+		n.asked[v.Unmap()] = n.started
+		n.newVIPs = append(n.newVIPs, v.Unmap())
+	}
+	ml, err := memberlist.Create(n.memberlistConfig())
+	if err != nil {
+		return nil, fmt.Errorf("cluster: starting memberlist on %s: %w", cfg.Bind, err)
+	}
+	n.ml = ml
+	n.self = selfAddresses(ml.LocalNode().Address(), cfg.Bind)
+	if n.cfg.Rules.Quorum == 0 {
+		others := 0
+		for _, p := range cfg.Peers {
+			if !n.self[p] {
+				others++
+			}
+		}
+		n.cfg.Rules.Quorum = DefaultQuorum(others + 1)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	n.cancel = cancel
+	go n.run(ctx)
+	go n.rejoinLoop(ctx)
+	n.log.Info("cluster node started", "node", cfg.Name, "address", ml.LocalNode().Address(),
+		"mode", string(cfg.Rules.Mode), "priority", cfg.Priority, "preempt", cfg.Rules.Preempt,
+		"quorum", n.cfg.Rules.Quorum, "peers", len(cfg.Peers), "encrypted", !cfg.Insecure,
+		"heartbeat", cfg.HeartbeatInterval.String(), "failure_timeout", cfg.FailureTimeout.String())
+	if cfg.Insecure {
+		n.log.Warn("cluster traffic is neither encrypted nor authenticated (insecure: true): anyone who can reach the cluster port can take the VIPs")
+	}
+	if n.cfg.Rules.Quorum == 1 && len(cfg.Peers) > 0 {
+		n.log.Info("quorum is 1: a partition between directors makes each side hold the VIPs (set quorum with three or more directors)")
+	}
+	return n, nil
+}
+
+// selfAddresses returns the host:port strings that mean this node: its
+// memberlist address and every local IP with its bind port.
+func selfAddresses(advertise, bind string) map[string]bool {
+	out := map[string]bool{advertise: true}
+	_, port, err := net.SplitHostPort(bind)
+	if port == "0" { // picked by the kernel: memberlist advertises it
+		_, port, err = net.SplitHostPort(advertise)
+	}
+	if err != nil {
+		return out
+	}
+	addrs, _ := net.InterfaceAddrs()
+	for _, a := range addrs {
+		if ipn, ok := a.(*net.IPNet); ok {
+			out[net.JoinHostPort(ipn.IP.String(), port)] = true
+		}
+	}
+	return out
+}
+
+// Address is the host:port the other directors reach this node at.
+func (n *Node) Address() string { return n.ml.LocalNode().Address() }
+
+// Holds reports whether this node holds vip now. A VIP it has not heard of
+// is added to the VIPs it decides about (the agent asks about every
+// configured VIP at each pass, which is how a reload's new VIPs arrive).
+func (n *Node) Holds(vip netip.Addr) bool {
+	vip = vip.Unmap()
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	if _, ok := n.asked[vip]; !ok {
+		n.newVIPs = append(n.newVIPs, vip)
+		n.signal()
+	}
+	n.asked[vip] = time.Now()
+	return n.held[vip]
+}
+
+// Changed delivers a value whenever Holds may answer differently.
+func (n *Node) Changed() <-chan struct{} { return n.changed }
+
+// Held returns the VIPs this node holds now, sorted.
+func (n *Node) Held() []netip.Addr {
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	out := slices.Collect(maps.Keys(n.held))
+	slices.SortFunc(out, netip.Addr.Compare)
+	return out
+}
+
+// AddressChanged tells the node that a VIP address was put on (present) or
+// removed from its interface. A node claims a VIP in its heartbeats while it
+// wants it or the address is still there, so a peer takes a VIP over only
+// once it is really gone here. Safe to call from any goroutine.
+func (n *Node) AddressChanged(addr netip.Addr, present bool) {
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	n.addrEvents[addr.Unmap()] = present
+	n.signal()
+}
+
+// Healthy reports whether the node's loop is running and has checked its
+// peers recently; VIP addresses are renewed only while it is (a wedged
+// node must let its VIPs expire, since its peers already took them).
+func (n *Node) Healthy() bool {
+	select {
+	case <-n.done:
+		return false
+	default:
+	}
+	return time.Since(n.st.lastCheckAt()) < 4*n.cfg.FailureTimeout
+}
+
+// signal wakes the loop; n.mu is held.
+func (n *Node) signal() {
+	select {
+	case n.poke <- struct{}{}:
+	default:
+	}
+}
+
+// do runs f on the loop goroutine and waits for it, or fails when ctx ends
+// or the loop has stopped.
+func (n *Node) do(ctx context.Context, f func()) error {
+	finished := make(chan struct{})
+	select {
+	case n.reqs <- func() { f(); close(finished) }:
+	case <-n.done:
+		return errors.New("cluster node stopped")
+	case <-ctx.Done():
+		return ctx.Err()
+	}
+	select {
+	case <-finished:
+		return nil
+	case <-ctx.Done():
+		return ctx.Err()
+	}
+}
+
+// Leave hands this node's VIPs over and leaves the cluster: it stops
+// wanting VIPs, calls release (which removes the addresses; the agent has
+// stopped by then), tells the peers it is leaving so they take over at once
+// instead of after the failure timeout, and shuts memberlist down.
+func (n *Node) Leave(ctx context.Context, release func(context.Context) error) error {
+	if !n.leaving.CompareAndSwap(false, true) {
+		return nil
+	}
+	var errs []error
+	if err := n.do(ctx, n.st.startLeaving); err != nil {
+		errs = append(errs, err)
+	}
+	if release != nil {
+		errs = append(errs, release(ctx))
+	}
+	// Let the loop see the addresses go (its heartbeats stop claiming them)
+	// before it stops.
+	errs = append(errs, n.do(ctx, func() {}))
+	n.cancel()
+	<-n.done
+	n.st.sendLeaving()
+	// Peers already know from the heartbeat; the gossip of memberlist's
+	// own leave message may time out when they are unreachable.
+	if err := n.ml.Leave(time.Second); err != nil {
+		n.log.Debug("memberlist leave", "err", err)
+	}
+	errs = append(errs, n.ml.Shutdown())
+	n.log.Info("left the cluster")
+	return errors.Join(errs...)
+}

@@ -1,0 +1,40 @@
+package main
+
+import (
+	"bytes"
+	"strings"
+	"testing"
+
+	"github.com/lvsd/lvsd/cluster"
+)
+
+func TestWriteDirectorStatusCluster(t *testing.T) {
+	st := directorStatus()
+	st.Services = nil
+	st.Cluster = &cluster.View{Node: "lvs1", Mode: cluster.ActiveStandby, Encrypted: true, State: "active",
+		Quorum: 2, Live: 2, Stalls: 1,
+		Members: []cluster.MemberView{
+			{Name: "lvs1", Address: "10.0.0.2:7946", Self: true, Priority: 200, Gossip: "alive", Live: true, Ready: true,
+				Holds: []string{"10.0.0.50"}},
+			{Name: "lvs2", Address: "10.0.0.3:7946", Priority: 100, Gossip: "alive", Live: true, Ready: true},
+			{Name: "lvs3", Address: "10.0.0.4:7946", Priority: 100, Gossip: "failed"},
+		},
+		VIPs: []cluster.VIPView{{VIP: "10.0.0.50", Owner: "lvs1", Held: true, Holders: []string{"lvs1"}}}}
+	var b bytes.Buffer
+	if err := writeDirectorStatus(&b, st, statusNow); err != nil {
+		t.Fatal(err)
+	}
+	want := `cluster: active, active-standby, encrypted, quorum 2, 2 live, 1 scheduling stalls
+  DIRECTOR     ADDRESS        PRIORITY  GOSSIP  LIVE  READY  HOLDS
+  lvs1 (this)  10.0.0.2:7946  200       alive   yes   yes    10.0.0.50
+  lvs2         10.0.0.3:7946  100       alive   yes   yes
+  lvs3         10.0.0.4:7946  100       failed  no    no
+  VIP        OWNER  HELD HERE  CLAIMED BY
+  10.0.0.50  lvs1   yes        lvs1
+
+no services configured
+`
+	if !strings.HasSuffix(b.String(), want) {
+		t.Errorf("got:\n%s\nwant it to end with:\n%s", b.String(), want)
+	}
+}
