@@ -22,7 +22,7 @@ build:
 
 vet:
 	$(GO) vet ./...
-	$(GO) vet -tags 'e2e vmtest' ./e2e/... ./nat/...
+	$(GO) vet -tags 'e2e vmtest' ./e2e/... ./nat/... ./ipvs/...
 
 unit:
 	$(GO) test -count=1 -v ./... | grep -vE "^\s*=== (RUN|PAUSE|CONT|NAME)" ; exit $${PIPESTATUS[0]}
@@ -30,13 +30,13 @@ unit:
 # The e2e suite runs in a VM with a stock Debian kernel (real IPVS): go test
 # -exec boots one VM per package, one package at a time. ./e2e is the
 # black-box suite of the built binary; ./nat adds its datapath test with
-# IPVS (tag vmtest). RUN selects tests by regex.
+# IPVS and ./ipvs its sync-daemon tests (tag vmtest). RUN selects tests by regex.
 #
 # E2E_SYSTEMD_PKGS run in a VM that boots systemd as PID 1 instead (e2e/vm/run
 # --init systemd, ~5 s more per boot): ./e2e/systemd installs the .deb that
 # `make package` built and runs lvsd as lvsd.service. Both runs always go;
 # the target fails if either did.
-E2E_PKGS ?= ./e2e ./nat
+E2E_PKGS ?= ./e2e ./nat ./ipvs
 E2E_SYSTEMD_PKGS ?= ./e2e/systemd
 e2e: build vm-setup package-check
 	@mkdir -p $(OUT)

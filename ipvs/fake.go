@@ -15,6 +15,7 @@ type Fake struct {
 	mu       sync.Mutex // guards all following fields
 	services []fakeService
 	ops      []string
+	daemons  fakeDaemons // sync daemons, daemon_fake.go
 }
 
 type fakeService struct {

@@ -14,12 +14,14 @@ import (
 
 	mobyipvs "github.com/moby/ipvs"
 	"github.com/vishvananda/netlink"
+	"github.com/vishvananda/netns"
 )
 
 // Kernel programs the IPVS tables of one network namespace through generic netlink.
 type Kernel struct {
-	mu sync.Mutex // guards h: the moby handle's socket is not safe for concurrent requests
+	mu sync.Mutex // guards h (its socket is not safe for concurrent requests) and serializes daemon changes
 	h  *mobyipvs.Handle
+	ns netns.NsHandle // the namespace of Open's netnsPath, for the sync-daemon socket; None: the caller's
 }
 
 var _ Interface = (*Kernel)(nil)
@@ -32,11 +34,21 @@ func Open(netnsPath string) (*Kernel, error) {
 	if err := Probe(); err != nil {
 		return nil, err
 	}
+	ns := netns.None()
+	if netnsPath != "" {
+		var err error
+		if ns, err = netns.GetFromPath(netnsPath); err != nil {
+			return nil, fmt.Errorf("opening network namespace %s: %w", netnsPath, err)
+		}
+	}
 	h, err := mobyipvs.New(netnsPath)
 	if err != nil {
+		if ns.IsOpen() {
+			ns.Close()
+		}
 		return nil, fmt.Errorf("opening IPVS netlink socket: %w", err)
 	}
-	return &Kernel{h: h}, nil
+	return &Kernel{h: h, ns: ns}, nil
 }
 
 // Probe reports whether the kernel offers the IPVS generic netlink family.
@@ -56,8 +68,13 @@ func Probe() error {
 	return nil
 }
 
-// Close releases the netlink socket.
-func (k *Kernel) Close() { k.h.Close() }
+// Close releases the netlink socket and the namespace handle.
+func (k *Kernel) Close() {
+	k.h.Close()
+	if k.ns.IsOpen() {
+		k.ns.Close()
+	}
+}
 
 // Services implements Interface.
 func (k *Kernel) Services(ctx context.Context) ([]Service, error) {
