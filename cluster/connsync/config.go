@@ -1,0 +1,116 @@
+package connsync
+
+import (
+	"errors"
+	"fmt"
+	"log/slog"
+	"net/netip"
+	"time"
+)
+
+// Defaults for the zero values of Config.
+const (
+	DefaultInterface      = "lo"
+	DefaultMasterPort     = 8848
+	DefaultBackupPort     = 8849
+	DefaultResyncInterval = 10 * time.Second
+	DefaultMaxEntries     = 1 << 20
+	DefaultFlushDelay     = 5 * time.Millisecond
+	DefaultMaxRate        = 4000
+	DefaultLogInterval    = time.Minute
+
+	// defaultTimeout is how long a record with timeout 0 is kept: the
+	// kernel's own fallback for such records (ip_vs_proc_conn).
+	defaultTimeout = 3 * time.Minute
+	// deliveryQueue bounds the relay messages waiting for Run.
+	deliveryQueue = 2048
+)
+
+// DefaultGroup is the kernel's sync group, IP_VS_SYNC_GROUP.
+var DefaultGroup = netip.AddrFrom4([4]byte{224, 0, 0, 81})
+
+// Config configures a Relay. Zero values take the defaults above.
+type Config struct {
+	// Interface is where both sync daemons run (mcast_ifn); "lo" keeps
+	// the kernel's traffic on this host.
+	Interface string
+	// Group is the daemons' multicast group: IPv4 only, since IPv6
+	// multicast is not delivered on lo.
+	Group netip.Addr
+	// MasterPort is where the local master daemon sends; BackupPort is
+	// where the local backup daemon listens. They must differ, and with
+	// the sysctl sync_ports above 1 the master also uses the ports after
+	// MasterPort, which this relay does not read.
+	MasterPort, BackupPort uint16
+	// SyncID is written into the datagrams for the backup daemon, which
+	// drops other IDs unless its own is 0.
+	SyncID uint8
+	// ResyncInterval is how often the whole cache is replayed to every
+	// member, to make up for lost messages.
+	ResyncInterval time.Duration
+	// MaxEntries bounds the cache; the least recently updated entry is
+	// evicted first.
+	MaxEntries int
+	// FlushDelay is how long records from the master may wait for more to
+	// share their message.
+	FlushDelay time.Duration
+	// MaxRate is how many relay messages per second replays may send, a
+	// broadcast counting once. Records fresh from the master are never
+	// held back but use up the rate.
+	MaxRate int
+	// LogInterval is how often a summary is logged, when there is news.
+	LogInterval time.Duration
+	// Transport is required.
+	Transport Transport
+	// Log defaults to discarding.
+	Log *slog.Logger
+}
+
+func (c *Config) setDefaults() error {
+	if c.Interface == "" {
+		c.Interface = DefaultInterface
+	}
+	if !c.Group.IsValid() {
+		c.Group = DefaultGroup
+	}
+	if c.MasterPort == 0 {
+		c.MasterPort = DefaultMasterPort
+	}
+	if c.BackupPort == 0 {
+		c.BackupPort = DefaultBackupPort
+	}
+	for _, d := range []struct {
+		v   *time.Duration
+		def time.Duration
+	}{{&c.ResyncInterval, DefaultResyncInterval}, {&c.FlushDelay, DefaultFlushDelay}, {&c.LogInterval, DefaultLogInterval}} {
+		if *d.v == 0 {
+			*d.v = d.def
+		}
+	}
+	if c.MaxEntries == 0 {
+		c.MaxEntries = DefaultMaxEntries
+	}
+	if c.MaxRate == 0 {
+		c.MaxRate = DefaultMaxRate
+	}
+	if c.Log == nil {
+		c.Log = slog.New(slog.DiscardHandler)
+	}
+	var errs []error
+	if !c.Group.Is4() || !c.Group.IsMulticast() {
+		errs = append(errs, fmt.Errorf("group %s is not an IPv4 multicast address", c.Group))
+	}
+	if c.MasterPort == c.BackupPort {
+		errs = append(errs, fmt.Errorf("master and backup port are both %d: the backup daemon would read its own master", c.MasterPort))
+	}
+	if c.ResyncInterval < 0 || c.FlushDelay < 0 || c.LogInterval < 0 {
+		errs = append(errs, errors.New("intervals must not be negative"))
+	}
+	if c.MaxEntries < 0 || c.MaxRate < 0 {
+		errs = append(errs, errors.New("max entries and max rate must not be negative"))
+	}
+	if c.Transport == nil {
+		errs = append(errs, errors.New("no transport"))
+	}
+	return errors.Join(errs...)
+}

@@ -1,0 +1,280 @@
+package connsync
+
+import (
+	"log/slog"
+	"net/netip"
+	"slices"
+	"time"
+)
+
+// warnEvery limits warnings about dropped data to one per interval; the
+// ones in between are counted in the next.
+const warnEvery = 10 * time.Second
+
+// engine is the relay's state and logic. Only the Run goroutine touches it.
+// Every method takes the current time, so tests drive it without a clock
+// or goroutines.
+type engine struct {
+	cfg   Config
+	log   *slog.Logger
+	st    *counters
+	out   datagramWriter
+	epoch time.Time // the cache's monotonic clock counts from here
+
+	cache   *cache
+	fresh   msgBuilder    // records from the master waiting for FlushDelay
+	freshAt time.Duration // when the oldest of them arrived
+	replays []*replay
+	rr      int // next replay to serve, round robin
+
+	// A token bucket paces replays: a full replay of a large cache must
+	// not flood memberlist's receive queue, which heartbeats share.
+	tokens   float64
+	refilled time.Duration
+
+	lastWarn    time.Duration
+	suppressed  int
+	body, dgram []byte // scratch for datagrams to the backup daemon
+}
+
+// replay sends the whole cache to one member, or to every member when to
+// is empty.
+type replay struct {
+	to      string
+	cur     *cursor
+	started time.Duration
+	records int
+}
+
+func newEngine(cfg Config, st *counters, log *slog.Logger, out datagramWriter, now time.Time) *engine {
+	return &engine{
+		cfg: cfg, log: log, st: st, out: out, epoch: now,
+		cache:    newCache(cfg.MaxEntries, defaultTimeout),
+		tokens:   burst(cfg.MaxRate),
+		lastWarn: -warnEvery,
+	}
+}
+
+// burst is how many messages may leave at once: 10 ms of the rate.
+func burst(rate int) float64 { return max(1, float64(rate)/100) }
+
+func (e *engine) mono(now time.Time) time.Duration { return now.Sub(e.epoch) }
+
+// fromMaster takes a datagram the local master daemon sent: its records
+// are cached and queued to go to every member.
+func (e *engine) fromMaster(b []byte, now time.Time) {
+	_, recs, err := parseDatagram(b)
+	if err != nil {
+		e.st.droppedInvalid.Add(1)
+		e.warn(now, "dropped a datagram from the master daemon", "err", err)
+		return
+	}
+	t := e.mono(now)
+	e.st.masterDatagrams.Add(1)
+	e.st.masterRecords.Add(uint64(len(recs)))
+	for _, r := range recs {
+		if e.cache.put(r, t) {
+			e.st.evicted.Add(1)
+			e.warn(now, "connection cache full, evicted the oldest entry", "max_entries", e.cfg.MaxEntries)
+		}
+		if !e.fresh.fits(r) {
+			e.flush(now)
+		}
+		if e.fresh.empty() {
+			e.freshAt = t
+		}
+		e.fresh.add(r)
+	}
+	e.st.cacheSize.Store(int64(e.cache.len()))
+}
+
+// flush broadcasts the records waiting from the master.
+func (e *engine) flush(now time.Time) {
+	if e.fresh.empty() {
+		return
+	}
+	msg, n := e.fresh.finish(0, now)
+	e.cfg.Transport.Broadcast(msg)
+	e.sent(n, false)
+}
+
+func (e *engine) sent(records int, replayed bool) {
+	e.tokens-- // may go below zero: fresh records are never held back
+	e.st.sentMessages.Add(1)
+	e.st.sentRecords.Add(uint64(records))
+	if replayed {
+		e.st.replayedRecords.Add(uint64(records))
+	}
+}
+
+// deliver applies a relay message from a peer: its records go to the local
+// backup daemon as one datagram.
+func (e *engine) deliver(from string, b []byte, at time.Time) {
+	flags, sent, recs, err := decodeMessage(b)
+	if err != nil {
+		e.st.droppedInvalid.Add(1)
+		e.warn(at, "dropped a relay message", "from", from, "err", err)
+		return
+	}
+	lag := at.Sub(sent)
+	e.st.observeLag(lag)
+	e.st.receivedMessages.Add(1)
+	e.st.receivedRecords.Add(uint64(len(recs)))
+	if flags&flagReplay == 0 {
+		e.st.receivedFresh.Add(uint64(len(recs)))
+	}
+	body, n, stale := e.body[:0], 0, 0
+	for _, r := range recs {
+		// Applying a record whose timeout ran out in transit would revive
+		// a connection the master has already expired.
+		if s := r.timeout(); s != 0 && lag >= time.Duration(s)*time.Second {
+			stale++
+			continue
+		}
+		body, _ = appendRecord(body, r)
+		n++
+	}
+	e.body = body
+	if stale > 0 {
+		e.st.droppedStale.Add(uint64(stale))
+		e.warn(at, "dropped records that expired in transit", "from", from, "records", stale, "lag", lag)
+	}
+	if n == 0 {
+		return
+	}
+	e.dgram = appendDatagram(e.dgram[:0], e.cfg.SyncID, n, body)
+	if err := e.out.Write(e.dgram); err != nil {
+		e.st.droppedWrite.Add(1)
+		e.warn(at, "could not write to the backup daemon", "from", from, "err", err)
+		return
+	}
+	e.st.appliedDatagrams.Add(1)
+	e.st.appliedRecords.Add(uint64(n))
+}
+
+// startReplay starts sending the cache to a member (to every member if to
+// is empty). A member that joins again starts over; a periodic replay
+// still running is left to finish.
+func (e *engine) startReplay(to string, now time.Time) {
+	if i := e.findReplay(to); i >= 0 {
+		if to == "" {
+			e.log.Debug("previous replay still running", "member", to)
+			return
+		}
+		e.cache.closeCursor(e.replays[i].cur)
+		e.replays = slices.Delete(e.replays, i, i+1)
+	}
+	e.replays = append(e.replays, &replay{to: to, cur: e.cache.newCursor(), started: e.mono(now)})
+}
+
+func (e *engine) stopReplay(to string) {
+	if i := e.findReplay(to); i >= 0 {
+		e.cache.closeCursor(e.replays[i].cur)
+		e.replays = slices.Delete(e.replays, i, i+1)
+	}
+}
+
+func (e *engine) findReplay(to string) int {
+	return slices.IndexFunc(e.replays, func(r *replay) bool { return r.to == to })
+}
+
+// pump sends replay messages while the rate allows, serving the replays in
+// turn.
+func (e *engine) pump(now time.Time) {
+	t := e.mono(now)
+	e.tokens = min(burst(e.cfg.MaxRate), e.tokens+(t-e.refilled).Seconds()*float64(e.cfg.MaxRate))
+	e.refilled = t
+	for e.tokens >= 1 && len(e.replays) > 0 {
+		i := e.rr % len(e.replays)
+		rp := e.replays[i]
+		msg, n := e.replayMessage(rp, t, now)
+		if n == 0 {
+			e.log.Debug("replay done", "member", rp.to, "records", rp.records, "duration", t-rp.started)
+			e.cache.closeCursor(rp.cur)
+			e.replays = slices.Delete(e.replays, i, i+1)
+			continue
+		}
+		if rp.to == "" {
+			e.cfg.Transport.Broadcast(msg)
+		} else {
+			e.cfg.Transport.SendTo(rp.to, msg)
+		}
+		rp.records += n
+		e.sent(n, true)
+		e.rr = i + 1
+	}
+	e.st.cacheSize.Store(int64(e.cache.len()))
+}
+
+// replayMessage fills a message from the replay's cursor. Each record's
+// timeout becomes what is left of it, so a replay does not extend the
+// backup's copy beyond what the master last reported.
+func (e *engine) replayMessage(rp *replay, t time.Duration, now time.Time) ([]byte, int) {
+	var m msgBuilder
+	for {
+		en, expired := e.cache.peek(rp.cur, t)
+		e.st.expired.Add(uint64(expired))
+		if en == nil || !m.fits(en.rec) {
+			break
+		}
+		rp.cur.advance()
+		c := m.add(en.rec)
+		if c.timeout() != 0 {
+			left := int64((en.deadline - t + time.Second - 1) / time.Second)
+			c.setTimeout(uint32(min(max(left, 1), int64(c.timeout()))))
+		}
+	}
+	if m.empty() {
+		return nil, 0
+	}
+	return m.finish(flagReplay, now)
+}
+
+// release forgets the connections to a VIP this director no longer holds:
+// the new holder's master daemon reports them now, and replaying older
+// records over its live ones would move them back in time.
+func (e *engine) release(vip netip.Addr) {
+	n := e.cache.releaseVIP(vip)
+	e.st.cacheSize.Store(int64(e.cache.len()))
+	e.log.Info("forgot the connections of a released VIP", "vip", vip, "connections", n)
+}
+
+// nextWake returns when the engine next has work without new input.
+func (e *engine) nextWake(now time.Time) (time.Time, bool) {
+	var at time.Time
+	ok := false
+	if !e.fresh.empty() {
+		at, ok = e.epoch.Add(e.freshAt+e.cfg.FlushDelay), true
+	}
+	if len(e.replays) > 0 {
+		wait := time.Duration(0)
+		if e.tokens < 1 {
+			wait = time.Duration((1 - e.tokens) / float64(e.cfg.MaxRate) * float64(time.Second))
+		}
+		if r := now.Add(wait); !ok || r.Before(at) {
+			at, ok = r, true
+		}
+	}
+	return at, ok
+}
+
+// tick does what is due: flushing records from the master and replaying.
+func (e *engine) tick(now time.Time) {
+	if !e.fresh.empty() && e.mono(now) >= e.freshAt+e.cfg.FlushDelay {
+		e.flush(now)
+	}
+	if len(e.replays) > 0 {
+		e.pump(now)
+	}
+}
+
+// warn logs a drop, at most once per warnEvery.
+func (e *engine) warn(now time.Time, msg string, args ...any) {
+	t := e.mono(now)
+	if t-e.lastWarn < warnEvery {
+		e.suppressed++
+		return
+	}
+	e.log.Warn(msg, append(args, "suppressed", e.suppressed)...)
+	e.lastWarn, e.suppressed = t, 0
+}

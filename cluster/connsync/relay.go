@@ -1,0 +1,203 @@
+package connsync
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"net/netip"
+	"sync"
+	"sync/atomic"
+	"time"
+)
+
+// ErrNotSupported is returned by Run where the sync sockets do not exist
+// (outside Linux).
+var ErrNotSupported = errors.New("connection sync is not supported on this system")
+
+// Transport carries relay messages to the other members of the cluster.
+// Both methods are best effort, must not block for long, and are called
+// from Run's goroutine only. msg is not modified after the call.
+type Transport interface {
+	// Broadcast sends msg to every live member but this one.
+	Broadcast(msg []byte)
+	// SendTo sends msg to one member, by the name MemberJoined got.
+	SendTo(member string, msg []byte)
+}
+
+// Relay relays the kernel's connection sync between the directors. Create
+// it with New and start it with Run; the other methods may be called from
+// any goroutine, before or during Run.
+type Relay struct {
+	cfg        Config
+	st         counters
+	deliveries chan delivery
+	running    atomic.Bool
+
+	mu    sync.Mutex // guards hints
+	hints []hint
+	wake  chan struct{} // signals hints, 1-buffered
+
+	open openFunc         // the sockets; tests replace it
+	now  func() time.Time // tests replace it
+}
+
+type delivery struct {
+	from string
+	msg  []byte
+	at   time.Time
+}
+
+// hint is an event for Run: a member joined or left, or a VIP was released.
+type hint struct {
+	member string
+	joined bool
+	vip    netip.Addr
+}
+
+// New checks cfg and returns a Relay; it opens nothing.
+func New(cfg Config) (*Relay, error) {
+	if err := cfg.setDefaults(); err != nil {
+		return nil, fmt.Errorf("connection sync config: %w", err)
+	}
+	cfg.Log = cfg.Log.With("component", "connsync")
+	return &Relay{
+		cfg:        cfg,
+		deliveries: make(chan delivery, deliveryQueue),
+		wake:       make(chan struct{}, 1),
+		open:       openSockets,
+		now:        time.Now,
+	}, nil
+}
+
+// Deliver hands over a relay message received from member from. It never
+// blocks: if Run is behind, the message is dropped and counted. msg is
+// copied.
+func (r *Relay) Deliver(from string, msg []byte) {
+	if len(msg) > maxMessageLen {
+		r.st.droppedInvalid.Add(1) // not worth copying; Run logs the count
+		return
+	}
+	select {
+	case r.deliveries <- delivery{from: from, msg: bytes.Clone(msg), at: r.now()}:
+	default:
+		r.st.droppedOverflow.Add(1)
+	}
+}
+
+// MemberJoined replays the cache to a member that joined or came back.
+func (r *Relay) MemberJoined(name string) { r.hint(hint{member: name, joined: true}) }
+
+// MemberLeft stops a replay to a member that left.
+func (r *Relay) MemberLeft(name string) { r.hint(hint{member: name}) }
+
+// ReleaseVIP forgets the cached connections to vip, which this director no
+// longer holds, so that they are not replayed over the new holder's. Call
+// it when the VIP is removed here.
+func (r *Relay) ReleaseVIP(vip netip.Addr) { r.hint(hint{vip: vip}) }
+
+func (r *Relay) hint(h hint) {
+	r.mu.Lock()
+	r.hints = append(r.hints, h)
+	r.mu.Unlock()
+	select {
+	case r.wake <- struct{}{}:
+	default:
+	}
+}
+
+// Stats returns the counters.
+func (r *Relay) Stats() Stats { return r.st.snapshot() }
+
+// Run opens the sockets in the calling thread's network namespace and
+// relays until ctx is done, then returns nil. It returns an error if the
+// sockets cannot be opened or reading fails. Run may be called once.
+func (r *Relay) Run(ctx context.Context) error {
+	if !r.running.CompareAndSwap(false, true) {
+		return errors.New("connection sync relay is already running")
+	}
+	in, out, err := r.open(r.cfg)
+	if err != nil {
+		return fmt.Errorf("opening connection sync sockets on %s: %w", r.cfg.Interface, err)
+	}
+	defer out.Close()
+	reads, readErr, stop, done := make(chan []byte, 64), make(chan error, 1), make(chan struct{}), make(chan struct{})
+	go func() {
+		defer close(done)
+		readLoop(in, reads, readErr, stop)
+	}()
+	defer func() { close(stop); in.Close(); <-done }()
+
+	e := newEngine(r.cfg, &r.st, r.cfg.Log, out, r.now())
+	r.cfg.Log.Info("connection sync relay started", "interface", r.cfg.Interface, "group", r.cfg.Group,
+		"master_port", r.cfg.MasterPort, "backup_port", r.cfg.BackupPort, "sync_id", r.cfg.SyncID)
+	resync := time.NewTicker(r.cfg.ResyncInterval)
+	defer resync.Stop()
+	logs := time.NewTicker(r.cfg.LogInterval)
+	defer logs.Stop()
+	wake := time.NewTimer(time.Hour)
+	defer wake.Stop()
+	prev, prevSum := r.st.snapshot(), r.st.summary()
+	for {
+		if at, ok := e.nextWake(r.now()); ok {
+			wake.Reset(at.Sub(r.now()))
+		} else {
+			wake.Stop()
+		}
+		select {
+		case <-ctx.Done():
+			e.flush(r.now())
+			return nil
+		case err := <-readErr:
+			return fmt.Errorf("reading from the master daemon: %w", err)
+		case b := <-reads:
+			e.fromMaster(b, r.now())
+		case d := <-r.deliveries:
+			e.deliver(d.from, d.msg, d.at)
+		case <-r.wake:
+			r.mu.Lock()
+			hints := r.hints
+			r.hints = nil
+			r.mu.Unlock()
+			for _, h := range hints {
+				switch {
+				case h.vip.IsValid():
+					e.release(h.vip)
+				case h.joined:
+					e.startReplay(h.member, r.now())
+				default:
+					e.stopReplay(h.member)
+				}
+			}
+		case <-resync.C:
+			e.startReplay("", r.now())
+		case <-logs.C:
+			cur, sum := r.st.snapshot(), r.st.summary()
+			logSummary(r.cfg.Log, prevSum, prev, cur, sum)
+			prev, prevSum = cur, sum
+		case <-wake.C:
+		}
+		e.tick(r.now())
+	}
+}
+
+// readLoop passes the master's datagrams to Run until stop or an error.
+func readLoop(in datagramReader, reads chan<- []byte, errs chan<- error, stop <-chan struct{}) {
+	buf := make([]byte, 1<<16) // the largest UDP payload
+	for {
+		n, err := in.Read(buf)
+		if err != nil {
+			select {
+			case <-stop: // closed by Run
+			default:
+				errs <- err
+			}
+			return
+		}
+		select {
+		case reads <- bytes.Clone(buf[:n]):
+		case <-stop:
+			return
+		}
+	}
+}

@@ -1,0 +1,198 @@
+package connsync
+
+import (
+	"bytes"
+	"context"
+	"net/netip"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+)
+
+func TestConfig(t *testing.T) {
+	tr := &fakeTransport{}
+	tests := []struct {
+		name string
+		cfg  Config
+		err  string
+	}{
+		{"defaults", Config{Transport: tr}, ""},
+		{"no transport", Config{}, "no transport"},
+		{"ipv6 group", Config{Transport: tr, Group: netip.MustParseAddr("ff02::81")}, "not an IPv4 multicast"},
+		{"unicast group", Config{Transport: tr, Group: netip.MustParseAddr("10.0.0.1")}, "not an IPv4 multicast"},
+		{"same ports", Config{Transport: tr, MasterPort: 9000, BackupPort: 9000}, "both 9000"},
+		{"same default port", Config{Transport: tr, BackupPort: 8848}, "both 8848"},
+		{"negative interval", Config{Transport: tr, ResyncInterval: -1}, "negative"},
+		{"negative rate", Config{Transport: tr, MaxRate: -1}, "negative"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			r, err := New(tt.cfg)
+			if tt.err == "" {
+				if err != nil {
+					t.Fatal(err)
+				}
+				c := r.cfg
+				if c.Interface != "lo" || c.Group != DefaultGroup || c.MasterPort != 8848 || c.BackupPort != 8849 ||
+					c.ResyncInterval != 10*time.Second || c.MaxEntries != 1<<20 {
+					t.Fatalf("defaults %+v", c)
+				}
+				return
+			}
+			if err == nil || !strings.Contains(err.Error(), tt.err) {
+				t.Fatalf("err = %v, want %q", err, tt.err)
+			}
+		})
+	}
+}
+
+// node is a Relay with fake sockets, running until the test ends.
+type node struct {
+	*Relay
+	socks *fakeSockets
+	tr    *fakeTransport
+}
+
+func startNode(t *testing.T, name string, cfg Config) *node {
+	t.Helper()
+	n := &node{socks: newFakeSockets(), tr: &fakeTransport{name: name, peers: map[string]*Relay{}}}
+	cfg.Transport = n.tr
+	r, err := New(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	r.open = n.socks.open
+	n.Relay = r
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- r.Run(ctx) }()
+	t.Cleanup(func() {
+		cancel()
+		if err := <-done; err != nil {
+			t.Errorf("%s: Run: %v", name, err)
+		}
+	})
+	return n
+}
+
+// connect makes a and b peers, as the cluster does when they meet.
+func connect(a, b *node) {
+	a.tr.mu.Lock()
+	a.tr.peers[b.tr.name] = b.Relay
+	a.tr.mu.Unlock()
+	b.tr.mu.Lock()
+	b.tr.peers[a.tr.name] = a.Relay
+	b.tr.mu.Unlock()
+}
+
+// TestRelayEndToEnd runs two relays: what a's master sends reaches b's
+// backup daemon, promptly and again when b joins anew.
+func TestRelayEndToEnd(t *testing.T) {
+	a := startNode(t, "a", Config{SyncID: 1})
+	b := startNode(t, "b", Config{SyncID: 2})
+	connect(a, b)
+
+	v4, v6 := tcp4("198.51.100.7", 40000), tcp6("2001:db8::7", 40001)
+	v4.seq = true
+	a.socks.master <- datagram(1, v4.encode(), v6.encode())
+	got := b.socks.waitWritten(t, 1)
+	if want := datagram(2, v4.encode(), v6.encode()); !bytes.Equal(got[0], want) {
+		t.Fatalf("b's backup got\n% x\nwant\n% x", got[0], want)
+	}
+
+	// b restarted: a replays its cache to b alone.
+	a.MemberJoined("b")
+	got = b.socks.waitWritten(t, 2)
+	if _, recs, err := parseDatagram(got[1]); err != nil || len(recs) != 2 || got[1][1] != 2 {
+		t.Fatalf("replayed datagram: %d records, err %v", len(recs), err)
+	}
+	for _, m := range a.tr.messages()[1:] {
+		if m.to != "b" {
+			t.Fatalf("replay went to %q", m.to)
+		}
+	}
+
+	waitFor(t, func() bool {
+		sa, sb := a.Stats(), b.Stats()
+		return sa.MasterRecords == 2 && sa.SentRecords == 4 && sa.ReplayedRecords == 2 && sa.CacheSize == 2 &&
+			sb.ReceivedRecords == 4 && sb.AppliedRecords == 4 && sb.AppliedDatagrams == 2 && sb.CacheSize == 0
+	})
+}
+
+// TestRelayPeriodicResync: with no new input, the cache goes to everyone
+// each ResyncInterval.
+func TestRelayPeriodicResync(t *testing.T) {
+	a := startNode(t, "a", Config{ResyncInterval: 20 * time.Millisecond})
+	b := startNode(t, "b", Config{})
+	connect(a, b)
+	a.socks.master <- datagram(1, tcp4("198.51.100.7", 40000).encode())
+	b.socks.waitWritten(t, 3)
+	if s := a.Stats(); s.ReplayedRecords < 2 {
+		t.Fatalf("stats %+v", s)
+	}
+}
+
+func TestRelayReleaseVIP(t *testing.T) {
+	a := startNode(t, "a", Config{})
+	a.socks.master <- datagram(1, tcp4("198.51.100.7", 40000).encode())
+	waitFor(t, func() bool { return a.Stats().CacheSize == 1 })
+	a.ReleaseVIP(netip.MustParseAddr("192.0.2.10"))
+	waitFor(t, func() bool { return a.Stats().CacheSize == 0 })
+}
+
+// TestDeliverOverflow: Deliver never blocks; what does not fit is counted.
+func TestDeliverOverflow(t *testing.T) {
+	r, err := New(Config{Transport: &fakeTransport{}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var m msgBuilder
+	m.add(tcp4("198.51.100.1", 1).encode())
+	msg, _ := m.finish(0, t0)
+	for range deliveryQueue + 5 { // Run is not running: nothing drains
+		r.Deliver("b", msg)
+	}
+	r.Deliver("b", make([]byte, maxMessageLen+1))
+	if s := r.Stats(); s.DroppedOverflow != 5 || s.DroppedInvalid != 1 {
+		t.Fatalf("stats %+v", s)
+	}
+}
+
+func TestRunTwice(t *testing.T) {
+	a := startNode(t, "a", Config{})
+	waitFor(t, func() bool { return a.running.Load() })
+	if err := a.Run(context.Background()); err == nil {
+		t.Fatal("second Run succeeded")
+	}
+}
+
+// TestStatsConcurrent exercises Stats, Deliver and the hints from other
+// goroutines while Run works (meant for -race).
+func TestStatsConcurrent(t *testing.T) {
+	a := startNode(t, "a", Config{ResyncInterval: time.Millisecond})
+	b := startNode(t, "b", Config{})
+	connect(a, b)
+	var wg sync.WaitGroup
+	for i := range 4 {
+		wg.Go(func() {
+			for j := range 50 {
+				a.socks.master <- datagram(1, tcp4("198.51.100.7", uint16(i*100+j)).encode())
+				a.MemberJoined("b")
+				_ = a.Stats()
+				_ = b.Stats()
+			}
+		})
+	}
+	wg.Wait()
+	waitFor(t, func() bool { return a.Stats().MasterRecords == 200 && b.Stats().AppliedRecords >= 200 })
+}
+
+func waitFor(t *testing.T, ok func() bool) {
+	t.Helper()
+	for deadline := time.Now().Add(5 * time.Second); !ok(); time.Sleep(time.Millisecond) {
+		if time.Now().After(deadline) {
+			t.Fatal("condition not met in 5 s")
+		}
+	}
+}

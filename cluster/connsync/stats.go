@@ -1,0 +1,131 @@
+package connsync
+
+import (
+	"context"
+	"log/slog"
+	"sync/atomic"
+	"time"
+)
+
+// Stats are the relay's counters since it was created, for metrics and
+// logs. Counters only grow.
+type Stats struct {
+	MasterDatagrams uint64 `json:"master_datagrams"` // datagrams read from the local master daemon
+	MasterRecords   uint64 `json:"master_records"`   // records in them
+
+	SentMessages    uint64 `json:"sent_messages"`    // relay messages handed to the transport; a broadcast counts once
+	SentRecords     uint64 `json:"sent_records"`     // records in them
+	ReplayedRecords uint64 `json:"replayed_records"` // of SentRecords, those replayed from the cache
+
+	ReceivedMessages uint64 `json:"received_messages"` // valid relay messages from peers
+	ReceivedRecords  uint64 `json:"received_records"`  // records in them
+	AppliedDatagrams uint64 `json:"applied_datagrams"` // datagrams written to the local backup daemon
+	AppliedRecords   uint64 `json:"applied_records"`   // records in them
+
+	DroppedInvalid  uint64 `json:"dropped_invalid"`  // datagrams and relay messages that failed validation, whole
+	DroppedStale    uint64 `json:"dropped_stale"`    // records whose timeout ran out in transit (by the sender's clock)
+	DroppedOverflow uint64 `json:"dropped_overflow"` // relay messages dropped because the relay was behind
+	DroppedWrite    uint64 `json:"dropped_write"`    // datagrams the backup socket refused
+	Evicted         uint64 `json:"evicted"`          // cache entries dropped to make room
+	Expired         uint64 `json:"expired"`          // cache entries removed after their timeout
+
+	CacheSize int `json:"cache_size"` // entries, including expired ones not yet removed
+
+	// LastLag and MaxLag are receive time minus the sender's send time of
+	// relay messages, so they include the clock offset between directors.
+	LastLag time.Duration `json:"last_lag_ns"`
+	MaxLag  time.Duration `json:"max_lag_ns"`
+}
+
+// counters is Stats kept with atomics: Run updates it, Deliver and Stats
+// run on other goroutines.
+type counters struct {
+	masterDatagrams, masterRecords                atomic.Uint64
+	sentMessages, sentRecords, replayedRecords    atomic.Uint64
+	receivedMessages, receivedRecords             atomic.Uint64
+	appliedDatagrams, appliedRecords              atomic.Uint64
+	droppedInvalid, droppedStale, droppedOverflow atomic.Uint64
+	droppedWrite, evicted, expired                atomic.Uint64
+	cacheSize, lastLag, maxLag                    atomic.Int64
+	receivedFresh                                 atomic.Uint64 // records received in messages that are not replays
+}
+
+func (c *counters) snapshot() Stats {
+	return Stats{
+		MasterDatagrams:  c.masterDatagrams.Load(),
+		MasterRecords:    c.masterRecords.Load(),
+		SentMessages:     c.sentMessages.Load(),
+		SentRecords:      c.sentRecords.Load(),
+		ReplayedRecords:  c.replayedRecords.Load(),
+		ReceivedMessages: c.receivedMessages.Load(),
+		ReceivedRecords:  c.receivedRecords.Load(),
+		AppliedDatagrams: c.appliedDatagrams.Load(),
+		AppliedRecords:   c.appliedRecords.Load(),
+		DroppedInvalid:   c.droppedInvalid.Load(),
+		DroppedStale:     c.droppedStale.Load(),
+		DroppedOverflow:  c.droppedOverflow.Load(),
+		DroppedWrite:     c.droppedWrite.Load(),
+		Evicted:          c.evicted.Load(),
+		Expired:          c.expired.Load(),
+		CacheSize:        int(c.cacheSize.Load()),
+		LastLag:          time.Duration(c.lastLag.Load()),
+		MaxLag:           time.Duration(c.maxLag.Load()),
+	}
+}
+
+func (c *counters) observeLag(d time.Duration) {
+	c.lastLag.Store(int64(d))
+	for {
+		m := c.maxLag.Load()
+		if int64(d) <= m || c.maxLag.CompareAndSwap(m, int64(d)) {
+			return
+		}
+	}
+}
+
+// summary is what the periodic log line compares: it is written only when
+// the relay did something besides its routine replays, so an idle cluster
+// stays quiet.
+type summary struct {
+	master, fresh, drops uint64
+	cache                int
+}
+
+func (c *counters) summary() summary {
+	s := c.snapshot()
+	return summary{
+		master: s.MasterRecords,
+		fresh:  c.receivedFresh.Load(),
+		drops:  s.DroppedInvalid + s.DroppedStale + s.DroppedOverflow + s.DroppedWrite + s.Evicted,
+		cache:  s.CacheSize,
+	}
+}
+
+// logSummary logs the counters' change since prev, at Warn if anything was
+// dropped. It logs nothing if nothing but replays happened.
+func logSummary(log *slog.Logger, prevSum summary, prev, cur Stats, curSum summary) {
+	if curSum == prevSum {
+		return
+	}
+	level := slog.LevelInfo
+	if curSum.drops != prevSum.drops {
+		level = slog.LevelWarn
+	}
+	log.Log(context.Background(), level, "connection sync summary",
+		"master_records", cur.MasterRecords-prev.MasterRecords,
+		"sent_messages", cur.SentMessages-prev.SentMessages,
+		"sent_records", cur.SentRecords-prev.SentRecords,
+		"replayed_records", cur.ReplayedRecords-prev.ReplayedRecords,
+		"received_records", cur.ReceivedRecords-prev.ReceivedRecords,
+		"applied_records", cur.AppliedRecords-prev.AppliedRecords,
+		"dropped_invalid", cur.DroppedInvalid-prev.DroppedInvalid,
+		"dropped_stale", cur.DroppedStale-prev.DroppedStale,
+		"dropped_overflow", cur.DroppedOverflow-prev.DroppedOverflow,
+		"dropped_write", cur.DroppedWrite-prev.DroppedWrite,
+		"evicted", cur.Evicted-prev.Evicted,
+		"expired", cur.Expired-prev.Expired,
+		"cache_size", cur.CacheSize,
+		"lag", cur.LastLag,
+		"max_lag", cur.MaxLag,
+	)
+}
