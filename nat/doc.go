@@ -41,7 +41,14 @@
 // postrouting chain (nat hook, priority srcnat) translates the source of
 // connections carrying that mark to the service's SNAT addresses. Matching
 // the connection's original destination in postrouting ("ct original daddr")
-// would save the mark, but nft 1.0.6 crashes listing such rules.
+// would save the mark, but nft 1.0.6 crashes listing such rules. The SNAT
+// range is "persistent": the address depends on the client address alone,
+// which another director can compute (conntrack_hash.go) when it takes the
+// VIP over and restores the conntrack entries of the synced IPVS
+// connections (conntrack.go), so the real servers keep seeing the same
+// 4-tuple. An input chain drops new or invalid tcp/udp/sctp packets to the
+// SNAT addresses: they take only replies, and a reply without its conntrack
+// entry must not reach the local stack, which would reset the connection.
 //
 // Chains are only created when they have rules: an unused nat chain would
 // make the kernel track every connection of that family for nothing. The

@@ -68,6 +68,8 @@ func (b batch) fill(t table, digest string) error {
 		{t.fullnat, &nftables.Chain{Name: chainFullNAT}},
 		{t.post, &nftables.Chain{Name: chainPost, Type: nftables.ChainTypeNAT,
 			Hooknum: nftables.ChainHookPostrouting, Priority: nftables.ChainPriorityNATSource, Policy: &accept}},
+		{t.input, &nftables.Chain{Name: chainInput, Type: nftables.ChainTypeFilter,
+			Hooknum: nftables.ChainHookInput, Priority: nftables.ChainPriorityFilter, Policy: &accept}},
 	}
 	for _, ch := range chains {
 		if ch.rules != nil {
@@ -100,6 +102,17 @@ func (b batch) exprs(r rule) ([]expr.Any, error) {
 	if r.daddr.IsValid() {
 		e = append(e, network(b.daddrOffset(), b.addrLen()), eq(r.daddr.AsSlice()))
 	}
+	switch len(r.daddrs) {
+	case 0:
+	case 1:
+		e = append(e, b.addrRange(b.daddrOffset(), r.daddrs[0])...)
+	default:
+		lookup, err := b.anonSet(b.addrType(), addrElems(r.daddrs))
+		if err != nil {
+			return nil, err
+		}
+		e = append(e, network(b.daddrOffset(), b.addrLen()), lookup)
+	}
 	switch len(r.saddr) {
 	case 0:
 	case 1:
@@ -113,6 +126,19 @@ func (b batch) exprs(r rule) ([]expr.Any, error) {
 	}
 	if r.proto != AnyProtocol {
 		e = append(e, &expr.Meta{Key: expr.MetaKeyL4PROTO, Register: 1}, eq([]byte{byte(r.proto)}))
+	}
+	if len(r.protos) > 0 {
+		// nft makes a constant set of plain keys (no intervals) for "{ tcp, udp }".
+		s := &nftables.Set{Table: b.tbl, Anonymous: true, Constant: true, KeyType: nftables.TypeInetProto}
+		elems := make([]nftables.SetElement, len(r.protos))
+		for i, p := range r.protos {
+			elems[i] = nftables.SetElement{Key: []byte{byte(p)}}
+		}
+		if err := b.c.AddSet(s, elems); err != nil {
+			return nil, err
+		}
+		e = append(e, &expr.Meta{Key: expr.MetaKeyL4PROTO, Register: 1},
+			&expr.Lookup{SourceRegister: 1, SetName: s.Name, SetID: s.ID})
 	}
 	switch len(r.ports) {
 	case 0:
@@ -134,6 +160,11 @@ func (b batch) exprs(r rule) ([]expr.Any, error) {
 	if r.ctMark != 0 {
 		e = append(e, &expr.Ct{Key: expr.CtKeyMARK, Register: 1}, eq(native32(r.ctMark)))
 	}
+	if r.ctState != 0 {
+		e = append(e, &expr.Ct{Key: expr.CtKeySTATE, Register: 1},
+			&expr.Bitwise{SourceRegister: 1, DestRegister: 1, Len: 4, Mask: native32(r.ctState), Xor: native32(0)},
+			cmpOp(expr.CmpOpNeq, native32(0)))
+	}
 	if r.setMark != 0 {
 		e = append(e, &expr.Immediate{Register: 1, Data: native32(r.setMark)},
 			&expr.Meta{Key: expr.MetaKeyMARK, SourceRegister: true, Register: 1})
@@ -143,7 +174,7 @@ func (b batch) exprs(r rule) ([]expr.Any, error) {
 			&expr.Ct{Key: expr.CtKeyMARK, SourceRegister: true, Register: 1})
 	}
 	if r.snat.from.IsValid() {
-		nat := &expr.NAT{Type: expr.NATTypeSourceNAT, Family: unix.NFPROTO_IPV4, RegAddrMin: 1, RegAddrMax: 1}
+		nat := &expr.NAT{Type: expr.NATTypeSourceNAT, Family: unix.NFPROTO_IPV4, RegAddrMin: 1, RegAddrMax: 1, Persistent: true}
 		if b.fam == ipv6 {
 			nat.Family = unix.NFPROTO_IPV6
 		}
@@ -161,6 +192,8 @@ func (b batch) exprs(r rule) ([]expr.Any, error) {
 		e = append(e, &expr.Verdict{Kind: expr.VerdictReturn})
 	case jumpFullNAT:
 		e = append(e, &expr.Verdict{Kind: expr.VerdictJump, Chain: chainFullNAT})
+	case drop:
+		e = append(e, &expr.Verdict{Kind: expr.VerdictDrop})
 	}
 	return e, nil
 }

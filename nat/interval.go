@@ -82,21 +82,7 @@ func mergePrefixes(ps []netip.Prefix) []addrRange {
 	for i, p := range ps {
 		rs[i] = prefixRange(p)
 	}
-	slices.SortFunc(rs, func(a, b addrRange) int { return a.from.Compare(b.from) })
-	var out []addrRange
-	for _, r := range rs {
-		if n := len(out); n > 0 {
-			last := &out[n-1]
-			if next := last.to.Next(); !next.IsValid() || r.from.Compare(next) <= 0 {
-				if r.to.Compare(last.to) > 0 {
-					last.to = r.to
-				}
-				continue
-			}
-		}
-		out = append(out, r)
-	}
-	return out
+	return mergeRanges(rs)
 }
 
 // mergePorts sorts port ranges and merges overlapping and adjacent ones.

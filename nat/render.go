@@ -70,9 +70,11 @@ func Render(spec Spec) (Ruleset, error) {
 				t.vips = append(t.vips, e.vip)
 			}
 		}
+		var snatTo []addrRange
 		for _, mark := range slices.Sorted(maps.Keys(post[fam])) {
 			s := post[fam][mark]
 			t.post = append(t.post, rule{ctMark: mark, snat: s.to, comment: s.comment})
+			snatTo = append(snatTo, s.to)
 		}
 		head := []rule{{notVIP: true, verdict: accept}}
 		if t.fullnat != nil {
@@ -83,10 +85,77 @@ func Render(spec Spec) (Ruleset, error) {
 		}
 		slices.SortFunc(t.vips, netip.Addr.Compare)
 		t.vips = slices.Compact(t.vips)
+		if guard := subtractAddrs(mergeRanges(snatTo), t.vips); len(guard) > 0 {
+			t.input = []rule{guardRule(guard)}
+		}
 		rs.tables = append(rs.tables, t)
 	}
 	rs.seal()
 	return rs, nil
+}
+
+// guardRule keeps packets that belong to no connection away from the local
+// stack of a SNAT address. Every packet a real server sends to a SNAT
+// address should be the reply of a source-NATed connection, which conntrack
+// translates back to the client in prerouting, so it is forwarded and never
+// reaches input. One that reaches input found no conntrack entry: on a
+// director that just took the addresses over, the reply of a connection
+// whose entry was not restored (yet). The local stack would answer it with
+// a reset and kill the connection; dropped, the real server retransmits and
+// may meet the restored entry. The filter hook runs before conntrack
+// confirms the packet's new entry, so the drop also keeps a bogus entry
+// (real server -> SNAT address) from blocking the restore of the real one.
+// Invalid packets (no entry either) are dropped for the same reason; other
+// protocols (ICMP) pass.
+func guardRule(to []addrRange) rule {
+	return rule{daddrs: to, protos: []Protocol{TCP, UDP, SCTP}, ctState: ctStateInvalid | ctStateNew,
+		verdict: drop, comment: "SNAT addresses take only replies"}
+}
+
+// mergeRanges sorts ranges and merges overlapping and adjacent ones (an
+// interval set rejects an interval that ends where the next begins).
+func mergeRanges(rs []addrRange) []addrRange {
+	rs = slices.Clone(rs)
+	slices.SortFunc(rs, func(a, b addrRange) int { return a.from.Compare(b.from) })
+	var out []addrRange
+	for _, r := range rs {
+		if n := len(out); n > 0 {
+			last := &out[n-1]
+			if next := last.to.Next(); !next.IsValid() || r.from.Compare(next) <= 0 {
+				if r.to.Compare(last.to) > 0 {
+					last.to = r.to
+				}
+				continue
+			}
+		}
+		out = append(out, r)
+	}
+	return out
+}
+
+// subtractAddrs removes addrs (sorted) from the sorted, disjoint ranges: a
+// SNAT address that is also a VIP must take new connections.
+func subtractAddrs(rs []addrRange, addrs []netip.Addr) []addrRange {
+	var out []addrRange
+	for _, r := range rs {
+		for _, a := range addrs {
+			if a.Compare(r.from) < 0 || a.Compare(r.to) > 0 {
+				continue
+			}
+			if a != r.from {
+				out = append(out, addrRange{r.from, a.Prev()})
+			}
+			if a == r.to {
+				r = addrRange{} // used up
+				break
+			}
+			r.from = a.Next()
+		}
+		if r.from.IsValid() {
+			out = append(out, r)
+		}
+	}
+	return out
 }
 
 // snatTarget is the postrouting half of the SNAT rules sharing one ct mark.

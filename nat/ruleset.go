@@ -17,6 +17,7 @@ const (
 	chainPre       = "prerouting"
 	chainFullNAT   = "fullnat"
 	chainPost      = "postrouting"
+	chainInput     = "input"
 	commentPrefix  = "managed by lvsd, ruleset "
 	digestHexChars = 32 // 128 bits of sha256: plenty to tell rulesets apart
 )
@@ -34,7 +35,7 @@ type table struct {
 	fam  family
 	vips []netip.Addr // every VIP of the family, sorted: the early-exit set
 	// Chains, each nil when empty (and then not created).
-	pre, fullnat, post []rule
+	pre, fullnat, post, input []rule
 }
 
 // verdict ends a rule.
@@ -45,22 +46,36 @@ const (
 	accept
 	ret
 	jumpFullNAT
+	drop
+)
+
+// Connection states of a "ct state" match (NF_CT_STATE_*_BIT), in the
+// order nft prints them.
+const (
+	ctStateInvalid     = 1
+	ctStateEstablished = 2
+	ctStateRelated     = 4
+	ctStateNew         = 8
+	ctStateUntracked   = 64
 )
 
 // rule is one nftables rule. Matches and statements appear in nft listings
 // in the order of the fields below, which is also the order of the
 // expressions Kernel sends.
 type rule struct {
-	notVIP bool       // "ip daddr != @vips"
-	daddr  netip.Addr // destination (a VIP), if valid
-	saddr  []addrRange
-	proto  Protocol // AnyProtocol: no protocol match
-	ports  []PortRange
-	ctMark uint32 // "ct mark X" match, if non-zero
+	notVIP  bool        // "ip daddr != @vips"
+	daddr   netip.Addr  // destination (a VIP), if valid
+	daddrs  []addrRange // destination ranges (SNAT addresses), if any
+	saddr   []addrRange
+	proto   Protocol   // AnyProtocol: no protocol match
+	protos  []Protocol // "meta l4proto { ... }", sorted; instead of proto
+	ports   []PortRange
+	ctMark  uint32 // "ct mark X" match, if non-zero
+	ctState uint32 // "ct state X,Y" match (ctState* bits), if non-zero
 
 	setMark   uint32    // "meta mark set X", if non-zero
 	setCtMark uint32    // "ct mark set X", if non-zero
-	snat      addrRange // "snat to A[-B]", if from is valid
+	snat      addrRange // "snat to A[-B] persistent", if from is valid
 
 	verdict verdict
 	comment string
@@ -73,7 +88,7 @@ func (rs Ruleset) Digest() string { return rs.digest }
 // Empty reports whether the ruleset has no rules (its tables are empty).
 func (rs Ruleset) Empty() bool {
 	for _, t := range rs.tables {
-		if len(t.pre)+len(t.fullnat)+len(t.post) > 0 {
+		if len(t.pre)+len(t.fullnat)+len(t.post)+len(t.input) > 0 {
 			return false
 		}
 	}
@@ -140,6 +155,7 @@ func (t table) format(b *strings.Builder, comment string) {
 	chain(chainPre, "type filter hook prerouting priority mangle; policy accept;", t.pre)
 	chain(chainFullNAT, "", t.fullnat)
 	chain(chainPost, "type nat hook postrouting priority srcnat; policy accept;", t.post)
+	chain(chainInput, "type filter hook input priority filter; policy accept;", t.input)
 	b.WriteString("}\n")
 }
 
@@ -161,8 +177,14 @@ func (r rule) format(f family) string {
 	if r.daddr.IsValid() {
 		add("%s daddr %s", ip, r.daddr)
 	}
+	if len(r.daddrs) > 0 {
+		add("%s daddr %s", ip, list(r.daddrs))
+	}
 	if len(r.saddr) > 0 {
 		add("%s saddr %s", ip, list(r.saddr))
+	}
+	if len(r.protos) > 0 {
+		add("meta l4proto %s", list(r.protos))
 	}
 	switch {
 	case len(r.ports) > 0:
@@ -174,6 +196,9 @@ func (r rule) format(f family) string {
 	if r.ctMark != 0 {
 		add("ct mark 0x%08x", r.ctMark)
 	}
+	if r.ctState != 0 {
+		add("ct state %s", ctStateNames(r.ctState))
+	}
 	if r.setMark != 0 {
 		add("meta mark set 0x%08x", r.setMark)
 	}
@@ -181,7 +206,9 @@ func (r rule) format(f family) string {
 		add("ct mark set 0x%08x", r.setCtMark)
 	}
 	if r.snat.from.IsValid() {
-		add("snat to %s", r.snat) // nft prints an aligned range as a prefix
+		// nft prints an aligned range as a prefix. Persistent: the
+		// address depends on the client alone (conntrack_hash.go).
+		add("snat to %s persistent", r.snat)
 	}
 	switch r.verdict {
 	case accept:
@@ -190,11 +217,28 @@ func (r rule) format(f family) string {
 		add("return")
 	case jumpFullNAT:
 		add("jump %s", chainFullNAT)
+	case drop:
+		add("drop")
 	}
 	if r.comment != "" {
 		add("comment \"%s\"", r.comment) // checkComment keeps quotes out
 	}
 	return strings.Join(w, " ")
+}
+
+// ctStateNames prints a ct state bit set as nft does: "invalid,new".
+func ctStateNames(bits uint32) string {
+	var names []string
+	for _, s := range []struct {
+		bit  uint32
+		name string
+	}{{ctStateInvalid, "invalid"}, {ctStateEstablished, "established"}, {ctStateRelated, "related"},
+		{ctStateNew, "new"}, {ctStateUntracked, "untracked"}} {
+		if bits&s.bit != 0 {
+			names = append(names, s.name)
+		}
+	}
+	return strings.Join(names, ",")
 }
 
 // list prints one element bare and several as an anonymous set.

@@ -83,9 +83,10 @@ type SNATRule struct {
 	CtMark uint32 // must not be 0: every connection starts with ct mark 0
 	// To are the SNAT source addresses. nftables takes one address range per
 	// snat statement, so they must be consecutive (e.g. .2, .3, .4); the
-	// kernel picks one per connection by hashing the client and real server
-	// addresses (nf_nat_core), the same on every director. Rules sharing a
-	// CtMark must have the same To.
+	// kernel picks one per client by hashing the client's address ("snat
+	// to ... persistent", nf_nat_core), the same on every director and for
+	// every connection of the client. Rules sharing a CtMark must have the
+	// same To.
 	To []netip.Addr
 	// Comment is shown on the rules in nft listings (e.g. the service name).
 	Comment string

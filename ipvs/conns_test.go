@@ -1,0 +1,80 @@
+package ipvs
+
+import (
+	"context"
+	"errors"
+	"net/netip"
+	"reflect"
+	"strings"
+	"testing"
+	"time"
+)
+
+// A table as ip_vs_conn_seq_show prints it: IPv4 and IPv6 entries, a
+// persistence template, an entry with persistence-engine data and an ICMP
+// line that is skipped.
+const procConns = `Pro FromIP   FPrt ToIP     TPrt DestIP   DPrt State       Expires PEName PEData
+TCP 0A000066 B3E2 0A000034 1B59 0A000002 1B5A ESTABLISHED     899
+TCP 0A000066 B3E3 0A000034 1B5A 0A000003 1B5A SYN_RECV         59
+IP  0A000066 0000 0A000034 0000 0A000002 0000 NONE            359
+UDP 0A000066 13C4 0A000034 13C4 0A000002 13C4 UDP             299 sip 1234@example
+ICMP 0A000066 0000 0A000034 0000 0A000002 0000 ICMP              5
+TCP 2001:0db8:0000:0000:0000:0000:0000:0005 C350 2001:0db8:0000:0000:0000:0000:0000:0010 0050 2001:0db8:0000:0000:0000:0000:0000:0011 0050 FIN_WAIT        118
+`
+
+func TestParseConnections(t *testing.T) {
+	ap := netip.MustParseAddrPort
+	got, err := ParseConnections(strings.NewReader(procConns))
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := []Connection{
+		{TCP, ap("10.0.0.102:46050"), ap("10.0.0.52:7001"), ap("10.0.0.2:7002"), "ESTABLISHED", 899 * time.Second},
+		{TCP, ap("10.0.0.102:46051"), ap("10.0.0.52:7002"), ap("10.0.0.3:7002"), "SYN_RECV", 59 * time.Second},
+		{0, ap("10.0.0.102:0"), ap("10.0.0.52:0"), ap("10.0.0.2:0"), "NONE", 359 * time.Second},
+		{UDP, ap("10.0.0.102:5060"), ap("10.0.0.52:5060"), ap("10.0.0.2:5060"), "UDP", 299 * time.Second},
+		{TCP, ap("[2001:db8::5]:50000"), ap("[2001:db8::10]:80"), ap("[2001:db8::11]:80"), "FIN_WAIT", 118 * time.Second},
+	}
+	if !reflect.DeepEqual(got, want) {
+		t.Errorf("ParseConnections:\n got %v\nwant %v", got, want)
+	}
+}
+
+func TestParseConnectionsEmptyAndBroken(t *testing.T) {
+	if got, err := ParseConnections(strings.NewReader("Pro FromIP   FPrt ToIP     TPrt DestIP   DPrt State       Expires PEName PEData\n")); err != nil || len(got) != 0 {
+		t.Errorf("header only: %v, %v", got, err)
+	}
+	for _, line := range []string{
+		"TCP 0A000066 B3E2 0A000034 1B59 0A000002 1B5A ESTABLISHED",       // no expiry
+		"TCP 0A0000 B3E2 0A000034 1B59 0A000002 1B5A ESTABLISHED 899",     // short address
+		"TCP 0A000066 B3E2X 0A000034 1B59 0A000002 1B5A ESTABLISHED 899",  // bad port
+		"TCP 0A000066 B3E2 0A000034 1B59 2001:db8::zz 1B5A ESTABLISHED 1", // bad IPv6
+		"TCP 0A000066 B3E2 0A000034 1B59 0A000002 1B5A ESTABLISHED -1",    // bad expiry
+	} {
+		if _, err := ParseConnections(strings.NewReader(line + "\n")); err == nil {
+			t.Errorf("%q: no error", line)
+		}
+	}
+}
+
+func TestConnFake(t *testing.T) {
+	var f ConnFake
+	ctx := context.Background()
+	if c, err := f.Connections(ctx); err != nil || len(c) != 0 {
+		t.Errorf("empty fake: %v, %v", c, err)
+	}
+	conns := []Connection{{Protocol: TCP, State: "ESTABLISHED"}}
+	f.Set(conns, nil)
+	conns[0].State = "changed by the caller"
+	if c, _ := f.Connections(ctx); len(c) != 1 || c[0].State != "ESTABLISHED" {
+		t.Errorf("Connections = %v", c)
+	}
+	boom := errors.New("boom")
+	f.Set(nil, boom)
+	if _, err := f.Connections(ctx); !errors.Is(err, boom) {
+		t.Errorf("err = %v", err)
+	}
+	if f.Calls() != 3 {
+		t.Errorf("Calls = %d", f.Calls())
+	}
+}

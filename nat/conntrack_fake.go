@@ -1,0 +1,87 @@
+package nat
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net/netip"
+	"slices"
+	"sync"
+	"syscall"
+)
+
+// ConntrackFake keeps restored entries in memory. Like the kernel it
+// reports an entry whose original tuple exists as existing (EEXIST), and
+// refuses entries the kernel would refuse.
+type ConntrackFake struct {
+	mu      sync.Mutex // guards all following fields
+	entries []ConntrackEntry
+	calls   int
+	fail    error // every entry fails with it
+}
+
+var _ ConntrackRestorer = (*ConntrackFake)(nil)
+
+type origTuple struct {
+	proto          Protocol
+	client, target netip.AddrPort
+}
+
+// Entries returns the entries created so far, in order.
+func (f *ConntrackFake) Entries() []ConntrackEntry {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return slices.Clone(f.entries)
+}
+
+// Calls returns how many times RestoreConntrack was called.
+func (f *ConntrackFake) Calls() int {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return f.calls
+}
+
+// FailWith makes every later entry fail with err (nil: succeed again).
+func (f *ConntrackFake) FailWith(err error) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.fail = err
+}
+
+// RestoreConntrack implements ConntrackRestorer.
+func (f *ConntrackFake) RestoreConntrack(ctx context.Context, entries []ConntrackEntry) (RestoreResult, error) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.calls++
+	var res RestoreResult
+	var errs []error
+	have := map[origTuple]bool{}
+	for _, e := range f.entries {
+		have[origTuple{e.Protocol, e.Client, e.VIP}] = true
+	}
+	for _, e := range entries {
+		err := e.check()
+		if err == nil {
+			err = f.fail
+		}
+		k := origTuple{e.Protocol, e.Client, e.VIP}
+		switch {
+		case err != nil:
+			res.Failed++
+			errs = append(errs, fmt.Errorf("%s: %w", e, err))
+		case have[k]:
+			res.Existing++
+		default:
+			have[k] = true
+			f.entries = append(f.entries, e)
+			res.Created++
+		}
+	}
+	if len(errs) > maxRestoreErrors {
+		errs = append(errs[:maxRestoreErrors], fmt.Errorf("and %d more", len(errs)-maxRestoreErrors))
+	}
+	return res, errors.Join(errs...)
+}
+
+// ErrFakeConntrack is a ready-made failure for FailWith.
+var ErrFakeConntrack = fmt.Errorf("fake conntrack: %w", syscall.ENOMEM)

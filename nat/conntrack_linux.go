@@ -1,0 +1,193 @@
+package nat
+
+import (
+	"context"
+	"encoding/binary"
+	"errors"
+	"fmt"
+	"sync/atomic"
+	"syscall"
+	"time"
+
+	"github.com/mdlayher/netlink"
+	"golang.org/x/sys/unix"
+)
+
+var _ ConntrackRestorer = (*Kernel)(nil)
+
+// restoreChunk is how many requests go out in one sendmsg before the
+// answers are read: few syscalls for thousands of entries, and few enough
+// error answers (a datagram each, echoing its request: all of a chunk of
+// existing entries) never to fill the socket's receive buffer (ENOBUFS).
+const restoreChunk = 64
+
+// statusNoConfirmed remembers that this kernel refused restoredStatus with
+// EBUSY and wants the status without IPS_CONFIRMED (see restoredStatus).
+var statusNoConfirmed atomic.Bool
+
+// RestoreConntrack implements ConntrackRestorer through ctnetlink, in the
+// Kernel's network namespace.
+func (k *Kernel) RestoreConntrack(ctx context.Context, entries []ConntrackEntry) (RestoreResult, error) {
+	var res RestoreResult
+	if len(entries) == 0 {
+		return res, ctx.Err()
+	}
+	cfg := &netlink.Config{}
+	if k.netns >= 0 {
+		cfg.NetNS = k.netns
+	}
+	c, err := netlink.Dial(unix.NETLINK_NETFILTER, cfg)
+	if err != nil {
+		return res, fmt.Errorf("opening ctnetlink socket: %w", classify(err))
+	}
+	defer c.Close()
+	// The kernel's reason for an EINVAL, if it has one.
+	_ = c.SetOption(netlink.ExtendedAcknowledge, true)
+	var errs []error
+	var seq uint32
+	fail := func(e ConntrackEntry, err error) {
+		res.Failed++
+		if len(errs) < maxRestoreErrors {
+			errs = append(errs, fmt.Errorf("%s: %w", e, err))
+		}
+	}
+	for start := 0; start < len(entries); start += restoreChunk {
+		if err := ctx.Err(); err != nil {
+			return res, errors.Join(append(errs, err)...)
+		}
+		chunk := entries[start:min(start+restoreChunk, len(entries))]
+		status := uint32(restoredStatus)
+		if statusNoConfirmed.Load() {
+			status &^= ipsConfirmed
+		}
+		results, err := k.send(ctx, c, &seq, chunk, status)
+		if err != nil {
+			return res, errors.Join(append(errs, err)...)
+		}
+		for i, err := range results {
+			if errors.Is(err, unix.EBUSY) && status&ipsConfirmed != 0 {
+				// Once per process on such a kernel: retry without CONFIRMED.
+				var again []error
+				if again, err = k.send(ctx, c, &seq, chunk[i:i+1], status&^ipsConfirmed); err == nil {
+					if err = again[0]; err == nil || errors.Is(err, unix.EEXIST) {
+						statusNoConfirmed.Store(true)
+					}
+				}
+			}
+			switch {
+			case err == nil:
+				res.Created++
+			case errors.Is(err, unix.EEXIST):
+				res.Existing++
+			default:
+				fail(chunk[i], err)
+			}
+		}
+	}
+	if len(errs) > 0 && res.Failed > len(errs) {
+		errs = append(errs, fmt.Errorf("and %d more", res.Failed-len(errs)))
+	}
+	return res, errors.Join(errs...)
+}
+
+// send writes one request per entry in one sendmsg and returns each one's
+// result, in order; the error is for the socket. ctnetlink handles the
+// requests of a datagram one by one before sendmsg returns, and answers a
+// failed request with an error carrying its sequence number; only the last
+// request asks for an ack, which ends the batch. Acking every request would
+// cost a recvmsg each, and about halve the rate of a large restore.
+func (k *Kernel) send(ctx context.Context, c *netlink.Conn, seq *uint32, entries []ConntrackEntry, status uint32) ([]error, error) {
+	results := make([]error, len(entries))
+	msgs := make([]netlink.Message, 0, len(entries))
+	bySeq := map[uint32]int{} // entry of each request
+	for i, e := range entries {
+		m, err := newConntrackMessage(e, status)
+		if err != nil {
+			results[i] = err
+			continue
+		}
+		*seq++
+		m.Header.Sequence = *seq
+		m.Header.Flags &^= netlink.Acknowledge
+		bySeq[*seq] = i
+		msgs = append(msgs, m)
+	}
+	if len(msgs) == 0 {
+		return results, nil
+	}
+	msgs[len(msgs)-1].Header.Flags |= netlink.Acknowledge
+	last := msgs[len(msgs)-1].Header.Sequence
+	deadline := time.Now().Add(10 * time.Second)
+	if d, ok := ctx.Deadline(); ok && d.Before(deadline) {
+		deadline = d
+	}
+	if err := c.SetDeadline(deadline); err != nil {
+		return nil, err
+	}
+	if _, err := c.SendMessages(msgs); err != nil {
+		return nil, fmt.Errorf("sending ctnetlink requests: %w", classify(err))
+	}
+	rc, err := c.SyscallConn()
+	if err != nil {
+		return nil, err
+	}
+	buf := make([]byte, 64<<10)
+	for {
+		var n int
+		var rerr error
+		if err := rc.Read(func(fd uintptr) bool {
+			n, _, rerr = unix.Recvfrom(int(fd), buf, 0)
+			return rerr != unix.EAGAIN
+		}); err != nil {
+			return nil, fmt.Errorf("reading ctnetlink acks: %w", err)
+		}
+		if rerr != nil {
+			return nil, fmt.Errorf("reading ctnetlink acks: %w", rerr)
+		}
+		replies, err := syscall.ParseNetlinkMessage(buf[:n])
+		if err != nil {
+			return nil, fmt.Errorf("reading ctnetlink acks: %w", err)
+		}
+		for _, m := range replies {
+			i, ok := bySeq[m.Header.Seq]
+			if m.Header.Type != unix.NLMSG_ERROR || !ok || len(m.Data) < 4 {
+				continue // not ours: a late answer to an earlier batch
+			}
+			results[i] = ackError(m)
+			if m.Header.Seq == last {
+				return results, nil
+			}
+		}
+	}
+}
+
+// ackError returns the errno of an NLMSG_ERROR (nil for an ack) with the
+// kernel's extended-ack message, if it gave one.
+func ackError(m syscall.NetlinkMessage) error {
+	code := int32(binary.NativeEndian.Uint32(m.Data))
+	if code == 0 {
+		return nil
+	}
+	errno := unix.Errno(-code)
+	if m.Header.Flags&unix.NLM_F_ACK_TLVS == 0 || len(m.Data) < 4+unix.NLMSG_HDRLEN {
+		return errno
+	}
+	// The TLVs follow the echoed request, or only its header if capped.
+	off := 4 + unix.NLMSG_HDRLEN
+	if m.Header.Flags&unix.NLM_F_CAPPED == 0 {
+		off = 4 + int(binary.NativeEndian.Uint32(m.Data[4:8]))
+	}
+	if off > len(m.Data) {
+		return errno
+	}
+	ad, err := netlink.NewAttributeDecoder(m.Data[off:])
+	if err != nil {
+		return errno
+	}
+	for ad.Next() {
+		if ad.Type() == unix.NLMSGERR_ATTR_MSG {
+			return fmt.Errorf("%w (%s)", errno, ad.String())
+		}
+	}
+	return errno
+}

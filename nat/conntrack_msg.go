@@ -1,0 +1,175 @@
+package nat
+
+import (
+	"encoding/binary"
+	"fmt"
+	"net/netip"
+	"time"
+
+	"github.com/mdlayher/netlink"
+)
+
+// ctnetlink, from include/uapi/linux/netfilter/nfnetlink_conntrack.h and
+// nf_conntrack_common.h, nf_conntrack_tcp.h. x/sys/unix has none of them.
+const (
+	nfnlSubsysCtnetlink = 1
+	ipctnlMsgCtNew      = 0
+	ipctnlMsgCtGet      = 1
+
+	ctaTupleOrig  = 1
+	ctaTupleReply = 2
+	ctaStatus     = 3
+	ctaProtoinfo  = 4
+	ctaNATSrc     = 6
+	ctaTimeout    = 7
+	ctaMark       = 8
+
+	ctaTupleIP    = 1
+	ctaTupleProto = 2
+
+	ctaIPv4Src = 1
+	ctaIPv4Dst = 2
+	ctaIPv6Src = 3
+	ctaIPv6Dst = 4
+
+	ctaProtoNum     = 1
+	ctaProtoSrcPort = 2
+	ctaProtoDstPort = 3
+
+	ctaProtoinfoTCP              = 1
+	ctaProtoinfoTCPState         = 1
+	ctaProtoinfoTCPFlagsOriginal = 4
+	ctaProtoinfoTCPFlagsReply    = 5
+
+	ctaNATv4MinIP = 1
+	ctaNATv4MaxIP = 2
+	ctaNATv6MinIP = 4
+	ctaNATv6MaxIP = 5
+
+	ipsSeenReply = 1 << 1
+	ipsAssured   = 1 << 2
+	ipsConfirmed = 1 << 3
+
+	tcpConntrackEstablished = 3
+	// ipCtTCPFlagBeLiberal turns window tracking off for the direction: a
+	// restored entry has seen no segment, so it knows no window.
+	ipCtTCPFlagBeLiberal = 0x08
+
+	afInet  = 2
+	afInet6 = 10
+)
+
+// restoredStatus is what a restored entry claims: both directions seen and
+// assured (early_drop never picks it). ctnetlink_create_conntrack sets
+// IPS_CONFIRMED itself before it applies CTA_STATUS, and the kernels that
+// check unchangeable bits then refuse a status without it (EBUSY); kernels
+// from the weeks between e6d57e9ff0ae and its fix set it after, and refuse
+// a status with it. RestoreConntrack tries this one first.
+const restoredStatus = ipsSeenReply | ipsAssured | ipsConfirmed
+
+// minRestoreTimeout keeps an entry alive until its connection's next packet
+// even when the IPVS entry is about to expire: conntrack refreshes it from
+// there, and IPVS deletes it when its own entry expires
+// (ip_vs_conn_drop_conntrack).
+const minRestoreTimeout = 30 * time.Second
+
+// maxRestoreErrors bounds the failures an error of RestoreConntrack names;
+// RestoreResult.Failed counts all.
+const maxRestoreErrors = 3
+
+// check validates what the kernel would refuse or misread.
+func (e ConntrackEntry) check() error {
+	if e.Protocol != TCP && e.Protocol != UDP {
+		return fmt.Errorf("protocol %s: only tcp and udp entries are restored", e.Protocol)
+	}
+	v4 := e.VIP.Addr().Is4()
+	for _, a := range []struct {
+		what string
+		ok   bool
+	}{
+		{"client", e.Client.IsValid() && e.Client.Addr().Is4() == v4 && e.Client.Port() != 0},
+		{"VIP", e.VIP.IsValid() && e.VIP.Port() != 0},
+		{"backend", e.Backend.IsValid() && e.Backend.Addr().Is4() == v4 && e.Backend.Port() != 0},
+		{"SNAT range", e.SNATFrom.Is4() == v4 && e.SNATTo.Is4() == v4 && e.SNATFrom.IsValid() && e.SNATTo.IsValid() &&
+			e.SNATFrom.Compare(e.SNATTo) <= 0},
+	} {
+		if !a.ok {
+			return fmt.Errorf("invalid %s (all addresses of one family, ports non-zero)", a.what)
+		}
+	}
+	return nil
+}
+
+// String names the connection in errors.
+func (e ConntrackEntry) String() string {
+	return fmt.Sprintf("%s %s -> %s -> %s", e.Protocol, e.Client, e.VIP, e.Backend)
+}
+
+// newConntrackMessage is the IPCTNL_MSG_CT_NEW request creating e, with
+// NLM_F_EXCL: an existing entry is reported (EEXIST), never changed.
+func newConntrackMessage(e ConntrackEntry, status uint32) (netlink.Message, error) {
+	if err := e.check(); err != nil {
+		return netlink.Message{}, fmt.Errorf("%s: %w", e, err)
+	}
+	fam, src, dst, natMin, natMax := byte(afInet), uint16(ctaIPv4Src), uint16(ctaIPv4Dst), uint16(ctaNATv4MinIP), uint16(ctaNATv4MaxIP)
+	if e.VIP.Addr().Is6() {
+		fam, src, dst, natMin, natMax = afInet6, ctaIPv6Src, ctaIPv6Dst, ctaNATv6MinIP, ctaNATv6MaxIP
+	}
+	ae := netlink.NewAttributeEncoder()
+	ae.ByteOrder = binary.BigEndian // ctnetlink's numbers are in network order
+	tuple := func(typ uint16, from, to netip.AddrPort) {
+		ae.Nested(typ, func(t *netlink.AttributeEncoder) error {
+			t.Nested(ctaTupleIP, func(ip *netlink.AttributeEncoder) error {
+				ip.Bytes(src, from.Addr().AsSlice())
+				ip.Bytes(dst, to.Addr().AsSlice())
+				return nil
+			})
+			t.Nested(ctaTupleProto, func(p *netlink.AttributeEncoder) error {
+				p.Uint8(ctaProtoNum, uint8(e.Protocol))
+				p.Uint16(ctaProtoSrcPort, from.Port())
+				p.Uint16(ctaProtoDstPort, to.Port())
+				return nil
+			})
+			return nil
+		})
+	}
+	tuple(ctaTupleOrig, e.Client, e.VIP)
+	tuple(ctaTupleReply, e.Backend, e.Client)
+	ae.Uint32(ctaStatus, status)
+	if e.Protocol == TCP {
+		ae.Nested(ctaProtoinfo, func(pi *netlink.AttributeEncoder) error {
+			pi.Nested(ctaProtoinfoTCP, func(tcp *netlink.AttributeEncoder) error {
+				tcp.Uint8(ctaProtoinfoTCPState, tcpConntrackEstablished)
+				// struct nf_ct_tcp_flags { __u8 flags; __u8 mask; }
+				liberal := []byte{ipCtTCPFlagBeLiberal, ipCtTCPFlagBeLiberal}
+				tcp.Bytes(ctaProtoinfoTCPFlagsOriginal, liberal)
+				tcp.Bytes(ctaProtoinfoTCPFlagsReply, liberal)
+				return nil
+			})
+			return nil
+		})
+	}
+	// The one address the persistent rule gives the client, and no port
+	// range: nf_nat keeps the client's port when it is free, as it did on
+	// the old owner.
+	snat := snatAddress(e.Client.Addr(), e.SNATFrom, e.SNATTo).AsSlice()
+	ae.Nested(ctaNATSrc, func(n *netlink.AttributeEncoder) error {
+		n.Bytes(natMin, snat)
+		n.Bytes(natMax, snat)
+		return nil
+	})
+	ae.Uint32(ctaTimeout, uint32(max(e.Timeout, minRestoreTimeout)/time.Second))
+	ae.Uint32(ctaMark, e.Mark)
+	attrs, err := ae.Encode()
+	if err != nil {
+		return netlink.Message{}, fmt.Errorf("%s: %w", e, err)
+	}
+	// nfgenmsg: family, version, resource id.
+	return netlink.Message{
+		Header: netlink.Header{
+			Type:  netlink.HeaderType(nfnlSubsysCtnetlink<<8 | ipctnlMsgCtNew),
+			Flags: netlink.Request | netlink.Acknowledge | netlink.Create | netlink.Excl,
+		},
+		Data: append([]byte{fam, 0, 0, 0}, attrs...),
+	}, nil
+}
