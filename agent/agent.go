@@ -17,6 +17,7 @@ import (
 
 	"github.com/lvsd/lvsd/agent/health"
 	"github.com/lvsd/lvsd/cluster"
+	"github.com/lvsd/lvsd/cluster/connsync"
 	"github.com/lvsd/lvsd/ipvs"
 )
 
@@ -46,6 +47,14 @@ type Options struct {
 	Health HealthChecker
 	// Cluster shows the director cluster in the status; nil: no cluster.
 	Cluster ClusterViewer
+	// ConnSync reports the connection-sync relay in the status and the
+	// metrics; nil: no connection sync.
+	ConnSync ConnSyncStats
+}
+
+// ConnSyncStats reports the connection-sync relay's counters.
+type ConnSyncStats interface {
+	Stats() connsync.Stats
 }
 
 // ClusterViewer reports the director cluster as this director sees it.

@@ -179,6 +179,9 @@ func (c *Collector) Describe(ch chan<- *prometheus.Desc) {
 		descConns, descConnsTotal, descPackets, descBytes} {
 		ch <- d
 	}
+	for _, d := range clusterDescs {
+		ch <- d
+	}
 }
 
 // Collect implements prometheus.Collector. Before the first pass only the
@@ -209,6 +212,12 @@ func (c *Collector) Collect(ch chan<- prometheus.Metric) {
 	if err != nil {
 		ch <- prometheus.NewInvalidMetric(descServiceInKernel, err)
 		return
+	}
+	if st.Cluster != nil {
+		collectCluster(st.Cluster, gauge, counter)
+	}
+	if st.ConnSync != nil {
+		collectConnSync(st.ConnSync, gauge, counter)
 	}
 	for _, s := range st.Services {
 		gauge(descServiceInfo, 1, s.Name, s.Key, s.VIP, s.Scheduler, s.Flags)

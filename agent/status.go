@@ -12,6 +12,7 @@ import (
 	"github.com/lvsd/lvsd/agent/api"
 	"github.com/lvsd/lvsd/agent/health"
 	"github.com/lvsd/lvsd/cluster"
+	"github.com/lvsd/lvsd/cluster/connsync"
 	"github.com/lvsd/lvsd/ipvs"
 )
 
@@ -31,6 +32,7 @@ type Status struct {
 	LastError     string          `json:"last_error,omitempty"`
 	Services      []ServiceStatus `json:"services"`
 	Cluster       *cluster.View   `json:"cluster,omitempty"`
+	ConnSync      *connsync.Stats `json:"conn_sync,omitempty"`
 }
 
 // ServiceStatus is one IPVS service lvsd wants.
@@ -163,6 +165,10 @@ func (a *Agent) Status(ctx context.Context) (Status, error) {
 			return Status{}, fmt.Errorf("cluster view: %w", err)
 		}
 		st.Cluster = &v
+	}
+	if a.opts.ConnSync != nil {
+		cs := a.opts.ConnSync.Stats()
+		st.ConnSync = &cs
 	}
 	return st, nil
 }

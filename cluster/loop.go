@@ -75,7 +75,9 @@ func (n *Node) run(ctx context.Context) {
 			f()
 			changed = true
 		case <-check.C:
-			changed = s.onCheck(time.Now())
+			if changed = s.onCheck(time.Now()); changed {
+				s.publishSyncPeers()
+			}
 		case <-send.C:
 			s.sendHeartbeat()
 		case <-house.C:

@@ -64,6 +64,12 @@ func (delegate) MergeRemoteState(buf []byte, _ bool) {}
 // NotifyMsg runs on memberlist's packet goroutine; it only decodes and
 // hands over, dropping when the loop is that far behind (heartbeats repeat).
 func (d delegate) NotifyMsg(b []byte) {
+	if len(b) > 0 && b[0] == SyncMagic {
+		if r := d.n.syncReceiver(); r != nil {
+			r.Deliver("", b)
+		}
+		return
+	}
 	hb, err := decodeHeartbeat(b)
 	if err != nil {
 		d.n.log.Debug("dropping a cluster message", "err", err)

@@ -153,6 +153,9 @@ type Node struct {
 	memberEvs   []memberEvent
 	peerAddrs   []string // resolved Peers without this node
 	lastJoinErr string
+	syncPeers   map[string]syncPeer // the directors sync messages go to, by name
+
+	sync atomic.Pointer[SyncReceiver]
 
 	st loopState // owned by the loop goroutine
 }

@@ -15,21 +15,28 @@ import (
 	"github.com/lvsd/lvsd/agent/config"
 	"github.com/lvsd/lvsd/arp"
 	"github.com/lvsd/lvsd/cluster"
+	"github.com/lvsd/lvsd/cluster/connsync"
+	"github.com/lvsd/lvsd/ipvs"
 )
 
-// startCluster joins the director cluster configured in cfg and returns who
-// holds which VIP, and the function that leaves the cluster when the agent
-// has stopped. Without a `cluster:` block the node is nil and this director
-// holds every VIP.
+// clusterMember is this director's part in the cluster.
+type clusterMember struct {
+	node  *cluster.Node   // who holds which VIP
+	relay *connsync.Relay // nil: connection sync is off
+	leave func()          // leaves the cluster once the agent has stopped
+}
+
+// startCluster joins the director cluster configured in cfg. Without a
+// `cluster:` block it returns a zero member: this director holds every VIP.
 //
 // In a cluster the VIP addresses are added through arp.Leased (set into k):
 // with a lifetime renewed while this process runs, announced after each
 // add, and reported to the cluster node, which claims a VIP until its
 // address is gone.
-func startCluster(ctx context.Context, cfg *agent.Config, k *agent.Kernel, log *slog.Logger) (*cluster.Node, func(), error) {
+func startCluster(ctx context.Context, cfg *agent.Config, k *agent.Kernel, log *slog.Logger) (clusterMember, error) {
 	c := cfg.Agent.Cluster
 	if c == nil {
-		return nil, func() {}, nil
+		return clusterMember{leave: func() {}}, nil
 	}
 	if fi, err := os.Stat(c.KeyFile); err == nil && fi.Mode().Perm()&0o077 != 0 {
 		log.Warn("the cluster key file is readable by other users; make it 0600", "key_file", c.KeyFile,
@@ -73,22 +80,45 @@ func startCluster(ctx context.Context, cfg *agent.Config, k *agent.Kernel, log *
 		Log:        log,
 	})
 	if err != nil {
-		return nil, nil, err
+		return clusterMember{}, err
 	}
-	leases.OnChange = node.AddressChanged
-	leases.Keep = node.Healthy
-	leaseCtx, stopLeases := context.WithCancel(context.Background())
-	go leases.Run(leaseCtx)
-	k.Addrs = leases
-	stop := func() {
+	// The relay and the leases run until the cluster is left, after the
+	// agent has stopped.
+	bg, stopBackground := context.WithCancel(context.Background())
+	leave := func() {
 		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 		defer cancel()
 		if err := node.Leave(ctx, leases.ReleaseAll); err != nil {
 			log.Error("leaving the cluster", "err", err)
 		}
-		stopLeases()
+		stopBackground()
 	}
-	return node, stop, nil
+	// sloppy_tcp lets a new owner pick up connections from their next
+	// packet, with or without sync; the sync thresholds matter only with it.
+	if err := ipvs.ApplySyncSysctls(ctx, ipvs.RecommendedSyncSysctls()); err != nil {
+		if c.ConnSync.Enabled {
+			leave()
+			return clusterMember{}, fmt.Errorf("connection sync: %w", err)
+		}
+		log.Warn("cannot set the IPVS sysctls a takeover needs; connections may reset when a VIP moves", "err", err)
+	}
+	var relay *connsync.Relay
+	if c.ConnSync.Enabled {
+		if relay, err = startConnSync(bg, c.ConnSync, k.IPVS, node, log); err != nil {
+			leave()
+			return clusterMember{}, err
+		}
+	}
+	leases.OnChange = func(addr netip.Addr, present bool) {
+		node.AddressChanged(addr, present)
+		if !present && relay != nil {
+			relay.ReleaseVIP(addr) // its cached connections are the new holder's to send now
+		}
+	}
+	leases.Keep = node.Healthy
+	go leases.Run(bg)
+	k.Addrs, k.NAT = withFullNATRestore(k, cfg.Desired.NAT, leases, log)
+	return clusterMember{node: node, relay: relay, leave: leave}, nil
 }
 
 // raisePriority lowers the nice value of every thread of this process to

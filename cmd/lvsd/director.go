@@ -49,16 +49,19 @@ func runAgent(ctx context.Context, e *env) error {
 			}
 		}
 	}()
-	node, leaveCluster, err := startCluster(ctx, cfg, &k, log)
+	member, err := startCluster(ctx, cfg, &k, log)
 	if err != nil {
 		return err
 	}
-	defer leaveCluster()
+	defer member.leave()
 	checker := health.NewMonitor(log)
 	go checker.Run(ctx)
 	opts := agent.Options{ConfigPath: e.config, Config: cfg, Kernel: k, Log: log, Health: checker}
-	if node != nil { // a nil *cluster.Node in an interface would not be nil
-		opts.VIPs, opts.Cluster = node, node
+	if member.node != nil { // a nil *cluster.Node in an interface would not be nil
+		opts.VIPs, opts.Cluster = member.node, member.node
+	}
+	if member.relay != nil {
+		opts.ConnSync = member.relay
 	}
 	a := agent.New(opts)
 	if err := startMetrics(ctx, cfg, a, log); err != nil {

@@ -86,6 +86,11 @@ func writeDirectorStatus(w io.Writer, st agent.Status, now time.Time) error {
 			return err
 		}
 	}
+	if st.ConnSync != nil {
+		if err := writeConnSyncStatus(w, st.ConnSync); err != nil {
+			return err
+		}
+	}
 	if len(st.Services) == 0 {
 		fmt.Fprintln(w, "no services configured")
 		return nil

@@ -5,8 +5,10 @@ import (
 	"io"
 	"strconv"
 	"strings"
+	"time"
 
 	"github.com/lvsd/lvsd/cluster"
+	"github.com/lvsd/lvsd/cluster/connsync"
 )
 
 // writeClusterStatus prints the director cluster as this director sees it:
@@ -53,4 +55,15 @@ func yesNo(b bool) string {
 		return "yes"
 	}
 	return "no"
+}
+
+// writeConnSyncStatus prints the connection-sync relay's counters on one
+// line.
+func writeConnSyncStatus(w io.Writer, s *connsync.Stats) error {
+	dropped := s.DroppedInvalid + s.DroppedStale + s.DroppedOverflow + s.DroppedWrite + s.Evicted
+	_, err := fmt.Fprintf(w, "connection sync: %d records from the kernel, %d sent (%d replayed), %d received, "+
+		"%d applied, %d cached, lag %s (max %s), %d dropped\n\n", s.MasterRecords, s.SentRecords, s.ReplayedRecords,
+		s.ReceivedRecords, s.AppliedRecords, s.CacheSize, s.LastLag.Round(time.Millisecond),
+		s.MaxLag.Round(time.Millisecond), dropped)
+	return err
 }

@@ -101,25 +101,36 @@ type Conn struct {
 // namespace), from src (zero: any), to dst and reads the greeting. Close it
 // when done.
 func Connect(ctx context.Context, host *topo.Host, src netip.Addr, dst netip.AddrPort) (*Conn, error) {
+	c, r, hello, err := dialGreeted(ctx, host, src, dst)
+	if err != nil {
+		return nil, err
+	}
+	return &Conn{Conn: c, r: r, Hello: hello}, nil
+}
+
+// dialGreeted connects from host and src to dst and reads the server's
+// greeting, bounded by ctx (or DefaultTimeout); it leaves no deadline set.
+func dialGreeted(ctx context.Context, host *topo.Host, src netip.Addr, dst netip.AddrPort) (net.Conn, *bufio.Reader, Reply, error) {
 	ctx, cancel := withDefaultTimeout(ctx)
 	defer cancel()
 	c, err := host.Dial(ctx, "tcp", src, dst)
 	if err != nil {
-		return nil, fmt.Errorf("echo: connect %s -> %s: %w", src, dst, err)
+		return nil, nil, Reply{}, fmt.Errorf("echo: connect %s -> %s: %w", src, dst, err)
 	}
 	dl, _ := ctx.Deadline()
 	c.SetDeadline(dl)
-	conn := &Conn{Conn: c, r: bufio.NewReader(c)}
-	line, err := conn.r.ReadString('\n')
+	r := bufio.NewReader(c)
+	line, err := r.ReadString('\n')
+	var hello Reply
 	if err == nil {
-		conn.Hello, err = Parse(line)
+		hello, err = Parse(line)
 	}
 	if err != nil {
 		c.Close()
-		return nil, fmt.Errorf("echo: greeting from %s: %w", dst, err)
+		return nil, nil, Reply{}, fmt.Errorf("echo: greeting from %s: %w", dst, err)
 	}
 	c.SetDeadline(time.Time{})
-	return conn, nil
+	return c, r, hello, nil
 }
 
 // Echo sends text (one line) and checks that the same server echoes it:

@@ -1,0 +1,48 @@
+package agent
+
+import (
+	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/lvsd/lvsd/cluster"
+	"github.com/lvsd/lvsd/cluster/connsync"
+)
+
+// Metrics of the director cluster and its connection sync, exported only
+// in a cluster (docs/operations.md).
+var (
+	descClusterLive = desc("cluster_live_directors", "Directors this one counts for the quorum, itself included.")
+	descQuorum      = desc("cluster_quorum", "Directors a director must count to hold any VIP.")
+	descStalls      = desc("cluster_scheduling_stalls_total", "Times this process was not scheduled for long enough "+
+		"to postpone failure detection (a loaded or paused host).")
+	descSyncRecords = desc("conn_sync_records_total", "IPVS connection records by stage: read from the local "+
+		"master daemon, sent to the cluster (replayed: of those, from the cache), received from the cluster, "+
+		"applied (written to the local backup daemon).", "stage")
+	descSyncDropped = desc("conn_sync_dropped_total", "Sync datagrams, messages or records dropped, by reason.",
+		"reason")
+	descSyncCache = desc("conn_sync_cache_entries", "Connections cached for replay to directors that join.")
+	descSyncLag   = desc("conn_sync_lag_seconds", "Receive time minus the sender's send time of relay messages "+
+		"(includes the directors' clock offset): of the last message, and the largest seen.", "which")
+)
+
+var clusterDescs = []*prometheus.Desc{descClusterLive, descQuorum, descStalls, descSyncRecords, descSyncDropped,
+	descSyncCache, descSyncLag}
+
+func collectCluster(v *cluster.View, gauge func(*prometheus.Desc, float64, ...string), counter func(*prometheus.Desc, uint64, ...string)) {
+	gauge(descClusterLive, float64(v.Live))
+	gauge(descQuorum, float64(v.Quorum))
+	counter(descStalls, uint64(v.Stalls))
+}
+
+func collectConnSync(s *connsync.Stats, gauge func(*prometheus.Desc, float64, ...string), counter func(*prometheus.Desc, uint64, ...string)) {
+	for stage, n := range map[string]uint64{"read": s.MasterRecords, "sent": s.SentRecords, "replayed": s.ReplayedRecords,
+		"received": s.ReceivedRecords, "applied": s.AppliedRecords} {
+		counter(descSyncRecords, n, stage)
+	}
+	for reason, n := range map[string]uint64{"invalid": s.DroppedInvalid, "stale": s.DroppedStale,
+		"overflow": s.DroppedOverflow, "write": s.DroppedWrite, "evicted": s.Evicted} {
+		counter(descSyncDropped, n, reason)
+	}
+	gauge(descSyncCache, float64(s.CacheSize))
+	gauge(descSyncLag, s.LastLag.Seconds(), "last")
+	gauge(descSyncLag, s.MaxLag.Seconds(), "max")
+}

@@ -1,0 +1,64 @@
+package agent
+
+import (
+	"context"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus/testutil"
+
+	"github.com/lvsd/lvsd/cluster"
+	"github.com/lvsd/lvsd/cluster/connsync"
+)
+
+type fixedView cluster.View
+
+func (v fixedView) View(context.Context) (cluster.View, error) { return cluster.View(v), nil }
+
+type fixedSyncStats connsync.Stats
+
+func (s fixedSyncStats) Stats() connsync.Stats { return connsync.Stats(s) }
+
+// TestMetricsCluster: the cluster and connection-sync series, in a cluster
+// only, pass promlint.
+func TestMetricsCluster(t *testing.T) {
+	e := newEnv(t)
+	e.service("web", webTwo)
+	a := e.agent()
+	c := NewCollector(a, "dev")
+	e.reconcile(a)
+	names := []string{"lvsd_cluster_live_directors", "lvsd_conn_sync_records_total", "lvsd_conn_sync_lag_seconds"}
+	if n := testutil.CollectAndCount(c, names...); n != 0 {
+		t.Fatalf("without a cluster: %d cluster series", n)
+	}
+	a.opts.Cluster = fixedView{Live: 2, Quorum: 2, Stalls: 3}
+	a.opts.ConnSync = fixedSyncStats{MasterRecords: 10, SentRecords: 12, ReplayedRecords: 2, ReceivedRecords: 5,
+		AppliedRecords: 5, DroppedInvalid: 1, CacheSize: 7, LastLag: 3 * time.Millisecond, MaxLag: 40 * time.Millisecond}
+	want := `
+# HELP lvsd_cluster_live_directors Directors this one counts for the quorum, itself included.
+# TYPE lvsd_cluster_live_directors gauge
+lvsd_cluster_live_directors 2
+# HELP lvsd_conn_sync_lag_seconds Receive time minus the sender's send time of relay messages (includes the directors' clock offset): of the last message, and the largest seen.
+# TYPE lvsd_conn_sync_lag_seconds gauge
+lvsd_conn_sync_lag_seconds{which="last"} 0.003
+lvsd_conn_sync_lag_seconds{which="max"} 0.04
+# HELP lvsd_conn_sync_records_total IPVS connection records by stage: read from the local master daemon, sent to the cluster (replayed: of those, from the cache), received from the cluster, applied (written to the local backup daemon).
+# TYPE lvsd_conn_sync_records_total counter
+lvsd_conn_sync_records_total{stage="applied"} 5
+lvsd_conn_sync_records_total{stage="read"} 10
+lvsd_conn_sync_records_total{stage="received"} 5
+lvsd_conn_sync_records_total{stage="replayed"} 2
+lvsd_conn_sync_records_total{stage="sent"} 12
+`
+	if err := testutil.CollectAndCompare(c, strings.NewReader(want), names...); err != nil {
+		t.Fatal(err)
+	}
+	problems, err := testutil.CollectAndLint(c)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, p := range problems {
+		t.Errorf("lint: %s: %s", p.Metric, p.Text)
+	}
+}

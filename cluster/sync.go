@@ -1,0 +1,105 @@
+package cluster
+
+import (
+	"maps"
+
+	"github.com/hashicorp/memberlist"
+)
+
+// SyncMagic starts every connection-sync message: the node hands such user
+// messages to its SyncReceiver instead of decoding them as heartbeats.
+const SyncMagic = 'S'
+
+// SyncReceiver takes the connection-sync traffic of the cluster: messages
+// from other directors, and which directors can be sent to. Its methods are
+// called from the node's goroutines and must not block.
+type SyncReceiver interface {
+	Deliver(from string, msg []byte)
+	// MemberJoined: a director is heard (first, again after a silence of two
+	// failure timeouts, or restarted); it may lack state.
+	MemberJoined(name string)
+	// MemberLeft: a director has not been heard for two failure timeouts
+	// or said it leaves.
+	MemberLeft(name string)
+}
+
+// SetSync makes r receive the connection-sync traffic.
+func (n *Node) SetSync(r SyncReceiver) { n.sync.Store(&r) }
+
+func (n *Node) syncReceiver() SyncReceiver {
+	if r := n.sync.Load(); r != nil {
+		return *r
+	}
+	return nil
+}
+
+// Broadcast sends msg to every director heard within two failure timeouts,
+// best effort (one encrypted UDP packet each, like the heartbeats).
+func (n *Node) Broadcast(msg []byte) {
+	n.mu.Lock()
+	addrs := make([]string, 0, len(n.syncPeers))
+	for _, p := range n.syncPeers {
+		addrs = append(addrs, p.addr)
+	}
+	n.mu.Unlock()
+	for _, a := range addrs {
+		n.sendSync(a, msg)
+	}
+}
+
+// SendTo sends msg to the named director, best effort.
+func (n *Node) SendTo(member string, msg []byte) {
+	n.mu.Lock()
+	p, ok := n.syncPeers[member]
+	n.mu.Unlock()
+	if ok {
+		n.sendSync(p.addr, msg)
+	}
+}
+
+func (n *Node) sendSync(addr string, msg []byte) {
+	if err := n.ml.SendToAddress(memberlist.Address{Addr: addr}, msg); err != nil {
+		n.log.Debug("cannot send connection sync", "to", addr, "err", err)
+	}
+}
+
+// syncPeer is a director sync messages go to; a new incarnation is a
+// restarted process, which has lost its state.
+type syncPeer struct {
+	addr        string
+	incarnation uint64
+}
+
+// publishSyncPeers runs on the loop after a check changed something: it
+// tells the receiver who came and went and updates the send list.
+func (s *loopState) publishSyncPeers() {
+	n := s.n
+	now := make(map[string]syncPeer, len(s.peers))
+	for _, p := range s.peers {
+		if p.counted && p.addr != "" {
+			now[p.name] = syncPeer{p.addr, p.incarnation}
+		}
+	}
+	n.mu.Lock()
+	before := n.syncPeers
+	if maps.Equal(before, now) {
+		n.mu.Unlock()
+		return
+	}
+	n.syncPeers = now
+	n.mu.Unlock()
+	r := n.syncReceiver()
+	if r == nil {
+		return
+	}
+	for name, p := range now {
+		if old, ok := before[name]; !ok || old != p { // new, moved or restarted
+			r.MemberJoined(name)
+		}
+	}
+	for name := range before {
+		if _, ok := now[name]; !ok {
+			r.MemberLeft(name)
+		}
+	}
+}

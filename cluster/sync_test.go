@@ -1,0 +1,84 @@
+package cluster
+
+import (
+	"bytes"
+	"context"
+	"log/slog"
+	"net/netip"
+	"slices"
+	"sync"
+	"testing"
+	"time"
+)
+
+// syncRecorder is a SyncReceiver that records what it is told.
+type syncRecorder struct {
+	mu     sync.Mutex
+	msgs   [][]byte
+	events []string
+}
+
+func (r *syncRecorder) Deliver(from string, msg []byte) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	r.msgs = append(r.msgs, bytes.Clone(msg))
+}
+func (r *syncRecorder) MemberJoined(name string) { r.event("+" + name) }
+func (r *syncRecorder) MemberLeft(name string)   { r.event("-" + name) }
+func (r *syncRecorder) event(e string) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	r.events = append(r.events, e)
+}
+
+func (r *syncRecorder) wait(t *testing.T, what string, ok func(*syncRecorder) bool) {
+	t.Helper()
+	for deadline := time.Now().Add(3 * time.Second); time.Now().Before(deadline); time.Sleep(5 * time.Millisecond) {
+		r.mu.Lock()
+		done := ok(r)
+		r.mu.Unlock()
+		if done {
+			return
+		}
+	}
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	t.Fatalf("%s: events %v, %d messages", what, r.events, len(r.msgs))
+}
+
+// Sync messages travel between nodes (encrypted like the heartbeats) and
+// never reach the heartbeat decoder; the receiver learns who joins, leaves
+// and restarts.
+func TestNodeSync(t *testing.T) {
+	nodes := startNodes(t, Rules{Mode: ActiveStandby, Preempt: true}, testKey, []netip.Addr{vip1}, "a", "b")
+	ra, rb := &syncRecorder{}, &syncRecorder{}
+	nodes[0].SetSync(ra)
+	nodes[1].SetSync(rb)
+	waitHolders(t, nodes, vip1, 5*time.Second, "a")
+	ra.wait(t, "a hears b", func(r *syncRecorder) bool { return slices.Equal(r.events, []string{"+b"}) })
+
+	msg := []byte{SyncMagic, 1, 2, 3}
+	nodes[0].Broadcast(msg)
+	rb.wait(t, "b gets the broadcast", func(r *syncRecorder) bool { return len(r.msgs) == 1 && bytes.Equal(r.msgs[0], msg) })
+	nodes[1].SendTo("a", []byte{SyncMagic, 9})
+	nodes[1].SendTo("nobody", []byte{SyncMagic, 8})
+	ra.wait(t, "a gets b's message", func(r *syncRecorder) bool { return len(r.msgs) == 1 && r.msgs[0][1] == 9 })
+
+	// b restarts under the same name: a new process has no state.
+	if err := nodes[1].Leave(context.Background(), nil); err != nil {
+		t.Fatal(err)
+	}
+	ra.wait(t, "a sees b leave", func(r *syncRecorder) bool { return slices.Equal(r.events, []string{"+b", "-b"}) })
+	b2, err := Start(Config{Name: "b", Rules: nodes[0].cfg.Rules, Priority: 1, Bind: "127.0.0.1:0",
+		Peers: []string{nodes[0].Address()}, Keys: [][]byte{testKey}, Label: "test",
+		HeartbeatInterval: 20 * time.Millisecond, FailureTimeout: 150 * time.Millisecond,
+		StartupHold: 400 * time.Millisecond, VIPs: []netip.Addr{vip1}, Log: slog.New(slog.DiscardHandler)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer b2.Leave(context.Background(), nil)
+	ra.wait(t, "a sees b again", func(r *syncRecorder) bool { return slices.Equal(r.events, []string{"+b", "-b", "+b"}) })
+	if !nodes[0].Holds(vip1) {
+		t.Error("sync traffic moved the VIP")
+	}
+}

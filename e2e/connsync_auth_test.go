@@ -1,0 +1,115 @@
+//go:build e2e
+
+package e2e
+
+import (
+	"encoding/base64"
+	"encoding/binary"
+	"fmt"
+	"io"
+	"log"
+	"net/netip"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/hashicorp/memberlist"
+
+	"github.com/lvsd/lvsd/e2e/topo"
+)
+
+// TestSyncAuth: connection-sync messages reach a director's IPVS table only
+// through the cluster's encryption. A forged message sent to director's
+// cluster port with another key is never applied; the same message sealed
+// with the cluster's key is (the control: the path works, so the refusal
+// is the key's doing).
+func TestSyncAuth(t *testing.T) {
+	vip := netip.MustParseAddr("10.0.0.50")
+	tp := clusterSetup(t, vip)
+	key := clusterKey(t)
+	startCluster(t, tp, key, "", vip)
+	waitHolders(t, tp, vip, 30*time.Second, onlyOn("director"))
+	target := tp.Director(2) // a standby: its backup daemon applies what it receives
+
+	wrong := make([]byte, 32)
+	wrong[0] = 1
+	forged := netip.AddrPortFrom(netip.MustParseAddr("10.0.0.200"), 40001)
+	sendSync(t, tp.Client(), wrong, target, syncMessage(forged, vip, tp.RS(1).V4))
+	time.Sleep(2 * time.Second)
+	if conns := ipvsConns(t, target); strings.Contains(conns, forged.String()) {
+		t.Fatalf("a sync message sealed with another key was applied:\n%s", conns)
+	}
+
+	right, err := base64.StdEncoding.DecodeString(key)
+	if err != nil {
+		t.Fatal(err)
+	}
+	sealed := netip.AddrPortFrom(forged.Addr(), 40002)
+	sendSync(t, tp.Client(), right, target, syncMessage(sealed, vip, tp.RS(1).V4))
+	deadline := time.Now().Add(5 * time.Second)
+	for !strings.Contains(ipvsConns(t, target), sealed.String()) {
+		if time.Now().After(deadline) {
+			t.Fatalf("the control message, sealed with the cluster key, was not applied within 5 s:\n%s", ipvsConns(t, target))
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+	if conns := ipvsConns(t, target); strings.Contains(conns, forged.String()) {
+		t.Errorf("the forged connection appeared after all:\n%s", conns)
+	}
+	t.Logf("%s applied the message sealed with the cluster key, not the one with another key:\n%s", target.ID, ipvsConns(t, target))
+}
+
+// ipvsConns lists host's IPVS connection entries.
+func ipvsConns(t *testing.T, host *topo.Host) string {
+	t.Helper()
+	return run(t, host, "ipvsadm", "-Lnc")
+}
+
+// sendSync sends msg as a memberlist user message to director's cluster
+// port from a memberlist of its own in from's namespace, sealed with key
+// and the default label, as a director would.
+func sendSync(t *testing.T, from *topo.Host, key []byte, to *topo.Host, msg []byte) {
+	t.Helper()
+	c := memberlist.DefaultLANConfig()
+	c.Name = "intruder"
+	c.BindAddr, c.BindPort, c.AdvertisePort = from.V4.String(), 0, 0
+	c.Label = "lvsd"
+	c.Logger = log.New(io.Discard, "", 0)
+	kr, err := memberlist.NewKeyring([][]byte{key}, key)
+	if err != nil {
+		t.Fatal(err)
+	}
+	c.Keyring = kr
+	var ml *memberlist.Memberlist
+	if err := from.Do(func() (err error) { ml, err = memberlist.Create(c); return err }); err != nil {
+		t.Fatal(err)
+	}
+	defer ml.Shutdown()
+	addr := memberlist.Address{Addr: fmt.Sprintf("%s:7946", to.V4)}
+	for range 3 { // UDP: send a few times
+		if err := ml.SendToAddress(addr, msg); err != nil {
+			t.Fatal(err)
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+}
+
+// syncMessage is a relay message (cluster/connsync/message.go) carrying
+// one kernel sync record (ip_vs_sync.c, protocol v1): an ESTABLISHED DR
+// connection client → vip:80 → rs:80 with 900 s to live.
+func syncMessage(client netip.AddrPort, vip, rs netip.Addr) []byte {
+	m := []byte{'S', 1, 0, 1}
+	m = binary.BigEndian.AppendUint64(m, uint64(time.Now().UnixNano()))
+	m = append(m, 0, 6)                          // type IPv4, protocol TCP
+	m = binary.BigEndian.AppendUint16(m, 36)     // version 0, size 36
+	m = binary.BigEndian.AppendUint32(m, 0x0003) // IP_VS_CONN_F_DROUTE
+	m = binary.BigEndian.AppendUint16(m, 1)      // IP_VS_TCP_S_ESTABLISHED
+	m = binary.BigEndian.AppendUint16(m, client.Port())
+	m = binary.BigEndian.AppendUint16(m, 80) // vport
+	m = binary.BigEndian.AppendUint16(m, 80) // dport
+	m = binary.BigEndian.AppendUint32(m, 0)  // fwmark
+	m = binary.BigEndian.AppendUint32(m, 900)
+	m = append(m, client.Addr().AsSlice()...)
+	m = append(m, vip.AsSlice()...)
+	return append(m, rs.AsSlice()...)
+}
