@@ -73,6 +73,9 @@ func Build(agent *config.Agent, services []config.Service) (Desired, error) {
 		}
 		d.IPVSConntrack = d.IPVSConntrack || s.Forwarding == config.FullNAT
 	}
+	if c := agent.Cluster; c != nil && c.ConnSync.Enabled {
+		spec.SyncPorts = []uint16{c.ConnSync.Port, c.ConnSync.Port + 1}
+	}
 	var err error
 	if d.NAT, err = nat.Render(spec); err != nil {
 		return Desired{}, fmt.Errorf("rendering nftables rules: %w", err)

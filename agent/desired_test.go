@@ -2,10 +2,13 @@ package agent
 
 import (
 	"fmt"
+	"net/netip"
 	"slices"
 	"strconv"
 	"strings"
 	"testing"
+
+	"github.com/lvsd/lvsd/agent/config"
 )
 
 func buildFrom(t *testing.T, yaml string) Desired {
@@ -125,5 +128,23 @@ func TestFullNATReconcileAppliesTablesOnce(t *testing.T) {
 	e.reconcile(a)
 	if _, removes := e.nat.Calls(); removes != 1 {
 		t.Fatalf("nft tables removed %d times, want 1", removes)
+	}
+}
+
+// A cluster with connection sync guards the sync daemons' ports on lo;
+// without conn_sync there is no such rule.
+func TestBuildSyncGuard(t *testing.T) {
+	svc := config.Service{Name: "web", VIP: netip.MustParseAddr("10.0.0.50"), Protocol: "tcp",
+		Ports: []config.PortRange{{From: 80, To: 80}}, Forwarding: config.DR, Scheduler: "mh"}
+	for _, enabled := range []bool{true, false} {
+		a := &config.Agent{Interface: "eth0", Cluster: &config.Cluster{ConnSync: config.ConnSync{Enabled: enabled, Port: 9000}}}
+		d, err := Build(a, []config.Service{svc})
+		if err != nil {
+			t.Fatal(err)
+		}
+		rule := `oifname "lo" ip daddr 224.0.0.81 udp dport 9000-9001 meta skuid != 0 drop`
+		if got := strings.Contains(d.NAT.String(), rule); got != enabled {
+			t.Errorf("conn_sync %v: guard rule present = %v in:\n%s", enabled, got, d.NAT)
+		}
 	}
 }

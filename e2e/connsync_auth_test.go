@@ -5,15 +5,21 @@ package e2e
 import (
 	"encoding/base64"
 	"encoding/binary"
+	"errors"
 	"fmt"
 	"io"
 	"log"
+	"net"
 	"net/netip"
+	"os"
+	"path/filepath"
 	"strings"
+	"syscall"
 	"testing"
 	"time"
 
 	"github.com/hashicorp/memberlist"
+	"golang.org/x/sys/unix"
 
 	"github.com/lvsd/lvsd/e2e/topo"
 )
@@ -57,6 +63,104 @@ func TestSyncAuth(t *testing.T) {
 		t.Errorf("the forged connection appeared after all:\n%s", conns)
 	}
 	t.Logf("%s applied the message sealed with the cluster key, not the one with another key:\n%s", target.ID, ipvsConns(t, target))
+
+	// On the director itself only root may feed the daemons: a datagram
+	// from another user to the backup daemon's port on lo is dropped.
+	checkSyncGuard(t, target)
+}
+
+// checkSyncGuard listens where the backup daemon listens (224.0.0.81:8849
+// on lo, next to it) and has this test binary send a datagram there, once
+// as root (it arrives: the control) and once as nobody (lvsd's output rule
+// drops it).
+func checkSyncGuard(t *testing.T, h *topo.Host) {
+	t.Helper()
+	var ln *net.UDPConn
+	if err := h.Do(func() error {
+		lo, err := net.InterfaceByName("lo")
+		if err != nil {
+			return err
+		}
+		ln, err = net.ListenMulticastUDP("udp4", lo, &net.UDPAddr{IP: net.IPv4(224, 0, 0, 81), Port: 8849})
+		return err
+	}); err != nil {
+		t.Fatal(err)
+	}
+	defer ln.Close()
+	// A copy nobody may execute (go test's build directory is root's).
+	self, err := os.Executable()
+	if err != nil {
+		t.Fatal(err)
+	}
+	bin := filepath.Join(t.TempDir(), "probe")
+	data, err := os.ReadFile(self)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(bin, data, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Chmod(filepath.Dir(bin), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	received := func(as ...string) bool {
+		t.Helper()
+		cmd := h.Exec(t.Context(), as[0], append(as[1:], bin)...)
+		payload := syncProbe + " " + as[0] // a copy of an earlier probe may still be queued
+		cmd.Env = append(os.Environ(), syncProbeEnv+"="+payload)
+		if out, err := cmd.CombinedOutput(); err != nil {
+			t.Fatalf("%v: %v: %s", cmd.Args, err, out)
+		}
+		ln.SetReadDeadline(time.Now().Add(time.Second))
+		buf := make([]byte, 64)
+		for {
+			n, _, err := ln.ReadFromUDP(buf)
+			if err != nil {
+				return false
+			}
+			if string(buf[:n]) == payload {
+				return true
+			}
+		}
+	}
+	if !received("env") {
+		t.Fatal("a datagram from root to 224.0.0.81:8849 on lo did not arrive (the control)")
+	}
+	if received("setpriv", "--reuid=65534", "--regid=65534", "--clear-groups") {
+		t.Errorf("a datagram from user nobody reached the sync daemons' port on lo:\n%s", run(t, h, "nft", "list", "table", "ip", "lvsd"))
+	}
+}
+
+const (
+	syncProbeEnv = "LVSD_E2E_SYNC_PROBE"
+	syncProbe    = "guard-probe"
+)
+
+// sendSyncProbe sends the probe text of its environment to 224.0.0.81:8849 out of lo, as the relay
+// sends to the backup daemon; it runs in a re-executed test binary.
+func sendSyncProbe() int {
+	lo, err := net.InterfaceByName("lo")
+	if err == nil {
+		var c *net.UDPConn
+		// Unconnected: without IP_MULTICAST_IF there is no route to connect.
+		if c, err = net.ListenUDP("udp4", nil); err == nil {
+			defer c.Close()
+			var raw syscall.RawConn
+			if raw, err = c.SyscallConn(); err == nil {
+				cerr := raw.Control(func(fd uintptr) {
+					err = unix.SetsockoptIPMreqn(int(fd), unix.IPPROTO_IP, unix.IP_MULTICAST_IF, &unix.IPMreqn{Ifindex: int32(lo.Index)})
+				})
+				if err == nil && cerr == nil {
+					_, err = c.WriteToUDP([]byte(os.Getenv(syncProbeEnv)), &net.UDPAddr{IP: net.IPv4(224, 0, 0, 81), Port: 8849})
+				}
+			}
+		}
+	}
+	if err != nil && !errors.Is(err, syscall.EPERM) { // EPERM: the output rule dropped it
+		fmt.Fprintln(os.Stderr, "sync probe:", err)
+		return 1
+	}
+	return 0
 }
 
 // ipvsConns lists host's IPVS connection entries.

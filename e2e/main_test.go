@@ -18,6 +18,9 @@ var (
 )
 
 func TestMain(m *testing.M) {
+	if os.Getenv(syncProbeEnv) != "" { // re-executed as another user by checkSyncGuard
+		os.Exit(sendSyncProbe())
+	}
 	var problems []string
 	if lvsdBin == "" {
 		problems = append(problems, "LVSD_BIN is not set (run the suite with `make e2e`)")

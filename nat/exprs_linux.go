@@ -70,6 +70,8 @@ func (b batch) fill(t table, digest string) error {
 			Hooknum: nftables.ChainHookPostrouting, Priority: nftables.ChainPriorityNATSource, Policy: &accept}},
 		{t.input, &nftables.Chain{Name: chainInput, Type: nftables.ChainTypeFilter,
 			Hooknum: nftables.ChainHookInput, Priority: nftables.ChainPriorityFilter, Policy: &accept}},
+		{t.output, &nftables.Chain{Name: chainOutput, Type: nftables.ChainTypeFilter,
+			Hooknum: nftables.ChainHookOutput, Priority: nftables.ChainPriorityFilter, Policy: &accept}},
 	}
 	for _, ch := range chains {
 		if ch.rules != nil {
@@ -95,6 +97,11 @@ func (b batch) fill(t table, digest string) error {
 
 func (b batch) exprs(r rule) ([]expr.Any, error) {
 	var e []expr.Any
+	if r.oif != "" {
+		name := make([]byte, 16) // IFNAMSIZ, zero-padded as nft sends it
+		copy(name, r.oif)
+		e = append(e, &expr.Meta{Key: expr.MetaKeyOIFNAME, Register: 1}, eq(name))
+	}
 	if r.notVIP {
 		e = append(e, network(b.daddrOffset(), b.addrLen()),
 			&expr.Lookup{SourceRegister: 1, SetName: b.vips.Name, SetID: b.vips.ID, Invert: true})
@@ -164,6 +171,9 @@ func (b batch) exprs(r rule) ([]expr.Any, error) {
 		e = append(e, &expr.Ct{Key: expr.CtKeySTATE, Register: 1},
 			&expr.Bitwise{SourceRegister: 1, DestRegister: 1, Len: 4, Mask: native32(r.ctState), Xor: native32(0)},
 			cmpOp(expr.CmpOpNeq, native32(0)))
+	}
+	if r.notRoot {
+		e = append(e, &expr.Meta{Key: expr.MetaKeySKUID, Register: 1}, cmpOp(expr.CmpOpNeq, native32(0)))
 	}
 	if r.setMark != 0 {
 		e = append(e, &expr.Immediate{Register: 1, Data: native32(r.setMark)},

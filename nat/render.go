@@ -88,6 +88,9 @@ func Render(spec Spec) (Ruleset, error) {
 		if guard := subtractAddrs(mergeRanges(snatTo), t.vips); len(guard) > 0 {
 			t.input = []rule{guardRule(guard)}
 		}
+		if fam == ipv4 && len(spec.SyncPorts) > 0 {
+			t.output = []rule{syncGuardRule(spec.SyncPorts)}
+		}
 		rs.tables = append(rs.tables, t)
 	}
 	rs.seal()
@@ -110,6 +113,20 @@ func Render(spec Spec) (Ruleset, error) {
 func guardRule(to []addrRange) rule {
 	return rule{daddrs: to, protos: []Protocol{TCP, UDP, SCTP}, ctState: ctStateInvalid | ctStateNew,
 		verdict: drop, comment: "SNAT addresses take only replies"}
+}
+
+// syncGuardRule keeps other users away from the IPVS sync daemons on lo:
+// the backup daemon applies whatever reaches its port unauthenticated, and
+// what reaches the master's port is relayed to every director. Only root
+// (lvsd's relay; the kernel's own master socket) may send there.
+func syncGuardRule(ports []uint16) rule {
+	var pr []PortRange
+	for _, p := range ports {
+		pr = append(pr, PortRange{From: p, To: p})
+	}
+	// Merged: adjacent ranges in one interval set break its lookups.
+	return rule{oif: "lo", daddr: SyncGroup, proto: UDP, ports: mergePorts(pr), notRoot: true, verdict: drop,
+		comment: "only root feeds the IPVS sync daemons"}
 }
 
 // mergeRanges sorts ranges and merges overlapping and adjacent ones (an

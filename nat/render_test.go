@@ -42,9 +42,10 @@ func TestRenderIsIndependentOfRuleOrder(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		rev := Spec{Marks: slices.Clone(tc.spec.Marks), SNAT: slices.Clone(tc.spec.SNAT)}
+		rev := Spec{Marks: slices.Clone(tc.spec.Marks), SNAT: slices.Clone(tc.spec.SNAT), SyncPorts: slices.Clone(tc.spec.SyncPorts)}
 		slices.Reverse(rev.Marks)
 		slices.Reverse(rev.SNAT)
+		slices.Reverse(rev.SyncPorts)
 		for i := range rev.Marks {
 			rev.Marks[i].Sources = slices.Clone(rev.Marks[i].Sources)
 			slices.Reverse(rev.Marks[i].Sources)

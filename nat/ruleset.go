@@ -18,6 +18,7 @@ const (
 	chainFullNAT   = "fullnat"
 	chainPost      = "postrouting"
 	chainInput     = "input"
+	chainOutput    = "output"
 	commentPrefix  = "managed by lvsd, ruleset "
 	digestHexChars = 32 // 128 bits of sha256: plenty to tell rulesets apart
 )
@@ -35,7 +36,7 @@ type table struct {
 	fam  family
 	vips []netip.Addr // every VIP of the family, sorted: the early-exit set
 	// Chains, each nil when empty (and then not created).
-	pre, fullnat, post, input []rule
+	pre, fullnat, post, input, output []rule
 }
 
 // verdict ends a rule.
@@ -63,6 +64,7 @@ const (
 // in the order of the fields below, which is also the order of the
 // expressions Kernel sends.
 type rule struct {
+	oif     string      // "oifname X", if not empty
 	notVIP  bool        // "ip daddr != @vips"
 	daddr   netip.Addr  // destination (a VIP), if valid
 	daddrs  []addrRange // destination ranges (SNAT addresses), if any
@@ -72,6 +74,7 @@ type rule struct {
 	ports   []PortRange
 	ctMark  uint32 // "ct mark X" match, if non-zero
 	ctState uint32 // "ct state X,Y" match (ctState* bits), if non-zero
+	notRoot bool   // "meta skuid != 0": sent by a socket of another user than root
 
 	setMark   uint32    // "meta mark set X", if non-zero
 	setCtMark uint32    // "ct mark set X", if non-zero
@@ -88,7 +91,7 @@ func (rs Ruleset) Digest() string { return rs.digest }
 // Empty reports whether the ruleset has no rules (its tables are empty).
 func (rs Ruleset) Empty() bool {
 	for _, t := range rs.tables {
-		if len(t.pre)+len(t.fullnat)+len(t.post)+len(t.input) > 0 {
+		if len(t.pre)+len(t.fullnat)+len(t.post)+len(t.input)+len(t.output) > 0 {
 			return false
 		}
 	}
@@ -156,6 +159,7 @@ func (t table) format(b *strings.Builder, comment string) {
 	chain(chainFullNAT, "", t.fullnat)
 	chain(chainPost, "type nat hook postrouting priority srcnat; policy accept;", t.post)
 	chain(chainInput, "type filter hook input priority filter; policy accept;", t.input)
+	chain(chainOutput, "type filter hook output priority filter; policy accept;", t.output)
 	b.WriteString("}\n")
 }
 
@@ -171,6 +175,9 @@ func (r rule) format(f family) string {
 	var w []string
 	add := func(format string, a ...any) { w = append(w, fmt.Sprintf(format, a...)) }
 	ip := f.nftName()
+	if r.oif != "" {
+		add("oifname \"%s\"", r.oif)
+	}
 	if r.notVIP {
 		add("%s daddr != @%s", ip, vipSet)
 	}
@@ -198,6 +205,9 @@ func (r rule) format(f family) string {
 	}
 	if r.ctState != 0 {
 		add("ct state %s", ctStateNames(r.ctState))
+	}
+	if r.notRoot {
+		add("meta skuid != 0")
 	}
 	if r.setMark != 0 {
 		add("meta mark set 0x%08x", r.setMark)
