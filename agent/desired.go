@@ -73,6 +73,7 @@ func Build(agent *config.Agent, services []config.Service) (Desired, error) {
 		}
 		d.IPVSConntrack = d.IPVSConntrack || s.Forwarding == config.FullNAT
 	}
+	spec.DropRedirects6 = d.ForwardV6
 	if c := agent.Cluster; c != nil && c.ConnSync.Enabled {
 		spec.SyncPorts = []uint16{c.ConnSync.Port, c.ConnSync.Port + 1}
 	}

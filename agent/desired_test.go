@@ -148,3 +148,19 @@ func TestBuildSyncGuard(t *testing.T) {
 		}
 	}
 }
+
+// IPv6 has no send_redirects sysctl: a director forwarding IPv6 (NAT)
+// drops the ICMPv6 redirects it would send; a DR-only one has no such rule.
+func TestBuildDropsIPv6Redirects(t *testing.T) {
+	for fwd, want := range map[config.Forwarding]bool{config.NAT: true, config.DR: false} {
+		svc := config.Service{Name: "web6", VIP: netip.MustParseAddr("fd00::60"), Protocol: "tcp",
+			Ports: []config.PortRange{{From: 80, To: 80}}, Forwarding: fwd, Scheduler: "mh"}
+		d, err := Build(&config.Agent{Interface: "eth0"}, []config.Service{svc})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if got := strings.Contains(d.NAT.String(), "icmpv6 type nd-redirect drop"); got != want {
+			t.Errorf("%s: redirect rule present = %v in:\n%s", fwd, got, d.NAT)
+		}
+	}
+}

@@ -172,6 +172,11 @@ func (b batch) exprs(r rule) ([]expr.Any, error) {
 			&expr.Bitwise{SourceRegister: 1, DestRegister: 1, Len: 4, Mask: native32(r.ctState), Xor: native32(0)},
 			cmpOp(expr.CmpOpNeq, native32(0)))
 	}
+	if r.redirect {
+		e = append(e, &expr.Meta{Key: expr.MetaKeyL4PROTO, Register: 1}, eq([]byte{unix.IPPROTO_ICMPV6}),
+			&expr.Payload{DestRegister: 1, Base: expr.PayloadBaseTransportHeader, Offset: 0, Len: 1},
+			eq([]byte{137})) // ND_REDIRECT
+	}
 	if r.notRoot {
 		e = append(e, &expr.Meta{Key: expr.MetaKeySKUID, Register: 1}, cmpOp(expr.CmpOpNeq, native32(0)))
 	}

@@ -91,6 +91,9 @@ func Render(spec Spec) (Ruleset, error) {
 		if fam == ipv4 && len(spec.SyncPorts) > 0 {
 			t.output = []rule{syncGuardRule(spec.SyncPorts)}
 		}
+		if fam == ipv6 && spec.DropRedirects6 {
+			t.output = []rule{{redirect: true, verdict: drop, comment: "no redirects around the reverse NAT"}}
+		}
 		rs.tables = append(rs.tables, t)
 	}
 	rs.seal()

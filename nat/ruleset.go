@@ -64,17 +64,18 @@ const (
 // in the order of the fields below, which is also the order of the
 // expressions Kernel sends.
 type rule struct {
-	oif     string      // "oifname X", if not empty
-	notVIP  bool        // "ip daddr != @vips"
-	daddr   netip.Addr  // destination (a VIP), if valid
-	daddrs  []addrRange // destination ranges (SNAT addresses), if any
-	saddr   []addrRange
-	proto   Protocol   // AnyProtocol: no protocol match
-	protos  []Protocol // "meta l4proto { ... }", sorted; instead of proto
-	ports   []PortRange
-	ctMark  uint32 // "ct mark X" match, if non-zero
-	ctState uint32 // "ct state X,Y" match (ctState* bits), if non-zero
-	notRoot bool   // "meta skuid != 0": sent by a socket of another user than root
+	oif      string      // "oifname X", if not empty
+	notVIP   bool        // "ip daddr != @vips"
+	daddr    netip.Addr  // destination (a VIP), if valid
+	daddrs   []addrRange // destination ranges (SNAT addresses), if any
+	saddr    []addrRange
+	proto    Protocol   // AnyProtocol: no protocol match
+	protos   []Protocol // "meta l4proto { ... }", sorted; instead of proto
+	ports    []PortRange
+	ctMark   uint32 // "ct mark X" match, if non-zero
+	ctState  uint32 // "ct state X,Y" match (ctState* bits), if non-zero
+	notRoot  bool   // "meta skuid != 0": sent by a socket of another user than root
+	redirect bool   // "icmpv6 type nd-redirect"
 
 	setMark   uint32    // "meta mark set X", if non-zero
 	setCtMark uint32    // "ct mark set X", if non-zero
@@ -205,6 +206,9 @@ func (r rule) format(f family) string {
 	}
 	if r.ctState != 0 {
 		add("ct state %s", ctStateNames(r.ctState))
+	}
+	if r.redirect {
+		add("icmpv6 type nd-redirect")
 	}
 	if r.notRoot {
 		add("meta skuid != 0")

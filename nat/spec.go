@@ -17,6 +17,11 @@ type Spec struct {
 	// sockets of users other than root are dropped (an "output" chain).
 	// Empty: no connection sync.
 	SyncPorts []uint16
+	// DropRedirects6 drops the ICMPv6 redirects the director would send
+	// while it forwards IPv6 (NAT, FULLNAT): IPv6 has no send_redirects
+	// sysctl, and a redirect tells a one-armed NAT real server to answer
+	// the client directly, around the reverse NAT.
+	DropRedirects6 bool
 }
 
 // SyncGroup is the kernel's IPVS sync multicast group (IP_VS_SYNC_GROUP).
