@@ -231,15 +231,24 @@ func (p *prober) waitSuccessAfter(t *testing.T, at time.Time, timeout time.Durat
 // at owner's MAC: the announcement of the move reached it.
 func checkNeighbour(t *testing.T, client, owner *topo.Host, vip netip.Addr, timeout time.Duration) {
 	t.Helper()
+	if mac, ok := waitNeighbour(t, client, owner, vip, timeout, false); !ok {
+		t.Errorf("the client's neighbour entry for %s is %q, want %s's MAC %s", vip, mac, owner.ID, owner.MAC)
+	}
+}
+
+// waitNeighbour waits up to timeout until h's neighbour entry for ip is
+// owner's MAC (or, with noneOK, h has no entry: it never talked to ip) and
+// returns the MAC it saw last and whether it got there.
+func waitNeighbour(t *testing.T, h, owner *topo.Host, ip netip.Addr, timeout time.Duration, noneOK bool) (string, bool) {
+	t.Helper()
 	deadline := time.Now().Add(timeout)
 	for {
-		mac := neighbour(t, client, client.Link, vip)
-		if mac == owner.MAC.String() {
-			return
+		mac := neighbour(t, h, h.Link, ip)
+		if mac == owner.MAC.String() || noneOK && mac == "" {
+			return mac, true
 		}
 		if time.Now().After(deadline) {
-			t.Errorf("the client's neighbour entry for %s is %q, want %s's MAC %s", vip, mac, owner.ID, owner.MAC)
-			return
+			return mac, false
 		}
 		time.Sleep(20 * time.Millisecond)
 	}

@@ -23,6 +23,7 @@ import (
 
 	"github.com/lvsd/lvsd/e2e/echo"
 	"github.com/lvsd/lvsd/e2e/topo"
+	"github.com/lvsd/lvsd/ipvs"
 )
 
 // Helpers of TestConnSurvival: a fleet of long-lived TCP connections from
@@ -433,40 +434,34 @@ func survivalTable(rows []survivalRow) string {
 
 func secs(d time.Duration) string { return fmt.Sprintf("%.2fs", d.Seconds()) }
 
-// mhTable returns `ipvsadm -Ln` without the connection counters: service
-// lines and destinations in the kernel's order (which Maglev's table
-// depends on), with forwarding method and weight.
+// mhTable returns h's IPVS services (sorted) with their destinations in the
+// kernel's list order, which Maglev's table depends on, with forwarding
+// method and weight. Read over netlink: `ipvsadm -Ln` sorts destinations
+// and would hide the order.
 func mhTable(t *testing.T, h *topo.Host) string {
 	t.Helper()
+	k, err := ipvs.Open("/run/netns/" + h.Name)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer k.Close()
+	svcs, err := k.Services(t.Context())
+	if err != nil {
+		t.Fatal(err)
+	}
+	slices.SortFunc(svcs, func(a, b ipvs.Service) int { return a.ServiceKey.Compare(b.ServiceKey) })
 	var b strings.Builder
-	for _, line := range strings.Split(run(t, h, "ipvsadm", "-Ln"), "\n") {
-		f := strings.Fields(line)
-		switch {
-		case len(f) >= 4 && f[0] == "->" && f[1] != "RemoteAddress:Port":
-			fmt.Fprintf(&b, "  -> %s %s %s\n", f[1], f[2], f[3])
-		case len(f) >= 3 && (f[0] == "TCP" || f[0] == "UDP" || f[0] == "SCTP" || f[0] == "FWM"):
-			b.WriteString(strings.Join(f, " ") + "\n")
+	for _, s := range svcs {
+		dsts, err := k.Destinations(t.Context(), s.ServiceKey)
+		if err != nil {
+			t.Fatal(err)
+		}
+		b.WriteString(s.String() + "\n")
+		for _, d := range dsts {
+			fmt.Fprintf(&b, "  -> %s %s %d\n", d.DestinationKey, d.Forwarding, d.Weight)
 		}
 	}
 	return b.String()
-}
-
-// neighbourIs reports whether h's neighbour entry for ip is owner's MAC
-// (or h has none, which is fine: it never talked to ip), waiting up to
-// timeout for it to become so; it returns the MAC seen.
-func neighbourIs(t *testing.T, h, owner *topo.Host, ip netip.Addr, timeout time.Duration) (string, bool) {
-	t.Helper()
-	deadline := time.Now().Add(timeout)
-	for {
-		mac := neighbour(t, h, h.Link, ip)
-		if mac == "" || mac == owner.MAC.String() {
-			return mac, true
-		}
-		if time.Now().After(deadline) {
-			return mac, false
-		}
-		time.Sleep(20 * time.Millisecond)
-	}
 }
 
 // fdLimit checks the open-file limit: the fleet holds 400 sockets (both

@@ -243,6 +243,9 @@ func survivalAttempt(t *testing.T, tp *topo.Topology, srv survServers, ds []*lvs
 	// never saw only if the tables are identical, destination order
 	// included.
 	want := mhTable(t, owner)
+	if !strings.Contains(want, "->") {
+		t.Fatalf("%s has no IPVS destinations to compare:\n%s", owner.ID, want)
+	}
 	for _, d := range tp.Directors()[1:] {
 		if got := mhTable(t, d); got != want {
 			t.Errorf("the IPVS tables differ:\n%s:\n%s\n%s:\n%s", owner.ID, want, d.ID, got)
@@ -355,12 +358,12 @@ func survivalAttempt(t *testing.T, tp *topo.Topology, srv survServers, ds []*lvs
 			report("%s: %s did not move to %s with the VIP", m.name, a, next.ID)
 		}
 	}
-	if mac, ok := neighbourIs(t, tp.Client(), next, m.vip, time.Second); !ok || mac == "" {
+	if mac, ok := waitNeighbour(t, tp.Client(), next, m.vip, time.Second, true); !ok || mac == "" {
 		report("%s: the client's neighbour entry for %s is %q, want %s's %s", m.name, m.vip, mac, next.ID, next.MAC)
 	}
 	for _, rs := range tp.RealServers() {
 		for _, a := range m.moving {
-			if mac, ok := neighbourIs(t, rs, next, a, time.Second); !ok {
+			if mac, ok := waitNeighbour(t, rs, next, a, time.Second, true); !ok {
 				report("%s: %s's neighbour entry for %s is %s, want %s's %s", m.name, rs.ID, a, mac, next.ID, next.MAC)
 			}
 		}
