@@ -160,3 +160,12 @@ func describe(verb string, d Daemon) string {
 	return fmt.Sprintf("%s IPVS %s sync daemon on %q (syncid %d, group %s)", verb, d.State, d.Interface, d.SyncID,
 		netip.AddrPortFrom(e.Group, e.Port))
 }
+
+// checkStopState refuses to stop a daemon that is neither master nor
+// backup, as the kernel would with a bare EINVAL.
+func checkStopState(state DaemonState) error {
+	if state != DaemonMaster && state != DaemonBackup {
+		return fmt.Errorf("stopping IPVS sync daemon: state must be master or backup: %w", syscall.EINVAL)
+	}
+	return nil
+}

@@ -57,8 +57,8 @@ func (f *Fake) StartDaemon(ctx context.Context, d Daemon) (DaemonAction, error) 
 
 // StopDaemon implements SyncDaemons.
 func (f *Fake) StopDaemon(ctx context.Context, state DaemonState) error {
-	if state != DaemonMaster && state != DaemonBackup {
-		return fmt.Errorf("stopping IPVS sync daemon: state must be master or backup: %w", syscall.EINVAL)
+	if err := checkStopState(state); err != nil {
+		return err
 	}
 	f.mu.Lock()
 	defer f.mu.Unlock()
