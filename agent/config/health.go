@@ -34,6 +34,10 @@ type Failover struct {
 	Configured        bool // a failover block or a failover backend exists
 	Ratio             float64
 	DropIfNoneHealthy bool
+	// DrainOnFailover false drops every connection of the service when its
+	// eligible backends switch pool (failover or failback); true (the
+	// default) lets them go on.
+	DrainOnFailover bool
 }
 
 // Defaults of health checking.
@@ -76,6 +80,7 @@ type rawCheck struct {
 type rawFailover struct {
 	Ratio             float64 `yaml:"ratio"`
 	DropIfNoneHealthy bool    `yaml:"drop_if_none_healthy"`
+	DrainOnFailover   *bool   `yaml:"drain_on_failover"`
 }
 
 // health validates a health block found at path ("$.health" or a backend's).
@@ -173,9 +178,12 @@ func (d *doc) check(path, name string, rc rawCheck, interval, timeout time.Durat
 }
 
 func (d *doc) failover(name string, raw *rawFailover, anyFailoverBackend bool) Failover {
-	f := Failover{Configured: raw != nil || anyFailoverBackend}
+	f := Failover{Configured: raw != nil || anyFailoverBackend, DrainOnFailover: true}
 	if raw == nil {
 		return f
+	}
+	if raw.DrainOnFailover != nil {
+		f.DrainOnFailover = *raw.DrainOnFailover
 	}
 	if raw.Ratio < 0 || raw.Ratio > 1 {
 		d.errorf("$.failover.ratio", "service %q: failover ratio %g is not in 0.0-1.0", name, raw.Ratio)

@@ -12,6 +12,8 @@ import (
 	"time"
 
 	"github.com/goccy/go-yaml"
+
+	"github.com/lvsd/lvsd/agent/policy"
 )
 
 // Forwarding is how the director delivers packets to real servers.
@@ -62,10 +64,13 @@ type Service struct {
 	Gateway netip.Addr
 	// Persistence, when Timeout > 0, sends a client (of Netmask granularity)
 	// to the same backend for Timeout after its last connection.
-	Persistence  Persistence
-	DrainTimeout time.Duration
-	Health       *Health // nil: backends are not checked (always healthy)
-	Failover     Failover
+	Persistence Persistence
+	// PersistenceOnUnhealthy says whether a backend's connections go on
+	// once it is unhealthy and ineligible (seed 000); see Persists.
+	PersistenceOnUnhealthy policy.Persistence
+	DrainTimeout           time.Duration
+	Health                 *Health // nil: backends are not checked (always healthy)
+	Failover               Failover
 }
 
 // Persistence is IPVS persistence (seed 000's per-session tracking).
@@ -124,9 +129,10 @@ type rawService struct {
 		Timeout string `yaml:"timeout"`
 		Netmask *int   `yaml:"netmask"`
 	} `yaml:"persistence"`
-	DrainTimeout string       `yaml:"drain_timeout"`
-	Health       *rawHealth   `yaml:"health"`
-	Failover     *rawFailover `yaml:"failover"`
+	PersistenceOnUnhealthy string       `yaml:"persistence_on_unhealthy"`
+	DrainTimeout           string       `yaml:"drain_timeout"`
+	Health                 *rawHealth   `yaml:"health"`
+	Failover               *rawFailover `yaml:"failover"`
 }
 
 type rawBackend struct {
@@ -253,7 +259,23 @@ func (d *doc) service(raw rawService) Service {
 			}
 		}
 	}
+	s.PersistenceOnUnhealthy = policy.Persistence(orDefault(raw.PersistenceOnUnhealthy, string(policy.DefaultForProtocol)))
+	if err := s.PersistenceOnUnhealthy.Validate(s.Tracking()); err != nil {
+		d.errorf("$.persistence_on_unhealthy", "service %q: %v", s.Name, err)
+	}
 	return s
+}
+
+// Tracking is what seed 000's persistence rule reads of the service.
+func (s Service) Tracking() policy.Tracking {
+	return policy.Tracking{Protocol: s.Protocol, PerSession: s.Persistence.Timeout > 0, Affinity: string(s.Affinity)}
+}
+
+// KeepsConnectionsOnUnhealthy reports whether the connections of a backend
+// that became unhealthy and ineligible go on (seed 000's connection
+// persistence on unhealthy backends); otherwise lvsd drops them.
+func (s Service) KeepsConnectionsOnUnhealthy() bool {
+	return s.PersistenceOnUnhealthy.Persists(s.Tracking())
 }
 
 func (d *doc) sourceRanges(s Service, raw []string) []netip.Prefix {

@@ -119,6 +119,9 @@ func TestLoadServicesBad(t *testing.T) {
 		{"exec without command", head + oneBackend + "health: {checks: [{type: exec}]}\n", ":6:20: service \"web\": an exec check needs command"},
 		{"at_least too big", head + oneBackend + "health: {at_least: 3, checks: [{type: tcp}]}\n", ":6:20: service \"web\": at_least 3 is not in 0-1"},
 		{"failover ratio", head + oneBackend + "failover: {ratio: 1.5}\n", ":6:19: service \"web\": failover ratio 1.5 is not in 0.0-1.0"},
+		{"bad persistence on unhealthy", head + oneBackend + "persistence_on_unhealthy: sometimes\n", ":6:27: service \"web\": persistence_on_unhealthy \"sometimes\" is not one of default-for-protocol, never, always"},
+		{"always with per-session", head + oneBackend + "persistence: {timeout: 5m}\npersistence_on_unhealthy: always\n", ":7:27: service \"web\": persistence_on_unhealthy \"always\" cannot be combined with per-session tracking"},
+		{"drain_on_failover not a bool", head + oneBackend + "failover: {drain_on_failover: sometimes}\n", ":6:"},
 		{"name with space", "service: my web\nvip: 10.0.0.50\nports: [80]\n" + oneBackend, ":1:10: service name \"my web\" must not contain spaces"},
 	}
 	for _, c := range cases {
@@ -186,7 +189,8 @@ health:
     - {type: tcp}
   at_least: 1
   weight_header: true
-failover: {ratio: 0.5}
+failover: {ratio: 0.5, drain_on_failover: false}
+persistence_on_unhealthy: never
 backends:
   - {address: 10.0.0.11}
   - {address: 10.0.0.12, failover: true, health: {fall: 1, checks: [{type: exec, command: [/bin/true]}]}}
@@ -196,8 +200,11 @@ backends:
 		t.Fatal(err)
 	}
 	s := svcs[0]
-	if !s.Failover.Configured || s.Failover.Ratio != 0.5 {
+	if !s.Failover.Configured || s.Failover.Ratio != 0.5 || s.Failover.DrainOnFailover {
 		t.Errorf("failover: %+v", s.Failover)
+	}
+	if s.PersistenceOnUnhealthy != "never" || s.KeepsConnectionsOnUnhealthy() {
+		t.Errorf("persistence_on_unhealthy %q keeps connections: %v", s.PersistenceOnUnhealthy, s.KeepsConnectionsOnUnhealthy())
 	}
 	h := s.Backends[0].Health
 	if h == nil || len(h.Checks) != 2 || h.Rise != 1 || h.Fall != DefaultFall || h.AtLeast != 1 || !h.WeightHeader ||

@@ -139,3 +139,30 @@ func withFailover(p Policy, bs []Backend, prefix string, good func(Backend) bool
 	}
 	return Result{goodFailover, prefix + ": healthy primaries below the ratio, so the healthy failover backends"}
 }
+
+// Pool is the pool a failover policy's eligible set is drawn from.
+type Pool int
+
+// Pools. Every rule of a failover policy picks from one pool only.
+const (
+	PoolNone     Pool = iota // nothing eligible
+	PoolPrimary              // primary backends
+	PoolFailover             // the failover pool
+)
+
+func (p Pool) String() string { return [...]string{"none", "primary", "failover"}[p] }
+
+// Pool says which pool r's eligible backends (aligned with bs) belong to:
+// failover as soon as one failover backend is eligible.
+func (r Result) Pool(bs []Backend) Pool {
+	pool := PoolNone
+	for i, e := range r.Eligible {
+		switch {
+		case e && bs[i].Failover:
+			return PoolFailover
+		case e:
+			pool = PoolPrimary
+		}
+	}
+	return pool
+}
