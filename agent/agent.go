@@ -84,6 +84,10 @@ type Agent struct {
 	sysctlsLogged string
 	snap          atomic.Pointer[snapshot] // the last pass, for Status on other goroutines
 	eligibility   map[string]Eligibility   // last decision per service, to log changes
+	// applied is the decision per service whose connection resets were
+	// last planned: a pass that fails before planning keeps it, so a
+	// transition it saw is not lost.
+	applied map[string]Eligibility
 }
 
 type drainKey struct {
@@ -207,6 +211,7 @@ func (a *Agent) reconcile(ctx context.Context) []Op {
 	}
 	desired, decisions := ApplyHealth(desired, a.cfg.Services, backendHealth(states))
 	a.logEligibility(decisions)
+	resets, applied := connectionResets(a.applied, decisions, a.cfg.Services)
 	actual, err := a.opts.Kernel.ReadActual(ctx, desired.Interface)
 	if err != nil {
 		a.log.Error("reading kernel state", "err", err)
@@ -221,6 +226,9 @@ func (a *Agent) reconcile(ctx context.Context) []Op {
 	}
 	a.forgetVanishedDrains(actual)
 	ops := Plan(desired, actual, a.owned, a.drainDone)
+	ops = append(ops, planResets(desired, actual, resets)...)
+	a.applied = applied
+	a.logResets(resets)
 	a.trackDrains(ops)
 	applyErr := a.opts.Kernel.Apply(ctx, ops, &a.owned)
 	for _, vs := range desired.Services {
@@ -270,6 +278,9 @@ func sysctlNeeds(d Desired) string {
 	if d.IPVSConntrack {
 		set = append(set, "net.ipv4.vs.conntrack=1")
 	}
+	if d.ExpireConnections {
+		set = append(set, "net.ipv4.vs.expire_nodest_conn=1", "net.ipv4.vs.expire_quiescent_template=1")
+	}
 	return strings.Join(set, " ")
 }
 
@@ -292,7 +303,7 @@ func (a *Agent) logOps(ops []Op) {
 
 // summarize counts ops by kind, e.g. "add-service=2 add-destination=20".
 func summarize(ops []Op) string {
-	var counts [RemoveNAT + 1]int
+	var counts [len(opNames)]int
 	for _, op := range ops {
 		counts[op.Kind]++
 	}

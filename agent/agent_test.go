@@ -25,6 +25,7 @@ type testEnv struct {
 	ipvs    *ipvs.Fake
 	addrs   *arp.Fake
 	nat     *nat.Fake
+	conns   *ipvs.ConnFake
 	sysctls []string
 	now     time.Time
 }
@@ -33,7 +34,7 @@ func newEnv(t *testing.T) *testEnv {
 	dir := t.TempDir()
 	os.MkdirAll(filepath.Join(dir, "services.d"), 0o755)
 	writeTestFile(t, filepath.Join(dir, "lvsd.yaml"), "node: d1\ninterface: eth0\nservices_dir: services.d\nstate_dir: state\n")
-	return &testEnv{t: t, dir: dir, ipvs: ipvs.NewFake(), addrs: arp.NewFake("eth0"), nat: nat.NewFake(), now: time.Unix(1000, 0)}
+	return &testEnv{t: t, dir: dir, ipvs: ipvs.NewFake(), addrs: arp.NewFake("eth0"), nat: nat.NewFake(), conns: &ipvs.ConnFake{}, now: time.Unix(1000, 0)}
 }
 
 func writeTestFile(t *testing.T, path, body string) {
@@ -52,7 +53,7 @@ func (e *testEnv) agent() *Agent {
 	e.t.Helper()
 	a := New(Options{
 		ConfigPath: filepath.Join(e.dir, "lvsd.yaml"),
-		Kernel: Kernel{IPVS: e.ipvs, Addrs: e.addrs, NAT: e.nat,
+		Kernel: Kernel{IPVS: e.ipvs, Conns: e.conns, Addrs: e.addrs, NAT: e.nat,
 			EnableForwarding: func(_ context.Context, v4, v6 bool) error {
 				e.sysctls = append(e.sysctls, fmt.Sprintf("forwarding v4=%v v6=%v", v4, v6))
 				return nil
@@ -63,6 +64,10 @@ func (e *testEnv) agent() *Agent {
 			},
 			DisableRedirects: func(_ context.Context, iface string) error {
 				e.sysctls = append(e.sysctls, "no redirects on "+iface)
+				return nil
+			},
+			EnableConnectionExpiry: func(context.Context) error {
+				e.sysctls = append(e.sysctls, "vs.expire_nodest_conn=1 vs.expire_quiescent_template=1")
 				return nil
 			},
 		},

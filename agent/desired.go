@@ -21,6 +21,10 @@ type Desired struct {
 	// Sysctls the director needs: forwarding for NAT and FULLNAT, IPVS
 	// conntrack for FULLNAT (nftables NAT works on conntrack entries).
 	ForwardV4, ForwardV6, IPVSConntrack bool
+	// ExpireConnections: any service at all needs connections of deleted
+	// destinations reset rather than hung, and persistence templates that
+	// follow weight 0 (ipvs.EnableConnectionExpiry).
+	ExpireConnections bool
 }
 
 // VirtualService is one IPVS service lvsd wants, with its destinations in
@@ -28,7 +32,8 @@ type Desired struct {
 // that order so their Maglev tables are identical.
 type VirtualService struct {
 	ipvs.Service
-	Name         string // the configured service it comes from
+	Name         string     // the configured service it comes from
+	VIP          netip.Addr // the service's VIP (a firewall-mark key has none)
 	Destinations []ipvs.Destination
 	// SlotWeights, aligned with Destinations, are the weights a destination
 	// is added with before its weight is lowered to 0: the kernel gives a
@@ -74,6 +79,7 @@ func Build(agent *config.Agent, services []config.Service) (Desired, error) {
 		d.IPVSConntrack = d.IPVSConntrack || s.Forwarding == config.FullNAT
 	}
 	spec.DropRedirects6 = d.ForwardV6
+	d.ExpireConnections = len(services) > 0
 	if c := agent.Cluster; c != nil && c.ConnSync.Enabled {
 		spec.SyncPorts = []uint16{c.ConnSync.Port, c.ConnSync.Port + 1}
 	}
@@ -125,14 +131,14 @@ func buildService(s config.Service, mark uint32) ([]VirtualService, nat.Spec) {
 	}
 	if needsFirewallMark(s) {
 		spec.Marks = append(spec.Marks, nat.MarkRule{Match: match, Mark: mark, Comment: s.Name})
-		vs := VirtualService{Service: base, Name: s.Name, DrainTimeout: s.DrainTimeout}
+		vs := VirtualService{Service: base, Name: s.Name, VIP: s.VIP, DrainTimeout: s.DrainTimeout}
 		vs.ServiceKey = ipvs.ServiceKey{FWMark: mark, IPv6: s.VIP.Is6()}
 		vs.Destinations, vs.SlotWeights = destinations(s, 0) // port 0: keep the client's destination port
 		return []VirtualService{vs}, spec
 	}
 	var out []VirtualService
 	for _, r := range s.Ports {
-		vs := VirtualService{Service: base, Name: s.Name, DrainTimeout: s.DrainTimeout}
+		vs := VirtualService{Service: base, Name: s.Name, VIP: s.VIP, DrainTimeout: s.DrainTimeout}
 		vs.ServiceKey = ipvs.ServiceKey{Protocol: protocolNumbers[s.Protocol], Addr: s.VIP, Port: r.From, IPv6: s.VIP.Is6()}
 		vs.Destinations, vs.SlotWeights = destinations(s, r.From)
 		out = append(out, vs)

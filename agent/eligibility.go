@@ -1,6 +1,7 @@
 package agent
 
 import (
+	"maps"
 	"net/netip"
 	"slices"
 
@@ -26,7 +27,21 @@ func HealthKey(service string, b config.Backend) string {
 // the status view.
 type Eligibility struct {
 	Rule     string
-	Eligible map[string]bool // by HealthKey
+	Eligible map[string]bool // by HealthKey; administratively out backends are absent
+	Healthy  map[string]bool // by HealthKey
+	// Pool is where a failover policy drew the eligible set from (none
+	// without a failover policy). In the agent's record of what it applied
+	// it stays the last active pool while nothing is eligible.
+	Pool policy.Pool
+}
+
+// dropped reports whether seed 000 diverts the backend's connections when
+// they do not persist: it is unhealthy, not eligible, and some backend is
+// healthy ("diverted to newly selected healthy backends, unless all
+// backends are unhealthy").
+func (e Eligibility) dropped(key string) bool {
+	eligible, known := e.Eligible[key]
+	return known && !eligible && !e.Healthy[key] && slices.Contains(slices.Collect(maps.Values(e.Healthy)), true)
 }
 
 // ApplyHealth sets every destination's weight from the eligibility policy
@@ -90,7 +105,10 @@ func serviceWeights(s config.Service, health map[string]BackendHealth) ([]int, [
 		idx = append(idx, i)
 	}
 	r := policy.Eligible(p, in)
-	e := Eligibility{Rule: r.Rule, Eligible: map[string]bool{}}
+	e := Eligibility{Rule: r.Rule, Eligible: map[string]bool{}, Healthy: map[string]bool{}}
+	if p.Failover {
+		e.Pool = r.Pool(in)
+	}
 	kernel := make([]int, len(s.Backends))
 	slots := make([]int, len(s.Backends))
 	for i, b := range s.Backends {
@@ -102,6 +120,7 @@ func serviceWeights(s config.Service, health map[string]BackendHealth) ([]int, [
 	for k, i := range idx {
 		b := s.Backends[i]
 		e.Eligible[HealthKey(s.Name, b)] = r.Eligible[k]
+		e.Healthy[HealthKey(s.Name, b)] = in[k].Healthy
 		if !r.Eligible[k] {
 			continue
 		}

@@ -3,6 +3,7 @@ package agent
 import (
 	"maps"
 	"slices"
+	"strings"
 
 	"github.com/lvsd/lvsd/agent/config"
 	"github.com/lvsd/lvsd/agent/health"
@@ -77,4 +78,23 @@ func (a *Agent) logEligibility(decisions map[string]Eligibility) {
 			"eligible", eligible, "count", len(eligible))
 	}
 	a.eligibility = decisions
+}
+
+// logResets logs every service whose connections a pass drops, and why.
+func (a *Agent) logResets(resets map[string]reset) {
+	for _, name := range slices.Sorted(maps.Keys(resets)) {
+		r := resets[name]
+		var backends []string
+		for _, s := range a.cfg.Services {
+			if s.Name != name {
+				continue
+			}
+			for i, b := range s.Backends {
+				if r.all || slices.Contains(r.backends, i) {
+					backends = append(backends, HealthKey(name, b))
+				}
+			}
+		}
+		a.log.Warn("dropping connections", "event", "reset", "service", name, "backends", strings.Join(backends, " "), "reason", r.why)
+	}
 }

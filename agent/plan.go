@@ -24,11 +24,14 @@ const (
 	DeleteAddress
 	ReplaceNAT
 	RemoveNAT
+	// AwaitExpiry waits until the kernel has dropped the connection entries
+	// of destinations just deleted to reset their connections.
+	AwaitExpiry
 )
 
 var opNames = [...]string{"add-address", "add-service", "update-service", "add-destination",
 	"update-destination", "delete-destination", "delete-service", "delete-address", "replace-nft-tables",
-	"remove-nft-tables"}
+	"remove-nft-tables", "await-expiry"}
 
 func (k OpKind) String() string { return opNames[k] }
 
@@ -40,6 +43,7 @@ type Op struct {
 	Interface   string
 	Address     netip.Prefix
 	NAT         nat.Ruleset
+	Expiring    ipvs.Expiring // AwaitExpiry: whose connections
 	Reason      string
 }
 
@@ -58,6 +62,8 @@ func (o Op) String() string {
 		s = fmt.Sprintf("%s ip/ip6 %s (ruleset %s)", o.Kind, nat.TableName, o.NAT.Digest())
 	case RemoveNAT:
 		s = fmt.Sprintf("%s ip/ip6 %s", o.Kind, nat.TableName)
+	case AwaitExpiry:
+		s = fmt.Sprintf("%s %s -> %v", o.Kind, o.Service.ServiceKey, o.Expiring.Dests)
 	default:
 		s = fmt.Sprintf("%s %s -> %s weight %d %s", o.Kind, o.Service.ServiceKey, o.Destination.DestinationKey,
 			o.Destination.Weight, o.Destination.Forwarding)

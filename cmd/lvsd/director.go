@@ -86,12 +86,14 @@ func openKernel() (agent.Kernel, error) {
 		return agent.Kernel{}, err
 	}
 	return agent.Kernel{
-		IPVS:                h,
-		Addrs:               arp.Kernel{},
-		NAT:                 nat.NewKernel(),
-		EnableForwarding:    nat.EnableForwarding,
-		EnableIPVSConntrack: nat.EnableIPVSConntrack,
-		DisableRedirects:    nat.DisableRedirects,
+		IPVS:                   h,
+		Conns:                  h,
+		Addrs:                  arp.Kernel{},
+		NAT:                    nat.NewKernel(),
+		EnableForwarding:       nat.EnableForwarding,
+		EnableIPVSConntrack:    nat.EnableIPVSConntrack,
+		DisableRedirects:       nat.DisableRedirects,
+		EnableConnectionExpiry: ipvs.EnableConnectionExpiry,
 	}, nil
 }
 

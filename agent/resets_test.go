@@ -1,0 +1,159 @@
+package agent
+
+import (
+	"slices"
+	"strings"
+	"testing"
+
+	"github.com/lvsd/lvsd/agent/config"
+	"github.com/lvsd/lvsd/agent/health"
+)
+
+// loadServices reads one service file through the agent's loader.
+func loadServices(t *testing.T, body string) []config.Service {
+	t.Helper()
+	e := newEnv(t)
+	e.service("svc", body)
+	cfg, err := LoadConfig(e.dir + "/lvsd.yaml")
+	if err != nil {
+		t.Fatal(err)
+	}
+	return cfg.Services
+}
+
+// decide runs the policy for a health string: '+' healthy, '-' not, one
+// character per backend in configuration order (10.0.0.11, .12, ...).
+func decide(t *testing.T, services []config.Service, states string) map[string]Eligibility {
+	t.Helper()
+	h := map[string]BackendHealth{}
+	for i, c := range states {
+		h[HealthKey("web", services[0].Backends[i])] = BackendHealth{Healthy: c == '+', Weight: -1}
+	}
+	_, decisions := ApplyHealth(Desired{}, services, h)
+	return decisions
+}
+
+func TestConnectionResets(t *testing.T) {
+	const head = "service: web\nvip: 10.0.0.50\nports: [80]\nhealth: {rise: 1, fall: 1, checks: [{type: tcp}]}\n"
+	const three = "backends: [{address: 10.0.0.11}, {address: 10.0.0.12}, {address: 10.0.0.13}]\n"
+	const pool = "backends: [{address: 10.0.0.11}, {address: 10.0.0.12}, {address: 10.0.0.13}, {address: 10.0.0.21, failover: true}, {address: 10.0.0.22, failover: true}]\n"
+	cases := []struct {
+		name  string
+		yaml  string
+		steps []string // health per pass
+		want  []string // per transition (step i-1 → i): "" none, "all", or backend positions like "0 2"
+	}{
+		// DEFAULT_FOR_PROTOCOL, TCP: "连接持续存在于运行状况不佳的后端上"
+		{"TCP default: connections persist", head + three, []string{"+++", "-++"}, []string{""}},
+		{"always: connections persist", head + "protocol: udp\npersistence_on_unhealthy: always\n" + three, []string{"+++", "-++"}, []string{""}},
+		// NEVER_PERSIST: "所有协议：连接始终不持续存在于运行状况不佳的后端上"
+		{"never: the unhealthy backend is reset once", head + "persistence_on_unhealthy: never\n" + three,
+			[]string{"+++", "-++", "-++", "--+", "+-+"}, []string{"0", "", "1", ""}},
+		// DEFAULT_FOR_PROTOCOL, other protocols: never persist.
+		{"UDP default: reset", head + "protocol: udp\n" + three, []string{"+++", "+-+"}, []string{"1"}},
+		// DEFAULT_FOR_PROTOCOL, per-session, TCP, affinity client-ip: never persist.
+		{"TCP per-session client-ip: reset", head + "affinity: client-ip\npersistence: {timeout: 60s}\n" + three,
+			[]string{"+++", "++-"}, []string{"2"}},
+		{"TCP per-session client-ip-port-proto: persists", head + "affinity: client-ip-port-proto\npersistence: {timeout: 60s}\n" + three,
+			[]string{"+++", "++-"}, []string{""}},
+		// "...diverted to newly selected healthy backends (unless all backends are unhealthy)":
+		// with none healthy all are eligible again, nothing is dropped; the
+		// first to recover makes the others ineligible and they are reset.
+		{"never: none healthy keeps all, recovery resets the rest", head + "persistence_on_unhealthy: never\n" + three,
+			[]string{"+++", "---", "+--"}, []string{"", "1 2"}},
+		// "停用了故障切换和故障恢复期间的连接排空 ... 负载均衡器会移除连接跟踪表中的所有条目"
+		{"drain_on_failover false: failover and failback reset all", head + "failover: {ratio: 0.5, drain_on_failover: false}\n" + pool,
+			[]string{"+++++", "-++++", "--+++", "+++++"}, []string{"", "all", "all"}},
+		{"drain_on_failover true: nothing reset", head + "failover: {ratio: 0.5}\n" + pool,
+			[]string{"+++++", "--+++", "+++++"}, []string{"", ""}},
+		// Through "none eligible" (drop_if_none_healthy) the last pool is remembered.
+		{"pool remembered across nothing eligible", head + "failover: {drop_if_none_healthy: true, drain_on_failover: false}\n" + pool,
+			[]string{"+++++", "-----", "---++", "-----", "---++"}, []string{"", "all", "", ""}},
+		// With drop_if_none_healthy nothing is eligible, but none is healthy
+		// either: nothing to divert to, so nothing is dropped until one is.
+		{"never with drop_if_none_healthy: reset when one recovers", head + "persistence_on_unhealthy: never\nfailover: {drop_if_none_healthy: true}\n" + three,
+			[]string{"+++", "---", "+--"}, []string{"", "1 2"}},
+		{"first decision: no reset", head + "persistence_on_unhealthy: never\n" + three, []string{"-++"}, nil},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			services := loadServices(t, c.yaml)
+			var applied map[string]Eligibility
+			var got []string
+			for i, step := range c.steps {
+				resets, next := connectionResets(applied, decide(t, services, step), services)
+				applied = next
+				if i == 0 {
+					if len(resets) != 0 {
+						t.Errorf("first decision reset %+v", resets)
+					}
+					continue
+				}
+				r, ok := resets["web"]
+				switch {
+				case !ok:
+					got = append(got, "")
+				case r.all:
+					got = append(got, "all")
+				default:
+					var s []string
+					for _, b := range r.backends {
+						s = append(s, string(rune('0'+b)))
+					}
+					got = append(got, strings.Join(s, " "))
+				}
+			}
+			if !slices.Equal(got, c.want) {
+				t.Errorf("health %q: resets %q, want %q", c.steps, got, c.want)
+			}
+		})
+	}
+}
+
+// A reset deletes the destination, waits for the kernel to expire its
+// connections, and adds it back with its slot weight before lowering it:
+// connections of the others are untouched and the Maglev slots stay.
+func TestResetThroughTheKernel(t *testing.T) {
+	e := newEnv(t)
+	e.service("web", "service: web\nvip: 10.0.0.50\nports: [80]\npersistence_on_unhealthy: never\nhealth: {checks: [{type: tcp}]}\nbackends: [{address: 10.0.0.11, weight: 2}, {address: 10.0.0.12}, {address: 10.0.0.13}]\n")
+	a := e.agent()
+	states := map[string]health.State{
+		"web/10.0.0.11": {Healthy: true, Weight: health.NoWeight},
+		"web/10.0.0.12": {Healthy: true, Weight: health.NoWeight},
+		"web/10.0.0.13": {Healthy: true, Weight: health.NoWeight},
+	}
+	a.opts.Health = &fakeHealth{states: states}
+	a.setConfig(a.cfg)
+	e.reconcile(a)
+	if !slices.Contains(e.sysctls, "vs.expire_nodest_conn=1 vs.expire_quiescent_template=1") {
+		t.Errorf("sysctls %q lack connection expiry", e.sysctls)
+	}
+	before := e.ipvs.Ops()
+
+	states["web/10.0.0.11"] = health.State{Weight: health.NoWeight}
+	ops := a.reconcile(t.Context())
+	var kinds []string
+	for _, op := range ops {
+		kinds = append(kinds, op.String())
+	}
+	want := []string{
+		"update-destination tcp:10.0.0.50:80 -> 10.0.0.11:80 weight 0 route",
+		"delete-destination tcp:10.0.0.50:80 -> 10.0.0.11:80 (reset: unhealthy, persistence_on_unhealthy never (tcp))",
+		"await-expiry tcp:10.0.0.50:80 -> [10.0.0.11:80] (unhealthy, persistence_on_unhealthy never (tcp))",
+		"add-destination tcp:10.0.0.50:80 -> 10.0.0.11:80 weight 2 route (with its slot weight)",
+		"update-destination tcp:10.0.0.50:80 -> 10.0.0.11:80 weight 0 route (not eligible)",
+	}
+	if !slices.Equal(kinds, want) {
+		t.Fatalf("ops:\n got %q\nwant %q", kinds, want)
+	}
+	if len(e.ipvs.Ops()) != len(before)+len(want)-1 {
+		t.Errorf("kernel calls %q", e.ipvs.Ops()[len(before):])
+	}
+	if e.conns.Calls() == 0 {
+		t.Error("the reset did not wait on the connection table")
+	}
+	// Staying unhealthy resets nothing more; a fresh pass is empty.
+	if got := a.reconcile(t.Context()); len(got) != 0 {
+		t.Errorf("next pass: %v", got)
+	}
+}
