@@ -47,14 +47,19 @@ type Options struct {
 	Health HealthChecker
 	// Cluster shows the director cluster in the status; nil: no cluster.
 	Cluster ClusterViewer
-	// ConnSync reports the connection-sync relay in the status and the
-	// metrics; nil: no connection sync.
-	ConnSync ConnSyncStats
+	// ConnSync is the connection-sync relay, for the status and the
+	// metrics, and to forget reset connections; nil: no connection sync.
+	ConnSync ConnSync
 }
 
-// ConnSyncStats reports the connection-sync relay's counters.
-type ConnSyncStats interface {
+// ConnSync is what the agent uses of the connection-sync relay
+// (connsync.Relay). Implementations must be safe for concurrent use.
+type ConnSync interface {
+	// Stats returns the relay's counters.
 	Stats() connsync.Stats
+	// ForgetDestinations drops the relay's copies of connections of vip to
+	// dests (port 0: any), which a reset dropped from the kernel.
+	ForgetDestinations(vip netip.Addr, dests []netip.AddrPort)
 }
 
 // ClusterViewer reports the director cluster as this director sees it.
@@ -231,6 +236,7 @@ func (a *Agent) reconcile(ctx context.Context) []Op {
 	a.logResets(resets)
 	a.trackDrains(ops)
 	applyErr := a.opts.Kernel.Apply(ctx, ops, &a.owned)
+	a.forgetResetConnections(ops)
 	for _, vs := range desired.Services {
 		a.owned.addService(vs.ServiceKey) // configured and now present: ours
 	}
@@ -238,7 +244,7 @@ func (a *Agent) reconcile(ctx context.Context) []Op {
 	if applyErr != nil {
 		a.log.Error("some changes failed; will retry", "err", applyErr)
 	}
-	a.publish(desired, start, applyErr)
+	a.publish(desired, start, applyErr, ops...)
 	if len(ops) > 0 {
 		if err := SaveOwnership(a.cfg.Agent.StateDir, a.owned); err != nil {
 			a.log.Error("saving ownership record", "err", err)

@@ -20,6 +20,9 @@ type ReconcileStats struct {
 	LastDuration time.Duration
 	LastError    string // "" when the last pass succeeded
 	Services     int    // IPVS services the last pass wanted
+	// Resets counts destinations deleted to drop their connections
+	// (persistence_on_unhealthy, drain_on_failover false).
+	Resets uint64
 }
 
 // next counts pass s on top of the previous snapshot (nil before the first
@@ -36,6 +39,7 @@ func (prev *snapshot) next(s *snapshot) ReconcileStats {
 	r.Total += s.duration
 	r.Last, r.LastDuration, r.LastError = s.at, s.duration, s.err
 	r.Services = len(s.desired.Services)
+	r.Resets += s.resets
 	return r
 }
 
@@ -125,6 +129,9 @@ var (
 		"Time spent in reconcile passes (read the kernel, plan, apply); the count is the number of passes.")
 	descErrors = desc("reconcile_errors_total",
 		"Reconcile passes that ended with an error (kernel read or some change failed); they are retried.")
+	descResets = desc("connection_resets_total",
+		"Destinations whose connections lvsd dropped: unhealthy where connections do not persist "+
+			"(persistence_on_unhealthy), or every destination of a service at failover with drain_on_failover false.")
 	descLastPass = desc("last_reconcile_timestamp_seconds", "When the last reconcile pass finished, as a Unix time.")
 	descLastOK   = desc("last_reconcile_success", "1 if the last reconcile pass succeeded, else 0.")
 
@@ -174,7 +181,7 @@ func NewCollector(a *Agent, version string) *Collector {
 
 // Describe implements prometheus.Collector.
 func (c *Collector) Describe(ch chan<- *prometheus.Desc) {
-	for _, d := range []*prometheus.Desc{descBuildInfo, descReady, descPasses, descErrors, descLastPass, descLastOK,
+	for _, d := range []*prometheus.Desc{descBuildInfo, descReady, descPasses, descErrors, descResets, descLastPass, descLastOK,
 		descServiceInfo, descServiceInKernel, descVIPHeld, descEligible, descHealthy, descWeight, descConfiguredWeight, descDraining,
 		descConns, descConnsTotal, descPackets, descBytes} {
 		ch <- d
@@ -203,6 +210,7 @@ func (c *Collector) Collect(ch chan<- prometheus.Metric) {
 	gauge(descReady, 1)
 	ch <- prometheus.MustNewConstSummary(descPasses, r.Passes, r.Total.Seconds(), nil)
 	counter(descErrors, r.Failed)
+	counter(descResets, r.Resets)
 	gauge(descLastPass, float64(r.Last.Add(r.LastDuration).UnixNano())/1e9)
 	gauge(descLastOK, b2f(r.LastError == ""))
 

@@ -2,6 +2,7 @@ package agent
 
 import (
 	"context"
+	"net/netip"
 	"strings"
 	"testing"
 	"time"
@@ -19,6 +20,8 @@ func (v fixedView) View(context.Context) (cluster.View, error) { return cluster.
 type fixedSyncStats connsync.Stats
 
 func (s fixedSyncStats) Stats() connsync.Stats { return connsync.Stats(s) }
+
+func (fixedSyncStats) ForgetDestinations(netip.Addr, []netip.AddrPort) {}
 
 // TestMetricsCluster: the cluster and connection-sync series, in a cluster
 // only, pass promlint.

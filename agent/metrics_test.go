@@ -78,6 +78,9 @@ lvsd_backend_weight{backend="10.0.0.12:80",ipvs_service="tcp:10.0.0.50:80",servi
 # HELP lvsd_build_info Always 1; the labels say which lvsd runs.
 # TYPE lvsd_build_info gauge
 lvsd_build_info{goversion="GOVERSION",version="1.2.3"} 1
+# HELP lvsd_connection_resets_total Destinations whose connections lvsd dropped: unhealthy where connections do not persist (persistence_on_unhealthy), or every destination of a service at failover with drain_on_failover false.
+# TYPE lvsd_connection_resets_total counter
+lvsd_connection_resets_total 0
 # HELP lvsd_last_reconcile_success 1 if the last reconcile pass succeeded, else 0.
 # TYPE lvsd_last_reconcile_success gauge
 lvsd_last_reconcile_success 1

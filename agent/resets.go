@@ -2,6 +2,7 @@ package agent
 
 import (
 	"fmt"
+	"net/netip"
 	"slices"
 
 	"github.com/lvsd/lvsd/agent/config"
@@ -118,4 +119,23 @@ func planResets(d Desired, a Actual, resets map[string]reset) []Op {
 		}
 	}
 	return ops
+}
+
+// forgetResetConnections tells the connection-sync relay which connections
+// the resets among ops dropped, so it stops replaying them to the other
+// directors: they would come back there, bound to the backend they left.
+func (a *Agent) forgetResetConnections(ops []Op) {
+	if a.opts.ConnSync == nil {
+		return
+	}
+	for _, op := range ops {
+		if op.Kind != AwaitExpiry {
+			continue
+		}
+		var dests []netip.AddrPort
+		for _, d := range op.Expiring.Dests {
+			dests = append(dests, netip.AddrPortFrom(d.Addr, d.Port))
+		}
+		a.opts.ConnSync.ForgetDestinations(op.Expiring.VIP, dests)
+	}
 }

@@ -1,12 +1,15 @@
 package agent
 
 import (
+	"fmt"
+	"net/netip"
 	"slices"
 	"strings"
 	"testing"
 
 	"github.com/lvsd/lvsd/agent/config"
 	"github.com/lvsd/lvsd/agent/health"
+	"github.com/lvsd/lvsd/cluster/connsync"
 )
 
 // loadServices reads one service file through the agent's loader.
@@ -123,6 +126,8 @@ func TestResetThroughTheKernel(t *testing.T) {
 		"web/10.0.0.13": {Healthy: true, Weight: health.NoWeight},
 	}
 	a.opts.Health = &fakeHealth{states: states}
+	relay := &forgetfulRelay{}
+	a.opts.ConnSync = relay
 	a.setConfig(a.cfg)
 	e.reconcile(a)
 	if !slices.Contains(e.sysctls, "vs.expire_nodest_conn=1 vs.expire_quiescent_template=1") {
@@ -152,8 +157,22 @@ func TestResetThroughTheKernel(t *testing.T) {
 	if e.conns.Calls() == 0 {
 		t.Error("the reset did not wait on the connection table")
 	}
+	if st, _ := a.Reconciles(); st.Resets != 1 {
+		t.Errorf("lvsd_connection_resets_total would say %d, want 1", st.Resets)
+	}
+	if want := []string{"10.0.0.50 [10.0.0.11:80]"}; !slices.Equal(relay.forgot, want) {
+		t.Errorf("the relay forgot %q, want %q", relay.forgot, want)
+	}
 	// Staying unhealthy resets nothing more; a fresh pass is empty.
 	if got := a.reconcile(t.Context()); len(got) != 0 {
 		t.Errorf("next pass: %v", got)
 	}
+}
+
+// forgetfulRelay records what the agent asks the connection-sync relay to forget.
+type forgetfulRelay struct{ forgot []string }
+
+func (*forgetfulRelay) Stats() connsync.Stats { return connsync.Stats{} }
+func (r *forgetfulRelay) ForgetDestinations(vip netip.Addr, dests []netip.AddrPort) {
+	r.forgot = append(r.forgot, fmt.Sprint(vip, " ", dests))
 }

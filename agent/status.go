@@ -87,12 +87,18 @@ type snapshot struct {
 	// eligibility is the policy's last decision per service; the map is
 	// replaced, never modified, by the owner goroutine.
 	eligibility map[string]Eligibility
+	resets      uint64         // destinations this pass reset
 	passes      ReconcileStats // counts up to and including this pass (metrics.go)
 }
 
-func (a *Agent) publish(desired Desired, start time.Time, err error) {
+func (a *Agent) publish(desired Desired, start time.Time, err error, ops ...Op) {
 	s := &snapshot{cfg: a.cfg, desired: desired, drains: make(map[drainKey]time.Time, len(a.drains)),
 		at: start, duration: a.opts.Now().Sub(start), eligibility: a.eligibility}
+	for _, op := range ops {
+		if op.Kind == AwaitExpiry {
+			s.resets += uint64(len(op.Expiring.Dests))
+		}
+	}
 	for k, v := range a.drains {
 		s.drains[k] = v
 	}

@@ -89,18 +89,40 @@ func (c *cache) peek(cur *cursor, now time.Duration) (e *entry, expired int) {
 // advance moves the cursor past the entry peek returned.
 func (cur *cursor) advance() { cur.next = cur.next.next }
 
-// releaseVIP removes the connections to vip and returns how many.
-func (c *cache) releaseVIP(vip netip.Addr) int {
+// removeIf removes the records drop reports true for and returns how many.
+func (c *cache) removeIf(drop func(rec) bool) int {
 	n := 0
 	for e := c.head; e != nil; {
 		next := e.next
-		if e.rec.vaddr() == vip {
+		if drop(e.rec) {
 			c.remove(e)
 			n++
 		}
 		e = next
 	}
 	return n
+}
+
+// releaseVIP removes the connections to vip and returns how many.
+func (c *cache) releaseVIP(vip netip.Addr) int {
+	return c.removeIf(func(r rec) bool { return r.vaddr() == vip })
+}
+
+// forgetDests removes the connections to vip that go to one of dests (a
+// port 0 matches any port) and returns how many.
+func (c *cache) forgetDests(vip netip.Addr, dests []netip.AddrPort) int {
+	return c.removeIf(func(r rec) bool {
+		if r.vaddr() != vip {
+			return false
+		}
+		d := r.dest()
+		for _, x := range dests {
+			if d.Addr() == x.Addr() && (x.Port() == 0 || d.Port() == x.Port()) {
+				return true
+			}
+		}
+		return false
+	})
 }
 
 func (c *cache) remove(e *entry) {

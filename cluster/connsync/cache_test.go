@@ -135,3 +135,24 @@ func TestReleaseVIP(t *testing.T) {
 		t.Fatalf("released %d, %d left", n, c.len())
 	}
 }
+
+func TestForgetDests(t *testing.T) {
+	c := newCache(10, time.Minute)
+	otherVIP := tcp4("198.51.100.1", 1)
+	otherVIP.vaddr = netip.MustParseAddr("192.0.2.20")
+	otherDest := tcp4("198.51.100.2", 1)
+	otherDest.daddr = netip.MustParseAddr("10.0.0.6")
+	otherPort := tcp4("198.51.100.3", 1)
+	otherPort.dport = 8080
+	for _, r := range []testConn{otherVIP, otherDest, otherPort, tcp4("198.51.100.4", 1), tcp4("198.51.100.5", 1)} {
+		c.put(r.encode(), 0)
+	}
+	vip := netip.MustParseAddr("192.0.2.10")
+	if n := c.forgetDests(vip, []netip.AddrPort{netip.MustParseAddrPort("10.0.0.5:80")}); n != 2 || c.len() != 3 {
+		t.Fatalf("forgot %d, %d left; want 2 and 3", n, c.len())
+	}
+	// Port 0 (a firewall-mark service's destination) matches any port.
+	if n := c.forgetDests(vip, []netip.AddrPort{netip.AddrPortFrom(netip.MustParseAddr("10.0.0.5"), 0)}); n != 1 || c.len() != 2 {
+		t.Fatalf("forgot %d, %d left; want 1 and 2", n, c.len())
+	}
+}

@@ -1,6 +1,7 @@
 package connsync
 
 import (
+	"fmt"
 	"log/slog"
 	"net/netip"
 	"slices"
@@ -237,6 +238,17 @@ func (e *engine) release(vip netip.Addr) {
 	n := e.cache.releaseVIP(vip)
 	e.st.cacheSize.Store(int64(e.cache.len()))
 	e.log.Info("forgot the connections of a released VIP", "vip", vip, "connections", n)
+}
+
+// forget drops the cached connections of destinations whose connections
+// this director has just dropped (a reset): replayed, they would bring the
+// dropped connections back on the other directors, bound to the backend
+// they left; a backup then ignores the newer record of the same flow naming
+// another backend when it is flagged inactive, as UDP's are (ip_vs_proc_conn).
+func (e *engine) forget(vip netip.Addr, dests []netip.AddrPort) {
+	n := e.cache.forgetDests(vip, dests)
+	e.st.cacheSize.Store(int64(e.cache.len()))
+	e.log.Info("forgot the connections of reset destinations", "vip", vip, "destinations", fmt.Sprint(dests), "connections", n)
 }
 
 // nextWake returns when the engine next has work without new input.

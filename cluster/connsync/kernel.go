@@ -39,6 +39,7 @@ const (
 	offState   = 8
 	offCport   = 10
 	offVport   = 12
+	offDport   = 14
 	offTimeout = 20
 	offAddrs   = 24 // caddr, vaddr, daddr: 4 or 16 bytes each
 
@@ -95,6 +96,13 @@ func (r rec) vaddr() netip.Addr {
 	n := r.addrLen()
 	a, _ := netip.AddrFromSlice(r[offAddrs+n : offAddrs+2*n])
 	return a
+}
+
+// dest is the real server's address and port.
+func (r rec) dest() netip.AddrPort {
+	n := r.addrLen()
+	a, _ := netip.AddrFromSlice(r[offAddrs+2*n : offAddrs+3*n])
+	return netip.AddrPortFrom(a, binary.BigEndian.Uint16(r[offDport:]))
 }
 
 // connKey identifies a connection as the kernel's conn lookup does

@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"net/netip"
+	"slices"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -53,6 +54,7 @@ type hint struct {
 	member string
 	joined bool
 	vip    netip.Addr
+	dests  []netip.AddrPort // with vip: forget these destinations' connections only
 }
 
 // New checks cfg and returns a Relay; it opens nothing.
@@ -95,6 +97,13 @@ func (r *Relay) MemberLeft(name string) { r.hint(hint{member: name}) }
 // longer holds, so that they are not replayed over the new holder's. Call
 // it when the VIP is removed here.
 func (r *Relay) ReleaseVIP(vip netip.Addr) { r.hint(hint{vip: vip}) }
+
+// ForgetDestinations forgets the cached connections of vip to dests (port
+// 0: any port), whose connections this director dropped, so that they are
+// not replayed to the others. Call it once the kernel's entries are gone.
+func (r *Relay) ForgetDestinations(vip netip.Addr, dests []netip.AddrPort) {
+	r.hint(hint{vip: vip, dests: slices.Clone(dests)})
+}
 
 func (r *Relay) hint(h hint) {
 	r.mu.Lock()
@@ -161,6 +170,8 @@ func (r *Relay) Run(ctx context.Context) error {
 			r.mu.Unlock()
 			for _, h := range hints {
 				switch {
+				case h.vip.IsValid() && len(h.dests) > 0:
+					e.forget(h.vip, h.dests)
 				case h.vip.IsValid():
 					e.release(h.vip)
 				case h.joined:

@@ -141,6 +141,16 @@ func TestRelayReleaseVIP(t *testing.T) {
 	waitFor(t, func() bool { return a.Stats().CacheSize == 0 })
 }
 
+func TestRelayForgetDestinations(t *testing.T) {
+	a := startNode(t, "a", Config{})
+	other := tcp4("198.51.100.8", 40000)
+	other.daddr = netip.MustParseAddr("10.0.0.6")
+	a.socks.master <- datagram(1, tcp4("198.51.100.7", 40000).encode(), other.encode())
+	waitFor(t, func() bool { return a.Stats().CacheSize == 2 })
+	a.ForgetDestinations(netip.MustParseAddr("192.0.2.10"), []netip.AddrPort{netip.MustParseAddrPort("10.0.0.5:80")})
+	waitFor(t, func() bool { return a.Stats().CacheSize == 1 })
+}
+
 // TestDeliverOverflow: Deliver never blocks; what does not fit is counted.
 func TestDeliverOverflow(t *testing.T) {
 	r, err := New(Config{Transport: &fakeTransport{}})
