@@ -77,14 +77,18 @@ func serviceReset(s config.Service, prev, next Eligibility) (reset, bool) {
 // planResets drops the connections of resets: the destinations are
 // deleted (the kernel then expires their connection entries, see
 // ipvs.EnableConnectionExpiry), the plan waits until it has, and adds them
-// back in canonical order, each with its slot weight before its weight, as
-// for a new service. A destination not in the kernel has nothing to drop.
+// back (in canonical order within a batch), each with its slot weight before its weight, as
+// for a new service. A destination that is not in the kernel or has no
+// connection entries has nothing to drop and is left alone.
+//
+// New connections must find an eligible destination all along, so the
+// destinations go in batches: the ineligible ones first, then the eligible
+// ones in two halves, each half while the other takes new connections.
 //
 // A destination added back goes to the head of the kernel's list. The
 // Maglev table depends on that order only where two destinations compete
 // for a slot in the same round: a simulation of ip_vs_mh_populate puts it
-// at about 0.3 % of the slots (docs/health.md). Resetting a whole service
-// adds everything back in canonical order.
+// at about 0.3 % of the slots (docs/health.md).
 func planResets(d Desired, a Actual, resets map[string]reset) []Op {
 	var ops []Op
 	for _, vs := range d.Services {
@@ -95,27 +99,53 @@ func planResets(d Desired, a Actual, resets map[string]reset) []Op {
 		}
 		var idx []int
 		for i, dst := range vs.Destinations {
-			inKernel := slices.ContainsFunc(cur.Destinations, func(x ipvs.Destination) bool { return x.DestinationKey == dst.DestinationKey })
-			if inKernel && (r.all || slices.Contains(r.backends, i)) {
+			j := slices.IndexFunc(cur.Destinations, func(x ipvs.Destination) bool { return x.DestinationKey == dst.DestinationKey })
+			if j >= 0 && cur.Destinations[j].ActiveConns+cur.Destinations[j].InactiveConns > 0 && (r.all || slices.Contains(r.backends, i)) {
 				idx = append(idx, i)
 			}
 		}
-		if len(idx) == 0 {
-			continue
+		for _, batch := range resetBatches(vs, idx) {
+			ops = append(ops, resetBatch(vs, batch, r.why)...)
 		}
-		expiring := ipvs.Expiring{VIP: vs.VIP, Port: vs.Port}
-		for _, i := range idx {
-			ops = append(ops, Op{Kind: DeleteDestination, Service: vs.Service, Destination: vs.Destinations[i], Reason: "reset: " + r.why})
-			expiring.Dests = append(expiring.Dests, vs.Destinations[i].DestinationKey)
-		}
-		ops = append(ops, Op{Kind: AwaitExpiry, Service: vs.Service, Expiring: expiring, Reason: r.why})
-		for _, i := range idx {
-			for _, op := range addDestination(vs, i) {
-				if op.Reason == "" {
-					op.Reason = "back after the reset"
-				}
-				ops = append(ops, op)
+	}
+	return ops
+}
+
+// resetBatches splits the positions idx of vs's destinations: the
+// ineligible ones (weight 0), then the eligible ones in two halves.
+func resetBatches(vs VirtualService, idx []int) [][]int {
+	var out [][]int
+	isEligible := func(i int) bool { return vs.Destinations[i].Weight != 0 }
+	if ineligible := slices.DeleteFunc(slices.Clone(idx), isEligible); len(ineligible) > 0 {
+		out = append(out, ineligible)
+	}
+	eligible := slices.DeleteFunc(slices.Clone(idx), func(i int) bool { return !isEligible(i) })
+	if h := len(eligible) / 2; h > 0 {
+		out = append(out, eligible[:h])
+		eligible = eligible[h:]
+	}
+	if len(eligible) > 0 {
+		out = append(out, eligible)
+	}
+	return out
+}
+
+// resetBatch deletes the destinations at positions batch, waits until
+// their connection entries are gone, and adds them back.
+func resetBatch(vs VirtualService, batch []int, why string) []Op {
+	var ops []Op
+	expiring := ipvs.Expiring{VIP: vs.VIP, Port: vs.Port}
+	for _, i := range batch {
+		ops = append(ops, Op{Kind: DeleteDestination, Service: vs.Service, Destination: vs.Destinations[i], Reason: "reset: " + why})
+		expiring.Dests = append(expiring.Dests, vs.Destinations[i].DestinationKey)
+	}
+	ops = append(ops, Op{Kind: AwaitExpiry, Service: vs.Service, Expiring: expiring, Reason: why})
+	for _, i := range batch {
+		for _, op := range addDestination(vs, i) {
+			if op.Reason == "" {
+				op.Reason = "back after the reset"
 			}
+			ops = append(ops, op)
 		}
 	}
 	return ops

@@ -10,6 +10,7 @@ import (
 	"github.com/lvsd/lvsd/agent/config"
 	"github.com/lvsd/lvsd/agent/health"
 	"github.com/lvsd/lvsd/cluster/connsync"
+	"github.com/lvsd/lvsd/ipvs"
 )
 
 // loadServices reads one service file through the agent's loader.
@@ -135,7 +136,14 @@ func TestResetThroughTheKernel(t *testing.T) {
 	}
 	before := e.ipvs.Ops()
 
+	// 10.0.0.11 has connections to drop; 10.0.0.12 becomes unhealthy too,
+	// but has none: it is left alone (no reorder for nothing).
+	svc := ipvs.ServiceKey{Protocol: ipvs.TCP, Addr: netip.MustParseAddr("10.0.0.50"), Port: 80}
+	if err := e.ipvs.SetConns(svc, ipvs.DestinationKey{Addr: netip.MustParseAddr("10.0.0.11"), Port: 80}, 3, 1); err != nil {
+		t.Fatal(err)
+	}
 	states["web/10.0.0.11"] = health.State{Weight: health.NoWeight}
+	states["web/10.0.0.12"] = health.State{Weight: health.NoWeight}
 	ops := a.reconcile(t.Context())
 	var kinds []string
 	for _, op := range ops {
@@ -143,6 +151,7 @@ func TestResetThroughTheKernel(t *testing.T) {
 	}
 	want := []string{
 		"update-destination tcp:10.0.0.50:80 -> 10.0.0.11:80 weight 0 route",
+		"update-destination tcp:10.0.0.50:80 -> 10.0.0.12:80 weight 0 route",
 		"delete-destination tcp:10.0.0.50:80 -> 10.0.0.11:80 (reset: unhealthy, persistence_on_unhealthy never (tcp))",
 		"await-expiry tcp:10.0.0.50:80 -> [10.0.0.11:80] (unhealthy, persistence_on_unhealthy never (tcp))",
 		"add-destination tcp:10.0.0.50:80 -> 10.0.0.11:80 weight 2 route (with its slot weight)",
@@ -175,4 +184,27 @@ type forgetfulRelay struct{ forgot []string }
 func (*forgetfulRelay) Stats() connsync.Stats { return connsync.Stats{} }
 func (r *forgetfulRelay) ForgetDestinations(vip netip.Addr, dests []netip.AddrPort) {
 	r.forgot = append(r.forgot, fmt.Sprint(vip, " ", dests))
+}
+
+// A whole-service reset never leaves the service without an eligible
+// destination: ineligible ones go first, then the eligible in two halves.
+func TestResetBatches(t *testing.T) {
+	vs := VirtualService{}
+	for _, w := range []int{0, 1, 0, 1, 1} {
+		vs.Destinations = append(vs.Destinations, ipvs.Destination{Weight: w})
+	}
+	cases := []struct {
+		idx  []int
+		want string
+	}{
+		{[]int{0, 1, 2, 3, 4}, "[[0 2] [1] [3 4]]"},
+		{[]int{0, 2}, "[[0 2]]"},
+		{[]int{3}, "[[3]]"},
+		{[]int{1, 4}, "[[1] [4]]"},
+	}
+	for _, c := range cases {
+		if got := fmt.Sprint(resetBatches(vs, c.idx)); got != c.want {
+			t.Errorf("batches of %v: %s, want %s", c.idx, got, c.want)
+		}
+	}
 }
