@@ -150,8 +150,8 @@ func containsAll(s string, subs []string) bool {
 func (l *lvsd) checkAlive() {
 	l.t.Helper()
 	select {
-	case err := <-l.exited:
-		l.t.Fatalf("lvsd exited (%v); log:\n%s", err, l.log())
+	case <-l.exited:
+		l.t.Fatalf("lvsd exited (%v); log:\n%s", l.waitErr, l.log())
 	default:
 	}
 }

@@ -20,12 +20,15 @@ import (
 
 // lvsd is one lvsd process running in a host's namespace.
 type lvsd struct {
-	t      *testing.T
-	host   *topo.Host
-	dir    string // config, services.d and state
-	logf   string
-	cmd    *exec.Cmd
-	exited chan error
+	t    *testing.T
+	host *topo.Host
+	dir  string // config, services.d and state
+	logf string
+	cmd  *exec.Cmd
+	// exited is closed once the process has been waited for; waitErr is
+	// then what Wait returned.
+	exited  chan struct{}
+	waitErr error
 }
 
 // testDir returns a per-test folder on the read-write share, so logs can be
@@ -85,8 +88,11 @@ func (l *lvsd) start() {
 		l.t.Fatalf("starting lvsd in %v: %v", l.host, err)
 	}
 	logFile.Close()
-	l.exited = make(chan error, 1)
-	go func(cmd *exec.Cmd, ch chan error) { ch <- cmd.Wait() }(l.cmd, l.exited)
+	l.exited = make(chan struct{})
+	go func(l *lvsd, cmd *exec.Cmd) {
+		l.waitErr = cmd.Wait()
+		close(l.exited)
+	}(l, l.cmd)
 	l.t.Cleanup(func() {
 		l.stop()
 		if l.t.Failed() {
@@ -97,8 +103,13 @@ func (l *lvsd) start() {
 
 // stop sends SIGTERM and waits for the process.
 func (l *lvsd) stop() {
-	if l.cmd == nil || l.cmd.ProcessState != nil {
+	if l.cmd == nil {
 		return
+	}
+	select {
+	case <-l.exited:
+		return
+	default:
 	}
 	_ = l.cmd.Process.Signal(syscall.SIGTERM)
 	select {
@@ -147,8 +158,8 @@ func (l *lvsd) waitServices(n, destsEach int) []ipvs.Service {
 			}
 		}
 		select {
-		case err := <-l.exited:
-			l.t.Fatalf("lvsd exited (%v) before programming %d services; log:\n%s", err, n, l.log())
+		case <-l.exited:
+			l.t.Fatalf("lvsd exited (%v) before programming %d services; log:\n%s", l.waitErr, n, l.log())
 		default:
 		}
 		if time.Now().After(deadline) {
