@@ -114,7 +114,29 @@ func writeDirectorStatus(w io.Writer, st agent.Status, now time.Time) error {
 				destinationState(d)})
 		}
 	}
-	return writeTable(w, "", rows)
+	if err := writeTable(w, "", rows); err != nil {
+		return err
+	}
+	return writeRules(w, st.Services)
+}
+
+// writeRules prints, once per service, the rule of seed 000's eligibility
+// policy that chose its eligible backends: why a healthy backend may sit at
+// weight 0.
+func writeRules(w io.Writer, services []agent.ServiceStatus) error {
+	seen := map[string]bool{}
+	var lines []string
+	for _, s := range services {
+		if s.Rule != "" && !seen[s.Name] {
+			seen[s.Name] = true
+			lines = append(lines, fmt.Sprintf("  %s: %s\n", s.Name, s.Rule))
+		}
+	}
+	if len(lines) == 0 {
+		return nil
+	}
+	_, err := fmt.Fprintf(w, "\neligible backends by:\n%s", strings.Join(lines, ""))
+	return err
 }
 
 // serviceAddress turns a key ("tcp:10.0.0.50:80", "fwmark:7/ipv4") into

@@ -23,6 +23,7 @@ func directorStatus() agent.Status {
 		LastReconcile: statusNow.Add(-4 * time.Second), LastDuration: "3.2ms",
 		Services: []agent.ServiceStatus{
 			{Name: "web", Key: "tcp:10.0.0.50:80", VIP: "10.0.0.50", Scheduler: "mh", Flags: "mh-fallback,mh-port",
+				Rule:     "failover policy, unweighted: healthy primaries at or above the ratio",
 				InKernel: true, VIPHeld: true, Destinations: []agent.DestinationStatus{
 					{Address: "10.0.0.11:80", Forwarding: "route", ConfiguredWeight: 3, Weight: 3, ActiveConns: 12, InactiveConns: 4},
 					{Address: "10.0.0.13:80", Forwarding: "route", ConfiguredWeight: 1, Weight: -1},
@@ -55,6 +56,9 @@ web      TCP  10.0.0.50:80               mh (mh-fallback,mh-port)               
            -> 10.0.0.12:80               Route                     0       -           2       1         removed, draining for 7s
 dns      FWM  7 (ipv6)                   rr                                            0       0         NOT IN KERNEL, VIP not held
            -> [fd00::11]:0               Masq                      -       1           0       0         NOT IN KERNEL
+
+eligible backends by:
+  web: failover policy, unweighted: healthy primaries at or above the ratio
 `
 	if got := b.String(); got != want {
 		t.Errorf("got:\n%s\nwant:\n%s", got, want)
