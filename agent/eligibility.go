@@ -35,13 +35,21 @@ type Eligibility struct {
 	Pool policy.Pool
 }
 
-// dropped reports whether seed 000 diverts the backend's connections when
-// they do not persist: it is unhealthy, not eligible, and some backend is
-// healthy ("diverted to newly selected healthy backends, unless all
-// backends are unhealthy").
-func (e Eligibility) dropped(key string) bool {
-	eligible, known := e.Eligible[key]
-	return known && !eligible && !e.Healthy[key] && slices.Contains(slices.Collect(maps.Values(e.Healthy)), true)
+// diverted lists the backends whose connections seed 000 diverts when they
+// do not persist: unhealthy, not eligible, while some backend is healthy
+// ("diverted to newly selected healthy backends, unless all backends are
+// unhealthy").
+func (e Eligibility) diverted() map[string]bool {
+	out := map[string]bool{}
+	if !slices.Contains(slices.Collect(maps.Values(e.Healthy)), true) {
+		return out
+	}
+	for key, eligible := range e.Eligible {
+		if !eligible && !e.Healthy[key] {
+			out[key] = true
+		}
+	}
+	return out
 }
 
 // ApplyHealth sets every destination's weight from the eligibility policy

@@ -64,9 +64,10 @@ func serviceReset(s config.Service, prev, next Eligibility) (reset, bool) {
 		return reset{}, false
 	}
 	var r reset
+	before, now := prev.diverted(), next.diverted()
 	for i, b := range s.Backends {
 		k := HealthKey(s.Name, b)
-		if _, was := prev.Eligible[k]; was && !prev.dropped(k) && next.dropped(k) {
+		if _, was := prev.Eligible[k]; was && !before[k] && now[k] {
 			r.backends = append(r.backends, i)
 		}
 	}
