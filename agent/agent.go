@@ -89,6 +89,7 @@ type Agent struct {
 	sysctlsLogged string
 	snap          atomic.Pointer[snapshot] // the last pass, for Status on other goroutines
 	eligibility   map[string]Eligibility   // last decision per service, to log changes
+	reconciled    bool                     // a pass has logged "reconciled"
 	// applied is the decision per service whose connection resets were
 	// last planned: a pass that fails before planning keeps it, so a
 	// transition it saw is not lost.
@@ -249,6 +250,11 @@ func (a *Agent) reconcile(ctx context.Context) []Op {
 		if err := SaveOwnership(a.cfg.Agent.StateDir, a.owned); err != nil {
 			a.log.Error("saving ownership record", "err", err)
 		}
+	}
+	// Passes that change nothing stay quiet, except the first: after a
+	// restart it says the kernel was adopted as it was.
+	if len(ops) > 0 || !a.reconciled {
+		a.reconciled = true
 		a.log.Info("reconciled", "ops", len(ops), "changes", summarize(ops), "duration", a.opts.Now().Sub(start).String())
 	}
 	return ops
