@@ -19,13 +19,15 @@ var (
 		"applied (written to the local backup daemon).", "stage")
 	descSyncDropped = desc("conn_sync_dropped_total", "Sync datagrams, messages or records dropped, by reason.",
 		"reason")
-	descSyncCache = desc("conn_sync_cache_entries", "Connections cached for replay to directors that join.")
-	descSyncLag   = desc("conn_sync_lag_seconds", "Receive time minus the sender's send time of relay messages "+
+	descSyncCache  = desc("conn_sync_cache_entries", "Connections cached for replay to directors that join.")
+	descSyncPushes = desc("conn_sync_pushes_total", "Datagrams sent to the pusher service so that the master "+
+		"daemon's last record leaves at once instead of after its 2 s flush time.")
+	descSyncLag = desc("conn_sync_lag_seconds", "Receive time minus the sender's send time of relay messages "+
 		"(includes the directors' clock offset): of the last message, and the largest seen.", "which")
 )
 
 var clusterDescs = []*prometheus.Desc{descClusterLive, descQuorum, descStalls, descSyncRecords, descSyncDropped,
-	descSyncCache, descSyncLag}
+	descSyncCache, descSyncPushes, descSyncLag}
 
 func collectCluster(v *cluster.View, gauge func(*prometheus.Desc, float64, ...string), counter func(*prometheus.Desc, uint64, ...string)) {
 	gauge(descClusterLive, float64(v.Live))
@@ -43,6 +45,7 @@ func collectConnSync(s *connsync.Stats, gauge func(*prometheus.Desc, float64, ..
 		counter(descSyncDropped, n, reason)
 	}
 	gauge(descSyncCache, float64(s.CacheSize))
+	counter(descSyncPushes, s.Pushes)
 	gauge(descSyncLag, s.LastLag.Seconds(), "last")
 	gauge(descSyncLag, s.MaxLag.Seconds(), "max")
 }

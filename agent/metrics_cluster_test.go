@@ -31,13 +31,13 @@ func TestMetricsCluster(t *testing.T) {
 	a := e.agent()
 	c := NewCollector(a, "dev")
 	e.reconcile(a)
-	names := []string{"lvsd_cluster_live_directors", "lvsd_conn_sync_records_total", "lvsd_conn_sync_lag_seconds"}
+	names := []string{"lvsd_cluster_live_directors", "lvsd_conn_sync_records_total", "lvsd_conn_sync_lag_seconds", "lvsd_conn_sync_pushes_total"}
 	if n := testutil.CollectAndCount(c, names...); n != 0 {
 		t.Fatalf("without a cluster: %d cluster series", n)
 	}
 	a.opts.Cluster = fixedView{Live: 2, Quorum: 2, Stalls: 3}
 	a.opts.ConnSync = fixedSyncStats{MasterRecords: 10, SentRecords: 12, ReplayedRecords: 2, ReceivedRecords: 5,
-		AppliedRecords: 5, DroppedInvalid: 1, CacheSize: 7, LastLag: 3 * time.Millisecond, MaxLag: 40 * time.Millisecond}
+		AppliedRecords: 5, DroppedInvalid: 1, CacheSize: 7, Pushes: 4, LastLag: 3 * time.Millisecond, MaxLag: 40 * time.Millisecond}
 	want := `
 # HELP lvsd_cluster_live_directors Directors this one counts for the quorum, itself included.
 # TYPE lvsd_cluster_live_directors gauge
@@ -46,6 +46,9 @@ lvsd_cluster_live_directors 2
 # TYPE lvsd_conn_sync_lag_seconds gauge
 lvsd_conn_sync_lag_seconds{which="last"} 0.003
 lvsd_conn_sync_lag_seconds{which="max"} 0.04
+# HELP lvsd_conn_sync_pushes_total Datagrams sent to the pusher service so that the master daemon's last record leaves at once instead of after its 2 s flush time.
+# TYPE lvsd_conn_sync_pushes_total counter
+lvsd_conn_sync_pushes_total 4
 # HELP lvsd_conn_sync_records_total IPVS connection records by stage: read from the local master daemon, sent to the cluster (replayed: of those, from the cache), received from the cluster, applied (written to the local backup daemon).
 # TYPE lvsd_conn_sync_records_total counter
 lvsd_conn_sync_records_total{stage="applied"} 5

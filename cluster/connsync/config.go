@@ -18,6 +18,7 @@ const (
 	DefaultFlushDelay     = 5 * time.Millisecond
 	DefaultMaxRate        = 4000
 	DefaultLogInterval    = time.Minute
+	DefaultPushDelay      = 20 * time.Millisecond
 
 	// defaultTimeout is how long a record with timeout 0 is kept: the
 	// kernel's own fallback for such records (ip_vs_proc_conn).
@@ -60,6 +61,15 @@ type Config struct {
 	MaxRate int
 	// LogInterval is how often a summary is logged, when there is news.
 	LogInterval time.Duration
+	// Pusher, when set, is a UDP IPVS service on this host that the relay
+	// sends one datagram to (from a new port: a new connection, so a new
+	// record) PushDelay after the master's records stop coming. The master
+	// sends a buffered record only when the next one needs the room or after
+	// its 2 s flush time; that new record pushes the last one out (measured:
+	// within 24-36 ms instead of 2.0-2.5 s). Records of the Pusher service
+	// are neither cached nor relayed.
+	Pusher    netip.AddrPort
+	PushDelay time.Duration
 	// Transport is required.
 	Transport Transport
 	// Log defaults to discarding.
@@ -82,7 +92,8 @@ func (c *Config) setDefaults() error {
 	for _, d := range []struct {
 		v   *time.Duration
 		def time.Duration
-	}{{&c.ResyncInterval, DefaultResyncInterval}, {&c.FlushDelay, DefaultFlushDelay}, {&c.LogInterval, DefaultLogInterval}} {
+	}{{&c.ResyncInterval, DefaultResyncInterval}, {&c.FlushDelay, DefaultFlushDelay}, {&c.LogInterval, DefaultLogInterval},
+		{&c.PushDelay, DefaultPushDelay}} {
 		if *d.v == 0 {
 			*d.v = d.def
 		}
@@ -103,7 +114,10 @@ func (c *Config) setDefaults() error {
 	if c.MasterPort == c.BackupPort {
 		errs = append(errs, fmt.Errorf("master and backup port are both %d: the backup daemon would read its own master", c.MasterPort))
 	}
-	if c.ResyncInterval < 0 || c.FlushDelay < 0 || c.LogInterval < 0 {
+	if c.Pusher.IsValid() && (!c.Pusher.Addr().Is4() || c.Pusher.Port() == 0) {
+		errs = append(errs, fmt.Errorf("pusher %s is not an IPv4 address and port", c.Pusher))
+	}
+	if c.ResyncInterval < 0 || c.FlushDelay < 0 || c.LogInterval < 0 || c.PushDelay < 0 {
 		errs = append(errs, errors.New("intervals must not be negative"))
 	}
 	if c.MaxEntries < 0 || c.MaxRate < 0 {

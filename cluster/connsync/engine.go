@@ -1,6 +1,7 @@
 package connsync
 
 import (
+	"encoding/binary"
 	"fmt"
 	"log/slog"
 	"net/netip"
@@ -63,17 +64,22 @@ func (e *engine) mono(now time.Time) time.Duration { return now.Sub(e.epoch) }
 
 // fromMaster takes a datagram the local master daemon sent: its records
 // are cached and queued to go to every member.
-func (e *engine) fromMaster(b []byte, now time.Time) {
+func (e *engine) fromMaster(b []byte, now time.Time) (relayed, pushers int) {
 	_, recs, err := parseDatagram(b)
 	if err != nil {
 		e.st.droppedInvalid.Add(1)
 		e.warn(now, "dropped a datagram from the master daemon", "err", err)
-		return
+		return 0, 0
 	}
 	t := e.mono(now)
 	e.st.masterDatagrams.Add(1)
 	e.st.masterRecords.Add(uint64(len(recs)))
 	for _, r := range recs {
+		if e.isPusher(r) {
+			pushers++
+			continue
+		}
+		relayed++
 		if e.cache.put(r, t) {
 			e.st.evicted.Add(1)
 			e.warn(now, "connection cache full, evicted the oldest entry", "max_entries", e.cfg.MaxEntries)
@@ -87,6 +93,13 @@ func (e *engine) fromMaster(b []byte, now time.Time) {
 		e.fresh.add(r)
 	}
 	e.st.cacheSize.Store(int64(e.cache.len()))
+	return relayed, pushers
+}
+
+// isPusher reports whether r is a connection to the pusher service.
+func (e *engine) isPusher(r rec) bool {
+	p := e.cfg.Pusher
+	return p.IsValid() && r.protocol() == protoUDP && r.vaddr() == p.Addr() && binary.BigEndian.Uint16(r[offVport:]) == p.Port()
 }
 
 // flush broadcasts the records waiting from the master.

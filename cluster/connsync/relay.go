@@ -12,6 +12,11 @@ import (
 	"time"
 )
 
+// pushedOutWithin tells a pusher record another record pushed out from one
+// the master's 2 s flush sent (it sends a buffer 2 to 3 s old: its thread
+// checks every second), which must not start another push.
+const pushedOutWithin = 1900 * time.Millisecond
+
 // ErrNotSupported is returned by Run where the sync sockets do not exist
 // (outside Linux).
 var ErrNotSupported = errors.New("connection sync is not supported on this system")
@@ -39,8 +44,9 @@ type Relay struct {
 	hints []hint
 	wake  chan struct{} // signals hints, 1-buffered
 
-	open openFunc         // the sockets; tests replace it
-	now  func() time.Time // tests replace it
+	open openFunc                      // the sockets; tests replace it
+	push func(to netip.AddrPort) error // sends one datagram from a new port; tests replace it
+	now  func() time.Time              // tests replace it
 }
 
 type delivery struct {
@@ -68,6 +74,7 @@ func New(cfg Config) (*Relay, error) {
 		deliveries: make(chan delivery, deliveryQueue),
 		wake:       make(chan struct{}, 1),
 		open:       openSockets,
+		push:       pushDatagram,
 		now:        time.Now,
 	}, nil
 }
@@ -146,6 +153,14 @@ func (r *Relay) Run(ctx context.Context) error {
 	defer logs.Stop()
 	wake := time.NewTimer(time.Hour)
 	defer wake.Stop()
+	// push fires PushDelay after the master's last datagram with records to
+	// relay; pushing says the next datagram is the one the push caused,
+	// which must not arm it again.
+	push := time.NewTimer(time.Hour)
+	push.Stop()
+	defer push.Stop()
+	pushing := false
+	var lastPush time.Time
 	prev, prevSum := r.st.snapshot(), r.st.summary()
 	for {
 		if at, ok := e.nextWake(r.now()); ok {
@@ -160,7 +175,25 @@ func (r *Relay) Run(ctx context.Context) error {
 		case err := <-readErr:
 			return fmt.Errorf("reading from the master daemon: %w", err)
 		case b := <-reads:
-			e.fromMaster(b, r.now())
+			relayed, pushers := e.fromMaster(b, r.now())
+			switch {
+			case pushing:
+				pushing = false
+			case !r.cfg.Pusher.IsValid():
+			case relayed > 0:
+				push.Reset(r.cfg.PushDelay)
+			case pushers > 0 && r.now().Sub(lastPush) < pushedOutWithin:
+				// Our last push's record, sent before the master's flush
+				// time: a new record took its place and is alone now.
+				push.Reset(r.cfg.PushDelay)
+			}
+		case <-push.C:
+			if err := r.push(r.cfg.Pusher); err != nil {
+				e.warn(r.now(), "could not push the master's last record out", "pusher", r.cfg.Pusher, "err", err)
+				break
+			}
+			pushing, lastPush = true, r.now()
+			r.st.pushes.Add(1)
 		case d := <-r.deliveries:
 			e.deliver(d.from, d.msg, d.at)
 		case <-r.wake:

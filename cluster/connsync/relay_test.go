@@ -25,6 +25,7 @@ func TestConfig(t *testing.T) {
 		{"same default port", Config{Transport: tr, BackupPort: 8848}, "both 8848"},
 		{"negative interval", Config{Transport: tr, ResyncInterval: -1}, "negative"},
 		{"negative rate", Config{Transport: tr, MaxRate: -1}, "negative"},
+		{"ipv6 pusher", Config{Transport: tr, Pusher: netip.MustParseAddrPort("[::1]:8850")}, "not an IPv4 address"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -50,19 +51,22 @@ func TestConfig(t *testing.T) {
 // node is a Relay with fake sockets, running until the test ends.
 type node struct {
 	*Relay
-	socks *fakeSockets
-	tr    *fakeTransport
+	socks  *fakeSockets
+	tr     *fakeTransport
+	pushes chan netip.AddrPort // what the relay pushed to
 }
 
 func startNode(t *testing.T, name string, cfg Config) *node {
 	t.Helper()
-	n := &node{socks: newFakeSockets(), tr: &fakeTransport{name: name, peers: map[string]*Relay{}}}
+	n := &node{socks: newFakeSockets(), tr: &fakeTransport{name: name, peers: map[string]*Relay{}},
+		pushes: make(chan netip.AddrPort, 100)}
 	cfg.Transport = n.tr
 	r, err := New(cfg)
 	if err != nil {
 		t.Fatal(err)
 	}
 	r.open = n.socks.open
+	r.push = func(to netip.AddrPort) error { n.pushes <- to; return nil }
 	n.Relay = r
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan error, 1)
@@ -149,6 +153,47 @@ func TestRelayForgetDestinations(t *testing.T) {
 	waitFor(t, func() bool { return a.Stats().CacheSize == 2 })
 	a.ForgetDestinations(netip.MustParseAddr("192.0.2.10"), []netip.AddrPort{netip.MustParseAddrPort("10.0.0.5:80")})
 	waitFor(t, func() bool { return a.Stats().CacheSize == 1 })
+}
+
+// TestRelayPusher: a datagram with records to relay arms the push; the
+// datagram the push caused does not arm it again; records of the pusher
+// service are neither cached nor relayed.
+func TestRelayPusher(t *testing.T) {
+	pusher := netip.MustParseAddrPort("127.0.0.1:8850")
+	a := startNode(t, "a", Config{Pusher: pusher, PushDelay: time.Millisecond})
+	b := startNode(t, "b", Config{})
+	connect(a, b)
+	dummy := tcp4("127.0.0.1", 40001)
+	dummy.proto, dummy.state, dummy.timeout = protoUDP, 0, 300
+	dummy.vaddr, dummy.vport, dummy.daddr, dummy.dport = pusher.Addr(), pusher.Port(), pusher.Addr(), pusher.Port()
+	expectPush := func(want bool) {
+		t.Helper()
+		select {
+		case to := <-a.pushes:
+			if !want || to != pusher {
+				t.Fatalf("pushed to %s (want a push: %v)", to, want)
+			}
+		case <-time.After(100 * time.Millisecond):
+			if want {
+				t.Fatal("no push after a datagram with a record to relay")
+			}
+		}
+	}
+	a.socks.master <- datagram(1, tcp4("198.51.100.7", 40000).encode())
+	expectPush(true)
+	// What the push caused: the pusher's dummy pushed out the next record.
+	a.socks.master <- datagram(1, tcp4("198.51.100.8", 40000).encode())
+	expectPush(false)
+	// The dummy itself, pushed out soon after by a real record, which is
+	// alone now: push again.
+	a.socks.master <- datagram(1, dummy.encode())
+	expectPush(true)
+	a.socks.master <- datagram(1, tcp4("198.51.100.9", 40000).encode(), dummy.encode()) // caused by the push
+	expectPush(false)
+	waitFor(t, func() bool { return b.Stats().AppliedRecords == 3 })
+	if s := a.Stats(); s.CacheSize != 3 || s.Pushes != 2 || s.SentRecords != 3 {
+		t.Fatalf("stats %+v: want 3 cached and relayed (the dummies neither), 2 pushes", s)
+	}
 }
 
 // TestDeliverOverflow: Deliver never blocks; what does not fit is counted.

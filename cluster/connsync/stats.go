@@ -12,6 +12,7 @@ import (
 type Stats struct {
 	MasterDatagrams uint64 `json:"master_datagrams"` // datagrams read from the local master daemon
 	MasterRecords   uint64 `json:"master_records"`   // records in them
+	Pushes          uint64 `json:"pushes"`           // datagrams sent to the pusher service
 
 	SentMessages    uint64 `json:"sent_messages"`    // relay messages handed to the transport; a broadcast counts once
 	SentRecords     uint64 `json:"sent_records"`     // records in them
@@ -40,7 +41,7 @@ type Stats struct {
 // counters is Stats kept with atomics: Run updates it, Deliver and Stats
 // run on other goroutines.
 type counters struct {
-	masterDatagrams, masterRecords                atomic.Uint64
+	masterDatagrams, masterRecords, pushes        atomic.Uint64
 	sentMessages, sentRecords, replayedRecords    atomic.Uint64
 	receivedMessages, receivedRecords             atomic.Uint64
 	appliedDatagrams, appliedRecords              atomic.Uint64
@@ -54,6 +55,7 @@ func (c *counters) snapshot() Stats {
 	return Stats{
 		MasterDatagrams:  c.masterDatagrams.Load(),
 		MasterRecords:    c.masterRecords.Load(),
+		Pushes:           c.pushes.Load(),
 		SentMessages:     c.sentMessages.Load(),
 		SentRecords:      c.sentRecords.Load(),
 		ReplayedRecords:  c.replayedRecords.Load(),
@@ -113,6 +115,7 @@ func logSummary(log *slog.Logger, prevSum summary, prev, cur Stats, curSum summa
 	}
 	log.Log(context.Background(), level, "connection sync summary",
 		"master_records", cur.MasterRecords-prev.MasterRecords,
+		"pushes", cur.Pushes-prev.Pushes,
 		"sent_messages", cur.SentMessages-prev.SentMessages,
 		"sent_records", cur.SentRecords-prev.SentRecords,
 		"replayed_records", cur.ReplayedRecords-prev.ReplayedRecords,

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"net/netip"
 	"time"
 
 	"github.com/lvsd/lvsd/agent/config"
@@ -42,8 +43,15 @@ func startConnSync(ctx context.Context, c config.ConnSync, h ipvs.Interface, nod
 	if err := ensureDaemons(ctx, daemons, want, log); err != nil {
 		return nil, err
 	}
+	pusher := pusherService(c)
+	if err := ensurePusher(ctx, h, pusher); err != nil {
+		// Only young connections lose: their record may wait 2 s.
+		log.Warn("connection sync: no pusher service; a lone sync record may wait up to 2 s", "err", err)
+		pusher = ipvs.Service{}
+	}
 	relay, err := connsync.New(connsync.Config{MasterPort: c.Port, BackupPort: c.Port + 1, SyncID: syncID,
-		ResyncInterval: c.ResyncInterval, Transport: node, Log: log})
+		ResyncInterval: c.ResyncInterval, Transport: node, Log: log,
+		Pusher: netip.AddrPortFrom(pusher.Addr, pusher.Port)})
 	if err != nil {
 		return nil, err
 	}
@@ -64,6 +72,11 @@ func startConnSync(ctx context.Context, c config.ConnSync, h ipvs.Interface, nod
 				if err := ensureDaemons(ctx, daemons, want, log); err != nil {
 					log.Error("connection sync daemons", "err", err)
 				}
+				if pusher.Addr.IsValid() {
+					if err := ensurePusher(ctx, h, pusher); err != nil {
+						log.Error("connection sync pusher service", "err", err)
+					}
+				}
 			}
 		}
 	}()
@@ -80,6 +93,29 @@ func ensureDaemons(ctx context.Context, daemons ipvs.SyncDaemons, want []ipvs.Da
 		if act != ipvs.DaemonUnchanged {
 			log.Info("connection sync daemon "+act.String(), "daemon", d.String())
 		}
+	}
+	return nil
+}
+
+// pusherService is the IPVS service the relay sends a datagram to, from a
+// new port each time, when the master daemon's records stop coming: its
+// new connection's record pushes the master's last one out at once
+// (connsync.Config.Pusher). UDP on 127.0.0.1, the port after the backup
+// daemon's, delivered to itself: nothing listens there.
+func pusherService(c config.ConnSync) ipvs.Service {
+	lo := netip.MustParseAddr("127.0.0.1")
+	return ipvs.Service{ServiceKey: ipvs.ServiceKey{Protocol: ipvs.UDP, Addr: lo, Port: c.Port + 2}, Scheduler: "rr"}
+}
+
+// ensurePusher adds the pusher service and its one destination unless they
+// exist.
+func ensurePusher(ctx context.Context, h ipvs.Interface, svc ipvs.Service) error {
+	if err := h.AddService(ctx, svc); err != nil && !errors.Is(err, ipvs.ErrExists) {
+		return fmt.Errorf("adding %s: %w", svc.ServiceKey, err)
+	}
+	dst := ipvs.Destination{DestinationKey: ipvs.DestinationKey{Addr: svc.Addr, Port: svc.Port}, Weight: 1, Forwarding: ipvs.DirectRoute}
+	if err := h.AddDestination(ctx, svc.ServiceKey, dst); err != nil && !errors.Is(err, ipvs.ErrExists) {
+		return fmt.Errorf("adding %s to %s: %w", dst.DestinationKey, svc.ServiceKey, err)
 	}
 	return nil
 }

@@ -22,7 +22,7 @@ func TestWriteDirectorStatusCluster(t *testing.T) {
 			{Name: "lvs3", Address: "10.0.0.4:7946", Priority: 100, Gossip: "failed"},
 		},
 		VIPs: []cluster.VIPView{{VIP: "10.0.0.50", Owner: "lvs1", Held: true, Holders: []string{"lvs1"}}}}
-	st.ConnSync = &connsync.Stats{MasterRecords: 120, SentRecords: 130, ReplayedRecords: 10, ReceivedRecords: 4,
+	st.ConnSync = &connsync.Stats{MasterRecords: 120, Pushes: 7, SentRecords: 130, ReplayedRecords: 10, ReceivedRecords: 4,
 		AppliedRecords: 4, CacheSize: 100, LastLag: 2100 * time.Microsecond, MaxLag: 41 * time.Millisecond, DroppedInvalid: 1}
 	var b bytes.Buffer
 	if err := writeDirectorStatus(&b, st, statusNow); err != nil {
@@ -36,7 +36,7 @@ func TestWriteDirectorStatusCluster(t *testing.T) {
   VIP        OWNER  HELD HERE  CLAIMED BY
   10.0.0.50  lvs1   yes        lvs1
 
-connection sync: 120 records from the kernel, 130 sent (10 replayed), 4 received, 4 applied, 100 cached, lag 2ms (max 41ms), 1 dropped
+connection sync: 120 records from the kernel (7 pushes), 130 sent (10 replayed), 4 received, 4 applied, 100 cached, lag 2ms (max 41ms), 1 dropped
 
 no services configured
 `
