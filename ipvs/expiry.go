@@ -10,16 +10,16 @@ import (
 
 // The kernel has no call that deletes IPVS connection entries. What it has
 // is net.ipv4.vs.expire_nodest_conn: with it set, deleting a destination
-// queues a work item (ip_vs_expire_nodest_conn_flush, one jiffy later) that
-// expires every entry whose destination is gone, templates included, and a
-// packet of such an entry expires it at once instead of being dropped. A
+// queues a work item (ip_vs_expire_nodest_conn_flush) that expires every
+// entry whose destination is gone, and a packet of such an entry expires it
+// at once instead of being dropped. A
 // client's next packet then finds no entry: a TCP client gets a reset, a UDP
 // flow is scheduled afresh. Measured in the test VM (Debian 6.1): the
 // entries leave within 0.13 s of the delete and the client's next segment is
 // answered with a reset in ~3 ms; with the default 0 the client hangs until
 // the 15-minute ESTABLISHED timeout.
 //
-// Re-adding the destination before that work ran revives it from the
+// Re-adding the destination before that work ran can revive it from the
 // kernel's trash with its entries (ip_vs_trash_get_dest): so a reset is
 // delete, AwaitExpiry, then add.
 
