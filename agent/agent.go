@@ -234,7 +234,7 @@ func (a *Agent) reconcile(ctx context.Context) []Op {
 	ops := Plan(desired, actual, a.owned, a.drainDone)
 	ops = append(ops, planResets(desired, actual, resets)...)
 	a.applied = applied
-	a.logResets(resets)
+	a.logResets(desired, ops)
 	a.trackDrains(ops)
 	applyErr := a.opts.Kernel.Apply(ctx, ops, &a.owned)
 	a.forgetResetConnections(ops)

@@ -1,12 +1,13 @@
 package agent
 
 import (
+	"fmt"
 	"maps"
 	"slices"
-	"strings"
 
 	"github.com/lvsd/lvsd/agent/config"
 	"github.com/lvsd/lvsd/agent/health"
+	"github.com/lvsd/lvsd/ipvs"
 )
 
 // HealthChecker checks backends; agent/health.Monitor is the real one.
@@ -80,21 +81,19 @@ func (a *Agent) logEligibility(decisions map[string]Eligibility) {
 	a.eligibility = decisions
 }
 
-// logResets logs every service whose connections a pass drops, and why.
-func (a *Agent) logResets(resets map[string]reset) {
-	for _, name := range slices.Sorted(maps.Keys(resets)) {
-		r := resets[name]
-		var backends []string
-		for _, s := range a.cfg.Services {
-			if s.Name != name {
-				continue
-			}
-			for i, b := range s.Backends {
-				if r.all || slices.Contains(r.backends, i) {
-					backends = append(backends, HealthKey(name, b))
-				}
-			}
+// logResets logs, for every batch of destinations the plan resets, the
+// service, the destinations and why: from the ops, so a reset the plan
+// skipped (no connection entries, not in the kernel) is not reported.
+func (a *Agent) logResets(d Desired, ops []Op) {
+	names := map[ipvs.ServiceKey]string{}
+	for _, vs := range d.Services {
+		names[vs.ServiceKey] = vs.Name
+	}
+	for _, op := range ops {
+		if op.Kind != AwaitExpiry {
+			continue
 		}
-		a.log.Warn("dropping connections", "event", "reset", "service", name, "backends", strings.Join(backends, " "), "reason", r.why)
+		a.log.Warn("dropping connections", "event", "reset", "service", names[op.Service.ServiceKey],
+			"ipvs_service", op.Service.ServiceKey.String(), "destinations", fmt.Sprint(op.Expiring.Dests), "reason", op.Reason)
 	}
 }

@@ -1,7 +1,9 @@
 package agent
 
 import (
+	"bytes"
 	"fmt"
+	"log/slog"
 	"net/netip"
 	"slices"
 	"strings"
@@ -144,7 +146,13 @@ func TestResetThroughTheKernel(t *testing.T) {
 	}
 	states["web/10.0.0.11"] = health.State{Weight: health.NoWeight}
 	states["web/10.0.0.12"] = health.State{Weight: health.NoWeight}
+	var logged bytes.Buffer
+	a.log = slog.New(slog.NewTextHandler(&logged, nil))
 	ops := a.reconcile(t.Context())
+	// The log names what is dropped, not what had nothing to drop.
+	if want := `event=reset service=web ipvs_service=tcp:10.0.0.50:80 destinations=[10.0.0.11:80] reason="unhealthy, persistence_on_unhealthy never (tcp)"`; strings.Count(logged.String(), "event=reset") != 1 || !strings.Contains(logged.String(), want) {
+		t.Errorf("log:\n%s\nwant one reset line with %s", logged.String(), want)
+	}
 	var kinds []string
 	for _, op := range ops {
 		kinds = append(kinds, op.String())
