@@ -1,7 +1,6 @@
 package connsync
 
 import (
-	"encoding/binary"
 	"fmt"
 	"log/slog"
 	"net/netip"
@@ -99,7 +98,7 @@ func (e *engine) fromMaster(b []byte, now time.Time) (relayed, pushers int) {
 // isPusher reports whether r is a connection to the pusher service.
 func (e *engine) isPusher(r rec) bool {
 	p := e.cfg.Pusher
-	return p.IsValid() && r.protocol() == protoUDP && r.vaddr() == p.Addr() && binary.BigEndian.Uint16(r[offVport:]) == p.Port()
+	return p.IsValid() && r.protocol() == protoUDP && r.vaddr() == p.Addr() && r.vport() == p.Port()
 }
 
 // flush broadcasts the records waiting from the master.

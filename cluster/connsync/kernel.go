@@ -76,6 +76,7 @@ type rec []byte
 func (r rec) v6() bool        { return r[0]&stypeInet6 != 0 }
 func (r rec) protocol() uint8 { return r[offProto] }
 func (r rec) flags() uint32   { return binary.BigEndian.Uint32(r[offFlags:]) }
+func (r rec) vport() uint16   { return binary.BigEndian.Uint16(r[offVport:]) }
 
 // timeout is the connection's remaining life in seconds when the master
 // sent it; 0 makes the backup use its own default for the state.
@@ -121,7 +122,7 @@ func (r rec) key() connKey {
 	n := r.addrLen()
 	k := connKey{
 		cport:    binary.BigEndian.Uint16(r[offCport:]),
-		vport:    binary.BigEndian.Uint16(r[offVport:]),
+		vport:    r.vport(),
 		proto:    r.protocol(),
 		v6:       r.v6(),
 		template: r.flags()&connFTemplate != 0,

@@ -55,12 +55,14 @@ type delivery struct {
 	at   time.Time
 }
 
-// hint is an event for Run: a member joined or left, or a VIP was released.
+// hint is an event for Run: a member joined or left, a VIP was released,
+// or some destinations of a VIP were reset (forget).
 type hint struct {
 	member string
 	joined bool
 	vip    netip.Addr
-	dests  []netip.AddrPort // with vip: forget these destinations' connections only
+	forget bool             // with vip: forget only the connections to dests
+	dests  []netip.AddrPort // of forget
 }
 
 // New checks cfg and returns a Relay; it opens nothing.
@@ -109,7 +111,7 @@ func (r *Relay) ReleaseVIP(vip netip.Addr) { r.hint(hint{vip: vip}) }
 // 0: any port), whose connections this director dropped, so that they are
 // not replayed to the others. Call it once the kernel's entries are gone.
 func (r *Relay) ForgetDestinations(vip netip.Addr, dests []netip.AddrPort) {
-	r.hint(hint{vip: vip, dests: slices.Clone(dests)})
+	r.hint(hint{vip: vip, forget: true, dests: slices.Clone(dests)})
 }
 
 func (r *Relay) hint(h hint) {
@@ -203,7 +205,7 @@ func (r *Relay) Run(ctx context.Context) error {
 			r.mu.Unlock()
 			for _, h := range hints {
 				switch {
-				case h.vip.IsValid() && len(h.dests) > 0:
+				case h.forget:
 					e.forget(h.vip, h.dests)
 				case h.vip.IsValid():
 					e.release(h.vip)

@@ -151,6 +151,8 @@ func TestRelayForgetDestinations(t *testing.T) {
 	other.daddr = netip.MustParseAddr("10.0.0.6")
 	a.socks.master <- datagram(1, tcp4("198.51.100.7", 40000).encode(), other.encode())
 	waitFor(t, func() bool { return a.Stats().CacheSize == 2 })
+	// No destinations: nothing to forget (not the whole VIP).
+	a.ForgetDestinations(netip.MustParseAddr("192.0.2.10"), nil)
 	a.ForgetDestinations(netip.MustParseAddr("192.0.2.10"), []netip.AddrPort{netip.MustParseAddrPort("10.0.0.5:80")})
 	waitFor(t, func() bool { return a.Stats().CacheSize == 1 })
 }
