@@ -11,7 +11,8 @@ import (
 	"github.com/lvsd/lvsd/agent/config"
 )
 
-func buildFrom(t *testing.T, yaml string) Desired {
+// loadOne loads an agent configuration with one service file.
+func loadOne(t *testing.T, yaml string) *Config {
 	t.Helper()
 	e := newEnv(t)
 	e.service("svc", yaml)
@@ -19,7 +20,7 @@ func buildFrom(t *testing.T, yaml string) Desired {
 	if err != nil {
 		t.Fatal(err)
 	}
-	return cfg.Desired
+	return cfg
 }
 
 func serviceStrings(d Desired) []string {
@@ -84,7 +85,7 @@ func TestBuild(t *testing.T) {
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
-			d := buildFrom(t, c.yaml)
+			d := loadOne(t, c.yaml).Desired
 			if got := serviceStrings(d); !slices.Equal(got, c.services) {
 				t.Errorf("services:\n got %q\nwant %q", got, c.services)
 			}

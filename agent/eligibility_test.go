@@ -61,12 +61,7 @@ func TestApplyHealth(t *testing.T) {
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
-			e := newEnv(t)
-			e.service("svc", c.yaml)
-			cfg, err := LoadConfig(e.dir + "/lvsd.yaml")
-			if err != nil {
-				t.Fatal(err)
-			}
+			cfg := loadOne(t, c.yaml)
 			before := weightsOf(cfg.Desired)
 			d, decisions := ApplyHealth(cfg.Desired, cfg.Services, c.health)
 			if got := weightsOf(d); !slices.Equal(got, c.weights) {

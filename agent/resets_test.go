@@ -15,18 +15,6 @@ import (
 	"github.com/lvsd/lvsd/ipvs"
 )
 
-// loadServices reads one service file through the agent's loader.
-func loadServices(t *testing.T, body string) []config.Service {
-	t.Helper()
-	e := newEnv(t)
-	e.service("svc", body)
-	cfg, err := LoadConfig(e.dir + "/lvsd.yaml")
-	if err != nil {
-		t.Fatal(err)
-	}
-	return cfg.Services
-}
-
 // decide runs the policy for a health string: '+' healthy, '-' not, one
 // character per backend in configuration order (10.0.0.11, .12, ...).
 func decide(t *testing.T, services []config.Service, states string) map[string]Eligibility {
@@ -83,7 +71,7 @@ func TestConnectionResets(t *testing.T) {
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
-			services := loadServices(t, c.yaml)
+			services := loadOne(t, c.yaml).Services
 			var applied map[string]Eligibility
 			var got []string
 			for i, step := range c.steps {
