@@ -1,7 +1,6 @@
 package agent
 
 import (
-	"maps"
 	"net/netip"
 	"slices"
 
@@ -41,7 +40,7 @@ type Eligibility struct {
 // unhealthy").
 func (e Eligibility) diverted() map[string]bool {
 	out := map[string]bool{}
-	if !slices.Contains(slices.Collect(maps.Values(e.Healthy)), true) {
+	if !e.anyHealthy() {
 		return out
 	}
 	for key, eligible := range e.Eligible {
@@ -50,6 +49,15 @@ func (e Eligibility) diverted() map[string]bool {
 		}
 	}
 	return out
+}
+
+func (e Eligibility) anyHealthy() bool {
+	for _, h := range e.Healthy {
+		if h {
+			return true
+		}
+	}
+	return false
 }
 
 // ApplyHealth sets every destination's weight from the eligibility policy
