@@ -27,10 +27,7 @@ import (
 //
 //	cli 10.0.1.5 2001:db8:1::5 ── dir (VIPs on lo, SNAT 10.0.2.100-101, 2001:db8:2::100) ── rs 10.0.2.11 2001:db8:2::11
 func TestVMRestoreFullNATConntrack(t *testing.T) {
-	requireNetAdmin(t)
-	if _, err := os.Stat("/proc/net/ip_vs"); err != nil {
-		t.Fatalf("no IPVS in this kernel (%v): run this test in the VM (e2e/vm/run)", err)
-	}
+	requireIPVS(t)
 	ctx := context.Background()
 	cli, dir, rs := newTestNS(t), newTestNS(t), newTestNS(t)
 	ipBatch(t, "", fmt.Sprintf(`link add br1 type bridge

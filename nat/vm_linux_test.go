@@ -22,6 +22,16 @@ import (
 	"time"
 )
 
+// requireIPVS is requireNetAdmin plus a kernel with IPVS: these tests run
+// in the VM, where a missing IPVS is a broken setup, not a reason to skip.
+func requireIPVS(t *testing.T) {
+	t.Helper()
+	requireNetAdmin(t)
+	if _, err := os.Stat("/proc/net/ip_vs"); err != nil {
+		t.Fatalf("no IPVS in this kernel (%v): run this test in the VM (e2e/vm/run)", err)
+	}
+}
+
 // TestVMFullNATAndFwmark builds, on one bridge:
 //
 //	cli  10.0.1.5 10.0.3.5 2001:db8:1::5 ── route 203.0.113.0/24, 2001:db8:f::/64 via dir
@@ -33,10 +43,7 @@ import (
 // address, that fwmark services take a port range, and that source-range
 // steering sends 10.0.1.0/24 to pool B and everyone else to pool A.
 func TestVMFullNATAndFwmark(t *testing.T) {
-	requireNetAdmin(t)
-	if _, err := os.Stat("/proc/net/ip_vs"); err != nil {
-		t.Fatalf("no IPVS in this kernel (%v): run this test in the VM (e2e/vm/run)", err)
-	}
+	requireIPVS(t)
 	ctx := context.Background()
 	cli, dir, rs1, rs2 := newTestNS(t), newTestNS(t), newTestNS(t), newTestNS(t)
 	ipBatch(t, "", fmt.Sprintf(`link add br0 type bridge
