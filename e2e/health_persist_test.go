@@ -162,37 +162,32 @@ func TestDrainOnFailover(t *testing.T) {
 	d.waitServices(2, 5)
 	waitFor(t, 5*time.Second, "the first health rounds", func() bool { return strings.Count(d.log(), "target=") >= 10 })
 
-	kept := connectTo(t, tp, netip.AddrPortFrom(vip, 80), "rs3")
-	dropped := connectTo(t, tp, netip.AddrPortFrom(vip, 81), "rs3")
-	off := d.logSize()
-	servers["rs1"].SetHealthy(false)
-	servers["rs2"].SetHealthy(false)
-	d.waitLog(off, 10*time.Second, "event=reset", "service=drop", "failover with drain_on_failover false")
-	waitFor(t, 5*time.Second, "the connection of service drop reset at failover", func() bool {
-		return dropped.Echo(context.Background(), "failover") != nil
-	})
-	if err := kept.Echo(context.Background(), "failover"); err != nil {
-		t.Errorf("drain_on_failover true: the connection to rs3 broke at failover: %v", err)
+	// switchPool opens a connection through each service to server, makes
+	// rs1 and rs2 healthy or not (the eligible set switches pool, what is
+	// failover or failback) and checks that only service drop's is reset.
+	switchPool := func(server string, healthy bool, what string) {
+		t.Helper()
+		kept := connectTo(t, tp, netip.AddrPortFrom(vip, 80), server)
+		dropped := connectTo(t, tp, netip.AddrPortFrom(vip, 81), server)
+		off := d.logSize()
+		servers["rs1"].SetHealthy(healthy)
+		servers["rs2"].SetHealthy(healthy)
+		d.waitLog(off, 10*time.Second, "event=reset", "service=drop", what+" with drain_on_failover false")
+		waitFor(t, 5*time.Second, "the connection of service drop reset at "+what, func() bool {
+			return dropped.Echo(context.Background(), what) != nil
+		})
+		if err := kept.Echo(context.Background(), what); err != nil {
+			t.Errorf("drain_on_failover true: the connection to %s broke at %s: %v", server, what, err)
+		}
 	}
+	switchPool("rs3", false, "failover")
 	// Settled (a destination added back takes its slot weight for one
 	// netlink call before it is lowered to 0): new connections to the pool.
 	waitFor(t, 5*time.Second, "new connections to the failover pool", func() bool {
 		dist := distribution(ask(t, tp.Client(), tp.ClientSources(false), netip.AddrPortFrom(vip, 81), echo.TCP, 1))
 		return dist["rs4"]+dist["rs5"] == 24
 	})
-
-	kept = connectTo(t, tp, netip.AddrPortFrom(vip, 80), "rs4")
-	dropped = connectTo(t, tp, netip.AddrPortFrom(vip, 81), "rs4")
-	off = d.logSize()
-	servers["rs1"].SetHealthy(true)
-	servers["rs2"].SetHealthy(true)
-	d.waitLog(off, 10*time.Second, "event=reset", "service=drop", "failback with drain_on_failover false")
-	waitFor(t, 5*time.Second, "the connection of service drop reset at failback", func() bool {
-		return dropped.Echo(context.Background(), "failback") != nil
-	})
-	if err := kept.Echo(context.Background(), "failback"); err != nil {
-		t.Errorf("drain_on_failover true: the connection to rs4 broke at failback: %v", err)
-	}
+	switchPool("rs4", true, "failback")
 	if strings.Contains(d.log(), "event=reset service=drain ") {
 		t.Errorf("service drain (drain_on_failover true) reset connections:\n%s", d.log())
 	}
