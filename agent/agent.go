@@ -38,11 +38,9 @@ type Options struct {
 	Check        time.Duration // how often config files and drains in progress are checked
 	DrainTimeout time.Duration // how long a removed destination keeps its connections
 	Now          func() time.Time
-	// VIPs decides which VIPs this director announces (puts on its
-	// interface); nil means all of them. IPVS and nftables are programmed
-	// for every service either way, so a standby takes over by adding an
-	// address. The cluster package provides it.
-	VIPs VIPOwnership
+	// Holder puts the held VIPs' addresses on the interface after each
+	// pass; nil: the agent makes one that holds every VIP.
+	Holder *Holder
 	// Health checks backends; nil: no checks, every backend counts as healthy.
 	Health HealthChecker
 	// Cluster shows the director cluster in the status; nil: no cluster.
@@ -60,6 +58,9 @@ type ConnSync interface {
 	// ForgetDestinations drops the relay's copies of connections of vip to
 	// dests (port 0: any), which a reset dropped from the kernel.
 	ForgetDestinations(vip netip.Addr, dests []netip.AddrPort)
+	// ReleaseVIP says another director holds vip now: the connections to
+	// it are that director's to send.
+	ReleaseVIP(vip netip.Addr)
 }
 
 // ClusterViewer reports the director cluster as this director sees it.
@@ -67,38 +68,25 @@ type ClusterViewer interface {
 	View(ctx context.Context) (cluster.View, error)
 }
 
-// VIPOwnership says which VIPs this node holds now. Changed delivers a value
-// whenever the answer may have changed. Implementations must be safe for
-// concurrent use.
-type VIPOwnership interface {
-	Holds(vip netip.Addr) bool
-	Changed() <-chan struct{}
-}
-
-// Agent keeps the kernel in step with the configuration. Its state is owned
-// by the goroutine running Run; nothing else may touch it.
+// Agent keeps the data plane in step with the configuration: IPVS,
+// nftables, sysctls, sync daemons; after each pass it hands what it
+// programmed to the VIP holder. Its state is owned by the goroutine running
+// Run; nothing else may touch it.
 type Agent struct {
 	opts        Options
 	log         *slog.Logger
+	holder      *Holder
 	cfg         *Config
 	fingerprint [32]byte
 	owned       Ownership
-	drains      map[drainKey]time.Time // when each unwanted destination went to weight 0
-	// sysctlsLogged is what was last logged as required, so the log says
-	// when lvsd turns forwarding on without repeating it every pass.
-	sysctlsLogged string
-	snap          atomic.Pointer[snapshot] // the last pass, for Status on other goroutines
-	eligibility   map[string]Eligibility   // last decision per service, to log changes
-	reconciled    bool                     // a pass has logged "reconciled"
+	drains      Drains
+	snap        atomic.Pointer[snapshot] // the last pass, for Status on other goroutines
+	eligibility map[string]Eligibility   // last decision per service, to log changes
+	reconciled  bool                     // a pass has logged "reconciled"
 	// applied is the decision per service whose connection resets were
 	// last planned: a pass that fails before planning keeps it, so a
 	// transition it saw is not lost.
 	applied map[string]Eligibility
-}
-
-type drainKey struct {
-	svc ipvs.ServiceKey
-	dst ipvs.DestinationKey
 }
 
 // New returns an agent; Run starts it.
@@ -118,7 +106,7 @@ func New(opts Options) *Agent {
 	if opts.Log == nil {
 		opts.Log = slog.Default()
 	}
-	return &Agent{opts: opts, log: opts.Log, drains: map[drainKey]time.Time{}}
+	return &Agent{opts: opts, log: opts.Log, holder: opts.Holder, drains: Drains{}}
 }
 
 // Run loads the configuration, adopts what lvsd owns in the kernel, and
@@ -130,29 +118,15 @@ func New(opts Options) *Agent {
 // logged and the last good one stays in force. Stopping leaves the kernel as
 // it is, so a restart costs no connection.
 func (a *Agent) Run(ctx context.Context, reload <-chan struct{}) error {
-	cfg := a.opts.Config
-	if cfg == nil {
-		var err error
-		if cfg, err = LoadConfig(a.opts.ConfigPath); err != nil {
-			return err
-		}
+	if err := a.start(); err != nil {
+		return err
 	}
-	a.setConfig(cfg)
-	var err error
-	if a.owned, err = LoadOwnership(cfg.Agent.StateDir); err != nil {
-		return fmt.Errorf("reading ownership record: %w", err)
-	}
-	a.log.Info("starting", "config", a.opts.ConfigPath, "services", len(cfg.Services),
-		"ipvs_services", len(cfg.Desired.Services), "owned_services", len(a.owned.Services))
 	a.reconcile(ctx)
 	lastFull, pending := a.opts.Now(), a.fingerprint
 
 	tick := time.NewTicker(a.opts.Check)
 	defer tick.Stop()
-	var ownership, healthChanged <-chan struct{}
-	if a.opts.VIPs != nil {
-		ownership = a.opts.VIPs.Changed()
-	}
+	var healthChanged <-chan struct{}
 	if a.opts.Health != nil {
 		healthChanged = a.opts.Health.Changed()
 	}
@@ -163,8 +137,6 @@ func (a *Agent) Run(ctx context.Context, reload <-chan struct{}) error {
 			return nil
 		case <-reload:
 			a.reload("signal")
-		case <-ownership:
-			a.log.Info("VIP ownership changed")
 		case <-healthChanged:
 		case <-tick.C:
 			// A file is reloaded once it stayed the same for a whole check
@@ -182,6 +154,30 @@ func (a *Agent) Run(ctx context.Context, reload <-chan struct{}) error {
 		a.reconcile(ctx)
 		lastFull = a.opts.Now()
 	}
+}
+
+// start loads the configuration and the ownership record.
+func (a *Agent) start() error {
+	cfg := a.opts.Config
+	if cfg == nil {
+		var err error
+		if cfg, err = LoadConfig(a.opts.ConfigPath); err != nil {
+			return err
+		}
+	}
+	a.setConfig(cfg)
+	var err error
+	if a.owned, err = LoadOwnedServices(cfg.Agent.StateDir); err != nil {
+		return fmt.Errorf("reading ownership record: %w", err)
+	}
+	if a.holder == nil {
+		if a.holder, err = NewHolder(a.opts.Kernel, nil, cfg.Agent.StateDir, a.log); err != nil {
+			return fmt.Errorf("reading address record: %w", err)
+		}
+	}
+	a.log.Info("starting", "config", a.opts.ConfigPath, "services", len(cfg.Services),
+		"ipvs_services", len(cfg.Desired.Services), "owned_services", len(a.owned.Services))
+	return nil
 }
 
 func (a *Agent) setConfig(cfg *Config) {
@@ -206,51 +202,37 @@ func (a *Agent) reload(why string) {
 		"ipvs_services", len(cfg.Desired.Services))
 }
 
-// reconcile brings the kernel to the desired state once and returns the ops
-// it applied. Failures are logged and retried at the next trigger.
+// reconcile brings the data plane to the desired state once, then hands
+// it to the VIP holder, and returns the ops both applied. Failures are
+// logged and retried at the next trigger.
 func (a *Agent) reconcile(ctx context.Context) []Op {
 	start := a.opts.Now()
-	desired := a.announced(a.cfg.Desired)
 	var states map[string]health.State
 	if a.opts.Health != nil {
 		states = a.opts.Health.Snapshot()
 	}
-	desired, decisions := ApplyHealth(desired, a.cfg.Services, backendHealth(states))
+	desired, decisions := WithHealth(a.cfg.Desired, a.cfg.Services, backendHealth(states))
 	a.logEligibility(decisions)
 	resets, applied := connectionResets(a.applied, decisions, a.cfg.Services)
-	actual, err := a.opts.Kernel.ReadActual(ctx, desired.Interface)
+	actual, err := a.opts.Kernel.ReadActual(ctx, desired)
 	if err != nil {
 		a.log.Error("reading kernel state", "err", err)
 		a.publish(desired, start, err)
 		return nil
 	}
-	if err := a.opts.Kernel.EnsureSysctls(ctx, desired); err != nil {
-		a.log.Error("setting sysctls", "err", err)
-	} else if need := sysctlNeeds(desired); need != a.sysctlsLogged {
-		a.log.Info("sysctls in force", "set", need)
-		a.sysctlsLogged = need
-	}
-	a.forgetVanishedDrains(actual)
-	ops := Plan(desired, actual, a.owned, a.drainDone)
-	ops = append(ops, planResets(desired, actual, resets)...)
-	a.applied = applied
+	ops, drains := Plan(PlanInput{Desired: desired, Actual: actual, Owned: a.owned, Drains: a.drains,
+		Now: a.opts.Now(), DrainTimeout: a.opts.DrainTimeout, Resets: resets})
+	a.applied, a.drains = applied, drains
 	a.logResets(desired, ops)
-	a.trackDrains(ops)
-	applyErr := a.opts.Kernel.Apply(ctx, ops, &a.owned)
+	errs, applyErr := a.apply(ctx, desired, ops)
 	a.forgetResetConnections(ops)
-	for _, vs := range desired.Services {
-		a.owned.addService(vs.ServiceKey) // configured and now present: ours
-	}
-	a.logOps(ops)
-	if applyErr != nil {
-		a.log.Error("some changes failed; will retry", "err", applyErr)
+	held, holdErr := a.holder.Sync(ctx, Programmed{Desired: Served(desired, actual, ops, errs), InUse: AddressesInUse(desired, actual, ops)})
+	ops = append(ops, held...)
+	if err := errors.Join(applyErr, holdErr); err != nil {
+		applyErr = err
+		a.log.Error("some changes failed; will retry", "err", err)
 	}
 	a.publish(desired, start, applyErr, ops...)
-	if len(ops) > 0 {
-		if err := SaveOwnership(a.cfg.Agent.StateDir, a.owned); err != nil {
-			a.log.Error("saving ownership record", "err", err)
-		}
-	}
 	// Passes that change nothing stay quiet, except the first: after a
 	// restart it says the kernel was adopted as it was.
 	if len(ops) > 0 || !a.reconciled {
@@ -260,56 +242,82 @@ func (a *Agent) reconcile(ctx context.Context) []Op {
 	return ops
 }
 
-// announced narrows d's addresses to the VIPs this node holds (with the
-// addresses that move with them: FULLNAT source addresses, NAT gateway).
-func (a *Agent) announced(d Desired) Desired {
-	if a.opts.VIPs == nil {
-		return d
+// apply runs the data-plane ops with the ownership record written ahead
+// and returns each op's error and all of them joined.
+func (a *Agent) apply(ctx context.Context, d Desired, ops []Op) ([]error, error) {
+	keys := make([]ipvs.ServiceKey, len(d.Services))
+	for i, vs := range d.Services {
+		keys[i] = vs.ServiceKey // configured: lvsd's from now on, adopted if found
 	}
-	held := map[netip.Addr]bool{}
-	for _, s := range a.cfg.Services {
-		if a.opts.VIPs.Holds(s.VIP) {
-			for _, addr := range s.Addresses() {
-				held[addr] = true
-			}
+	intended := a.owned.Intend(ops).Adopt(keys)
+	if err := a.saveOwned(intended); err != nil {
+		err = fmt.Errorf("saving ownership record; nothing applied: %w", err)
+		errs := make([]error, len(ops))
+		for i := range errs {
+			errs[i] = err
 		}
+		return errs, err
 	}
-	d.Addresses = slices.DeleteFunc(slices.Clone(d.Addresses), func(p netip.Prefix) bool { return !held[p.Addr()] })
-	return d
+	errs := a.opts.Kernel.Apply(ctx, ops)
+	if err := a.saveOwned(intended.After(ops, errs)); err != nil {
+		a.log.Error("saving ownership record", "err", err)
+	}
+	logOps(a.log, ops, errs)
+	return errs, errors.Join(errs...)
 }
 
-// sysctlNeeds lists the sysctls d requires, for the log.
-func sysctlNeeds(d Desired) string {
-	var set []string
-	if d.ForwardV4 {
-		set = append(set, "net.ipv4.ip_forward=1", "net.ipv4.conf.{all,"+d.Interface+"}.send_redirects=0")
+func (a *Agent) saveOwned(o Ownership) error {
+	if o.Equal(a.owned) {
+		return nil
 	}
-	if d.ForwardV6 {
-		set = append(set, "net.ipv6.conf.all.forwarding=1")
+	if err := SaveOwnedServices(a.cfg.Agent.StateDir, o); err != nil {
+		return err
 	}
-	if d.IPVSConntrack {
-		set = append(set, "net.ipv4.vs.conntrack=1")
+	a.owned = o
+	return nil
+}
+
+// Served narrows d's VIPs to those whose IPVS services are all in the
+// kernel after ops ran with errs: a VIP whose service could not be added is
+// not held, since it would attract traffic nothing forwards. Pure.
+func Served(d Desired, a Actual, ops []Op, errs []error) Desired {
+	failed := map[ipvs.ServiceKey]bool{}
+	for i, op := range ops {
+		if op.Kind == AddService && errs[i] != nil && !errors.Is(errs[i], ipvs.ErrExists) {
+			failed[op.Service.ServiceKey] = true
+		}
 	}
-	if d.ExpireConnections {
-		set = append(set, "net.ipv4.vs.expire_nodest_conn=1", "net.ipv4.vs.expire_quiescent_template=1")
+	if len(failed) == 0 {
+		return d
 	}
-	return strings.Join(set, " ")
+	missing := map[netip.Addr]bool{}
+	for _, vs := range d.Services {
+		if _, ok := a.Services[vs.ServiceKey]; !ok && failed[vs.ServiceKey] {
+			missing[vs.VIP] = true
+		}
+	}
+	out := d
+	out.VIPs = slices.DeleteFunc(slices.Clone(d.VIPs), func(v VIPAddresses) bool { return missing[v.VIP] })
+	return out
 }
 
 // maxOpsLogged bounds the per-change log lines at info level: a cold start
 // of thousands of objects is summarized (each op is still logged at debug).
 const maxOpsLogged = 50
 
-func (a *Agent) logOps(ops []Op) {
+// logOps logs each op with its error, if any.
+func logOps(log *slog.Logger, ops []Op, errs []error) {
 	level := slog.LevelInfo
 	if len(ops) > maxOpsLogged {
 		level = slog.LevelDebug
 	}
-	if !a.log.Enabled(context.Background(), level) {
-		return
-	}
-	for _, op := range ops {
-		a.log.Log(context.Background(), level, "applied", "op", op.Kind.String(), "object", op.String())
+	for i, op := range ops {
+		switch {
+		case errs[i] != nil:
+			log.Warn("failed", "op", op.Kind.String(), "object", op.String(), "err", errs[i])
+		case log.Enabled(context.Background(), level):
+			log.Log(context.Background(), level, "applied", "op", op.Kind.String(), "object", op.String())
+		}
 	}
 }
 
@@ -328,57 +336,22 @@ func summarize(ops []Op) string {
 	return strings.Join(parts, " ")
 }
 
-func (a *Agent) drainDone(svc ipvs.ServiceKey, dst ipvs.Destination) bool {
-	if dst.ActiveConns+dst.InactiveConns == 0 {
-		return true
+// forgetResetConnections tells the connection-sync relay which connections
+// the resets among ops dropped, so it stops replaying them to the other
+// directors: they would come back there, bound to the backend they left.
+func (a *Agent) forgetResetConnections(ops []Op) {
+	if a.opts.ConnSync == nil {
+		return
 	}
-	started, ok := a.drains[drainKey{svc, dst.DestinationKey}]
-	if !ok {
-		// Found at weight 0 without a record (e.g. after a restart): start the clock now.
-		a.drains[drainKey{svc, dst.DestinationKey}] = a.opts.Now()
-		return false
-	}
-	return a.opts.Now().Sub(started) >= a.drainTimeout(svc)
-}
-
-// drainTimeout is the configured drain_timeout of the service that still
-// wants svc, else the agent's default (the service left the configuration).
-func (a *Agent) drainTimeout(svc ipvs.ServiceKey) time.Duration {
-	for _, vs := range a.cfg.Desired.Services {
-		if vs.ServiceKey == svc && vs.DrainTimeout > 0 {
-			return vs.DrainTimeout
-		}
-	}
-	return a.opts.DrainTimeout
-}
-
-// forgetVanishedDrains drops drain clocks of destinations no longer in the
-// kernel (deleted by someone else), so they do not keep the fast check going.
-func (a *Agent) forgetVanishedDrains(actual Actual) {
-	for k := range a.drains {
-		svc, ok := actual.Services[k.svc]
-		if !ok || !slices.ContainsFunc(svc.Destinations, func(d ipvs.Destination) bool { return d.DestinationKey == k.dst }) {
-			delete(a.drains, k)
-		}
-	}
-}
-
-func (a *Agent) trackDrains(ops []Op) {
 	for _, op := range ops {
-		k := drainKey{op.Service.ServiceKey, op.Destination.DestinationKey}
-		switch {
-		case op.Kind == UpdateDestination && op.Reason == "draining":
-			a.drains[k] = a.opts.Now()
-		case op.Kind == DeleteDestination, op.Kind == AddDestination,
-			op.Kind == UpdateDestination && op.Destination.Weight > 0:
-			delete(a.drains, k)
-		case op.Kind == DeleteService:
-			for dk := range a.drains {
-				if dk.svc == op.Service.ServiceKey {
-					delete(a.drains, dk)
-				}
-			}
+		if op.Kind != AwaitExpiry {
+			continue
 		}
+		var dests []netip.AddrPort
+		for _, d := range op.Expiring.Dests {
+			dests = append(dests, netip.AddrPortFrom(d.Addr, d.Port))
+		}
+		a.opts.ConnSync.ForgetDestinations(op.Expiring.VIP, dests)
 	}
 }
 

@@ -2,7 +2,6 @@ package agent
 
 import (
 	"context"
-	"fmt"
 	"io"
 	"log/slog"
 	"net/netip"
@@ -26,15 +25,29 @@ type testEnv struct {
 	addrs   *arp.Fake
 	nat     *nat.Fake
 	conns   *ipvs.ConnFake
-	sysctls []string
+	sysctls *arp.FakeSysctls
 	now     time.Time
+}
+
+// freshSysctls are the kernel parameters lvsd may set, as a fresh network
+// namespace with the ip_vs module loaded has them.
+func freshSysctls() *arp.FakeSysctls {
+	return arp.NewFakeSysctls(map[string]string{
+		"net/ipv4/ip_forward": "0", "net/ipv6/conf/all/forwarding": "0",
+		"net/ipv4/conf/all/send_redirects": "1", "net/ipv4/conf/eth0/send_redirects": "1",
+		"net/ipv4/vs/conntrack": "0", "net/ipv4/vs/expire_nodest_conn": "0", "net/ipv4/vs/expire_quiescent_template": "0",
+		"net/ipv4/vs/sync_version": "1", "net/ipv4/vs/sync_ports": "1", "net/ipv4/vs/sync_threshold": "3\t50",
+		"net/ipv4/vs/sync_refresh_period": "0", "net/ipv4/vs/sync_persist_mode": "0",
+		"net/ipv4/vs/sloppy_tcp": "0", "net/ipv4/vs/sloppy_sctp": "0",
+	})
 }
 
 func newEnv(t *testing.T) *testEnv {
 	dir := t.TempDir()
 	os.MkdirAll(filepath.Join(dir, "services.d"), 0o755)
 	writeTestFile(t, filepath.Join(dir, "lvsd.yaml"), "node: d1\ninterface: eth0\nservices_dir: services.d\nstate_dir: state\n")
-	return &testEnv{t: t, dir: dir, ipvs: ipvs.NewFake(), addrs: arp.NewFake("eth0"), nat: nat.NewFake(), conns: &ipvs.ConnFake{}, now: time.Unix(1000, 0)}
+	return &testEnv{t: t, dir: dir, ipvs: ipvs.NewFake(), addrs: arp.NewFake("eth0"), nat: nat.NewFake(), conns: &ipvs.ConnFake{},
+		sysctls: freshSysctls(), now: time.Unix(1000, 0)}
 }
 
 func writeTestFile(t *testing.T, path, body string) {
@@ -51,38 +64,45 @@ func (e *testEnv) service(name, body string) {
 // agent returns a fresh agent, as after a restart, with its config loaded.
 func (e *testEnv) agent() *Agent {
 	e.t.Helper()
-	a := New(Options{
-		ConfigPath: filepath.Join(e.dir, "lvsd.yaml"),
-		Kernel: Kernel{IPVS: e.ipvs, Conns: e.conns, Addrs: e.addrs, NAT: e.nat,
-			EnableForwarding: func(_ context.Context, v4, v6 bool) error {
-				e.sysctls = append(e.sysctls, fmt.Sprintf("forwarding v4=%v v6=%v", v4, v6))
-				return nil
-			},
-			EnableIPVSConntrack: func(context.Context) error {
-				e.sysctls = append(e.sysctls, "vs.conntrack=1")
-				return nil
-			},
-			DisableRedirects: func(_ context.Context, iface string) error {
-				e.sysctls = append(e.sysctls, "no redirects on "+iface)
-				return nil
-			},
-			EnableConnectionExpiry: func(context.Context) error {
-				e.sysctls = append(e.sysctls, "vs.expire_nodest_conn=1 vs.expire_quiescent_template=1")
-				return nil
-			},
-		},
-		Log: slog.New(slog.NewTextHandler(io.Discard, nil)),
-		Now: func() time.Time { return e.now },
-	})
+	return e.agentHolding(nil)
+}
+
+// agentHolding returns a fresh agent whose VIP holder asks vips which VIPs
+// it holds (nil: all).
+func (e *testEnv) agentHolding(vips VIPOwnership) *Agent {
+	e.t.Helper()
+	h, err := NewHolder(e.kernel(), vips, filepath.Join(e.dir, "state"), nil)
+	if err != nil {
+		e.t.Fatal(err)
+	}
+	return e.agentWith(Options{Holder: h})
+}
+
+// agentWith returns a fresh agent with opts completed by the test's
+// kernel, log, clock and configuration.
+func (e *testEnv) agentWith(opts Options) *Agent {
+	e.t.Helper()
+	opts.ConfigPath = filepath.Join(e.dir, "lvsd.yaml")
+	if opts.Kernel.IPVS == nil {
+		opts.Kernel = e.kernel()
+	}
+	opts.Log = slog.New(slog.NewTextHandler(io.Discard, nil))
+	opts.Now = func() time.Time { return e.now }
+	a := New(opts)
 	cfg, err := LoadConfig(a.opts.ConfigPath)
 	if err != nil {
 		e.t.Fatal(err)
 	}
-	a.setConfig(cfg)
-	if a.owned, err = LoadOwnership(cfg.Agent.StateDir); err != nil {
+	a.opts.Config = cfg
+	if err := a.start(); err != nil {
 		e.t.Fatal(err)
 	}
 	return a
+}
+
+// kernel is the director's host: the fakes.
+func (e *testEnv) kernel() Kernel {
+	return Kernel{IPVS: e.ipvs, Daemons: e.ipvs, Conns: e.conns, Addrs: e.addrs, NAT: e.nat, Sysctls: e.sysctls}
 }
 
 // reconcile runs one pass and returns the kernel calls it made.
@@ -265,10 +285,15 @@ func TestVIPKeptWhileForeignServiceUsesIt(t *testing.T) {
 }
 
 // fakeOwnership holds the VIPs in held.
-type fakeOwnership struct{ held map[netip.Addr]bool }
+type fakeOwnership struct {
+	held   map[netip.Addr]bool
+	served []netip.Addr
+}
 
-func (f *fakeOwnership) Holds(vip netip.Addr) bool { return f.held[vip] }
-func (f *fakeOwnership) Changed() <-chan struct{}  { return nil }
+func (f *fakeOwnership) Serve(vips []netip.Addr)         { f.served = vips }
+func (f *fakeOwnership) Holds(vip netip.Addr) bool       { return f.held[vip] }
+func (f *fakeOwnership) AddressChanged(netip.Addr, bool) {}
+func (f *fakeOwnership) Changed() <-chan struct{}        { return nil }
 
 // A standby director programs IPVS for every service but announces only the
 // VIPs it holds; taking over or releasing one is an address change alone.
@@ -276,11 +301,13 @@ func TestVIPOwnershipMovesOnlyAddresses(t *testing.T) {
 	e := newEnv(t)
 	e.service("web", webTwo)
 	own := &fakeOwnership{held: map[netip.Addr]bool{}}
-	a := e.agent()
-	a.opts.VIPs = own
+	a := e.agentHolding(own)
 	got := e.reconcile(a)
 	if len(got) != 3 || slices.ContainsFunc(got, func(op string) bool { return strings.Contains(op, "address") }) {
 		t.Fatalf("standby: got %q, want IPVS programmed and no address", got)
+	}
+	if want := []netip.Addr{netip.MustParseAddr("10.0.0.50")}; !slices.Equal(own.served, want) {
+		t.Fatalf("served %v, want %v: the cluster decides about programmed VIPs", own.served, want)
 	}
 	own.held[netip.MustParseAddr("10.0.0.50")] = true
 	if got := e.reconcile(a); !slices.Equal(got, []string{"add-address eth0 10.0.0.50/32"}) {

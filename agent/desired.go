@@ -3,6 +3,7 @@ package agent
 import (
 	"fmt"
 	"hash/fnv"
+	"maps"
 	"net/netip"
 	"slices"
 	"time"
@@ -12,19 +13,21 @@ import (
 	"github.com/lvsd/lvsd/nat"
 )
 
-// Desired is the kernel state the configuration asks for.
+// Desired is the host state the configuration asks for: the data plane
+// (IPVS, nftables, sysctls, sync daemons), programmed on every director, and
+// the VIPs with their addresses, which only the directors holding them put
+// on their interface (PlanAddresses).
 type Desired struct {
 	Services  []VirtualService // sorted by key
 	Interface string           // where the VIPs go
-	Addresses []netip.Prefix   // VIPs as host prefixes, sorted
-	NAT       nat.Ruleset      // lvsd's nftables tables: fwmarks and FULLNAT SNAT
-	// Sysctls the director needs: forwarding for NAT and FULLNAT, IPVS
-	// conntrack for FULLNAT (nftables NAT works on conntrack entries).
-	ForwardV4, ForwardV6, IPVSConntrack bool
-	// ExpireConnections: any service at all needs connections of deleted
-	// destinations reset rather than hung, and persistence templates that
-	// follow weight 0 (ipvs.EnableConnectionExpiry).
-	ExpireConnections bool
+	VIPs      []VIPAddresses   // sorted by VIP
+	NAT       nat.Ruleset      // lvsd's nftables tables: fwmarks, FULLNAT SNAT, sync guard
+	// Sysctls are kernel parameters (paths below /proc/sys) and the values
+	// they need; lvsd never turns them back: other software may rely on them.
+	Sysctls map[string]string
+	// Daemons are the kernel's connection-sync daemons (master, backup);
+	// none without connection sync.
+	Daemons []ipvs.Daemon
 }
 
 // VirtualService is one IPVS service lvsd wants, with its destinations in
@@ -34,13 +37,31 @@ type VirtualService struct {
 	ipvs.Service
 	Name         string     // the configured service it comes from
 	VIP          netip.Addr // the service's VIP (a firewall-mark key has none)
-	Destinations []ipvs.Destination
-	// SlotWeights, aligned with Destinations, are the weights a destination
-	// is added with before its weight is lowered to 0: the kernel gives a
-	// destination added at weight 0 no Maglev slots, and every director
-	// must build the same table whatever health it saw first.
-	SlotWeights  []int
+	Destinations []Destination
 	DrainTimeout time.Duration
+	// Internal marks a service lvsd needs for itself (the connection-sync
+	// pusher), not one of the configuration's.
+	Internal bool
+}
+
+// Destination is one destination lvsd wants, with the backend it comes from.
+type Destination struct {
+	ipvs.Destination
+	// Backend is the configured backend's HealthKey: health and eligibility
+	// find their destination by it, never by position.
+	Backend string
+	// SlotWeight is the weight a destination wanted at weight 0 is added
+	// with before it is lowered: the kernel gives a destination added at
+	// weight 0 no Maglev slots, and every director must build the same
+	// table whatever health it saw first.
+	SlotWeight int
+}
+
+// VIPAddresses is a VIP with every address that moves with it: the VIP,
+// FULLNAT source addresses and NAT gateways of its services.
+type VIPAddresses struct {
+	VIP       netip.Addr
+	Addresses []netip.Prefix // sorted, the VIP's own host prefix included
 }
 
 var protocolNumbers = map[string]ipvs.Protocol{"tcp": ipvs.TCP, "udp": ipvs.UDP, "sctp": ipvs.SCTP}
@@ -51,12 +72,15 @@ var forwardingMethods = map[config.Forwarding]ipvs.Forwarding{
 	config.FullNAT: ipvs.Masquerade, // plus source NAT by nftables
 }
 
-// Build computes the desired state of a director from its configuration.
-// It is pure: same input, same output, no host access.
+// Build computes the desired state of a director from its configuration,
+// every backend at its configured weight (WithHealth applies health). It is
+// pure: same input, same output, no host access.
 func Build(agent *config.Agent, services []config.Service) (Desired, error) {
-	d := Desired{Interface: agent.Interface}
+	d := Desired{Interface: agent.Interface, Sysctls: map[string]string{}}
 	var spec nat.Spec
 	marks := map[uint32]string{}
+	vips := map[netip.Addr]map[netip.Prefix]bool{}
+	var forwardV4, forwardV6, fullnat bool
 	for _, s := range services {
 		mark := FirewallMark(s.Name)
 		if other, ok := marks[mark]; ok {
@@ -67,29 +91,57 @@ func Build(agent *config.Agent, services []config.Service) (Desired, error) {
 		d.Services = append(d.Services, vss...)
 		spec.Marks = append(spec.Marks, rules.Marks...)
 		spec.SNAT = append(spec.SNAT, rules.SNAT...)
+		if vips[s.VIP] == nil {
+			vips[s.VIP] = map[netip.Prefix]bool{}
+		}
 		for _, a := range s.Addresses() {
-			if p := netip.PrefixFrom(a, a.BitLen()); !slices.Contains(d.Addresses, p) {
-				d.Addresses = append(d.Addresses, p)
-			}
+			vips[s.VIP][netip.PrefixFrom(a, a.BitLen())] = true
 		}
 		if s.Forwarding != config.DR {
-			d.ForwardV4 = d.ForwardV4 || s.VIP.Is4()
-			d.ForwardV6 = d.ForwardV6 || s.VIP.Is6()
+			forwardV4 = forwardV4 || s.VIP.Is4()
+			forwardV6 = forwardV6 || s.VIP.Is6()
 		}
-		d.IPVSConntrack = d.IPVSConntrack || s.Forwarding == config.FullNAT
+		fullnat = fullnat || s.Forwarding == config.FullNAT
 	}
-	spec.DropRedirects6 = d.ForwardV6
-	d.ExpireConnections = len(services) > 0
-	if c := agent.Cluster; c != nil && c.ConnSync.Enabled {
-		spec.SyncPorts = []uint16{c.ConnSync.Port, c.ConnSync.Port + 1}
+	for _, vip := range slices.SortedFunc(maps.Keys(vips), netip.Addr.Compare) {
+		addrs := slices.SortedFunc(maps.Keys(vips[vip]), func(a, b netip.Prefix) int { return a.Addr().Compare(b.Addr()) })
+		d.VIPs = append(d.VIPs, VIPAddresses{VIP: vip, Addresses: addrs})
+	}
+	spec.DropRedirects6 = forwardV6
+	maps.Copy(d.Sysctls, nat.ForwardingSysctls(forwardV4, forwardV6, agent.Interface))
+	if fullnat {
+		maps.Copy(d.Sysctls, nat.FullNATSysctls())
+	}
+	if len(services) > 0 {
+		maps.Copy(d.Sysctls, ipvs.ConnectionExpirySysctls())
+	}
+	if c := agent.Cluster; c != nil {
+		// sloppy_tcp lets a new owner pick up connections from their next
+		// packet, with or without sync; the sync thresholds matter only with it.
+		maps.Copy(d.Sysctls, ipvs.RecommendedSyncSysctls().Sysctls())
+		if c.ConnSync.Enabled {
+			spec.SyncPorts, spec.SyncGroup = []uint16{c.ConnSync.Port, c.ConnSync.Port + 1}, ipvs.DefaultSyncGroup
+			d.Daemons = syncDaemons(c.ConnSync)
+			d.Services = append(d.Services, pusherService(c.ConnSync))
+		}
 	}
 	var err error
 	if d.NAT, err = nat.Render(spec); err != nil {
 		return Desired{}, fmt.Errorf("rendering nftables rules: %w", err)
 	}
 	slices.SortFunc(d.Services, func(a, b VirtualService) int { return a.ServiceKey.Compare(b.ServiceKey) })
-	slices.SortFunc(d.Addresses, func(a, b netip.Prefix) int { return a.Addr().Compare(b.Addr()) })
 	return d, nil
+}
+
+// Addresses lists every address of vips, sorted and without repeats (an
+// address can move with several VIPs).
+func Addresses(vips []VIPAddresses) []netip.Prefix {
+	var out []netip.Prefix
+	for _, v := range vips {
+		out = append(out, v.Addresses...)
+	}
+	slices.SortFunc(out, func(a, b netip.Prefix) int { return a.Addr().Compare(b.Addr()) })
+	return slices.Compact(out)
 }
 
 // FirewallMark is the packet mark (and FULLNAT conntrack mark) of a service.
@@ -133,37 +185,40 @@ func buildService(s config.Service, mark uint32) ([]VirtualService, nat.Spec) {
 		spec.Marks = append(spec.Marks, nat.MarkRule{Match: match, Mark: mark, Comment: s.Name})
 		vs := VirtualService{Service: base, Name: s.Name, VIP: s.VIP, DrainTimeout: s.DrainTimeout}
 		vs.ServiceKey = ipvs.ServiceKey{FWMark: mark, IPv6: s.VIP.Is6()}
-		vs.Destinations, vs.SlotWeights = destinations(s, 0) // port 0: keep the client's destination port
+		vs.Destinations = destinations(s, 0) // port 0: keep the client's destination port
 		return []VirtualService{vs}, spec
 	}
 	var out []VirtualService
 	for _, r := range s.Ports {
 		vs := VirtualService{Service: base, Name: s.Name, VIP: s.VIP, DrainTimeout: s.DrainTimeout}
 		vs.ServiceKey = ipvs.ServiceKey{Protocol: protocolNumbers[s.Protocol], Addr: s.VIP, Port: r.From, IPv6: s.VIP.Is6()}
-		vs.Destinations, vs.SlotWeights = destinations(s, r.From)
+		vs.Destinations = destinations(s, r.From)
 		out = append(out, vs)
 	}
 	return out, spec
 }
 
 // destinations lists the backends as IPVS destinations, in the order of
-// s.Backends; a backend without a port of its own gets servicePort.
-func destinations(s config.Service, servicePort uint16) ([]ipvs.Destination, []int) {
-	out := make([]ipvs.Destination, 0, len(s.Backends))
-	slots := make([]int, 0, len(s.Backends))
+// s.Backends (the configuration sorts them); a backend without a port of
+// its own gets servicePort.
+func destinations(s config.Service, servicePort uint16) []Destination {
+	out := make([]Destination, 0, len(s.Backends))
 	for _, b := range s.Backends {
-		slots = append(slots, max(b.Weight, 1))
 		port := b.Port
 		if port == 0 {
 			port = servicePort
 		}
-		out = append(out, ipvs.Destination{
-			DestinationKey: ipvs.DestinationKey{Addr: b.Addr, Port: port},
-			Weight:         b.Weight,
-			Forwarding:     forwardingMethods[s.Forwarding],
+		out = append(out, Destination{
+			Destination: ipvs.Destination{
+				DestinationKey: ipvs.DestinationKey{Addr: b.Addr, Port: port},
+				Weight:         b.Weight,
+				Forwarding:     forwardingMethods[s.Forwarding],
+			},
+			Backend:    HealthKey(s.Name, b),
+			SlotWeight: max(b.Weight, 1),
 		})
 	}
-	return out, slots
+	return out
 }
 
 // schedulerFlags maps affinity to Maglev flags. mh-fallback is always on so a

@@ -98,8 +98,8 @@ func TestBuild(t *testing.T) {
 			if len(c.nft) == 0 && !d.NAT.Empty() {
 				t.Errorf("unexpected nft rules:\n%s", rules)
 			}
-			if d.ForwardV4 != c.fwd || d.IPVSConntrack != c.ct {
-				t.Errorf("forward=%v conntrack=%v, want %v %v", d.ForwardV4, d.IPVSConntrack, c.fwd, c.ct)
+			if fwd, ct := d.Sysctls["net/ipv4/ip_forward"] == "1", d.Sysctls["net/ipv4/vs/conntrack"] == "1"; fwd != c.fwd || ct != c.ct {
+				t.Errorf("forward=%v conntrack=%v, want %v %v", fwd, ct, c.fwd, c.ct)
 			}
 		})
 	}
@@ -119,9 +119,10 @@ func TestFullNATReconcileAppliesTablesOnce(t *testing.T) {
 	if applied := e.nat.Applied(); len(applied) != 1 {
 		t.Fatalf("nft tables written %d times, want 1", len(applied))
 	}
-	if !slices.Contains(e.sysctls, "vs.conntrack=1") || !slices.Contains(e.sysctls, "forwarding v4=true v6=false") ||
-		!slices.Contains(e.sysctls, "no redirects on eth0") {
-		t.Fatalf("sysctls: %q", e.sysctls)
+	v := e.sysctls.Values()
+	if v["net/ipv4/vs/conntrack"] != "1" || v["net/ipv4/ip_forward"] != "1" || v["net/ipv6/conf/all/forwarding"] != "0" ||
+		v["net/ipv4/conf/eth0/send_redirects"] != "0" || v["net/ipv4/conf/all/send_redirects"] != "0" {
+		t.Fatalf("sysctls: %q", v)
 	}
 	// The service goes away: tables are removed once nothing needs them.
 	e.service("web", webTwo)

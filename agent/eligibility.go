@@ -60,34 +60,30 @@ func (e Eligibility) anyHealthy() bool {
 	return false
 }
 
-// ApplyHealth sets every destination's weight from the eligibility policy
+// weights are the kernel and slot weight the policy gives one backend.
+type weights struct{ kernel, slot int }
+
+// WithHealth sets every destination's weight from the eligibility policy
 // of seed 000 (agent/policy): an eligible backend gets its weight (the
 // reported one under weighted load balancing), an ineligible one weight 0,
 // which stops new connections and keeps established ones, while mh-fallback
 // hands its share to the others. Backends configured at weight 0 are
 // administratively out and never eligible. A backend missing from health
-// counts as healthy. d is not modified.
-func ApplyHealth(d Desired, services []config.Service, health map[string]BackendHealth) (Desired, map[string]Eligibility) {
-	byName := map[string]config.Service{}
+// counts as healthy. Destinations find their backend by its key
+// (Destination.Backend). d is not modified.
+func WithHealth(d Desired, services []config.Service, health map[string]BackendHealth) (Desired, map[string]Eligibility) {
+	decisions := make(map[string]Eligibility, len(services))
+	byBackend := map[string]weights{}
 	for _, s := range services {
-		byName[s.Name] = s
-	}
-	decisions := map[string]Eligibility{}
-	weights := map[string][]int{} // service → kernel weight per backend
-	slots := map[string][]int{}
-	for _, s := range services {
-		w, sl, e := serviceWeights(s, health)
-		weights[s.Name], slots[s.Name], decisions[s.Name] = w, sl, e
+		decisions[s.Name] = serviceWeights(s, health, byBackend)
 	}
 	out := d
 	out.Services = make([]VirtualService, len(d.Services))
 	for i, vs := range d.Services {
 		vs.Destinations = slices.Clone(vs.Destinations)
-		vs.SlotWeights = slices.Clone(vs.SlotWeights)
-		if w, ok := weights[vs.Name]; ok && len(w) == len(vs.Destinations) {
-			for j := range vs.Destinations {
-				vs.Destinations[j].Weight = w[j]
-				vs.SlotWeights[j] = slots[vs.Name][j]
+		for j, dst := range vs.Destinations {
+			if w, ok := byBackend[dst.Backend]; ok {
+				vs.Destinations[j].Weight, vs.Destinations[j].SlotWeight = w.kernel, w.slot
 			}
 		}
 		out.Services[i] = vs
@@ -95,21 +91,26 @@ func ApplyHealth(d Desired, services []config.Service, health map[string]Backend
 	return out, decisions
 }
 
-// serviceWeights returns the kernel and slot weight of each backend of s,
-// in the order of s.Backends.
-func serviceWeights(s config.Service, health map[string]BackendHealth) ([]int, []int, Eligibility) {
+// serviceWeights decides the eligible backends of s, records each one's
+// kernel and slot weight in out by HealthKey, and returns the decision.
+func serviceWeights(s config.Service, health map[string]BackendHealth, out map[string]weights) Eligibility {
 	weighted := slices.ContainsFunc(s.Backends, func(b config.Backend) bool { return b.Health != nil && b.Health.WeightHeader })
 	p := policy.Policy{Failover: s.Failover.Configured, Weighted: weighted, Ratio: s.Failover.Ratio,
 		DropIfNoneHealthy: s.Failover.DropIfNoneHealthy}
 	var in []policy.Backend
-	var idx []int // position in s.Backends of each policy input
-	reported := make([]int, len(s.Backends))
-	for i, b := range s.Backends {
-		h, ok := health[HealthKey(s.Name, b)]
+	var keys []string    // HealthKey of each policy input
+	var configured []int // its configured weight
+	for _, b := range s.Backends {
+		key := HealthKey(s.Name, b)
+		h, ok := health[key]
 		if !ok || b.Health == nil {
 			h = BackendHealth{Healthy: true, Weight: -1}
 		}
-		reported[i] = h.Weight
+		slot := max(b.Weight, 1)
+		if weighted && h.Weight > 0 {
+			slot = h.Weight
+		}
+		out[key] = weights{kernel: 0, slot: slot}
 		if b.Weight == 0 {
 			continue // administratively out
 		}
@@ -118,34 +119,28 @@ func serviceWeights(s config.Service, health map[string]BackendHealth) ([]int, [
 			w = h.Weight
 		}
 		in = append(in, policy.Backend{Failover: b.Failover, Healthy: h.Healthy, Weight: w})
-		idx = append(idx, i)
+		keys = append(keys, key)
+		configured = append(configured, b.Weight)
 	}
 	r := policy.Eligible(p, in)
 	e := Eligibility{Rule: r.Rule, Eligible: map[string]bool{}, Healthy: map[string]bool{}}
 	if p.Failover {
 		e.Pool = r.Pool(in)
 	}
-	kernel := make([]int, len(s.Backends))
-	slots := make([]int, len(s.Backends))
-	for i, b := range s.Backends {
-		slots[i] = max(b.Weight, 1)
-		if weighted && reported[i] > 0 {
-			slots[i] = reported[i]
-		}
-	}
-	for k, i := range idx {
-		b := s.Backends[i]
-		e.Eligible[HealthKey(s.Name, b)] = r.Eligible[k]
-		e.Healthy[HealthKey(s.Name, b)] = in[k].Healthy
+	for k, key := range keys {
+		e.Eligible[key] = r.Eligible[k]
+		e.Healthy[key] = in[k].Healthy
 		if !r.Eligible[k] {
 			continue
 		}
+		w := out[key]
 		// An eligible backend always takes connections: one that only made
 		// it through a zero-weight fallback tier gets weight 1.
-		kernel[i] = max(in[k].Weight, 1)
+		w.kernel = max(in[k].Weight, 1)
 		if !weighted {
-			kernel[i] = b.Weight
+			w.kernel = configured[k]
 		}
+		out[key] = w
 	}
-	return kernel, slots, e
+	return e
 }

@@ -5,6 +5,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/lvsd/lvsd/agent/config"
 	"github.com/lvsd/lvsd/agent/health"
 )
 
@@ -28,7 +29,7 @@ func weightsOf(d Desired) []int {
 	return w
 }
 
-func TestApplyHealth(t *testing.T) {
+func TestWithHealth(t *testing.T) {
 	const svc = "service: web\nvip: 10.0.0.50\nports: [80]\n"
 	const checks = "health: {rise: 1, fall: 1, checks: [{type: http, port: 8080}]}\n"
 	cases := []struct {
@@ -63,7 +64,7 @@ func TestApplyHealth(t *testing.T) {
 		t.Run(c.name, func(t *testing.T) {
 			cfg := loadOne(t, c.yaml)
 			before := weightsOf(cfg.Desired)
-			d, decisions := ApplyHealth(cfg.Desired, cfg.Services, c.health)
+			d, decisions := WithHealth(cfg.Desired, cfg.Services, c.health)
 			if got := weightsOf(d); !slices.Equal(got, c.weights) {
 				t.Errorf("weights %v, want %v (rule %q)", got, c.weights, decisions["web"].Rule)
 			}
@@ -71,9 +72,31 @@ func TestApplyHealth(t *testing.T) {
 				t.Errorf("rule %q, want it to mention %q", decisions["web"].Rule, c.rule)
 			}
 			if !slices.Equal(weightsOf(cfg.Desired), before) {
-				t.Error("ApplyHealth modified its input")
+				t.Error("WithHealth modified its input")
 			}
 		})
+	}
+}
+
+// Health reaches each destination by its backend's key, whatever the order
+// or number of the destinations: reversed, the weights follow.
+func TestWithHealthKeyedByBackend(t *testing.T) {
+	const yaml = "service: web\nvip: 10.0.0.50\nports: [80, 443]\nhealth: {rise: 1, fall: 1, checks: [{type: tcp}]}\n" +
+		"backends: [{address: 10.0.0.11, weight: 3}, {address: 10.0.0.12, weight: 5}]\n"
+	cfg := loadOne(t, yaml)
+	d := cfg.Desired
+	for i := range d.Services {
+		slices.Reverse(d.Services[i].Destinations)
+	}
+	d.Services = append(d.Services, pusherService(config.ConnSync{Port: 8848})) // a service without backends
+	out, _ := WithHealth(d, cfg.Services, map[string]BackendHealth{"web/10.0.0.11": {Healthy: false, Weight: -1}, "web/10.0.0.12": {Healthy: true, Weight: -1}})
+	for _, vs := range out.Services {
+		for _, dst := range vs.Destinations {
+			want := map[string]int{"10.0.0.11": 0, "10.0.0.12": 5, "127.0.0.1": 1}[dst.Addr.String()]
+			if dst.Weight != want {
+				t.Errorf("%s %s: weight %d, want %d", vs.ServiceKey, dst.DestinationKey, dst.Weight, want)
+			}
+		}
 	}
 }
 

@@ -20,7 +20,7 @@ func TestExamplesAreValid(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if len(d.Services) == 0 || len(d.Addresses) == 0 {
+	if len(d.Services) == 0 || len(d.VIPs) == 0 {
 		t.Fatalf("examples produce no IPVS services or VIPs: %+v", d)
 	}
 }

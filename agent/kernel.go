@@ -4,8 +4,11 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io/fs"
+	"log/slog"
 	"net/netip"
-	"slices"
+	"strings"
+	"syscall"
 	"time"
 
 	"github.com/lvsd/lvsd/arp"
@@ -13,50 +16,40 @@ import (
 	"github.com/lvsd/lvsd/nat"
 )
 
-// Kernel is what the agent changes on its host, each part behind the small
-// interface of the package that owns it. Tests pass the packages' fakes.
+// Kernel is what the agent changes on its host (and, for a VIP handed over,
+// in the cluster's connection sync), each part behind the small interface
+// of the package that owns it. Tests pass the packages' fakes; cmd/lvsd
+// builds the real ones. Only IPVS, NAT, Sysctls and Addrs are required.
 type Kernel struct {
-	IPVS  ipvs.Interface
-	Conns ipvs.ConnectionLister // the connection table, read while resetting destinations
+	IPVS    ipvs.Interface
+	Daemons ipvs.SyncDaemons      // the sync daemons; nil: connection sync impossible
+	Conns   ipvs.ConnectionLister // the connection table, read by resets and FULLNAT restores
+	NAT     nat.Interface
+	// Conntrack restores FULLNAT connections' conntrack entries on
+	// takeover; nil: no restore.
+	Conntrack nat.ConntrackRestorer
+	Sysctls   arp.Sysctls
+	// Addrs holds the VIP addresses; in a cluster an arp.Leased, which adds
+	// them with a lifetime it renews.
 	Addrs arp.Addresses
-	NAT   nat.Interface
-	// EnableForwarding and EnableIPVSConntrack set sysctls; both only write
-	// when the value differs (nat.EnableForwarding, nat.EnableIPVSConntrack).
-	EnableForwarding    func(ctx context.Context, v4, v6 bool) error
-	EnableIPVSConntrack func(ctx context.Context) error
-	DisableRedirects    func(ctx context.Context, iface string) error
-	// EnableConnectionExpiry sets expire_nodest_conn and
-	// expire_quiescent_template (ipvs.EnableConnectionExpiry).
-	EnableConnectionExpiry func(ctx context.Context) error
+	// Announcer announces added addresses; nil: no announcements (a
+	// director alone, whose VIPs never move).
+	Announcer arp.Announcer
+	// Relay is the connection-sync relay; nil: no connection sync.
+	Relay ConnSync
+	// Log gets what an op has to tell beyond its error (a restore's counts).
+	Log *slog.Logger
 }
 
 // expiryTimeout bounds how long a reset waits for the kernel to drop the
 // connection entries of its deleted destinations (measured: within 0.13 s).
 const expiryTimeout = 2 * time.Second
 
-// EnsureSysctls turns on what d needs. lvsd never turns them off again: other
-// software on the host may rely on forwarding.
-func (k Kernel) EnsureSysctls(ctx context.Context, d Desired) error {
-	var errs []error
-	if d.ForwardV4 || d.ForwardV6 {
-		errs = append(errs, k.EnableForwarding(ctx, d.ForwardV4, d.ForwardV6))
-	}
-	if d.ForwardV4 {
-		errs = append(errs, k.DisableRedirects(ctx, d.Interface))
-	}
-	if d.IPVSConntrack {
-		errs = append(errs, k.EnableIPVSConntrack(ctx))
-	}
-	if d.ExpireConnections {
-		errs = append(errs, k.EnableConnectionExpiry(ctx))
-	}
-	return errors.Join(errs...)
-}
-
-// ReadActual reads back the kernel state: all IPVS services with their
-// destinations, the addresses of iface and the digest of lvsd's nft tables.
-func (k Kernel) ReadActual(ctx context.Context, iface string) (Actual, error) {
-	a := Actual{Services: map[ipvs.ServiceKey]ActualService{}}
+// ReadActual reads back the data plane d is made of: all IPVS services with
+// their destinations, the digest of lvsd's nft tables, the sysctls d sets
+// and the sync daemons.
+func (k Kernel) ReadActual(ctx context.Context, d Desired) (Actual, error) {
+	a := Actual{Services: map[ipvs.ServiceKey]ActualService{}, Sysctls: map[string]string{}}
 	svcs, err := k.IPVS.Services(ctx)
 	if err != nil {
 		return Actual{}, err
@@ -68,71 +61,71 @@ func (k Kernel) ReadActual(ctx context.Context, iface string) (Actual, error) {
 		}
 		a.Services[s.ServiceKey] = ActualService{Service: s, Destinations: dsts}
 	}
-	if iface != "" {
-		if a.Addresses, err = k.Addrs.List(ctx, iface); err != nil {
-			return Actual{}, err
-		}
-	}
 	if a.NATDigest, err = k.NAT.Installed(ctx); err != nil {
 		return Actual{}, err
+	}
+	for key := range d.Sysctls {
+		v, err := k.Sysctls.Get(ctx, key)
+		switch {
+		case errors.Is(err, arp.ErrNotFound):
+			continue // planned as missing; setting it says why it fails
+		case err != nil:
+			return Actual{}, err
+		}
+		a.Sysctls[key] = v
+	}
+	if k.Daemons != nil { // also without connection sync: lvsd's daemons must then stop
+
+		if a.Daemons, err = k.Daemons.Daemons(ctx); err != nil {
+			return Actual{}, err
+		}
 	}
 	return a, nil
 }
 
-// Apply runs ops in order and updates owned to match what now exists. It
-// goes on after a failed op (one bad backend must not hold back the others)
-// and returns every failure joined.
-func (k Kernel) Apply(ctx context.Context, ops []Op, owned *Ownership) error {
-	var errs []error
-	for _, op := range ops {
-		if err := k.apply(ctx, op, owned); err != nil {
-			errs = append(errs, err)
+// Apply runs ops in order and returns each one's error (nil: done). It goes
+// on after a failed op (one bad backend must not hold back the others),
+// except where a later op depends on the failed one: a sync daemon is not
+// started without its nftables guard, an address that could not be added is
+// not announced.
+func (k Kernel) Apply(ctx context.Context, ops []Op) []error {
+	errs := make([]error, len(ops))
+	natFailed := false
+	notAdded := map[netip.Prefix]bool{}
+	for i, op := range ops {
+		switch {
+		case op.Kind == StartDaemon && natFailed:
+			errs[i] = fmt.Errorf("%s: not started: its nftables guard could not be installed", op.Daemon)
+		case op.Kind == Announce && notAdded[op.Address]:
+			errs[i] = fmt.Errorf("announcing %s: not added", op.Address)
+		default:
+			errs[i] = k.apply(ctx, op)
+		}
+		if errs[i] != nil {
+			natFailed = natFailed || op.Kind == ReplaceNAT
+			notAdded[op.Address] = notAdded[op.Address] || op.Kind == AddAddress
 		}
 	}
-	return errors.Join(errs...)
+	return errs
 }
 
-func (k Kernel) apply(ctx context.Context, op Op, owned *Ownership) error {
+func (k Kernel) apply(ctx context.Context, op Op) error {
 	key := op.Service.ServiceKey
 	switch op.Kind {
+	case SetSysctl:
+		return sysctlError(k.Sysctls.Set(ctx, op.Key, op.Value))
 	case AddService:
-		if err := k.IPVS.AddService(ctx, op.Service); err != nil {
-			return err
-		}
-		owned.addService(key)
+		return k.IPVS.AddService(ctx, op.Service)
 	case UpdateService:
-		owned.addService(key) // adopted: configured, found in the kernel
 		return k.IPVS.UpdateService(ctx, op.Service)
 	case DeleteService:
-		err := k.IPVS.DeleteService(ctx, key)
-		if err == nil || errors.Is(err, ipvs.ErrNotFound) {
-			owned.Services = slices.DeleteFunc(owned.Services, func(x ipvs.ServiceKey) bool { return x == key })
-			return nil
-		}
-		return err
+		return ignore(k.IPVS.DeleteService(ctx, key), ipvs.ErrNotFound)
 	case AddDestination:
 		return k.IPVS.AddDestination(ctx, key, op.Destination)
 	case UpdateDestination:
 		return k.IPVS.UpdateDestination(ctx, key, op.Destination)
 	case DeleteDestination:
-		err := k.IPVS.DeleteDestination(ctx, key, op.Destination.DestinationKey)
-		if errors.Is(err, ipvs.ErrNotFound) {
-			return nil
-		}
-		return err
-	case AddAddress:
-		if err := k.Addrs.Add(ctx, op.Interface, op.Address); err != nil {
-			return err
-		}
-		owned.addAddress(op.Interface, op.Address)
-	case DeleteAddress:
-		err := k.Addrs.Delete(ctx, op.Interface, op.Address)
-		if err != nil && !errors.Is(err, arp.ErrNotFound) {
-			return err
-		}
-		owned.Addresses = slices.DeleteFunc(owned.Addresses, func(x OwnedAddress) bool {
-			return x == OwnedAddress{op.Interface, op.Address}
-		})
+		return ignore(k.IPVS.DeleteDestination(ctx, key, op.Destination.DestinationKey), ipvs.ErrNotFound)
 	case ReplaceNAT:
 		return k.NAT.Apply(ctx, op.NAT)
 	case RemoveNAT:
@@ -145,24 +138,62 @@ func (k Kernel) apply(ctx context.Context, op Op, owned *Ownership) error {
 		if err := ipvs.AwaitExpiry(wctx, k.Conns, op.Expiring); err != nil {
 			return fmt.Errorf("resetting connections of %s: %w", key, err)
 		}
-	default:
-		return fmt.Errorf("unknown op %v", op.Kind)
+		return nil
+	case StartDaemon, StopDaemon:
+		return k.applyDaemon(ctx, op)
+	case RestoreConntrack:
+		return k.restore(ctx, op.NAT, op.VIPs)
+	case AddAddress:
+		return k.Addrs.Add(ctx, op.Interface, op.Address)
+	case Announce:
+		if k.Announcer == nil {
+			return nil
+		}
+		return k.Announcer.Announce(ctx, op.Interface, op.Address.Addr())
+	case DeleteAddress:
+		return ignore(k.Addrs.Delete(ctx, op.Interface, op.Address), arp.ErrNotFound)
+	case ReleaseConnections:
+		if k.Relay == nil {
+			return nil
+		}
+		for _, v := range op.VIPs {
+			k.Relay.ReleaseVIP(v)
+		}
+		return nil
 	}
-	return nil
+	return fmt.Errorf("unknown op %v", op.Kind)
 }
 
-// addService keeps Services sorted, so lookups and inserts stay cheap when a
-// cold start adds thousands.
-func (o *Ownership) addService(k ipvs.ServiceKey) {
-	i, found := slices.BinarySearchFunc(o.Services, k, ipvs.ServiceKey.Compare)
-	if !found {
-		o.Services = slices.Insert(o.Services, i, k)
+func (k Kernel) applyDaemon(ctx context.Context, op Op) error {
+	if k.Daemons == nil {
+		return errors.New("this IPVS handle cannot run sync daemons")
 	}
+	if op.Kind == StopDaemon {
+		return k.Daemons.StopDaemon(ctx, op.Daemon.State)
+	}
+	_, err := k.Daemons.StartDaemon(ctx, op.Daemon)
+	return err
 }
 
-func (o *Ownership) addAddress(dev string, p netip.Prefix) {
-	a := OwnedAddress{dev, p}
-	if !slices.Contains(o.Addresses, a) {
-		o.Addresses = append(o.Addresses, a)
+// ignore treats err as success when it wraps target: a delete that finds
+// its object already gone has done its job.
+func ignore(err, target error) error {
+	if errors.Is(err, target) {
+		return nil
 	}
+	return err
+}
+
+// sysctlError says what to do about a sysctl that cannot be set.
+func sysctlError(err error) error {
+	var pathErr *fs.PathError
+	switch {
+	case err == nil:
+		return nil
+	case errors.Is(err, arp.ErrNotFound) && strings.Contains(err.Error(), ipvs.SysctlPrefix):
+		return fmt.Errorf("%w (is the ip_vs module loaded? modprobe ip_vs)", err)
+	case errors.Is(err, fs.ErrPermission), errors.Is(err, syscall.EROFS), errors.As(err, &pathErr) && errors.Is(pathErr.Err, syscall.EROFS):
+		return fmt.Errorf("%w (read-only /proc/sys? set it on the host or in /etc/sysctl.d)", err)
+	}
+	return err
 }

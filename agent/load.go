@@ -2,9 +2,9 @@ package agent
 
 import (
 	"context"
+	"net/netip"
 
 	"github.com/lvsd/lvsd/agent/config"
-	"github.com/lvsd/lvsd/ipvs"
 )
 
 // Config is one consistent, validated reading of the agent file and its
@@ -12,7 +12,7 @@ import (
 type Config struct {
 	Agent    *config.Agent
 	Services []config.Service
-	Desired  Desired
+	Desired  Desired // every backend at its configured weight
 }
 
 // LoadConfig reads and validates everything under the agent file at path.
@@ -35,20 +35,35 @@ func LoadConfig(path string) (*Config, error) {
 	return c, nil
 }
 
-// PlanFor returns what reconciling cfg would change in the kernel now,
-// without changing anything (`lvsd plan`), assuming every backend healthy
-// (only the running agent knows health). Destinations already at weight 0
-// that are still draining are shown as staying.
-func PlanFor(ctx context.Context, cfg *Config, k Kernel) ([]Op, error) {
-	owned, err := LoadOwnership(cfg.Agent.StateDir)
+// PlanFor returns what a pass with cfg would change on this host now,
+// without changing anything (`lvsd plan`): the data plane, then the
+// addresses of the VIPs held (held says which; nil: all). It assumes every
+// backend healthy (only the running agent knows health); destinations
+// already at weight 0 that are still draining are shown as staying.
+func PlanFor(ctx context.Context, cfg *Config, k Kernel, held func(netip.Addr) bool) ([]Op, error) {
+	owned, err := LoadOwnedServices(cfg.Agent.StateDir)
 	if err != nil {
 		return nil, err
 	}
-	actual, err := k.ReadActual(ctx, cfg.Desired.Interface)
+	desired, _ := WithHealth(cfg.Desired, cfg.Services, nil)
+	actual, err := k.ReadActual(ctx, desired)
 	if err != nil {
 		return nil, err
 	}
-	notYet := func(ipvs.ServiceKey, ipvs.Destination) bool { return false }
-	desired, _ := ApplyHealth(cfg.Desired, cfg.Services, nil)
-	return Plan(desired, actual, owned, notYet), nil
+	ops, _ := Plan(PlanInput{Desired: desired, Actual: actual, Owned: owned, Drains: Drains{}, DrainTimeout: 1 << 62})
+	addrs, err := LoadOwnedAddresses(cfg.Agent.StateDir)
+	if err != nil {
+		return nil, err
+	}
+	present, err := k.Addrs.List(ctx, desired.Interface)
+	if err != nil {
+		return nil, err
+	}
+	hold := map[netip.Addr]bool{}
+	for _, v := range desired.VIPs {
+		hold[v.VIP] = held == nil || held(v.VIP)
+	}
+	return append(ops, PlanAddresses(AddressInput{Interface: desired.Interface, VIPs: desired.VIPs, Held: hold,
+		Present: present, Owned: addrs, InUse: AddressesInUse(desired, actual, ops), Ruleset: desired.NAT,
+		Restore: k.Conntrack != nil, Announce: k.Announcer != nil, Release: k.Relay != nil})...), nil
 }

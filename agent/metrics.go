@@ -79,33 +79,38 @@ func (a *Agent) healthStates() map[string]health.State {
 	return a.opts.Health.Snapshot()
 }
 
-// setHealth fills in the health of the i-th backend of the service named
-// name (desired destinations keep the order of the file's backends).
-func (d *DestinationStatus) setHealth(states map[string]health.State, elig map[string]Eligibility, services []config.Service, name string, i int) {
-	for _, s := range services {
-		if s.Name != name || i >= len(s.Backends) {
-			continue
-		}
-		key := HealthKey(name, s.Backends[i])
-		d.Eligible, d.ReportedWeight = elig[name].Eligible[key], health.NoWeight
-		if s.Backends[i].Health == nil {
-			return
-		}
-		st, ok := states[key]
-		d.ReportedWeight = st.Weight
-		if !ok {
-			d.ReportedWeight = health.NoWeight
-		}
-		switch {
-		case !ok || !st.Known:
-			d.Health = "pending"
-		case st.Healthy:
-			d.Health = "healthy"
-		default:
-			d.Health, d.HealthError = "unhealthy", st.LastError
-		}
+// setHealth fills in the health of the backend with HealthKey key of the
+// service named name.
+func (d *DestinationStatus) setHealth(states map[string]health.State, elig map[string]Eligibility, checked map[string]bool, name, key string) {
+	d.Eligible, d.ReportedWeight = elig[name].Eligible[key], health.NoWeight
+	if !checked[key] {
 		return
 	}
+	st, ok := states[key]
+	if ok {
+		d.ReportedWeight = st.Weight
+	}
+	switch {
+	case !ok || !st.Known:
+		d.Health = "pending"
+	case st.Healthy:
+		d.Health = "healthy"
+	default:
+		d.Health, d.HealthError = "unhealthy", st.LastError
+	}
+}
+
+// checkedBackends are the HealthKeys of the backends with health checks.
+func checkedBackends(services []config.Service) map[string]bool {
+	out := map[string]bool{}
+	for _, s := range services {
+		for _, b := range s.Backends {
+			if b.Health != nil {
+				out[HealthKey(s.Name, b)] = true
+			}
+		}
+	}
+	return out
 }
 
 // Label sets of the per-service and per-backend series. service is the name

@@ -1,84 +1,21 @@
 package agent
 
 import (
-	"fmt"
+	"maps"
 	"net/netip"
 	"slices"
+	"strings"
+	"time"
 
 	"github.com/lvsd/lvsd/ipvs"
-	"github.com/lvsd/lvsd/nat"
 )
 
-// OpKind is the kind of one kernel change.
-type OpKind int
-
-// Kinds of change.
-const (
-	AddAddress OpKind = iota
-	AddService
-	UpdateService
-	AddDestination
-	UpdateDestination
-	DeleteDestination
-	DeleteService
-	DeleteAddress
-	ReplaceNAT
-	RemoveNAT
-	// AwaitExpiry waits until the kernel has dropped the connection entries
-	// of destinations just deleted to reset their connections.
-	AwaitExpiry
-)
-
-var opNames = [...]string{"add-address", "add-service", "update-service", "add-destination",
-	"update-destination", "delete-destination", "delete-service", "delete-address", "replace-nft-tables",
-	"remove-nft-tables", "await-expiry"}
-
-func (k OpKind) String() string { return opNames[k] }
-
-// Op is one change to the kernel. Reason says why, for logs and `lvsd plan`.
-type Op struct {
-	Kind        OpKind
-	Service     ipvs.Service
-	Destination ipvs.Destination
-	Interface   string
-	Address     netip.Prefix
-	NAT         nat.Ruleset
-	Expiring    ipvs.Expiring // AwaitExpiry: whose connections
-	Reason      string
-}
-
-func (o Op) String() string {
-	var s string
-	switch o.Kind {
-	case AddAddress, DeleteAddress:
-		s = fmt.Sprintf("%s %s dev %s", o.Kind, o.Address, o.Interface)
-	case AddService, UpdateService:
-		s = fmt.Sprintf("%s %s", o.Kind, o.Service)
-	case DeleteService:
-		s = fmt.Sprintf("%s %s", o.Kind, o.Service.ServiceKey)
-	case DeleteDestination:
-		s = fmt.Sprintf("%s %s -> %s", o.Kind, o.Service.ServiceKey, o.Destination.DestinationKey)
-	case ReplaceNAT:
-		s = fmt.Sprintf("%s ip/ip6 %s (ruleset %s)", o.Kind, nat.TableName, o.NAT.Digest())
-	case RemoveNAT:
-		s = fmt.Sprintf("%s ip/ip6 %s", o.Kind, nat.TableName)
-	case AwaitExpiry:
-		s = fmt.Sprintf("%s %s -> %v", o.Kind, o.Service.ServiceKey, o.Expiring.Dests)
-	default:
-		s = fmt.Sprintf("%s %s -> %s weight %d %s", o.Kind, o.Service.ServiceKey, o.Destination.DestinationKey,
-			o.Destination.Weight, o.Destination.Forwarding)
-	}
-	if o.Reason != "" {
-		s += " (" + o.Reason + ")"
-	}
-	return s
-}
-
-// Actual is the kernel state as read back.
+// Actual is the host state as read back.
 type Actual struct {
 	Services  map[ipvs.ServiceKey]ActualService
-	Addresses []netip.Prefix // on the desired interface
-	NATDigest string         // digest of the ruleset in lvsd's nft tables; "" if none
+	NATDigest string            // digest of the ruleset in lvsd's nft tables; "" if none
+	Sysctls   map[string]string // the desired keys that exist, with their values
+	Daemons   []ipvs.Daemon     // running sync daemons
 }
 
 // ActualService is a kernel service and its destinations in kernel list order.
@@ -87,36 +24,69 @@ type ActualService struct {
 	Destinations []ipvs.Destination
 }
 
-// Ownership is what lvsd created and may therefore change or remove.
-// Anything else in the kernel belongs to someone else (an operator's
-// ipvsadm, kube-proxy) and is never touched unless the configuration asks for
-// exactly that object, in which case lvsd adopts it.
-type Ownership struct {
-	Services  []ipvs.ServiceKey `json:"services"`
-	Addresses []OwnedAddress    `json:"addresses"`
+// Drains records, for every destination lvsd no longer wants, when it
+// went to weight 0; it is deleted once its connections are gone or its drain
+// timeout passed.
+type Drains map[DrainKey]time.Time
+
+// DrainKey names one destination of one service.
+type DrainKey struct {
+	Service     ipvs.ServiceKey
+	Destination ipvs.DestinationKey
 }
 
-// OwnedAddress is an address lvsd put on an interface.
-type OwnedAddress struct {
-	Interface string       `json:"interface"`
-	Prefix    netip.Prefix `json:"prefix"`
+// PlanInput is everything the data-plane plan depends on.
+type PlanInput struct {
+	Desired Desired // with health applied (WithHealth)
+	Actual  Actual
+	Owned   Ownership
+	Drains  Drains
+	Now     time.Time
+	// DrainTimeout is how long a destination of a service that left the
+	// configuration drains (the others take their service's drain_timeout).
+	DrainTimeout time.Duration
+	// Resets are the connection resets the last health decision asks for
+	// (connectionResets).
+	Resets map[string]reset
 }
 
-// DrainDone reports whether a destination that is no longer wanted, already
-// at weight 0, may now be deleted (its connections ended or its drain timed out).
-type DrainDone func(svc ipvs.ServiceKey, dst ipvs.Destination) bool
-
-// Plan returns the changes that take the kernel from actual to desired,
-// touching only owned or desired objects. It is pure. Unchanged objects get
-// no op; a plan computed right after applying its predecessor is empty.
+// Plan returns the changes that take the data plane from in.Actual to
+// in.Desired, touching only owned or desired objects, and the drain record
+// after them. It is pure. Unchanged objects get no op; a plan computed right
+// after applying its predecessor is empty.
+//
+// The order: sysctls (sync daemons read some only when they start), sync
+// daemons to stop (before the nftables guard that fences them goes), IPVS
+// services and destinations, the nftables tables, sync daemons to start
+// (after their guard), connection resets.
 //
 // A destination or service that leaves the configuration is drained, never
 // cut: first its weight goes to 0 (no new connections, existing ones go on),
-// and only when done(...) says so is it deleted.
-func Plan(d Desired, a Actual, owned Ownership, done DrainDone) []Op {
+// and only once its connections are gone or its drain timed out is it deleted.
+func Plan(in PlanInput) ([]Op, Drains) {
+	p := planner{in: in, drains: Drains{}}
+	ops := planSysctls(in.Desired, in.Actual)
+	stop, start := planDaemons(in.Desired, in.Actual)
+	ops = append(ops, stop...)
+	ops = append(ops, p.services()...)
+	nft := planNAT(in.Desired, in.Actual)
+	ops = append(ops, nft...)
+	if len(nft) > 0 || in.Actual.NATDigest == in.Desired.NAT.Digest() {
+		ops = append(ops, start...) // never a daemon without its guard
+	}
+	ops = append(ops, planResets(in.Desired, in.Actual, in.Resets)...)
+	return ops, p.drains
+}
+
+type planner struct {
+	in     PlanInput
+	drains Drains // the record after this plan
+}
+
+func (p *planner) services() []Op {
 	var ops []Op
-	draining := map[netip.Addr]bool{} // addresses still in use by IPVS services
-	wanted := map[ipvs.ServiceKey]bool{}
+	d, a := p.in.Desired, p.in.Actual
+	wanted := make(map[ipvs.ServiceKey]bool, len(d.Services))
 	for _, vs := range d.Services {
 		wanted[vs.ServiceKey] = true
 		cur, ok := a.Services[vs.ServiceKey]
@@ -127,37 +97,22 @@ func Plan(d Desired, a Actual, owned Ownership, done DrainDone) []Op {
 		if !cur.SameOptions(vs.Service) {
 			ops = append(ops, Op{Kind: UpdateService, Service: vs.Service, Reason: "options changed"})
 		}
-		ops = append(ops, planDestinations(vs, cur, done)...)
+		ops = append(ops, p.destinations(vs, cur, vs.DrainTimeout)...)
 	}
-	for _, k := range owned.Services {
+	for _, k := range p.in.Owned.Services {
 		cur, ok := a.Services[k]
 		if wanted[k] || !ok {
 			continue
 		}
-		drain := planDestinations(VirtualService{Service: cur.Service}, cur, done)
+		drain := p.destinations(VirtualService{Service: cur.Service}, cur, p.in.DrainTimeout)
 		if len(drain) == len(cur.Destinations) && !slices.ContainsFunc(drain, func(o Op) bool { return o.Kind != DeleteDestination }) {
 			// Every destination has drained: the service itself can go.
 			ops = append(ops, Op{Kind: DeleteService, Service: cur.Service, Reason: "no longer configured"})
 			continue
 		}
 		ops = append(ops, drain...)
-		draining[cur.Addr] = true
 	}
-	// An address also serves IPVS services that are not lvsd's (an
-	// operator's ipvsadm service on the same VIP): removing it would cut them off.
-	for k, cur := range a.Services {
-		if !wanted[k] && !slices.Contains(owned.Services, k) {
-			draining[cur.Addr] = true
-		}
-	}
-	switch {
-	case d.NAT.Digest() == a.NATDigest:
-	case !d.NAT.Empty():
-		ops = append(ops, Op{Kind: ReplaceNAT, NAT: d.NAT})
-	case a.NATDigest != "":
-		ops = append(ops, Op{Kind: RemoveNAT, Reason: "no rules needed"})
-	}
-	return append(ops, planAddresses(d, a, owned, draining)...)
+	return ops
 }
 
 // planNewService creates a service, then its destinations in canonical order.
@@ -168,77 +123,154 @@ func Plan(d Desired, a Actual, owned Ownership, done DrainDone) []Op {
 // (ip_vs_edit_service), which costs more than the rebuilds (docs/performance.md).
 func planNewService(vs VirtualService) []Op {
 	ops := []Op{{Kind: AddService, Service: vs.Service, Reason: "service " + vs.Name}}
-	for i := range vs.Destinations {
-		ops = append(ops, addDestination(vs, i)...)
+	for _, dst := range vs.Destinations {
+		ops = append(ops, addDestination(vs.Service, dst)...)
 	}
 	return ops
 }
 
-// addDestination adds destination i of vs. One wanted at weight 0 is added
-// with its slot weight first and then lowered, so that it holds its Maglev
-// slots (its flows fall back to the others through mh-fallback).
-func addDestination(vs VirtualService, i int) []Op {
-	dst := vs.Destinations[i]
-	if dst.Weight != 0 || i >= len(vs.SlotWeights) || vs.SlotWeights[i] == 0 {
-		return []Op{{Kind: AddDestination, Service: vs.Service, Destination: dst}}
+// addDestination adds dst to svc. One wanted at weight 0 is added with its
+// slot weight first and then lowered, so that it holds its Maglev slots (its
+// flows fall back to the others through mh-fallback).
+func addDestination(svc ipvs.Service, dst Destination) []Op {
+	if dst.Weight != 0 || dst.SlotWeight == 0 {
+		return []Op{{Kind: AddDestination, Service: svc, Destination: dst.Destination}}
 	}
-	slotted := dst
-	slotted.Weight = vs.SlotWeights[i]
+	slotted := dst.Destination
+	slotted.Weight = dst.SlotWeight
 	return []Op{
-		{Kind: AddDestination, Service: vs.Service, Destination: slotted, Reason: "with its slot weight"},
-		{Kind: UpdateDestination, Service: vs.Service, Destination: dst, Reason: "not eligible"},
+		{Kind: AddDestination, Service: svc, Destination: slotted, Reason: "with its slot weight"},
+		{Kind: UpdateDestination, Service: svc, Destination: dst.Destination, Reason: "not eligible"},
 	}
 }
 
-func planDestinations(vs VirtualService, cur ActualService, done DrainDone) []Op {
+// destinations plans the destinations of one service: adds and updates for
+// the wanted ones, the drain of the others.
+func (p *planner) destinations(vs VirtualService, cur ActualService, timeout time.Duration) []Op {
 	var ops []Op
-	have := map[ipvs.DestinationKey]ipvs.Destination{}
+	have := make(map[ipvs.DestinationKey]ipvs.Destination, len(cur.Destinations))
 	for _, dst := range cur.Destinations {
 		have[dst.DestinationKey] = dst
 	}
-	want := map[ipvs.DestinationKey]bool{}
-	for i, dst := range vs.Destinations {
+	want := make(map[ipvs.DestinationKey]bool, len(vs.Destinations))
+	for _, dst := range vs.Destinations {
 		want[dst.DestinationKey] = true
 		old, ok := have[dst.DestinationKey]
 		switch {
 		case !ok:
-			ops = append(ops, addDestination(vs, i)...)
-		case !old.SameOptions(dst):
-			ops = append(ops, Op{Kind: UpdateDestination, Service: vs.Service, Destination: dst})
+			ops = append(ops, addDestination(vs.Service, dst)...)
+		case !old.SameOptions(dst.Destination):
+			ops = append(ops, Op{Kind: UpdateDestination, Service: vs.Service, Destination: dst.Destination})
 		}
 	}
 	for _, dst := range cur.Destinations {
-		if want[dst.DestinationKey] {
-			continue
-		}
-		switch {
-		case dst.Weight != 0:
-			drained := dst
-			drained.Weight = 0
-			ops = append(ops, Op{Kind: UpdateDestination, Service: vs.Service, Destination: drained, Reason: "draining"})
-		case done(vs.ServiceKey, dst):
-			ops = append(ops, Op{Kind: DeleteDestination, Service: vs.Service, Destination: dst, Reason: "drained"})
+		if !want[dst.DestinationKey] {
+			ops = append(ops, p.drain(vs.Service, dst, timeout)...)
 		}
 	}
 	return ops
 }
 
-func planAddresses(d Desired, a Actual, owned Ownership, draining map[netip.Addr]bool) []Op {
-	var ops []Op
-	for _, p := range d.Addresses {
-		if !slices.Contains(a.Addresses, p) {
-			ops = append(ops, Op{Kind: AddAddress, Interface: d.Interface, Address: p, Reason: "VIP"})
-		}
+// drain plans one unwanted destination: weight 0 first, delete once its
+// connections are gone or its drain timed out. A destination found at weight
+// 0 without a record (after a restart) starts its clock now.
+func (p *planner) drain(svc ipvs.Service, dst ipvs.Destination, timeout time.Duration) []Op {
+	k := DrainKey{svc.ServiceKey, dst.DestinationKey}
+	if dst.Weight != 0 {
+		p.drains[k] = p.in.Now
+		drained := dst
+		drained.Weight = 0
+		return []Op{{Kind: UpdateDestination, Service: svc, Destination: drained, Reason: "draining"}}
 	}
-	for _, o := range owned.Addresses {
-		if o.Interface == d.Interface && slices.Contains(d.Addresses, o.Prefix) || draining[o.Prefix.Addr()] {
+	started, ok := p.in.Drains[k]
+	if !ok {
+		started = p.in.Now
+	}
+	switch {
+	case dst.ActiveConns+dst.InactiveConns == 0:
+		return []Op{{Kind: DeleteDestination, Service: svc, Destination: dst, Reason: "drained"}}
+	case p.in.Now.Sub(started) >= timeout:
+		return []Op{{Kind: DeleteDestination, Service: svc, Destination: dst, Reason: "drain timeout"}}
+	}
+	p.drains[k] = started
+	return nil
+}
+
+// planSysctls sets every desired sysctl whose value differs, in key order.
+// Values compare by fields: the kernel prints vectors tab-separated.
+func planSysctls(d Desired, a Actual) []Op {
+	var ops []Op
+	for _, k := range slices.Sorted(maps.Keys(d.Sysctls)) {
+		want := d.Sysctls[k]
+		cur, ok := a.Sysctls[k]
+		if ok && strings.Join(strings.Fields(cur), " ") == want {
 			continue
 		}
-		// Owned addresses on other interfaces are not in Actual; the apply
-		// step tolerates their absence.
-		if o.Interface != d.Interface || slices.Contains(a.Addresses, o.Prefix) {
-			ops = append(ops, Op{Kind: DeleteAddress, Interface: o.Interface, Address: o.Prefix, Reason: "no longer configured"})
+		if !ok {
+			cur = "missing"
 		}
+		ops = append(ops, Op{Kind: SetSysctl, Key: k, Value: want, Previous: cur})
 	}
 	return ops
+}
+
+// planNAT replaces lvsd's nftables tables when their digest differs, or
+// removes them when nothing needs them.
+func planNAT(d Desired, a Actual) []Op {
+	switch {
+	case d.NAT.Digest() == a.NATDigest:
+		return nil
+	case !d.NAT.Empty():
+		return []Op{{Kind: ReplaceNAT, NAT: d.NAT}}
+	case a.NATDigest != "":
+		return []Op{{Kind: RemoveNAT, Reason: "no rules needed"}}
+	}
+	return nil
+}
+
+// planDaemons starts the desired sync daemons that do not run as wanted and
+// stops lvsd's that are no longer wanted (connection sync turned off).
+// Daemons of other software (another sync ID) are replaced only where lvsd
+// wants that role.
+func planDaemons(d Desired, a Actual) (stop, start []Op) {
+	for _, want := range d.Daemons {
+		i := slices.IndexFunc(a.Daemons, func(r ipvs.Daemon) bool { return r.State == want.State })
+		if i < 0 || !a.Daemons[i].Satisfies(want) {
+			start = append(start, Op{Kind: StartDaemon, Daemon: want, Reason: "connection sync"})
+		}
+	}
+	for _, r := range a.Daemons {
+		wanted := slices.ContainsFunc(d.Daemons, func(w ipvs.Daemon) bool { return w.State == r.State })
+		if r.SyncID == SyncID && !wanted {
+			stop = append(stop, Op{Kind: StopDaemon, Daemon: r, Reason: "connection sync off"})
+		}
+	}
+	return stop, start
+}
+
+// AddressesInUse are the addresses the VIP holder must keep even when no
+// held VIP wants them: the VIPs of IPVS services in a that d does not want
+// and ops (the plan for a) do not delete — lvsd's services still draining,
+// whose connections need the address, and services that are not lvsd's (an
+// operator's ipvsadm service on the same VIP).
+func AddressesInUse(d Desired, a Actual, ops []Op) map[netip.Addr]bool {
+	unwanted := make(map[ipvs.ServiceKey]bool, len(a.Services))
+	for k := range a.Services {
+		unwanted[k] = true
+	}
+	for _, vs := range d.Services {
+		delete(unwanted, vs.ServiceKey)
+	}
+	for _, op := range ops {
+		if op.Kind == DeleteService {
+			delete(unwanted, op.Service.ServiceKey)
+		}
+	}
+	out := map[netip.Addr]bool{}
+	for k := range unwanted {
+		if k.Addr.IsValid() {
+			out[k.Addr.Unmap()] = true
+		}
+	}
+	return out
 }

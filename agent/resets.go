@@ -2,7 +2,6 @@ package agent
 
 import (
 	"fmt"
-	"net/netip"
 	"slices"
 
 	"github.com/lvsd/lvsd/agent/config"
@@ -15,8 +14,8 @@ import (
 // not persist, or all of them when the eligible set switched pool and
 // drain_on_failover is false.
 type reset struct {
-	all      bool  // every destination
-	backends []int // positions in the service's Backends (and its destinations)
+	all      bool            // every destination
+	backends map[string]bool // by HealthKey
 	why      string
 }
 
@@ -63,12 +62,12 @@ func serviceReset(s config.Service, prev, next Eligibility) (reset, bool) {
 	if s.KeepsConnectionsOnUnhealthy() {
 		return reset{}, false
 	}
-	var r reset
+	r := reset{backends: map[string]bool{}}
 	before, now := prev.diverted(), next.diverted()
-	for i, b := range s.Backends {
+	for _, b := range s.Backends {
 		k := HealthKey(s.Name, b)
 		if _, was := prev.Eligible[k]; was && !before[k] && now[k] {
-			r.backends = append(r.backends, i)
+			r.backends[k] = true
 		}
 	}
 	r.why = fmt.Sprintf("unhealthy, persistence_on_unhealthy %s (%s)", s.PersistenceOnUnhealthy, s.Protocol)
@@ -101,7 +100,7 @@ func planResets(d Desired, a Actual, resets map[string]reset) []Op {
 		var idx []int
 		for i, dst := range vs.Destinations {
 			j := slices.IndexFunc(cur.Destinations, func(x ipvs.Destination) bool { return x.DestinationKey == dst.DestinationKey })
-			if j >= 0 && cur.Destinations[j].ActiveConns+cur.Destinations[j].InactiveConns > 0 && (r.all || slices.Contains(r.backends, i)) {
+			if j >= 0 && cur.Destinations[j].ActiveConns+cur.Destinations[j].InactiveConns > 0 && (r.all || r.backends[dst.Backend]) {
 				idx = append(idx, i)
 			}
 		}
@@ -137,12 +136,12 @@ func resetBatch(vs VirtualService, batch []int, why string) []Op {
 	var ops []Op
 	expiring := ipvs.Expiring{VIP: vs.VIP, Port: vs.Port}
 	for _, i := range batch {
-		ops = append(ops, Op{Kind: DeleteDestination, Service: vs.Service, Destination: vs.Destinations[i], Reason: "reset: " + why})
+		ops = append(ops, Op{Kind: DeleteDestination, Service: vs.Service, Destination: vs.Destinations[i].Destination, Reason: "reset: " + why})
 		expiring.Dests = append(expiring.Dests, vs.Destinations[i].DestinationKey)
 	}
 	ops = append(ops, Op{Kind: AwaitExpiry, Service: vs.Service, Expiring: expiring, Reason: why})
 	for _, i := range batch {
-		for _, op := range addDestination(vs, i) {
+		for _, op := range addDestination(vs.Service, vs.Destinations[i]) {
 			if op.Reason == "" {
 				op.Reason = "back after the reset"
 			}
@@ -150,23 +149,4 @@ func resetBatch(vs VirtualService, batch []int, why string) []Op {
 		}
 	}
 	return ops
-}
-
-// forgetResetConnections tells the connection-sync relay which connections
-// the resets among ops dropped, so it stops replaying them to the other
-// directors: they would come back there, bound to the backend they left.
-func (a *Agent) forgetResetConnections(ops []Op) {
-	if a.opts.ConnSync == nil {
-		return
-	}
-	for _, op := range ops {
-		if op.Kind != AwaitExpiry {
-			continue
-		}
-		var dests []netip.AddrPort
-		for _, d := range op.Expiring.Dests {
-			dests = append(dests, netip.AddrPortFrom(d.Addr, d.Port))
-		}
-		a.opts.ConnSync.ForgetDestinations(op.Expiring.VIP, dests)
-	}
 }

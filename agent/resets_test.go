@@ -23,7 +23,7 @@ func decide(t *testing.T, services []config.Service, states string) map[string]E
 	for i, c := range states {
 		h[HealthKey("web", services[0].Backends[i])] = BackendHealth{Healthy: c == '+', Weight: -1}
 	}
-	_, decisions := ApplyHealth(Desired{}, services, h)
+	_, decisions := WithHealth(Desired{}, services, h)
 	return decisions
 }
 
@@ -90,9 +90,11 @@ func TestConnectionResets(t *testing.T) {
 				case r.all:
 					got = append(got, "all")
 				default:
-					var s []string
-					for _, b := range r.backends {
-						s = append(s, string(rune('0'+b)))
+					var s []string // positions of the reset backends
+					for i, b := range services[0].Backends {
+						if r.backends[HealthKey("web", b)] {
+							s = append(s, string(rune('0'+i)))
+						}
 					}
 					got = append(got, strings.Join(s, " "))
 				}
@@ -121,8 +123,8 @@ func TestResetThroughTheKernel(t *testing.T) {
 	a.opts.ConnSync = relay
 	a.setConfig(a.cfg)
 	e.reconcile(a)
-	if !slices.Contains(e.sysctls, "vs.expire_nodest_conn=1 vs.expire_quiescent_template=1") {
-		t.Errorf("sysctls %q lack connection expiry", e.sysctls)
+	if v := e.sysctls.Values(); v["net/ipv4/vs/expire_nodest_conn"] != "1" || v["net/ipv4/vs/expire_quiescent_template"] != "1" {
+		t.Errorf("sysctls %q lack connection expiry", v)
 	}
 	before := e.ipvs.Ops()
 
@@ -177,7 +179,9 @@ func TestResetThroughTheKernel(t *testing.T) {
 // forgetfulRelay records what the agent asks the connection-sync relay to forget.
 type forgetfulRelay struct{ forgot []string }
 
-func (*forgetfulRelay) Stats() connsync.Stats { return connsync.Stats{} }
+func (*forgetfulRelay) Stats() connsync.Stats   { return connsync.Stats{} }
+func (r *forgetfulRelay) ReleaseVIP(netip.Addr) {}
+
 func (r *forgetfulRelay) ForgetDestinations(vip netip.Addr, dests []netip.AddrPort) {
 	r.forgot = append(r.forgot, fmt.Sprint(vip, " ", dests))
 }
@@ -187,7 +191,7 @@ func (r *forgetfulRelay) ForgetDestinations(vip netip.Addr, dests []netip.AddrPo
 func TestResetBatches(t *testing.T) {
 	vs := VirtualService{}
 	for _, w := range []int{0, 1, 0, 1, 1} {
-		vs.Destinations = append(vs.Destinations, ipvs.Destination{Weight: w})
+		vs.Destinations = append(vs.Destinations, Destination{Destination: ipvs.Destination{Weight: w}})
 	}
 	cases := []struct {
 		idx  []int

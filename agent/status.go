@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"maps"
 	"net/http"
 	"net/netip"
 	"slices"
@@ -79,8 +80,8 @@ type DestinationStatus struct {
 // on other goroutines (the API); it is never modified once published.
 type snapshot struct {
 	cfg      *Config
-	desired  Desired // as announced (addresses narrowed to held VIPs)
-	drains   map[drainKey]time.Time
+	desired  Desired // with health applied
+	drains   Drains
 	at       time.Time
 	duration time.Duration
 	err      string
@@ -92,15 +93,12 @@ type snapshot struct {
 }
 
 func (a *Agent) publish(desired Desired, start time.Time, err error, ops ...Op) {
-	s := &snapshot{cfg: a.cfg, desired: desired, drains: make(map[drainKey]time.Time, len(a.drains)),
+	s := &snapshot{cfg: a.cfg, desired: desired, drains: maps.Clone(a.drains),
 		at: start, duration: a.opts.Now().Sub(start), eligibility: a.eligibility}
 	for _, op := range ops {
 		if op.Kind == AwaitExpiry {
 			s.resets += uint64(len(op.Expiring.Dests))
 		}
-	}
-	for k, v := range a.drains {
-		s.drains[k] = v
 	}
 	if err != nil {
 		s.err = err.Error()
@@ -116,33 +114,37 @@ func (a *Agent) Status(ctx context.Context) (Status, error) {
 	if s == nil {
 		return Status{}, errNotReady
 	}
-	actual, err := a.opts.Kernel.ReadActual(ctx, s.desired.Interface)
+	actual, err := a.opts.Kernel.ReadActual(ctx, s.desired)
+	if err != nil {
+		return Status{}, err
+	}
+	present, err := a.opts.Kernel.Addrs.List(ctx, s.desired.Interface)
 	if err != nil {
 		return Status{}, err
 	}
 	st := Status{Node: s.cfg.Agent.Node, Role: string(s.cfg.Agent.Role), Config: a.opts.ConfigPath,
 		LastReconcile: s.at, LastDuration: s.duration.String(), LastError: s.err}
 	now := a.opts.Now()
-	vips := map[string]netip.Addr{}
-	for _, svc := range s.cfg.Services {
-		vips[svc.Name] = svc.VIP
-	}
 	states := a.healthStates()
+	checked := checkedBackends(s.cfg.Services)
 	for _, vs := range s.cfg.Desired.Services {
-		vip := vips[vs.Name]
+		if vs.Internal {
+			continue
+		}
+		vip := vs.VIP
 		cur, inKernel := actual.Services[vs.ServiceKey]
 		ss := ServiceStatus{Name: vs.Name, Key: vs.ServiceKey.String(), Scheduler: vs.Scheduler,
 			VIP: vip.String(), Flags: vs.Flags.String(), InKernel: inKernel,
-			VIPHeld: slices.Contains(actual.Addresses, netip.PrefixFrom(vip, vip.BitLen())),
+			VIPHeld: slices.Contains(present, netip.PrefixFrom(vip, vip.BitLen())),
 			Rule:    s.eligibility[vs.Name].Rule}
 		kernel := map[ipvs.DestinationKey]ipvs.Destination{}
 		for _, d := range cur.Destinations {
 			kernel[d.DestinationKey] = d
 		}
-		for j, d := range vs.Destinations {
+		for _, d := range vs.Destinations {
 			ds := DestinationStatus{Address: d.DestinationKey.String(), Forwarding: d.Forwarding.String(),
 				ConfiguredWeight: d.Weight, Weight: -1}
-			ds.setHealth(states, s.eligibility, s.cfg.Services, vs.Name, j)
+			ds.setHealth(states, s.eligibility, checked, vs.Name, d.Backend)
 			if k, ok := kernel[d.DestinationKey]; ok {
 				ds.Weight, ds.ActiveConns, ds.InactiveConns = k.Weight, k.ActiveConns, k.InactiveConns
 				ds.setStats(k.Stats)
@@ -158,7 +160,7 @@ func (a *Agent) Status(ctx context.Context) (Status, error) {
 				ConfiguredWeight: -1, Weight: k.Weight, ActiveConns: k.ActiveConns, InactiveConns: k.InactiveConns,
 				ReportedWeight: health.NoWeight}
 			ds.setStats(k.Stats)
-			if since, ok := s.drains[drainKey{vs.ServiceKey, k.DestinationKey}]; ok {
+			if since, ok := s.drains[DrainKey{vs.ServiceKey, k.DestinationKey}]; ok {
 				ds.DrainingFor = now.Sub(since).Round(time.Second).String()
 			}
 			ss.Destinations = append(ss.Destinations, ds)

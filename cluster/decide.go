@@ -45,46 +45,82 @@ type Candidate struct {
 	// would own is not taken by another meanwhile, so directors starting
 	// together do not both take a VIP for a moment.
 	Pending bool
-	// Rising marks a director heard again but not yet for the rise time:
-	// it owns nothing, but what it claims is not taken from it (after a
-	// partition heals it may still hold VIPs).
-	Rising bool
-	// Lingering marks a director silent for longer than the failure timeout
-	// but not yet for twice that: it owns nothing and its claims are void,
-	// but it still counts for the quorum. A director whose own receiving
-	// was held up hears nobody for a moment; it must not drop every VIP
-	// for that, while a real partition still costs the minority its VIPs
-	// within two failure timeouts.
-	Lingering bool
-	// Unsure marks a live director not heard for half a failure timeout:
-	// it still owns and counts, but not towards the quorum needed to take
-	// a VIP. A director being cut off sees all its peers go quiet, and
-	// the first of them fails a moment before the others.
-	Unsure bool
+	// Presence says how this director hears it.
+	Presence Presence
 	// VIPs are the VIPs it is configured for, each with whether it holds
 	// (claims) it now.
 	VIPs map[netip.Addr]bool
 }
+
+// Presence is how a director hears a candidate.
+type Presence int
+
+const (
+	// Live: heard within half a failure timeout (itself always).
+	Live Presence = iota
+	// Unsure: a live director not heard for half a failure timeout: it
+	// still owns and counts, but not towards the quorum needed to take a
+	// VIP. A director being cut off sees all its peers go quiet, and the
+	// first of them fails a moment before the others.
+	Unsure
+	// Rising: heard again but not yet for the rise time: it owns nothing,
+	// but what it claims is not taken from it (after a partition heals it
+	// may still hold VIPs).
+	Rising
+	// Lingering: silent for longer than the failure timeout but not yet
+	// for twice that: it owns nothing and its claims are void, but it
+	// still counts for the quorum. A director whose own receiving was held
+	// up hears nobody for a moment; it must not drop every VIP for that,
+	// while a real partition still costs the minority its VIPs within two
+	// failure timeouts.
+	Lingering
+)
 
 // rank orders directors for one VIP: lower ranks first.
 func rank(name string, vip netip.Addr) [sha256.Size]byte {
 	return sha256.Sum256([]byte(name + "#" + vip.String()))
 }
 
-// before reports whether a beats b for vip: higher priority then lower
-// name in active-standby; the lower sha256 rank in active-active. The order
-// depends only on the two directors, so any two that see each other agree
-// on it whatever else they see.
-func (r Rules) before(vip netip.Addr, a, b *Candidate) bool {
-	if r.Mode == ActiveActive {
-		ra, rb := rank(a.Name, vip), rank(b.Name, vip)
-		if c := bytes.Compare(ra[:], rb[:]); c != 0 {
-			return c < 0
-		}
-	} else if a.Priority != b.Priority {
+// An ordering is how an ownership mode ranks the directors for one VIP:
+// the VIP goes to the first live one. It must depend only on the two
+// directors compared, so any two that see each other agree on it whatever
+// else they see.
+type ordering interface {
+	before(vip netip.Addr, a, b *Candidate) bool
+}
+
+// byPriority is active-standby: higher priority, then lower name.
+type byPriority struct{}
+
+func (byPriority) before(_ netip.Addr, a, b *Candidate) bool {
+	if a.Priority != b.Priority {
 		return a.Priority > b.Priority
 	}
 	return a.Name < b.Name
+}
+
+// byRank is active-active: the lower sha256 rank, then lower name.
+type byRank struct{}
+
+func (byRank) before(vip netip.Addr, a, b *Candidate) bool {
+	ra, rb := rank(a.Name, vip), rank(b.Name, vip)
+	if c := bytes.Compare(ra[:], rb[:]); c != 0 {
+		return c < 0
+	}
+	return a.Name < b.Name
+}
+
+// orderings are the modes' orderings.
+var orderings = map[Mode]ordering{ActiveStandby: byPriority{}, ActiveActive: byRank{}}
+
+// before reports whether a beats b for vip in r's mode (active-standby for
+// an unknown one).
+func (r Rules) before(vip netip.Addr, a, b *Candidate) bool {
+	o, ok := orderings[r.Mode]
+	if !ok {
+		o = byPriority{}
+	}
+	return o.before(vip, a, b)
 }
 
 // Owners returns the owner of each vip in the view live (every director
@@ -108,7 +144,7 @@ func owner(r Rules, live []Candidate, vip netip.Addr) *Candidate {
 	for i := range live {
 		c := &live[i]
 		held, configured := c.VIPs[vip]
-		if !c.Ready || c.Rising || c.Lingering || !configured {
+		if !c.Ready || c.Presence == Rising || c.Presence == Lingering || !configured {
 			continue
 		}
 		if best == nil || r.before(vip, c, best) {
@@ -164,11 +200,11 @@ func Next(r Rules, self string, live []Candidate, vips []netip.Addr) Step {
 		var other, better bool
 		for j := range live {
 			c := &live[j]
-			if j == i || c.Lingering || !c.VIPs[vip] {
+			if j == i || c.Presence == Lingering || !c.VIPs[vip] {
 				continue
 			}
 			other = true
-			better = better || !c.Rising && r.before(vip, c, me)
+			better = better || c.Presence != Rising && r.before(vip, c, me)
 		}
 		switch {
 		case me.VIPs[vip] && other:
@@ -192,7 +228,7 @@ func Next(r Rules, self string, live []Candidate, vips []netip.Addr) Step {
 func settled(live []Candidate) int {
 	k := 0
 	for _, c := range live {
-		if !c.Rising && !c.Lingering && !c.Unsure {
+		if c.Presence == Live {
 			k++
 		}
 	}

@@ -26,7 +26,8 @@ type FakeNode struct {
 	priority int
 	up       bool
 	held     map[netip.Addr]bool // guarded by f.mu
-	asked    map[netip.Addr]int  // guarded by f.mu
+	served   []netip.Addr        // guarded by f.mu; nil: every VIP of the cluster
+	present  map[netip.Addr]bool // guarded by f.mu
 	changed  chan struct{}
 }
 
@@ -40,7 +41,7 @@ func (f *Fake) Add(name string, priority int) *FakeNode {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	n := &FakeNode{f: f, name: name, priority: priority, up: true, held: map[netip.Addr]bool{},
-		asked: map[netip.Addr]int{}, changed: make(chan struct{}, 1)}
+		present: map[netip.Addr]bool{}, changed: make(chan struct{}, 1)}
 	f.nodes = append(f.nodes, n)
 	f.recompute()
 	return n
@@ -102,7 +103,9 @@ func (f *Fake) recompute() {
 			}
 			claims := map[netip.Addr]bool{}
 			for _, v := range f.vips {
-				claims[v] = n.held[v]
+				if n.serves(v) {
+					claims[v] = n.held[v]
+				}
 			}
 			live = append(live, Candidate{Name: n.name, Priority: n.priority, Ready: true, VIPs: claims})
 		}
@@ -110,7 +113,7 @@ func (f *Fake) recompute() {
 		for _, n := range f.nodes {
 			next := map[netip.Addr]bool{}
 			if n.up {
-				next = Next(f.rules, n.name, live, f.vips).Hold
+				next = Next(f.rules, n.name, live, slices.DeleteFunc(slices.Clone(f.vips), func(v netip.Addr) bool { return !n.serves(v) })).Hold
 			}
 			if !maps.Equal(next, n.held) {
 				n.held, moved = next, true
@@ -126,22 +129,46 @@ func (f *Fake) recompute() {
 	}
 }
 
+// serves reports whether the director serves v; f.mu is held.
+func (n *FakeNode) serves(v netip.Addr) bool { return n.served == nil || slices.Contains(n.served, v) }
+
+// Serve implements the agent's VIPOwnership.
+func (n *FakeNode) Serve(vips []netip.Addr) {
+	n.f.mu.Lock()
+	defer n.f.mu.Unlock()
+	n.served = append([]netip.Addr{}, vips...)
+	n.f.recompute()
+}
+
 // Holds implements the agent's VIPOwnership.
 func (n *FakeNode) Holds(vip netip.Addr) bool {
 	n.f.mu.Lock()
 	defer n.f.mu.Unlock()
-	n.asked[vip]++
 	return n.held[vip]
+}
+
+// AddressChanged implements the agent's VIPOwnership.
+func (n *FakeNode) AddressChanged(addr netip.Addr, present bool) {
+	n.f.mu.Lock()
+	defer n.f.mu.Unlock()
+	n.present[addr] = present
 }
 
 // Changed implements the agent's VIPOwnership.
 func (n *FakeNode) Changed() <-chan struct{} { return n.changed }
 
-// Asked returns how often the agent asked about each VIP.
-func (n *FakeNode) Asked() map[netip.Addr]int {
+// Served returns the VIPs the agent said it serves (nil: never said).
+func (n *FakeNode) Served() []netip.Addr {
 	n.f.mu.Lock()
 	defer n.f.mu.Unlock()
-	return maps.Clone(n.asked)
+	return slices.Clone(n.served)
+}
+
+// Present returns the addresses the agent reported on its interface.
+func (n *FakeNode) Present() map[netip.Addr]bool {
+	n.f.mu.Lock()
+	defer n.f.mu.Unlock()
+	return maps.Clone(n.present)
 }
 
 // View returns the director's view in the shape Node.View has.

@@ -67,7 +67,9 @@ func (n *Node) run(ctx context.Context) {
 		case <-ctx.Done():
 			return
 		case r := <-n.heartbeats:
-			changed = s.onHeartbeat(r.hb, r.at)
+			if changed = s.onHeartbeat(r.hb, r.at); changed {
+				s.publishSyncPeers()
+			}
 		case <-n.poke:
 			changed = s.drain()
 		case f := <-n.reqs:
@@ -81,7 +83,7 @@ func (n *Node) run(ctx context.Context) {
 		case <-send.C:
 			s.sendHeartbeat()
 		case <-house.C:
-			changed = s.housekeep()
+			s.housekeep()
 			keys.check()
 		}
 		if changed {
@@ -95,18 +97,20 @@ func (n *Node) run(ctx context.Context) {
 func (s *loopState) drain() bool {
 	n := s.n
 	n.mu.Lock()
-	vips, addrs, evs := n.newVIPs, n.addrEvents, n.memberEvs
-	n.newVIPs, n.memberEvs = nil, nil
+	served, addrs, evs := n.served, n.addrEvents, n.memberEvs
+	n.served, n.memberEvs = nil, nil
 	if len(addrs) > 0 {
 		n.addrEvents = map[netip.Addr]bool{}
 	}
 	n.mu.Unlock()
 	changed := false
-	for _, v := range vips {
-		if !s.vips[v] {
-			s.vips[v] = true
-			changed = true
+	if served != nil {
+		vips := make(map[netip.Addr]bool, len(served))
+		for _, v := range served {
+			vips[v] = true
 		}
+		changed = !maps.Equal(vips, s.vips)
+		s.vips = vips
 	}
 	for a, present := range addrs {
 		if s.present[a] != present {
@@ -127,9 +131,8 @@ func (s *loopState) drain() bool {
 	return changed
 }
 
-// candidates is this node's view: itself, every live peer, the peers heard
-// but not risen yet (Rising) and the peers silent for less than two failure
-// timeouts (Lingering).
+// candidates is this node's view: itself and every peer heard within two
+// failure timeouts, each with its presence.
 func (s *loopState) candidates() []Candidate {
 	self := Candidate{Name: s.n.cfg.Name, Priority: s.n.cfg.Priority, Ready: s.ready && !s.leaving, VIPs: s.claims()}
 	out := []Candidate{self}
@@ -142,15 +145,20 @@ func (s *loopState) candidates() []Candidate {
 		// Heard since shortly after its start: ready by since + hold, or
 		// it is late (a failure timeout of slack for scheduling).
 		pending := coldStart && !p.ready && now.Sub(p.since) < hold+s.n.cfg.FailureTimeout
-		switch {
-		case p.live:
-			unsure := now.Sub(p.lastHeard) > s.n.cfg.FailureTimeout/2
-			out = append(out, Candidate{Name: p.name, Priority: p.priority, Ready: p.ready, Pending: pending, Unsure: unsure, VIPs: p.vips})
-		case s.heard(p, now):
-			out = append(out, Candidate{Name: p.name, Priority: p.priority, Rising: true, Pending: pending, VIPs: p.vips})
-		case !p.leaving && !p.lastHeard.IsZero() && now.Sub(p.lastHeard) <= 2*s.n.cfg.FailureTimeout:
-			out = append(out, Candidate{Name: p.name, Priority: p.priority, Lingering: true})
+		c := Candidate{Name: p.name, Priority: p.priority, Pending: pending, VIPs: p.vips}
+		switch p.state {
+		case peerLive:
+			c.Ready = p.ready
+		case peerUnsure:
+			c.Ready, c.Presence = p.ready, Unsure
+		case peerRising:
+			c.Presence = Rising
+		case peerLingering:
+			c.Presence, c.Pending, c.VIPs = Lingering, false, nil
+		default:
+			continue
 		}
+		out = append(out, c)
 	}
 	return out
 }
@@ -179,57 +187,95 @@ func (s *loopState) evaluate() {
 	if s.leaving {
 		vips = nil
 	}
-	quorate := len(live) >= n.cfg.Rules.Quorum
-	if quorate != s.quorate {
-		s.quorate = quorate
-		if quorate {
-			n.log.Info("quorum reached", "live", len(live), "quorum", n.cfg.Rules.Quorum)
-		} else {
-			n.log.Warn("quorum lost: releasing every VIP", "live", len(live), "quorum", n.cfg.Rules.Quorum)
-		}
-	}
+	s.noteQuorum(len(live))
 	st := Next(n.cfg.Rules, n.cfg.Name, live, vips)
+	s.logMoves(st, live, vips)
+	s.noteWaiting(st.Waiting, live)
+	s.noteConflicts(st, live)
+	if maps.Equal(st.Hold, s.want) {
+		return
+	}
+	s.want = st.Hold
+	n.mu.Lock()
+	n.held = maps.Clone(st.Hold)
+	n.mu.Unlock()
+	select {
+	case n.changed <- struct{}{}:
+	default:
+	}
+	s.sendHeartbeat()
+}
+
+// noteQuorum logs when the quorum is reached or lost.
+func (s *loopState) noteQuorum(live int) {
+	n := s.n
+	quorate := live >= n.cfg.Rules.Quorum
+	if quorate == s.quorate {
+		return
+	}
+	s.quorate = quorate
+	if quorate {
+		n.log.Info("quorum reached", "live", live, "quorum", n.cfg.Rules.Quorum)
+	} else {
+		n.log.Warn("quorum lost: releasing every VIP", "live", live, "quorum", n.cfg.Rules.Quorum)
+	}
+}
+
+// logMoves logs each VIP taken or released by st, with why it goes.
+func (s *loopState) logMoves(st Step, live []Candidate, vips []netip.Addr) {
+	n := s.n
 	for v := range st.Hold {
 		if !s.want[v] {
 			n.log.Info("taking VIP", "vip", v.String(), "live", len(live))
 		}
 	}
-	if !maps.Equal(st.Hold, s.want) {
-		owners := Owners(n.cfg.Rules, live, vips)
-		for v := range s.want {
-			if st.Hold[v] {
-				continue
-			}
-			reason := "owned by " + owners[v]
-			switch {
-			case s.leaving:
-				reason = "leaving"
-			case !s.vips[v]:
-				reason = "no longer configured"
-			case !quorate:
-				reason = "no quorum"
-			case owners[v] == n.cfg.Name:
-				reason = "held by a director ranked first"
-			case owners[v] == "":
-				reason = "no owner"
-			}
-			n.log.Info("releasing VIP", "vip", v.String(), "reason", reason)
-		}
+	if maps.Equal(st.Hold, s.want) {
+		return
 	}
-	for _, v := range st.Waiting {
+	owners := Owners(n.cfg.Rules, live, vips)
+	for v := range s.want {
+		if st.Hold[v] {
+			continue
+		}
+		reason := "owned by " + owners[v]
+		switch {
+		case s.leaving:
+			reason = "leaving"
+		case !s.vips[v]:
+			reason = "no longer configured"
+		case !s.quorate:
+			reason = "no quorum"
+		case owners[v] == n.cfg.Name:
+			reason = "held by a director ranked first"
+		case owners[v] == "":
+			reason = "no owner"
+		}
+		n.log.Info("releasing VIP", "vip", v.String(), "reason", reason)
+	}
+}
+
+// noteWaiting logs, once each, the VIPs this director owns but waits for.
+func (s *loopState) noteWaiting(waiting []netip.Addr, live []Candidate) {
+	for _, v := range waiting {
 		if s.waiting[v] {
 			continue
 		}
 		if h := s.holders(v, live); len(h) > 0 {
-			n.log.Info("waiting for the holder to release VIP", "vip", v.String(), "holders", strings.Join(h, ","))
+			s.n.log.Info("waiting for the holder to release VIP", "vip", v.String(), "holders", strings.Join(h, ","))
 		} else {
-			n.log.Info("waiting for a starting director ranked first for VIP", "vip", v.String())
+			s.n.log.Info("waiting for a starting director ranked first for VIP", "vip", v.String())
 		}
 	}
 	s.waiting = map[netip.Addr]bool{}
-	for _, v := range st.Waiting {
+	for _, v := range waiting {
 		s.waiting[v] = true
 	}
+}
+
+// noteConflicts logs VIPs held by two directors, and announces a VIP again
+// once the other holder let go: the link may have learned it there.
+func (s *loopState) noteConflicts(st Step, live []Candidate) {
+	n := s.n
 	for _, v := range st.Conflicts {
 		if _, seen := s.conflicts[v]; !seen {
 			others := strings.Join(s.holders(v, live), ",")
@@ -247,18 +293,6 @@ func (s *loopState) evaluate() {
 			go n.cfg.Reannounce(v)
 		}
 	}
-	if maps.Equal(st.Hold, s.want) {
-		return
-	}
-	s.want = st.Hold
-	n.mu.Lock()
-	n.held = maps.Clone(st.Hold)
-	n.mu.Unlock()
-	select {
-	case n.changed <- struct{}{}:
-	default:
-	}
-	s.sendHeartbeat()
 }
 
 // holders names the live directors other than this one claiming v.
@@ -333,7 +367,7 @@ func (s *loopState) targets() []string {
 		}
 	}
 	for _, p := range s.peers {
-		if !p.leaving && p.addr != "" {
+		if p.state != peerLeft && p.addr != "" {
 			out = append(out, p.addr)
 		}
 	}
@@ -348,27 +382,12 @@ func (s *loopState) startLeaving() {
 	s.n.log.Info("leaving the cluster: releasing every VIP")
 }
 
-// housekeep forgets VIPs nobody asked about for VIPExpiry and peers
-// silent for long.
-func (s *loopState) housekeep() bool {
-	n := s.n
+// housekeep forgets peers silent for long.
+func (s *loopState) housekeep() {
 	now := time.Now()
-	changed := false
-	if n.cfg.VIPExpiry > 0 {
-		n.mu.Lock()
-		for v, at := range n.asked {
-			if now.Sub(at) > n.cfg.VIPExpiry {
-				delete(n.asked, v)
-				delete(s.vips, v)
-				changed = true
-			}
-		}
-		n.mu.Unlock()
-	}
 	for name, p := range s.peers {
-		if !p.live && !s.members[name].alive && (p.leaving || now.Sub(p.lastHeard) > 10*time.Minute) {
+		if !p.state.live() && !s.members[name].alive && (p.state == peerLeft || now.Sub(p.lastHeard) > 10*time.Minute) {
 			delete(s.peers, name)
 		}
 	}
-	return changed
 }

@@ -9,6 +9,7 @@ import (
 	"net"
 	"net/netip"
 	"slices"
+	"strconv"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -46,12 +47,9 @@ type Config struct {
 	StartupHold    time.Duration
 	RejoinInterval time.Duration
 
-	// VIPs are the VIPs known at start; more are learned when Holds is
-	// asked about them. VIPExpiry forgets VIPs nobody asked about for that
-	// long (the agent asks about each configured VIP at every pass); 0
-	// never forgets.
-	VIPs      []netip.Addr
-	VIPExpiry time.Duration
+	// VIPs are the VIPs this director serves at start (usually none: the
+	// agent says which with Serve once their data plane is programmed).
+	VIPs []netip.Addr
 
 	// Reannounce is called (on its own goroutine) for a VIP this node
 	// holds when another director that also held it has let go, so the
@@ -64,6 +62,7 @@ type Config struct {
 
 // Defaults of Config.
 const (
+	DefaultPort              = 7946 // memberlist's, UDP and TCP
 	DefaultHeartbeatInterval = 50 * time.Millisecond
 	DefaultFailureTimeout    = 250 * time.Millisecond
 	DefaultRejoinInterval    = 10 * time.Second
@@ -101,7 +100,7 @@ func (c *Config) setDefaults() error {
 		c.RejoinInterval = DefaultRejoinInterval
 	}
 	if c.Bind == "" {
-		c.Bind = "0.0.0.0:7946"
+		c.Bind = net.JoinHostPort("0.0.0.0", strconv.Itoa(DefaultPort))
 	}
 	if c.Log == nil {
 		c.Log = slog.Default()
@@ -147,8 +146,7 @@ type Node struct {
 
 	mu          sync.Mutex // guards all following fields
 	held        map[netip.Addr]bool
-	asked       map[netip.Addr]time.Time
-	newVIPs     []netip.Addr
+	served      []netip.Addr        // set by Serve, not yet seen by the loop; nil: no change
 	addrEvents  map[netip.Addr]bool // address now present (true) or gone, not yet seen by the loop
 	memberEvs   []memberEvent
 	peerAddrs   []string // resolved Peers without this node
@@ -184,14 +182,10 @@ func Start(cfg Config) (*Node, error) {
 		changed:     make(chan struct{}, 1),
 		done:        make(chan struct{}),
 		held:        map[netip.Addr]bool{},
-		asked:       map[netip.Addr]time.Time{},
 		addrEvents:  map[netip.Addr]bool{},
 	}
 	n.st.init(n)
-	for _, v := range cfg.VIPs {
-		n.asked[v.Unmap()] = n.started
-		n.newVIPs = append(n.newVIPs, v.Unmap())
-	}
+	n.served = unmapped(cfg.VIPs)
 	ml, err := memberlist.Create(n.memberlistConfig())
 	if err != nil {
 		return nil, fmt.Errorf("cluster: starting memberlist on %s: %w", cfg.Bind, err)
@@ -247,19 +241,36 @@ func selfAddresses(advertise, bind string) map[string]bool {
 // Address is the host:port the other directors reach this node at.
 func (n *Node) Address() string { return n.ml.LocalNode().Address() }
 
-// Holds reports whether this node holds vip now. A VIP it has not heard of
-// is added to the VIPs it decides about (the agent asks about every
-// configured VIP at each pass, which is how a reload's new VIPs arrive).
-func (n *Node) Holds(vip netip.Addr) bool {
-	vip = vip.Unmap()
+// Serve replaces the VIPs this node decides about: the VIPs this director
+// can serve (the agent calls it once their data plane is programmed, and
+// again when the configuration changes them). A VIP left out is released.
+// Safe to call from any goroutine.
+func (n *Node) Serve(vips []netip.Addr) {
 	n.mu.Lock()
 	defer n.mu.Unlock()
-	if _, ok := n.asked[vip]; !ok {
-		n.newVIPs = append(n.newVIPs, vip)
-		n.signal()
+	n.served = unmapped(vips)
+	if n.served == nil {
+		n.served = []netip.Addr{}
 	}
-	n.asked[vip] = time.Now()
-	return n.held[vip]
+	n.signal()
+}
+
+func unmapped(vips []netip.Addr) []netip.Addr {
+	if vips == nil {
+		return nil
+	}
+	out := make([]netip.Addr, len(vips))
+	for i, v := range vips {
+		out[i] = v.Unmap()
+	}
+	return out
+}
+
+// Holds reports whether this node holds vip now.
+func (n *Node) Holds(vip netip.Addr) bool {
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	return n.held[vip.Unmap()]
 }
 
 // Changed delivers a value whenever Holds may answer differently.

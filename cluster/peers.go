@@ -11,18 +11,71 @@ type peer struct {
 	name        string
 	addr        string
 	incarnation uint64
+	state       peerState
 	lastHeard   time.Time // zero: not heard since it failed or left
 	since       time.Time // start of the current unbroken run of heartbeats
-	live        bool
-	counted     bool // for the quorum, as of the last check
-	unsure      bool // not heard for half a failure timeout, as of the last check
-	leaving     bool
 	ready       bool
 	priority    int
 	vips        map[netip.Addr]bool
 	claimSeq    uint64
 	pendSeq     uint64
 	pend        map[int][]vipClaim
+}
+
+// peerState is how this director hears a peer. It moves at each liveness
+// check (peerAt), and at once when a heartbeat arrives from a peer that was
+// gone (it rises) or says it leaves.
+type peerState int
+
+const (
+	// peerGone: not heard within two failure timeouts, or never.
+	peerGone peerState = iota
+	// peerRising: heard, but not yet for the rise time without a gap: it
+	// owns nothing, but what it claims is not taken from it.
+	peerRising
+	// peerLive: heard within half a failure timeout, risen.
+	peerLive
+	// peerUnsure: live, but not heard for half a failure timeout. It still
+	// owns and counts, but not towards the quorum needed to take a VIP: a
+	// director being cut off sees its peers go quiet one after the other.
+	peerUnsure
+	// peerLingering: silent for longer than the failure timeout, not yet
+	// two: it owns nothing and its claims are void, but it still counts
+	// for the quorum (Candidate.Lingering says why).
+	peerLingering
+	// peerLeft: said it leaves the cluster.
+	peerLeft
+)
+
+var peerStateNames = [...]string{"gone", "rising", "live", "unsure", "lingering", "left"}
+
+func (s peerState) String() string { return peerStateNames[s] }
+
+// live reports whether the peer counts as a live director (owns VIPs).
+func (s peerState) live() bool { return s == peerLive || s == peerUnsure }
+
+// counted reports whether the peer counts for the quorum and gets
+// connection-sync messages: heard within two failure timeouts.
+func (s peerState) counted() bool { return s != peerGone && s != peerLeft }
+
+// peerAt classifies p at now. A peer that left stays so until it sends a
+// heartbeat again; a live one stays live while it is heard within the
+// failure timeout, whatever its rise time (it has risen).
+func peerAt(p *peer, now time.Time, timeout, rise time.Duration) peerState {
+	silence := now.Sub(p.lastHeard)
+	switch {
+	case p.state == peerLeft:
+		return peerLeft
+	case p.lastHeard.IsZero() || silence > 2*timeout:
+		return peerGone
+	case silence > timeout:
+		return peerLingering
+	case !p.state.live() && now.Sub(p.since) < rise:
+		return peerRising
+	case silence > timeout/2:
+		return peerUnsure
+	}
+	return peerLive
 }
 
 // onHeartbeat records a heartbeat; it reports whether it changed anything
@@ -49,33 +102,37 @@ func (s *loopState) onHeartbeat(hb heartbeat, at time.Time) bool {
 		if p.incarnation != 0 {
 			n.log.Info("director restarted", "peer", p.name)
 		}
-		restarted = p.live
+		restarted = p.state.live()
 		*p = peer{name: hb.Name, incarnation: hb.Incarnation}
 	}
 	timeout := n.cfg.FailureTimeout
 	if hb.Leaving {
-		was := p.live || restarted
-		if !p.leaving {
+		changed := p.state != peerLeft || restarted
+		if p.state != peerLeft {
 			n.log.Info("director left", "peer", p.name)
 		}
-		p.leaving, p.live, p.lastHeard, p.vips = true, false, time.Time{}, nil
-		return was
+		p.state, p.lastHeard, p.vips = peerLeft, time.Time{}, nil
+		return changed
 	}
-	p.leaving = false
 	// A rise restarts after a gap. A live peer stays live: only a check
 	// that saw the silence in time declares a failure; if none ran (this
 	// process was not scheduled either), the peer never looked failed.
-	if !p.live && (p.lastHeard.IsZero() || at.Sub(p.lastHeard) > timeout) {
+	if !p.state.live() && (p.lastHeard.IsZero() || at.Sub(p.lastHeard) > timeout) {
 		p.since = at
 	}
 	if at.After(p.lastHeard) {
 		p.lastHeard = at
 	}
+	if p.state.live() {
+		p.state = peerLive // heard: sure again
+	} else {
+		p.state = peerRising // heard now: its claims count before the next check
+	}
 	p.addr = hb.Addr
 	changed := restarted
 	if p.ready != hb.Ready || p.priority != hb.Priority {
 		p.ready, p.priority = hb.Ready, hb.Priority
-		changed = p.live
+		changed = p.state.live()
 	}
 	if claims := p.assemble(hb); claims != nil && !maps.Equal(claims, p.vips) {
 		p.vips = claims
@@ -139,7 +196,7 @@ func (s *loopState) onCheck(now time.Time) bool {
 		n.log.Debug("this process was not scheduled; failure detection postponed", "stall", lag.String())
 		floor := now.Add(-timeout + 2*n.cfg.HeartbeatInterval)
 		for _, p := range s.peers {
-			if p.live && p.lastHeard.Before(floor) {
+			if p.state.live() && p.lastHeard.Before(floor) {
 				p.lastHeard = floor
 			}
 		}
@@ -150,23 +207,17 @@ func (s *loopState) onCheck(now time.Time) bool {
 		n.log.Info("start-up hold over; may own VIPs now", "live", s.liveCount())
 	}
 	for _, p := range s.peers {
-		silence := now.Sub(p.lastHeard)
-		live := !p.leaving && !p.lastHeard.IsZero() && silence <= timeout && now.Sub(p.since) >= n.cfg.Rise
-		// Counted for the quorum: heard within two failure timeouts
-		// (Candidate.Lingering).
-		counted := !p.leaving && !p.lastHeard.IsZero() && silence <= 2*timeout
-		unsure := silence > timeout/2 // Candidate.Unsure
-		if counted != p.counted || unsure != p.unsure {
-			p.counted, p.unsure, changed = counted, unsure, true
-		}
-		if live == p.live {
+		next := peerAt(p, now, timeout, n.cfg.Rise)
+		if next == p.state {
 			continue
 		}
-		p.live, changed = live, true
-		if live {
+		was := p.state
+		p.state, changed = next, true
+		switch {
+		case next.live() && !was.live():
 			n.log.Info("director up", "peer", p.name, "address", p.addr, "live", s.liveCount())
-		} else if !p.leaving {
-			n.log.Warn("director failed: no heartbeat", "peer", p.name, "silence", silence.Round(time.Millisecond).String(),
+		case was.live() && !next.live():
+			n.log.Warn("director failed: no heartbeat", "peer", p.name, "silence", now.Sub(p.lastHeard).Round(time.Millisecond).String(),
 				"failure_timeout", timeout.String(), "live", s.liveCount())
 		}
 	}
@@ -176,15 +227,9 @@ func (s *loopState) onCheck(now time.Time) bool {
 func (s *loopState) liveCount() int {
 	k := 1
 	for _, p := range s.peers {
-		if p.live {
+		if p.state.live() {
 			k++
 		}
 	}
 	return k
-}
-
-// heard reports whether p is heard now (within the failure timeout) though
-// not live yet.
-func (s *loopState) heard(p *peer, now time.Time) bool {
-	return !p.leaving && !p.lastHeard.IsZero() && now.Sub(p.lastHeard) <= s.n.cfg.FailureTimeout
 }

@@ -76,7 +76,7 @@ func (s *loopState) publishSyncPeers() {
 	n := s.n
 	now := make(map[string]syncPeer, len(s.peers))
 	for _, p := range s.peers {
-		if p.counted && p.addr != "" {
+		if p.state.counted() && p.addr != "" {
 			now[p.name] = syncPeer{p.addr, p.incarnation}
 		}
 	}

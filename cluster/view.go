@@ -99,11 +99,11 @@ func (s *loopState) view(now time.Time) View {
 		}
 		if p := s.peers[name]; p != nil {
 			m.Address = p.addr
-			m.Priority, m.Live, m.Ready = p.priority, p.live, p.ready
+			m.Priority, m.Live, m.Ready = p.priority, p.state.live(), p.ready
 			if !p.lastHeard.IsZero() {
 				m.LastHeard = now.Sub(p.lastHeard).Round(time.Millisecond).String() + " ago"
 			}
-			if p.live {
+			if p.state.live() {
 				m.Holds = held(p.vips)
 			}
 		}

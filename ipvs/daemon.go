@@ -154,6 +154,18 @@ func (d Daemon) effective(mtu int) Daemon {
 	return d
 }
 
+// Satisfies reports whether d, a running daemon as Daemons lists it, is
+// what want asks for: the same settings once the kernel's defaults are
+// filled in. A payload size want leaves to the kernel (0) matches any,
+// since a backup's default depends on its interface's MTU.
+func (d Daemon) Satisfies(want Daemon) bool {
+	w := want.effective(0)
+	if want.MaxLen == 0 {
+		w.MaxLen = d.MaxLen
+	}
+	return d == w
+}
+
 // describe names a daemon operation in errors.
 func describe(verb string, d Daemon) string {
 	e := d.effective(0)

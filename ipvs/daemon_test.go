@@ -112,3 +112,25 @@ func TestFakeDaemons(t *testing.T) {
 		t.Errorf("ops:\n got %q\nwant %q", ops, wantOps)
 	}
 }
+
+func TestDaemonSatisfies(t *testing.T) {
+	master := Daemon{State: DaemonMaster, Interface: "lo", SyncID: 76, MaxLen: 44, Port: 9000}
+	running := master.effective(65536)
+	if !running.Satisfies(master) {
+		t.Errorf("%v does not satisfy %v", running, master)
+	}
+	backup := Daemon{State: DaemonBackup, Interface: "lo", SyncID: 76, Port: 9001}
+	if r := backup.effective(65536); !r.Satisfies(backup) {
+		t.Errorf("%v does not satisfy %v (payload size left to the kernel)", r, backup)
+	}
+	for _, other := range []Daemon{
+		{State: DaemonMaster, Interface: "lo", SyncID: 77, MaxLen: 44, Port: 9000},
+		{State: DaemonMaster, Interface: "lo", SyncID: 76, MaxLen: 1472, Port: 9000},
+		{State: DaemonMaster, Interface: "lo", SyncID: 76, MaxLen: 44, Port: 9002},
+		{State: DaemonBackup, Interface: "lo", SyncID: 76, MaxLen: 44, Port: 9000},
+	} {
+		if running.Satisfies(other) {
+			t.Errorf("%v satisfies %v", running, other)
+		}
+	}
+}

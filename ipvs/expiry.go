@@ -2,7 +2,6 @@ package ipvs
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"net/netip"
 	"time"
@@ -23,7 +22,8 @@ import (
 // kernel's trash with its entries (ip_vs_trash_get_dest): so a reset is
 // delete, AwaitExpiry, then add.
 
-// EnableConnectionExpiry sets, in the calling thread's network namespace,
+// ConnectionExpirySysctls are, per network namespace and for every IPVS
+// service in it:
 //
 //   - expire_nodest_conn=1: connections of a deleted destination are dropped
 //     (the client is reset) instead of hanging; lvsd deletes a destination
@@ -32,13 +32,8 @@ import (
 //     destination of weight 0 is dropped at the client's next connection,
 //     so per-session clients follow the eligibility policy (an ineligible
 //     backend gets no new connection) while their established ones go on.
-//
-// Both are per network namespace and apply to every IPVS service in it.
-func EnableConnectionExpiry(ctx context.Context) error {
-	return errors.Join(
-		setSysctl(ctx, "net/ipv4/vs/expire_nodest_conn", "1"),
-		setSysctl(ctx, "net/ipv4/vs/expire_quiescent_template", "1"),
-	)
+func ConnectionExpirySysctls() map[string]string {
+	return map[string]string{SysctlPrefix + "expire_nodest_conn": "1", SysctlPrefix + "expire_quiescent_template": "1"}
 }
 
 // Expiring names the connection entries a reset waits for: those of the

@@ -1,15 +1,6 @@
 package ipvs
 
-import (
-	"context"
-	"errors"
-	"fmt"
-	"io/fs"
-	"os"
-	"path/filepath"
-	"strings"
-	"syscall"
-)
+import "fmt"
 
 // SyncSysctls are the net.ipv4.vs sysctls that decide which connections a
 // master sync daemon sends, and what a director does with TCP and SCTP
@@ -61,73 +52,40 @@ func RecommendedSyncSysctls() SyncSysctls {
 	return SyncSysctls{Threshold: 3, Period: 0, RefreshPeriod: 10, SloppyTCP: true, SloppySCTP: true}
 }
 
-// procSys is where sysctls live; tests point it at a temporary directory.
-var procSys = "/proc/sys"
-
-// writeSysctl writes one sysctl file; tests replace it to see the writes.
-var writeSysctl = func(path string, b []byte) error { return os.WriteFile(path, b, 0o644) }
-
-// ApplySyncSysctls sets s in the network namespace of the calling thread
-// (/proc/sys/net resolves to the namespace of the thread that opens it: lock
-// the OS thread and enter the namespace first when the agent runs outside
-// it). It also pins sync_version to 1 and sync_ports to 1: lvsd's relay reads
-// protocol v1 on a single port (with sync_ports N the daemons use ports
-// Port..Port+N-1; a change applies once no daemon runs). A sysctl that
-// already has the value is not written, so a read-only /proc/sys with the
-// values set (e.g. by sysctl.d) works.
-func ApplySyncSysctls(ctx context.Context, s SyncSysctls) error {
+// Validate refuses what the kernel's proc_do_sync_threshold refuses with
+// EINVAL: a threshold not below a non-zero period, negative values.
+func (s SyncSysctls) Validate() error {
 	if s.Threshold < 0 || s.Period < 0 || s.Period > 0 && s.Threshold >= s.Period || s.RefreshPeriod < 0 {
-		// The kernel's proc_do_sync_threshold refuses the same with EINVAL.
 		return fmt.Errorf("invalid IPVS sync sysctls %+v: threshold must be below a non-zero period, none negative", s)
 	}
-	var errs []error
-	for _, kv := range s.values() {
-		errs = append(errs, setSysctl(ctx, "net/ipv4/vs/"+kv[0], kv[1]))
-	}
-	return errors.Join(errs...)
+	return nil
 }
 
-// values lists sysctl names and values in write order.
-func (s SyncSysctls) values() [][2]string {
-	return [][2]string{
-		{"sync_version", "1"},
-		{"sync_ports", "1"},
-		{"sync_threshold", fmt.Sprintf("%d %d", s.Threshold, s.Period)},
-		{"sync_refresh_period", fmt.Sprint(s.RefreshPeriod)},
-		{"sync_persist_mode", boolSysctl(s.PersistTemplatesOnly)},
-		{"sloppy_tcp", boolSysctl(s.SloppyTCP)},
-		{"sloppy_sctp", boolSysctl(s.SloppySCTP)},
+// Sysctls returns s as kernel parameters (paths below /proc/sys), which the
+// agent sets through its one sysctl writer. It also pins sync_version to 1
+// and sync_ports to 1: lvsd's relay reads protocol v1 on a single port (with
+// sync_ports N the daemons use ports Port..Port+N-1; a change applies once no
+// daemon runs, so the agent sets these before it starts the daemons). Vectors
+// are space-separated; the kernel prints them tab-separated.
+func (s SyncSysctls) Sysctls() map[string]string {
+	return map[string]string{
+		SysctlPrefix + "sync_version":        "1",
+		SysctlPrefix + "sync_ports":          "1",
+		SysctlPrefix + "sync_threshold":      fmt.Sprintf("%d %d", s.Threshold, s.Period),
+		SysctlPrefix + "sync_refresh_period": fmt.Sprint(s.RefreshPeriod),
+		SysctlPrefix + "sync_persist_mode":   boolSysctl(s.PersistTemplatesOnly),
+		SysctlPrefix + "sloppy_tcp":          boolSysctl(s.SloppyTCP),
+		SysctlPrefix + "sloppy_sctp":         boolSysctl(s.SloppySCTP),
 	}
 }
+
+// SysctlPrefix is where IPVS keeps its kernel parameters (net.ipv4.vs.*, for
+// IPv6 too); they exist only once the ip_vs module is loaded.
+const SysctlPrefix = "net/ipv4/vs/"
 
 func boolSysctl(b bool) string {
 	if b {
 		return "1"
 	}
 	return "0"
-}
-
-// setSysctl writes value unless the sysctl already has it. Values compare
-// by fields: the kernel prints vectors tab-separated ("3\t50").
-func setSysctl(ctx context.Context, key, value string) error {
-	if err := ctx.Err(); err != nil {
-		return err
-	}
-	path := filepath.Join(procSys, key)
-	cur, err := os.ReadFile(path)
-	if errors.Is(err, fs.ErrNotExist) {
-		return fmt.Errorf("reading sysctl %s: %w: load the ip_vs module (modprobe ip_vs): %w", key, ErrNotAvailable, err)
-	} else if err != nil {
-		return fmt.Errorf("reading sysctl %s: %w", key, err)
-	}
-	if strings.Join(strings.Fields(string(cur)), " ") == value {
-		return nil
-	}
-	if err := writeSysctl(path, []byte(value+"\n")); err != nil {
-		if errors.Is(err, fs.ErrPermission) || errors.Is(err, syscall.EROFS) {
-			return fmt.Errorf("setting sysctl %s=%s (read-only /proc/sys? set it on the host or in sysctl.d): %w", key, value, err)
-		}
-		return fmt.Errorf("setting sysctl %s=%s: %w", key, value, err)
-	}
-	return nil
 }

@@ -73,7 +73,7 @@ var goldenCases = []struct {
 		{Match: Match{VIP: addr("203.0.113.10"), Protocol: TCP, Ports: []PortRange{port(80), port(443)}}, CtMark: 0x10, To: addrs("198.51.100.2"), Comment: "web"},
 		{Match: Match{VIP: addr("203.0.113.10"), Protocol: UDP, Ports: []PortRange{port(443)}}, CtMark: 0x10, To: addrs("198.51.100.2"), Comment: "web quic"},
 	}}},
-	{"conn-sync", Spec{SyncPorts: []uint16{8849, 8848}}},
+	{"conn-sync", Spec{SyncPorts: []uint16{8849, 8848}, SyncGroup: netip.AddrFrom4([4]byte{224, 0, 0, 81})}},
 	{"nat-v6-redirects", Spec{DropRedirects6: true}},
 	{"fullnat-v6", Spec{SNAT: []SNATRule{
 		{Match: Match{VIP: addr("2001:db8::10"), Protocol: TCP, Ports: []PortRange{port(80)}}, CtMark: 0x11, To: addrs("2001:db8:1::3", "2001:db8:1::2", "2001:db8:1::4"), Comment: "web6"},

@@ -60,9 +60,7 @@ func TestRestoredEntriesCarryTraffic(t *testing.T) {
 		}
 	}
 	inNS(t, dir, func() {
-		if err := EnableForwarding(ctx, true, true); err != nil {
-			t.Fatal(err)
-		}
+		setSysctls(t, ForwardingSysctls(true, true, ""))
 	})
 	var spec Spec
 	for _, v := range []string{"198.51.100.9", "198.51.100.10", "2001:db8:f::9", "2001:db8:f::a"} {

@@ -68,12 +68,8 @@ link set lo up
 link set r0 up
 `)
 	inNS(t, dir, func() {
-		if err := EnableForwarding(ctx, true, true); err != nil {
-			t.Fatal(err)
-		}
-		if err := EnableIPVSConntrack(ctx); err != nil {
-			t.Fatal(err)
-		}
+		setSysctls(t, ForwardingSysctls(true, true, ""))
+		setSysctls(t, FullNATSysctls())
 		for _, k := range []string{"all", "d0"} {
 			if err := os.WriteFile("/proc/sys/net/ipv4/conf/"+k+"/send_redirects", []byte("0"), 0); err != nil {
 				t.Fatal(err)

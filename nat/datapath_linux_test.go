@@ -57,9 +57,7 @@ func TestKernelDataPath(t *testing.T) {
 		ip(c...)
 	}
 	inNS(t, dir, func() {
-		if err := EnableForwarding(ctx, true, false); err != nil {
-			t.Fatal(err)
-		}
+		setSysctls(t, ForwardingSysctls(true, false, ""))
 	})
 	spec := Spec{
 		Marks: steering,

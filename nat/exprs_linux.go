@@ -95,7 +95,23 @@ func (b batch) fill(t table, digest string) error {
 	return nil
 }
 
+// exprs are r's expressions: what it matches, then what it does.
 func (b batch) exprs(r rule) ([]expr.Any, error) {
+	e, err := b.addrMatches(r)
+	if err != nil {
+		return nil, err
+	}
+	more, err := b.l4Matches(r)
+	if err != nil {
+		return nil, err
+	}
+	e = append(e, more...)
+	e = append(e, stateMatches(r)...)
+	return append(e, b.actions(r)...), nil
+}
+
+// addrMatches match the output interface and the addresses.
+func (b batch) addrMatches(r rule) ([]expr.Any, error) {
 	var e []expr.Any
 	if r.oif != "" {
 		name := make([]byte, 16) // IFNAMSIZ, zero-padded as nft sends it
@@ -109,28 +125,28 @@ func (b batch) exprs(r rule) ([]expr.Any, error) {
 	if r.daddr.IsValid() {
 		e = append(e, network(b.daddrOffset(), b.addrLen()), eq(r.daddr.AsSlice()))
 	}
-	switch len(r.daddrs) {
-	case 0:
-	case 1:
-		e = append(e, b.addrRange(b.daddrOffset(), r.daddrs[0])...)
-	default:
-		lookup, err := b.anonSet(b.addrType(), addrElems(r.daddrs))
-		if err != nil {
-			return nil, err
+	for _, m := range []struct {
+		offset uint32
+		ranges []addrRange
+	}{{b.daddrOffset(), r.daddrs}, {b.saddrOffset(), r.saddr}} {
+		switch len(m.ranges) {
+		case 0:
+		case 1:
+			e = append(e, b.addrRange(m.offset, m.ranges[0])...)
+		default:
+			lookup, err := b.anonSet(b.addrType(), addrElems(m.ranges))
+			if err != nil {
+				return nil, err
+			}
+			e = append(e, network(m.offset, b.addrLen()), lookup)
 		}
-		e = append(e, network(b.daddrOffset(), b.addrLen()), lookup)
 	}
-	switch len(r.saddr) {
-	case 0:
-	case 1:
-		e = append(e, b.addrRange(b.saddrOffset(), r.saddr[0])...)
-	default:
-		lookup, err := b.anonSet(b.addrType(), addrElems(r.saddr))
-		if err != nil {
-			return nil, err
-		}
-		e = append(e, network(b.saddrOffset(), b.addrLen()), lookup)
-	}
+	return e, nil
+}
+
+// l4Matches match the protocol and the destination ports.
+func (b batch) l4Matches(r rule) ([]expr.Any, error) {
+	var e []expr.Any
 	if r.proto != AnyProtocol {
 		e = append(e, &expr.Meta{Key: expr.MetaKeyL4PROTO, Register: 1}, eq([]byte{byte(r.proto)}))
 	}
@@ -164,6 +180,13 @@ func (b batch) exprs(r rule) ([]expr.Any, error) {
 		}
 		e = append(e, dport(), lookup)
 	}
+	return e, nil
+}
+
+// stateMatches match the conntrack mark and state, an ICMPv6 redirect and
+// the sending socket's user.
+func stateMatches(r rule) []expr.Any {
+	var e []expr.Any
 	if r.ctMark != 0 {
 		e = append(e, &expr.Ct{Key: expr.CtKeyMARK, Register: 1}, eq(native32(r.ctMark)))
 	}
@@ -180,6 +203,12 @@ func (b batch) exprs(r rule) ([]expr.Any, error) {
 	if r.notRoot {
 		e = append(e, &expr.Meta{Key: expr.MetaKeySKUID, Register: 1}, cmpOp(expr.CmpOpNeq, native32(0)))
 	}
+	return e
+}
+
+// actions set marks, translate the source and give the verdict.
+func (b batch) actions(r rule) []expr.Any {
+	var e []expr.Any
 	if r.setMark != 0 {
 		e = append(e, &expr.Immediate{Register: 1, Data: native32(r.setMark)},
 			&expr.Meta{Key: expr.MetaKeyMARK, SourceRegister: true, Register: 1})
@@ -210,7 +239,7 @@ func (b batch) exprs(r rule) ([]expr.Any, error) {
 	case drop:
 		e = append(e, &expr.Verdict{Kind: expr.VerdictDrop})
 	}
-	return e, nil
+	return e
 }
 
 // addrRange matches one address range the way nft does: a byte-aligned

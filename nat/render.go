@@ -17,9 +17,36 @@ import (
 // Both tables always exist, even without rules: they hold the set of VIPs,
 // whose comment carries the ruleset's digest (see Kernel.Apply).
 func Render(spec Spec) (Ruleset, error) {
+	c, errs := collect(spec)
+	errs = append(errs, conflicts("packet mark", c.marks)...)
+	errs = append(errs, conflicts("ct mark", c.snats)...)
+	if len(errs) > 0 {
+		return Ruleset{}, errors.Join(errs...)
+	}
+	slices.SortFunc(c.marks, entry.compare)
+	slices.SortFunc(c.snats, entry.compare)
+	same := func(a, b entry) bool { return a.compare(b) == 0 }
+	c.marks = slices.CompactFunc(c.marks, same)
+	c.snats = slices.CompactFunc(c.snats, same)
+	var rs Ruleset
+	for _, fam := range []family{ipv4, ipv6} {
+		rs.tables = append(rs.tables, c.table(fam, spec))
+	}
+	rs.seal()
+	return rs, nil
+}
+
+// collected are the rules of a Spec expanded to entries, and the SNAT
+// target of each ct mark by family.
+type collected struct {
+	marks, snats []entry
+	post         map[family]map[uint32]snatTarget
+}
+
+// collect checks and expands spec's rules; the errors name each bad rule.
+func collect(spec Spec) (collected, []error) {
 	var errs []error
-	var marks, snats []entry
-	post := map[family]map[uint32]snatTarget{ipv4: {}, ipv6: {}}
+	c := collected{post: map[family]map[uint32]snatTarget{ipv4: {}, ipv6: {}}}
 	for i, r := range spec.Marks {
 		name := describe("mark", i, r.Comment, r.Match)
 		fam, err := r.check()
@@ -27,7 +54,10 @@ func Render(spec Spec) (Ruleset, error) {
 			errs = append(errs, fmt.Errorf("%s: %w", name, err))
 			continue
 		}
-		marks = append(marks, expand(fam, name, r.Match, r.Mark, r.Comment)...)
+		c.marks = append(c.marks, expand(fam, name, r.Match, r.Mark, r.Comment)...)
+	}
+	if spec.SyncPorts != nil && !spec.SyncGroup.Is4() {
+		errs = append(errs, fmt.Errorf("sync guard: group %v is not an IPv4 address", spec.SyncGroup))
 	}
 	for i, r := range spec.SNAT {
 		name := describe("snat", i, r.Comment, r.Match)
@@ -36,68 +66,58 @@ func Render(spec Spec) (Ruleset, error) {
 			errs = append(errs, fmt.Errorf("%s: %w", name, err))
 			continue
 		}
-		if prev, ok := post[fam][r.CtMark]; ok && prev.to != to {
+		if prev, ok := c.post[fam][r.CtMark]; ok && prev.to != to {
 			errs = append(errs, fmt.Errorf("%s: ct mark 0x%x already SNATs to %s in %s", name, r.CtMark, prev.to, prev.name))
 			continue
 		}
-		if prev, ok := post[fam][r.CtMark]; !ok || r.Comment != "" && (prev.comment == "" || r.Comment < prev.comment) {
-			post[fam][r.CtMark] = snatTarget{to: to, name: name, comment: r.Comment}
+		if prev, ok := c.post[fam][r.CtMark]; !ok || r.Comment != "" && (prev.comment == "" || r.Comment < prev.comment) {
+			c.post[fam][r.CtMark] = snatTarget{to: to, name: name, comment: r.Comment}
 		}
-		snats = append(snats, expand(fam, name, r.Match, r.CtMark, r.Comment)...)
+		c.snats = append(c.snats, expand(fam, name, r.Match, r.CtMark, r.Comment)...)
 	}
-	errs = append(errs, conflicts("packet mark", marks)...)
-	errs = append(errs, conflicts("ct mark", snats)...)
-	if len(errs) > 0 {
-		return Ruleset{}, errors.Join(errs...)
-	}
-	slices.SortFunc(marks, entry.compare)
-	slices.SortFunc(snats, entry.compare)
-	marks = slices.CompactFunc(marks, func(a, b entry) bool { return a.compare(b) == 0 })
-	snats = slices.CompactFunc(snats, func(a, b entry) bool { return a.compare(b) == 0 })
+	return c, errs
+}
 
-	var rs Ruleset
-	for _, fam := range []family{ipv4, ipv6} {
-		t := table{fam: fam}
-		for _, e := range marks {
-			if e.fam == fam {
-				t.pre = append(t.pre, e.rule(rule{setMark: e.value, verdict: accept}))
-				t.vips = append(t.vips, e.vip)
-			}
+// table renders the table of family fam.
+func (c collected) table(fam family, spec Spec) table {
+	t := table{fam: fam}
+	for _, e := range c.marks {
+		if e.fam == fam {
+			t.pre = append(t.pre, e.rule(rule{setMark: e.value, verdict: accept}))
+			t.vips = append(t.vips, e.vip)
 		}
-		for _, e := range snats {
-			if e.fam == fam {
-				t.fullnat = append(t.fullnat, e.rule(rule{setCtMark: e.value, verdict: ret}))
-				t.vips = append(t.vips, e.vip)
-			}
-		}
-		var snatTo []addrRange
-		for _, mark := range slices.Sorted(maps.Keys(post[fam])) {
-			s := post[fam][mark]
-			t.post = append(t.post, rule{ctMark: mark, snat: s.to, comment: s.comment})
-			snatTo = append(snatTo, s.to)
-		}
-		head := []rule{{notVIP: true, verdict: accept}}
-		if t.fullnat != nil {
-			head = append(head, rule{verdict: jumpFullNAT})
-		}
-		if t.pre != nil || t.fullnat != nil {
-			t.pre = append(head, t.pre...)
-		}
-		slices.SortFunc(t.vips, netip.Addr.Compare)
-		t.vips = slices.Compact(t.vips)
-		if guard := subtractAddrs(mergeRanges(snatTo), t.vips); len(guard) > 0 {
-			t.input = []rule{guardRule(guard)}
-		}
-		if fam == ipv4 && len(spec.SyncPorts) > 0 {
-			t.output = []rule{syncGuardRule(spec.SyncPorts)}
-		}
-		if fam == ipv6 && spec.DropRedirects6 {
-			t.output = []rule{{redirect: true, verdict: drop, comment: "no redirects around the reverse NAT"}}
-		}
-		rs.tables = append(rs.tables, t)
 	}
-	rs.seal()
-	return rs, nil
+	for _, e := range c.snats {
+		if e.fam == fam {
+			t.fullnat = append(t.fullnat, e.rule(rule{setCtMark: e.value, verdict: ret}))
+			t.vips = append(t.vips, e.vip)
+		}
+	}
+	var snatTo []addrRange
+	for _, mark := range slices.Sorted(maps.Keys(c.post[fam])) {
+		s := c.post[fam][mark]
+		t.post = append(t.post, rule{ctMark: mark, snat: s.to, comment: s.comment})
+		snatTo = append(snatTo, s.to)
+	}
+	head := []rule{{notVIP: true, verdict: accept}}
+	if t.fullnat != nil {
+		head = append(head, rule{verdict: jumpFullNAT})
+	}
+	if t.pre != nil || t.fullnat != nil {
+		t.pre = append(head, t.pre...)
+	}
+	slices.SortFunc(t.vips, netip.Addr.Compare)
+	t.vips = slices.Compact(t.vips)
+	if guard := subtractAddrs(mergeRanges(snatTo), t.vips); len(guard) > 0 {
+		t.input = []rule{guardRule(guard)}
+	}
+	if fam == ipv4 && len(spec.SyncPorts) > 0 {
+		t.output = []rule{syncGuardRule(spec.SyncGroup, spec.SyncPorts)}
+	}
+	if fam == ipv6 && spec.DropRedirects6 {
+		t.output = []rule{{redirect: true, verdict: drop, comment: "no redirects around the reverse NAT"}}
+	}
+	return t
 }
 
 // guardRule keeps packets that belong to no connection away from the local
@@ -122,13 +142,13 @@ func guardRule(to []addrRange) rule {
 // the backup daemon applies whatever reaches its port unauthenticated, and
 // what reaches the master's port is relayed to every director. Only root
 // (lvsd's relay; the kernel's own master socket) may send there.
-func syncGuardRule(ports []uint16) rule {
+func syncGuardRule(group netip.Addr, ports []uint16) rule {
 	var pr []PortRange
 	for _, p := range ports {
 		pr = append(pr, PortRange{From: p, To: p})
 	}
 	// Merged: adjacent ranges in one interval set break its lookups.
-	return rule{oif: "lo", daddr: SyncGroup, proto: UDP, ports: mergePorts(pr), notRoot: true, verdict: drop,
+	return rule{oif: "lo", daddr: group, proto: UDP, ports: mergePorts(pr), notRoot: true, verdict: drop,
 		comment: "only root feeds the IPVS sync daemons"}
 }
 

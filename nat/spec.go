@@ -12,20 +12,18 @@ import (
 type Spec struct {
 	Marks []MarkRule
 	SNAT  []SNATRule
-	// SyncPorts are the UDP ports of the kernel's IPVS sync daemons on lo
-	// (group SyncGroup), fed by lvsd's relay only: packets to them from
-	// sockets of users other than root are dropped (an "output" chain).
-	// Empty: no connection sync.
+	// SyncPorts are the UDP ports of the kernel's IPVS sync daemons on lo,
+	// in the multicast group SyncGroup, fed by lvsd's relay only: packets to
+	// them from sockets of users other than root are dropped (an "output"
+	// chain). Empty: no connection sync.
 	SyncPorts []uint16
+	SyncGroup netip.Addr
 	// DropRedirects6 drops the ICMPv6 redirects the director would send
 	// while it forwards IPv6 (NAT, FULLNAT): IPv6 has no send_redirects
 	// sysctl, and a redirect tells a one-armed NAT real server to answer
 	// the client directly, around the reverse NAT.
 	DropRedirects6 bool
 }
-
-// SyncGroup is the kernel's IPVS sync multicast group (IP_VS_SYNC_GROUP).
-var SyncGroup = netip.AddrFrom4([4]byte{224, 0, 0, 81})
 
 // Protocol is an IP protocol number. AnyProtocol matches every protocol (the
 // L3_DEFAULT forwarding rule of seed 001).

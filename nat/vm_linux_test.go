@@ -96,12 +96,8 @@ link set d0 up
 		ipBatch(t, rs.ns.name, b)
 	}
 	inNS(t, dir, func() {
-		if err := EnableForwarding(ctx, true, true); err != nil {
-			t.Fatal(err)
-		}
-		if err := EnableIPVSConntrack(ctx); err != nil {
-			t.Fatal(err)
-		}
+		setSysctls(t, ForwardingSysctls(true, true, ""))
+		setSysctls(t, FullNATSysctls())
 		// dir forwards between subnets on one bridge port: no ICMP redirects.
 		for _, k := range []string{"all", "d0"} {
 			if err := os.WriteFile("/proc/sys/net/ipv4/conf/"+k+"/send_redirects", []byte("0"), 0); err != nil {

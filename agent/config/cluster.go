@@ -4,6 +4,9 @@ import (
 	"bytes"
 	"encoding/base64"
 	"fmt"
+	"github.com/lvsd/lvsd/cluster"
+	"github.com/lvsd/lvsd/cluster/connsync"
+	"github.com/lvsd/lvsd/ipvs"
 	"net"
 	"os"
 	"slices"
@@ -84,16 +87,16 @@ type ConnSync struct {
 
 // Defaults and bounds of the cluster block.
 const (
-	DefaultClusterPort       = 7946
+	DefaultClusterPort       = cluster.DefaultPort
 	DefaultClusterLabel      = "lvsd"
 	DefaultClusterPriority   = 100
-	DefaultHeartbeatInterval = 50 * time.Millisecond
-	DefaultFailureTimeout    = 250 * time.Millisecond
-	DefaultRejoinInterval    = 10 * time.Second
+	DefaultHeartbeatInterval = cluster.DefaultHeartbeatInterval
+	DefaultFailureTimeout    = cluster.DefaultFailureTimeout
+	DefaultRejoinInterval    = cluster.DefaultRejoinInterval
 	DefaultAddressLifetime   = 10 * time.Second
 	DefaultClusterNice       = -10
-	DefaultConnSyncPort      = 8848
-	DefaultResyncInterval    = 10 * time.Second
+	DefaultConnSyncPort      = ipvs.DefaultSyncPort
+	DefaultResyncInterval    = connsync.DefaultResyncInterval
 	maxClusterLabel          = 64
 )
 

@@ -99,53 +99,18 @@ func New(opts Options) *Agent {
 // Stopping leaves the VIPs and sysctls in place: a restart must not drop
 // traffic (`lvsd cleanup` removes them).
 func (a *Agent) Run(ctx context.Context, reload <-chan struct{}, apiL, healthL net.Listener) error {
-	cfg := a.opts.Config
-	if cfg == nil {
-		var err error
-		if cfg, err = config.LoadAgent(a.opts.ConfigPath); err != nil {
-			return err
-		}
+	if err := a.start(); err != nil {
+		return err
 	}
-	if cfg.Role != config.RoleRealServer {
-		return fmt.Errorf("%s: role is %s, not realserver", a.opts.ConfigPath, cfg.Role)
-	}
-	a.setConfig(cfg)
-	var err error
-	if a.rec, err = LoadRecord(cfg.StateDir); err != nil {
-		return fmt.Errorf("reading the real-server record: %w", err)
-	}
-	vips := a.opts.VIPs(cfg)
-	// Until the first pass has put them on lo, the endpoint must not call
-	// this server healthy: traffic sent now would be dropped.
-	a.publish(vips)
-	a.log.Info("starting", "config", a.opts.ConfigPath, "vips", len(vips), "owned_addresses", len(a.rec.Addresses),
-		"owned_sysctls", len(a.rec.Sysctls), "drained", a.rec.Drained)
-	if len(vips) == 0 {
-		a.log.Warn("no VIPs configured (realserver.vips): only the ARP sysctls are managed")
-	}
-
 	srvCtx, stopServers := context.WithCancel(ctx)
 	var wg sync.WaitGroup
-	serve := func(name string, l net.Listener, h http.Handler) {
-		if l == nil {
-			return
-		}
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			if err := api.Serve(srvCtx, l, h); err != nil {
-				a.log.Error("server stopped", "server", name, "err", err)
-			}
-		}()
-		a.log.Info("serving", "server", name, "address", l.Addr().String())
-	}
 	defer func() {
 		close(a.stopping)
 		stopServers()
 		wg.Wait()
 	}()
-	serve("api", apiL, a.APIHandler())
-	serve("health", healthL, a.HealthHandler())
+	a.serve(srvCtx, &wg, "api", apiL, a.APIHandler())
+	a.serve(srvCtx, &wg, "health", healthL, a.HealthHandler())
 
 	a.reconcile(ctx)
 	st := a.status.Load()
@@ -178,6 +143,48 @@ func (a *Agent) Run(ctx context.Context, reload <-chan struct{}, apiL, healthL n
 		a.reconcile(ctx)
 		lastFull = a.opts.Now()
 	}
+}
+
+// start loads the configuration and the record of what lvsd added.
+func (a *Agent) start() error {
+	cfg := a.opts.Config
+	if cfg == nil {
+		var err error
+		if cfg, err = config.LoadAgent(a.opts.ConfigPath); err != nil {
+			return err
+		}
+	}
+	if cfg.Role != config.RoleRealServer {
+		return fmt.Errorf("%s: role is %s, not realserver", a.opts.ConfigPath, cfg.Role)
+	}
+	a.setConfig(cfg)
+	var err error
+	if a.rec, err = LoadRecord(cfg.StateDir); err != nil {
+		return fmt.Errorf("reading the real-server record: %w", err)
+	}
+	vips := a.opts.VIPs(cfg)
+	// Until the first pass has put them on lo, the endpoint must not call
+	// this server healthy: traffic sent now would be dropped.
+	a.publish(vips)
+	a.log.Info("starting", "config", a.opts.ConfigPath, "vips", len(vips), "owned_addresses", len(a.rec.Addresses),
+		"owned_sysctls", len(a.rec.Sysctls), "drained", a.rec.Drained)
+	if len(vips) == 0 {
+		a.log.Warn("no VIPs configured (realserver.vips): only the ARP sysctls are managed")
+	}
+	return nil
+}
+
+// serve answers h on l (if any) on wg until ctx ends.
+func (a *Agent) serve(ctx context.Context, wg *sync.WaitGroup, name string, l net.Listener, h http.Handler) {
+	if l == nil {
+		return
+	}
+	wg.Go(func() {
+		if err := api.Serve(ctx, l, h); err != nil {
+			a.log.Error("server stopped", "server", name, "err", err)
+		}
+	})
+	a.log.Info("serving", "server", name, "address", l.Addr().String())
 }
 
 func (a *Agent) setConfig(cfg *config.Agent) {

@@ -2,16 +2,23 @@ package main
 
 import (
 	"context"
+	"flag"
 	"fmt"
+	"net/netip"
 	"os"
 	"os/signal"
 	"syscall"
+	"time"
+
+	"github.com/coreos/go-systemd/v22/daemon"
 
 	"github.com/lvsd/lvsd/agent"
 	"github.com/lvsd/lvsd/agent/api"
 	"github.com/lvsd/lvsd/agent/config"
-	"github.com/lvsd/lvsd/agent/health"
+	"github.com/lvsd/lvsd/agent/director"
 	"github.com/lvsd/lvsd/arp"
+	"github.com/lvsd/lvsd/cluster"
+	"github.com/lvsd/lvsd/cluster/connsync"
 	"github.com/lvsd/lvsd/ipvs"
 	"github.com/lvsd/lvsd/nat"
 )
@@ -19,15 +26,16 @@ import (
 func init() {
 	commands["run"] = command{usage: "run the agent in the foreground (SIGHUP reloads)", run: runAgent}
 	commands["check"] = command{usage: "validate the configuration, touch nothing (exit 0 or 1)", run: check}
-	commands["plan"] = command{usage: "show what run would change in the kernel now, change nothing", run: plan}
+	commands["plan"] = command{usage: "show what run would change on this host now, change nothing", run: plan}
+	flagSetup["plan"] = func(fs *flag.FlagSet) {
+		fs.Bool("takeover", false, "plan as if this director held every VIP (what a takeover would do)")
+	}
 }
 
 func runAgent(ctx context.Context, e *env) error {
 	// Catch SIGHUP before anything slow: its default action would kill a
 	// process reloaded right after start (systemctl reload).
-	reload := make(chan os.Signal, 1)
-	signal.Notify(reload, syscall.SIGHUP)
-	defer signal.Stop(reload)
+	reload := reloads(ctx)
 	cfg, err := agent.LoadConfig(e.config)
 	if err != nil {
 		return err
@@ -35,66 +43,59 @@ func runAgent(ctx context.Context, e *env) error {
 	if cfg.Agent.Role == config.RoleRealServer {
 		return runRealServer(ctx, e, cfg.Agent, reload)
 	}
-	log := newLogger(cfg.Agent, e.stderr)
+	log := newLogger(cfg.Agent, e.stderr) // first: it also routes what libraries log
 	k, err := openKernel()
 	if err != nil {
 		return err
 	}
+	return director.Run(ctx, director.Options{
+		ConfigPath: e.config, Config: cfg, Version: version, Log: log,
+		Kernel: k, Leases: arp.Kernel{},
+		StartCluster:  func(c cluster.Config) (director.Node, error) { return cluster.Start(c) },
+		NewRelay:      func(c connsync.Config) (director.Relay, error) { return connsync.New(c) },
+		RaisePriority: cluster.RaisePriority,
+		Notifier:      systemd{},
+		Reload:        reload,
+	})
+}
+
+// reloads turns SIGHUP into reload requests until ctx ends.
+func reloads(ctx context.Context) <-chan struct{} {
+	sig := make(chan os.Signal, 1)
+	signal.Notify(sig, syscall.SIGHUP)
 	hints := make(chan struct{}, 1)
 	go func() {
-		for range reload {
+		defer signal.Stop(sig)
+		for {
 			select {
-			case hints <- struct{}{}:
-			default:
+			case <-ctx.Done():
+				return
+			case <-sig:
+				select {
+				case hints <- struct{}{}:
+				default:
+				}
 			}
 		}
 	}()
-	member, err := startCluster(ctx, cfg, &k, log)
-	if err != nil {
-		return err
-	}
-	defer member.leave()
-	checker := health.NewMonitor(log)
-	go checker.Run(ctx)
-	opts := agent.Options{ConfigPath: e.config, Config: cfg, Kernel: k, Log: log, Health: checker}
-	if member.node != nil { // a nil *cluster.Node in an interface would not be nil
-		opts.VIPs, opts.Cluster = member.node, member.node
-	}
-	if member.relay != nil {
-		opts.ConnSync = member.relay
-	}
-	a := agent.New(opts)
-	if err := startMetrics(ctx, cfg, a, log); err != nil {
-		return err
-	}
-	apiL, err := api.Listen(cfg.Agent.APISocket)
-	if err != nil {
-		return fmt.Errorf("local API socket: %w", err)
-	}
-	go func() {
-		if err := api.Serve(ctx, apiL, a.APIHandler()); err != nil {
-			log.Error("local API stopped", "socket", cfg.Agent.APISocket, "err", err)
-		}
-	}()
-	go notifySystemd(ctx, log, directorLiveness(a))
-	return a.Run(ctx, hints)
+	return hints
 }
 
+// systemd is sd_notify through go-systemd.
+type systemd struct{}
+
+func (systemd) Notify(state string) (bool, error) { return daemon.SdNotify(false, state) }
+func (systemd) Watchdog() time.Duration           { d, _ := daemon.SdWatchdogEnabled(false); return d }
+
+// openKernel builds the director's host adapters on the real kernel.
 func openKernel() (agent.Kernel, error) {
 	h, err := ipvs.Open("")
 	if err != nil {
 		return agent.Kernel{}, err
 	}
-	return agent.Kernel{
-		IPVS:                   h,
-		Conns:                  h,
-		Addrs:                  arp.Kernel{},
-		NAT:                    nat.NewKernel(),
-		EnableForwarding:       nat.EnableForwarding,
-		EnableIPVSConntrack:    nat.EnableIPVSConntrack,
-		DisableRedirects:       nat.DisableRedirects,
-		EnableConnectionExpiry: ipvs.EnableConnectionExpiry,
-	}, nil
+	n := nat.NewKernel()
+	return agent.Kernel{IPVS: h, Daemons: h, Conns: h, NAT: n, Conntrack: n, Sysctls: arp.ProcSys{},
+		Addrs: arp.Kernel{}, Announcer: &arp.Gratuitous{}}, nil
 }
 
 func check(_ context.Context, e *env) error {
@@ -116,12 +117,19 @@ func plan(ctx context.Context, e *env) error {
 	if err != nil {
 		return err
 	}
-	ops, err := agent.PlanFor(ctx, cfg, k)
+	if cfg.Agent.Cluster == nil {
+		k.Announcer = nil // a director alone never announces
+	}
+	held, err := heldVIPs(ctx, cfg, e.flags.Lookup("takeover").Value.String() == "true")
+	if err != nil {
+		return err
+	}
+	ops, err := agent.PlanFor(ctx, cfg, k, held)
 	if err != nil {
 		return err
 	}
 	if len(ops) == 0 {
-		fmt.Fprintln(e.stdout, "no changes: the kernel matches the configuration")
+		fmt.Fprintln(e.stdout, "no changes: the host matches the configuration")
 		return nil
 	}
 	for _, op := range ops {
@@ -131,4 +139,23 @@ func plan(ctx context.Context, e *env) error {
 		}
 	}
 	return nil
+}
+
+// heldVIPs says which VIPs `lvsd plan` plans for: all of them without a
+// cluster or with --takeover; in a cluster those the running agent holds
+// (none when it does not answer).
+func heldVIPs(ctx context.Context, cfg *agent.Config, takeover bool) (func(netip.Addr) bool, error) {
+	if cfg.Agent.Cluster == nil || takeover {
+		return nil, nil
+	}
+	var st agent.Status
+	held := map[netip.Addr]bool{}
+	if err := api.NewClient(cfg.Agent.APISocket).Do(ctx, "GET", agent.RouteStatus, &st); err == nil && st.Cluster != nil {
+		for _, v := range st.Cluster.VIPs {
+			if v.Held {
+				held[netip.MustParseAddr(v.VIP)] = true
+			}
+		}
+	}
+	return func(v netip.Addr) bool { return held[v] }, nil
 }

@@ -158,6 +158,24 @@ func fishCompletion(w io.Writer) error {
 }
 
 // manPage prints lvsd(8) in man(7) roff.
+// writeManCommands writes the COMMANDS section's entries: each command
+// with its usage and flags.
+func writeManCommands(w io.Writer, roff *strings.Replacer) {
+	for _, n := range commandNames() {
+		fmt.Fprintf(w, ".TP\n.B %s\n%s\n", roff.Replace(n), roff.Replace(commands[n].usage))
+		for _, f := range commandFlags(n) {
+			if f.Name == "config" {
+				continue
+			}
+			name := ".B \\-\\-" + roff.Replace(f.Name)
+			if takesValue(f) {
+				name = ".BI \"\\-\\-" + roff.Replace(f.Name) + " \" value"
+			}
+			fmt.Fprintf(w, ".RS\n.TP\n%s\n%s\n.RE\n", name, roff.Replace(f.Usage))
+		}
+	}
+}
+
 func manPage(_ context.Context, e *env) error {
 	w := e.stdout
 	roff := strings.NewReplacer(`\`, `\e`, "-", `\-`, "'", `\(aq`)
@@ -189,19 +207,7 @@ one field per attribute (SERVICE, OP, ERR, ...), and serves Prometheus metrics o
 (default 127.0.0.1:9610).
 .SH COMMANDS
 `)
-	for _, n := range commandNames() {
-		fmt.Fprintf(w, ".TP\n.B %s\n%s\n", roff.Replace(n), roff.Replace(commands[n].usage))
-		for _, f := range commandFlags(n) {
-			if f.Name == "config" {
-				continue
-			}
-			name := ".B \\-\\-" + roff.Replace(f.Name)
-			if takesValue(f) {
-				name = ".BI \"\\-\\-" + roff.Replace(f.Name) + " \" value"
-			}
-			fmt.Fprintf(w, ".RS\n.TP\n%s\n%s\n.RE\n", name, roff.Replace(f.Usage))
-		}
-	}
+	writeManCommands(w, roff)
 	_, err := fmt.Fprintf(w, `.PP
 Every command takes
 .B \-\-config

@@ -5,12 +5,12 @@ import (
 	"errors"
 	"fmt"
 	"net"
-	"os"
 	"time"
 
 	"github.com/lvsd/lvsd/agent/api"
 	"github.com/lvsd/lvsd/agent/config"
 	"github.com/lvsd/lvsd/agent/realserver"
+	"github.com/lvsd/lvsd/agent/sdnotify"
 	"github.com/lvsd/lvsd/arp"
 )
 
@@ -26,17 +26,8 @@ func realServerHost() realserver.Host {
 }
 
 // runRealServer is `lvsd run` for role realserver; reload carries SIGHUP.
-func runRealServer(ctx context.Context, e *env, a *config.Agent, reload <-chan os.Signal) error {
+func runRealServer(ctx context.Context, e *env, a *config.Agent, reload <-chan struct{}) error {
 	log := newLogger(a, e.stderr).With("role", "realserver")
-	hints := make(chan struct{}, 1)
-	go func() {
-		for range reload {
-			select {
-			case hints <- struct{}{}:
-			default:
-			}
-		}
-	}()
 	apiL, err := api.Listen(a.APISocket)
 	if err != nil {
 		return fmt.Errorf("api socket: %w", err)
@@ -49,8 +40,8 @@ func runRealServer(ctx context.Context, e *env, a *config.Agent, reload <-chan o
 		}
 	}
 	ag := realserver.New(realserver.Options{ConfigPath: e.config, Config: a, Host: realServerHost(), Log: log})
-	go notifySystemd(ctx, log, socketLiveness(a.APISocket))
-	return ag.Run(ctx, hints, apiL, healthL)
+	go sdnotify.Run(ctx, log, systemd{}, sdnotify.SocketLiveness(a.APISocket))
+	return ag.Run(ctx, reload, apiL, healthL)
 }
 
 func drain(ctx context.Context, e *env) error   { return setDrain(ctx, e, true) }

@@ -1,4 +1,4 @@
-package main
+package cluster
 
 import (
 	"os"
@@ -13,16 +13,16 @@ func TestRaisePriority(t *testing.T) {
 	}
 	prio, _ := unix.Getpriority(unix.PRIO_PROCESS, 0)
 	defer unix.Setpriority(unix.PRIO_PROCESS, 0, 20-prio)
-	if err := raisePriority(-3); err != nil {
+	if err := RaisePriority(-3); err != nil {
 		t.Fatal(err)
 	}
 	if p, _ := unix.Getpriority(unix.PRIO_PROCESS, os.Getpid()); 20-p != -3 {
-		t.Errorf("nice %d after raisePriority(-3)", 20-p)
+		t.Errorf("nice %d after RaisePriority(-3)", 20-p)
 	}
-	if err := raisePriority(5); err != nil { // never lowers the priority
+	if err := RaisePriority(5); err != nil { // never lowers the priority
 		t.Fatal(err)
 	}
 	if p, _ := unix.Getpriority(unix.PRIO_PROCESS, os.Getpid()); 20-p != -3 {
-		t.Errorf("nice %d after raisePriority(5), want -3 kept", 20-p)
+		t.Errorf("nice %d after RaisePriority(5), want -3 kept", 20-p)
 	}
 }

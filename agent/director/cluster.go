@@ -1,0 +1,108 @@
+package director
+
+import (
+	"context"
+	"fmt"
+	"log/slog"
+	"net/netip"
+	"sync"
+
+	"github.com/lvsd/lvsd/agent"
+	"github.com/lvsd/lvsd/agent/config"
+	"github.com/lvsd/lvsd/arp"
+	"github.com/lvsd/lvsd/cluster"
+	"github.com/lvsd/lvsd/cluster/connsync"
+)
+
+// startMember joins the director cluster configured in o.Config and
+// returns a zero member without a `cluster:` block (this director holds
+// every VIP). In a cluster the VIP addresses go through arp.Leased (set into
+// k): with a lifetime renewed while the cluster node runs, so a killed agent's
+// VIPs vanish by themselves; the leases announce them too. The relay and the
+// leases run on wg until the member's stop.
+func startMember(ctx context.Context, o Options, k *agent.Kernel, bgCtx context.Context, wg *sync.WaitGroup) (member, error) {
+	cfg, log := o.Config, o.Log
+	c := cfg.Agent.Cluster
+	if c == nil {
+		return member{}, nil
+	}
+	if o.Leases == nil || o.StartCluster == nil || c.ConnSync.Enabled && o.NewRelay == nil {
+		return member{}, errNoConstructor
+	}
+	if o.RaisePriority != nil {
+		if err := o.RaisePriority(c.Nice); err != nil {
+			log.Warn("cannot raise the scheduling priority; failure detection may misfire on a loaded host", "nice", c.Nice, "err", err)
+		}
+	}
+	leases := &arp.Leased{Addrs: o.Leases, Announcer: k.Announcer, Lifetime: c.AddressLifetime, Log: log}
+	k.Addrs, k.Announcer = leases, leases
+	// A killed predecessor's VIPs may still be on the interface: a cluster
+	// director holds nothing until the cluster gives it VIPs, and its peers
+	// must not see them here once it is a member.
+	stale, err := agent.NewHolder(*k, nil, cfg.Agent.StateDir, log)
+	if err == nil {
+		err = stale.ReleaseStale(ctx)
+	}
+	if err != nil {
+		log.Error("removing VIP addresses left by a previous run", "err", err)
+	}
+	node, err := o.StartCluster(clusterConfig(cfg.Agent, leases.Reannounce, log))
+	if err != nil {
+		return member{}, err
+	}
+	m := member{node: node, leases: leases}
+	runCtx, stop := context.WithCancel(bgCtx)
+	var runs sync.WaitGroup
+	m.stop = func() { stop(); runs.Wait() }
+	if c.ConnSync.Enabled {
+		if m.relay, err = o.NewRelay(relayConfig(c.ConnSync, node, log)); err != nil {
+			m.leave(log, nil)
+			return member{}, fmt.Errorf("connection sync: %w", err)
+		}
+		node.SetSync(m.relay)
+		relay := m.relay
+		runs.Go(func() {
+			if err := relay.Run(runCtx); err != nil {
+				log.Error("connection sync relay stopped; connections will not survive a failover", "err", err)
+			}
+		})
+		k.Relay = relay
+	}
+	leases.Keep = node.Healthy
+	runs.Go(func() { leases.Run(runCtx) })
+	return m, nil
+}
+
+// clusterConfig maps the agent file's cluster block to the node's config.
+func clusterConfig(a *config.Agent, reannounce func(netip.Addr), log *slog.Logger) cluster.Config {
+	c := a.Cluster
+	keyFile := c.KeyFile
+	return cluster.Config{
+		Name:              a.Node,
+		Rules:             cluster.Rules{Mode: cluster.Mode(c.Mode), Preempt: c.Preempt, Quorum: c.Quorum},
+		Priority:          c.Priority,
+		Bind:              c.Bind,
+		Advertise:         c.Advertise,
+		Peers:             c.Peers,
+		Label:             c.Label,
+		Keys:              c.Keys,
+		Insecure:          c.Insecure,
+		KeyFile:           keyFile,
+		LoadKeys:          func() ([][]byte, error) { return config.ReadKeyFile(keyFile) },
+		HeartbeatInterval: c.HeartbeatInterval,
+		FailureTimeout:    c.FailureTimeout,
+		RejoinInterval:    c.RejoinInterval,
+		Reannounce:        reannounce,
+		Log:               log,
+	}
+}
+
+// relayConfig is the relay of connection sync c: it reads the master
+// daemon on lo and feeds the backup daemon (docs/cluster.md, "Connection
+// sync"), pushing the master's last record out through the pusher service.
+func relayConfig(c config.ConnSync, t connsync.Transport, log *slog.Logger) connsync.Config {
+	lo := netip.MustParseAddr("127.0.0.1")
+	return connsync.Config{MasterPort: c.Port, BackupPort: c.Port + 1, SyncID: agent.SyncID,
+		ResyncInterval: c.ResyncInterval, Transport: t, Log: log,
+		Pusher: netip.AddrPortFrom(lo, agent.PusherPort(c))}
+}

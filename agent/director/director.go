@@ -1,0 +1,204 @@
+// Package director assembles and runs a director: the reconciler, the VIP
+// holder, health checks, and in a cluster the cluster node, the VIP
+// leases and the connection-sync relay, with the local API, /metrics and
+// the systemd notifications. cmd/lvsd builds the real adapters (the kernel,
+// the cluster's and the relay's constructors) and calls Run; tests pass
+// fakes. Run owns every goroutine it starts and stops them in order.
+package director
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net"
+	"sync"
+	"time"
+
+	"github.com/lvsd/lvsd/agent"
+	"github.com/lvsd/lvsd/agent/api"
+	"github.com/lvsd/lvsd/agent/health"
+	"github.com/lvsd/lvsd/agent/sdnotify"
+	"github.com/lvsd/lvsd/arp"
+	"github.com/lvsd/lvsd/cluster"
+	"github.com/lvsd/lvsd/cluster/connsync"
+)
+
+// Options are what a director runs with. Config, Kernel and Log are
+// required; the constructors are required only in a cluster.
+type Options struct {
+	ConfigPath string
+	Config     *agent.Config
+	Version    string
+	Log        *slog.Logger
+	// Kernel is the host. Its Addrs are plain addresses: in a cluster Run
+	// wraps Leases around them.
+	Kernel agent.Kernel
+	// Leases are the addresses with lifetimes a cluster director holds its
+	// VIPs with (arp.Kernel); required in a cluster.
+	Leases arp.ExpiringAddresses
+	// StartCluster joins the director cluster (cluster.Start).
+	StartCluster func(cluster.Config) (Node, error)
+	// NewRelay makes the connection-sync relay (connsync.New).
+	NewRelay func(connsync.Config) (Relay, error)
+	// RaisePriority gives this process the scheduling priority nice
+	// (cluster.RaisePriority); nil: unchanged.
+	RaisePriority func(nice int) error
+	// Notifier speaks sd_notify; nil: no service manager.
+	Notifier sdnotify.Notifier
+	// Reload delivers a value for every reload request (SIGHUP).
+	Reload <-chan struct{}
+}
+
+// Node is what the director uses of its cluster node (cluster.Node).
+type Node interface {
+	agent.VIPOwnership
+	agent.ClusterViewer
+	connsync.Transport
+	SetSync(cluster.SyncReceiver)
+	// Healthy reports whether the node runs and checks its peers: VIP
+	// leases are renewed only while it does.
+	Healthy() bool
+	// Leave hands this director's VIPs over (release removes the
+	// addresses) and leaves the cluster.
+	Leave(ctx context.Context, release func(context.Context) error) error
+}
+
+// Relay is what the director uses of the connection-sync relay
+// (connsync.Relay).
+type Relay interface {
+	agent.ConnSync
+	cluster.SyncReceiver
+	Run(ctx context.Context) error
+}
+
+// leaveTimeout bounds handing the VIPs over at shutdown.
+const leaveTimeout = 5 * time.Second
+
+// Run runs the director until ctx ends, then stops in order: the
+// reconciler and the VIP holder first, then it leaves the cluster (its VIP
+// addresses go, the peers take over at once), then the relay and the rest.
+// The kernel's IPVS and nftables state stays, so a restart costs no
+// connection.
+func Run(ctx context.Context, o Options) error {
+	cfg := o.Config
+	log := o.Log
+	var bg sync.WaitGroup // everything that runs until the very end
+	bgCtx, stopBackground := context.WithCancel(context.WithoutCancel(ctx))
+	defer func() { stopBackground(); bg.Wait() }()
+
+	checker := health.NewMonitor(log)
+	bg.Go(func() { checker.Run(bgCtx) })
+	k := o.Kernel
+	k.Log = log
+	if cfg.Agent.Cluster == nil {
+		k.Announcer = nil // a director alone: its VIPs never move
+	}
+	m, err := startMember(ctx, o, &k, bgCtx, &bg)
+	if err != nil {
+		return err
+	}
+	holder, err := agent.NewHolder(k, m.vips(), cfg.Agent.StateDir, log)
+	if err != nil {
+		return fmt.Errorf("reading the address record: %w", err)
+	}
+	opts := agent.Options{ConfigPath: o.ConfigPath, Config: cfg, Kernel: k, Log: log, Health: checker, Holder: holder}
+	if m.node != nil {
+		opts.Cluster = m.node
+	}
+	if m.relay != nil {
+		opts.ConnSync = m.relay
+	}
+	a := agent.New(opts)
+	if err := serve(bgCtx, &bg, cfg, a, o.Version, log); err != nil {
+		m.leave(log, nil)
+		return err
+	}
+	if o.Notifier != nil {
+		bg.Go(func() { sdnotify.Run(bgCtx, log, o.Notifier, liveness(a)) })
+	}
+
+	agentCtx, stopAgent := context.WithCancel(ctx)
+	holderStopped := holder.Start(agentCtx)
+	err = a.Run(agentCtx, o.Reload)
+	stopAgent()
+	holderStopped()
+	m.leave(log, holder.Release)
+	return err
+}
+
+// member is this director's part in the cluster; zero without one.
+type member struct {
+	node   Node
+	relay  Relay
+	leases *arp.Leased
+	stop   func() // stops the relay and the leases once the cluster is left
+}
+
+func (m member) vips() agent.VIPOwnership {
+	if m.node == nil {
+		return nil
+	}
+	return m.node
+}
+
+// leave hands the VIPs over (release removes their addresses) and stops
+// what runs for the cluster.
+func (m member) leave(log *slog.Logger, release func(context.Context) error) {
+	if m.node == nil {
+		return
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), leaveTimeout)
+	defer cancel()
+	if err := m.node.Leave(ctx, release); err != nil {
+		log.Error("leaving the cluster", "err", err)
+	}
+	m.stop()
+}
+
+// serve starts the local API and /metrics.
+func serve(ctx context.Context, wg *sync.WaitGroup, cfg *agent.Config, a *agent.Agent, version string, log *slog.Logger) error {
+	l, err := api.Listen(cfg.Agent.APISocket)
+	if err != nil {
+		return fmt.Errorf("local API socket: %w", err)
+	}
+	wg.Go(func() {
+		if err := api.Serve(ctx, l, a.APIHandler()); err != nil {
+			log.Error("local API stopped", "socket", cfg.Agent.APISocket, "err", err)
+		}
+	})
+	if addr := cfg.Agent.MetricsListen; addr != "" {
+		// A busy port must not stop the director from keeping the kernel in
+		// step: Prometheus then shows the target down.
+		ml, err := net.Listen("tcp", addr)
+		if err != nil {
+			log.Error("cannot serve metrics; going on without them", "listen", addr, "err", err)
+			return nil
+		}
+		wg.Go(func() { serveMetrics(ctx, ml, a, version, log) })
+	}
+	return nil
+}
+
+// liveness: ready after the first reconcile pass, wedged when the
+// reconcile loop stopped passing (agent.Stalled).
+func liveness(a *agent.Agent) sdnotify.Liveness {
+	return func(now time.Time) (bool, string, error) {
+		st, ok := a.Reconciles()
+		if !ok {
+			return false, "first reconcile pass", nil
+		}
+		end := st.Last.Add(st.LastDuration)
+		if a.Stalled(now) {
+			return true, "", fmt.Errorf("no reconcile pass finished since %s", end.Format(time.RFC3339))
+		}
+		status := fmt.Sprintf("%d IPVS services; last pass at %s ok", st.Services, end.Format(time.TimeOnly))
+		if st.LastError != "" {
+			status = fmt.Sprintf("%d IPVS services; last pass at %s FAILED (lvsd status; journalctl -u lvsd)",
+				st.Services, end.Format(time.TimeOnly))
+		}
+		return true, status, nil
+	}
+}
+
+var errNoConstructor = errors.New("a cluster needs Options.Leases, StartCluster and (with conn_sync) NewRelay")

@@ -1,0 +1,107 @@
+package agent
+
+import (
+	"fmt"
+	"net/netip"
+
+	"github.com/lvsd/lvsd/ipvs"
+	"github.com/lvsd/lvsd/nat"
+)
+
+// OpKind is the kind of one change to the host.
+type OpKind int
+
+// Kinds of change, in the order a plan of the data plane runs them.
+const (
+	SetSysctl OpKind = iota
+	AddService
+	UpdateService
+	AddDestination
+	UpdateDestination
+	DeleteDestination
+	DeleteService
+	ReplaceNAT
+	RemoveNAT
+	// AwaitExpiry waits until the kernel has dropped the connection entries
+	// of destinations just deleted to reset their connections.
+	AwaitExpiry
+	// StartDaemon and StopDaemon run or stop one of the kernel's
+	// connection-sync daemons.
+	StartDaemon
+	StopDaemon
+
+	// The kinds of a takeover and a release (PlanAddresses).
+
+	// RestoreConntrack creates the conntrack entries of the FULLNAT
+	// connections of VIPs this director is taking over, from the IPVS
+	// connections the sync daemon brought, before their addresses arrive.
+	RestoreConntrack
+	AddAddress
+	// Announce tells the link that an address is here now (gratuitous ARP,
+	// unsolicited neighbour advertisement).
+	Announce
+	DeleteAddress
+	// ReleaseConnections tells the connection-sync relay that another
+	// director holds a VIP now, whose connections it no longer sends.
+	ReleaseConnections
+)
+
+var opNames = [...]string{"set-sysctl", "add-service", "update-service", "add-destination",
+	"update-destination", "delete-destination", "delete-service", "replace-nft-tables",
+	"remove-nft-tables", "await-expiry", "start-daemon", "stop-daemon", "restore-conntrack", "add-address",
+	"announce", "delete-address", "release-connections"}
+
+func (k OpKind) String() string { return opNames[k] }
+
+// Op is one change to the host. Reason says why, for logs and `lvsd plan`.
+type Op struct {
+	Kind        OpKind
+	Service     ipvs.Service
+	Destination ipvs.Destination
+	Interface   string
+	Address     netip.Prefix
+	NAT         nat.Ruleset   // ReplaceNAT: the tables; RestoreConntrack: the ruleset in force
+	Expiring    ipvs.Expiring // AwaitExpiry: whose connections
+	VIPs        []netip.Addr  // RestoreConntrack, ReleaseConnections
+	Daemon      ipvs.Daemon   // StartDaemon, StopDaemon (its State)
+	Key, Value  string        // SetSysctl
+	Previous    string        // SetSysctl: the value found
+	Reason      string
+}
+
+func (o Op) String() string {
+	s := o.describe()
+	if o.Reason != "" {
+		s += " (" + o.Reason + ")"
+	}
+	return s
+}
+
+func (o Op) describe() string {
+	switch o.Kind {
+	case SetSysctl:
+		return fmt.Sprintf("%s %s=%s (was %s)", o.Kind, o.Key, o.Value, o.Previous)
+	case AddAddress, DeleteAddress, Announce:
+		return fmt.Sprintf("%s %s dev %s", o.Kind, o.Address, o.Interface)
+	case AddService, UpdateService:
+		return fmt.Sprintf("%s %s", o.Kind, o.Service)
+	case DeleteService:
+		return fmt.Sprintf("%s %s", o.Kind, o.Service.ServiceKey)
+	case DeleteDestination:
+		return fmt.Sprintf("%s %s -> %s", o.Kind, o.Service.ServiceKey, o.Destination.DestinationKey)
+	case ReplaceNAT:
+		return fmt.Sprintf("%s ip/ip6 %s (ruleset %s)", o.Kind, nat.TableName, o.NAT.Digest())
+	case RemoveNAT:
+		return fmt.Sprintf("%s ip/ip6 %s", o.Kind, nat.TableName)
+	case AwaitExpiry:
+		return fmt.Sprintf("%s %s -> %v", o.Kind, o.Service.ServiceKey, o.Expiring.Dests)
+	case StartDaemon:
+		return fmt.Sprintf("%s %s", o.Kind, o.Daemon)
+	case StopDaemon:
+		return fmt.Sprintf("%s %s", o.Kind, o.Daemon.State)
+	case RestoreConntrack, ReleaseConnections:
+		return fmt.Sprintf("%s %v", o.Kind, o.VIPs)
+	}
+	return fmt.Sprintf("%s %s -> %s weight %d %s", o.Kind, o.Service.ServiceKey, o.Destination.DestinationKey,
+		o.Destination.Weight, o.Destination.Forwarding)
+}

@@ -1,0 +1,144 @@
+package agent
+
+import (
+	"errors"
+	"net/netip"
+	"slices"
+
+	"github.com/lvsd/lvsd/agent/statefile"
+	"github.com/lvsd/lvsd/arp"
+	"github.com/lvsd/lvsd/ipvs"
+)
+
+// Ownership is what lvsd created and may therefore change or remove.
+// Anything else in the kernel belongs to someone else (an operator's
+// ipvsadm, kube-proxy) and is never touched unless the configuration asks for
+// exactly that object, in which case lvsd adopts it.
+//
+// It is written ahead: objects a plan adds are recorded before the kernel
+// changes (Intend), deleted ones leave the record once gone (After), so a
+// crash at any point leaves nothing lvsd made without a claim on it. The
+// reconciler keeps the services (owned.json), the VIP holder the addresses
+// (addresses.json): one writer per file.
+type Ownership struct {
+	Services  []ipvs.ServiceKey `json:"services,omitempty"`
+	Addresses []OwnedAddress    `json:"addresses,omitempty"`
+}
+
+// OwnedAddress is an address lvsd put on an interface.
+type OwnedAddress struct {
+	Interface string       `json:"interface"`
+	Prefix    netip.Prefix `json:"prefix"`
+}
+
+const (
+	servicesFile  = "owned.json"
+	addressesFile = "addresses.json"
+)
+
+// LoadOwnedServices reads the services a previous run of lvsd created. A
+// missing file means nothing is owned yet (first start).
+func LoadOwnedServices(stateDir string) (Ownership, error) {
+	var o Ownership
+	if err := statefile.Load(stateDir, servicesFile, &o); err != nil {
+		return Ownership{}, err
+	}
+	slices.SortFunc(o.Services, ipvs.ServiceKey.Compare)
+	return Ownership{Services: o.Services}, nil
+}
+
+// LoadOwnedAddresses reads the addresses a previous run of lvsd added.
+// Versions before addresses.json kept them in owned.json.
+func LoadOwnedAddresses(stateDir string) (Ownership, error) {
+	var o Ownership
+	err := statefile.Load(stateDir, addressesFile, &o)
+	if err == nil && o.Addresses == nil {
+		err = statefile.Load(stateDir, servicesFile, &o)
+	}
+	if err != nil {
+		return Ownership{}, err
+	}
+	return Ownership{Addresses: o.Addresses}, nil
+}
+
+// SaveOwnedServices records the services lvsd owns, atomically.
+func SaveOwnedServices(stateDir string, o Ownership) error {
+	return statefile.Save(stateDir, servicesFile, Ownership{Services: o.Services})
+}
+
+// SaveOwnedAddresses records the addresses lvsd owns, atomically.
+func SaveOwnedAddresses(stateDir string, o Ownership) error {
+	return statefile.Save(stateDir, addressesFile, Ownership{Addresses: slices.Clone(o.Addresses)})
+}
+
+// Intend returns o with every object ops create, for the record written
+// before they run. Pure.
+func (o Ownership) Intend(ops []Op) Ownership {
+	out := o.clone()
+	for _, op := range ops {
+		switch op.Kind {
+		case AddService, UpdateService: // an update adopts a configured service found in the kernel
+			out.addService(op.Service.ServiceKey)
+		case AddAddress:
+			out.addAddress(op.Interface, op.Address)
+		}
+	}
+	return out
+}
+
+// Adopt returns o with the services keys, configured and (now) in the
+// kernel: lvsd's from now on. Pure.
+func (o Ownership) Adopt(keys []ipvs.ServiceKey) Ownership {
+	out := o.clone()
+	for _, k := range keys {
+		out.addService(k)
+	}
+	return out
+}
+
+// After returns o once ops ran with errs (errs[i] is op i's): a deleted
+// object, or one found already gone, leaves the record. Pure.
+func (o Ownership) After(ops []Op, errs []error) Ownership {
+	out := o.clone()
+	for i, op := range ops {
+		err := errs[i]
+		switch op.Kind {
+		case DeleteService:
+			if err == nil || errors.Is(err, ipvs.ErrNotFound) {
+				key := op.Service.ServiceKey
+				out.Services = slices.DeleteFunc(out.Services, func(x ipvs.ServiceKey) bool { return x == key })
+			}
+		case DeleteAddress:
+			if err == nil || errors.Is(err, arp.ErrNotFound) {
+				a := OwnedAddress{op.Interface, op.Address}
+				out.Addresses = slices.DeleteFunc(out.Addresses, func(x OwnedAddress) bool { return x == a })
+			}
+		}
+	}
+	return out
+}
+
+// Equal reports whether o and p record the same objects.
+func (o Ownership) Equal(p Ownership) bool {
+	return slices.Equal(o.Services, p.Services) && slices.Equal(o.Addresses, p.Addresses)
+}
+
+func (o Ownership) clone() Ownership {
+	return Ownership{Services: slices.Clone(o.Services), Addresses: slices.Clone(o.Addresses)}
+}
+
+// addService keeps Services sorted, so lookups and inserts stay cheap when a
+// cold start adds thousands.
+func (o *Ownership) addService(k ipvs.ServiceKey) {
+	i, found := slices.BinarySearchFunc(o.Services, k, ipvs.ServiceKey.Compare)
+	if !found {
+		o.Services = slices.Insert(o.Services, i, k)
+	}
+}
+
+func (o *Ownership) addAddress(dev string, p netip.Prefix) {
+	a := OwnedAddress{dev, p}
+	if !slices.Contains(o.Addresses, a) {
+		o.Addresses = append(o.Addresses, a)
+	}
+}

@@ -1,0 +1,66 @@
+//go:build e2e
+
+package e2e
+
+import (
+	"net/netip"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+)
+
+// TestPlanTakeover: `lvsd plan` on a standby shows nothing to do (the
+// running agent holds no VIP), `lvsd plan --takeover` the takeover in
+// order — FULLNAT conntrack restored, then the addresses, then their
+// announcements —; once the owner fails and the standby has taken over,
+// `lvsd plan` there shows nothing again: the takeover did exactly that.
+func TestPlanTakeover(t *testing.T) {
+	vip, full := netip.MustParseAddr("10.0.0.50"), netip.MustParseAddr("10.0.0.52")
+	tp := clusterSetup(t, vip)
+	key := clusterKey(t)
+	var ds []*lvsd
+	for i, d := range tp.Directors()[:2] {
+		l := newClusterDirector(t, tp, d, key, "  priority: "+[]string{"200", "100"}[i]+"\n", vip)
+		writeFile(t, filepath.Join(l.dir, "services.d", "full.yaml"), "service: full\nvip: "+full.String()+
+			"\nports: [81]\nforwarding: fullnat\nfullnat: {source_addresses: [10.0.0.70]}\nbackends:\n  - {address: "+
+			tp.RS(1).V4.String()+"}\n")
+		l.start()
+		ds = append(ds, l)
+	}
+	waitHolders(t, tp, vip, 30*time.Second, onlyOn("director"))
+	waitHolders(t, tp, full, 5*time.Second, onlyOn("director"))
+	standby := tp.Director(2)
+	plan := func(args ...string) string {
+		t.Helper()
+		out, code := runLVSD(t, standby, append([]string{"plan", "--config", ds[1].config()}, args...)...)
+		if code != 0 {
+			t.Fatalf("lvsd plan %v: exit %d\n%s", args, code, out)
+		}
+		return out
+	}
+	if out := plan(); !strings.Contains(out, "no changes") {
+		t.Errorf("plan on the standby:\n%s\nwant no changes (it holds no VIP)", out)
+	}
+	want := []string{
+		"restore-conntrack [10.0.0.52] (before the addresses)",
+		"add-address 10.0.0.50/32 dev eth0 (VIP held)",
+		"add-address 10.0.0.52/32 dev eth0 (VIP held)",
+		"add-address 10.0.0.70/32 dev eth0 (VIP held)",
+		"announce 10.0.0.50/32 dev eth0",
+		"announce 10.0.0.52/32 dev eth0",
+		"announce 10.0.0.70/32 dev eth0",
+	}
+	if got := strings.Split(strings.TrimSpace(plan("--takeover")), "\n"); strings.Join(got, "\n") != strings.Join(want, "\n") {
+		t.Errorf("plan --takeover on the standby:\n%s\nwant\n%s", strings.Join(got, "\n"), strings.Join(want, "\n"))
+	}
+	if err := tp.Director(1).SetPort(false); err != nil {
+		t.Fatal(err)
+	}
+	waitHolders(t, tp, vip, 5*time.Second, onlyOn("director2"))
+	waitHolders(t, tp, full, 5*time.Second, onlyOn("director2"))
+	ds[1].waitLog(0, 5*time.Second, "op=announce", "10.0.0.70/32")
+	if out := plan(); !strings.Contains(out, "no changes") {
+		t.Errorf("plan after the takeover:\n%s\nwant no changes", out)
+	}
+}
