@@ -67,7 +67,14 @@ func toNetlink(p netip.Prefix) *netlink.Addr {
 	if p.Addr().Is6() {
 		bits = 128
 	}
-	a := &netlink.Addr{IPNet: &net.IPNet{IP: p.Addr().AsSlice(), Mask: net.CIDRMask(p.Bits(), bits)}}
+	// Preferred lifetime 0 ("deprecated"): the address receives and answers
+	// as any other, but the kernel never picks it as the source of a new
+	// connection. Otherwise an IPv6 VIP in the real servers' /64 would be
+	// the director's preferred source for them (RFC 6724, longest match),
+	// its health checks would leave from the VIP, and the answers would go
+	// to the real servers' own VIP on lo.
+	a := &netlink.Addr{IPNet: &net.IPNet{IP: p.Addr().AsSlice(), Mask: net.CIDRMask(p.Bits(), bits)},
+		ValidLft: infiniteLifetime, PreferedLft: 0}
 	if p.Addr().Is6() {
 		// A VIP must work at once: duplicate address detection would keep it
 		// tentative (unusable) for a second or more.

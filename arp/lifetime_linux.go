@@ -23,8 +23,7 @@ func (Kernel) AddExpiring(ctx context.Context, dev string, p netip.Prefix, lifet
 		return err
 	}
 	a := toNetlink(p)
-	a.ValidLft = lifetimeSeconds(lifetime)
-	a.PreferedLft = a.ValidLft
+	a.ValidLft = lifetimeSeconds(lifetime) // PreferedLft stays 0: never a source (toNetlink)
 	if err := netlink.AddrReplace(l, a); err != nil {
 		return fmt.Errorf("adding %s to %q for %ds: %w", p, dev, a.ValidLft, err)
 	}

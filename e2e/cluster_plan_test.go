@@ -5,6 +5,7 @@ package e2e
 import (
 	"net/netip"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -21,7 +22,8 @@ func TestPlanTakeover(t *testing.T) {
 	key := clusterKey(t)
 	var ds []*lvsd
 	for i, d := range tp.Directors()[:2] {
-		l := newClusterDirector(t, tp, d, key, "  priority: "+[]string{"200", "100"}[i]+"\n", vip)
+		// Two of the three directors: quorum 1, so the standby takes over alone.
+		l := newClusterDirector(t, tp, d, key, "  quorum: 1\n  priority: "+[]string{"200", "100"}[i]+"\n", vip)
 		writeFile(t, filepath.Join(l.dir, "services.d", "full.yaml"), "service: full\nvip: "+full.String()+
 			"\nports: [81]\nforwarding: fullnat\nfullnat: {source_addresses: [10.0.0.70]}\nbackends:\n  - {address: "+
 			tp.RS(1).V4.String()+"}\n")
@@ -57,8 +59,11 @@ func TestPlanTakeover(t *testing.T) {
 	if err := tp.Director(1).SetPort(false); err != nil {
 		t.Fatal(err)
 	}
-	waitHolders(t, tp, vip, 5*time.Second, onlyOn("director2"))
-	waitHolders(t, tp, full, 5*time.Second, onlyOn("director2"))
+	// Cut off with quorum 1 the old owner keeps its addresses (as with VRRP);
+	// nobody reaches it any more.
+	onDirector2 := func(h []string) bool { return slices.Contains(h, "director2") }
+	waitHolders(t, tp, vip, 5*time.Second, onDirector2)
+	waitHolders(t, tp, full, 5*time.Second, onDirector2)
 	ds[1].waitLog(0, 5*time.Second, "op=announce", "10.0.0.70/32")
 	if out := plan(); !strings.Contains(out, "no changes") {
 		t.Errorf("plan after the takeover:\n%s\nwant no changes", out)
