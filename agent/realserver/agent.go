@@ -7,7 +7,6 @@ import (
 	"fmt"
 	"log/slog"
 	"net"
-	"net/http"
 	"net/netip"
 	"os"
 	"slices"
@@ -109,8 +108,8 @@ func (a *Agent) Run(ctx context.Context, reload <-chan struct{}, apiL, healthL n
 		stopServers()
 		wg.Wait()
 	}()
-	a.serve(srvCtx, &wg, "api", apiL, a.APIHandler())
-	a.serve(srvCtx, &wg, "health", healthL, a.HealthHandler())
+	a.serve(&wg, "api", apiL, func() error { return api.Serve(srvCtx, apiL, a.APIHandler()) })
+	a.serve(&wg, "health", healthL, func() error { return serveEndpoint(srvCtx, healthL, a.HealthHandler()) })
 
 	a.reconcile(ctx)
 	st := a.status.Load()
@@ -174,13 +173,13 @@ func (a *Agent) start() error {
 	return nil
 }
 
-// serve answers h on l (if any) on wg until ctx ends.
-func (a *Agent) serve(ctx context.Context, wg *sync.WaitGroup, name string, l net.Listener, h http.Handler) {
+// serve runs serve (which answers on l) on wg, unless there is no l.
+func (a *Agent) serve(wg *sync.WaitGroup, name string, l net.Listener, serve func() error) {
 	if l == nil {
 		return
 	}
 	wg.Go(func() {
-		if err := api.Serve(ctx, l, h); err != nil {
+		if err := serve(); err != nil {
 			a.log.Error("server stopped", "server", name, "err", err)
 		}
 	})

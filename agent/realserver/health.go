@@ -2,11 +2,18 @@ package realserver
 
 import (
 	"context"
+	"errors"
 	"fmt"
+	"io"
+	"log"
+	"net"
 	"net/http"
 	"strconv"
 	"strings"
 	"sync"
+	"time"
+
+	"golang.org/x/net/netutil"
 
 	"github.com/lvsd/lvsd/agent/config"
 )
@@ -20,6 +27,33 @@ type CheckResult struct {
 	Check string `json:"check"` // "tcp 127.0.0.1:80"
 	OK    bool   `json:"ok"`
 	Error string `json:"error,omitempty"`
+}
+
+// Limits of the weight endpoint, which any host that reaches its port may
+// call: a client that is slow or holds many connections cannot tie up the
+// agent.
+const (
+	endpointMaxConns   = 64
+	endpointTimeout    = 5 * time.Second
+	endpointIdle       = 30 * time.Second
+	endpointMaxHeaders = 8 << 10
+)
+
+// serveEndpoint answers h on the weight endpoint's listener l until ctx ends.
+func serveEndpoint(ctx context.Context, l net.Listener, h http.Handler) error {
+	srv := &http.Server{Handler: h, ReadHeaderTimeout: endpointTimeout, ReadTimeout: endpointTimeout,
+		WriteTimeout: endpointTimeout, IdleTimeout: endpointIdle, MaxHeaderBytes: endpointMaxHeaders,
+		ErrorLog: log.New(io.Discard, "", 0)} // a client's broken request is not the agent's error
+	go func() {
+		<-ctx.Done()
+		shutdown, cancel := context.WithTimeout(context.Background(), 2*time.Second)
+		defer cancel()
+		srv.Shutdown(shutdown)
+	}()
+	if err := srv.Serve(netutil.LimitListener(l, endpointMaxConns)); !errors.Is(err, http.ErrServerClosed) {
+		return err
+	}
+	return nil
 }
 
 // HealthHandler answers the directors' probes on the configured path:
@@ -42,21 +76,28 @@ func (a *Agent) HealthHandler() http.Handler {
 			http.Error(w, "method not allowed", http.StatusMethodNotAllowed)
 			return
 		}
+		// The answer goes to whoever can reach the port: it says what is
+		// wrong, not how (addresses, error texts); `lvsd status` on this
+		// server has the details.
 		var problems []string
-		for _, v := range st.MissingVIPs {
-			problems = append(problems, fmt.Sprintf("VIP %s is not on %s", v, Loopback))
+		if n := len(st.MissingVIPs); n > 0 {
+			problems = append(problems, fmt.Sprintf("%d VIP(s) not on %s", n, Loopback))
 		}
+		failed := 0
 		for _, res := range a.runChecks(r.Context(), st.checks) {
 			if !res.OK {
-				problems = append(problems, fmt.Sprintf("check %s failed: %s", res.Check, res.Error))
+				failed++
 			}
+		}
+		if failed > 0 {
+			problems = append(problems, fmt.Sprintf("%d of %d local checks failed", failed, len(st.checks)))
 		}
 		w.Header().Set("Cache-Control", "no-store")
 		w.Header().Set("Content-Type", "text/plain; charset=utf-8")
 		if len(problems) > 0 {
 			w.Header().Set(WeightHeader, "0")
 			w.WriteHeader(http.StatusServiceUnavailable)
-			fmt.Fprintf(w, "unhealthy: %s\n", strings.Join(problems, "; "))
+			fmt.Fprintf(w, "unhealthy: %s (lvsd status on this server says why)\n", strings.Join(problems, "; "))
 			return
 		}
 		w.Header().Set(WeightHeader, strconv.Itoa(st.Weight))
