@@ -117,6 +117,7 @@ func TestPackageSystemd(t *testing.T) {
 	if !strings.Contains(table, "10.0.0.11:80") || !strings.Contains(table, "Route") {
 		t.Fatalf("ipvsadm -Ln right after systemctl start:\n%s", table)
 	}
+	checkSandbox(t)
 	phase("topology, start")
 	expectFrom(t, tp.Client(), 12, "rs1")
 	checkJournal(t)
@@ -382,4 +383,25 @@ func metricValue(exposition, series string) float64 {
 		}
 	}
 	return -1
+}
+
+// checkSandbox: lvsd set its sysctls under the unit (checkJournal fails on
+// a set-sysctl that failed), and from inside its mount namespace /proc/sys
+// is writable only below net: kernel.core_pattern is not.
+func checkSandbox(t *testing.T) {
+	t.Helper()
+	pid := unitProp(t, "lvsd.service", "MainPID")
+	if got := strings.TrimSpace(sh(t, "cat", "/proc/sys/net/ipv4/vs/expire_nodest_conn")); got != "1" {
+		t.Errorf("net.ipv4.vs.expire_nodest_conn=%s under the unit, want 1 (set by lvsd)", got)
+	}
+	in := func(cmd string) error {
+		_, err := try("nsenter", "-t", pid, "-m", "--", "sh", "-c", cmd)
+		return err
+	}
+	if err := in("echo 1 > /proc/sys/net/ipv4/vs/expire_nodest_conn"); err != nil {
+		t.Errorf("lvsd's mount namespace cannot write /proc/sys/net: %v", err)
+	}
+	if err := in("cat /proc/sys/kernel/core_pattern > /proc/sys/kernel/core_pattern"); err == nil {
+		t.Error("lvsd's mount namespace can write /proc/sys/kernel/core_pattern; ProtectKernelTunables is not in force")
+	}
 }
