@@ -10,6 +10,7 @@ import (
 	"net/netip"
 	"os"
 	"path/filepath"
+	"reflect"
 	"slices"
 	"strings"
 	"sync/atomic"
@@ -196,6 +197,12 @@ func (a *Agent) reload(why string) {
 		a.fingerprint = a.configFingerprint()
 		a.log.Error("configuration rejected; keeping the last good one", "trigger", why, "err", err)
 		return
+	}
+	if old := a.cfg.Agent.Cluster; !reflect.DeepEqual(old, cfg.Agent.Cluster) {
+		// The cluster node and the relay keep the settings they started with;
+		// only the kernel side (sync daemons, sysctls, guard) follows now.
+		a.log.Warn("cluster settings changed: the cluster node and connection-sync relay keep the old ones until lvsd restarts; "+
+			"the sync daemons follow conn_sync now", "trigger", why)
 	}
 	a.setConfig(cfg)
 	a.log.Info("configuration reloaded", "trigger", why, "services", len(cfg.Services),
