@@ -1,7 +1,9 @@
 package agent
 
 import (
+	"context"
 	"fmt"
+	"log/slog"
 	"maps"
 	"slices"
 
@@ -63,11 +65,33 @@ func backendHealth(states map[string]health.State) map[string]BackendHealth {
 
 // logEligibility logs every service whose eligible set or rule changed.
 func (a *Agent) logEligibility(decisions map[string]Eligibility) {
+	var changed []string
 	for name, e := range decisions {
 		prev, ok := a.eligibility[name]
-		if ok && prev.Rule == e.Rule && maps.Equal(prev.Eligible, e.Eligible) {
-			continue
+		if !ok || prev.Rule != e.Rule || !maps.Equal(prev.Eligible, e.Eligible) {
+			changed = append(changed, name)
 		}
+	}
+	first := a.eligibility == nil
+	a.eligibility = decisions
+	if len(changed) == 0 {
+		return
+	}
+	slices.Sort(changed)
+	// One line per service, but not thousands at once: a start, or a
+	// backend shared by many services failing, is summarized at info and
+	// detailed at debug.
+	level := slog.LevelInfo
+	if first || len(changed) > maxOpsLogged {
+		level = slog.LevelDebug
+		a.log.Info("eligible backends decided", "event", "eligibility", "services", len(changed), "first", first,
+			"details", "debug level, or lvsd status")
+	}
+	if !a.log.Enabled(context.Background(), level) {
+		return
+	}
+	for _, name := range changed {
+		e := decisions[name]
 		var eligible []string
 		for k, in := range e.Eligible {
 			if in {
@@ -75,10 +99,9 @@ func (a *Agent) logEligibility(decisions map[string]Eligibility) {
 			}
 		}
 		slices.Sort(eligible)
-		a.log.Info("eligible backends", "event", "eligibility", "service", name, "rule", e.Rule,
+		a.log.Log(context.Background(), level, "eligible backends", "event", "eligibility", "service", name, "rule", e.Rule,
 			"eligible", eligible, "count", len(eligible))
 	}
-	a.eligibility = decisions
 }
 
 // logResets logs, for every batch of destinations the plan resets, the
