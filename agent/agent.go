@@ -224,7 +224,11 @@ func (a *Agent) reconcile(ctx context.Context) []Op {
 	actual, err := a.opts.Kernel.ReadActual(ctx, desired)
 	if err != nil {
 		a.log.Error("reading kernel state", "err", err)
-		a.publish(desired, start, err)
+		var last Actual
+		if prev := a.snap.Load(); prev != nil {
+			last = prev.actual
+		}
+		a.publish(desired, last, start, err)
 		return nil
 	}
 	ops, drains := Plan(PlanInput{Desired: desired, Actual: actual, Owned: a.owned, Drains: a.drains,
@@ -234,12 +238,13 @@ func (a *Agent) reconcile(ctx context.Context) []Op {
 	errs, applyErr := a.apply(ctx, desired, ops)
 	a.forgetResetConnections(ops)
 	held, holdErr := a.holder.Sync(ctx, Programmed{Desired: Served(desired, actual, ops, errs), InUse: AddressesInUse(desired, actual, ops)})
+	after := actual.After(ops, errs)
 	ops = append(ops, held...)
 	if err := errors.Join(applyErr, holdErr); err != nil {
 		applyErr = err
 		a.log.Error("some changes failed; will retry", "err", err)
 	}
-	a.publish(desired, start, applyErr, ops...)
+	a.publish(desired, after, start, applyErr, ops...)
 	// Passes that change nothing stay quiet, except the first: after a
 	// restart it says the kernel was adopted as it was.
 	if len(ops) > 0 || !a.reconciled {

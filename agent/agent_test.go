@@ -2,6 +2,7 @@ package agent
 
 import (
 	"context"
+	"fmt"
 	"io"
 	"log/slog"
 	"net/netip"
@@ -323,7 +324,7 @@ func TestStatusShowsKernelAndDrains(t *testing.T) {
 	e := newEnv(t)
 	e.service("web", webTwo)
 	a := e.agent()
-	if _, err := a.Status(context.Background()); err == nil {
+	if _, err := a.Status(context.Background(), StatusQuery{}); err == nil {
 		t.Fatal("status before the first pass should say not ready")
 	}
 	e.reconcile(a)
@@ -334,7 +335,7 @@ func TestStatusShowsKernelAndDrains(t *testing.T) {
 	e.reload(a)
 	e.reconcile(a)
 	e.now = e.now.Add(7 * time.Second)
-	st, err := a.Status(context.Background())
+	st, err := a.Status(context.Background(), StatusQuery{})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -347,5 +348,48 @@ func TestStatusShowsKernelAndDrains(t *testing.T) {
 	}
 	if got := st.Services[0].Destinations; !slices.Equal(got, want) {
 		t.Fatalf("destinations:\n got %+v\nwant %+v", got, want)
+	}
+}
+
+// countingIPVS counts destination dumps.
+type countingIPVS struct {
+	ipvs.Interface
+	dumps int
+}
+
+func (c *countingIPVS) Destinations(ctx context.Context, k ipvs.ServiceKey) ([]ipvs.Destination, error) {
+	c.dumps++
+	return c.Interface.Destinations(ctx, k)
+}
+
+// Over FreshLimit IPVS services the status answers from the last pass's
+// read-back, without a dump; a query for one service reads that one now.
+func TestStatusAtScale(t *testing.T) {
+	e := newEnv(t)
+	var b strings.Builder
+	for i := range FreshLimit + 10 {
+		fmt.Fprintf(&b, "---\nservice: s%d\nvip: 10.0.1.1\nports: [%d]\nbackends: [{address: 10.0.0.11}]\n", i, 1000+i)
+	}
+	e.service("bulk", b.String())
+	a := e.agent()
+	e.reconcile(a)
+	counting := &countingIPVS{Interface: e.ipvs}
+	a.opts.Kernel.IPVS = counting
+	st, err := a.Status(context.Background(), StatusQuery{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(st.Services) != FreshLimit+10 || counting.dumps != 0 || !st.KernelAsOf.Equal(e.now) {
+		t.Errorf("all: %d services, %d dumps, numbers as of %v; want %d, 0, the pass", len(st.Services), counting.dumps, st.KernelAsOf, FreshLimit+10)
+	}
+	if st.Services[0].Destinations[0].Weight != 1 {
+		t.Errorf("from the pass: %+v", st.Services[0].Destinations)
+	}
+	st, err = a.Status(context.Background(), StatusQuery{Services: []string{"s7"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(st.Services) != 1 || st.Services[0].Name != "s7" || counting.dumps != 1 {
+		t.Errorf("one service: %d services, %d dumps", len(st.Services), counting.dumps)
 	}
 }

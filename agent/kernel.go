@@ -83,6 +83,31 @@ func (k Kernel) ReadActual(ctx context.Context, d Desired) (Actual, error) {
 	return a, nil
 }
 
+// readServices reads the IPVS services keys (those in the kernel) with
+// their destinations: one service dump and one destination dump each.
+func (k Kernel) readServices(ctx context.Context, keys []ipvs.ServiceKey) (Actual, error) {
+	a := Actual{Services: make(map[ipvs.ServiceKey]ActualService, len(keys))}
+	svcs, err := k.IPVS.Services(ctx)
+	if err != nil {
+		return Actual{}, err
+	}
+	want := make(map[ipvs.ServiceKey]bool, len(keys))
+	for _, key := range keys {
+		want[key] = true
+	}
+	for _, s := range svcs {
+		if !want[s.ServiceKey] {
+			continue
+		}
+		dsts, err := k.IPVS.Destinations(ctx, s.ServiceKey)
+		if err != nil {
+			return Actual{}, err
+		}
+		a.Services[s.ServiceKey] = ActualService{Service: s, Destinations: dsts}
+	}
+	return a, nil
+}
+
 // Apply runs ops in order and returns each one's error (nil: done). It goes
 // on after a failed op (one bad backend must not hold back the others),
 // except where a later op depends on the failed one: a sync daemon is not

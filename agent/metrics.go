@@ -221,7 +221,7 @@ func (c *Collector) Collect(ch chan<- prometheus.Metric) {
 
 	ctx, cancel := context.WithTimeout(context.Background(), c.timeout)
 	defer cancel()
-	st, err := c.a.Status(ctx)
+	st, err := c.a.Status(ctx, StatusQuery{})
 	if err != nil {
 		ch <- prometheus.NewInvalidMetric(descServiceInKernel, err)
 		return

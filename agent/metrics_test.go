@@ -214,7 +214,7 @@ lvsd_service_eligible_backends{ipvs_service="tcp:10.0.0.50:80",service="web"} 2
 		"lvsd_backend_healthy", "lvsd_service_eligible_backends"); err != nil {
 		t.Fatal(err)
 	}
-	st, err := a.Status(context.Background())
+	st, err := a.Status(context.Background(), StatusQuery{})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -274,3 +274,41 @@ func AddressesInUse(d Desired, a Actual, ops []Op) map[netip.Addr]bool {
 	}
 	return out
 }
+
+// After returns a as it is once ops ran with errs (errs[i] is op i's): the
+// IPVS services and destinations added, updated and deleted, counters as
+// read. The status answers from it without reading the kernel again. a is
+// not modified. Pure.
+func (a Actual) After(ops []Op, errs []error) Actual {
+	out := a
+	out.Services = maps.Clone(a.Services)
+	for i, op := range ops {
+		if errs[i] != nil {
+			continue
+		}
+		key := op.Service.ServiceKey
+		cur := out.Services[key]
+		switch op.Kind {
+		case AddService, UpdateService:
+			cur.Service = op.Service
+			out.Services[key] = cur
+		case DeleteService:
+			delete(out.Services, key)
+		case AddDestination, UpdateDestination:
+			dsts := slices.Clone(cur.Destinations)
+			if j := slices.IndexFunc(dsts, func(d ipvs.Destination) bool { return d.DestinationKey == op.Destination.DestinationKey }); j >= 0 {
+				dsts[j].Weight, dsts[j].Forwarding = op.Destination.Weight, op.Destination.Forwarding
+			} else {
+				dsts = append([]ipvs.Destination{op.Destination}, dsts...) // the kernel adds at the head
+			}
+			cur.Destinations = dsts
+			out.Services[key] = cur
+		case DeleteDestination:
+			cur.Destinations = slices.DeleteFunc(slices.Clone(cur.Destinations), func(d ipvs.Destination) bool {
+				return d.DestinationKey == op.Destination.DestinationKey
+			})
+			out.Services[key] = cur
+		}
+	}
+	return out
+}

@@ -25,7 +25,11 @@ var errNotReady = errors.New("the agent has not finished its first pass yet")
 // Status is what `lvsd status` shows: every configured IPVS service with its
 // destinations as the kernel has them now, and the reconciler's last pass.
 type Status struct {
-	Node          string          `json:"node"`
+	Node string `json:"node"`
+	// KernelAsOf is when the kernel's numbers (weights, connections,
+	// counters) were read: now, or at the last pass when the query selects
+	// more than FreshLimit IPVS services.
+	KernelAsOf    time.Time       `json:"kernel_as_of"`
 	Role          string          `json:"role"`
 	Config        string          `json:"config"`
 	LastReconcile time.Time       `json:"last_reconcile"`
@@ -90,10 +94,11 @@ type snapshot struct {
 	eligibility map[string]Eligibility
 	resets      uint64         // destinations this pass reset
 	passes      ReconcileStats // counts up to and including this pass (metrics.go)
+	actual      Actual         // the kernel as this pass left it (read, then its ops)
 }
 
-func (a *Agent) publish(desired Desired, start time.Time, err error, ops ...Op) {
-	s := &snapshot{cfg: a.cfg, desired: desired, drains: maps.Clone(a.drains),
+func (a *Agent) publish(desired Desired, actual Actual, start time.Time, err error, ops ...Op) {
+	s := &snapshot{cfg: a.cfg, desired: desired, drains: maps.Clone(a.drains), actual: actual,
 		at: start, duration: a.opts.Now().Sub(start), eligibility: a.eligibility}
 	for _, op := range ops {
 		if op.Kind == AwaitExpiry {
@@ -107,30 +112,52 @@ func (a *Agent) publish(desired Desired, start time.Time, err error, ops ...Op) 
 	a.snap.Store(s)
 }
 
-// Status reads the kernel now and combines it with the last pass. It is safe
-// to call from any goroutine.
-func (a *Agent) Status(ctx context.Context) (Status, error) {
+// FreshLimit is how many IPVS services Status reads from the kernel at the
+// time of the query; a larger selection is answered from the last pass's
+// read-back (at 10,000 services a fresh read is seconds, and the status and
+// every metrics scrape must stay well under one).
+const FreshLimit = 256
+
+// StatusQuery selects what Status reports.
+type StatusQuery struct {
+	Services []string // configured service names; none: all
+}
+
+// Status combines the kernel (read now, or at the last pass for large
+// selections) with the last pass. It is safe to call from any goroutine.
+func (a *Agent) Status(ctx context.Context, q StatusQuery) (Status, error) {
 	s := a.snap.Load()
 	if s == nil {
 		return Status{}, errNotReady
 	}
-	actual, err := a.opts.Kernel.ReadActual(ctx, s.desired)
-	if err != nil {
-		return Status{}, err
+	var selected []VirtualService
+	for _, vs := range s.cfg.Desired.Services {
+		if !vs.Internal && (len(q.Services) == 0 || slices.Contains(q.Services, vs.Name)) {
+			selected = append(selected, vs)
+		}
+	}
+	actual, asOf := s.actual, s.at
+	if len(selected) <= FreshLimit {
+		keys := make([]ipvs.ServiceKey, len(selected))
+		for i, vs := range selected {
+			keys[i] = vs.ServiceKey
+		}
+		var err error
+		if actual, err = a.opts.Kernel.readServices(ctx, keys); err != nil {
+			return Status{}, err
+		}
+		asOf = a.opts.Now()
 	}
 	present, err := a.opts.Kernel.Addrs.List(ctx, s.desired.Interface)
 	if err != nil {
 		return Status{}, err
 	}
-	st := Status{Node: s.cfg.Agent.Node, Role: string(s.cfg.Agent.Role), Config: a.opts.ConfigPath,
+	st := Status{Node: s.cfg.Agent.Node, Role: string(s.cfg.Agent.Role), Config: a.opts.ConfigPath, KernelAsOf: asOf,
 		LastReconcile: s.at, LastDuration: s.duration.String(), LastError: s.err}
 	now := a.opts.Now()
 	states := a.healthStates()
 	checked := checkedBackends(s.cfg.Services)
-	for _, vs := range s.cfg.Desired.Services {
-		if vs.Internal {
-			continue
-		}
+	for _, vs := range selected {
 		vip := vs.VIP
 		cur, inKernel := actual.Services[vs.ServiceKey]
 		ss := ServiceStatus{Name: vs.Name, Key: vs.ServiceKey.String(), Scheduler: vs.Scheduler,
@@ -183,11 +210,11 @@ func (a *Agent) Status(ctx context.Context) (Status, error) {
 
 // APIHandler serves the director's local API:
 //
-//	GET /v1/status  the Status, read from the kernel now
+//	GET /v1/status[?service=NAME...]  the Status (Status, StatusQuery)
 func (a *Agent) APIHandler() http.Handler {
 	mux := http.NewServeMux()
 	mux.HandleFunc("GET "+RouteStatus, func(w http.ResponseWriter, r *http.Request) {
-		st, err := a.Status(r.Context())
+		st, err := a.Status(r.Context(), StatusQuery{Services: r.URL.Query()["service"]})
 		if err != nil {
 			http.Error(w, err.Error(), http.StatusServiceUnavailable)
 			return

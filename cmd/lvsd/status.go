@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"io"
 	"net/netip"
+	"net/url"
 	"strconv"
 	"strings"
 	"text/tabwriter"
@@ -25,6 +26,7 @@ func init() {
 	flagSetup["status"] = func(fs *flag.FlagSet) {
 		fs.Bool("json", false, "print the agent's status as JSON, for scripts")
 		fs.String("socket", "", "the agent's local API socket (default: api.socket of the agent file)")
+		fs.String("service", "", "only these services (comma-separated names)")
 	}
 }
 
@@ -40,8 +42,16 @@ func status(ctx context.Context, e *env) error {
 		}
 		socket = a.APISocket
 	}
+	route := agent.RouteStatus
+	if names := e.flags.Lookup("service").Value.String(); names != "" {
+		q := url.Values{}
+		for _, n := range strings.Split(names, ",") {
+			q.Add("service", strings.TrimSpace(n))
+		}
+		route += "?" + q.Encode()
+	}
 	var raw json.RawMessage
-	if err := api.NewClient(socket).Do(ctx, "GET", agent.RouteStatus, &raw); err != nil {
+	if err := api.NewClient(socket).Do(ctx, "GET", route, &raw); err != nil {
 		return err
 	}
 	if asJSON {
@@ -79,8 +89,12 @@ func writeDirectorStatus(w io.Writer, st agent.Status, now time.Time) error {
 	if st.LastError != "" {
 		pass = "FAILED: " + st.LastError
 	}
-	fmt.Fprintf(w, "last reconcile %s (%s ago, took %s): %s\n\n", st.LastReconcile.Format(time.DateTime),
+	fmt.Fprintf(w, "last reconcile %s (%s ago, took %s): %s\n", st.LastReconcile.Format(time.DateTime),
 		ago(now, st.LastReconcile), st.LastDuration, pass)
+	if !st.KernelAsOf.IsZero() && now.Sub(st.KernelAsOf) > time.Second {
+		fmt.Fprintf(w, "kernel numbers as of that pass (over %d IPVS services: --service NAME reads them now)\n", agent.FreshLimit)
+	}
+	fmt.Fprintln(w)
 	if st.Cluster != nil {
 		if err := writeClusterStatus(w, st.Cluster); err != nil {
 			return err
