@@ -152,6 +152,14 @@ func syntaxError(file string, c chunk, err error) *Error {
 			line = n
 		}
 	}
+	// An alias of an anchor defined later (or never) does not parse; it
+	// is refused like any other alias, at its place.
+	if m := unknownAnchor.FindStringSubmatch(msg); m != nil {
+		if line, col, ok := find(c.text, "*"+m[1]); ok {
+			return &Error{File: file, Line: c.line + line, Col: col,
+				Msg: fmt.Sprintf("an alias (*%s) is not allowed: write the value out", cut(m[1]))}
+		}
+	}
 	// yaml/v3's line is that of the problem or of the block around it, so
 	// goccy's token is trusted only at or after it: before, goccy would
 	// be objecting to something yaml/v3 accepted.
@@ -166,6 +174,20 @@ func syntaxError(file string, c chunk, err error) *Error {
 		}
 	}
 	return &Error{File: file, Line: c.line + line, Msg: "YAML syntax: " + msg}
+}
+
+var unknownAnchor = regexp.MustCompile(`^unknown anchor '(.*)' referenced$`)
+
+// find is the line and column (in characters) of the first s in text.
+func find(text []byte, s string) (int, int, bool) {
+	i := bytes.Index(text, []byte(s))
+	if i < 0 {
+		return 0, 0, false
+	}
+	before := text[:i]
+	line := 1 + bytes.Count(before, []byte("\n"))
+	start := bytes.LastIndexByte(before, '\n') + 1
+	return line, 1 + utf8.RuneCount(before[start:]), true
 }
 
 // syntaxHints rewords goccy/go-yaml's most common syntax errors to say what
@@ -206,6 +228,9 @@ func checkText(file string, data []byte) *Error {
 				Msg: fmt.Sprintf("byte 0x%02x is not UTF-8 (lvsd reads YAML files as UTF-8)", data[i])}
 		case r == '\n':
 			line, col = line+1, 0
+		case r == 0xfeff:
+			return &Error{File: file, Line: line, Col: col,
+				Msg: "a byte-order mark (U+FEFF) is only allowed at the start of the file"}
 		case !yamlPrintable(r):
 			return &Error{File: file, Line: line, Col: col,
 				Msg: fmt.Sprintf("character %U is not allowed in YAML (only printable characters, tab and line breaks)", r)}
