@@ -74,6 +74,11 @@ func LoadAgent(path string) (*Agent, error) {
 	if err != nil {
 		return nil, List{{File: path, Msg: err.Error()}}
 	}
+	return loadAgent(path, data)
+}
+
+// loadAgent validates data, the content of the agent file at path.
+func loadAgent(path string, data []byte) (*Agent, error) {
 	var errs List
 	var docs []*doc
 	eachDoc(path, data, &errs, func(d *doc) { docs = append(docs, d) })

@@ -6,6 +6,7 @@ import (
 	"regexp"
 	"strconv"
 	"strings"
+	"unicode"
 
 	"go.yaml.in/yaml/v3"
 )
@@ -117,11 +118,11 @@ func (d *doc) value(n *yaml.Node, v reflect.Value, key, rng string) {
 func (d *doc) plain(n *yaml.Node, key string) bool {
 	switch {
 	case n.Kind == yaml.AliasNode:
-		d.at(n, "%san alias (*%s) is not allowed: write the value out", keyPrefix(key), n.Value)
+		d.at(n, "%san alias (*%s) is not allowed: write the value out", keyPrefix(key), visible(n.Value))
 	case n.Anchor != "":
-		d.at(n, "%san anchor (&%s) is not allowed: lvsd's files take no anchors or aliases", keyPrefix(key), n.Anchor)
+		d.at(n, "%san anchor (&%s) is not allowed: lvsd's files take no anchors or aliases", keyPrefix(key), visible(n.Anchor))
 	case n.Style&yaml.TaggedStyle != 0:
-		d.at(n, "%sa tag (%s) is not allowed: quote a value to make it text", keyPrefix(key), n.Tag)
+		d.at(n, "%sa tag (%s) is not allowed: quote a value to make it text", keyPrefix(key), visible(n.Tag))
 	default:
 		return true
 	}
@@ -236,7 +237,7 @@ func editDistance(a, b string) int {
 func (d *doc) text(n *yaml.Node, v reflect.Value, key string) {
 	switch {
 	case n.Tag != "!!str" && v.Type() != textType:
-		d.at(n, "%s%s is %s, not text: write \"%s\" in quotes if you mean the text", keyPrefix(key), n.Value, scalarKind(n), n.Value)
+		d.at(n, "%s%s is %s, not text: write \"%s\" in quotes if you mean the text", keyPrefix(key), visible(n.Value), scalarKind(n), visible(n.Value))
 		return
 	case n.Value == "":
 		d.at(n, "%s is empty: give it a value, or leave the key out", keyOrThis(key))
@@ -335,9 +336,18 @@ func shown(n *yaml.Node) string {
 		if n.Tag == "!!str" {
 			return strconv.Quote(cut(n.Value))
 		}
-		return cut(n.Value)
+		return visible(cut(n.Value))
 	}
 	return "this"
+}
+
+// visible is s as written, or quoted when it holds characters that are
+// not printable (a tag's %0A is a line feed).
+func visible(s string) string {
+	if strings.IndexFunc(s, func(r rune) bool { return !unicode.IsPrint(r) }) >= 0 {
+		return strconv.Quote(s)
+	}
+	return s
 }
 
 // at records a problem at node n, which the decoder refuses.

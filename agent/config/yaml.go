@@ -157,7 +157,7 @@ func syntaxError(file string, c chunk, err error) *Error {
 	if m := unknownAnchor.FindStringSubmatch(msg); m != nil {
 		if line, col, ok := find(c.text, "*"+m[1]); ok {
 			return &Error{File: file, Line: c.line + line, Col: col,
-				Msg: fmt.Sprintf("an alias (*%s) is not allowed: write the value out", cut(m[1]))}
+				Msg: fmt.Sprintf("an alias (*%s) is not allowed: write the value out", visible(cut(m[1])))}
 		}
 	}
 	// yaml/v3's line is that of the problem or of the block around it, so
@@ -169,11 +169,11 @@ func syntaxError(file string, c chunk, err error) *Error {
 			if errors.As(gerr, &ye) && ye.GetToken() != nil && ye.GetToken().Position.Line >= line {
 				tk := ye.GetToken()
 				return &Error{File: file, Line: c.line + tk.Position.Line, Col: tk.Position.Column,
-					Msg: "YAML syntax: " + syntaxHint(ye.GetMessage())}
+					Msg: "YAML syntax: " + parserWords(syntaxHint(ye.GetMessage()))}
 			}
 		}
 	}
-	return &Error{File: file, Line: c.line + line, Msg: "YAML syntax: " + msg}
+	return &Error{File: file, Line: c.line + line, Msg: "YAML syntax: " + parserWords(msg)}
 }
 
 var unknownAnchor = regexp.MustCompile(`^unknown anchor '(.*)' referenced$`)
@@ -188,6 +188,16 @@ func find(text []byte, s string) (int, int, bool) {
 	line := 1 + bytes.Count(before, []byte("\n"))
 	start := bytes.LastIndexByte(before, '\n') + 1
 	return line, 1 + utf8.RuneCount(before[start:]), true
+}
+
+// parserWords keeps a parser's message to one line of bounded length: it
+// may quote any amount of the file.
+func parserWords(msg string) string {
+	msg = strings.Join(strings.Fields(msg), " ")
+	if r := []rune(msg); len(r) > 3*maxShownValue {
+		msg = string(r[:3*maxShownValue]) + "…"
+	}
+	return visible(msg)
 }
 
 // syntaxHints rewords goccy/go-yaml's most common syntax errors to say what
