@@ -285,7 +285,7 @@ func (d *doc) decimal(n *yaml.Node, v reflect.Value, key string) {
 }
 
 func parseRange(rng string) (int64, int64) {
-	if i := strings.Index(rng[1:], "-"); i >= 0 {
+	if i := strings.Index(rng[min(1, len(rng)):], "-"); i >= 0 && rng != "" {
 		lo, err1 := strconv.ParseInt(rng[:i+1], 10, 64)
 		hi, err2 := strconv.ParseInt(rng[i+2:], 10, 64)
 		if err1 == nil && err2 == nil {

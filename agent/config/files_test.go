@@ -137,7 +137,7 @@ func TestKeyFilePrivate(t *testing.T) {
 			t.Fatal(err)
 		}
 		_, err := ReadKeyFile(p)
-		want := fmt.Sprintf("cluster key_file %s has mode %04o (owner uid %d): group and others must have no access; chmod 600 %s", p, mode, uid, p)
+		want := fmt.Sprintf("cluster key_file %s has mode %04o (owner uid %d): group and others must have no access (chmod 600)", p, mode, uid)
 		if err == nil || err.Error() != want {
 			t.Errorf("mode %04o: got %v\nwant %s", mode, err, want)
 		}
@@ -152,7 +152,7 @@ func TestKeyFilePrivate(t *testing.T) {
 		t.Fatal(err)
 	}
 	_, err := ReadKeyFile(p)
-	want := "cluster key_file " + p + " is owned by uid 65534, mode 0600: it must belong to root (or the account lvsd runs as); chown root " + p
+	want := "cluster key_file " + p + " is owned by uid 65534, mode 0600: it must belong to root, or to the account lvsd runs as (chown root)"
 	if err == nil || err.Error() != want {
 		t.Errorf("got %v\nwant %s", err, want)
 	}

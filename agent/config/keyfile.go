@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"encoding/base64"
 	"fmt"
+	"io/fs"
 	"os"
 	"slices"
 	"strings"
@@ -21,10 +22,7 @@ import (
 // bit, or owned by another user, is refused, at `lvsd check`, at start and
 // when it is re-read.
 func ReadKeyFile(path string) ([][]byte, error) {
-	if err := checkPrivate(path); err != nil {
-		return nil, err
-	}
-	data, err := readFile(path)
+	data, err := readChecked(path, private)
 	if err != nil {
 		return nil, fmt.Errorf("cluster key_file %s %v", path, err)
 	}
@@ -51,14 +49,10 @@ func ReadKeyFile(path string) ([][]byte, error) {
 	return keys, nil
 }
 
-// checkPrivate refuses a key file that others may read or replace: mode
-// bits for group or others, or an owner other than root and the account
-// lvsd runs as. It follows a symbolic link, as reading does.
-func checkPrivate(path string) error {
-	fi, err := os.Stat(path)
-	if err != nil {
-		return fmt.Errorf("cluster key_file %s %v", path, fileError(err))
-	}
+// private refuses a key file that others may read or replace: mode bits
+// for group or others, or an owner other than root and the account lvsd
+// runs as.
+func private(fi fs.FileInfo) error {
 	uid := -1
 	if st, ok := fi.Sys().(*syscall.Stat_t); ok {
 		uid = int(st.Uid)
@@ -66,9 +60,9 @@ func checkPrivate(path string) error {
 	mode := fi.Mode().Perm()
 	switch {
 	case mode&0o077 != 0:
-		return fmt.Errorf("cluster key_file %s has mode %04o (owner uid %d): group and others must have no access; chmod 600 %s", path, mode, uid, path)
+		return fmt.Errorf("has mode %04o (owner uid %d): group and others must have no access (chmod 600)", mode, uid)
 	case uid != 0 && uid != os.Geteuid():
-		return fmt.Errorf("cluster key_file %s is owned by uid %d, mode %04o: it must belong to root (or the account lvsd runs as); chown root %s", path, uid, mode, path)
+		return fmt.Errorf("is owned by uid %d, mode %04o: it must belong to root, or to the account lvsd runs as (chown root)", uid, mode)
 	}
 	return nil
 }

@@ -23,6 +23,12 @@ const MaxFileSize = 1 << 20
 // and checked with fstat before any read. The error says what is wrong in
 // an operator's words, without Go's "open ...:" wrapping.
 func readFile(path string) ([]byte, error) {
+	return readChecked(path, nil)
+}
+
+// readChecked is readFile with a check of the opened file's metadata
+// before it is read (the file read is the file checked).
+func readChecked(path string, check func(fs.FileInfo) error) ([]byte, error) {
 	f, err := os.OpenFile(path, os.O_RDONLY|syscall.O_NONBLOCK|syscall.O_NOCTTY, 0)
 	if err != nil {
 		return nil, fileError(err)
@@ -34,6 +40,11 @@ func readFile(path string) ([]byte, error) {
 	}
 	if !fi.Mode().IsRegular() {
 		return nil, fmt.Errorf("is %s, not a regular file", kindOfFile(fi.Mode()))
+	}
+	if check != nil {
+		if err := check(fi); err != nil {
+			return nil, err
+		}
 	}
 	if fi.Size() > MaxFileSize {
 		return nil, fmt.Errorf("is %s, larger than the %s lvsd reads", byteSize(fi.Size()), byteSize(MaxFileSize))

@@ -89,6 +89,10 @@ func TestServiceFileRejects(t *testing.T) {
 				"svc.yaml:3:15: service \"web\": port \"080\" is not a port (1-65535), a range \"from-to\" or \"all\"\n" +
 				"svc.yaml:3:20: service \"web\": port \"+81\" is not a port (1-65535), a range \"from-to\" or \"all\"\n" +
 				"svc.yaml:3:25: service \"web\": port \" 82\" is not a port (1-65535), a range \"from-to\" or \"all\""},
+		// No Go formatting: these once read "map[from:80 to:90]" and "<nil>".
+		{"mapping as a port", "service: web\nvip: 10.0.0.50\nports: [{from: 80, to: 90}]\n" + svcOne,
+			"svc.yaml:3:9: service \"web\": ports[0]: want a single value, not a mapping"},
+		{"null port", "service: web\nvip: 10.0.0.50\nports: [80, ~]\n" + svcOne, "svc.yaml:3:13: service \"web\": ports[1] has no value: give it one, or leave the key out"},
 		{"decimal ratio", svcGood + "failover: {ratio: .nan}\n", "svc.yaml:5:19: service \"web\": ratio: .nan is not a decimal number like 0.5"},
 		// Text is text as written.
 		{"numeric name", "service: 1.0\nvip: 10.0.0.50\nports: [80]\n" + svcOne, "svc.yaml:1:10: service: 1.0 is a number, not text: write \"1.0\" in quotes if you mean the text"},
