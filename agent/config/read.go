@@ -10,6 +10,8 @@ import (
 	"slices"
 	"strings"
 	"syscall"
+
+	"go.yaml.in/yaml/v3"
 )
 
 // MaxFileSize bounds every file lvsd reads as configuration (the agent
@@ -142,4 +144,82 @@ func serviceFiles(dir string) ([]string, List) {
 	}
 	slices.Sort(files)
 	return files, errs
+}
+
+// LoadServices reads every service file of dir (see serviceFiles), in
+// name order, and validates each service and the set as a whole.
+func LoadServices(dir string) ([]Service, error) {
+	files, errs := serviceFiles(dir)
+	return loadServiceFiles(files, errs)
+}
+
+// LoadServices reads the agent's services directory (LoadServices); a
+// problem with the directory itself is reported where the agent file
+// names it.
+func (a *Agent) LoadServices() ([]Service, error) {
+	files, errs := serviceFiles(a.ServicesDir)
+	if at := a.servicesDirAt; at != nil {
+		for i, e := range errs {
+			if e.File == a.ServicesDir {
+				where := *at
+				where.Msg = "services_dir " + e.File + " " + strings.TrimPrefix(e.Msg, "services directory ")
+				if at.Line == 0 {
+					where.Msg = "services_dir (by default " + e.File + ") " + strings.TrimPrefix(e.Msg, "services directory ")
+				}
+				errs[i] = &where
+			}
+		}
+	}
+	return loadServiceFiles(files, errs)
+}
+
+// LoadServiceFiles reads and validates the named service files as one set.
+func LoadServiceFiles(files ...string) ([]Service, error) {
+	return loadServiceFiles(files, nil)
+}
+
+func loadServiceFiles(files []string, errs List) ([]Service, error) {
+	var all []Service
+	for _, f := range files {
+		if len(errs) >= maxProblems {
+			break
+		}
+		data, err := readFile(f)
+		if err != nil {
+			errs = append(errs, &Error{File: f, Msg: err.Error()})
+			continue
+		}
+		all = append(all, parseServices(f, data, &errs)...)
+	}
+	checkSet(all, &errs)
+	if len(errs) > 0 {
+		return nil, errs
+	}
+	return all, nil
+}
+
+func parseServices(file string, data []byte, errs *List) []Service {
+	var out []Service
+	eachDoc(file, data, errs, func(d *doc) {
+		if name := serviceName(d.root); name != "" {
+			d.prefix = fmt.Sprintf("service %q: ", cut(name))
+		}
+		before := len(*errs)
+		var raw rawService
+		d.decode(&raw)
+		svc := d.service(raw)
+		if len(*errs) == before {
+			out = append(out, svc)
+		}
+	})
+	return out
+}
+
+// serviceName peeks at a document's service key, to name the service in
+// the messages about its other keys.
+func serviceName(root *yaml.Node) string {
+	if n := child(root, "service"); n != nil && n.Kind == yaml.ScalarNode && n.Tag == "!!str" {
+		return n.Value
+	}
+	return ""
 }
