@@ -84,6 +84,9 @@ func (d *doc) value(n *yaml.Node, v reflect.Value, key, rng string) {
 		if d.want(n, yaml.SequenceNode, key) {
 			s := reflect.MakeSlice(v.Type(), len(n.Content), len(n.Content))
 			for i, item := range n.Content {
+				if d.full() {
+					break
+				}
 				d.value(item, s.Index(i), fmt.Sprintf("%s[%d]", key, i), rng)
 			}
 			v.Set(s)
@@ -149,7 +152,7 @@ func (d *doc) want(n *yaml.Node, kind yaml.Kind, key string) bool {
 func (d *doc) mapping(n *yaml.Node, v reflect.Value) {
 	t := v.Type()
 	seen := map[string]*yaml.Node{}
-	for i := 0; i+1 < len(n.Content); i += 2 {
+	for i := 0; i+1 < len(n.Content) && !d.full(); i += 2 {
 		k, val := n.Content[i], n.Content[i+1]
 		if !d.plain(k, "") {
 			continue
@@ -350,9 +353,17 @@ func visible(s string) string {
 	return s
 }
 
+// full reports whether the load has found maxProblems: the decoder then
+// stops, so that a document of a million bad keys costs no more than one
+// of two hundred.
+func (d *doc) full() bool { return len(*d.errs) >= maxProblems }
+
 // at records a problem at node n, which the decoder refuses.
 func (d *doc) at(n *yaml.Node, format string, args ...any) {
 	d.undecoded[n] = true
+	if d.full() {
+		return
+	}
 	*d.errs = append(*d.errs, &Error{File: d.file, Line: d.line + n.Line, Col: n.Column,
 		Msg: d.prefix + fmt.Sprintf(format, shorten(args)...)})
 }

@@ -93,7 +93,7 @@ type doc struct {
 // nearest parent that is there, at last at the document.
 func (d *doc) errorf(path string, format string, args ...any) {
 	n, found := lookup(d.root, path)
-	if len(d.undecoded) > 0 && (!found || n == d.root || d.undecoded[n]) {
+	if d.full() || len(d.undecoded) > 0 && (!found || n == d.root || d.undecoded[n]) {
 		return
 	}
 	line, col := d.at0(n)

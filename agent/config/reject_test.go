@@ -189,3 +189,18 @@ func TestAgentFileRejects(t *testing.T) {
 		})
 	}
 }
+
+// A file of many problems costs no more than one of maxProblems: the load
+// stops there and says so.
+func TestProblemsCapped(t *testing.T) {
+	got := serviceErrors(t, svcGood+strings.Repeat("x: 1\n", 10_000))
+	lines := strings.Split(got, "\n")
+	if len(lines) != maxShown+1 || lines[maxShown] != "... and 151 more problems" {
+		t.Errorf("%d lines, ending %q", len(lines), lines[len(lines)-1])
+	}
+	var l List
+	_, err := LoadServiceFiles(writeFile(t, t.TempDir(), "svc.yaml", svcGood+strings.Repeat("x: 1\n", 10_000)))
+	if !asList(err, &l) || len(l) != maxProblems+1 || !strings.HasSuffix(l[maxProblems].Error(), "svc.yaml: checking stopped after 200 problems") {
+		t.Errorf("%d problems, the last %v", len(l), l[len(l)-1])
+	}
+}

@@ -57,6 +57,10 @@ func eachDoc(file string, data []byte, errs *List, f func(*doc)) {
 		}
 		for _, d := range parseChunk(file, c, errs) {
 			f(d)
+			if len(*errs) >= maxProblems {
+				*errs = append(*errs, &Error{File: file, Msg: fmt.Sprintf("checking stopped after %d problems", maxProblems)})
+				return
+			}
 		}
 	}
 }
