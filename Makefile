@@ -10,7 +10,7 @@ OUT ?= $(CURDIR)/e2e/out
 RUN ?= .
 E2E_TIMEOUT ?= 20m
 
-.PHONY: all build vet unit e2e test demo bench clean vm-setup package package-check
+.PHONY: all build vet unit fuzz fuzz-short e2e test demo bench clean vm-setup package package-check
 
 all: build
 
@@ -26,6 +26,29 @@ vet:
 
 unit:
 	$(GO) test -count=1 -v ./... | grep -vE "^\s*=== (RUN|PAUSE|CONT|NAME)" ; exit $${PIPESTATUS[0]}
+	$(MAKE) --no-print-directory fuzz-short
+
+# Native Go fuzz targets, one "package:FuzzName" per entry; add yours here.
+# `make fuzz` runs each for FUZZTIME (long runs, by hand), `make unit` each
+# for FUZZ_SHORT. Crashers land in the package's testdata/fuzz/FuzzName/
+# (commit them: they become seeds). Minimising a new input is capped so a
+# run spends its time fuzzing.
+FUZZ_TARGETS := \
+	./agent/config:FuzzServiceFile \
+	./agent/config:FuzzAgentFile
+FUZZTIME ?= 10m
+FUZZ_SHORT ?= 5s
+define run-fuzz
+	@set -e; for t in $(FUZZ_TARGETS); do \
+	  pkg=$${t%%:*}; name=$${t##*:}; \
+	  echo "fuzz $$name in $$pkg for $(1)"; \
+	  $(GO) test -run '^$$' -fuzz "^$$name\$$" -fuzztime $(1) -fuzzminimizetime 5s $$pkg; \
+	done
+endef
+fuzz:
+	$(call run-fuzz,$(FUZZTIME))
+fuzz-short:
+	$(call run-fuzz,$(FUZZ_SHORT))
 
 # The e2e suite runs in a VM with a stock Debian kernel (real IPVS): go test
 # -exec boots one VM per package, one package at a time. ./e2e is the

@@ -81,7 +81,7 @@ func TestWithHealth(t *testing.T) {
 // Health reaches each destination by its backend's key, whatever the order
 // or number of the destinations: reversed, the weights follow.
 func TestWithHealthKeyedByBackend(t *testing.T) {
-	const yaml = "service: web\nvip: 10.0.0.50\nports: [80, 443]\nhealth: {rise: 1, fall: 1, checks: [{type: tcp}]}\n" +
+	const yaml = "service: web\nvip: 10.0.0.50\nports: [80, 443]\nhealth: {rise: 1, fall: 1, checks: [{type: tcp, port: 80}]}\n" +
 		"backends: [{address: 10.0.0.11, weight: 3}, {address: 10.0.0.12, weight: 5}]\n"
 	cfg := loadOne(t, yaml)
 	d := cfg.Desired

@@ -42,16 +42,24 @@ func HealthTargets(services []config.Service) []health.Target {
 				t.Checks = append(t.Checks, health.Check{
 					Type: c.Type, Port: c.Port, Interval: c.Interval, Timeout: c.Timeout,
 					Method: c.Method, Path: c.Path, Host: c.Host, ExpectStatus: c.Expect, ExpectBody: c.Body,
-					WeightHeader: b.Health.WeightHeader && (c.Type == "http" || c.Type == "https"),
-					InsecureTLS:  true, // a health check proves liveness; backends rarely hold certificates for their own address
-					Send:         []byte(c.Send), ExpectData: []byte(c.Receive),
-					Query: c.Query, Command: c.Command,
+					WeightHeader:  b.Health.WeightHeader && (c.Type == "http" || c.Type == "https"),
+					InsecureTLS:   !c.TLS.Verify, // off by default: config.TLS says why
+					TLSServerName: c.TLS.ServerName, TLSRootCAs: c.TLS.RootCAs,
+					Send: []byte(c.Send), ExpectData: []byte(c.Receive),
+					Query: c.Query, Command: c.Command, ExecUser: execUser(c.User),
 				})
 			}
 			out = append(out, t)
 		}
 	}
 	return out
+}
+
+func execUser(u *config.User) *health.ExecUser {
+	if u == nil {
+		return nil
+	}
+	return &health.ExecUser{Name: u.Name, UID: u.UID, GID: u.GID, Groups: u.Groups, Home: u.Home}
 }
 
 // backendHealth reads the checker's states as the policy's input.

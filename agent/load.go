@@ -26,7 +26,7 @@ func LoadConfig(path string) (*Config, error) {
 	if a.Role != config.RoleDirector {
 		return c, nil
 	}
-	if c.Services, err = config.LoadServices(a.ServicesDir); err != nil {
+	if c.Services, err = a.LoadServices(); err != nil {
 		return nil, err
 	}
 	if c.Desired, err = Build(a, c.Services); err != nil {

@@ -46,15 +46,20 @@ const (
 
 var badCases = []badCase{
 	// Strict decoding.
-	{"unknown-key", bh + "ports: [80]\ncolour: red\n" + bb, 4, 1, `unknown field "colour"`},
-	{"unknown-backend-key", bh + "ports: [80]\nbackends:\n  - {address: 10.0.0.11}\n  - {address: 10.0.0.12, wieght: 2}\n", 6, 26, `unknown field "wieght"`},
-	{"duplicate-key", bh + "ports: [80]\nvip: 10.0.0.52\n" + bb, 4, 1, `mapping key "vip" already defined`},
-	{"syntax-unclosed", bh + "ports: [80\n" + bb, 4, 1, `',' or ']' must be specified`},
-	{"syntax-indent", bh + "ports: [80]\nbackends:\n  - address: 10.0.0.11\n   weight: 2\n", 6, 4, "value is not allowed in this context"},
-	{"syntax-tab", bh + "\tports: [80]\n" + bb, 3, 1, "cannot start any token"},
-	{"type-ports-scalar", bh + "ports: 80\n" + bb, 3, 8, "int was used where sequence is expected"},
-	{"type-backends-map", bh + "ports: [80]\nbackends: {address: 10.0.0.11}\n", 4, 11, "mapping was used where sequence is expected"},
-	{"type-weight-string", bh + "ports: [80]\nbackends:\n  - {address: 10.0.0.11, weight: heavy}\n", 5, 34, "\"heavy\" is not valid here: want a whole number"},
+	{"unknown-key", bh + "ports: [80]\ncolour: red\n" + bb, 4, 1, `unknown key "colour"`},
+	{"unknown-backend-key", bh + "ports: [80]\nbackends:\n  - {address: 10.0.0.11}\n  - {address: 10.0.0.12, wieght: 2}\n", 6, 26, `unknown key "wieght" (did you mean weight?)`},
+	{"duplicate-key", bh + "ports: [80]\nvip: 10.0.0.52\n" + bb, 4, 1, `key "vip" is given twice (first at line 2)`},
+	{"syntax-unclosed", bh + "ports: [80\n" + bb, 4, 1, `a list written [a, b] needs a ',' between items and a ']' at its end`},
+	{"syntax-indent", bh + "ports: [80]\nbackends:\n  - address: 10.0.0.11\n   weight: 2\n", 6, 4, "a value where none can go"},
+	{"syntax-tab", bh + "\tports: [80]\n" + bb, 3, 1, "YAML indents with spaces only"},
+	{"type-ports-scalar", bh + "ports: 80\n" + bb, 3, 8, "ports: want a list"},
+	{"type-backends-map", bh + "ports: [80]\nbackends: {address: 10.0.0.11}\n", 4, 11, "backends: want a list ([a, b], or one \"- item\" line each), not a mapping"},
+	{"type-weight-string", bh + "ports: [80]\nbackends:\n  - {address: 10.0.0.11, weight: heavy}\n", 5, 34, "weight: want a whole number (0-65535), not \"heavy\""},
+	// Values are read as written (issue 14).
+	{"weight-float", bh + "ports: [80]\nbackends:\n  - {address: 10.0.0.11, weight: 0.5}\n", 5, 34, "weight: 0.5 is not a whole number (0-65535)"},
+	{"port-hex", bh + "ports: [0x50]\n" + bb, 3, 9, `port "0x50" is not a port (1-65535)`},
+	{"name-number", "service: 1.0\nvip: 10.0.0.51\nports: [80]\n" + bb, 1, 10, `service: 1.0 is a number, not text: write "1.0" in quotes`},
+	{"after-empty-document", "---\n---\n" + bh + "ports: [80]\n", 3, 1, "backends is required"},
 	// Addresses.
 	{"vip-bad", "service: a\nvip: 10.0.0.300\nports: [80]\n" + bb, 2, 6, `vip "10.0.0.300" is not an IP address`},
 	{"vip-multicast", "service: a\nvip: 224.0.0.9\nports: [80]\n" + bb, 2, 6, "vip 224.0.0.9 must be a unicast address"},
@@ -71,7 +76,7 @@ var badCases = []badCase{
 	{"ports-empty", bh + "ports: []\n" + bb, 1, 1, "ports is required"},
 	{"dr-backend-port", bh + "ports: [80]\nforwarding: dr\nbackends:\n  - {address: 10.0.0.11, port: 8080}\n", 6, 32, "forwarding dr cannot change the port"},
 	{"nat-port-two-ports", bh + "ports: [80, 443]\nforwarding: nat\nbackends:\n  - {address: 10.0.0.11, port: 8080}\n", 6, 32, "a backend port needs a service with exactly one port"},
-	{"backend-port-zero", bh + "ports: [80]\nforwarding: nat\nbackends:\n  - {address: 10.0.0.11, port: 0}\n", 6, 32, "backend port 0 is not in 1-65535"},
+	{"backend-port-zero", bh + "ports: [80]\nforwarding: nat\nbackends:\n  - {address: 10.0.0.11, port: 0}\n", 6, 32, "port 0 is not in 1-65535"},
 	// Backends.
 	{"weight-too-big", bh + "ports: [80]\nbackends:\n  - {address: 10.0.0.11, weight: 70000}\n", 5, 34, "weight 70000 is not in 0-65535"},
 	{"weight-negative", bh + "ports: [80]\nbackends:\n  - {address: 10.0.0.11}\n  - {address: 10.0.0.12, weight: -1}\n", 6, 34, "weight -1 is not in 0-65535"},

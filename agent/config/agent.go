@@ -1,16 +1,12 @@
 package config
 
 import (
-	"bytes"
 	"errors"
 	"fmt"
 	"io/fs"
 	"os"
 	"path/filepath"
 	"strings"
-
-	"github.com/goccy/go-yaml"
-	"github.com/goccy/go-yaml/parser"
 )
 
 // Role says what an lvsd agent does on its host.
@@ -37,6 +33,8 @@ type Agent struct {
 	Cluster     *Cluster   // role director only; nil: no cluster, this director holds every VIP (cluster.go)
 	// MetricsListen is the TCP address /metrics is served on; "" = off (metrics.go).
 	MetricsListen string
+
+	servicesDirAt *Error // where ServicesDir comes from, for its errors
 }
 
 // Defaults for keys an agent file may omit.
@@ -69,26 +67,37 @@ type rawAgent struct {
 // LoadAgent reads and validates the agent file at path. A relative
 // services_dir or state_dir is taken relative to the file's folder.
 func LoadAgent(path string) (*Agent, error) {
-	data, err := os.ReadFile(path)
-	if errors.Is(err, fs.ErrNotExist) {
+	if _, err := os.Lstat(path); errors.Is(err, fs.ErrNotExist) {
 		return nil, fmt.Errorf("%s: %w", path, ErrNoConfig)
 	}
+	data, err := readFile(path)
 	if err != nil {
-		return nil, err
+		return nil, List{{File: path, Msg: err.Error()}}
 	}
+	return loadAgent(path, data)
+}
+
+// loadAgent validates data, the content of the agent file at path.
+func loadAgent(path string, data []byte) (*Agent, error) {
 	var errs List
-	docs := parseDocs(path, data, &errs)
+	var docs []*doc
+	eachDoc(path, data, &errs, func(d *doc) { docs = append(docs, d) })
 	if len(errs) > 0 {
 		return nil, errs
 	}
-	if len(docs) != 1 {
-		return nil, List{{File: path, Msg: fmt.Sprintf("want exactly one YAML document, found %d", len(docs))}}
+	switch len(docs) {
+	case 0:
+		return nil, List{{File: path, Msg: "holds no settings: an agent file is one YAML mapping (at least interface: for a director)"}}
+	case 1:
+	default:
+		second := docs[1]
+		line, col := second.position("$")
+		return nil, List{{File: path, Line: line, Col: col,
+			Msg: fmt.Sprintf("a second YAML document (the first starts at line %d): an agent file holds exactly one", docs[0].line+docs[0].root.Line)}}
 	}
 	d := docs[0]
 	var raw rawAgent
-	if err := yaml.NodeToValue(d.body, &raw, yaml.Strict()); err != nil {
-		return nil, List{yamlError(path, err)}
-	}
+	d.decode(&raw)
 	hostname, _ := os.Hostname()
 	a := &Agent{
 		File:        path,
@@ -106,10 +115,23 @@ func LoadAgent(path string) (*Agent, error) {
 	a.Cluster = d.cluster(a.Role, raw.Cluster, path)
 	switch a.Role {
 	case RoleDirector:
-		if a.Interface == "" {
+		switch {
+		case a.Interface == "":
 			d.errorf("$", "interface is required for role director (the interface that holds the VIPs)")
+		case !isInterfaceName(a.Interface):
+			d.errorf("$.interface", "%q is not an interface name (1-15 characters, no spaces, slashes or colons)", a.Interface)
 		}
+		a.servicesDirAt = d.servicesDirAt(raw.ServicesDir != "")
 	case RoleRealServer:
+		// Keys only a director reads would be ignored without a word.
+		for _, k := range []struct {
+			set  bool
+			path string
+		}{{raw.ServicesDir != "", "$.services_dir"}, {raw.Metrics.Listen != "", "$.metrics"}} {
+			if k.set {
+				d.errorf(k.path, "%s is for role director; a real server does not read it", strings.TrimPrefix(k.path, "$."))
+			}
+		}
 	default:
 		d.errorf("$.role", "role %q is not one of director, realserver", raw.Role)
 	}
@@ -122,25 +144,18 @@ func LoadAgent(path string) (*Agent, error) {
 	return a, errs.err()
 }
 
-// parseDocs parses data into its YAML documents, skipping empty ones.
-func parseDocs(file string, data []byte, errs *List) []*doc {
-	f, err := parser.ParseBytes(data, 0)
-	if err != nil {
-		*errs = append(*errs, yamlError(file, err))
-		return nil
+// servicesDirAt records where services_dir is set, for errors about the
+// directory (LoadServices): at the key, or at the file for the default.
+func (d *doc) servicesDirAt(given bool) *Error {
+	if !given {
+		return &Error{File: d.file}
 	}
-	var docs []*doc
-	for _, d := range f.Docs {
-		if d.Body == nil || len(bytes.TrimSpace([]byte(d.Body.String()))) == 0 {
-			continue
-		}
-		docs = append(docs, &doc{file: file, body: d.Body, errs: errs})
-	}
-	return docs
+	line, col := d.position("$.services_dir")
+	return &Error{File: d.file, Line: line, Col: col}
 }
 
 func orDefault(v, def string) string {
-	if strings.TrimSpace(v) == "" {
+	if v == "" {
 		return def
 	}
 	return v

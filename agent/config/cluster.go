@@ -1,14 +1,11 @@
 package config
 
 import (
-	"bytes"
-	"encoding/base64"
 	"fmt"
 	"github.com/lvsd/lvsd/cluster"
 	"github.com/lvsd/lvsd/cluster/connsync"
 	"github.com/lvsd/lvsd/ipvs"
 	"net"
-	"os"
 	"slices"
 	"strconv"
 	"strings"
@@ -108,18 +105,18 @@ type rawCluster struct {
 	Insecure          bool     `yaml:"insecure"`
 	Label             *string  `yaml:"label"`
 	Mode              string   `yaml:"mode"`
-	Priority          *int     `yaml:"priority"`
+	Priority          *int     `yaml:"priority" range:"1-255"`
 	Preempt           *bool    `yaml:"preempt"`
-	Quorum            *int     `yaml:"quorum"`
-	HeartbeatInterval string   `yaml:"heartbeat_interval"`
-	FailureTimeout    string   `yaml:"failure_timeout"`
-	RejoinInterval    string   `yaml:"rejoin_interval"`
-	AddressLifetime   string   `yaml:"address_lifetime"`
-	Nice              *int     `yaml:"nice"`
+	Quorum            *int     `yaml:"quorum" range:"1-1000"`
+	HeartbeatInterval text     `yaml:"heartbeat_interval"`
+	FailureTimeout    text     `yaml:"failure_timeout"`
+	RejoinInterval    text     `yaml:"rejoin_interval"`
+	AddressLifetime   text     `yaml:"address_lifetime"`
+	Nice              *int     `yaml:"nice" range:"-20-19"`
 	ConnSync          *struct {
-		Enabled        *bool  `yaml:"enabled"`
-		Port           *int   `yaml:"port"`
-		ResyncInterval string `yaml:"resync_interval"`
+		Enabled        *bool `yaml:"enabled"`
+		Port           *int  `yaml:"port" range:"1-65535"`
+		ResyncInterval text  `yaml:"resync_interval"`
 	} `yaml:"conn_sync"`
 }
 
@@ -139,17 +136,14 @@ func (d *doc) cluster(role Role, raw *rawCluster, file string) *Cluster {
 		Priority:          DefaultClusterPriority,
 		Preempt:           true,
 		Insecure:          raw.Insecure,
-		HeartbeatInterval: d.clusterDuration("heartbeat_interval", raw.HeartbeatInterval, DefaultHeartbeatInterval, 10*time.Millisecond, time.Second),
-		FailureTimeout:    d.clusterDuration("failure_timeout", raw.FailureTimeout, DefaultFailureTimeout, 30*time.Millisecond, time.Minute),
-		RejoinInterval:    d.clusterDuration("rejoin_interval", raw.RejoinInterval, DefaultRejoinInterval, time.Second, 10*time.Minute),
-		AddressLifetime:   d.clusterDuration("address_lifetime", raw.AddressLifetime, DefaultAddressLifetime, 2*time.Second, 24*time.Hour),
+		HeartbeatInterval: d.clusterDuration("heartbeat_interval", string(raw.HeartbeatInterval), DefaultHeartbeatInterval, 10*time.Millisecond, time.Second),
+		FailureTimeout:    d.clusterDuration("failure_timeout", string(raw.FailureTimeout), DefaultFailureTimeout, 30*time.Millisecond, time.Minute),
+		RejoinInterval:    d.clusterDuration("rejoin_interval", string(raw.RejoinInterval), DefaultRejoinInterval, time.Second, 10*time.Minute),
+		AddressLifetime:   d.clusterDuration("address_lifetime", string(raw.AddressLifetime), DefaultAddressLifetime, 2*time.Second, 24*time.Hour),
 	}
 	c.Nice = DefaultClusterNice
 	if raw.Nice != nil {
-		c.Nice = *raw.Nice
-		if c.Nice < -20 || c.Nice > 19 {
-			d.errorf("$.cluster.nice", "nice %d is not in -20-19", c.Nice)
-		}
+		c.Nice = *raw.Nice // -20-19: its range tag
 	}
 	port := DefaultClusterPort
 	c.Bind = net.JoinHostPort("0.0.0.0", strconv.Itoa(port))
@@ -204,11 +198,8 @@ func (d *doc) cluster(role Role, raw *rawCluster, file string) *Cluster {
 	}
 	if raw.Priority != nil {
 		c.Priority = *raw.Priority
-		switch {
-		case c.Mode == ModeActiveActive:
+		if c.Mode == ModeActiveActive {
 			d.errorf("$.cluster.priority", "priority is for mode active-standby; active-active ranks directors per VIP")
-		case c.Priority < 1 || c.Priority > 255:
-			d.errorf("$.cluster.priority", "priority %d is not in 1-255", c.Priority)
 		}
 	}
 	if raw.Preempt != nil {
@@ -226,13 +217,14 @@ func (d *doc) cluster(role Role, raw *rawCluster, file string) *Cluster {
 			c.ConnSync.Enabled = *cs.Enabled
 		}
 		if cs.Port != nil {
-			if *cs.Port < 1 || *cs.Port > 65534 {
-				d.errorf("$.cluster.conn_sync.port", "port %d is not in 1-65534 (the backup daemon uses the next one)", *cs.Port)
+			// The relay uses the port and the next two (connsync).
+			if *cs.Port > 65535-2 {
+				d.errorf("$.cluster.conn_sync.port", "port %d is not in 1-%d (connection sync also uses the next two ports)", *cs.Port, 65535-2)
 			} else {
 				c.ConnSync.Port = uint16(*cs.Port)
 			}
 		}
-		c.ConnSync.ResyncInterval = d.clusterDuration("conn_sync.resync_interval", cs.ResyncInterval, DefaultResyncInterval, time.Second, time.Hour)
+		c.ConnSync.ResyncInterval = d.clusterDuration("conn_sync.resync_interval", string(cs.ResyncInterval), DefaultResyncInterval, time.Second, time.Hour)
 	}
 	if c.FailureTimeout < 3*c.HeartbeatInterval {
 		d.errorf("$.cluster.failure_timeout", "failure_timeout %s is shorter than 3 heartbeat intervals (%s): one lost heartbeat would count as a failure",
@@ -292,36 +284,4 @@ func isHostname(s string) bool {
 		}
 	}
 	return true
-}
-
-// ReadKeyFile reads cluster keys: one standard base64 key per line, each
-// 16, 24 or 32 bytes once decoded (AES-128, -192, -256); blank lines and
-// lines starting with # are skipped. The first key encrypts what this
-// director sends; all of them decrypt, which is how keys are rotated.
-func ReadKeyFile(path string) ([][]byte, error) {
-	data, err := os.ReadFile(path)
-	if err != nil {
-		return nil, fmt.Errorf("reading cluster key_file: %w", err)
-	}
-	var keys [][]byte
-	for i, line := range strings.Split(string(data), "\n") {
-		line = strings.TrimSpace(line)
-		if line == "" || strings.HasPrefix(line, "#") {
-			continue
-		}
-		k, err := base64.StdEncoding.DecodeString(line)
-		if err != nil {
-			return nil, fmt.Errorf("%s:%d: the key is not standard base64", path, i+1)
-		}
-		if n := len(k); n != 16 && n != 24 && n != 32 {
-			return nil, fmt.Errorf("%s:%d: the key is %d bytes, want 16, 24 or 32 (AES-128, -192, -256)", path, i+1, n)
-		}
-		if !slices.ContainsFunc(keys, func(o []byte) bool { return bytes.Equal(o, k) }) {
-			keys = append(keys, k)
-		}
-	}
-	if len(keys) == 0 {
-		return nil, fmt.Errorf("%s holds no key (one base64 key per line, e.g. from `openssl rand -base64 32`)", path)
-	}
-	return keys, nil
 }

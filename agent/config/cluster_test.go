@@ -2,6 +2,7 @@ package config
 
 import (
 	"bytes"
+	"os"
 	"reflect"
 	"strings"
 	"testing"
@@ -10,9 +11,19 @@ import (
 
 const testKey = "BwcHBwcHBwcHBwcHBwcHBwcHBwcHBwcHBwcHBwcHBwc=" // 32 bytes of 7
 
+// writeKey writes a key file as lvsd accepts it: mode 0600.
+func writeKey(t *testing.T, dir, name, body string) string {
+	t.Helper()
+	p := writeFile(t, dir, name, body)
+	if err := os.Chmod(p, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	return p
+}
+
 func TestClusterGood(t *testing.T) {
 	dir := t.TempDir()
-	writeFile(t, dir, "cluster.key", "# rotated 2026-11\n"+testKey+"\n\nAAAAAAAAAAAAAAAAAAAAAA==\n")
+	writeKey(t, dir, "cluster.key", "# rotated 2026-11\n"+testKey+"\n\nAAAAAAAAAAAAAAAAAAAAAA==\n")
 	p := writeFile(t, dir, "lvsd.yaml", `
 node: director2
 interface: eth0
@@ -69,12 +80,12 @@ func TestClusterBad(t *testing.T) {
 	const ins = "  insecure: true\n"
 	cases := []struct{ name, body, want string }{
 		{"no key", head + "  peers: [10.0.0.2]\n", ":3:3: cluster traffic is encrypted and authenticated: key_file is required"},
-		{"missing key file", head + "  key_file: nope.key\n", ":3:13: reading cluster key_file: open "},
+		{"missing key file", head + "  key_file: nope.key\n", ":3:13: cluster key_file |nope.key does not exist"},
 		{"bad key", head + "  key_file: bad.key\n", ":3:13: |bad.key:2: the key is 5 bytes, want 16, 24 or 32"},
 		{"key not base64", head + "  key_file: garbage.key\n", ":3:13: |garbage.key:1: the key is not standard base64"},
 		{"empty key file", head + "  key_file: empty.key\n", ":3:13: |empty.key holds no key"},
 		{"key and insecure", head + "  key_file: good.key\n" + ins, ":4:13: insecure: true turns encryption off, but a key_file is given"},
-		{"unknown key", head + ins + "  peer: [10.0.0.2]\n", ":4:3: unknown field \"peer\""},
+		{"unknown key", head + ins + "  peer: [10.0.0.2]\n", ":4:3: unknown key \"peer\" (did you mean peers?)"},
 		{"bad mode", head + ins + "  mode: active-passive\n", ":4:9: mode \"active-passive\" is not one of active-standby, active-active"},
 		{"bad peer", head + ins + "  peers: [10.0.0.2, \"10.0.0.3:http\"]\n", ":4:21: peer \"10.0.0.3:http\" is not a host"},
 		{"peer port range", head + ins + "  peers: [\"10.0.0.3:70000\"]\n", ":4:11: peer \"10.0.0.3:70000\" is not a host"},
@@ -90,19 +101,19 @@ func TestClusterBad(t *testing.T) {
 		{"lifetime", head + ins + "  address_lifetime: 1s\n", ":4:21: address_lifetime \"1s\" is not a duration from 2s to 24h0m0s"},
 		{"nice", head + ins + "  nice: -21\n", ":4:9: nice -21 is not in -20-19"},
 		{"label", head + ins + "  label: \"caf\u00e9\"\n", ":4:10: label \"caf\u00e9\" is not up to 64 printable ASCII"},
-		{"preempt type", head + ins + "  preempt: sometimes\n", ":4:12: \"sometimes\" is not valid here: want true or false"},
-		{"sync port", head + ins + "  conn_sync: {port: 65535}\n", ":4:21: port 65535 is not in 1-65534 (the backup daemon uses the next one)"},
+		{"preempt type", head + ins + "  preempt: sometimes\n", ":4:12: preempt: want true or false, not \"sometimes\""},
+		{"sync port", head + ins + "  conn_sync: {port: 65535}\n", ":4:21: port 65535 is not in 1-65533 (connection sync also uses the next two ports)"},
 		{"resync interval", head + ins + "  conn_sync:\n    resync_interval: 10ms\n", ":5:22: conn_sync.resync_interval \"10ms\" is not a duration from 1s to 1h0m0s"},
-		{"sync unknown key", head + ins + "  conn_sync: {enable: true}\n", ":4:15: unknown field \"enable\""},
+		{"sync unknown key", head + ins + "  conn_sync: {enable: true}\n", ":4:15: unknown key \"enable\" (did you mean enabled?)"},
 		{"on a real server", "role: realserver\ncluster: {insecure: true}\n", ":2:11: cluster is only for role director"},
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
 			dir := t.TempDir()
-			writeFile(t, dir, "bad.key", "# comment\naGVsbG8=\n")
-			writeFile(t, dir, "garbage.key", "not base64!\n")
-			writeFile(t, dir, "empty.key", "# nothing\n")
-			writeFile(t, dir, "good.key", testKey+"\n")
+			writeKey(t, dir, "bad.key", "# comment\naGVsbG8=\n")
+			writeKey(t, dir, "garbage.key", "not base64!\n")
+			writeKey(t, dir, "empty.key", "# nothing\n")
+			writeKey(t, dir, "good.key", testKey+"\n")
 			_, err := LoadAgent(writeFile(t, dir, "lvsd.yaml", c.body))
 			if err == nil {
 				t.Fatalf("no error for:\n%s", c.body)

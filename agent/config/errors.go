@@ -4,11 +4,11 @@ import (
 	"errors"
 	"fmt"
 	"reflect"
+	"strconv"
 	"strings"
+	"unicode/utf8"
 
-	"github.com/goccy/go-yaml"
-	"github.com/goccy/go-yaml/ast"
-	"github.com/goccy/go-yaml/token"
+	"go.yaml.in/yaml/v3"
 )
 
 // ErrNoConfig is wrapped when the agent file itself does not exist, which is a
@@ -24,8 +24,10 @@ type Error struct {
 
 func (e *Error) Error() string {
 	switch {
-	case e.Line > 0:
+	case e.Line > 0 && e.Col > 0:
 		return fmt.Sprintf("%s:%d:%d: %s", e.File, e.Line, e.Col, e.Msg)
+	case e.Line > 0:
+		return fmt.Sprintf("%s:%d: %s", e.File, e.Line, e.Msg)
 	case e.File != "":
 		return fmt.Sprintf("%s: %s", e.File, e.Msg)
 	}
@@ -35,12 +37,23 @@ func (e *Error) Error() string {
 // List collects every problem found, so one run of `lvsd check` shows them all.
 type List []*Error
 
+// maxShown bounds how many problems List.Error spells out: a broken
+// generator can produce a million, and the first ones say what is wrong.
+const maxShown = 50
+
 func (l List) Error() string {
-	msgs := make([]string, len(l))
+	var b strings.Builder
 	for i, e := range l {
-		msgs[i] = e.Error()
+		if i == maxShown {
+			fmt.Fprintf(&b, "\n... and %d more problems", len(l)-maxShown)
+			break
+		}
+		if i > 0 {
+			b.WriteByte('\n')
+		}
+		b.WriteString(e.Error())
 	}
-	return strings.Join(msgs, "\n")
+	return b.String()
 }
 
 // Unwrap lets errors.As find each *Error.
@@ -63,93 +76,131 @@ func (l List) err() error {
 // where a value is.
 type doc struct {
 	file string
-	body ast.Node
+	root *yaml.Node // the document's content
+	line int        // lines of the file before the document's text
 	errs *List
+	// prefix starts every decoding message, e.g. `service "web": `.
+	prefix string
+	// undecoded are the nodes the decoder refused. Validation still runs,
+	// so that one `lvsd check` shows every problem, but it stays silent
+	// about these nodes and about what is missing (their fields are left
+	// empty): that would only repeat the decoder's message.
+	undecoded map[*yaml.Node]bool
 }
 
-// errorf records a problem at the node found by path (a YAML path such as
-// "$.backends[1].weight"); when the path is absent it points at the document.
+// errorf records a problem at the node found by path (a path such as
+// "$.backends[1].weight"); when the path is absent it points at the
+// nearest parent that is there, at last at the document.
 func (d *doc) errorf(path string, format string, args ...any) {
-	line, col := d.position(path)
-	*d.errs = append(*d.errs, &Error{File: d.file, Line: line, Col: col, Msg: fmt.Sprintf(format, args...)})
+	n, found := lookup(d.root, path)
+	if d.full() || len(d.undecoded) > 0 && (!found || n == d.root || d.undecoded[n]) {
+		return
+	}
+	line, col := d.at0(n)
+	*d.errs = append(*d.errs, &Error{File: d.file, Line: line, Col: col, Msg: fmt.Sprintf(format, shorten(args)...)})
 }
 
+// position is where path is, or its nearest parent that is there.
 func (d *doc) position(path string) (int, int) {
-	for p := path; p != ""; p = parentPath(p) {
-		yp, err := yaml.PathString(p)
-		if err != nil {
+	n, _ := lookup(d.root, path)
+	return d.at0(n)
+}
+
+// at0 is where n is shown: a mapping at its first key, where a reader's
+// eye goes.
+func (d *doc) at0(n *yaml.Node) (int, int) {
+	if n.Kind == yaml.MappingNode && len(n.Content) > 0 {
+		n = n.Content[0]
+	}
+	return d.line + n.Line, n.Column
+}
+
+// lookup follows path from root as far as it goes; found reports whether
+// it went all the way.
+func lookup(root *yaml.Node, path string) (n *yaml.Node, found bool) {
+	n = root
+	for _, seg := range splitPath(strings.TrimPrefix(path, "$")) {
+		next := child(n, seg)
+		if next == nil {
+			return n, false
+		}
+		n = next
+	}
+	return n, true
+}
+
+// splitPath turns ".backends[1].weight" into "backends", "[1]", "weight".
+func splitPath(p string) []string {
+	var out []string
+	for p != "" {
+		switch p[0] {
+		case '.':
+			p = p[1:]
+		case '[':
+			end := strings.IndexByte(p, ']')
+			if end < 0 {
+				return out
+			}
+			out, p = append(out, p[:end+1]), p[end+1:]
+		default:
+			end := strings.IndexAny(p, ".[")
+			if end < 0 {
+				end = len(p)
+			}
+			out, p = append(out, p[:end]), p[end:]
+		}
+	}
+	return out
+}
+
+func child(n *yaml.Node, seg string) *yaml.Node {
+	if strings.HasPrefix(seg, "[") {
+		i, err := strconv.Atoi(seg[1 : len(seg)-1])
+		if err != nil || n.Kind != yaml.SequenceNode || i < 0 || i >= len(n.Content) {
+			return nil
+		}
+		return n.Content[i]
+	}
+	if n.Kind != yaml.MappingNode {
+		return nil
+	}
+	for i := 0; i+1 < len(n.Content); i += 2 {
+		if n.Content[i].Value == seg {
+			return n.Content[i+1]
+		}
+	}
+	return nil
+}
+
+// maxShownValue bounds, in characters, every text of a file quoted in a
+// message: a problem is at most a line or two, whatever the file holds.
+const maxShownValue = 64
+
+// cut shortens s to maxShownValue characters, marking the cut.
+func cut(s string) string {
+	if utf8.RuneCountInString(s) <= maxShownValue {
+		return s
+	}
+	r := []rune(s)
+	return string(r[:maxShownValue]) + "…"
+}
+
+// verbatim is message text that shorten leaves whole (a list of keys).
+type verbatim string
+
+func (v verbatim) String() string { return string(v) }
+
+// shorten cuts every string among a message's arguments.
+func shorten(args []any) []any {
+	out := make([]any, len(args))
+	for i, a := range args {
+		out[i] = a
+		if _, ok := a.(verbatim); ok {
 			continue
 		}
-		n, err := yp.FilterNode(d.body)
-		if err != nil || n == nil {
-			continue
-		}
-		if tk := valueToken(n); tk != nil {
-			return tk.Position.Line, tk.Position.Column
+		if v := reflect.ValueOf(a); v.Kind() == reflect.String && v.Len() > maxShownValue {
+			out[i] = cut(v.String())
 		}
 	}
-	if tk := d.body.GetToken(); tk != nil {
-		return tk.Position.Line, tk.Position.Column
-	}
-	return 0, 0
-}
-
-// valueToken returns the first token of a node; for a mapping that is the
-// token of its first key, which is where a reader's eye goes.
-func valueToken(n ast.Node) *token.Token {
-	if m, ok := n.(*ast.MappingNode); ok && len(m.Values) > 0 {
-		return m.Values[0].Key.GetToken()
-	}
-	return n.GetToken()
-}
-
-func parentPath(p string) string {
-	i := strings.LastIndexAny(p, ".[")
-	if i <= 1 {
-		return ""
-	}
-	return p[:i]
-}
-
-// yamlError turns a decoding error of goccy/go-yaml into an *Error with its
-// position, worded for operators rather than in Go types.
-func yamlError(file string, err error) *Error {
-	var ye yaml.Error
-	if !errors.As(err, &ye) {
-		return &Error{File: file, Msg: err.Error()}
-	}
-	e := &Error{File: file, Msg: ye.GetMessage()}
-	if tk := ye.GetToken(); tk != nil {
-		e.Line, e.Col = tk.Position.Line, tk.Position.Column
-	}
-	var te *yaml.TypeError
-	var oe *yaml.OverflowError
-	switch {
-	case errors.As(err, &te) && te.Token != nil:
-		e.Msg = fmt.Sprintf("%q is not valid here: want %s", te.Token.Value, kindOf(te.DstType))
-	case errors.As(err, &oe):
-		e.Msg = fmt.Sprintf("%s is out of range", oe.SrcNum)
-	}
-	return e
-}
-
-// kindOf names what a Go type accepts, in YAML words.
-func kindOf(t reflect.Type) string {
-	for t.Kind() == reflect.Pointer {
-		t = t.Elem()
-	}
-	switch t.Kind() {
-	case reflect.Int, reflect.Int8, reflect.Int16, reflect.Int32, reflect.Int64,
-		reflect.Uint, reflect.Uint8, reflect.Uint16, reflect.Uint32, reflect.Uint64:
-		return "a whole number"
-	case reflect.String:
-		return "a string"
-	case reflect.Bool:
-		return "true or false"
-	case reflect.Slice:
-		return "a list"
-	case reflect.Struct, reflect.Map:
-		return "a mapping of keys to values"
-	}
-	return "a value of another type"
+	return out
 }

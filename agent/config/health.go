@@ -2,7 +2,6 @@ package config
 
 import (
 	"fmt"
-	"strconv"
 	"strings"
 	"time"
 )
@@ -27,6 +26,33 @@ type Check struct {
 	Send, Receive     string // UDP payload and expected reply substring
 	Query             string // DNS name
 	Command           []string
+	TLS               TLS   // https
+	User              *User // exec: the account it runs as; nil: lvsd's own
+}
+
+// TLS is how an https check treats the backend's certificate.
+type TLS struct {
+	// Verify checks the certificate chain and name. Off by default: a
+	// health check proves liveness, and backends rarely hold a certificate
+	// for their own address. On by default once CAFile or ServerName is
+	// given.
+	Verify bool
+	// CAFile holds the PEM roots trusted instead of the system's; RootCAs
+	// is its content, read when the configuration is loaded.
+	CAFile  string
+	RootCAs []byte
+	// ServerName is the name verified and sent as SNI; "": the check's
+	// host, else the backend's address.
+	ServerName string
+}
+
+// User is the account an exec check runs as, looked up when the
+// configuration is loaded.
+type User struct {
+	Name     string
+	UID, GID uint32
+	Groups   []uint32 // supplementary groups
+	Home     string
 }
 
 // Failover is the service's failover policy (seed 000).
@@ -53,28 +79,36 @@ var CheckTypes = []string{"tcp", "http", "https", "udp", "icmp", "dns", "exec"}
 
 type rawHealth struct {
 	Checks       []rawCheck `yaml:"checks"`
-	AtLeast      int        `yaml:"at_least"`
-	Interval     string     `yaml:"interval"`
-	Timeout      string     `yaml:"timeout"`
-	Rise         *int       `yaml:"rise"`
-	Fall         *int       `yaml:"fall"`
+	AtLeast      int        `yaml:"at_least" range:"0-100"`
+	Interval     text       `yaml:"interval"`
+	Timeout      text       `yaml:"timeout"`
+	Rise         *int       `yaml:"rise" range:"1-100"`
+	Fall         *int       `yaml:"fall" range:"1-100"`
 	WeightHeader bool       `yaml:"weight_header"`
 }
 
 type rawCheck struct {
 	Type     string   `yaml:"type"`
-	Port     int      `yaml:"port"`
-	Interval string   `yaml:"interval"`
-	Timeout  string   `yaml:"timeout"`
+	Port     *int     `yaml:"port" range:"1-65535"`
+	Interval text     `yaml:"interval"`
+	Timeout  text     `yaml:"timeout"`
 	Method   string   `yaml:"method"`
 	Path     string   `yaml:"path"`
 	Host     string   `yaml:"host"`
-	Expect   string   `yaml:"expect"`
+	Expect   text     `yaml:"expect"`
 	Body     string   `yaml:"body"`
 	Send     string   `yaml:"send"`
 	Receive  string   `yaml:"receive"`
 	Query    string   `yaml:"query"`
 	Command  []string `yaml:"command"`
+	User     string   `yaml:"user"`
+	TLS      *rawTLS  `yaml:"tls"`
+}
+
+type rawTLS struct {
+	Verify     *bool  `yaml:"verify"`
+	CAFile     string `yaml:"ca_file"`
+	ServerName string `yaml:"server_name"`
 }
 
 type rawFailover struct {
@@ -98,13 +132,8 @@ func (d *doc) health(path, name string, raw *rawHealth, inherit *Health) *Health
 	if raw.Fall != nil {
 		h.Fall = *raw.Fall
 	}
-	for key, v := range map[string]int{"rise": h.Rise, "fall": h.Fall} {
-		if v < 1 || v > 100 {
-			d.errorf(path+"."+key, "service %q: %s %d is not in 1-100", name, key, v)
-		}
-	}
-	interval := d.duration(path+".interval", name, "interval", raw.Interval, DefaultInterval)
-	timeout := d.duration(path+".timeout", name, "timeout", raw.Timeout, DefaultTimeout)
+	interval := d.duration(path+".interval", name, "interval", string(raw.Interval), DefaultInterval)
+	timeout := d.duration(path+".timeout", name, "timeout", string(raw.Timeout), DefaultTimeout)
 	if len(raw.Checks) == 0 {
 		d.errorf(path, "service %q: health needs at least one check (e.g. checks: [{type: tcp}])", name)
 	}
@@ -130,53 +159,6 @@ func (d *doc) health(path, name string, raw *rawHealth, inherit *Health) *Health
 	return h
 }
 
-func (d *doc) check(path, name string, rc rawCheck, interval, timeout time.Duration) Check {
-	c := Check{Type: rc.Type, Method: orDefault(rc.Method, "GET"), Path: orDefault(rc.Path, "/"), Host: rc.Host,
-		Expect: [2]int{200, 399}, Body: rc.Body, Send: rc.Send, Receive: rc.Receive, Query: rc.Query, Command: rc.Command}
-	if !oneOf(c.Type, CheckTypes...) {
-		d.errorf(path+".type", "service %q: check type %q is not one of %s", name, rc.Type, strings.Join(CheckTypes, ", "))
-	}
-	if rc.Port < 0 || rc.Port > 65535 {
-		d.errorf(path+".port", "service %q: check port %d is not in 1-65535", name, rc.Port)
-	} else {
-		c.Port = uint16(rc.Port)
-	}
-	c.Interval = d.duration(path+".interval", name, "interval", rc.Interval, interval)
-	c.Timeout = d.duration(path+".timeout", name, "timeout", rc.Timeout, timeout)
-	switch {
-	case c.Interval < 100*time.Millisecond:
-		d.errorf(path+".interval", "service %q: check interval %s is below 100ms", name, c.Interval)
-	case c.Timeout <= 0 || c.Timeout > c.Interval:
-		d.errorf(path+".timeout", "service %q: check timeout %s must be above 0 and at most the interval %s", name, c.Timeout, c.Interval)
-	}
-	if rc.Expect != "" {
-		lo, hi, isRange := strings.Cut(rc.Expect, "-")
-		a, err1 := strconv.Atoi(strings.TrimSpace(lo))
-		b, err2 := a, error(nil)
-		if isRange {
-			b, err2 = strconv.Atoi(strings.TrimSpace(hi))
-		}
-		if err1 != nil || err2 != nil || a < 100 || b > 599 || b < a {
-			d.errorf(path+".expect", "service %q: expect %q is not an HTTP status or range like 200-299", name, rc.Expect)
-		}
-		c.Expect = [2]int{a, b}
-	}
-	if !strings.HasPrefix(c.Path, "/") {
-		d.errorf(path+".path", "service %q: check path %q must start with /", name, c.Path)
-	}
-	switch c.Type {
-	case "exec":
-		if len(c.Command) == 0 {
-			d.errorf(path, "service %q: an exec check needs command: [program, args...]", name)
-		}
-	case "dns":
-		if c.Query == "" {
-			d.errorf(path, "service %q: a dns check needs query: a name to resolve", name)
-		}
-	}
-	return c
-}
-
 func (d *doc) failover(name string, raw *rawFailover, anyFailoverBackend bool) Failover {
 	f := Failover{Configured: raw != nil || anyFailoverBackend, DrainOnFailover: true}
 	if raw == nil {
@@ -192,19 +174,32 @@ func (d *doc) failover(name string, raw *rawFailover, anyFailoverBackend bool) F
 	return f
 }
 
-// checkPorts rejects checks that need a port and have none: the backend's
-// port, else the service's first port, is the default, and a service on all
-// ports has none.
+// checkPorts rejects checks that need a port and have none. A check's
+// port defaults to the backend's, else to the service's port when it has
+// exactly one; a service on all ports, a range or several ports leaves the
+// choice to the operator (icmp and exec checks need none).
 func (d *doc) checkPorts(s Service) {
+	single := len(s.Ports) == 1 && s.Ports[0].From == s.Ports[0].To
 	for i, b := range s.Backends {
-		if b.Health == nil || b.Port != 0 || len(s.Ports) > 0 {
+		if b.Health == nil || b.Port != 0 || single {
 			continue
 		}
 		for _, c := range b.Health.Checks {
 			if c.Port == 0 && c.Type != "icmp" && c.Type != "exec" {
-				d.errorf(fmt.Sprintf("$.backends[%d]", i), "service %q: a %s check of backend %s needs a port: the service takes all ports", s.Name, c.Type, b.Addr)
+				d.errorf(fmt.Sprintf("$.backends[%d]", i), "service %q: a %s check of backend %s needs a port: the service has no single port (%s)", s.Name, c.Type, b.Addr, portsWord(s))
 				return
 			}
 		}
 	}
+}
+
+func portsWord(s Service) string {
+	if s.AllPorts {
+		return "it takes all ports"
+	}
+	var ps []string
+	for _, p := range s.Ports {
+		ps = append(ps, p.String())
+	}
+	return "it takes " + strings.Join(ps, ", ")
 }

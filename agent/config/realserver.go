@@ -61,14 +61,14 @@ const (
 type rawRealServer struct {
 	VIPs          []string `yaml:"vips"`
 	ARPInterfaces []string `yaml:"arp_interfaces"`
-	Weight        *int     `yaml:"weight"`
+	Weight        *int     `yaml:"weight" range:"0-1000"` // MaxEndpointWeight
 	Health        *struct {
 		Listen *string `yaml:"listen"`
 		Path   *string `yaml:"path"`
 		Checks []struct {
 			Type    string `yaml:"type"`
 			Address string `yaml:"address"`
-			Timeout string `yaml:"timeout"`
+			Timeout text   `yaml:"timeout"`
 		} `yaml:"checks"`
 	} `yaml:"health"`
 }
@@ -96,10 +96,7 @@ func (d *doc) realServer(role Role, raw *rawRealServer, iface string) RealServer
 	rs.VIPs = d.realServerVIPs(raw.VIPs)
 	rs.ARPInterfaces = d.arpInterfaces(raw.ARPInterfaces)
 	if raw.Weight != nil {
-		if *raw.Weight < 0 || *raw.Weight > MaxEndpointWeight {
-			d.errorf("$.realserver.weight", "weight %d is not in 0-%d (the range of X-Load-Balancing-Endpoint-Weight)", *raw.Weight, MaxEndpointWeight)
-		}
-		rs.Weight = *raw.Weight
+		rs.Weight = *raw.Weight // 0-MaxEndpointWeight: its range tag
 	}
 	if h := raw.Health; h != nil {
 		if h.Listen != nil {
@@ -121,7 +118,7 @@ func (d *doc) realServer(role Role, raw *rawRealServer, iface string) RealServer
 				d.errorf(path+".address", "check address %q is not an IP address and port like 127.0.0.1:80 or [::1]:80", c.Address)
 			}
 			if c.Timeout != "" {
-				v, err := time.ParseDuration(c.Timeout)
+				v, err := time.ParseDuration(string(c.Timeout))
 				if err != nil || v <= 0 || v > maxLocalCheckTimeout {
 					d.errorf(path+".timeout", "check timeout %q is not a duration from 1ms to %s", c.Timeout, maxLocalCheckTimeout)
 				} else {
@@ -138,7 +135,7 @@ func (d *doc) realServerVIPs(raw []string) []netip.Addr {
 	var out []netip.Addr
 	for i, r := range raw {
 		path := fmt.Sprintf("$.realserver.vips[%d]", i)
-		a, err := netip.ParseAddr(strings.TrimSpace(r))
+		a, err := netip.ParseAddr(r)
 		if err != nil || a.Zone() != "" {
 			d.errorf(path, "vip %q is not an IP address", r)
 			continue

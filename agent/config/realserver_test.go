@@ -72,7 +72,7 @@ func TestRealServerDefaults(t *testing.T) {
 func TestRealServerBad(t *testing.T) {
 	const head = "role: realserver\nrealserver:\n"
 	cases := []struct{ name, body, want string }{
-		{"unknown key", head + "  vip: [10.0.0.50]\n", ":3:3: unknown field \"vip\""},
+		{"unknown key", head + "  vip: [10.0.0.50]\n", ":3:3: unknown key \"vip\" (did you mean vips?)"},
 		{"bad vip", head + "  vips: [10.0.0.50, 10.0.0.500]\n", ":3:21: vip \"10.0.0.500\" is not an IP address"},
 		{"loopback vip", head + "  vips: [127.0.0.2]\n", ":3:10: vip 127.0.0.2 is not a unicast address"},
 		{"multicast vip", head + "  vips: [\"ff02::1\"]\n", ":3:10: vip ff02::1 is not a unicast address"},
@@ -87,7 +87,7 @@ func TestRealServerBad(t *testing.T) {
 		{"duplicate interface", head + "  arp_interfaces: [eth0, eth0]\n", ":3:26: interface eth0 is listed twice"},
 		{"weight too big", head + "  weight: 1001\n", ":3:11: weight 1001 is not in 0-1000"},
 		{"negative weight", head + "  weight: -1\n", ":3:11: weight -1 is not in 0-1000"},
-		{"weight not a number", head + "  weight: heavy\n", ":3:11: \"heavy\" is not valid here: want a whole number"},
+		{"weight not a number", head + "  weight: heavy\n", ":3:11: weight: want a whole number (0-1000), not \"heavy\""},
 		{"bad listen", head + "  health: {listen: \"8080\"}\n", ":3:20: health listen \"8080\" is not"},
 		{"listen hostname", head + "  health: {listen: \"localhost:8080\"}\n", ":3:20: health listen \"localhost:8080\""},
 		{"bad path", head + "  health: {path: healthz}\n", ":3:18: health path \"healthz\" is not an URL path"},

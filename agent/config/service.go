@@ -4,14 +4,10 @@ import (
 	"cmp"
 	"fmt"
 	"net/netip"
-	"os"
-	"path/filepath"
 	"slices"
 	"strconv"
 	"strings"
 	"time"
-
-	"github.com/goccy/go-yaml"
 
 	"github.com/lvsd/lvsd/agent/policy"
 )
@@ -112,7 +108,7 @@ type rawService struct {
 	Service    string       `yaml:"service"`
 	VIP        string       `yaml:"vip"`
 	Protocol   string       `yaml:"protocol"`
-	Ports      []any        `yaml:"ports"`
+	Ports      []text       `yaml:"ports"`
 	Forwarding string       `yaml:"forwarding"`
 	Scheduler  string       `yaml:"scheduler"`
 	Affinity   string       `yaml:"affinity"`
@@ -126,73 +122,21 @@ type rawService struct {
 		Gateway string `yaml:"gateway"`
 	} `yaml:"nat"`
 	Persistence *struct {
-		Timeout string `yaml:"timeout"`
-		Netmask *int   `yaml:"netmask"`
+		Timeout text `yaml:"timeout"`
+		Netmask *int `yaml:"netmask" range:"1-128"`
 	} `yaml:"persistence"`
 	PersistenceOnUnhealthy string       `yaml:"persistence_on_unhealthy"`
-	DrainTimeout           string       `yaml:"drain_timeout"`
+	DrainTimeout           text         `yaml:"drain_timeout"`
 	Health                 *rawHealth   `yaml:"health"`
 	Failover               *rawFailover `yaml:"failover"`
 }
 
 type rawBackend struct {
 	Address  string     `yaml:"address"`
-	Port     *int       `yaml:"port"`
-	Weight   *int       `yaml:"weight"`
+	Port     *int       `yaml:"port" range:"1-65535"`
+	Weight   *int       `yaml:"weight" range:"0-65535"` // MaxWeight
 	Failover bool       `yaml:"failover"`
 	Health   *rawHealth `yaml:"health"`
-}
-
-// LoadServices reads every *.yaml and *.yml file of dir, in name order, and
-// validates each service and the set as a whole.
-func LoadServices(dir string) ([]Service, error) {
-	entries, err := os.ReadDir(dir)
-	if err != nil {
-		return nil, fmt.Errorf("reading services directory: %w", err)
-	}
-	var files []string
-	for _, e := range entries {
-		if !e.IsDir() && (strings.HasSuffix(e.Name(), ".yaml") || strings.HasSuffix(e.Name(), ".yml")) {
-			files = append(files, filepath.Join(dir, e.Name()))
-		}
-	}
-	return LoadServiceFiles(files...)
-}
-
-// LoadServiceFiles reads and validates the named service files as one set.
-func LoadServiceFiles(files ...string) ([]Service, error) {
-	var errs List
-	var all []Service
-	for _, f := range files {
-		data, err := os.ReadFile(f)
-		if err != nil {
-			errs = append(errs, &Error{File: f, Msg: err.Error()})
-			continue
-		}
-		all = append(all, parseServices(f, data, &errs)...)
-	}
-	checkSet(all, &errs)
-	if len(errs) > 0 {
-		return nil, errs
-	}
-	return all, nil
-}
-
-func parseServices(file string, data []byte, errs *List) []Service {
-	var out []Service
-	for _, d := range parseDocs(file, data, errs) {
-		var raw rawService
-		if err := yaml.NodeToValue(d.body, &raw, yaml.Strict()); err != nil {
-			*errs = append(*errs, yamlError(file, err))
-			continue
-		}
-		before := len(*errs)
-		svc := d.service(raw)
-		if len(*errs) == before {
-			out = append(out, svc)
-		}
-	}
-	return out
 }
 
 func (d *doc) service(raw rawService) Service {
@@ -232,8 +176,13 @@ func (d *doc) service(raw rawService) Service {
 	if !slices.Contains(Schedulers, s.Scheduler) {
 		d.errorf("$.scheduler", "service %q: scheduler %q is not one of %s", s.Name, s.Scheduler, strings.Join(Schedulers, ", "))
 	}
-	if !oneOf(string(s.Affinity), string(AffinityNone), string(AffinityClientIP), string(AffinityClientIPProto), string(AffinityClientIPPortProto)) {
+	switch {
+	case !oneOf(string(s.Affinity), string(AffinityNone), string(AffinityClientIP), string(AffinityClientIPProto), string(AffinityClientIPPortProto)):
 		d.errorf("$.affinity", "service %q: affinity %q is not one of none, client-ip, client-ip-proto, client-ip-port-proto", s.Name, s.Affinity)
+	case s.Affinity != AffinityNone && s.Scheduler != "mh":
+		// Only mh hashes what affinity names; any other scheduler would
+		// ignore it.
+		d.errorf("$.affinity", "service %q: affinity %s needs scheduler mh (scheduler is %s, which ignores it); for stickiness with %s use persistence", s.Name, s.Affinity, s.Scheduler, s.Scheduler)
 	}
 	if s.Protocol == "any" && !s.AllPorts && len(s.Ports) > 0 {
 		d.errorf("$.ports", "service %q: protocol any takes every port: write ports: [all]", s.Name)
@@ -245,14 +194,14 @@ func (d *doc) service(raw rawService) Service {
 	s.SourceRanges = d.sourceRanges(s, raw.SourceRanges)
 	s.SNATAddresses = d.snatAddresses(s, raw.FullNAT.SourceAddresses)
 	s.Gateway = d.gateway(s, raw.NAT.Gateway)
-	s.DrainTimeout = d.duration("$.drain_timeout", s.Name, "drain_timeout", raw.DrainTimeout, DefaultDrainTimeout)
+	s.DrainTimeout = d.duration("$.drain_timeout", s.Name, "drain_timeout", string(raw.DrainTimeout), DefaultDrainTimeout)
 	if p := raw.Persistence; p != nil {
-		s.Persistence.Timeout = d.duration("$.persistence.timeout", s.Name, "persistence timeout", p.Timeout, 300*time.Second)
+		s.Persistence.Timeout = d.duration("$.persistence.timeout", s.Name, "persistence timeout", string(p.Timeout), 300*time.Second)
 		if s.Persistence.Timeout < time.Second {
 			d.errorf("$.persistence.timeout", "service %q: persistence timeout must be at least 1s", s.Name)
 		}
 		if p.Netmask != nil {
-			if *p.Netmask < 1 || *p.Netmask > s.VIP.BitLen() && s.VIP.IsValid() {
+			if *p.Netmask > s.VIP.BitLen() && s.VIP.IsValid() {
 				d.errorf("$.persistence.netmask", "service %q: persistence netmask /%d is not in 1-%d", s.Name, *p.Netmask, max(s.VIP.BitLen(), 32))
 			} else if *p.Netmask != s.VIP.BitLen() {
 				s.Persistence.Netmask = *p.Netmask
@@ -392,8 +341,9 @@ func (d *doc) duration(path, name, what, raw string, def time.Duration) time.Dur
 	return v
 }
 
-// ports accepts numbers, "from-to" ranges and the single word "all".
-func (d *doc) ports(name string, raw []any) ([]PortRange, bool) {
+// ports accepts port numbers, "from-to" ranges and the single word "all",
+// as written: decimal, without signs or leading zeros.
+func (d *doc) ports(name string, raw []text) ([]PortRange, bool) {
 	if len(raw) == 0 {
 		d.errorf("$", "service %q: ports is required (a list of ports, ranges \"8000-8099\", or [all])", name)
 		return nil, false
@@ -401,7 +351,7 @@ func (d *doc) ports(name string, raw []any) ([]PortRange, bool) {
 	var out []PortRange
 	for i, p := range raw {
 		path := fmt.Sprintf("$.ports[%d]", i)
-		s := strings.TrimSpace(fmt.Sprint(p))
+		s := string(p)
 		if s == "all" {
 			if len(raw) != 1 {
 				d.errorf(path, "service %q: \"all\" cannot be combined with other ports", name)
@@ -409,13 +359,13 @@ func (d *doc) ports(name string, raw []any) ([]PortRange, bool) {
 			return nil, true
 		}
 		from, to, isRange := strings.Cut(s, "-")
-		lo, err1 := parsePort(from)
-		hi, err2 := lo, error(nil)
+		lo, ok1 := parsePort(from)
+		hi, ok2 := lo, true
 		if isRange {
-			hi, err2 = parsePort(to)
+			hi, ok2 = parsePort(to)
 		}
 		switch {
-		case err1 != nil || err2 != nil:
+		case !ok1 || !ok2:
 			d.errorf(path, "service %q: port %q is not a port (1-65535), a range \"from-to\" or \"all\"", name, s)
 			continue
 		case hi < lo:
@@ -433,12 +383,17 @@ func (d *doc) ports(name string, raw []any) ([]PortRange, bool) {
 	return out, false
 }
 
-func parsePort(s string) (uint16, error) {
-	n, err := strconv.Atoi(strings.TrimSpace(s))
-	if err != nil || n < 1 || n > 65535 {
-		return 0, fmt.Errorf("bad port %q", s)
+// parsePort reads a port written in plain decimal: 1-65535, no sign, no
+// leading zero, no spaces.
+func parsePort(s string) (uint16, bool) {
+	if len(s) == 0 || len(s) > 5 || s[0] == '0' || strings.Trim(s, "0123456789") != "" {
+		return 0, false
 	}
-	return uint16(n), nil
+	n, err := strconv.Atoi(s)
+	if err != nil || n > 65535 {
+		return 0, false
+	}
+	return uint16(n), true
 }
 
 func (d *doc) backends(s Service, raw []rawBackend) []Backend {
@@ -462,11 +417,7 @@ func (d *doc) backends(s Service, raw []rawBackend) []Backend {
 			d.errorf(path+".address", "service %q: backend %s and vip %s are of different IP families", s.Name, addr, s.VIP)
 		}
 		if rb.Port != nil {
-			if *rb.Port < 1 || *rb.Port > 65535 {
-				d.errorf(path+".port", "service %q: backend port %d is not in 1-65535", s.Name, *rb.Port)
-			} else {
-				b.Port = uint16(*rb.Port)
-			}
+			b.Port = uint16(*rb.Port) // 1-65535: its range tag
 		}
 		if b.Port != 0 && s.Forwarding == DR && !(len(s.Ports) == 1 && s.Ports[0].From == s.Ports[0].To && s.Ports[0].From == b.Port) {
 			d.errorf(path+".port", "service %q: forwarding dr cannot change the port (backend port %d); real servers receive the service port, so omit port", s.Name, b.Port)
@@ -475,10 +426,7 @@ func (d *doc) backends(s Service, raw []rawBackend) []Backend {
 			d.errorf(path+".port", "service %q: a backend port needs a service with exactly one port", s.Name)
 		}
 		if rb.Weight != nil {
-			if *rb.Weight < 0 || *rb.Weight > MaxWeight {
-				d.errorf(path+".weight", "service %q: weight %d is not in 0-%d", s.Name, *rb.Weight, MaxWeight)
-			}
-			b.Weight = *rb.Weight
+			b.Weight = *rb.Weight // 0-MaxWeight: its range tag
 		}
 		key := netip.AddrPortFrom(b.Addr, b.Port)
 		if seen[key] {
@@ -491,62 +439,6 @@ func (d *doc) backends(s Service, raw []rawBackend) []Backend {
 		return cmp.Or(a.Addr.Compare(b.Addr), cmp.Compare(a.Port, b.Port))
 	})
 	return out
-}
-
-// checkSet finds conflicts between services: the same name twice, or two
-// services claiming the same VIP, protocol and port.
-func checkSet(all []Service, errs *List) {
-	names := map[string]Service{}
-	for _, s := range all {
-		if prev, ok := names[s.Name]; ok {
-			*errs = append(*errs, &Error{File: s.File, Line: s.Line, Col: 1,
-				Msg: fmt.Sprintf("service %q is already defined at %s:%d", s.Name, prev.File, prev.Line)})
-			continue
-		}
-		names[s.Name] = s
-	}
-	for i, a := range all {
-		for _, b := range all[:i] {
-			if a.VIP != b.VIP || !protocolsOverlap(a.Protocol, b.Protocol) || !sourcesCollide(a.SourceRanges, b.SourceRanges) {
-				continue
-			}
-			if r, ok := portsOverlap(a, b); ok {
-				*errs = append(*errs, &Error{File: a.File, Line: a.Line, Col: 1,
-					Msg: fmt.Sprintf("service %q: %s %s port %s is already served by service %q (%s:%d)", a.Name, a.Protocol, a.VIP, r, b.Name, b.File, b.Line)})
-			}
-		}
-	}
-}
-
-// sourcesCollide reports whether two services on the same VIP and ports would
-// claim the same clients: steering lets them differ by source prefix, the
-// longest prefix winning, but not share one (or both take everyone).
-func sourcesCollide(a, b []netip.Prefix) bool {
-	if len(a) == 0 || len(b) == 0 {
-		return len(a) == len(b)
-	}
-	for _, p := range a {
-		if slices.Contains(b, p) {
-			return true
-		}
-	}
-	return false
-}
-
-func protocolsOverlap(a, b string) bool { return a == b || a == "any" || b == "any" }
-
-func portsOverlap(a, b Service) (string, bool) {
-	if a.AllPorts || b.AllPorts {
-		return "all", true
-	}
-	for _, x := range a.Ports {
-		for _, y := range b.Ports {
-			if x.From <= y.To && y.From <= x.To {
-				return PortRange{max(x.From, y.From), min(x.To, y.To)}.String(), true
-			}
-		}
-	}
-	return "", false
 }
 
 func (b Backend) String() string {

@@ -35,7 +35,6 @@ protocol: udp
 ports: [53, "5300-5310"]
 forwarding: nat
 scheduler: rr
-affinity: client-ip
 backends:
   - {address: 10.0.0.11}
 `)
@@ -68,8 +67,8 @@ func TestLoadServicesBad(t *testing.T) {
 	cases := []struct {
 		name, body, want string
 	}{
-		{"unknown key", head + oneBackend + "wieght: 3\n", ":6:1: unknown field \"wieght\""},
-		{"unknown backend key", head + "backends:\n  - {address: 10.0.0.11, wieght: 2}\n", ":5:26: unknown field \"wieght\""},
+		{"unknown key", head + oneBackend + "colour: red\n", ":6:1: service \"web\": unknown key \"colour\" (keys here: service, vip, protocol, ports, forwarding, scheduler, affinity, backends, source_ranges, fullnat, nat, persistence, persistence_on_unhealthy, drain_timeout, health, failover)"},
+		{"unknown backend key", head + "backends:\n  - {address: 10.0.0.11, wieght: 2}\n", ":5:26: service \"web\": unknown key \"wieght\" (did you mean weight?)"},
 		{"no name", "vip: 10.0.0.50\nports: [80]\n" + oneBackend, ":1:1: service: a name is required"},
 		{"bad vip", "service: web\nvip: 10.0.0.500\nports: [80]\n" + oneBackend, ":2:6: service \"web\": vip \"10.0.0.500\" is not an IP address"},
 		{"multicast vip", "service: web\nvip: 224.0.0.1\nports: [80]\n" + oneBackend, ":2:6: service \"web\": vip 224.0.0.1 must be a unicast address"},
@@ -93,8 +92,8 @@ func TestLoadServicesBad(t *testing.T) {
 		{"weight negative", head + "backends:\n  - {address: 10.0.0.11, weight: -1}\n", ":5:34: service \"web\": weight -1 is not in 0-65535"},
 		{"weight too big", head + "backends:\n  - {address: 10.0.0.11, weight: 70000}\n", ":5:34: service \"web\": weight 70000 is not in 0-65535"},
 		{"duplicate backend", head + "backends:\n  - {address: 10.0.0.11}\n  - {address: 10.0.0.11}\n", ":6:15: service \"web\": backend 10.0.0.11 is listed twice"},
-		{"type error", head + "backends:\n  - {address: 10.0.0.11, weight: heavy}\n", ":5:34: \"heavy\" is not valid here: want a whole number"},
-		{"list expected", "service: web\nvip: 10.0.0.50\nports: 80\n" + oneBackend, ":3:8: int was used where sequence is expected"},
+		{"type error", head + "backends:\n  - {address: 10.0.0.11, weight: heavy}\n", ":5:34: service \"web\": weight: want a whole number (0-65535), not \"heavy\""},
+		{"list expected", "service: web\nvip: 10.0.0.50\nports: 80\n" + oneBackend, ":3:8: service \"web\": ports: want a list ([a, b], or one \"- item\" line each), not 80"},
 		{"syntax error", head + "backends:\n  - {address: 10.0.0.11\n", ":5:"},
 		{"duplicate key", head + "vip: 10.0.0.51\n" + oneBackend, ":4:1:"},
 		{"bad source range", head + oneBackend + "source_ranges: [10.0.0.0/33]\n", ":6:17: service \"web\": source range \"10.0.0.0/33\" is not a CIDR prefix"},

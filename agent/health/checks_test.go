@@ -2,6 +2,7 @@ package health
 
 import (
 	"context"
+	"encoding/pem"
 	"errors"
 	"fmt"
 	"io"
@@ -366,6 +367,16 @@ func TestHTTPS(t *testing.T) {
 			// httptest's certificate is self-signed: verification fails.
 			res, _ = probe(t, addr, Check{Type: "https"})
 			wantResult(t, res, false, "tls: ")
+			// Trusting the server's certificate as a root verifies it, for
+			// its IP and for a name it holds (httptest's: example.com),
+			// not for another name.
+			roots := pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: s.Certificate().Raw})
+			res, _ = probe(t, addr, Check{Type: "https", TLSRootCAs: roots})
+			wantResult(t, res, true, "")
+			res, _ = probe(t, addr, Check{Type: "https", TLSRootCAs: roots, TLSServerName: "example.com"})
+			wantResult(t, res, true, "")
+			res, _ = probe(t, addr, Check{Type: "https", TLSRootCAs: roots, TLSServerName: "other.example"})
+			wantResult(t, res, false, "certificate is valid for")
 			// Plain HTTP to a TLS port fails with a 400, not a hang.
 			res, _ = probe(t, addr, Check{Type: "http"})
 			wantResult(t, res, false, "status 400")

@@ -18,6 +18,7 @@ import (
 type execChecker struct {
 	argv []string
 	env  []string
+	user *ExecUser
 }
 
 func newExecChecker(t *Target, dst netip.AddrPort, c *Check) (*execChecker, error) {
@@ -27,11 +28,38 @@ func newExecChecker(t *Target, dst netip.AddrPort, c *Check) (*execChecker, erro
 	// The environment is taken once per target, not per run: it does not
 	// change under a running agent, and copying it 1,000 times a second
 	// would be waste.
-	env := append(os.Environ(),
+	env := append(execEnv(os.Environ(), c.ExecUser),
 		"LVSD_TARGET_ADDR="+dst.Addr().String(),
 		"LVSD_TARGET_PORT="+strconv.Itoa(int(dst.Port())),
 		"LVSD_TARGET_KEY="+t.Key)
-	return &execChecker{argv: c.Command, env: env}, nil
+	return &execChecker{argv: c.Command, env: env, user: c.ExecUser}, nil
+}
+
+// execEnv is what a check program inherits of the agent's environment:
+// PATH (a fixed one if the agent has none), the locale and the time zone.
+// Nothing else: under systemd the agent's environment holds NOTIFY_SOCKET,
+// the credentials directory, the journal stream, and whatever an operator
+// put there for lvsd alone. A program run as another user gets that
+// user's HOME, USER and LOGNAME.
+func execEnv(agent []string, u *ExecUser) []string {
+	var env []string
+	path := "PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"
+	for _, kv := range agent {
+		name, _, _ := strings.Cut(kv, "=")
+		switch {
+		case name == "PATH":
+			path = kv
+		case name == "LANG" || name == "TZ" || strings.HasPrefix(name, "LC_"):
+			env = append(env, kv)
+		case u == nil && (name == "HOME" || name == "USER" || name == "LOGNAME"):
+			env = append(env, kv)
+		}
+	}
+	env = append(env, path)
+	if u != nil {
+		env = append(env, "HOME="+u.Home, "USER="+u.Name, "LOGNAME="+u.Name)
+	}
+	return env
 }
 
 func (c *execChecker) Check(ctx context.Context) Result {
@@ -43,7 +71,7 @@ func (c *execChecker) Check(ctx context.Context) Result {
 	// children (curl, sleep ...) must not outlive the check. WaitDelay
 	// bounds the wait for output pipes held open by anything that escaped
 	// the group.
-	setProcessGroup(cmd)
+	setProcessGroup(cmd, c.user)
 	cmd.WaitDelay = time.Second
 	err := cmd.Run()
 	if err == nil {

@@ -66,3 +66,41 @@ func TestExecTimeoutKillsProcessGroup(t *testing.T) {
 		return err != nil || strings.Contains(string(stat), ") Z ")
 	})
 }
+
+// A check program sees PATH, the locale and lvsd's target variables, not
+// the rest of the agent's environment (NOTIFY_SOCKET under systemd, an
+// operator's secrets).
+func TestExecFilteredEnvironment(t *testing.T) {
+	t.Setenv("NOTIFY_SOCKET", "/run/systemd/notify")
+	t.Setenv("LVSD_TEST_SECRET", "hunter2")
+	t.Setenv("LANG", "C.UTF-8")
+	body := `[ -z "$NOTIFY_SOCKET" ] && [ -z "$LVSD_TEST_SECRET" ] && [ "$LANG" = C.UTF-8 ] && [ -n "$PATH" ] && [ "$LVSD_TARGET_PORT" = 8080 ]` + "\n"
+	res, _ := probe(t, "127.0.0.1:8080", Check{Type: "exec", Command: []string{writeScript(t, body)}})
+	wantResult(t, res, true, "")
+	got := execEnv([]string{"PATH=/bin", "HOME=/root", "USER=root", "SECRET=x", "LC_ALL=C", "TZ=UTC"}, &ExecUser{Name: "nobody", Home: "/nonexistent"})
+	want := []string{"LC_ALL=C", "TZ=UTC", "PATH=/bin", "HOME=/nonexistent", "USER=nobody", "LOGNAME=nobody"}
+	if strings.Join(got, " ") != strings.Join(want, " ") {
+		t.Errorf("execEnv = %q, want %q", got, want)
+	}
+}
+
+// With a user, the program runs with that uid, gid and groups.
+func TestExecAsUser(t *testing.T) {
+	if os.Geteuid() != 0 {
+		t.Skip("running a program as another user needs root")
+	}
+	dir := t.TempDir()
+	for d := dir; d != os.TempDir() && d != "/"; d = filepath.Dir(d) {
+		if err := os.Chmod(d, 0o755); err != nil {
+			t.Fatal(err)
+		}
+	}
+	script := filepath.Join(dir, "check.sh")
+	body := "#!/bin/sh\n[ \"$(id -u)\" = 65534 ] && [ \"$(id -g)\" = 65533 ] && [ \"$USER\" = nobody ] && [ \"$(pwd)\" = / ]\n"
+	if err := os.WriteFile(script, []byte(body), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	u := &ExecUser{Name: "nobody", UID: 65534, GID: 65533, Home: "/nonexistent"}
+	res, _ := probe(t, "127.0.0.1:8080", Check{Type: "exec", Command: []string{script}, ExecUser: u})
+	wantResult(t, res, true, "")
+}

@@ -48,6 +48,11 @@ type Check struct {
 	// backend's own address, so the config layer should default this to
 	// true (as keepalived's SSL_GET and ldirectord do).
 	InsecureTLS bool
+	// TLSServerName, when set, is the name the certificate must be valid
+	// for and the SNI sent, instead of Host. TLSRootCAs, when set, are the
+	// PEM certificates trusted instead of the system's roots.
+	TLSServerName string
+	TLSRootCAs    []byte
 
 	// udp: Send is sent as one datagram; a reply must arrive within the
 	// timeout and contain ExpectData (empty: any reply). An ICMP port
@@ -64,10 +69,21 @@ type Check struct {
 	ExpectAnswer netip.Addr
 
 	// exec: Command[0] is run with the arguments Command[1:] (no shell),
-	// the agent's environment plus LVSD_TARGET_ADDR, LVSD_TARGET_PORT and
-	// LVSD_TARGET_KEY, stdin from /dev/null, in its own process group,
+	// a filtered environment (execEnv: PATH, locale and time zone, the
+	// user's HOME, USER and LOGNAME, LVSD_TARGET_ADDR, LVSD_TARGET_PORT and
+	// LVSD_TARGET_KEY), stdin from /dev/null, in its own process group,
 	// which is killed when the timeout expires. Exit status 0 passes.
-	Command []string
+	// ExecUser, when set, is the account it runs as (lvsd's own if nil).
+	Command  []string
+	ExecUser *ExecUser
+}
+
+// ExecUser is an account an exec check runs as.
+type ExecUser struct {
+	Name     string
+	UID, GID uint32
+	Groups   []uint32 // supplementary groups
+	Home     string
 }
 
 // Target is one thing to check: a backend of a service. Key is unique, e.g.
@@ -167,6 +183,9 @@ func (c Check) normal() Check {
 	if len(c.Command) == 0 {
 		c.Command = nil
 	}
+	if len(c.TLSRootCAs) == 0 {
+		c.TLSRootCAs = nil
+	}
 	return c
 }
 
@@ -178,6 +197,12 @@ func (t Target) clone() Target {
 		c.Send = bytes.Clone(c.Send)
 		c.ExpectData = bytes.Clone(c.ExpectData)
 		c.Command = slices.Clone(c.Command)
+		c.TLSRootCAs = bytes.Clone(c.TLSRootCAs)
+		if u := c.ExecUser; u != nil {
+			cu := *u
+			cu.Groups = slices.Clone(u.Groups)
+			c.ExecUser = &cu
+		}
 	}
 	return t
 }

@@ -5,6 +5,7 @@ import (
 	"bytes"
 	"context"
 	"crypto/tls"
+	"crypto/x509"
 	"errors"
 	"fmt"
 	"io"
@@ -84,14 +85,26 @@ func newHTTPChecker(dial Dialer, dst netip.AddrPort, c *Check, reuse int) (*http
 		h.status = [2]int{200, 399}
 	}
 	if https {
-		// The name verified (and sent as SNI) is Host without a port; for
-		// an IP, Go sends no SNI and verifies the certificate's IP SANs.
+		// The name verified (and sent as SNI) is TLSServerName, else Host
+		// without a port; for an IP, Go sends no SNI and verifies the
+		// certificate's IP SANs.
 		name := host
 		if hn, _, err := net.SplitHostPort(host); err == nil {
 			name = hn
 		}
+		if c.TLSServerName != "" {
+			name = c.TLSServerName
+		}
+		var roots *x509.CertPool
+		if len(c.TLSRootCAs) > 0 {
+			roots = x509.NewCertPool()
+			if !roots.AppendCertsFromPEM(c.TLSRootCAs) {
+				return nil, errors.New("no PEM certificate among the trusted roots")
+			}
+		}
 		h.tls = &tls.Config{
 			ServerName:         strings.Trim(name, "[]"),
+			RootCAs:            roots,
 			InsecureSkipVerify: c.InsecureTLS,
 			MinVersion:         tls.VersionTLS12,
 			// Resuming the session on the next connection spares both

@@ -1,0 +1,159 @@
+package config
+
+import (
+	"crypto/x509"
+	"os/user"
+	"slices"
+	"strconv"
+	"strings"
+	"time"
+)
+
+// checkKeys says which check types read each type-specific key: any other
+// type would ignore it, so giving it is an error.
+var checkKeys = []struct {
+	key   string
+	types []string
+	set   func(rawCheck) bool
+}{
+	{"port", []string{"tcp", "http", "https", "udp", "dns", "exec"}, func(c rawCheck) bool { return c.Port != nil }},
+	{"method", []string{"http", "https"}, func(c rawCheck) bool { return c.Method != "" }},
+	{"path", []string{"http", "https"}, func(c rawCheck) bool { return c.Path != "" }},
+	{"host", []string{"http", "https"}, func(c rawCheck) bool { return c.Host != "" }},
+	{"expect", []string{"http", "https"}, func(c rawCheck) bool { return c.Expect != "" }},
+	{"body", []string{"http", "https"}, func(c rawCheck) bool { return c.Body != "" }},
+	{"tls", []string{"https"}, func(c rawCheck) bool { return c.TLS != nil }},
+	{"send", []string{"udp"}, func(c rawCheck) bool { return c.Send != "" }},
+	{"receive", []string{"udp"}, func(c rawCheck) bool { return c.Receive != "" }},
+	{"query", []string{"dns"}, func(c rawCheck) bool { return c.Query != "" }},
+	{"command", []string{"exec"}, func(c rawCheck) bool { return c.Command != nil }},
+	{"user", []string{"exec"}, func(c rawCheck) bool { return c.User != "" }},
+}
+
+// check validates one check at path; interval and timeout are the
+// defaults of its health block.
+func (d *doc) check(path, name string, rc rawCheck, interval, timeout time.Duration) Check {
+	c := Check{Type: rc.Type, Method: orDefault(rc.Method, "GET"), Path: orDefault(rc.Path, "/"), Host: rc.Host,
+		Expect: [2]int{200, 399}, Body: rc.Body, Send: rc.Send, Receive: rc.Receive, Query: rc.Query, Command: rc.Command}
+	if !oneOf(c.Type, CheckTypes...) {
+		d.errorf(path+".type", "service %q: check type %q is not one of %s", name, rc.Type, strings.Join(CheckTypes, ", "))
+	} else {
+		for _, k := range checkKeys {
+			if k.set(rc) && !slices.Contains(k.types, c.Type) {
+				d.errorf(path+"."+k.key, "service %q: %s is for %s checks, not %s (it would be ignored)", name, k.key, strings.Join(k.types, ", "), c.Type)
+			}
+		}
+	}
+	if rc.Port != nil {
+		c.Port = uint16(*rc.Port) // 1-65535: its range tag
+	}
+	c.Interval = d.duration(path+".interval", name, "interval", string(rc.Interval), interval)
+	c.Timeout = d.duration(path+".timeout", name, "timeout", string(rc.Timeout), timeout)
+	switch {
+	case c.Interval < 100*time.Millisecond:
+		d.errorf(path+".interval", "service %q: check interval %s is below 100ms", name, c.Interval)
+	case c.Timeout <= 0 || c.Timeout > c.Interval:
+		d.errorf(path+".timeout", "service %q: check timeout %s must be above 0 and at most the interval %s", name, c.Timeout, c.Interval)
+	}
+	if rc.Expect != "" {
+		lo, hi, isRange := strings.Cut(string(rc.Expect), "-")
+		a, ok1 := parseDecimal(lo)
+		b, ok2 := a, true
+		if isRange {
+			b, ok2 = parseDecimal(hi)
+		}
+		if !ok1 || !ok2 || a < 100 || b > 599 || b < a {
+			d.errorf(path+".expect", "service %q: expect %q is not an HTTP status or range like 200-299", name, rc.Expect)
+		}
+		c.Expect = [2]int{a, b}
+	}
+	if !strings.HasPrefix(c.Path, "/") {
+		d.errorf(path+".path", "service %q: check path %q must start with /", name, c.Path)
+	}
+	switch c.Type {
+	case "exec":
+		if len(c.Command) == 0 {
+			d.errorf(path, "service %q: an exec check needs command: [program, args...]", name)
+		}
+		if rc.User != "" {
+			c.User = d.checkUser(path+".user", name, rc.User)
+		}
+	case "dns":
+		if c.Query == "" {
+			d.errorf(path, "service %q: a dns check needs query: a name to resolve", name)
+		}
+	case "https":
+		c.TLS = d.checkTLS(path+".tls", name, rc.TLS)
+	}
+	return c
+}
+
+// parseDecimal reads a whole number written in plain decimal (no sign,
+// no leading zero, at most 9 digits).
+func parseDecimal(s string) (int, bool) {
+	if s == "" || len(s) > 9 || (s[0] == '0' && len(s) > 1) || strings.Trim(s, "0123456789") != "" {
+		return 0, false
+	}
+	n, err := strconv.Atoi(s)
+	return n, err == nil
+}
+
+// checkTLS validates an https check's tls block (nil: the defaults).
+func (d *doc) checkTLS(path, name string, raw *rawTLS) TLS {
+	if raw == nil {
+		return TLS{}
+	}
+	t := TLS{ServerName: raw.ServerName, Verify: raw.CAFile != "" || raw.ServerName != ""}
+	if raw.Verify != nil {
+		if !*raw.Verify && t.Verify {
+			d.errorf(path+".verify", "service %q: verify: false would ignore ca_file and server_name; leave them out, or verify", name)
+		}
+		t.Verify = *raw.Verify
+	}
+	if raw.ServerName != "" && !isHostname(raw.ServerName) {
+		d.errorf(path+".server_name", "service %q: server_name %q is not a DNS name", name, raw.ServerName)
+	}
+	if raw.CAFile != "" {
+		t.CAFile = relativeTo(d.file, raw.CAFile)
+		data, err := readFile(t.CAFile)
+		switch {
+		case err != nil:
+			d.errorf(path+".ca_file", "service %q: ca_file %s %v", name, t.CAFile, err)
+		case !x509.NewCertPool().AppendCertsFromPEM(data):
+			d.errorf(path+".ca_file", "service %q: ca_file %s holds no PEM certificate", name, t.CAFile)
+		default:
+			t.RootCAs = data
+		}
+	}
+	return t
+}
+
+// checkUser looks up the account an exec check runs as.
+func (d *doc) checkUser(path, name, account string) *User {
+	u, err := user.Lookup(account)
+	if err != nil {
+		d.errorf(path, "service %q: user %q: %v", name, account, lookupError(err))
+		return nil
+	}
+	uid, err1 := strconv.ParseUint(u.Uid, 10, 32)
+	gid, err2 := strconv.ParseUint(u.Gid, 10, 32)
+	if err1 != nil || err2 != nil {
+		d.errorf(path, "service %q: user %q has no numeric uid and gid", name, account)
+		return nil
+	}
+	out := &User{Name: u.Username, UID: uint32(uid), GID: uint32(gid), Home: u.HomeDir}
+	groups, _ := u.GroupIds()
+	for _, g := range groups {
+		if n, err := strconv.ParseUint(g, 10, 32); err == nil {
+			out.Groups = append(out.Groups, uint32(n))
+		}
+	}
+	return out
+}
+
+func lookupError(err error) string {
+	if _, ok := err.(user.UnknownUserError); ok {
+		return "no such user on this host"
+	}
+	return err.Error()
+}

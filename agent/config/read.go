@@ -1,0 +1,225 @@
+package config
+
+import (
+	"errors"
+	"fmt"
+	"io"
+	"io/fs"
+	"os"
+	"path/filepath"
+	"slices"
+	"strings"
+	"syscall"
+
+	"go.yaml.in/yaml/v3"
+)
+
+// MaxFileSize bounds every file lvsd reads as configuration (the agent
+// file, service files, key and CA files): a larger one is refused before it
+// is parsed, so no file can make `lvsd check` or a reload slow or big.
+const MaxFileSize = 1 << 20
+
+// readFile reads a configuration file. Only a regular file is read: the
+// file is opened without blocking (a named pipe would otherwise block
+// open(2) until a writer appears, and then SIGTERM could not stop lvsd)
+// and checked with fstat before any read. The error says what is wrong in
+// an operator's words, without Go's "open ...:" wrapping.
+func readFile(path string) ([]byte, error) {
+	return readChecked(path, nil)
+}
+
+// readChecked is readFile with a check of the opened file's metadata
+// before it is read (the file read is the file checked).
+func readChecked(path string, check func(fs.FileInfo) error) ([]byte, error) {
+	f, err := os.OpenFile(path, os.O_RDONLY|syscall.O_NONBLOCK|syscall.O_NOCTTY, 0)
+	if err != nil {
+		return nil, fileError(err)
+	}
+	defer f.Close()
+	fi, err := f.Stat()
+	if err != nil {
+		return nil, fileError(err)
+	}
+	if !fi.Mode().IsRegular() {
+		return nil, fmt.Errorf("is %s, not a regular file", kindOfFile(fi.Mode()))
+	}
+	if check != nil {
+		if err := check(fi); err != nil {
+			return nil, err
+		}
+	}
+	if fi.Size() > MaxFileSize {
+		return nil, fmt.Errorf("is %s, larger than the %s lvsd reads", byteSize(fi.Size()), byteSize(MaxFileSize))
+	}
+	// The size may grow between fstat and the read: read one byte more
+	// than allowed to notice.
+	data, err := io.ReadAll(io.LimitReader(f, MaxFileSize+1))
+	if err != nil {
+		return nil, fileError(err)
+	}
+	if len(data) > MaxFileSize {
+		return nil, fmt.Errorf("is larger than the %s lvsd reads", byteSize(MaxFileSize))
+	}
+	return data, nil
+}
+
+// fileError drops the operation and path Go puts in front of a system
+// error: the caller names the file itself.
+func fileError(err error) error {
+	var pe *fs.PathError
+	if errors.As(err, &pe) {
+		err = pe.Err
+	}
+	switch {
+	case errors.Is(err, fs.ErrNotExist):
+		return errors.New("does not exist")
+	case errors.Is(err, fs.ErrPermission):
+		return errors.New("cannot be read: permission denied")
+	case errors.Is(err, syscall.EISDIR):
+		return errors.New("is a directory, not a regular file")
+	}
+	return fmt.Errorf("cannot be read: %v", err)
+}
+
+// kindOfFile names a non-regular file type.
+func kindOfFile(m fs.FileMode) string {
+	switch {
+	case m.IsDir():
+		return "a directory"
+	case m&fs.ModeNamedPipe != 0:
+		return "a named pipe"
+	case m&fs.ModeSocket != 0:
+		return "a socket"
+	case m&fs.ModeCharDevice != 0:
+		return "a character device"
+	case m&fs.ModeDevice != 0:
+		return "a block device"
+	}
+	return "not a regular file"
+}
+
+func byteSize(n int64) string {
+	switch {
+	case n >= 1<<20 && n%(1<<20) == 0:
+		return fmt.Sprintf("%d MiB", n>>20)
+	case n >= 1<<10:
+		return fmt.Sprintf("%.1f KiB", float64(n)/(1<<10))
+	}
+	return fmt.Sprintf("%d bytes", n)
+}
+
+// serviceFiles lists the service files of dir in name order: every entry
+// named *.yaml or *.yml whose name does not start with a dot (editors'
+// swap and lock files do). Such an entry that is not a regular file (after
+// following symbolic links) is an error, not skipped: an operator who put
+// it there meant it to be read.
+func serviceFiles(dir string) ([]string, List) {
+	entries, err := os.ReadDir(dir)
+	if err != nil {
+		var pe *fs.PathError
+		if errors.As(err, &pe) && errors.Is(pe.Err, syscall.ENOTDIR) {
+			err = errors.New("is not a directory")
+		} else {
+			err = fileError(err)
+		}
+		return nil, List{{File: dir, Msg: "services directory " + err.Error()}}
+	}
+	var files []string
+	var errs List
+	for _, e := range entries {
+		name := e.Name()
+		if strings.HasPrefix(name, ".") || !(strings.HasSuffix(name, ".yaml") || strings.HasSuffix(name, ".yml")) {
+			continue
+		}
+		path := filepath.Join(dir, name)
+		fi, err := os.Stat(path)
+		switch {
+		case err != nil:
+			errs = append(errs, &Error{File: path, Msg: fileError(err).Error()})
+		case !fi.Mode().IsRegular():
+			errs = append(errs, &Error{File: path, Msg: fmt.Sprintf("is %s, not a regular file: lvsd reads only regular files from the services directory", kindOfFile(fi.Mode()))})
+		default:
+			files = append(files, path)
+		}
+	}
+	slices.Sort(files)
+	return files, errs
+}
+
+// LoadServices reads every service file of dir (see serviceFiles), in
+// name order, and validates each service and the set as a whole.
+func LoadServices(dir string) ([]Service, error) {
+	files, errs := serviceFiles(dir)
+	return loadServiceFiles(files, errs)
+}
+
+// LoadServices reads the agent's services directory (LoadServices); a
+// problem with the directory itself is reported where the agent file
+// names it.
+func (a *Agent) LoadServices() ([]Service, error) {
+	files, errs := serviceFiles(a.ServicesDir)
+	if at := a.servicesDirAt; at != nil {
+		for i, e := range errs {
+			if e.File == a.ServicesDir {
+				where := *at
+				where.Msg = "services_dir " + e.File + " " + strings.TrimPrefix(e.Msg, "services directory ")
+				if at.Line == 0 {
+					where.Msg = "services_dir (by default " + e.File + ") " + strings.TrimPrefix(e.Msg, "services directory ")
+				}
+				errs[i] = &where
+			}
+		}
+	}
+	return loadServiceFiles(files, errs)
+}
+
+// LoadServiceFiles reads and validates the named service files as one set.
+func LoadServiceFiles(files ...string) ([]Service, error) {
+	return loadServiceFiles(files, nil)
+}
+
+func loadServiceFiles(files []string, errs List) ([]Service, error) {
+	var all []Service
+	for _, f := range files {
+		if len(errs) >= maxProblems {
+			break
+		}
+		data, err := readFile(f)
+		if err != nil {
+			errs = append(errs, &Error{File: f, Msg: err.Error()})
+			continue
+		}
+		all = append(all, parseServices(f, data, &errs)...)
+	}
+	checkSet(all, &errs)
+	if len(errs) > 0 {
+		return nil, errs
+	}
+	return all, nil
+}
+
+func parseServices(file string, data []byte, errs *List) []Service {
+	var out []Service
+	eachDoc(file, data, errs, func(d *doc) {
+		if name := serviceName(d.root); name != "" {
+			d.prefix = fmt.Sprintf("service %q: ", cut(name))
+		}
+		before := len(*errs)
+		var raw rawService
+		d.decode(&raw)
+		svc := d.service(raw)
+		if len(*errs) == before {
+			out = append(out, svc)
+		}
+	})
+	return out
+}
+
+// serviceName peeks at a document's service key, to name the service in
+// the messages about its other keys.
+func serviceName(root *yaml.Node) string {
+	if n := child(root, "service"); n != nil && n.Kind == yaml.ScalarNode && n.Tag == "!!str" {
+		return n.Value
+	}
+	return ""
+}
