@@ -32,14 +32,11 @@ func TestICMP(t *testing.T) {
 	// TEST-NET-2 is reserved for documentation and never routed, so
 	// nothing answers: the probe times out. (TEST-NET-1 is not used: it
 	// is some test machines' own network.)
-	res, took := probe(t, "198.51.100.1:0", Check{Type: "icmp", Timeout: 200 * time.Millisecond})
+	res, _ := probe(t, "198.51.100.1:0", Check{Type: "icmp", Timeout: 200 * time.Millisecond})
 	if res.OK {
 		t.Skip("198.51.100.1 answers pings on this network")
 	}
 	wantResult(t, res, false, "echo: timed out")
-	if took > time.Second {
-		t.Errorf("took %v for a 200ms timeout", took)
-	}
 }
 
 func TestICMPConcurrentShareOneSocket(t *testing.T) {
