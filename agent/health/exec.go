@@ -11,6 +11,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"syscall"
 	"time"
 )
 
@@ -83,6 +84,12 @@ func (c *execChecker) Check(ctx context.Context) Result {
 	var exit *exec.ExitError
 	if errors.As(err, &exit) {
 		return failed(fmt.Sprintf("exec: %s%s", exit.ProcessState, out.tail()))
+	}
+	if c.user != nil && errors.Is(err, syscall.EPERM) {
+		// Running a check as another user needs CAP_SETUID and CAP_SETGID,
+		// which the packaged unit leaves out unless asked.
+		return failed("exec: " + err.Error() + " (running as user " + c.user.Name +
+			" needs CAP_SETUID and CAP_SETGID: systemctl edit lvsd, docs/operations.md)")
 	}
 	return failed("exec: " + err.Error())
 }
