@@ -50,9 +50,11 @@ func (c LocalCheck) String() string { return c.Type + " " + c.Address }
 const (
 	// MaxEndpointWeight is the top of X-Load-Balancing-Endpoint-Weight's
 	// range (seed 000: 0 to 1000).
-	MaxEndpointWeight        = 1000
-	DefaultRealServerWeight  = 1
-	DefaultHealthListen      = ":8080"
+	MaxEndpointWeight       = 1000
+	DefaultRealServerWeight = 1
+	// DefaultHealthListen is lvsd's own port (metrics are on 9610), not a
+	// common application port a real server's own service may want.
+	DefaultHealthListen      = ":9611"
 	DefaultHealthPath        = "/healthz"
 	DefaultLocalCheckTimeout = time.Second
 	maxLocalCheckTimeout     = 10 * time.Second

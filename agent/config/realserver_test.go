@@ -52,7 +52,7 @@ func TestRealServerDefaults(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			want := RealServer{Weight: 1, Health: RealServerHealth{Listen: ":8080", Path: "/healthz"}}
+			want := RealServer{Weight: 1, Health: RealServerHealth{Listen: ":9611", Path: "/healthz"}}
 			if !reflect.DeepEqual(a.RealServer, want) {
 				t.Errorf("got %+v, want %+v", a.RealServer, want)
 			}
