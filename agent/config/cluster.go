@@ -27,7 +27,9 @@ const (
 
 // Cluster is the validated `cluster:` block of a director's agent file.
 type Cluster struct {
-	// Bind is the host:port memberlist listens on (UDP and TCP).
+	// Bind is the host:port memberlist listens on (UDP and TCP); an empty
+	// host (bind unset) is the director's own address on its interface,
+	// which the director resolves at start.
 	Bind string
 	// Advertise is the host:port the other directors reach this one at;
 	// "" lets memberlist derive it from Bind.
@@ -146,10 +148,13 @@ func (d *doc) cluster(role Role, raw *rawCluster, file string) *Cluster {
 		c.Nice = *raw.Nice // -20-19: its range tag
 	}
 	port := DefaultClusterPort
-	c.Bind = net.JoinHostPort("0.0.0.0", strconv.Itoa(port))
+	// Unset: the director's own address on its interface, resolved at
+	// start (an empty host here); never all addresses, which would serve the
+	// cluster port on every VIP to the clients.
+	c.Bind = net.JoinHostPort("", strconv.Itoa(port))
 	if raw.Bind != "" {
 		if host, p, ok := hostPort(raw.Bind, port, true); ok {
-			c.Bind, port = net.JoinHostPort(orDefault(host, "0.0.0.0"), strconv.Itoa(p)), p
+			c.Bind, port = net.JoinHostPort(host, strconv.Itoa(p)), p
 		} else {
 			d.errorf("$.cluster.bind", "bind %q is not an IP address with an optional port, like 10.0.0.2, 10.0.0.2:7946 or [fd00::2]:7946", raw.Bind)
 		}

@@ -62,7 +62,7 @@ func TestClusterDefaults(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	want := &Cluster{Bind: "0.0.0.0:7946", Insecure: true, Label: "lvsd", Mode: ModeActiveActive, Priority: 100, Preempt: true,
+	want := &Cluster{Bind: ":7946", Insecure: true, Label: "lvsd", Mode: ModeActiveActive, Priority: 100, Preempt: true,
 		HeartbeatInterval: 50 * time.Millisecond, FailureTimeout: 250 * time.Millisecond, RejoinInterval: 10 * time.Second,
 		AddressLifetime: 10 * time.Second, Nice: -10, ConnSync: ConnSync{Enabled: true, Port: 8848, ResyncInterval: 10 * time.Second}}
 	if !reflect.DeepEqual(a.Cluster, want) {

@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"log/slog"
+	"net"
 	"net/netip"
 	"sync"
 
@@ -46,7 +47,11 @@ func startMember(ctx context.Context, o Options, k *agent.Kernel, bgCtx context.
 	if err != nil {
 		log.Error("removing VIP addresses left by a previous run", "err", err)
 	}
-	node, err := o.StartCluster(clusterConfig(cfg.Agent, leases.Reannounce, log))
+	cc := clusterConfig(cfg.Agent, leases.Reannounce, log)
+	if cc.Bind, err = resolveBind(ctx, cc.Bind, cfg, o.Kernel.Addrs); err != nil {
+		return member{}, err
+	}
+	node, err := o.StartCluster(cc)
 	if err != nil {
 		return member{}, err
 	}
@@ -71,6 +76,39 @@ func startMember(ctx context.Context, o Options, k *agent.Kernel, bgCtx context.
 	leases.Keep = node.Healthy
 	runs.Go(func() { leases.Run(runCtx) })
 	return m, nil
+}
+
+// resolveBind fills in the host of a bind without one (cluster.bind unset):
+// the director's own address on its interface, IPv4 first, never a VIP or
+// an address that moves with one.
+func resolveBind(ctx context.Context, bind string, cfg *agent.Config, addrs arp.Addresses) (string, error) {
+	host, port, err := net.SplitHostPort(bind)
+	if err != nil || host != "" {
+		return bind, err
+	}
+	moving := map[netip.Addr]bool{}
+	for _, p := range agent.Addresses(cfg.Desired.VIPs) {
+		moving[p.Addr()] = true
+	}
+	present, err := addrs.List(ctx, cfg.Agent.Interface)
+	if err != nil {
+		return "", fmt.Errorf("cluster.bind unset: listing the addresses of %s: %w", cfg.Agent.Interface, err)
+	}
+	var v6 netip.Addr
+	for _, p := range present {
+		a := p.Addr()
+		switch {
+		case moving[a] || !a.IsGlobalUnicast() && !a.IsPrivate():
+		case a.Is4():
+			return net.JoinHostPort(a.String(), port), nil
+		case !v6.IsValid():
+			v6 = a
+		}
+	}
+	if v6.IsValid() {
+		return net.JoinHostPort(v6.String(), port), nil
+	}
+	return "", fmt.Errorf("cluster.bind unset and %s has no address of its own to bind to: set cluster.bind", cfg.Agent.Interface)
 }
 
 // clusterConfig maps the agent file's cluster block to the node's config.

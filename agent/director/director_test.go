@@ -97,6 +97,7 @@ func setup(t *testing.T, clustered bool) (Options, *arp.FakeExpiring, *events) {
 	must(t, err)
 	ev := &events{}
 	addrs := arp.NewFakeExpiring("eth0")
+	must(t, addrs.Fake.Add(context.Background(), "eth0", netip.MustParsePrefix("10.0.0.2/24"))) // the director's own
 	ipvsFake := ipvs.NewFake()
 	o := Options{
 		ConfigPath: filepath.Join(dir, "lvsd.yaml"), Config: cfg, Log: slog.New(slog.NewTextHandler(io.Discard, nil)),
@@ -106,11 +107,16 @@ func setup(t *testing.T, clustered bool) (Options, *arp.FakeExpiring, *events) {
 	}
 	if clustered {
 		f := cluster.NewFake(cluster.Rules{Mode: cluster.ActiveStandby, Quorum: 1}, netip.MustParseAddr("10.0.0.50"))
-		o.StartCluster = func(cluster.Config) (Node, error) { return fakeNode{f.Add("d1", 100), ev}, nil }
+		o.StartCluster = func(c cluster.Config) (Node, error) {
+			ev.add("bind " + c.Bind)
+			return fakeNode{f.Add("d1", 100), ev}, nil
+		}
 		o.NewRelay = func(connsync.Config) (Relay, error) { return fakeRelay{ev}, nil }
 	}
 	return o, addrs, ev
 }
+
+var vipPrefix = netip.MustParsePrefix("10.0.0.50/32")
 
 func must(t *testing.T, err error) {
 	t.Helper()
@@ -130,7 +136,7 @@ func runUntilHeld(t *testing.T, o Options, addrs *arp.FakeExpiring) error {
 	var err error
 	for deadline := time.Now().Add(10 * time.Second); ; time.Sleep(5 * time.Millisecond) {
 		err = api.NewClient(o.Config.Agent.APISocket).Do(ctx, "GET", agent.RouteStatus, &st)
-		if got, _ := addrs.List(ctx, "eth0"); len(got) == 1 && err == nil {
+		if got, _ := addrs.List(ctx, "eth0"); slices.Contains(got, vipPrefix) && err == nil {
 			break
 		}
 		if time.Now().After(deadline) {
@@ -151,7 +157,7 @@ func TestRunAlone(t *testing.T) {
 	if err := runUntilHeld(t, o, addrs); err != nil {
 		t.Fatal(err)
 	}
-	if got, _ := addrs.List(context.Background(), "eth0"); len(got) != 1 || len(ev.list()) != 0 {
+	if got, _ := addrs.List(context.Background(), "eth0"); !slices.Contains(got, vipPrefix) || len(ev.list()) != 0 {
 		t.Errorf("after stopping: addresses %v, events %q", got, ev.list())
 	}
 }
@@ -163,11 +169,12 @@ func TestRunClusterStopsInOrder(t *testing.T) {
 	if err := runUntilHeld(t, o, addrs); err != nil {
 		t.Fatal(err)
 	}
-	want := []string{"leave", "delete-address 10.0.0.50/32", "release-connections 10.0.0.50", "relay stopped"}
+	// cluster.bind unset: the director's own address, not all of them.
+	want := []string{"bind 10.0.0.2:7946", "leave", "delete-address 10.0.0.50/32", "release-connections 10.0.0.50", "relay stopped"}
 	if got := ev.list(); !slices.Equal(got, want) {
 		t.Errorf("shutdown:\n got %q\nwant %q", got, want)
 	}
-	if got, _ := addrs.List(context.Background(), "eth0"); len(got) != 0 {
+	if got, _ := addrs.List(context.Background(), "eth0"); slices.Contains(got, vipPrefix) {
 		t.Errorf("addresses left: %v", got)
 	}
 }
