@@ -1,0 +1,267 @@
+package bgp
+
+import (
+	"context"
+	"fmt"
+	"maps"
+	"net/netip"
+	"slices"
+	"time"
+
+	api "github.com/osrg/gobgp/v3/api"
+
+	"github.com/lvsd/lvsd/cluster/bfd"
+)
+
+// peerState is what the Speaker knows of one neighbour; owned by run.
+type peerState struct {
+	cfg         PeerConfig
+	state       SessionState
+	since       time.Time
+	established time.Time
+	flaps       int
+	lastFlap    time.Time
+	lastReason  string
+	downSince   time.Time // start of the current time without a session
+	hinted      bool      // the missing session was logged for this outage
+	bfd         bfd.State
+	bfdKnown    bool
+	bfdDiag     bfd.Diag
+	heldDown    bool // disabled in GoBGP because BFD is down
+}
+
+type peerEvent struct {
+	addr  netip.Addr
+	state SessionState
+	at    time.Time
+}
+
+var sessionStates = map[api.PeerState_SessionState]SessionState{
+	api.PeerState_UNKNOWN: StateUnknown, api.PeerState_IDLE: StateIdle, api.PeerState_CONNECT: StateConnect,
+	api.PeerState_ACTIVE: StateActive, api.PeerState_OPENSENT: StateOpenSent,
+	api.PeerState_OPENCONFIRM: StateOpenConfirm, api.PeerState_ESTABLISHED: StateEstablished,
+}
+
+// onWatch receives GoBGP's peer events (on GoBGP's watcher goroutine).
+func (s *Speaker) onWatch(r *api.WatchEventResponse) {
+	ev := r.GetPeer()
+	if ev == nil || ev.GetType() != api.WatchEventResponse_PeerEvent_STATE {
+		return
+	}
+	addr, err := netip.ParseAddr(ev.GetPeer().GetState().GetNeighborAddress())
+	if err != nil {
+		return
+	}
+	st, ok := sessionStates[ev.GetPeer().GetState().GetSessionState()]
+	if !ok {
+		st = StateUnknown
+	}
+	s.mu.Lock()
+	s.events = append(s.events, peerEvent{addr: addr.Unmap(), state: st, at: time.Now()})
+	s.mu.Unlock()
+	s.signal()
+}
+
+// onBFD receives BFD state changes (on the BFD server's goroutine, which
+// must not block).
+func (s *Speaker) onBFD(c bfd.Change) {
+	s.mu.Lock()
+	s.bfdChanges = append(s.bfdChanges, c)
+	s.mu.Unlock()
+	s.signal()
+}
+
+// recordReason keeps the reason GoBGP logged with "Peer Down".
+func (s *Speaker) recordReason(peer, reason string) {
+	addr, err := netip.ParseAddr(peer)
+	if err != nil {
+		return
+	}
+	s.mu.Lock()
+	s.reasons[addr.Unmap()] = reason
+	s.mu.Unlock()
+}
+
+func (s *Speaker) signal() {
+	select {
+	case s.wake <- struct{}{}:
+	default:
+	}
+}
+
+func (s *Speaker) handleEvents() {
+	s.mu.Lock()
+	events, changes := s.events, s.bfdChanges
+	s.events, s.bfdChanges = nil, nil
+	s.mu.Unlock()
+	for _, e := range events {
+		s.peerEvent(e)
+	}
+	for _, c := range changes {
+		s.bfdEvent(c)
+	}
+}
+
+func (s *Speaker) peerEvent(e peerEvent) {
+	p := s.st.peers[e.addr]
+	if p == nil || p.state == e.state {
+		return
+	}
+	old := p.state
+	p.state, p.since = e.state, e.at
+	switch {
+	case e.state == StateEstablished:
+		p.established, p.hinted = e.at, false
+		s.log.Info("bgp session established", "peer", e.addr, "peer_asn", p.cfg.ASN)
+	case old == StateEstablished:
+		s.mu.Lock()
+		reason := s.reasons[e.addr]
+		s.mu.Unlock()
+		if p.heldDown {
+			reason = fmt.Sprintf("bfd %s (%s); %s", p.bfd, p.bfdDiag, reason)
+		}
+		p.flaps++
+		p.lastFlap, p.lastReason, p.established, p.downSince = e.at, reason, time.Time{}, e.at
+		s.log.Warn("bgp session down", "peer", e.addr, "reason", reason, "state", string(e.state))
+	}
+}
+
+// bfdCoupling is what a BFD change does to the BGP session.
+type bfdCoupling int
+
+const (
+	bfdNothing  bfdCoupling = iota
+	bfdHoldDown             // take the session down and keep it down
+	bfdRelease              // let it come back
+)
+
+// bfdAction decides, as FRR's "neighbor X bfd" does: a session that was Up
+// and failed (detection time expired, or the neighbour said Down) takes
+// BGP down until BFD is Up again. A neighbour going AdminDown is not a
+// failure (RFC 5882 §3.2), nor is our own AdminDown (we are stopping).
+// BGP does not wait for a BFD session that never came up: a router without
+// BFD for this director still gets its routes (status shows BFD down).
+func bfdAction(heldDown bool, c bfd.Change) bfdCoupling {
+	switch {
+	case c.State == bfd.Up && heldDown:
+		return bfdRelease
+	case c.Old == bfd.Up && c.State == bfd.Down && c.RemoteState != bfd.AdminDown && !heldDown:
+		return bfdHoldDown
+	}
+	return bfdNothing
+}
+
+func (s *Speaker) bfdEvent(c bfd.Change) {
+	p := s.st.peers[c.Peer]
+	if p == nil || !p.cfg.BFD {
+		return
+	}
+	p.bfd, p.bfdDiag, p.bfdKnown = c.State, c.Diag, true
+	ctx := context.Background()
+	switch bfdAction(p.heldDown, c) {
+	case bfdHoldDown:
+		err := s.srv.DisablePeer(ctx, &api.DisablePeerRequest{Address: c.Peer.String(),
+			Communication: "BFD down: " + c.Diag.String()})
+		if err != nil {
+			s.log.Error("bgp: cannot take the session down after BFD went down", "peer", c.Peer, "err", err)
+			return
+		}
+		p.heldDown = true
+		s.log.Warn("bgp session held down: BFD is down", "peer", c.Peer, "diag", c.Diag.String())
+	case bfdRelease:
+		if err := s.srv.EnablePeer(ctx, &api.EnablePeerRequest{Address: c.Peer.String()}); err != nil {
+			s.log.Error("bgp: cannot re-enable the session after BFD came up", "peer", c.Peer, "err", err)
+			return
+		}
+		p.heldDown, p.downSince, p.hinted = false, time.Now(), false
+		s.log.Info("bgp session released: BFD is up", "peer", c.Peer)
+	}
+}
+
+// hintStuckPeers logs once per outage when a session has been missing for
+// MD5Hint: with a password mismatch the session just stays in Connect or
+// Active and the router logs nothing, but the kernel counts the segments it
+// dropped (/proc/net/netstat TcpExt TCPMD5*).
+func (s *Speaker) hintStuckPeers(now time.Time) {
+	for _, addr := range slices.SortedFunc(maps.Keys(s.st.peers), netip.Addr.Compare) {
+		p := s.st.peers[addr]
+		if p.state == StateEstablished || p.hinted || p.heldDown || now.Sub(p.downSince) < s.cfg.MD5Hint {
+			continue
+		}
+		p.hinted = true
+		failures := s.md5Delta()
+		missing := now.Sub(p.downSince).Round(time.Second)
+		args := []any{"peer", addr, "state", string(p.state), "for", missing.String(), "tcp_md5_failures", failures}
+		switch {
+		case failures > 0 && p.cfg.Password != "":
+			s.log.Warn(fmt.Sprintf("no BGP session with %s for %v; the kernel counted %d TCP-MD5 failures: check the password",
+				addr, missing, failures), args...)
+		case failures > 0:
+			s.log.Warn(fmt.Sprintf("no BGP session with %s for %v; the kernel counted %d TCP-MD5 failures, and no password is configured for this peer: the router signs with TCP-MD5",
+				addr, missing, failures), args...)
+		case p.cfg.Password != "":
+			s.log.Warn(fmt.Sprintf("no BGP session with %s for %v, and no TCP-MD5 failures counted here: check that the router has this neighbour with the same password, and that it is reachable",
+				addr, missing), args...)
+		default:
+			s.log.Warn(fmt.Sprintf("no BGP session with %s for %v: check that it is reachable and has this director as a neighbour (address, ASN, password)",
+				addr, missing), args...)
+		}
+	}
+}
+
+// md5Delta is the kernel's TCP-MD5 failure count since Start, in this
+// network namespace.
+func (s *Speaker) md5Delta() uint64 {
+	n, err := md5Failures(s.cfg.netstat)
+	if err != nil || n < s.st.md5Base {
+		return 0
+	}
+	return n - s.st.md5Base
+}
+
+// Status returns the speaker's state (see Status).
+func (s *Speaker) Status(ctx context.Context) (Status, error) {
+	var st Status
+	err := s.do(ctx, func() error {
+		counts := map[netip.Addr][2]uint64{}
+		err := s.srv.ListPeer(ctx, &api.ListPeerRequest{EnableAdvertised: true}, func(p *api.Peer) {
+			addr, err := netip.ParseAddr(p.GetState().GetNeighborAddress())
+			if err != nil {
+				return
+			}
+			var c [2]uint64
+			for _, af := range p.GetAfiSafis() {
+				c[0] += af.GetState().GetAdvertised()
+				c[1] += af.GetState().GetAccepted()
+			}
+			counts[addr.Unmap()] = c
+		})
+		if err != nil {
+			return err
+		}
+		st = s.status(counts)
+		return nil
+	})
+	return st, err
+}
+
+func (s *Speaker) status(counts map[netip.Addr][2]uint64) Status {
+	st := Status{ASN: s.cfg.ASN, RouterID: s.cfg.RouterID, MD5Failures: s.md5Delta()}
+	for _, addr := range slices.SortedFunc(maps.Keys(s.st.peers), netip.Addr.Compare) {
+		p := s.st.peers[addr]
+		ps := PeerStatus{Address: addr, ASN: p.cfg.ASN, State: p.state, Since: p.since, Established: p.established,
+			Flaps: p.flaps, LastFlap: p.lastFlap, LastFlapReason: p.lastReason, HeldDown: p.heldDown,
+			Announced: counts[addr][0], Accepted: counts[addr][1]}
+		if p.cfg.BFD {
+			ps.BFD, ps.BFDDiag = bfd.Down.String(), bfd.DiagNone.String()
+			if p.bfdKnown {
+				ps.BFD, ps.BFDDiag = p.bfd.String(), p.bfdDiag.String()
+			}
+		}
+		st.Peers = append(st.Peers, ps)
+	}
+	for _, p := range slices.SortedFunc(maps.Keys(s.st.routes), netip.Prefix.Compare) {
+		st.Routes = append(st.Routes, s.st.routes[p])
+	}
+	return st
+}
