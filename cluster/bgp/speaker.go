@@ -112,13 +112,6 @@ func (s *Speaker) startBGP(ctx context.Context) error {
 			return fmt.Errorf("bgp: adding peer %s: %w", p.Address, err)
 		}
 		s.st.peers[p.Address] = &peerState{cfg: p, state: StateIdle, since: s.st.started, downSince: s.st.started}
-		if p.BFD {
-			err := s.cfg.BFD.AddPeer(ctx, bfd.PeerConfig{Peer: p.Address, Local: p.LocalAddress,
-				Interface: p.Interface, Timers: p.BFDTimers})
-			if err != nil {
-				return fmt.Errorf("bgp: BFD session with %s: %w", p.Address, err)
-			}
-		}
 		s.log.Info("bgp peer added", "peer", p.Address, "peer_asn", p.ASN, "local", p.LocalAddress,
 			"families", p.Families, "bfd", p.BFD, "md5", p.Password != "", "hold", p.HoldTime.String())
 	}
@@ -130,7 +123,10 @@ func apiPeer(p PeerConfig) *api.Peer {
 	peer := &api.Peer{
 		Conf: &api.PeerConf{NeighborAddress: p.Address.String(), PeerAsn: p.ASN, AuthPassword: p.Password},
 		Timers: &api.Timers{Config: &api.TimersConfig{ConnectRetry: secs(p.ConnectRetry),
-			HoldTime: secs(p.HoldTime), KeepaliveInterval: secs(p.KeepaliveInterval)}},
+			HoldTime: secs(p.HoldTime), KeepaliveInterval: secs(p.KeepaliveInterval),
+			// After a BFD hold-down (ResetPeer, see bfdEvent) GoBGP
+			// waits this long before it dials again; its default is 30 s.
+			IdleHoldTimeAfterReset: secs(idleHoldAfterBFD)}},
 		Transport: &api.Transport{RemotePort: uint32(p.Port), BindInterface: p.Interface},
 	}
 	if p.LocalAddress.IsValid() {
@@ -155,7 +151,7 @@ func (s *Speaker) run(ctx context.Context) {
 		case <-s.wake:
 			s.handleEvents()
 		case now := <-tick.C:
-			s.hintStuckPeers(now)
+			s.housekeep(now)
 		}
 	}
 }
@@ -316,9 +312,9 @@ func (s *Speaker) Close(ctx context.Context) error {
 	s.cancel()
 	<-s.done
 	errs = append(errs, s.srv.StopBgp(context.Background(), &api.StopBgpRequest{}))
-	for _, p := range s.cfg.Peers {
-		if p.BFD {
-			errs = append(errs, s.cfg.BFD.RemovePeer(ctx, p.Address))
+	for _, p := range s.st.peers { // the loop has ended: its state is ours now
+		if p.bfdRunning {
+			errs = append(errs, s.cfg.BFD.RemovePeer(ctx, p.cfg.Address))
 		}
 	}
 	s.srv.Stop()

@@ -273,16 +273,23 @@ func TestSpeakerIBGPLocalPref(t *testing.T) {
 
 func TestSpeakerBFDCoupling(t *testing.T) {
 	port := freePort(t)
-	startRouter(t, port, speakerASN, "")
+	router := startRouter(t, port, speakerASN, "")
 	fb := bfd.NewFake()
 	s := startSpeaker(t, speakerConfig(port, func(c *Config) {
 		c.BFD = fb
 		c.Peers[0].BFD = true
 	}))
-	if ops := fb.Ops(); len(ops) != 1 || ops[0] != "add 127.0.0.1" {
-		t.Fatalf("BFD ops %v", ops)
+	if ops := fb.Ops(); len(ops) != 0 {
+		t.Fatalf("BFD started before BGP was established: %v", ops)
+	}
+	st, _ := s.Status(context.Background())
+	if st.Peers[0].BFD != BFDIdle {
+		t.Errorf("BFD before BGP: %q", st.Peers[0].BFD)
 	}
 	waitPeerState(t, s, StateEstablished)
+	eventually(t, "BFD started after BGP", func() (bool, string) {
+		return slices.Equal(fb.Ops(), []string{"add 127.0.0.1"}), strings.Join(fb.Ops(), ",")
+	})
 	fb.SetState(loRouter, bfd.Up, bfd.DiagNone, bfd.Up)
 	eventually(t, "status shows BFD up", func() (bool, string) {
 		st, _ := s.Status(context.Background())
@@ -296,21 +303,29 @@ func TestSpeakerBFDCoupling(t *testing.T) {
 		ps.BFD != "down" {
 		t.Errorf("after BFD down: %+v", ps)
 	}
-	// BFD up again releases it (GoBGP then waits its idle hold time of
-	// 5 s before it dials; the VM tests measure the whole recovery).
+	// BFD up again releases it; GoBGP dials after its idle hold (1 s).
 	fb.SetState(loRouter, bfd.Up, bfd.DiagNone, bfd.Up)
-	eventually(t, "released", func() (bool, string) {
-		st, _ := s.Status(context.Background())
-		return !st.Peers[0].HeldDown, string(st.Peers[0].State)
+	ps = waitPeerState(t, s, StateEstablished)
+	if ps.HeldDown || ps.BFD != "up" || len(fb.Ops()) != 1 {
+		t.Errorf("after BFD up: %+v, BFD ops %v", ps, fb.Ops())
+	}
+
+	// BGP lost for another reason (the router went away): the BFD session
+	// stops and starts again with the next established session.
+	router.Stop()
+	waitPeerState(t, s, StateActive)
+	eventually(t, "BFD stopped with BGP", func() (bool, string) {
+		return slices.Equal(fb.Ops(), []string{"add 127.0.0.1", "remove 127.0.0.1"}), strings.Join(fb.Ops(), ",")
 	})
+	st, _ = s.Status(context.Background())
+	if st.Peers[0].HeldDown || st.Peers[0].BFD != BFDIdle {
+		t.Errorf("after the router left: %+v", st.Peers[0])
+	}
 
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
 	if err := s.Close(ctx); err != nil {
 		t.Fatal(err)
-	}
-	if ops := fb.Ops(); ops[len(ops)-1] != "remove 127.0.0.1" {
-		t.Errorf("BFD session not removed at Close: %v", ops)
 	}
 	if err := s.SetRoutes(ctx, nil); err != ErrClosed {
 		t.Errorf("SetRoutes after Close: %v", err)

@@ -41,6 +41,9 @@ const (
 	StateEstablished SessionState = "established"
 )
 
+// BFDIdle is PeerStatus.BFD of a peer whose BFD session has not started.
+const BFDIdle = "idle"
+
 // Status is the speaker's state for lvsd status, --json and /metrics.
 type Status struct {
 	ASN      uint32
@@ -67,8 +70,10 @@ type PeerStatus struct {
 	Flaps          int
 	LastFlap       time.Time
 	LastFlapReason string
-	// BFD is the BFD session's state ("" without BFD); HeldDown is set
-	// while the BGP session is kept down because BFD is.
+	// BFD is the BFD session's state: "" without BFD, BFDIdle until the
+	// BGP session is established (BFD starts then), else down, init, up
+	// or admin-down. HeldDown is set while the BGP session is kept down
+	// because BFD is.
 	BFD      string
 	BFDDiag  string
 	HeldDown bool
