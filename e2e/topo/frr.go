@@ -205,6 +205,21 @@ func (f *FRR) Running(name string) bool {
 	}
 }
 
+// PIDs returns the process ids of the running daemons by name.
+func (f *FRR) PIDs() map[string]int {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	out := map[string]int{}
+	for name, p := range f.procs {
+		select {
+		case <-p.done:
+		default:
+			out[name] = p.cmd.Process.Pid
+		}
+	}
+	return out
+}
+
 // Kill sends SIGKILL to the named daemons (all when none are named) and
 // waits until they are gone: a crash, nothing cleaned up.
 func (f *FRR) Kill(names ...string) error { return f.signal(syscall.SIGKILL, names) }
