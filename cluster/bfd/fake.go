@@ -13,17 +13,17 @@ import (
 // are added and removed as on a Server, and the test moves them between
 // states with SetState, which notifies subscribers as the Server would.
 type Fake struct {
+	subs subscribers
+
 	mu     sync.Mutex // guards all following fields
 	peers  map[netip.Addr]PeerStatus
-	subs   map[int]func(Change)
-	next   int
 	closed bool
 	ops    []string
 }
 
 // NewFake returns an empty Fake.
 func NewFake() *Fake {
-	return &Fake{peers: map[netip.Addr]PeerStatus{}, subs: map[int]func(Change){}}
+	return &Fake{peers: map[netip.Addr]PeerStatus{}}
 }
 
 // AddPeer adds a session in state Down (or keeps an existing one).
@@ -66,18 +66,7 @@ func (f *Fake) Peers(context.Context) ([]PeerStatus, error) {
 }
 
 // Subscribe registers fn for state changes.
-func (f *Fake) Subscribe(fn func(Change)) (cancel func()) {
-	f.mu.Lock()
-	defer f.mu.Unlock()
-	id := f.next
-	f.next++
-	f.subs[id] = fn
-	return func() {
-		f.mu.Lock()
-		defer f.mu.Unlock()
-		delete(f.subs, id)
-	}
-}
+func (f *Fake) Subscribe(fn func(Change)) (cancel func()) { return f.subs.add(fn) }
 
 // SetState moves the session with peer to st (the neighbour to remote) and
 // notifies subscribers synchronously; false when there is no such session
@@ -92,14 +81,8 @@ func (f *Fake) SetState(peer netip.Addr, st State, diag Diag, remote State) bool
 	c := Change{Peer: peer, Old: p.State, State: st, Diag: diag, RemoteState: remote, At: time.Now()}
 	p.State, p.Diag, p.RemoteState, p.Since = st, diag, remote, c.At
 	f.peers[peer] = p
-	fns := make([]func(Change), 0, len(f.subs))
-	for _, fn := range f.subs {
-		fns = append(fns, fn)
-	}
 	f.mu.Unlock()
-	for _, fn := range fns {
-		fn(c)
-	}
+	f.subs.notify(c)
 	return true
 }
 

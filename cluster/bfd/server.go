@@ -8,8 +8,9 @@ import (
 	"math/rand/v2"
 	"net/netip"
 	"slices"
-	"sync"
 	"time"
+
+	"github.com/lvsd/lvsd/cluster/internal/owner"
 )
 
 // Config configures a Server.
@@ -69,13 +70,11 @@ type Server struct {
 	cfg  Config
 	log  *slog.Logger
 	tr   Transport
-	reqs chan func(*loop)
+	reqs owner.Calls
 	done chan struct{}
 	stop context.CancelFunc
-
-	mu   sync.Mutex // guards subs and closing
-	subs map[int]func(Change)
-	next int
+	subs subscribers
+	l    *loop // touched only through reqs, on the loop goroutine
 }
 
 // ErrClosed is returned by methods of a closed Server.
@@ -95,29 +94,15 @@ func Start(cfg Config) (*Server, error) {
 		}
 	}
 	ctx, cancel := context.WithCancel(context.Background())
-	s := &Server{cfg: cfg, log: cfg.Log, tr: tr, reqs: make(chan func(*loop)), done: make(chan struct{}),
-		stop: cancel, subs: map[int]func(Change){}}
-	l := &loop{s: s, byPeer: map[netip.Addr]*peer{}, byDiscr: map[uint32]*peer{}}
-	go l.run(ctx)
+	s := &Server{cfg: cfg, log: cfg.Log, tr: tr, reqs: make(owner.Calls), done: make(chan struct{}), stop: cancel}
+	s.l = &loop{s: s, byPeer: map[netip.Addr]*peer{}, byDiscr: map[uint32]*peer{}}
+	go s.l.run(ctx)
 	return s, nil
 }
 
 // do runs f on the loop goroutine and waits for it.
 func (s *Server) do(ctx context.Context, f func(*loop) error) error {
-	errc := make(chan error, 1)
-	select {
-	case s.reqs <- func(l *loop) { errc <- f(l) }:
-	case <-s.done:
-		return ErrClosed
-	case <-ctx.Done():
-		return ctx.Err()
-	}
-	select {
-	case err := <-errc:
-		return err
-	case <-ctx.Done():
-		return ctx.Err()
-	}
+	return s.reqs.Do(ctx, s.done, ErrClosed, func() error { return f(s.l) })
 }
 
 // AddPeer starts a session with p.Peer, or updates its timers when it
@@ -166,30 +151,7 @@ func (s *Server) Stats(ctx context.Context) (Stats, error) {
 // Subscribe calls fn for every state change of every session, on the
 // server's goroutine: fn must return quickly and must not call the Server.
 // The returned function unsubscribes.
-func (s *Server) Subscribe(fn func(Change)) (cancel func()) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	id := s.next
-	s.next++
-	s.subs[id] = fn
-	return func() {
-		s.mu.Lock()
-		defer s.mu.Unlock()
-		delete(s.subs, id)
-	}
-}
-
-func (s *Server) notify(c Change) {
-	s.mu.Lock()
-	fns := make([]func(Change), 0, len(s.subs))
-	for _, fn := range s.subs {
-		fns = append(fns, fn)
-	}
-	s.mu.Unlock()
-	for _, fn := range fns {
-		fn(c)
-	}
-}
+func (s *Server) Subscribe(fn func(Change)) (cancel func()) { return s.subs.add(fn) }
 
 // Close takes every session administratively down, so neighbours do not
 // count the stop as a failure (RFC 5882 §3.2), waits until each neighbour
@@ -242,9 +204,14 @@ func (l *loop) run(ctx context.Context) {
 		case d := <-l.s.tr.Packets():
 			l.receive(d)
 		case f := <-l.s.reqs:
-			f(l)
+			f()
 		case <-timer.C:
 		}
+		// Packets that arrived while this goroutine waited to run count
+		// before the timers do: after a scheduling stall, the timer and the
+		// packets that would have reset it are ready at once, and select
+		// picks either.
+		l.drainPackets()
 		now := time.Now()
 		if l.stopping && l.stopStep(now) {
 			l.closeAll()
@@ -252,6 +219,17 @@ func (l *loop) run(ctx context.Context) {
 		}
 		wait := l.advance(now)
 		timer.Reset(wait)
+	}
+}
+
+func (l *loop) drainPackets() {
+	for {
+		select {
+		case d := <-l.s.tr.Packets():
+			l.receive(d)
+		default:
+			return
+		}
 	}
 }
 
@@ -423,5 +401,5 @@ func (l *loop) changed(p *peer, old State, now time.Time) {
 	}
 	l.s.log.Log(context.Background(), lvl, "bfd session "+st.State.String(), "peer", p.cfg.Peer,
 		"from", old.String(), "diag", st.Diag.String(), "remote_state", st.RemoteState.String())
-	l.s.notify(c)
+	l.s.subs.notify(c)
 }
