@@ -15,6 +15,7 @@ import (
 	"github.com/osrg/gobgp/v3/pkg/server"
 
 	"github.com/lvsd/lvsd/cluster/bfd"
+	"github.com/lvsd/lvsd/cluster/internal/owner"
 )
 
 // Speaker announces routes to the routers with GoBGP embedded in the
@@ -27,7 +28,7 @@ type Speaker struct {
 	cfg    Config
 	log    *slog.Logger
 	srv    *server.BgpServer
-	reqs   chan func()
+	reqs   owner.Calls
 	wake   chan struct{} // 1-buffered: events pending
 	done   chan struct{}
 	cancel context.CancelFunc
@@ -64,7 +65,7 @@ func Start(ctx context.Context, cfg Config) (*Speaker, error) {
 		return nil, err
 	}
 	s := &Speaker{
-		cfg: cfg, log: cfg.Log, reqs: make(chan func()), wake: make(chan struct{}, 1), done: make(chan struct{}),
+		cfg: cfg, log: cfg.Log, reqs: make(owner.Calls), wake: make(chan struct{}, 1), done: make(chan struct{}),
 		reasons: map[netip.Addr]string{},
 		st:      loopState{started: time.Now(), peers: map[netip.Addr]*peerState{}, routes: map[netip.Prefix]Route{}},
 	}
@@ -158,20 +159,7 @@ func (s *Speaker) run(ctx context.Context) {
 
 // do runs f on the run goroutine and waits for it.
 func (s *Speaker) do(ctx context.Context, f func() error) error {
-	errc := make(chan error, 1)
-	select {
-	case s.reqs <- func() { errc <- f() }:
-	case <-s.done:
-		return ErrClosed
-	case <-ctx.Done():
-		return ctx.Err()
-	}
-	select {
-	case err := <-errc:
-		return err
-	case <-ctx.Done():
-		return ctx.Err()
-	}
+	return s.reqs.Do(ctx, s.done, ErrClosed, f)
 }
 
 // SetRoutes announces exactly routes (see Announcer). An invalid set
@@ -294,8 +282,41 @@ func (s *Speaker) sentUpdates(ctx context.Context) (map[netip.Addr]uint64, error
 	return out, err
 }
 
+// deletePeers closes every session with a Cease (peer de-configured) and
+// waits, bounded by ctx and 5 s, until the loop saw the established ones go
+// down. GoBGP v3.37.0's StopBgp clears the global configuration that the
+// sessions' goroutines read, without waiting for them (a data race the
+// race detector reports); GoBGP reports a deleted session down only after
+// its goroutines ended.
+func (s *Speaker) deletePeers(ctx context.Context) error {
+	var up []netip.Addr
+	err := s.do(ctx, func() error {
+		var errs []error
+		for addr, p := range s.st.peers {
+			if p.state == StateEstablished {
+				up = append(up, addr)
+			}
+			errs = append(errs, s.srv.DeletePeer(ctx, &api.DeletePeerRequest{Address: addr.String()}))
+		}
+		return errors.Join(errs...)
+	})
+	deadline := time.Now().Add(5 * time.Second)
+	for len(up) > 0 && err == nil && time.Now().Before(deadline) {
+		select {
+		case <-ctx.Done():
+			return ctx.Err()
+		case <-time.After(10 * time.Millisecond):
+		}
+		err = s.do(ctx, func() error {
+			up = slices.DeleteFunc(up, func(a netip.Addr) bool { return s.st.peers[a].state != StateEstablished })
+			return nil
+		})
+	}
+	return err
+}
+
 // Close withdraws every route (waiting as Withdraw does, bounded by ctx),
-// closes the BGP sessions with a Cease notification, takes the BFD
+// closes the BGP sessions with a Cease notification (peer de-configured), takes the BFD
 // sessions administratively down and stops GoBGP.
 func (s *Speaker) Close(ctx context.Context) error {
 	s.mu.Lock()
@@ -309,8 +330,10 @@ func (s *Speaker) Close(ctx context.Context) error {
 	if s.unsub != nil {
 		s.unsub() // BFD going down now must not re-enable anything
 	}
+	errs = append(errs, s.deletePeers(ctx))
 	s.cancel()
 	<-s.done
+	// Closes the listeners; the peers are gone already.
 	errs = append(errs, s.srv.StopBgp(context.Background(), &api.StopBgpRequest{}))
 	for _, p := range s.st.peers { // the loop has ended: its state is ours now
 		if p.bfdRunning {

@@ -67,8 +67,26 @@ func startRouter(t *testing.T, port uint16, peerASN uint32, password string) *se
 	if err != nil {
 		t.Fatal(err)
 	}
-	t.Cleanup(r.Stop)
+	t.Cleanup(func() { stopRouter(r) })
 	return r
+}
+
+// stopRouter stops the test router once no session is established:
+// GoBGP's StopBgp races with the goroutines of established sessions (see
+// Speaker.deletePeers). The speaker, closed first, tells the router.
+func stopRouter(r *server.BgpServer) {
+	deadline := time.Now().Add(10 * time.Second)
+	for time.Now().Before(deadline) {
+		up := false
+		r.ListPeer(context.Background(), &api.ListPeerRequest{}, func(p *api.Peer) {
+			up = up || p.GetState().GetSessionState() == api.PeerState_ESTABLISHED
+		})
+		if !up {
+			break
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+	r.Stop()
 }
 
 func speakerConfig(port uint16, mutate ...func(*Config)) Config {
@@ -312,7 +330,10 @@ func TestSpeakerBFDCoupling(t *testing.T) {
 
 	// BGP lost for another reason (the router went away): the BFD session
 	// stops and starts again with the next established session.
-	router.Stop()
+	err := router.DeletePeer(context.Background(), &api.DeletePeerRequest{Address: loSpeaker.String()})
+	if err != nil {
+		t.Fatal(err)
+	}
 	waitPeerState(t, s, StateActive)
 	eventually(t, "BFD stopped with BGP", func() (bool, string) {
 		return slices.Equal(fb.Ops(), []string{"add 127.0.0.1", "remove 127.0.0.1"}), strings.Join(fb.Ops(), ",")
