@@ -127,12 +127,12 @@ func measure(name string) (result, error) {
 	return r, nil
 }
 
-// until waits for the route to have n paths and returns when the kernel
-// said so.
-func (b *bench) until(n int) (time.Time, error) {
+// until waits for the route to have n paths after since and returns when
+// the kernel said so.
+func (b *bench) until(n int, since time.Time) (time.Time, error) {
 	ctx, cancel := context.WithTimeout(context.Background(), waitLimit)
 	defer cancel()
-	return ecmplab.NextChange(ctx, b.events, n)
+	return ecmplab.NextChange(ctx, b.events, n, since)
 }
 
 func (b *bench) converge(r *result) error {
@@ -142,7 +142,7 @@ func (b *bench) converge(r *result) error {
 			return err
 		}
 	}
-	at, err := b.until(directors)
+	at, err := b.until(directors, t0)
 	if err != nil {
 		return err
 	}
@@ -212,15 +212,16 @@ func (b *bench) withdraws(r *result) error {
 		if err := b.eng.withdraw(ctx, 2); err != nil {
 			return err
 		}
-		at, err := b.until(directors - 1)
+		at, err := b.until(directors-1, t0)
 		if err != nil {
 			return err
 		}
 		lat = append(lat, at.Sub(t0))
+		t1 := time.Now()
 		if err := b.eng.announce(ctx, 2); err != nil {
 			return err
 		}
-		if _, err := b.until(directors); err != nil {
+		if _, err := b.until(directors, t1); err != nil {
 			return err
 		}
 	}
@@ -240,7 +241,7 @@ func (b *bench) linkCuts(r *result) error {
 		if err := d.SetPort(false); err != nil {
 			return err
 		}
-		at, err := b.until(directors - 1)
+		at, err := b.until(directors-1, t0)
 		if err != nil {
 			return err
 		}
@@ -249,7 +250,7 @@ func (b *bench) linkCuts(r *result) error {
 		if err := d.SetPort(true); err != nil {
 			return err
 		}
-		if at, err = b.until(directors); err != nil {
+		if at, err = b.until(directors, t1); err != nil {
 			return err
 		}
 		back = append(back, at.Sub(t1))
@@ -272,12 +273,12 @@ func (b *bench) killBFDD(r *result) error {
 	if err := fe.frrs[0].Kill("bfdd"); err != nil {
 		return err
 	}
-	at, err := b.until(directors - 1)
+	at, err := b.until(directors-1, t0)
 	if err != nil {
 		return err
 	}
 	gone := at.Sub(t0)
-	back, err := b.until(directors)
+	back, err := b.until(directors, at)
 	if err != nil {
 		return err
 	}
@@ -290,7 +291,7 @@ func (b *bench) killBFDD(r *result) error {
 func (b *bench) crash(r *result) error {
 	t0 := time.Now()
 	b.eng.crash(1)
-	at, err := b.until(directors - 1)
+	at, err := b.until(directors-1, t0)
 	if err != nil {
 		return err
 	}

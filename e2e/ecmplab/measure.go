@@ -11,15 +11,16 @@ import (
 )
 
 // NextChange waits on a WatchRoute channel for the route to have n
-// nexthops and returns when the kernel said so.
-func NextChange(ctx context.Context, events <-chan topo.RouteEvent, n int) (time.Time, error) {
+// nexthops at or after since (older events still queued are skipped) and
+// returns when the kernel said so.
+func NextChange(ctx context.Context, events <-chan topo.RouteEvent, n int, since time.Time) (time.Time, error) {
 	for {
 		select {
 		case ev, ok := <-events:
 			if !ok {
 				return time.Time{}, fmt.Errorf("route watch ended")
 			}
-			if len(ev.Nexthops) == n {
+			if len(ev.Nexthops) == n && !ev.At.Before(since) {
 				return ev.At, nil
 			}
 		case <-ctx.Done():

@@ -126,11 +126,12 @@ func (l *lab) watch(t *testing.T, prefix netip.Prefix) (<-chan topo.RouteEvent, 
 	return ev, cancel
 }
 
-func nextChange(t *testing.T, ev <-chan topo.RouteEvent, n int) time.Time {
+// nextChange waits for the route to have n nexthops after since.
+func nextChange(t *testing.T, ev <-chan topo.RouteEvent, n int, since time.Time) time.Time {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), waitLimit)
 	defer cancel()
-	at, err := ecmplab.NextChange(ctx, ev, n)
+	at, err := ecmplab.NextChange(ctx, ev, n, since)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -188,23 +189,38 @@ func (l *lab) checkSessions(t *testing.T, n int) {
 			time.Sleep(100 * time.Millisecond)
 		}
 	}
+	for i, s := range l.speakers {
+		st, _ := s.Status(ctx)
+		for _, p := range st.Peers {
+			if p.Flaps > 0 {
+				t.Logf("director %d, session with %s: %d flaps, last: %s", i+1, p.Address, p.Flaps, p.LastFlapReason)
+			}
+		}
+	}
+	t.Logf("router:\n%s", l.waitRouterBFD(t, 2*n))
+}
+
+// waitRouterBFD waits until the router has up BFD sessions and returns
+// `show bfd peers brief`.
+func (l *lab) waitRouterBFD(t *testing.T, up int) string {
+	t.Helper()
+	deadline := time.Now().Add(waitLimit)
 	for {
-		out, err := l.frr.Vtysh(ctx, "show bfd peers brief")
+		out, err := l.frr.Vtysh(context.Background(), "show bfd peers brief")
 		if err != nil {
 			t.Fatal(err)
 		}
-		peers, up := ecmplab.BFDPeers(out), 0
-		for _, st := range peers {
+		n := 0
+		for _, st := range ecmplab.BFDPeers(out) {
 			if st == "up" {
-				up++
+				n++
 			}
 		}
-		if up == 2*n {
-			t.Logf("router: %d BFD sessions up:\n%s", up, out)
-			return
+		if n >= up {
+			return out
 		}
 		if time.Now().After(deadline) {
-			t.Fatalf("router BFD peers:\n%s", out)
+			t.Fatalf("router BFD peers (want %d up):\n%s", up, out)
 		}
 		time.Sleep(200 * time.Millisecond)
 	}
@@ -222,11 +238,12 @@ func (l *lab) measureWithdraw(t *testing.T) {
 		if err := s.Withdraw(ctx); err != nil {
 			t.Fatal(err)
 		}
-		lat = append(lat, nextChange(t, ev, 2).Sub(t0))
+		lat = append(lat, nextChange(t, ev, 2, t0).Sub(t0))
+		t1 := time.Now()
 		if err := s.SetRoutes(ctx, bgp.Route{Prefix: vip4}, bgp.Route{Prefix: vip6}); err != nil {
 			t.Fatal(err)
 		}
-		nextChange(t, ev, 3)
+		nextChange(t, ev, 3, t1)
 	}
 	t.Logf("withdraw (call -> router kernel route): %s", ecmplab.Summary(lat))
 }
@@ -240,17 +257,18 @@ func (l *lab) measureLinkCut(t *testing.T) {
 	d := l.tp.Director(2)
 	var cut, back []time.Duration
 	for range runs {
-		time.Sleep(500 * time.Millisecond) // BFD at full rate again
+		// BFD starts 1-2 s after BGP is established: cut a protected link.
+		l.waitRouterBFD(t, 6)
 		t0 := time.Now()
 		if err := d.SetPort(false); err != nil {
 			t.Fatal(err)
 		}
-		cut = append(cut, nextChange(t, ev, 2).Sub(t0))
+		cut = append(cut, nextChange(t, ev, 2, t0).Sub(t0))
 		t1 := time.Now()
 		if err := d.SetPort(true); err != nil {
 			t.Fatal(err)
 		}
-		back = append(back, nextChange(t, ev, 3).Sub(t1))
+		back = append(back, nextChange(t, ev, 3, t1).Sub(t1))
 	}
 	t.Logf("link cut -> path removed: %s", ecmplab.Summary(cut))
 	t.Logf("link restored -> path back: %s", ecmplab.Summary(back))
@@ -278,14 +296,14 @@ func (l *lab) measureKill(t *testing.T) {
 	defer stop()
 	t0 := time.Now()
 	l.speakers[0].Kill()
-	t.Logf("kill -9 -> path removed: %v", nextChange(t, ev, 2).Sub(t0).Round(time.Millisecond))
+	t.Logf("kill -9 -> path removed: %v", nextChange(t, ev, 2, t0).Sub(t0).Round(time.Millisecond))
 	t1 := time.Now()
 	s := l.startSpeaker(1, speakerConfig(l.tp.Director(1), l.router, ""))
 	if err := s.SetRoutes(context.Background(), bgp.Route{Prefix: vip4}, bgp.Route{Prefix: vip6}); err != nil {
 		t.Fatal(err)
 	}
 	l.speakers[0] = s
-	t.Logf("new speaker started -> path back: %v", nextChange(t, ev, 3).Sub(t1).Round(time.Millisecond))
+	t.Logf("new speaker started -> path back: %v", nextChange(t, ev, 3, t1).Sub(t1).Round(time.Millisecond))
 }
 
 // routerRestart: FRR on the router stops and starts again; the speakers
@@ -312,7 +330,7 @@ func (l *lab) gracefulClose(t *testing.T) {
 		t.Fatal(err)
 	}
 	t.Logf("graceful close: call returned after %v, path removed after %v", time.Since(t0).Round(time.Millisecond),
-		nextChange(t, ev, 2).Sub(t0).Round(time.Millisecond))
+		nextChange(t, ev, 2, t0).Sub(t0).Round(time.Millisecond))
 	out, _ := l.frr.Vtysh(context.Background(), "show bfd peer "+l.tp.Director(2).V4.String())
 	t.Logf("router's BFD session with the closed director:\n%s", out)
 	out, _ = l.frr.Vtysh(context.Background(), "show bgp neighbors "+l.tp.Director(2).V4.String())
