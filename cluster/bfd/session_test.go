@@ -67,13 +67,17 @@ var upSteps = []step{
 		sent: &sentWant{state: Up, poll: true, desiredTx: 100 * ms, yourDiscr: remoteDiscr}},
 }
 
-func TestSessionStateMachine(t *testing.T) {
+type sessionCase struct {
+	name  string
+	steps []step
+}
+
+// sessionCases are the state machine's scenarios, each from a fresh
+// session at t0 with jitter 0 (packets 75 ms apart at 100 ms).
+func sessionCases() []sessionCase {
 	upAnswered := append(append([]step{}, upSteps...),
 		step{at: 30 * ms, recv: remote(Up, withFinal), state: Up})
-	cases := []struct {
-		name  string
-		steps []step
-	}{
+	return []sessionCase{
 		{"three-way handshake", upSteps},
 		{"Down + Init → Up directly", []step{
 			{at: 0, state: Down, sent: &sentWant{state: Down, desiredTx: time.Second}},
@@ -157,7 +161,10 @@ func TestSessionStateMachine(t *testing.T) {
 			{at: 200 * ms, state: Init, sent: nil},
 		}},
 	}
-	for _, tc := range cases {
+}
+
+func TestSessionStateMachine(t *testing.T) {
+	for _, tc := range sessionCases() {
 		t.Run(tc.name, func(t *testing.T) {
 			s := NewSession(localDiscr, Timers{}, t0, func() float64 { return 0 })
 			for i, st := range tc.steps {
