@@ -233,6 +233,19 @@ const routerOctet = 10
 // Router returns the router of WithRouter; it panics without one.
 func (tp *Topology) Router() *Host { return tp.must("router") }
 
+// RouteViaRouter routes prefixes (the VIPs) from the client via the router
+// (its address of the prefix's family), as the client of an ECMP test
+// reaches them.
+func (tp *Topology) RouteViaRouter(prefixes ...netip.Prefix) error {
+	router := tp.Router()
+	for _, p := range prefixes {
+		if err := tp.Client().AddRoute(p, router.Addr(p.Addr().Is6())); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
 // setUpRouting sets the sysctls of WithRouter.
 func (tp *Topology) setUpRouting() error {
 	router, client := tp.Host("router"), tp.Host("client")
