@@ -87,6 +87,7 @@ func (s *Speaker) recordReason(peer, reason string) {
 	}
 	s.mu.Lock()
 	s.reasons[addr.Unmap()] = reason
+	s.downs[addr.Unmap()]++
 	s.mu.Unlock()
 }
 

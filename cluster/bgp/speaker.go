@@ -38,6 +38,7 @@ type Speaker struct {
 	events     []peerEvent
 	bfdChanges []bfd.Change
 	reasons    map[netip.Addr]string // reason of the last "Peer Down" GoBGP logged
+	downs      map[netip.Addr]int    // how many "Peer Down" GoBGP logged
 	closed     bool
 
 	st loopState // owned by run
@@ -66,8 +67,8 @@ func Start(ctx context.Context, cfg Config) (*Speaker, error) {
 	}
 	s := &Speaker{
 		cfg: cfg, log: cfg.Log, reqs: make(owner.Calls), wake: make(chan struct{}, 1), done: make(chan struct{}),
-		reasons: map[netip.Addr]string{},
-		st:      loopState{started: time.Now(), peers: map[netip.Addr]*peerState{}, routes: map[netip.Prefix]Route{}},
+		reasons: map[netip.Addr]string{}, downs: map[netip.Addr]int{},
+		st: loopState{started: time.Now(), peers: map[netip.Addr]*peerState{}, routes: map[netip.Prefix]Route{}},
 	}
 	logger := &gobgpLogger{log: cfg.Log.With("component", "gobgp"), onPeerDown: s.recordReason}
 	s.srv = server.NewBgpServer(server.LoggerOption(logger))
@@ -283,37 +284,45 @@ func (s *Speaker) sentUpdates(ctx context.Context) (map[netip.Addr]uint64, error
 }
 
 // deletePeers closes every session with a Cease (peer de-configured) and
-// waits, bounded by ctx and 5 s, until the loop saw the established ones go
-// down. GoBGP v3.37.0's StopBgp clears the global configuration that the
-// sessions' goroutines read, without waiting for them (a data race the
-// race detector reports); GoBGP reports a deleted session down only after
-// its goroutines ended.
+// waits, bounded by ctx and deletedWait, until GoBGP logged "Peer Down" for
+// each established one. GoBGP v3.37.0's StopBgp clears the global
+// configuration that the sessions' goroutines read, without waiting for
+// them (a data race the race detector reports); a session's goroutine logs
+// "Peer Down" only after its reader has ended, and the logger hands that to
+// us under s.mu, so StopBgp after it is ordered after the reads.
 func (s *Speaker) deletePeers(ctx context.Context) error {
-	var up []netip.Addr
+	before := map[netip.Addr]int{}
 	err := s.do(ctx, func() error {
 		var errs []error
 		for addr, p := range s.st.peers {
 			if p.state == StateEstablished {
-				up = append(up, addr)
+				s.mu.Lock()
+				before[addr] = s.downs[addr]
+				s.mu.Unlock()
 			}
 			errs = append(errs, s.srv.DeletePeer(ctx, &api.DeletePeerRequest{Address: addr.String()}))
 		}
 		return errors.Join(errs...)
 	})
-	deadline := time.Now().Add(5 * time.Second)
-	for len(up) > 0 && err == nil && time.Now().Before(deadline) {
+	deadline := time.Now().Add(deletedWait)
+	for err == nil && len(before) > 0 && time.Now().Before(deadline) {
+		s.mu.Lock()
+		maps.DeleteFunc(before, func(a netip.Addr, n int) bool { return s.downs[a] > n })
+		s.mu.Unlock()
 		select {
 		case <-ctx.Done():
 			return ctx.Err()
-		case <-time.After(10 * time.Millisecond):
+		case <-time.After(5 * time.Millisecond):
 		}
-		err = s.do(ctx, func() error {
-			up = slices.DeleteFunc(up, func(a netip.Addr) bool { return s.st.peers[a].state != StateEstablished })
-			return nil
-		})
+	}
+	if len(before) > 0 && err == nil {
+		s.log.Debug("bgp: deleted sessions not reported down in time", "peers", slices.Collect(maps.Keys(before)))
 	}
 	return err
 }
+
+// deletedWait bounds how long Close waits for deleted sessions to end.
+const deletedWait = 2 * time.Second
 
 // Close withdraws every route (waiting as Withdraw does, bounded by ctx),
 // closes the BGP sessions with a Cease notification (peer de-configured), takes the BFD
@@ -326,7 +335,9 @@ func (s *Speaker) Close(ctx context.Context) error {
 	}
 	s.closed = true
 	s.mu.Unlock()
+	start := time.Now()
 	errs := []error{s.Withdraw(ctx)}
+	withdrawn := time.Since(start)
 	if s.unsub != nil {
 		s.unsub() // BFD going down now must not re-enable anything
 	}
@@ -341,6 +352,7 @@ func (s *Speaker) Close(ctx context.Context) error {
 		}
 	}
 	s.srv.Stop()
-	s.log.Info("bgp speaker stopped")
+	s.log.Info("bgp speaker stopped", "withdrawn_after", withdrawn.Round(time.Millisecond).String(),
+		"stopped_after", time.Since(start).Round(time.Millisecond).String())
 	return errors.Join(errs...)
 }

@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"net/netip"
+	"strings"
 	"time"
 
 	"github.com/lvsd/lvsd/cluster/bgp"
@@ -22,6 +23,8 @@ type engine interface {
 	crash(i int)
 	// directorPIDs are the processes the engine runs on director i.
 	directorPIDs(i int) []int
+	// flaps describes the sessions that went down so far ("" if none).
+	flaps(ctx context.Context) string
 	stop()
 }
 
@@ -59,6 +62,26 @@ func (e *lvsdEngine) directorPIDs(i int) []int {
 		return nil
 	}
 	return []int{e.speakers[i].PID()}
+}
+
+func (e *lvsdEngine) flaps(ctx context.Context) string {
+	var out []string
+	for i, s := range e.speakers {
+		if s.Exited() {
+			continue
+		}
+		st, err := s.Status(ctx)
+		if err != nil {
+			out = append(out, fmt.Sprintf("director %d: %v", i+1, err))
+			continue
+		}
+		for _, p := range st.Peers {
+			if p.Flaps > 0 {
+				out = append(out, fmt.Sprintf("director %d: %d flaps, last %s", i+1, p.Flaps, p.LastFlapReason))
+			}
+		}
+	}
+	return strings.Join(out, "; ")
 }
 
 func (e *lvsdEngine) stop() {
@@ -109,6 +132,24 @@ func (e *frrEngine) directorPIDs(i int) []int {
 		out = append(out, pid)
 	}
 	return out
+}
+
+// flaps: FRR counts them in "show bgp neighbors" (Connections
+// established/dropped).
+func (e *frrEngine) flaps(ctx context.Context) string {
+	var out []string
+	for i, f := range e.frrs {
+		o, err := f.Vtysh(ctx, "show bgp neighbors "+e.router.V4.String())
+		if err != nil {
+			continue
+		}
+		for _, line := range strings.Split(o, "\n") {
+			if strings.Contains(line, "Connections established") && !strings.Contains(line, "dropped 0") {
+				out = append(out, fmt.Sprintf("director %d: %s", i+1, strings.TrimSpace(line)))
+			}
+		}
+	}
+	return strings.Join(out, "; ")
 }
 
 func (e *frrEngine) stop() {

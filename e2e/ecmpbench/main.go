@@ -123,16 +123,19 @@ func measure(name string) (result, error) {
 		if err := step(&r); err != nil {
 			return r, err
 		}
+		if f := b.eng.flaps(ctx); f != "" {
+			log.Printf("sessions that went down so far: %s", f)
+		}
 	}
 	return r, nil
 }
 
-// until waits for the route to have n paths after since and returns when
-// the kernel said so.
-func (b *bench) until(n int, since time.Time) (time.Time, error) {
+// until waits for a change of the route after since that satisfies cond
+// and returns when the kernel said so.
+func (b *bench) until(since time.Time, cond func([]netip.Addr) bool) (time.Time, error) {
 	ctx, cancel := context.WithTimeout(context.Background(), waitLimit)
 	defer cancel()
-	return ecmplab.NextChange(ctx, b.events, n, since)
+	return ecmplab.Await(ctx, b.events, since, cond)
 }
 
 func (b *bench) converge(r *result) error {
@@ -142,7 +145,7 @@ func (b *bench) converge(r *result) error {
 			return err
 		}
 	}
-	at, err := b.until(directors, t0)
+	at, err := b.until(t0, ecmplab.Count(directors))
 	if err != nil {
 		return err
 	}
@@ -151,8 +154,19 @@ func (b *bench) converge(r *result) error {
 	return b.waitBFD()
 }
 
+// steady waits until the route has every director and the router every
+// BFD session up, so a measurement starts from a steady state.
+func (b *bench) steady() error {
+	ctx, cancel := context.WithTimeout(context.Background(), waitLimit)
+	defer cancel()
+	if _, err := b.router.WaitNexthops(ctx, vip, directors); err != nil {
+		return err
+	}
+	return b.waitBFD()
+}
+
 // waitBFD waits until the router has every BFD session up and then 3 s
-// more, so a measurement starts from a steady state.
+// more.
 func (b *bench) waitBFD() error {
 	deadline := time.Now().Add(waitLimit)
 	for {
@@ -207,12 +221,16 @@ func (b *bench) idleCPU(r *result) error {
 func (b *bench) withdraws(r *result) error {
 	var lat []time.Duration
 	ctx := context.Background()
+	d := b.tp.Director(3).V4 // engine index 2
 	for range *runs {
+		if err := b.steady(); err != nil {
+			return err
+		}
 		t0 := time.Now()
 		if err := b.eng.withdraw(ctx, 2); err != nil {
 			return err
 		}
-		at, err := b.until(directors-1, t0)
+		at, err := b.until(t0, ecmplab.Without(d))
 		if err != nil {
 			return err
 		}
@@ -221,7 +239,7 @@ func (b *bench) withdraws(r *result) error {
 		if err := b.eng.announce(ctx, 2); err != nil {
 			return err
 		}
-		if _, err := b.until(directors, t1); err != nil {
+		if _, err := b.until(t1, ecmplab.With(d)); err != nil {
 			return err
 		}
 	}
@@ -234,14 +252,14 @@ func (b *bench) linkCuts(r *result) error {
 	d := b.tp.Director(2)
 	var cut, back []time.Duration
 	for range *runs {
-		if err := b.waitBFD(); err != nil {
+		if err := b.steady(); err != nil {
 			return err
 		}
 		t0 := time.Now()
 		if err := d.SetPort(false); err != nil {
 			return err
 		}
-		at, err := b.until(directors-1, t0)
+		at, err := b.until(t0, ecmplab.Without(d.V4))
 		if err != nil {
 			return err
 		}
@@ -250,7 +268,7 @@ func (b *bench) linkCuts(r *result) error {
 		if err := d.SetPort(true); err != nil {
 			return err
 		}
-		if at, err = b.until(directors, t1); err != nil {
+		if at, err = b.until(t1, ecmplab.With(d.V4)); err != nil {
 			return err
 		}
 		back = append(back, at.Sub(t1))
@@ -269,16 +287,20 @@ func (b *bench) killBFDD(r *result) error {
 		r.rows["kill -9 bfdd only"] = "n/a (BFD is inside the speaker)"
 		return nil
 	}
+	if err := b.steady(); err != nil {
+		return err
+	}
+	d := b.tp.Director(1).V4
 	t0 := time.Now()
 	if err := fe.frrs[0].Kill("bfdd"); err != nil {
 		return err
 	}
-	at, err := b.until(directors-1, t0)
+	at, err := b.until(t0, ecmplab.Without(d))
 	if err != nil {
 		return err
 	}
 	gone := at.Sub(t0)
-	back, err := b.until(directors, at)
+	back, err := b.until(at, ecmplab.With(d))
 	if err != nil {
 		return err
 	}
@@ -289,9 +311,16 @@ func (b *bench) killBFDD(r *result) error {
 }
 
 func (b *bench) crash(r *result) error {
+	// Every path present (the bfdd-less director's included); BFD is not
+	// needed for this one.
+	ctx, cancel := context.WithTimeout(context.Background(), waitLimit)
+	defer cancel()
+	if _, err := b.router.WaitNexthops(ctx, vip, directors); err != nil {
+		return err
+	}
 	t0 := time.Now()
 	b.eng.crash(1)
-	at, err := b.until(directors-1, t0)
+	at, err := b.until(t0, ecmplab.Without(b.tp.Director(2).V4))
 	if err != nil {
 		return err
 	}

@@ -3,6 +3,7 @@ package ecmplab
 import (
 	"context"
 	"fmt"
+	"net/netip"
 	"slices"
 	"strings"
 	"time"
@@ -10,23 +11,38 @@ import (
 	"github.com/lvsd/lvsd/e2e/topo"
 )
 
-// NextChange waits on a WatchRoute channel for the route to have n
-// nexthops at or after since (older events still queued are skipped) and
-// returns when the kernel said so.
-func NextChange(ctx context.Context, events <-chan topo.RouteEvent, n int, since time.Time) (time.Time, error) {
+// Await waits on a WatchRoute channel for a change at or after since
+// (older events still queued are skipped) after which the nexthops satisfy
+// cond, and returns when the kernel said so.
+func Await(ctx context.Context, events <-chan topo.RouteEvent, since time.Time, cond func([]netip.Addr) bool) (time.Time, error) {
 	for {
 		select {
 		case ev, ok := <-events:
 			if !ok {
 				return time.Time{}, fmt.Errorf("route watch ended")
 			}
-			if len(ev.Nexthops) == n && !ev.At.Before(since) {
+			if !ev.At.Before(since) && cond(ev.Nexthops) {
 				return ev.At, nil
 			}
 		case <-ctx.Done():
-			return time.Time{}, fmt.Errorf("waiting for %d nexthops: %w", n, ctx.Err())
+			return time.Time{}, fmt.Errorf("waiting for a route change: %w", ctx.Err())
 		}
 	}
+}
+
+// Count is a condition for Await: exactly n nexthops.
+func Count(n int) func([]netip.Addr) bool {
+	return func(nh []netip.Addr) bool { return len(nh) == n }
+}
+
+// Without is a condition for Await: a is not a nexthop.
+func Without(a netip.Addr) func([]netip.Addr) bool {
+	return func(nh []netip.Addr) bool { return !slices.Contains(nh, a) }
+}
+
+// With is a condition for Await: a is a nexthop.
+func With(a netip.Addr) func([]netip.Addr) bool {
+	return func(nh []netip.Addr) bool { return slices.Contains(nh, a) }
 }
 
 // Summary is "min/median/max (n runs)" of durations, in seconds with

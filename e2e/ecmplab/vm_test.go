@@ -126,12 +126,12 @@ func (l *lab) watch(t *testing.T, prefix netip.Prefix) (<-chan topo.RouteEvent, 
 	return ev, cancel
 }
 
-// nextChange waits for the route to have n nexthops after since.
-func nextChange(t *testing.T, ev <-chan topo.RouteEvent, n int, since time.Time) time.Time {
+// await waits for a change of the route after since that satisfies cond.
+func await(t *testing.T, ev <-chan topo.RouteEvent, since time.Time, cond func([]netip.Addr) bool) time.Time {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), waitLimit)
 	defer cancel()
-	at, err := ecmplab.NextChange(ctx, ev, n, since)
+	at, err := ecmplab.Await(ctx, ev, since, cond)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -230,20 +230,21 @@ func (l *lab) waitRouterBFD(t *testing.T, up int) string {
 func (l *lab) measureWithdraw(t *testing.T) {
 	ev, stop := l.watch(t, vip4)
 	defer stop()
-	s := l.speakers[2]
+	s, d := l.speakers[2], l.tp.Director(3).V4
 	ctx := context.Background()
 	var lat []time.Duration
 	for range runs {
+		l.waitNexthops(t, vip4, 3)
 		t0 := time.Now()
 		if err := s.Withdraw(ctx); err != nil {
 			t.Fatal(err)
 		}
-		lat = append(lat, nextChange(t, ev, 2, t0).Sub(t0))
+		lat = append(lat, await(t, ev, t0, ecmplab.Without(d)).Sub(t0))
 		t1 := time.Now()
 		if err := s.SetRoutes(ctx, bgp.Route{Prefix: vip4}, bgp.Route{Prefix: vip6}); err != nil {
 			t.Fatal(err)
 		}
-		nextChange(t, ev, 3, t1)
+		await(t, ev, t1, ecmplab.With(d))
 	}
 	t.Logf("withdraw (call -> router kernel route): %s", ecmplab.Summary(lat))
 }
@@ -258,17 +259,18 @@ func (l *lab) measureLinkCut(t *testing.T) {
 	var cut, back []time.Duration
 	for range runs {
 		// BFD starts 1-2 s after BGP is established: cut a protected link.
+		l.waitNexthops(t, vip4, 3)
 		l.waitRouterBFD(t, 6)
 		t0 := time.Now()
 		if err := d.SetPort(false); err != nil {
 			t.Fatal(err)
 		}
-		cut = append(cut, nextChange(t, ev, 2, t0).Sub(t0))
+		cut = append(cut, await(t, ev, t0, ecmplab.Without(d.V4)).Sub(t0))
 		t1 := time.Now()
 		if err := d.SetPort(true); err != nil {
 			t.Fatal(err)
 		}
-		back = append(back, nextChange(t, ev, 3, t1).Sub(t1))
+		back = append(back, await(t, ev, t1, ecmplab.With(d.V4)).Sub(t1))
 	}
 	t.Logf("link cut -> path removed: %s", ecmplab.Summary(cut))
 	t.Logf("link restored -> path back: %s", ecmplab.Summary(back))
@@ -296,14 +298,15 @@ func (l *lab) measureKill(t *testing.T) {
 	defer stop()
 	t0 := time.Now()
 	l.speakers[0].Kill()
-	t.Logf("kill -9 -> path removed: %v", nextChange(t, ev, 2, t0).Sub(t0).Round(time.Millisecond))
+	d := l.tp.Director(1).V4
+	t.Logf("kill -9 -> path removed: %v", await(t, ev, t0, ecmplab.Without(d)).Sub(t0).Round(time.Millisecond))
 	t1 := time.Now()
 	s := l.startSpeaker(1, speakerConfig(l.tp.Director(1), l.router, ""))
 	if err := s.SetRoutes(context.Background(), bgp.Route{Prefix: vip4}, bgp.Route{Prefix: vip6}); err != nil {
 		t.Fatal(err)
 	}
 	l.speakers[0] = s
-	t.Logf("new speaker started -> path back: %v", nextChange(t, ev, 3, t1).Sub(t1).Round(time.Millisecond))
+	t.Logf("new speaker started -> path back: %v", await(t, ev, t1, ecmplab.With(d)).Sub(t1).Round(time.Millisecond))
 }
 
 // routerRestart: FRR on the router stops and starts again; the speakers
@@ -330,7 +333,12 @@ func (l *lab) gracefulClose(t *testing.T) {
 		t.Fatal(err)
 	}
 	t.Logf("graceful close: call returned after %v, path removed after %v", time.Since(t0).Round(time.Millisecond),
-		nextChange(t, ev, 2, t0).Sub(t0).Round(time.Millisecond))
+		await(t, ev, t0, ecmplab.Without(l.tp.Director(2).V4)).Sub(t0).Round(time.Millisecond))
+	for _, line := range strings.Split(l.speakers[1].Log(), "\n") {
+		if strings.Contains(line, "speaker stopped") {
+			t.Logf("speaker: %s", line)
+		}
+	}
 	out, _ := l.frr.Vtysh(context.Background(), "show bfd peer "+l.tp.Director(2).V4.String())
 	t.Logf("router's BFD session with the closed director:\n%s", out)
 	out, _ = l.frr.Vtysh(context.Background(), "show bgp neighbors "+l.tp.Director(2).V4.String())
