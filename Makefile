@@ -10,7 +10,7 @@ OUT ?= $(CURDIR)/e2e/out
 RUN ?= .
 E2E_TIMEOUT ?= 20m
 
-.PHONY: all build vet unit fuzz fuzz-short e2e test demo bench clean vm-setup package package-check
+.PHONY: all build vet unit fuzz fuzz-short e2e test demo bench ecmp-bench clean vm-setup package package-check
 
 all: build
 
@@ -19,6 +19,7 @@ build:
 	CGO_ENABLED=0 $(GO) build -trimpath -o $(BIN)/lvsd-echo ./e2e/echo/cmd/lvsd-echo
 	CGO_ENABLED=0 $(GO) build -trimpath -o $(BIN)/lvsd-demo ./e2e/demo
 	CGO_ENABLED=0 $(GO) build -trimpath -o $(BIN)/lvsd-bench ./e2e/bench
+	CGO_ENABLED=0 $(GO) build -trimpath -o $(BIN)/lvsd-ecmpbench ./e2e/ecmpbench
 
 vet:
 	$(GO) vet ./...
@@ -53,13 +54,15 @@ fuzz-short:
 # The e2e suite runs in a VM with a stock Debian kernel (real IPVS): go test
 # -exec boots one VM per package, one package at a time. ./e2e is the
 # black-box suite of the built binary; ./nat adds its datapath test with
-# IPVS and ./ipvs its sync-daemon tests (tag vmtest). RUN selects tests by regex.
+# IPVS and ./ipvs its sync-daemon tests (tag vmtest); ./e2e/ecmplab proves the
+# BGP/BFD engine (cluster/bgp, cluster/bfd) against FRR as the router. RUN
+# selects tests by regex.
 #
 # E2E_SYSTEMD_PKGS run in a VM that boots systemd as PID 1 instead (e2e/vm/run
 # --init systemd, ~5 s more per boot): ./e2e/systemd installs the .deb that
 # `make package` built and runs lvsd as lvsd.service. Both runs always go;
 # the target fails if either did.
-E2E_PKGS ?= ./e2e ./nat ./ipvs
+E2E_PKGS ?= ./e2e ./nat ./ipvs ./e2e/ecmplab
 E2E_SYSTEMD_PKGS ?= ./e2e/systemd
 e2e: build vm-setup package-check
 	@mkdir -p $(OUT)
@@ -106,6 +109,11 @@ demo: build vm-setup
 # VM run, then one weight change (docs/performance.md).
 bench: build vm-setup
 	$(CURDIR)/e2e/vm/run -- $(BIN)/lvsd-bench -lvsd $(BIN)/lvsd $(BENCH_ARGS)
+
+# lvsd's embedded BGP/BFD speaker vs FRR on the directors, same VM run
+# (docs/ecmp.md, "Choosing the engine"). ECMP_BENCH_ARGS: -runs N -idle D.
+ecmp-bench: build vm-setup
+	$(CURDIR)/e2e/vm/run -- $(BIN)/lvsd-ecmpbench $(ECMP_BENCH_ARGS)
 
 clean:
 	rm -rf $(BIN) $(OUT)

@@ -31,7 +31,7 @@ var layers = []layer{
 	{pkg: "agent/director", mayUse: []string{"agent", "agent/config", "agent/health", "agent/api", "agent/sdnotify",
 		"arp", "cluster/..."}, mayNot3: kernelLibraries},
 	{pkg: "cmd/...", mayUse: []string{"agent/...", "ipvs", "nat", "arp", "cluster/..."}, mayNot3: append(kernelLibraries, "golang.org/x/sys/unix")},
-	{pkg: "e2e/...", mayUse: []string{"e2e/...", "ipvs", "arp", "agent/health"}},
+	{pkg: "e2e/...", mayUse: []string{"e2e/...", "ipvs", "arp", "agent/health", "cluster/bgp", "cluster/bfd"}},
 }
 
 type layer struct {

@@ -6,6 +6,7 @@
 //
 //	client     10.0.0.1    fd00::1   + extra sources 10.0.0.100.. / fd00::100..
 //	director   10.0.0.2    fd00::2   (director2 10.0.0.3, … up to director8 10.0.0.9)
+//	router     10.0.0.10   fd00::10  (WithRouter: ECMP tests, FRR in it via StartFRR)
 //	rs1, rs2…  10.0.0.11…  fd00::11… (up to rs89 10.0.0.99)
 //
 // The v6 host part repeats the v4 last octet's decimal digits (rs1 is

@@ -405,3 +405,69 @@ func TestCleanupAfterFailure(t *testing.T) {
 		t.Errorf("left behind: %v", got)
 	}
 }
+
+// TestRouterSpreadsOverDirectors: WithRouter forwards the client's flows to
+// a VIP over a multipath route (here static; FRR installs one in the ECMP
+// tests) by the L4 hash, and the client learns no redirect that would
+// send it to one director directly.
+func TestRouterSpreadsOverDirectors(t *testing.T) {
+	tp := topo.New(t, topo.WithRouter(), topo.WithDirectors(2), topo.WithRealServers(0), topo.WithClientSources(40))
+	ctx := context.Background()
+	vips := []netip.Prefix{netip.MustParsePrefix("192.0.2.10/32"), netip.MustParsePrefix("2001:db8::10/128")}
+	for _, d := range tp.Directors() {
+		for _, v := range vips {
+			if err := d.AddAddr(v, "lo"); err != nil {
+				t.Fatal(err)
+			}
+		}
+		idServer(t, d, 7)
+	}
+	for _, v := range vips {
+		v6 := v.Addr().Is6()
+		if _, err := tp.Router().Run(ctx, "ip", "route", "add", v.String(),
+			"nexthop", "via", tp.Director(1).Addr(v6).String(), "nexthop", "via", tp.Director(2).Addr(v6).String()); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := tp.RouteViaRouter(vips...); err != nil {
+		t.Fatal(err)
+	}
+	for _, v := range vips {
+		v6 := v.Addr().Is6()
+		count := map[string]int{}
+		for _, src := range tp.ClientSources(v6) {
+			got, err := askPeer(ctx, tp.Client(), src, netip.AddrPortFrom(v.Addr(), 7))
+			if err != nil {
+				t.Fatalf("%s -> %s: %v", src, v.Addr(), err)
+			}
+			count[got]++
+		}
+		if count["director"] == 0 || count["director2"] == 0 {
+			t.Errorf("%s: 40 flows went %v", v.Addr(), count)
+		}
+		out, err := tp.Client().Run(ctx, "ip", "route", "get", v.Addr().String())
+		if err != nil || !strings.Contains(out, "via "+tp.Router().Addr(v6).String()) {
+			t.Errorf("client's route to %s: %q %v (a redirect?)", v.Addr(), out, err)
+		}
+	}
+}
+
+// idServer answers every TCP connection on h with h's ID.
+func idServer(t *testing.T, h *topo.Host, port int) {
+	t.Helper()
+	ln, err := h.Listen("tcp", fmt.Sprintf(":%d", port))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { ln.Close() })
+	go func() {
+		for {
+			c, err := ln.Accept()
+			if err != nil {
+				return
+			}
+			fmt.Fprintf(c, "%s\n", h.ID)
+			c.Close()
+		}
+	}()
+}

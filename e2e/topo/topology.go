@@ -31,6 +31,7 @@ type Option func(*config)
 type config struct {
 	sources, directors, realServers int
 	gateways                        []netip.Addr
+	router                          bool
 }
 
 // WithClientSources sets how many extra source addresses the client gets in
@@ -43,6 +44,15 @@ func WithDirectors(n int) Option { return func(c *config) { c.directors = n } }
 
 // WithRealServers sets the number of real servers (default 2): "rs1", "rs2", …
 func WithRealServers(n int) Option { return func(c *config) { c.realServers = n } }
+
+// WithRouter adds the host "router" (10.0.0.10, fd00::10) for ECMP tests:
+// it forwards (IPv4 and IPv6) with the L4 multipath hash
+// (fib_multipath_hash_policy=1) and sends no ICMP redirects, and the client
+// accepts none, since client, router and directors share one link: a
+// redirect would send the client's flows straight to one director. Run FRR
+// in it with StartFRR; route the VIPs via it on the client with
+// Client().AddRoute(vip, Router().V4).
+func WithRouter() Option { return func(c *config) { c.router = true } }
 
 // WithDefaultGateway gives every host except the gateway itself a default
 // route via gw (one address per family). Default: no default route.
@@ -197,6 +207,9 @@ func (tp *Topology) build() error {
 	for i := 1; i <= tp.cfg.realServers; i++ {
 		hosts = append(hosts, hostDef{"rs" + strconv.Itoa(i), []netip.Prefix{pfx4(10 + i), pfx6(10 + i)}})
 	}
+	if tp.cfg.router {
+		hosts = append(hosts, hostDef{"router", []netip.Prefix{pfx4(routerOctet), pfx6(routerOctet)}})
+	}
 	made := make([]*Host, 0, len(hosts))
 	for _, hd := range hosts {
 		h, err := tp.addHost(hd.id, hd.addrs)
@@ -205,8 +218,59 @@ func (tp *Topology) build() error {
 		}
 		made = append(made, h)
 	}
+	if tp.cfg.router {
+		if err := tp.setUpRouting(); err != nil {
+			return err
+		}
+	}
 	// One wait for all: the links come up asynchronously, in parallel.
 	return waitReady(made...)
+}
+
+// routerOctet places the router between the directors and the real servers.
+const routerOctet = 10
+
+// Router returns the router of WithRouter; it panics without one.
+func (tp *Topology) Router() *Host { return tp.must("router") }
+
+// RouteViaRouter routes prefixes (the VIPs) from the client via the router
+// (its address of the prefix's family), as the client of an ECMP test
+// reaches them.
+func (tp *Topology) RouteViaRouter(prefixes ...netip.Prefix) error {
+	router := tp.Router()
+	for _, p := range prefixes {
+		if err := tp.Client().AddRoute(p, router.Addr(p.Addr().Is6())); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// setUpRouting sets the sysctls of WithRouter.
+func (tp *Topology) setUpRouting() error {
+	router, client := tp.Host("router"), tp.Host("client")
+	for _, kv := range [][2]string{
+		{"net/ipv4/ip_forward", "1"},
+		{"net/ipv6/conf/all/forwarding", "1"},
+		{"net/ipv4/fib_multipath_hash_policy", "1"},
+		{"net/ipv6/fib_multipath_hash_policy", "1"},
+		// send_redirects is or-ed over all and the device.
+		{"net/ipv4/conf/all/send_redirects", "0"},
+		{"net/ipv4/conf/default/send_redirects", "0"},
+		{"net/ipv4/conf/" + router.Link + "/send_redirects", "0"},
+	} {
+		if err := router.Sysctl(kv[0], kv[1]); err != nil {
+			return err
+		}
+	}
+	// IPv6 has no switch for sending redirects: the client ignores them.
+	for _, key := range []string{"net/ipv4/conf/all/accept_redirects", "net/ipv4/conf/" + client.Link + "/accept_redirects",
+		"net/ipv6/conf/all/accept_redirects", "net/ipv6/conf/" + client.Link + "/accept_redirects"} {
+		if err := client.Sysctl(key, "0"); err != nil {
+			return err
+		}
+	}
+	return nil
 }
 
 func directorID(i int) string {

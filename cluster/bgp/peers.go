@@ -1,0 +1,342 @@
+package bgp
+
+import (
+	"context"
+	"fmt"
+	"maps"
+	"net/netip"
+	"slices"
+	"time"
+
+	api "github.com/osrg/gobgp/v3/api"
+
+	"github.com/lvsd/lvsd/cluster/bfd"
+)
+
+// peerState is what the Speaker knows of one neighbour; owned by run.
+type peerState struct {
+	cfg         PeerConfig
+	state       SessionState
+	since       time.Time
+	established time.Time
+	flaps       int
+	lastFlap    time.Time
+	lastReason  string
+	downSince   time.Time // start of the current time without a session
+	hinted      bool      // the missing session was logged for this outage
+	// bfdRunning: a BFD session with the peer exists. It is started
+	// when the BGP session is established and stopped when BGP goes down
+	// for any reason but ours (see peerEvent).
+	bfdRunning bool
+	bfd        bfd.State
+	bfdDiag    bfd.Diag
+	bfdHinted  bool // BFD not up while established was logged
+	heldDown   bool // disabled in GoBGP because BFD is down
+}
+
+// idleHoldAfterBFD is how long GoBGP waits after a BFD hold-down ends
+// before it dials again (its idle hold is 5 s otherwise).
+const idleHoldAfterBFD = time.Second
+
+type peerEvent struct {
+	addr  netip.Addr
+	state SessionState
+	at    time.Time
+}
+
+var sessionStates = map[api.PeerState_SessionState]SessionState{
+	api.PeerState_UNKNOWN: StateUnknown, api.PeerState_IDLE: StateIdle, api.PeerState_CONNECT: StateConnect,
+	api.PeerState_ACTIVE: StateActive, api.PeerState_OPENSENT: StateOpenSent,
+	api.PeerState_OPENCONFIRM: StateOpenConfirm, api.PeerState_ESTABLISHED: StateEstablished,
+}
+
+// onWatch receives GoBGP's peer events (on GoBGP's watcher goroutine).
+func (s *Speaker) onWatch(r *api.WatchEventResponse) {
+	ev := r.GetPeer()
+	if ev == nil || ev.GetType() != api.WatchEventResponse_PeerEvent_STATE {
+		return
+	}
+	addr, err := netip.ParseAddr(ev.GetPeer().GetState().GetNeighborAddress())
+	if err != nil {
+		return
+	}
+	st, ok := sessionStates[ev.GetPeer().GetState().GetSessionState()]
+	if !ok {
+		st = StateUnknown
+	}
+	s.mu.Lock()
+	s.events = append(s.events, peerEvent{addr: addr.Unmap(), state: st, at: time.Now()})
+	s.mu.Unlock()
+	s.signal()
+}
+
+// onBFD receives BFD state changes (on the BFD server's goroutine, which
+// must not block).
+func (s *Speaker) onBFD(c bfd.Change) {
+	s.mu.Lock()
+	s.bfdChanges = append(s.bfdChanges, c)
+	s.mu.Unlock()
+	s.signal()
+}
+
+// recordReason keeps the reason GoBGP logged with "Peer Down".
+func (s *Speaker) recordReason(peer, reason string) {
+	addr, err := netip.ParseAddr(peer)
+	if err != nil {
+		return
+	}
+	s.mu.Lock()
+	s.reasons[addr.Unmap()] = reason
+	s.downs[addr.Unmap()]++
+	s.mu.Unlock()
+}
+
+func (s *Speaker) signal() {
+	select {
+	case s.wake <- struct{}{}:
+	default:
+	}
+}
+
+func (s *Speaker) handleEvents() {
+	s.mu.Lock()
+	events, changes := s.events, s.bfdChanges
+	s.events, s.bfdChanges = nil, nil
+	s.mu.Unlock()
+	for _, e := range events {
+		s.peerEvent(e)
+	}
+	for _, c := range changes {
+		s.bfdEvent(c)
+	}
+}
+
+func (s *Speaker) peerEvent(e peerEvent) {
+	p := s.st.peers[e.addr]
+	if p == nil || p.state == e.state {
+		return
+	}
+	old := p.state
+	p.state, p.since = e.state, e.at
+	switch {
+	case e.state == StateEstablished:
+		p.established, p.hinted, p.bfdHinted = e.at, false, false
+		s.log.Info("bgp session established", "peer", e.addr, "peer_asn", p.cfg.ASN)
+	case old == StateEstablished:
+		s.mu.Lock()
+		reason := s.reasons[e.addr]
+		s.mu.Unlock()
+		if p.heldDown {
+			reason = fmt.Sprintf("bfd %s (%s); %s", p.bfd, p.bfdDiag, reason)
+		} else {
+			s.stopBFD(p)
+		}
+		p.flaps++
+		p.lastFlap, p.lastReason, p.established, p.downSince = e.at, reason, time.Time{}, e.at
+		s.log.Warn("bgp session down", "peer", e.addr, "reason", reason, "state", string(e.state))
+	}
+}
+
+// bfdStartDelay is how long after BGP is established the BFD session
+// starts (checked every second, so 1-2 s).
+const bfdStartDelay = time.Second
+
+// startBFD starts the peer's BFD session once BGP has been established
+// for bfdStartDelay, not before: FRR 8.4's bgpd re-creates its BFD session
+// for a neighbour when the BGP session comes up (it learns the interface
+// then), so a BFD session that came up earlier goes down right after, and
+// both sides drop BGP for it (measured in the VM, docs/ecmp.md).
+func (s *Speaker) startBFD(p *peerState, now time.Time) {
+	if !p.cfg.BFD || p.bfdRunning || p.state != StateEstablished || now.Sub(p.established) < bfdStartDelay {
+		return
+	}
+	err := s.cfg.BFD.AddPeer(context.Background(), bfd.PeerConfig{Peer: p.cfg.Address, Local: p.cfg.LocalAddress,
+		Interface: p.cfg.Interface, Timers: p.cfg.BFDTimers})
+	if err != nil {
+		s.log.Error("bgp: cannot start BFD: the session runs unprotected", "peer", p.cfg.Address, "err", err)
+		return
+	}
+	p.bfdRunning, p.bfd, p.bfdDiag = true, bfd.Down, bfd.DiagNone
+}
+
+// stopBFD ends the peer's BFD session when BGP went down for another
+// reason than BFD (the router restarted, closed the session, the hold
+// timer expired): the next established session starts a new one.
+func (s *Speaker) stopBFD(p *peerState) {
+	if !p.bfdRunning {
+		return
+	}
+	if err := s.cfg.BFD.RemovePeer(context.Background(), p.cfg.Address); err != nil {
+		s.log.Debug("bgp: stopping BFD", "peer", p.cfg.Address, "err", err)
+	}
+	p.bfdRunning = false
+}
+
+// bfdCoupling is what a BFD change does to the BGP session.
+type bfdCoupling int
+
+const (
+	bfdNothing  bfdCoupling = iota
+	bfdHoldDown             // take the session down and keep it down
+	bfdRelease              // let it come back
+)
+
+// bfdAction decides, as FRR's "neighbor X bfd" does: a session that was Up
+// and failed (detection time expired, or the neighbour said Down) takes
+// BGP down until BFD is Up again. A neighbour going AdminDown is not a
+// failure (RFC 5882 §3.2), nor is our own AdminDown (we are stopping).
+// BGP does not wait for a BFD session that never came up: a router without
+// BFD for this director still gets its routes (status shows BFD down).
+func bfdAction(heldDown bool, c bfd.Change) bfdCoupling {
+	switch {
+	case c.State == bfd.Up && heldDown:
+		return bfdRelease
+	case c.Old == bfd.Up && c.State == bfd.Down && c.RemoteState != bfd.AdminDown && !heldDown:
+		return bfdHoldDown
+	}
+	return bfdNothing
+}
+
+func (s *Speaker) bfdEvent(c bfd.Change) {
+	p := s.st.peers[c.Peer]
+	if p == nil || !p.bfdRunning {
+		return // a late change of a session already stopped
+	}
+	p.bfd, p.bfdDiag = c.State, c.Diag
+	ctx := context.Background()
+	switch bfdAction(p.heldDown, c) {
+	case bfdHoldDown:
+		// Reset first: it sets GoBGP's idle hold to IdleHoldTimeAfterReset
+		// (1 s) for when the peer is enabled again; Disable keeps it down.
+		communication := "BFD down: " + c.Diag.String()
+		err := s.srv.ResetPeer(ctx, &api.ResetPeerRequest{Address: c.Peer.String(), Communication: communication})
+		if err == nil {
+			err = s.srv.DisablePeer(ctx, &api.DisablePeerRequest{Address: c.Peer.String(), Communication: communication})
+		}
+		if err != nil {
+			s.log.Error("bgp: cannot take the session down after BFD went down", "peer", c.Peer, "err", err)
+			return
+		}
+		p.heldDown = true
+		s.log.Warn("bgp session held down: BFD is down", "peer", c.Peer, "diag", c.Diag.String())
+	case bfdRelease:
+		if err := s.srv.EnablePeer(ctx, &api.EnablePeerRequest{Address: c.Peer.String()}); err != nil {
+			s.log.Error("bgp: cannot re-enable the session after BFD came up", "peer", c.Peer, "err", err)
+			return
+		}
+		p.heldDown, p.downSince, p.hinted = false, time.Now(), false
+		s.log.Info("bgp session released: BFD is up", "peer", c.Peer)
+	}
+}
+
+// housekeep runs every second: it starts BFD sessions that are due and
+// says what is missing.
+func (s *Speaker) housekeep(now time.Time) {
+	for _, addr := range slices.SortedFunc(maps.Keys(s.st.peers), netip.Addr.Compare) {
+		p := s.st.peers[addr]
+		s.startBFD(p, now)
+		s.hintBFD(p, now)
+		s.hintMissing(p, now)
+	}
+}
+
+// hintBFD logs once per session when BGP is up but BFD does not come up.
+func (s *Speaker) hintBFD(p *peerState, now time.Time) {
+	if p.state != StateEstablished || !p.bfdRunning || p.bfd == bfd.Up || p.bfdHinted ||
+		now.Sub(p.established) < s.cfg.MD5Hint {
+		return
+	}
+	p.bfdHinted = true
+	local := "this director's address"
+	if p.cfg.LocalAddress.IsValid() {
+		local = p.cfg.LocalAddress.String()
+	}
+	s.log.Warn(fmt.Sprintf("BGP session with %s established for %v but BFD is not up: the router drops this director only after the hold timer; check that it runs BFD for this neighbour (FRR: neighbor %s bfd)",
+		p.cfg.Address, now.Sub(p.established).Round(time.Second), local), "peer", p.cfg.Address, "bfd", p.bfd.String())
+}
+
+// hintMissing logs once per outage when a session has been missing for
+// MD5Hint: with a password mismatch the session just stays in Connect or
+// Active and the router logs nothing, but the kernel counts the segments it
+// dropped (/proc/net/netstat TcpExt TCPMD5*).
+func (s *Speaker) hintMissing(p *peerState, now time.Time) {
+	addr := p.cfg.Address
+	if p.state == StateEstablished || p.hinted || p.heldDown || now.Sub(p.downSince) < s.cfg.MD5Hint {
+		return
+	}
+	p.hinted = true
+	failures := s.md5Delta()
+	missing := now.Sub(p.downSince).Round(time.Second)
+	args := []any{"peer", addr, "state", string(p.state), "for", missing.String(), "tcp_md5_failures", failures}
+	switch {
+	case failures > 0 && p.cfg.Password != "":
+		s.log.Warn(fmt.Sprintf("no BGP session with %s for %v; the kernel counted %d TCP-MD5 failures: check the password",
+			addr, missing, failures), args...)
+	case failures > 0:
+		s.log.Warn(fmt.Sprintf("no BGP session with %s for %v; the kernel counted %d TCP-MD5 failures, and no password is configured for this peer: the router signs with TCP-MD5",
+			addr, missing, failures), args...)
+	case p.cfg.Password != "":
+		s.log.Warn(fmt.Sprintf("no BGP session with %s for %v, and no TCP-MD5 failures counted here: check that the router has this neighbour with the same password, and that it is reachable",
+			addr, missing), args...)
+	default:
+		s.log.Warn(fmt.Sprintf("no BGP session with %s for %v: check that it is reachable and has this director as a neighbour (address, ASN, password)",
+			addr, missing), args...)
+	}
+}
+
+// md5Delta is the kernel's TCP-MD5 failure count since Start, in this
+// network namespace.
+func (s *Speaker) md5Delta() uint64 {
+	n, err := md5Failures(s.cfg.netstat)
+	if err != nil || n < s.st.md5Base {
+		return 0
+	}
+	return n - s.st.md5Base
+}
+
+// Status returns the speaker's state (see Status).
+func (s *Speaker) Status(ctx context.Context) (Status, error) {
+	var st Status
+	err := s.do(ctx, func() error {
+		counts := map[netip.Addr][2]uint64{}
+		err := s.srv.ListPeer(ctx, &api.ListPeerRequest{EnableAdvertised: true}, func(p *api.Peer) {
+			addr, err := netip.ParseAddr(p.GetState().GetNeighborAddress())
+			if err != nil {
+				return
+			}
+			var c [2]uint64
+			for _, af := range p.GetAfiSafis() {
+				c[0] += af.GetState().GetAdvertised()
+				c[1] += af.GetState().GetAccepted()
+			}
+			counts[addr.Unmap()] = c
+		})
+		if err != nil {
+			return err
+		}
+		st = s.status(counts)
+		return nil
+	})
+	return st, err
+}
+
+func (s *Speaker) status(counts map[netip.Addr][2]uint64) Status {
+	st := Status{ASN: s.cfg.ASN, RouterID: s.cfg.RouterID, MD5Failures: s.md5Delta()}
+	for _, addr := range slices.SortedFunc(maps.Keys(s.st.peers), netip.Addr.Compare) {
+		p := s.st.peers[addr]
+		ps := PeerStatus{Address: addr, ASN: p.cfg.ASN, State: p.state, Since: p.since, Established: p.established,
+			Flaps: p.flaps, LastFlap: p.lastFlap, LastFlapReason: p.lastReason, HeldDown: p.heldDown,
+			Announced: counts[addr][0], Accepted: counts[addr][1]}
+		if p.cfg.BFD {
+			ps.BFD, ps.BFDDiag = BFDIdle, ""
+			if p.bfdRunning {
+				ps.BFD, ps.BFDDiag = p.bfd.String(), p.bfdDiag.String()
+			}
+		}
+		st.Peers = append(st.Peers, ps)
+	}
+	for _, p := range slices.SortedFunc(maps.Keys(s.st.routes), netip.Prefix.Compare) {
+		st.Routes = append(st.Routes, s.st.routes[p])
+	}
+	return st
+}

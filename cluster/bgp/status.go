@@ -1,0 +1,83 @@
+package bgp
+
+import (
+	"context"
+	"net/netip"
+	"time"
+
+	"github.com/lvsd/lvsd/cluster/bfd"
+)
+
+// Announcer is what the director needs from a BGP speaker; Speaker and
+// Fake implement it.
+type Announcer interface {
+	// SetRoutes makes the announced routes exactly routes: new ones are
+	// announced, changed ones re-announced, missing ones withdrawn.
+	SetRoutes(ctx context.Context, routes []Route) error
+	// Withdraw withdraws every route and returns once the withdrawals were
+	// written to every established session (or ctx ended).
+	Withdraw(ctx context.Context) error
+	Status(ctx context.Context) (Status, error)
+}
+
+// BFD is what the Speaker needs of BFD: *bfd.Server and *bfd.Fake.
+type BFD interface {
+	AddPeer(ctx context.Context, p bfd.PeerConfig) error
+	RemovePeer(ctx context.Context, peer netip.Addr) error
+	Subscribe(fn func(bfd.Change)) (cancel func())
+}
+
+// SessionState is the BGP finite state machine's state (RFC 4271 §8).
+type SessionState string
+
+// Session states.
+const (
+	StateUnknown     SessionState = "unknown"
+	StateIdle        SessionState = "idle"
+	StateConnect     SessionState = "connect"
+	StateActive      SessionState = "active"
+	StateOpenSent    SessionState = "opensent"
+	StateOpenConfirm SessionState = "openconfirm"
+	StateEstablished SessionState = "established"
+)
+
+// BFDIdle is PeerStatus.BFD of a peer whose BFD session has not started.
+const BFDIdle = "idle"
+
+// Status is the speaker's state for lvsd status, --json and /metrics.
+type Status struct {
+	ASN      uint32
+	RouterID netip.Addr
+	Peers    []PeerStatus
+	Routes   []Route // announced, sorted by prefix
+	// MD5Failures counts TCP segments the kernel dropped for a wrong or
+	// missing TCP-MD5 signature since Start, in this network namespace
+	// (TcpExt TCPMD5Failure + TCPMD5NotFound + TCPMD5Unexpected).
+	MD5Failures uint64
+}
+
+// PeerStatus is one neighbour.
+type PeerStatus struct {
+	Address netip.Addr
+	ASN     uint32
+	State   SessionState
+	// Since is when the session entered State; Established is when it
+	// last became established (zero if it is not).
+	Since, Established time.Time
+	// Flaps counts the times it left established; LastFlap and
+	// LastFlapReason describe the last one ("hold-timer-expired",
+	// "notification-received cease/...", "bfd down", ...).
+	Flaps          int
+	LastFlap       time.Time
+	LastFlapReason string
+	// BFD is the BFD session's state: "" without BFD, BFDIdle until the
+	// BGP session is established (BFD starts then), else down, init, up
+	// or admin-down. HeldDown is set while the BGP session is kept down
+	// because BFD is.
+	BFD      string
+	BFDDiag  string
+	HeldDown bool
+	// Announced counts the prefixes sent to the peer, Accepted those
+	// received from it that passed import.
+	Announced, Accepted uint64
+}
