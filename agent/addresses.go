@@ -4,20 +4,24 @@ import (
 	"net/netip"
 	"slices"
 
+	"github.com/lvsd/lvsd/cluster/bgp"
 	"github.com/lvsd/lvsd/nat"
 )
 
 // AddressInput is everything the VIP holder's plan depends on.
 type AddressInput struct {
-	Interface string
+	// Interface takes the addresses moving with the VIPs (FULLNAT source
+	// addresses, NAT gateways), and the VIPs unless VIPDevice says
+	// otherwise ("": Interface).
+	Interface, VIPDevice string
 	// VIPs are the VIPs whose data plane is programmed, with the addresses
 	// that move with each (Desired.VIPs).
 	VIPs []VIPAddresses
 	// Held are the VIPs this director holds now (all of them without a
 	// cluster).
 	Held map[netip.Addr]bool
-	// Present are the addresses on Interface now.
-	Present []netip.Prefix
+	// Present are the addresses on each device now.
+	Present map[string][]netip.Prefix
 	Owned   Ownership // its Addresses
 	// InUse are addresses to keep even when no held VIP wants them
 	// (AddressesInUse).
@@ -25,27 +29,46 @@ type AddressInput struct {
 	// Ruleset is the nftables ruleset in force: which VIPs are FULLNAT.
 	Ruleset nat.Ruleset
 	// Restore, Announce and Release say whether this director restores
-	// FULLNAT conntrack entries, announces added addresses, and tells a
-	// connection-sync relay about released VIPs.
+	// FULLNAT conntrack entries, announces added addresses on the link, and
+	// tells a connection-sync relay about released VIPs.
 	Restore, Announce, Release bool
+	// Routes, with BGP, is how the VIPs are announced; Announced what is
+	// announced now; Eligible the VIPs with an eligible backend; Drained and
+	// Stopping the director's own state.
+	Routes            *AnnouncePolicy
+	Announced         map[netip.Prefix]bgp.Route
+	Eligible          map[netip.Addr]bool
+	Drained, Stopping bool
+}
+
+// device is where address a goes.
+func (in AddressInput) device(a netip.Addr, isVIP map[netip.Addr]bool) string {
+	if isVIP[a] && in.VIPDevice != "" {
+		return in.VIPDevice
+	}
+	return in.Interface
 }
 
 // PlanAddresses returns the ops that give this director the addresses of
-// the VIPs it holds and take away the others it owns, as two ordered
-// sequences (docs/architecture.md, "What happens on takeover"):
+// the VIPs it holds, announce them, and take away the others it owns, as
+// two ordered sequences (docs/architecture.md, "What happens on takeover"):
 //
-//   - release: delete each address no held VIP needs, then tell the relay
+//   - release: withdraw the routes of VIPs no longer held (BGP), delete
+//     each address no held VIP needs, then tell the relay
 //     (release-connections) that the VIPs' connections are the new holder's;
 //   - takeover: restore the FULLNAT conntrack entries of the VIPs taken (one
 //     read of the connection table for all), add the addresses, then
-//     announce them — state first, announcement last, so the first packet a
-//     client's switch sends here finds the connection.
+//     announce them — on the link (gratuitous ARP, neighbour advertisement)
+//     or to the routers (BGP) — state first, announcement last, so the first
+//     packet sent here finds the connection.
 //
-// Only addresses in the ownership record are removed, and never one in
+// A route also goes when its VIP loses its last eligible backend, the
+// director is drained or stops, and comes back when that ends. Only
+// addresses in the ownership record are removed, and never one in
 // in.InUse. It is pure.
 func PlanAddresses(in AddressInput) []Op {
-	want := map[netip.Prefix]bool{}
 	isVIP := make(map[netip.Addr]bool, len(in.VIPs))
+	want := map[netip.Prefix]bool{}
 	for _, v := range in.VIPs {
 		isVIP[v.VIP] = true
 		if in.Held[v.VIP] {
@@ -54,37 +77,42 @@ func PlanAddresses(in AddressInput) []Op {
 			}
 		}
 	}
-	present := make(map[netip.Prefix]bool, len(in.Present))
-	for _, p := range in.Present {
-		present[p] = true
+	present := map[OwnedAddress]bool{}
+	for dev, ps := range in.Present {
+		for _, p := range ps {
+			present[OwnedAddress{dev, p}] = true
+		}
 	}
-	var release, takeover, announce []Op
+	announce, withdraw := planRoutes(in)
+	var release, takeover, gratuitous []Op
 	var released, restored []netip.Addr
 	for _, o := range in.Owned.Addresses {
-		onIface := o.Interface == in.Interface
-		if onIface && want[o.Prefix] || in.InUse[o.Prefix.Addr()] || onIface && !present[o.Prefix] {
+		dev := in.device(o.Prefix.Addr(), isVIP)
+		here := o.Interface == dev
+		if here && want[o.Prefix] || in.InUse[o.Prefix.Addr()] || here && !present[o] {
 			continue
 		}
-		// Owned addresses on other interfaces (the interface setting
-		// changed) are not listed; deleting a missing one succeeds.
+		// Owned addresses on other devices (the interface setting changed)
+		// are not listed; deleting a missing one succeeds.
 		release = append(release, Op{Kind: DeleteAddress, Interface: o.Interface, Address: o.Prefix, Reason: "not held"})
 		if isVIP[o.Prefix.Addr()] {
 			released = append(released, o.Prefix.Addr())
 		}
 	}
 	for _, p := range sortedPrefixes(want) {
-		if present[p] {
+		dev := in.device(p.Addr(), isVIP)
+		if present[OwnedAddress{dev, p}] {
 			continue
 		}
-		takeover = append(takeover, Op{Kind: AddAddress, Interface: in.Interface, Address: p, Reason: "VIP held"})
-		if in.Announce {
-			announce = append(announce, Op{Kind: Announce, Interface: in.Interface, Address: p})
+		takeover = append(takeover, Op{Kind: AddAddress, Interface: dev, Address: p, Reason: "VIP held"})
+		if in.Announce && dev == in.Interface {
+			gratuitous = append(gratuitous, Op{Kind: Announce, Interface: dev, Address: p})
 		}
 		if in.Restore {
 			restored = append(restored, in.Ruleset.FullNATVIPs(p.Addr())...)
 		}
 	}
-	var ops []Op
+	ops := withdraw
 	ops = append(ops, release...)
 	if in.Release && len(released) > 0 {
 		ops = append(ops, Op{Kind: ReleaseConnections, VIPs: sortedAddrs(released), Reason: "held elsewhere now"})
@@ -93,7 +121,67 @@ func PlanAddresses(in AddressInput) []Op {
 		ops = append(ops, Op{Kind: RestoreConntrack, VIPs: sortedAddrs(restored), NAT: in.Ruleset, Reason: "before the addresses"})
 	}
 	ops = append(ops, takeover...)
+	ops = append(ops, gratuitous...)
 	return append(ops, announce...)
+}
+
+// planRoutes compares the routes the VIPs should have with what is
+// announced: routes to announce (new or changed), routes to withdraw.
+func planRoutes(in AddressInput) (announce, withdraw []Op) {
+	if in.Routes == nil {
+		return nil, nil
+	}
+	want := map[netip.Prefix]bgp.Route{}
+	for _, v := range in.VIPs {
+		if !in.Held[v.VIP] {
+			continue
+		}
+		if r, ok := in.Routes.route(v.VIP, in.Eligible[v.VIP], in.Drained, in.Stopping); ok {
+			want[r.Prefix] = r
+		}
+	}
+	for _, p := range sortedRoutePrefixes(in.Announced) {
+		if _, ok := want[p]; !ok {
+			withdraw = append(withdraw, Op{Kind: WithdrawRoute, Route: bgp.Route{Prefix: p}, Reason: withdrawReason(in, p.Addr())})
+		}
+	}
+	for _, p := range sortedRoutePrefixes(want) {
+		if cur, ok := in.Announced[p]; !ok || !sameRoute(cur, want[p]) {
+			announce = append(announce, Op{Kind: AnnounceRoute, Route: want[p]})
+		}
+	}
+	return announce, withdraw
+}
+
+// withdrawReason says why vip's route goes, for logs and lvsd plan.
+func withdrawReason(in AddressInput, vip netip.Addr) string {
+	switch {
+	case in.Stopping:
+		return "stopping"
+	case !in.Held[vip]:
+		return "not held"
+	case in.Drained:
+		return "director drained"
+	case !in.Eligible[vip]:
+		return "no eligible backend"
+	}
+	return "no longer configured"
+}
+
+func sameRoute(a, b bgp.Route) bool {
+	medEqual := a.MED == nil && b.MED == nil || a.MED != nil && b.MED != nil && *a.MED == *b.MED
+	return a.Prefix == b.Prefix && a.NextHop == b.NextHop && slices.Equal(a.Communities, b.Communities) &&
+		slices.Equal(a.LargeCommunities, b.LargeCommunities) && a.LocalPref == b.LocalPref && medEqual &&
+		a.ASPathPrepend == b.ASPathPrepend
+}
+
+func sortedRoutePrefixes(m map[netip.Prefix]bgp.Route) []netip.Prefix {
+	out := make([]netip.Prefix, 0, len(m))
+	for p := range m {
+		out = append(out, p)
+	}
+	slices.SortFunc(out, func(a, b netip.Prefix) int { return a.Addr().Compare(b.Addr()) })
+	return out
 }
 
 func sortedPrefixes(set map[netip.Prefix]bool) []netip.Prefix {

@@ -18,6 +18,7 @@ import (
 
 	"github.com/lvsd/lvsd/agent/health"
 	"github.com/lvsd/lvsd/cluster"
+	"github.com/lvsd/lvsd/cluster/bgp"
 	"github.com/lvsd/lvsd/cluster/connsync"
 	"github.com/lvsd/lvsd/ipvs"
 )
@@ -49,6 +50,13 @@ type Options struct {
 	// ConnSync is the connection-sync relay, for the status and the
 	// metrics, and to forget reset connections; nil: no connection sync.
 	ConnSync ConnSync
+	// BGP is the BGP speaker, for the status and the metrics; nil: no BGP.
+	BGP BGPViewer
+}
+
+// BGPViewer reports the BGP speaker's sessions and routes.
+type BGPViewer interface {
+	Status(ctx context.Context) (bgp.Status, error)
 }
 
 // ConnSync is what the agent uses of the connection-sync relay
@@ -237,7 +245,8 @@ func (a *Agent) reconcile(ctx context.Context) []Op {
 	a.logResets(desired, ops)
 	errs, applyErr := a.apply(ctx, desired, ops)
 	a.forgetResetConnections(ops)
-	held, holdErr := a.holder.Sync(ctx, Programmed{Desired: Served(desired, actual, ops, errs), InUse: AddressesInUse(desired, actual, ops)})
+	held, holdErr := a.holder.Sync(ctx, Programmed{Desired: Served(desired, actual, ops, errs),
+		InUse: AddressesInUse(desired, actual, ops), Eligible: EligibleVIPs(desired)})
 	after := actual.After(ops, errs)
 	ops = append(ops, held...)
 	if err := errors.Join(applyErr, holdErr); err != nil {

@@ -19,9 +19,15 @@ import (
 // on their interface (PlanAddresses).
 type Desired struct {
 	Services  []VirtualService // sorted by key
-	Interface string           // where the VIPs go
-	VIPs      []VIPAddresses   // sorted by VIP
-	NAT       nat.Ruleset      // lvsd's nftables tables: fwmarks, FULLNAT SNAT, sync guard
+	Interface string           // where the addresses moving with the VIPs go
+	// VIPDevice is where the VIPs themselves go: Interface, or lo when they
+	// are announced over BGP (the routers send the traffic; nobody on the
+	// link may answer ARP for a VIP).
+	VIPDevice string
+	VIPs      []VIPAddresses // sorted by VIP
+	// Announce says how the VIPs are announced over BGP; nil without BGP.
+	Announce *AnnouncePolicy
+	NAT      nat.Ruleset // lvsd's nftables tables: fwmarks, FULLNAT SNAT, sync guard
 	// Sysctls are kernel parameters (paths below /proc/sys) and the values
 	// they need; lvsd never turns them back: other software may rely on them.
 	Sysctls map[string]string
@@ -64,6 +70,14 @@ type VIPAddresses struct {
 	Addresses []netip.Prefix // sorted, the VIP's own host prefix included
 }
 
+// ecmpForwarding says why a forwarding method does not work under ECMP.
+var ecmpForwarding = map[config.Forwarding]string{
+	config.NAT: "the real servers answer through their one gateway, but the routers spread the clients over " +
+		"every director; use dr, or a single director with cluster mode active-standby",
+	config.FullNAT: "each director needs source addresses of its own, and a survivor must take a lost director's " +
+		"over with their connections (docs/ecmp.md, \"Forwarding modes\"); use dr",
+}
+
 var protocolNumbers = map[string]ipvs.Protocol{"tcp": ipvs.TCP, "udp": ipvs.UDP, "sctp": ipvs.SCTP}
 
 var forwardingMethods = map[config.Forwarding]ipvs.Forwarding{
@@ -76,12 +90,20 @@ var forwardingMethods = map[config.Forwarding]ipvs.Forwarding{
 // every backend at its configured weight (WithHealth applies health). It is
 // pure: same input, same output, no host access.
 func Build(agent *config.Agent, services []config.Service) (Desired, error) {
-	d := Desired{Interface: agent.Interface, Sysctls: map[string]string{}}
+	d := Desired{Interface: agent.Interface, VIPDevice: agent.Interface, Sysctls: map[string]string{}}
+	if agent.BGP != nil {
+		d.VIPDevice, d.Announce = "lo", announcePolicy(agent.BGP, services)
+	}
 	var spec nat.Spec
 	marks := map[uint32]string{}
 	vips := map[netip.Addr]map[netip.Prefix]bool{}
 	var forwardV4, forwardV6, fullnat bool
+	ecmp := agent.Cluster != nil && agent.Cluster.Mode == config.ModeECMP
 	for _, s := range services {
+		if ecmp && s.Forwarding != config.DR {
+			return Desired{}, fmt.Errorf("%s:%d: service %q: forwarding %s does not work with cluster mode ecmp yet: %s",
+				s.File, s.Line, s.Name, s.Forwarding, ecmpForwarding[s.Forwarding])
+		}
 		mark := FirewallMark(s.Name)
 		if other, ok := marks[mark]; ok {
 			return Desired{}, fmt.Errorf("%s:%d: services %q and %q get the same firewall mark %#x; rename one", s.File, s.Line, other, s.Name, mark)
@@ -108,6 +130,14 @@ func Build(agent *config.Agent, services []config.Service) (Desired, error) {
 		d.VIPs = append(d.VIPs, VIPAddresses{VIP: vip, Addresses: addrs})
 	}
 	spec.DropRedirects6 = forwardV6
+	if agent.BGP != nil {
+		// The VIPs are on lo: the director must not answer ARP for them on
+		// its link (the routers reach it by its own address), as a DR real
+		// server does not. The kernel takes the larger of "all" and the
+		// interface's value.
+		d.Sysctls["net/ipv4/conf/"+agent.Interface+"/arp_ignore"] = "1"
+		d.Sysctls["net/ipv4/conf/"+agent.Interface+"/arp_announce"] = "2"
+	}
 	maps.Copy(d.Sysctls, nat.ForwardingSysctls(forwardV4, forwardV6, agent.Interface))
 	if fullnat {
 		maps.Copy(d.Sysctls, nat.FullNATSysctls())

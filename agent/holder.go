@@ -4,10 +4,14 @@ import (
 	"context"
 	"errors"
 	"log/slog"
+	"maps"
 	"net/netip"
 	"slices"
 	"sync/atomic"
 	"time"
+
+	"github.com/lvsd/lvsd/agent/statefile"
+	"github.com/lvsd/lvsd/cluster/bgp"
 )
 
 // VIPOwnership is the cluster's side of VIP ownership (cluster.Node,
@@ -32,41 +36,60 @@ type Programmed struct {
 	Desired Desired // its Interface, VIPs (programmed ones) and NAT (in force)
 	// InUse are addresses to keep whoever holds their VIP (AddressesInUse).
 	InUse map[netip.Addr]bool
+	// Eligible are the VIPs with an eligible backend (EligibleVIPs): with
+	// BGP, the others are withdrawn.
+	Eligible map[netip.Addr]bool
 }
 
 // Holder puts the addresses of the VIPs this director holds on its
-// interface and takes the others away: the takeovers and releases of
+// interface (or lo) and announces them — on the link, or to the routers over
+// BGP — and takes the others away: the takeovers and releases of
 // PlanAddresses, applied through the same Kernel.Apply as the data plane.
 // It runs on its own goroutine so that an ownership change never waits
 // behind a reconcile pass, which can be long with many services; it reads
-// back only the interface's addresses.
+// back only the addresses of its devices.
 //
-// Once started (Start), its goroutine owns its state and Sync goes through
-// it. Before Start (tests) Sync runs on the caller's goroutine; Release and
-// ReleaseStale only ever do, once the loop has stopped or before it starts.
+// Once started (Start), its goroutine owns its state and Sync and Drain go
+// through it. Before Start (tests) they run on the caller's goroutine;
+// Release, ReleaseStale and Stop only ever do, once the loop has stopped or
+// before it starts.
 type Holder struct {
 	k        Kernel
 	vips     VIPOwnership // nil: every programmed VIP is held
 	stateDir string
 	log      *slog.Logger
 
-	reqs    chan syncReq
+	reqs    chan request
 	running atomic.Bool
 
-	// Owned by the goroutine running Run (or calling Sync/Release).
-	owned  Ownership
-	prog   Programmed
-	synced bool         // prog came from a reconcile pass
-	served []netip.Addr // last told to the cluster
+	// Owned by the goroutine running the loop (or the caller, see above).
+	owned     Ownership
+	prog      Programmed
+	synced    bool         // prog came from a reconcile pass
+	served    []netip.Addr // last told to the cluster
+	announced map[netip.Prefix]bgp.Route
+	state     HolderState
+	stopping  bool
 }
 
-type syncReq struct {
+// HolderState is what the holder keeps across restarts (holder.json).
+type HolderState struct {
+	// Drained: `lvsd drain` on the director: its routes are withdrawn (or
+	// depreferred), its established connections go on.
+	Drained   bool      `json:"drained"`
+	DrainedAt time.Time `json:"drained_at,omitzero"`
+}
+
+const holderFile = "holder.json"
+
+// request runs f on the holder's goroutine.
+type request struct {
 	ctx   context.Context
-	p     Programmed
-	reply chan syncReply
+	f     func(context.Context) ([]Op, error)
+	reply chan reply
 }
 
-type syncReply struct {
+type reply struct {
 	ops []Op
 	err error
 }
@@ -78,17 +101,22 @@ func NewHolder(k Kernel, vips VIPOwnership, stateDir string, log *slog.Logger) (
 	if err != nil {
 		return nil, err
 	}
+	var st HolderState
+	if err := statefile.Load(stateDir, holderFile, &st); err != nil {
+		return nil, err
+	}
 	if log == nil {
 		log = slog.New(slog.DiscardHandler)
 	}
-	return &Holder{k: k, vips: vips, stateDir: stateDir, log: log, reqs: make(chan syncReq), owned: owned}, nil
+	return &Holder{k: k, vips: vips, stateDir: stateDir, log: log, reqs: make(chan request), owned: owned,
+		announced: map[netip.Prefix]bgp.Route{}, state: st}, nil
 }
 
 // Start runs the holder's goroutine until ctx ends: ownership changes take
-// effect at once, and the reconciler's Syncs are applied there. The
-// returned function waits until it has stopped.
+// effect at once, and the reconciler's Syncs and drains are applied there.
+// The returned function waits until it has stopped.
 func (h *Holder) Start(ctx context.Context) (wait func()) {
-	h.running.Store(true) // before the goroutine: every later Sync goes through it
+	h.running.Store(true) // before the goroutine: every later request goes through it
 	done := make(chan struct{})
 	go func() {
 		defer close(done)
@@ -107,8 +135,8 @@ func (h *Holder) run(ctx context.Context) {
 		case <-ctx.Done():
 			return
 		case r := <-h.reqs:
-			ops, err := h.sync(r.ctx, r.p)
-			r.reply <- syncReply{ops, err}
+			ops, err := r.f(r.ctx)
+			r.reply <- reply{ops, err}
 		case <-changed:
 			if !h.synced {
 				continue // nothing programmed yet: nothing to hold
@@ -121,20 +149,25 @@ func (h *Holder) run(ctx context.Context) {
 	}
 }
 
-// Sync hands the holder the data plane a reconcile pass programmed and
-// returns the address ops that followed.
-func (h *Holder) Sync(ctx context.Context, p Programmed) ([]Op, error) {
+// do runs f on the holder's goroutine once started, else on the caller's.
+func (h *Holder) do(ctx context.Context, f func(context.Context) ([]Op, error)) ([]Op, error) {
 	if !h.running.Load() {
-		return h.sync(ctx, p)
+		return f(ctx)
 	}
-	reply := make(chan syncReply, 1)
+	r := make(chan reply, 1)
 	select {
-	case h.reqs <- syncReq{ctx, p, reply}:
+	case h.reqs <- request{ctx, f, r}:
 	case <-ctx.Done():
 		return nil, ctx.Err()
 	}
-	r := <-reply // the loop answers every request it took
-	return r.ops, r.err
+	got := <-r // the loop answers every request it took
+	return got.ops, got.err
+}
+
+// Sync hands the holder the data plane a reconcile pass programmed and
+// returns the address ops that followed.
+func (h *Holder) Sync(ctx context.Context, p Programmed) ([]Op, error) {
+	return h.do(ctx, func(ctx context.Context) ([]Op, error) { return h.sync(ctx, p) })
 }
 
 func (h *Holder) sync(ctx context.Context, p Programmed) ([]Op, error) {
@@ -152,6 +185,40 @@ func (h *Holder) sync(ctx context.Context, p Programmed) ([]Op, error) {
 	return h.pass(ctx)
 }
 
+// Drain drains the director (on) or puts it back in service: with BGP its
+// routes are withdrawn (or depreferred) while its established connections
+// go on. The state is kept across restarts. It returns the state in force.
+func (h *Holder) Drain(ctx context.Context, on bool, now time.Time) (HolderState, error) {
+	var st HolderState
+	_, err := h.do(ctx, func(ctx context.Context) ([]Op, error) {
+		if h.state.Drained != on {
+			next := HolderState{Drained: on}
+			if on {
+				next.DrainedAt = now
+			}
+			if err := statefile.Save(h.stateDir, holderFile, next); err != nil {
+				return nil, err
+			}
+			h.state = next
+			h.log.Info("director drain", "drained", on)
+		}
+		st = h.state
+		if !h.synced {
+			return nil, nil
+		}
+		return h.pass(ctx)
+	})
+	return st, err
+}
+
+// State returns what the holder keeps across restarts; call it only where
+// Drain would run (it reads the holder's state).
+func (h *Holder) State(ctx context.Context) (HolderState, error) {
+	var st HolderState
+	_, err := h.do(ctx, func(context.Context) ([]Op, error) { st = h.state; return nil, nil })
+	return st, err
+}
+
 // ReleaseStale removes every address a previous run left (a cluster
 // director holds nothing until the cluster gives it VIPs). Call it before
 // the cluster node starts, before Start.
@@ -160,38 +227,89 @@ func (h *Holder) ReleaseStale(ctx context.Context) error {
 	return err
 }
 
+// Stop withdraws every route (the director stops: the routers send the
+// flows elsewhere while the VIPs still answer). Call it once the loop has
+// stopped.
+func (h *Holder) Stop(ctx context.Context) error {
+	h.stopping = true
+	if !h.synced {
+		return nil
+	}
+	_, err := h.pass(ctx)
+	return err
+}
+
 // Release removes every address the holder owns, whatever it holds: the
 // director is leaving the cluster. Call it once the loop has stopped.
 func (h *Holder) Release(ctx context.Context) error {
-	d := h.prog.Desired
-	present, err := h.k.Addrs.List(ctx, d.Interface)
-	if err != nil {
-		present = Addresses(d.VIPs) // try them all; a missing one is no error
-	}
-	_, err = h.apply(ctx, PlanAddresses(AddressInput{Interface: d.Interface, VIPs: d.VIPs, Owned: h.owned,
-		Present: present, Release: h.k.Relay != nil}))
+	h.stopping = true
+	in := h.input(h.present(ctx), nil)
+	in.InUse = nil
+	_, err := h.apply(ctx, PlanAddresses(in))
 	return err
 }
 
 // pass plans and applies the addresses of the VIPs held now.
 func (h *Holder) pass(ctx context.Context) ([]Op, error) {
-	d := h.prog.Desired
-	present, err := h.k.Addrs.List(ctx, d.Interface)
+	held := make(map[netip.Addr]bool, len(h.prog.Desired.VIPs))
+	for _, v := range h.prog.Desired.VIPs {
+		held[v.VIP] = h.vips == nil || h.vips.Holds(v.VIP)
+	}
+	present, err := listPresent(ctx, h.k, h.prog.Desired)
 	if err != nil {
 		return nil, err
 	}
-	held := make(map[netip.Addr]bool, len(d.VIPs))
-	for _, v := range d.VIPs {
-		held[v.VIP] = h.vips == nil || h.vips.Holds(v.VIP)
+	return h.apply(ctx, PlanAddresses(h.input(present, held)))
+}
+
+// present lists the addresses of the holder's devices, or, when that
+// fails, takes every address it owns as present (a missing one is no error
+// to delete).
+func (h *Holder) present(ctx context.Context) map[string][]netip.Prefix {
+	if p, err := listPresent(ctx, h.k, h.prog.Desired); err == nil {
+		return p
 	}
-	return h.apply(ctx, PlanAddresses(AddressInput{
-		Interface: d.Interface, VIPs: d.VIPs, Held: held, Present: present, Owned: h.owned, InUse: h.prog.InUse,
-		Ruleset: d.NAT, Restore: h.k.Conntrack != nil, Announce: h.k.Announcer != nil, Release: h.k.Relay != nil,
-	}))
+	out := map[string][]netip.Prefix{}
+	for _, o := range h.owned.Addresses {
+		out[o.Interface] = append(out[o.Interface], o.Prefix)
+	}
+	return out
+}
+
+// input is the holder's AddressInput: its state, held as given.
+func (h *Holder) input(present map[string][]netip.Prefix, held map[netip.Addr]bool) AddressInput {
+	in := addressInput(h.k, h.prog, present, h.owned, held)
+	in.Announced, in.Drained, in.Stopping = h.announced, h.state.Drained, h.stopping
+	return in
+}
+
+// addressInput is the AddressInput of a director with host k and the data
+// plane p (the holder's, or `lvsd plan`'s).
+func addressInput(k Kernel, p Programmed, present map[string][]netip.Prefix, owned Ownership, held map[netip.Addr]bool) AddressInput {
+	d := p.Desired
+	return AddressInput{Interface: d.Interface, VIPDevice: d.VIPDevice, VIPs: d.VIPs, Held: held, Present: present,
+		Owned: owned, InUse: p.InUse, Ruleset: d.NAT, Routes: d.Announce, Eligible: p.Eligible,
+		Restore: k.Conntrack != nil, Announce: k.Announcer != nil, Release: k.Relay != nil}
+}
+
+// listPresent lists the addresses of d's devices.
+func listPresent(ctx context.Context, k Kernel, d Desired) (map[string][]netip.Prefix, error) {
+	out := map[string][]netip.Prefix{}
+	for _, dev := range []string{d.Interface, d.VIPDevice} {
+		if _, done := out[dev]; done || dev == "" {
+			continue
+		}
+		ps, err := k.Addrs.List(ctx, dev)
+		if err != nil {
+			return nil, err
+		}
+		out[dev] = ps
+	}
+	return out, nil
 }
 
 // apply runs ops with the record written ahead, tells the cluster which
-// addresses came and went, and logs each op.
+// addresses came and went, keeps what is announced, and logs each op.
 func (h *Holder) apply(ctx context.Context, ops []Op) ([]Op, error) {
 	if len(ops) == 0 {
 		return nil, nil
@@ -202,9 +320,20 @@ func (h *Holder) apply(ctx context.Context, ops []Op) ([]Op, error) {
 		return nil, err // nothing changed: better no address than one lvsd does not know it made
 	}
 	errs := h.k.Apply(ctx, ops)
+	h.announced = maps.Clone(h.announced)
 	for i, op := range ops {
-		if errs[i] == nil && h.vips != nil && (op.Kind == AddAddress || op.Kind == DeleteAddress) {
-			h.vips.AddressChanged(op.Address.Addr(), op.Kind == AddAddress)
+		if errs[i] != nil {
+			continue
+		}
+		switch op.Kind {
+		case AddAddress, DeleteAddress:
+			if h.vips != nil {
+				h.vips.AddressChanged(op.Address.Addr(), op.Kind == AddAddress)
+			}
+		case AnnounceRoute:
+			h.announced[op.Route.Prefix] = op.Route
+		case WithdrawRoute:
+			delete(h.announced, op.Route.Prefix)
 		}
 	}
 	if err := h.save(intended.After(ops, errs)); err != nil {

@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/lvsd/lvsd/arp"
+	"github.com/lvsd/lvsd/cluster/bgp"
 	"github.com/lvsd/lvsd/ipvs"
 	"github.com/lvsd/lvsd/nat"
 )
@@ -37,8 +38,18 @@ type Kernel struct {
 	Announcer arp.Announcer
 	// Relay is the connection-sync relay; nil: no connection sync.
 	Relay ConnSync
+	// Routes announces VIPs to the routers over BGP; nil: no BGP.
+	Routes Routes
 	// Log gets what an op has to tell beyond its error (a restore's counts).
 	Log *slog.Logger
+}
+
+// Routes announces routes to the routers (a BGP speaker). Implementations
+// must be safe for concurrent use.
+type Routes interface {
+	// Update announces the routes of announce (new or changed) and
+	// withdraws the prefixes of withdraw, together.
+	Update(ctx context.Context, announce []bgp.Route, withdraw []netip.Prefix) error
 }
 
 // expiryTimeout bounds how long a reset waits for the kernel to drop the
@@ -117,7 +128,19 @@ func (k Kernel) Apply(ctx context.Context, ops []Op) []error {
 	errs := make([]error, len(ops))
 	natFailed := false
 	notAdded := map[netip.Prefix]bool{}
-	for i, op := range ops {
+	for i := 0; i < len(ops); i++ {
+		op := ops[i]
+		if isRoute(op.Kind) {
+			// One update for a run of route ops: the speaker diffs its
+			// whole table each time.
+			j := i + 1
+			for j < len(ops) && isRoute(ops[j].Kind) {
+				j++
+			}
+			k.applyRoutes(ctx, ops[i:j], errs[i:j], notAdded)
+			i = j - 1
+			continue
+		}
 		switch {
 		case op.Kind == StartDaemon && natFailed:
 			errs[i] = fmt.Errorf("%s: not started: its nftables guard could not be installed", op.Daemon)
@@ -198,6 +221,36 @@ func (k Kernel) applyDaemon(ctx context.Context, op Op) error {
 	}
 	_, err := k.Daemons.StartDaemon(ctx, op.Daemon)
 	return err
+}
+
+func isRoute(k OpKind) bool { return k == AnnounceRoute || k == WithdrawRoute }
+
+// applyRoutes runs a run of route ops as one update, setting every op's
+// error. A VIP whose address could not be added is not announced.
+func (k Kernel) applyRoutes(ctx context.Context, ops []Op, errs []error, notAdded map[netip.Prefix]bool) {
+	var announce []bgp.Route
+	var withdraw []netip.Prefix
+	for i, op := range ops {
+		switch {
+		case op.Kind == WithdrawRoute:
+			withdraw = append(withdraw, op.Route.Prefix)
+		case notAdded[op.Route.Prefix]:
+			errs[i] = fmt.Errorf("announcing %s: its address could not be added", op.Route.Prefix)
+		default:
+			announce = append(announce, op.Route)
+		}
+	}
+	var err error
+	if k.Routes == nil {
+		err = errors.New("no BGP speaker")
+	} else if len(announce)+len(withdraw) > 0 {
+		err = k.Routes.Update(ctx, announce, withdraw)
+	}
+	for i := range errs {
+		if errs[i] == nil {
+			errs[i] = err
+		}
+	}
 }
 
 // ignore treats err as success when it wraps target: a delete that finds

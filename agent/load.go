@@ -55,7 +55,7 @@ func PlanFor(ctx context.Context, cfg *Config, k Kernel, held func(netip.Addr) b
 	if err != nil {
 		return nil, err
 	}
-	present, err := k.Addrs.List(ctx, desired.Interface)
+	present, err := listPresent(ctx, k, desired)
 	if err != nil {
 		return nil, err
 	}
@@ -63,7 +63,6 @@ func PlanFor(ctx context.Context, cfg *Config, k Kernel, held func(netip.Addr) b
 	for _, v := range desired.VIPs {
 		hold[v.VIP] = held == nil || held(v.VIP)
 	}
-	return append(ops, PlanAddresses(AddressInput{Interface: desired.Interface, VIPs: desired.VIPs, Held: hold,
-		Present: present, Owned: addrs, InUse: AddressesInUse(desired, actual, ops), Ruleset: desired.NAT,
-		Restore: k.Conntrack != nil, Announce: k.Announcer != nil, Release: k.Relay != nil})...), nil
+	p := Programmed{Desired: desired, InUse: AddressesInUse(desired, actual, ops), Eligible: EligibleVIPs(desired)}
+	return append(ops, PlanAddresses(addressInput(k, p, present, addrs, hold))...), nil
 }

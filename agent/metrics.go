@@ -191,7 +191,7 @@ func (c *Collector) Describe(ch chan<- *prometheus.Desc) {
 		descConns, descConnsTotal, descPackets, descBytes} {
 		ch <- d
 	}
-	for _, d := range clusterDescs {
+	for _, d := range append(clusterDescs, bgpDescs...) {
 		ch <- d
 	}
 }
@@ -231,6 +231,9 @@ func (c *Collector) Collect(ch chan<- prometheus.Metric) {
 	}
 	if st.ConnSync != nil {
 		collectConnSync(st.ConnSync, gauge, counter)
+	}
+	if st.BGP != nil {
+		collectBGP(st.BGP, st.Drained, gauge, counter)
 	}
 	for _, s := range st.Services {
 		gauge(descServiceInfo, 1, s.Name, s.Key, s.VIP, s.Scheduler, s.Flags)

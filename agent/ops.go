@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"net/netip"
 
+	"github.com/lvsd/lvsd/cluster/bgp"
 	"github.com/lvsd/lvsd/ipvs"
 	"github.com/lvsd/lvsd/nat"
 )
@@ -44,12 +45,16 @@ const (
 	// ReleaseConnections tells the connection-sync relay that another
 	// director holds a VIP now, whose connections it no longer sends.
 	ReleaseConnections
+	// AnnounceRoute and WithdrawRoute announce a VIP to the routers over
+	// BGP, or withdraw it.
+	AnnounceRoute
+	WithdrawRoute
 )
 
 var opNames = [...]string{"set-sysctl", "add-service", "update-service", "add-destination",
 	"update-destination", "delete-destination", "delete-service", "replace-nft-tables",
 	"remove-nft-tables", "await-expiry", "start-daemon", "stop-daemon", "restore-conntrack", "add-address",
-	"announce", "delete-address", "release-connections"}
+	"announce", "delete-address", "release-connections", "announce-route", "withdraw-route"}
 
 func (k OpKind) String() string { return opNames[k] }
 
@@ -64,6 +69,7 @@ type Op struct {
 	Expiring    ipvs.Expiring // AwaitExpiry: whose connections
 	VIPs        []netip.Addr  // RestoreConntrack, ReleaseConnections
 	Daemon      ipvs.Daemon   // StartDaemon, StopDaemon (its State)
+	Route       bgp.Route     // AnnounceRoute; WithdrawRoute: its Prefix
 	Key, Value  string        // SetSysctl
 	Previous    string        // SetSysctl: the value found
 	Reason      string
@@ -101,7 +107,32 @@ func (o Op) describe() string {
 		return fmt.Sprintf("%s %s", o.Kind, o.Daemon.State)
 	case RestoreConntrack, ReleaseConnections:
 		return fmt.Sprintf("%s %v", o.Kind, o.VIPs)
+	case AnnounceRoute:
+		return fmt.Sprintf("%s %s%s", o.Kind, o.Route.Prefix, routeAttrs(o.Route))
+	case WithdrawRoute:
+		return fmt.Sprintf("%s %s", o.Kind, o.Route.Prefix)
 	}
 	return fmt.Sprintf("%s %s -> %s weight %d %s", o.Kind, o.Service.ServiceKey, o.Destination.DestinationKey,
 		o.Destination.Weight, o.Destination.Forwarding)
+}
+
+// routeAttrs lists a route's attributes that are set, for lvsd plan.
+func routeAttrs(r bgp.Route) string {
+	var s string
+	if len(r.Communities) > 0 {
+		s += fmt.Sprintf(" communities %v", r.Communities)
+	}
+	if len(r.LargeCommunities) > 0 {
+		s += fmt.Sprintf(" large-communities %v", r.LargeCommunities)
+	}
+	if r.LocalPref != 0 {
+		s += fmt.Sprintf(" local-pref %d", r.LocalPref)
+	}
+	if r.MED != nil {
+		s += fmt.Sprintf(" med %d", *r.MED)
+	}
+	if r.ASPathPrepend > 0 {
+		s += fmt.Sprintf(" as-path-prepend %d", r.ASPathPrepend)
+	}
+	return s
 }

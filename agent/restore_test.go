@@ -93,7 +93,7 @@ func TestPlanAddressesTakeoverAndRelease(t *testing.T) {
 		owned.addAddress("eth0", p)
 	}
 	release := PlanAddresses(AddressInput{Interface: "eth0", VIPs: []VIPAddresses{drVIP, fullnatVIP},
-		Held: map[netip.Addr]bool{drVIP.VIP: true}, Present: Addresses([]VIPAddresses{drVIP, fullnatVIP}), Owned: owned,
+		Held: map[netip.Addr]bool{drVIP.VIP: true}, Present: map[string][]netip.Prefix{"eth0": Addresses([]VIPAddresses{drVIP, fullnatVIP})}, Owned: owned,
 		Ruleset: rs, Restore: true, Announce: true, Release: true})
 	want = []string{
 		"delete-address 10.0.0.52/32 dev eth0 (not held)",
@@ -117,7 +117,7 @@ func TestPlanAddressesTakeoverAndRelease(t *testing.T) {
 func TestPlanAddressesKeepsWhatIsNotItsToRemove(t *testing.T) {
 	var owned Ownership
 	owned.addAddress("eth0", host("10.0.0.50"))
-	present := []netip.Prefix{host("10.0.0.50"), host("10.0.0.99")}
+	present := map[string][]netip.Prefix{"eth0": {host("10.0.0.50"), host("10.0.0.99")}}
 	in := AddressInput{Interface: "eth0", VIPs: []VIPAddresses{drVIP}, Held: map[netip.Addr]bool{}, Present: present, Owned: owned,
 		InUse: map[netip.Addr]bool{drVIP.VIP: true}}
 	if ops := PlanAddresses(in); len(ops) != 0 {

@@ -13,12 +13,17 @@ import (
 	"github.com/lvsd/lvsd/agent/api"
 	"github.com/lvsd/lvsd/agent/health"
 	"github.com/lvsd/lvsd/cluster"
+	"github.com/lvsd/lvsd/cluster/bgp"
 	"github.com/lvsd/lvsd/cluster/connsync"
 	"github.com/lvsd/lvsd/ipvs"
 )
 
-// RouteStatus is the director's status route on the local API socket.
-const RouteStatus = "/v1/status"
+// Routes of the director's local API socket.
+const (
+	RouteStatus  = "/v1/status"
+	RouteDrain   = "/v1/drain"   // POST: drain the director (BGP: withdraw or deprefer its routes)
+	RouteUndrain = "/v1/undrain" // POST: back in service
+)
 
 var errNotReady = errors.New("the agent has not finished its first pass yet")
 
@@ -37,7 +42,12 @@ type Status struct {
 	LastError     string          `json:"last_error,omitempty"`
 	Services      []ServiceStatus `json:"services"`
 	Cluster       *cluster.View   `json:"cluster,omitempty"`
-	ConnSync      *connsync.Stats `json:"conn_sync,omitempty"`
+	BGP           *bgp.Status     `json:"bgp,omitempty"`
+	// Drained: `lvsd drain` on this director (its routes withdrawn or
+	// depreferred, its connections going on).
+	Drained   bool            `json:"drained,omitempty"`
+	DrainedAt time.Time       `json:"drained_at,omitzero"`
+	ConnSync  *connsync.Stats `json:"conn_sync,omitempty"`
 }
 
 // ServiceStatus is one IPVS service lvsd wants.
@@ -205,6 +215,20 @@ func (a *Agent) Status(ctx context.Context, q StatusQuery) (Status, error) {
 		cs := a.opts.ConnSync.Stats()
 		st.ConnSync = &cs
 	}
+	if a.opts.BGP != nil {
+		b, err := a.opts.BGP.Status(ctx)
+		if err != nil {
+			return Status{}, fmt.Errorf("bgp: %w", err)
+		}
+		st.BGP = &b
+	}
+	if a.holder != nil {
+		hs, err := a.holder.State(ctx)
+		if err != nil {
+			return Status{}, err
+		}
+		st.Drained, st.DrainedAt = hs.Drained, hs.DrainedAt
+	}
 	return st, nil
 }
 
@@ -221,5 +245,15 @@ func (a *Agent) APIHandler() http.Handler {
 		}
 		api.WriteJSON(w, st)
 	})
+	for route, on := range map[string]bool{RouteDrain: true, RouteUndrain: false} {
+		mux.HandleFunc("POST "+route, func(w http.ResponseWriter, r *http.Request) {
+			st, err := a.holder.Drain(r.Context(), on, a.opts.Now())
+			if err != nil {
+				http.Error(w, err.Error(), http.StatusInternalServerError)
+				return
+			}
+			api.WriteJSON(w, st)
+		})
+	}
 	return mux
 }

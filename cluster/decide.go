@@ -19,6 +19,11 @@ const (
 	// it by sha256(name + "#" + vip), as MetalLB ranks speakers, so the VIPs
 	// spread and a failure moves only the failed director's VIPs.
 	ActiveActive Mode = "active-active"
+	// ECMP: every director holds every VIP it serves at once and announces
+	// it over BGP; the routers spread the flows (docs/ecmp.md). Nothing is
+	// exclusive, so there is no handover, no quorum and no conflict: a
+	// director holds its VIPs while it runs and is past its start-up hold.
+	ECMP Mode = "ecmp"
 )
 
 // Rules are the cluster-wide settings ownership depends on. Every director
@@ -128,8 +133,8 @@ func (r Rules) before(vip netip.Addr, a, b *Candidate) bool {
 // quorum or when no ready director is configured for it.
 func Owners(r Rules, live []Candidate, vips []netip.Addr) map[netip.Addr]string {
 	out := make(map[netip.Addr]string, len(vips))
-	if len(live) < r.Quorum {
-		return out
+	if len(live) < r.Quorum || r.Mode == ECMP {
+		return out // ECMP: no single owner (the holders are the answer)
 	}
 	for _, vip := range vips {
 		if o := owner(r, live, vip); o != nil {
@@ -187,6 +192,14 @@ type Step struct {
 func Next(r Rules, self string, live []Candidate, vips []netip.Addr) Step {
 	st := Step{Hold: map[netip.Addr]bool{}}
 	i := slices.IndexFunc(live, func(c Candidate) bool { return c.Name == self })
+	if r.Mode == ECMP {
+		if i >= 0 && live[i].Ready {
+			for _, v := range vips {
+				st.Hold[v] = true
+			}
+		}
+		return st
+	}
 	if i < 0 || len(live) < r.Quorum {
 		return st
 	}

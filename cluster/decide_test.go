@@ -211,3 +211,22 @@ func TestNextNeverTwoHolders(t *testing.T) {
 		}
 	}
 }
+
+// ECMP: every ready director holds every VIP it serves, whatever the
+// others hold, without a quorum; nothing is waited for or in conflict.
+func TestNextECMP(t *testing.T) {
+	both := []netip.Addr{vip1, vip2}
+	r := Rules{Mode: ECMP, Quorum: 3}
+	live := []Candidate{cand("a", 100, both, vip1, vip2), cand("b", 100, both, vip1, vip2)}
+	st := Next(r, "b", live, both)
+	if !st.Hold[vip1] || !st.Hold[vip2] || len(st.Waiting) != 0 || len(st.Conflicts) != 0 {
+		t.Errorf("ready director: %+v", st)
+	}
+	live[1].Ready = false
+	if st := Next(r, "b", live, both); len(st.Hold) != 0 {
+		t.Errorf("during the start-up hold: %+v", st)
+	}
+	if o := Owners(r, live, both); len(o) != 0 {
+		t.Errorf("owners %v: ECMP has none", o)
+	}
+}

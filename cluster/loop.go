@@ -214,9 +214,12 @@ func (s *loopState) noteQuorum(live int) {
 		return
 	}
 	s.quorate = quorate
-	if quorate {
+	switch {
+	case quorate:
 		n.log.Info("quorum reached", "live", live, "quorum", n.cfg.Rules.Quorum)
-	} else {
+	case n.cfg.Rules.Mode == ECMP: // every director keeps serving what the routers send it
+		n.log.Warn("quorum lost: the directors this one hears are fewer than the quorum", "live", live, "quorum", n.cfg.Rules.Quorum)
+	default:
 		n.log.Warn("quorum lost: releasing every VIP", "live", live, "quorum", n.cfg.Rules.Quorum)
 	}
 }

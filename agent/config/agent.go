@@ -31,6 +31,7 @@ type Agent struct {
 	LogLevel    string     // debug | info | warn | error
 	RealServer  RealServer // role realserver only (realserver.go)
 	Cluster     *Cluster   // role director only; nil: no cluster, this director holds every VIP (cluster.go)
+	BGP         *BGP       // role director only; nil: VIPs are announced on the link (ARP), not over BGP (bgp.go)
 	// MetricsListen is the TCP address /metrics is served on; "" = off (metrics.go).
 	MetricsListen string
 
@@ -62,6 +63,7 @@ type rawAgent struct {
 	} `yaml:"metrics"`
 	RealServer *rawRealServer `yaml:"realserver"`
 	Cluster    *rawCluster    `yaml:"cluster"`
+	BGP        *rawBGP        `yaml:"bgp"`
 }
 
 // LoadAgent reads and validates the agent file at path. A relative
@@ -113,6 +115,10 @@ func loadAgent(path string, data []byte) (*Agent, error) {
 	a.RealServer = d.realServer(a.Role, raw.RealServer, raw.Interface)
 	a.MetricsListen = d.metricsListen(raw.Metrics.Listen)
 	a.Cluster = d.cluster(a.Role, raw.Cluster, path)
+	a.BGP = d.bgpBlock(a.Role, raw.BGP, path)
+	if a.Cluster != nil && a.Cluster.Mode == ModeECMP && a.BGP == nil {
+		d.errorf("$.cluster.mode", "mode ecmp needs a bgp block: every director announces every VIP to the routers, which spread the flows")
+	}
 	switch a.Role {
 	case RoleDirector:
 		switch {

@@ -23,6 +23,9 @@ const (
 	// ModeActiveActive: each VIP is held by the live director ranked first
 	// for it (sha256 of node and VIP, as MetalLB ranks), so VIPs spread.
 	ModeActiveActive ClusterMode = "active-active"
+	// ModeECMP: every director holds every VIP and announces it over BGP;
+	// the routers spread the flows over the directors (docs/ecmp.md).
+	ModeECMP ClusterMode = "ecmp"
 )
 
 // Cluster is the validated `cluster:` block of a director's agent file.
@@ -197,14 +200,14 @@ func (d *doc) cluster(role Role, raw *rawCluster, file string) *Cluster {
 		}
 	}
 	switch c.Mode {
-	case ModeActiveStandby, ModeActiveActive:
+	case ModeActiveStandby, ModeActiveActive, ModeECMP:
 	default:
-		d.errorf("$.cluster.mode", "mode %q is not one of active-standby, active-active", raw.Mode)
+		d.errorf("$.cluster.mode", "mode %q is not one of active-standby, active-active, ecmp", raw.Mode)
 	}
 	if raw.Priority != nil {
 		c.Priority = *raw.Priority
-		if c.Mode == ModeActiveActive {
-			d.errorf("$.cluster.priority", "priority is for mode active-standby; active-active ranks directors per VIP")
+		if c.Mode != ModeActiveStandby {
+			d.errorf("$.cluster.priority", "priority is for mode active-standby; %s does not rank directors by it", c.Mode)
 		}
 	}
 	if raw.Preempt != nil {

@@ -22,6 +22,18 @@ func checkSet(all []Service, errs *List) {
 		}
 		names[s.Name] = s
 	}
+	announced := map[netip.Addr]Service{} // the first service of each VIP with announce
+	for _, s := range all {
+		if s.Announce == nil {
+			continue
+		}
+		if prev, ok := announced[s.VIP]; ok && !prev.Announce.Equal(*s.Announce) {
+			*errs = append(*errs, &Error{File: s.File, Line: s.Line, Col: 1, Msg: fmt.Sprintf(
+				"service %q: announce differs from service %q's (%s:%d) on the same vip %s: a VIP is one route", cut(s.Name), cut(prev.Name), prev.File, prev.Line, s.VIP)})
+			continue
+		}
+		announced[s.VIP] = s
+	}
 	found := map[int]*Error{}
 	for _, claims := range claimsByClients(all) {
 		for _, proto := range []string{"tcp", "udp", "sctp"} {

@@ -67,6 +67,10 @@ type Service struct {
 	DrainTimeout           time.Duration
 	Health                 *Health // nil: backends are not checked (always healthy)
 	Failover               Failover
+	// Announce, with a bgp block, replaces its default path attributes for
+	// this service's VIP (every service on a VIP must agree); nil: the
+	// defaults.
+	Announce *Announce
 }
 
 // Persistence is IPVS persistence (seed 000's per-session tracking).
@@ -129,6 +133,7 @@ type rawService struct {
 	DrainTimeout           text         `yaml:"drain_timeout"`
 	Health                 *rawHealth   `yaml:"health"`
 	Failover               *rawFailover `yaml:"failover"`
+	Announce               *rawAnnounce `yaml:"announce"`
 }
 
 type rawBackend struct {
@@ -207,6 +212,10 @@ func (d *doc) service(raw rawService) Service {
 				s.Persistence.Netmask = *p.Netmask
 			}
 		}
+	}
+	if raw.Announce != nil {
+		a := d.announce("$.announce", raw.Announce)
+		s.Announce = &a
 	}
 	s.PersistenceOnUnhealthy = policy.Persistence(orDefault(raw.PersistenceOnUnhealthy, string(policy.DefaultForProtocol)))
 	if err := s.PersistenceOnUnhealthy.Validate(s.Tracking()); err != nil {

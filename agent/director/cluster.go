@@ -48,7 +48,7 @@ func startMember(ctx context.Context, o Options, k *agent.Kernel, bgCtx context.
 		log.Error("removing VIP addresses left by a previous run", "err", err)
 	}
 	cc := clusterConfig(cfg.Agent, leases.Reannounce, log)
-	if cc.Bind, err = resolveBind(ctx, cc.Bind, cfg, o.Kernel.Addrs); err != nil {
+	if cc.Bind, err = resolveBind(ctx, cc.Bind, cfg, o.Kernel.Addrs, false); err != nil {
 		return member{}, err
 	}
 	node, err := o.StartCluster(cc)
@@ -79,9 +79,9 @@ func startMember(ctx context.Context, o Options, k *agent.Kernel, bgCtx context.
 }
 
 // resolveBind fills in the host of a bind without one (cluster.bind unset):
-// the director's own address on its interface, IPv4 first, never a VIP or
-// an address that moves with one.
-func resolveBind(ctx context.Context, bind string, cfg *agent.Config, addrs arp.Addresses) (string, error) {
+// the director's own address on its interface, IPv4 first (only, with
+// v4only), never a VIP or an address that moves with one.
+func resolveBind(ctx context.Context, bind string, cfg *agent.Config, addrs arp.Addresses, v4only bool) (string, error) {
 	host, port, err := net.SplitHostPort(bind)
 	if err != nil || host != "" {
 		return bind, err
@@ -105,7 +105,7 @@ func resolveBind(ctx context.Context, bind string, cfg *agent.Config, addrs arp.
 			v6 = a
 		}
 	}
-	if v6.IsValid() {
+	if v6.IsValid() && !v4only {
 		return net.JoinHostPort(v6.String(), port), nil
 	}
 	return "", fmt.Errorf("cluster.bind unset and %s has no address of its own to bind to: set cluster.bind", cfg.Agent.Interface)

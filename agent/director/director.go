@@ -21,6 +21,7 @@ import (
 	"github.com/lvsd/lvsd/agent/sdnotify"
 	"github.com/lvsd/lvsd/arp"
 	"github.com/lvsd/lvsd/cluster"
+	"github.com/lvsd/lvsd/cluster/bgp"
 	"github.com/lvsd/lvsd/cluster/connsync"
 )
 
@@ -41,6 +42,9 @@ type Options struct {
 	StartCluster func(cluster.Config) (Node, error)
 	// NewRelay makes the connection-sync relay (connsync.New).
 	NewRelay func(connsync.Config) (Relay, error)
+	// StartBGP starts the BGP speaker of a bgp block (bgp.Start with a
+	// bfd.Server for the peers with BFD).
+	StartBGP func(context.Context, bgp.Config) (Speaker, error)
 	// RaisePriority gives this process the scheduling priority nice
 	// (cluster.RaisePriority); nil: unchanged.
 	RaisePriority func(nice int) error
@@ -98,11 +102,24 @@ func Run(ctx context.Context, o Options) error {
 	if err != nil {
 		return err
 	}
+	speaker, err := startSpeaker(ctx, o, k)
+	if err != nil {
+		m.leave(log, nil)
+		return err
+	}
+	if speaker != nil {
+		k.Routes = newRouteTable(speaker)
+	}
 	holder, err := agent.NewHolder(k, m.vips(), cfg.Agent.StateDir, log)
 	if err != nil {
+		stopSpeaker(speaker, nil, 0, log)
+		m.leave(log, nil)
 		return fmt.Errorf("reading the address record: %w", err)
 	}
 	opts := agent.Options{ConfigPath: o.ConfigPath, Config: cfg, Kernel: k, Log: log, Health: checker, Holder: holder}
+	if speaker != nil {
+		opts.BGP = speaker
+	}
 	if m.node != nil {
 		opts.Cluster = m.node
 	}
@@ -123,6 +140,9 @@ func Run(ctx context.Context, o Options) error {
 	err = a.Run(agentCtx, o.Reload)
 	stopAgent()
 	holderStopped()
+	if speaker != nil {
+		stopSpeaker(speaker, holder, cfg.Agent.BGP.StopGrace, log)
+	}
 	m.leave(log, holder.Release)
 	return err
 }

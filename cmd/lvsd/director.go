@@ -2,11 +2,13 @@ package main
 
 import (
 	"context"
+	"errors"
 	"flag"
 	"fmt"
 	"net/netip"
 	"os"
 	"os/signal"
+	"slices"
 	"syscall"
 	"time"
 
@@ -18,6 +20,8 @@ import (
 	"github.com/lvsd/lvsd/agent/director"
 	"github.com/lvsd/lvsd/arp"
 	"github.com/lvsd/lvsd/cluster"
+	"github.com/lvsd/lvsd/cluster/bfd"
+	"github.com/lvsd/lvsd/cluster/bgp"
 	"github.com/lvsd/lvsd/cluster/connsync"
 	"github.com/lvsd/lvsd/ipvs"
 	"github.com/lvsd/lvsd/nat"
@@ -53,10 +57,46 @@ func runAgent(ctx context.Context, e *env) error {
 		Kernel: k, Leases: arp.Kernel{},
 		StartCluster:  func(c cluster.Config) (director.Node, error) { return cluster.Start(c) },
 		NewRelay:      func(c connsync.Config) (director.Relay, error) { return connsync.New(c) },
+		StartBGP:      startBGP,
 		RaisePriority: cluster.RaisePriority,
 		Notifier:      systemd{},
 		Reload:        reload,
 	})
+}
+
+// startBGP starts the BGP speaker, with a BFD server when a peer uses BFD.
+func startBGP(ctx context.Context, c bgp.Config) (director.Speaker, error) {
+	var srv *bfd.Server
+	if slices.ContainsFunc(c.Peers, func(p bgp.PeerConfig) bool { return p.BFD }) {
+		var err error
+		if srv, err = bfd.Start(bfd.Config{Log: c.Log.With("component", "bfd")}); err != nil {
+			return nil, err
+		}
+		c.BFD = srv
+	}
+	s, err := bgp.Start(ctx, c)
+	if err != nil {
+		if srv != nil {
+			srv.Close(ctx)
+		}
+		return nil, err
+	}
+	return speakerWithBFD{s, srv}, nil
+}
+
+// speakerWithBFD stops the BFD server after the speaker (which takes its
+// sessions down administratively first).
+type speakerWithBFD struct {
+	*bgp.Speaker
+	bfd *bfd.Server
+}
+
+func (s speakerWithBFD) Close(ctx context.Context) error {
+	err := s.Speaker.Close(ctx)
+	if s.bfd != nil {
+		err = errors.Join(err, s.bfd.Close(ctx))
+	}
+	return err
 }
 
 // reloads turns SIGHUP into reload requests until ctx ends.

@@ -7,6 +7,7 @@ import (
 	"net"
 	"time"
 
+	"github.com/lvsd/lvsd/agent"
 	"github.com/lvsd/lvsd/agent/api"
 	"github.com/lvsd/lvsd/agent/config"
 	"github.com/lvsd/lvsd/agent/realserver"
@@ -15,8 +16,8 @@ import (
 )
 
 func init() {
-	commands["drain"] = command{usage: "real server: announce weight 0 to the directors (kept across restarts)", run: drain}
-	commands["undrain"] = command{usage: "real server: announce the configured weight again", run: undrain}
+	commands["drain"] = command{usage: "take this host out of service, keeping its connections (kept across restarts)", run: drain}
+	commands["undrain"] = command{usage: "put this host back in service", run: undrain}
 	commands["cleanup"] = command{usage: "real server: remove the VIPs and sysctls lvsd added (stop the agent first)", run: cleanup}
 }
 
@@ -48,9 +49,12 @@ func drain(ctx context.Context, e *env) error   { return setDrain(ctx, e, true) 
 func undrain(ctx context.Context, e *env) error { return setDrain(ctx, e, false) }
 
 func setDrain(ctx context.Context, e *env, on bool) error {
-	a, err := realServerConfig(e, "drain and undrain")
+	a, err := config.LoadAgent(e.config)
 	if err != nil {
 		return err
+	}
+	if a.Role == config.RoleDirector {
+		return setDirectorDrain(ctx, e, a, on)
 	}
 	route := realserver.RouteUndrain
 	if on {
@@ -65,6 +69,33 @@ func setDrain(ctx context.Context, e *env, on bool) error {
 			st.Node, st.ConfiguredWeight, st.DrainedAt.Format(time.RFC3339))
 	} else {
 		fmt.Fprintf(e.stdout, "%s: in service: the weight endpoint announces %d\n", st.Node, st.Weight)
+	}
+	return nil
+}
+
+// setDirectorDrain drains a director: with BGP its routes are withdrawn
+// (or depreferred) while its established connections go on.
+func setDirectorDrain(ctx context.Context, e *env, a *config.Agent, on bool) error {
+	if a.BGP == nil {
+		return errors.New("drain on a director withdraws its BGP routes: " + e.config + " has no bgp block (drain a real server on the real server)")
+	}
+	route := agent.RouteUndrain
+	if on {
+		route = agent.RouteDrain
+	}
+	var st agent.HolderState
+	if err := api.NewClient(a.APISocket).Do(ctx, "POST", route, &st); err != nil {
+		return err
+	}
+	if st.Drained {
+		verb := "withdrawn"
+		if a.BGP.Drain == "deprefer" {
+			verb = "depreferred"
+		}
+		fmt.Fprintf(e.stdout, "%s: drained since %s: its routes are %s, its connections go on\n", a.Node,
+			st.DrainedAt.Format(time.RFC3339), verb)
+	} else {
+		fmt.Fprintf(e.stdout, "%s: in service: its routes are announced\n", a.Node)
 	}
 	return nil
 }

@@ -105,6 +105,11 @@ func writeDirectorStatus(w io.Writer, st agent.Status, now time.Time) error {
 			return err
 		}
 	}
+	if st.BGP != nil {
+		if err := writeBGPStatus(w, st.BGP, st.Drained, st.DrainedAt); err != nil {
+			return err
+		}
+	}
 	if len(st.Services) == 0 {
 		fmt.Fprintln(w, "no services configured")
 		return nil

@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/lvsd/lvsd/cluster"
+	"github.com/lvsd/lvsd/cluster/bgp"
 	"github.com/lvsd/lvsd/cluster/connsync"
 )
 
@@ -65,5 +66,37 @@ func writeConnSyncStatus(w io.Writer, s *connsync.Stats) error {
 		"%d applied, %d cached, lag %s (max %s), %d dropped\n\n", s.MasterRecords, s.Pushes, s.SentRecords, s.ReplayedRecords,
 		s.ReceivedRecords, s.AppliedRecords, s.CacheSize, s.LastLag.Round(time.Millisecond),
 		s.MaxLag.Round(time.Millisecond), dropped)
+	return err
+}
+
+// writeBGPStatus prints the BGP speaker: a line per router and the routes.
+func writeBGPStatus(w io.Writer, b *bgp.Status, drained bool, drainedAt time.Time) error {
+	state := "in service"
+	if drained {
+		state = "DRAINED since " + drainedAt.Format(time.DateTime)
+	}
+	fmt.Fprintf(w, "bgp: AS %d, router id %s, %s, %d routes announced, %d TCP-MD5 failures\n", b.ASN, b.RouterID, state,
+		len(b.Routes), b.MD5Failures)
+	rows := [][]string{{"ROUTER", "AS", "SESSION", "SINCE", "BFD", "FLAPS", "LAST FLAP"}}
+	for _, p := range b.Peers {
+		last := "-"
+		if !p.LastFlap.IsZero() {
+			last = p.LastFlap.Format(time.DateTime) + " " + p.LastFlapReason
+		}
+		bfdState := p.BFD
+		if bfdState == "" {
+			bfdState = "off"
+		}
+		rows = append(rows, []string{p.Address.String(), strconv.FormatUint(uint64(p.ASN), 10), string(p.State),
+			p.Since.Format(time.TimeOnly), bfdState, strconv.Itoa(p.Flaps), last})
+	}
+	if err := writeTable(w, "  ", rows); err != nil {
+		return err
+	}
+	var routes []string
+	for _, r := range b.Routes {
+		routes = append(routes, r.Prefix.String())
+	}
+	_, err := fmt.Fprintf(w, "  announced: %s\n\n", strings.Join(routes, " "))
 	return err
 }

@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"net/netip"
 	"strings"
+	"time"
 )
 
 // The lab's numbers: the router is AS 65000, the directors AS 65001 (one
@@ -27,6 +28,20 @@ type Neighbor struct {
 	Address  netip.Addr
 	Password string // TCP-MD5; "" none
 	BFD      bool
+	// BFDInterval and BFDMultiplier replace the profile fast (100 ms × 3)
+	// for this neighbour when set: the integration tests run many
+	// processes in one emulated machine, where 300 ms of no scheduling
+	// happens.
+	BFDInterval   time.Duration
+	BFDMultiplier int
+}
+
+// bfdProfileName is the name of n's BFD profile.
+func (n Neighbor) bfdProfileName() string {
+	if n.BFDInterval == 0 {
+		return "fast"
+	}
+	return fmt.Sprintf("t%dx%d", n.BFDInterval.Milliseconds(), n.BFDMultiplier)
 }
 
 // VIPRanges are where the lab's VIPs live; the router accepts host routes
@@ -55,12 +70,21 @@ func RouterConfig(routerID netip.Addr, neighbors []Neighbor) string {
 	b.WriteString("route-map lvsd-in4 permit 10\n match ip address prefix-list lvsd-vips4\n!\n")
 	b.WriteString("route-map lvsd-in6 permit 10\n match ipv6 address prefix-list lvsd-vips6\n!\n")
 	b.WriteString("route-map lvsd-out deny 10\n!\n")
-	b.WriteString("bfd\n" + bfdProfile + "!\n")
+	b.WriteString("bfd\n" + bfdProfile)
+	profiles := map[string]bool{}
+	for _, n := range neighbors {
+		if name := n.bfdProfileName(); n.BFDInterval != 0 && !profiles[name] {
+			profiles[name] = true
+			ms := n.BFDInterval.Milliseconds()
+			fmt.Fprintf(&b, " profile %s\n  receive-interval %d\n  transmit-interval %d\n  detect-multiplier %d\n !\n", name, ms, ms, n.BFDMultiplier)
+		}
+	}
+	b.WriteString("!\n")
 	fmt.Fprintf(&b, "router bgp %d\n bgp router-id %s\n bgp log-neighbor-changes\n timers bgp 1 3\n", RouterASN, routerID)
 	for _, n := range neighbors {
 		fmt.Fprintf(&b, " neighbor %s remote-as %d\n neighbor %s timers connect 1\n", n.Address, DirectorASN, n.Address)
 		if n.BFD {
-			fmt.Fprintf(&b, " neighbor %s bfd profile fast\n", n.Address)
+			fmt.Fprintf(&b, " neighbor %s bfd profile %s\n", n.Address, n.bfdProfileName())
 		}
 		if n.Password != "" {
 			fmt.Fprintf(&b, " neighbor %s password %s\n", n.Address, n.Password)

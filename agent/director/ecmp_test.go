@@ -1,0 +1,120 @@
+package director
+
+import (
+	"context"
+	"io"
+	"log/slog"
+	"net/netip"
+	"os"
+	"path/filepath"
+	"slices"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/lvsd/lvsd/agent"
+	"github.com/lvsd/lvsd/agent/api"
+	"github.com/lvsd/lvsd/arp"
+	"github.com/lvsd/lvsd/cluster"
+	"github.com/lvsd/lvsd/cluster/bgp"
+	"github.com/lvsd/lvsd/cluster/connsync"
+	"github.com/lvsd/lvsd/ipvs"
+	"github.com/lvsd/lvsd/nat"
+)
+
+// fakeSpeaker is a bgp.Fake that records its Close.
+type fakeSpeaker struct {
+	*bgp.Fake
+	ev *events
+}
+
+func (s fakeSpeaker) Close(context.Context) error {
+	s.ev.add("speaker closed, routes " + routeList(s.Routes()))
+	return nil
+}
+
+func routeList(rs []bgp.Route) string {
+	var out []string
+	for _, r := range rs {
+		out = append(out, r.Prefix.String())
+	}
+	return "[" + strings.Join(out, " ") + "]"
+}
+
+// A director in mode ecmp puts its VIP on lo and announces it once
+// programmed, withdraws it when drained and announces it again when
+// undrained, and at a stop withdraws before anything else goes.
+func TestRunECMP(t *testing.T) {
+	dir := t.TempDir()
+	must(t, os.MkdirAll(filepath.Join(dir, "services.d"), 0o755))
+	must(t, os.WriteFile(filepath.Join(dir, "key"), []byte("0123456789abcdef0123456789abcdef\n"), 0o600))
+	must(t, os.WriteFile(filepath.Join(dir, "lvsd.yaml"), []byte("node: d1\ninterface: eth0\nservices_dir: services.d\n"+
+		"state_dir: state\napi: {socket: "+filepath.Join(dir, "lvsd.sock")+"}\n"+
+		"cluster: {key_file: key, mode: ecmp, conn_sync: {enabled: false}}\n"+
+		"bgp: {asn: 65001, peers: [{address: 10.0.0.10, asn: 65000}], stop_grace: 10ms}\n"), 0o600))
+	must(t, os.WriteFile(filepath.Join(dir, "services.d", "web.yaml"),
+		[]byte("service: web\nvip: 192.0.2.10\nports: [80]\nbackends: [{address: 10.0.0.11}]\n"), 0o644))
+	cfg, err := agent.LoadConfig(filepath.Join(dir, "lvsd.yaml"))
+	must(t, err)
+	ev := &events{}
+	addrs := arp.NewFakeExpiring("eth0", "lo")
+	must(t, addrs.Fake.Add(context.Background(), "eth0", netip.MustParsePrefix("10.0.0.2/24")))
+	ipvsFake := ipvs.NewFake()
+	started := make(chan fakeSpeaker, 1)
+	f := cluster.NewFake(cluster.Rules{Mode: cluster.ECMP, Quorum: 1}, netip.MustParseAddr("192.0.2.10"))
+	o := Options{
+		ConfigPath: filepath.Join(dir, "lvsd.yaml"), Config: cfg, Log: slog.New(slog.NewTextHandler(io.Discard, nil)),
+		Kernel: agent.Kernel{IPVS: ipvsFake, Daemons: ipvsFake, NAT: nat.NewFake(), Sysctls: arp.NewFakeSysctls(nil),
+			Addrs: addrs, Announcer: &arp.FakeAnnouncer{}},
+		Leases:       recordingAddrs{addrs, ev},
+		StartCluster: func(cluster.Config) (Node, error) { return fakeNode{f.Add("d1", 100), ev}, nil },
+		StartBGP: func(_ context.Context, c bgp.Config) (Speaker, error) {
+			if c.RouterID != netip.MustParseAddr("10.0.0.2") {
+				t.Errorf("router id %v, want the director's own address", c.RouterID)
+			}
+			fk, err := bgp.NewFake(c)
+			started <- fakeSpeaker{fk, ev}
+			return fakeSpeaker{fk, ev}, err
+		},
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- Run(ctx, o) }()
+	client := api.NewClient(cfg.Agent.APISocket)
+	vip := netip.MustParsePrefix("192.0.2.10/32")
+	speaker := <-started
+	eventually(t, "the VIP on lo and announced", func() bool {
+		lo, _ := addrs.List(ctx, "lo")
+		return slices.Contains(lo, vip) && routeList(speaker.Routes()) == "[192.0.2.10/32]"
+	})
+	var st agent.HolderState
+	must(t, client.Do(ctx, "POST", agent.RouteDrain, &st))
+	if !st.Drained || len(speaker.Routes()) != 0 {
+		t.Errorf("drained: %+v, routes %v", st, speaker.Routes())
+	}
+	if lo, _ := addrs.List(ctx, "lo"); !slices.Contains(lo, vip) {
+		t.Error("draining took the VIP off lo: established connections would break")
+	}
+	must(t, client.Do(ctx, "POST", agent.RouteUndrain, &st))
+	if st.Drained || len(speaker.Routes()) != 1 {
+		t.Errorf("undrained: %+v, routes %v", st, speaker.Routes())
+	}
+	cancel()
+	must(t, <-done)
+	want := []string{"speaker closed, routes []", "leave", "delete-address 192.0.2.10/32"}
+	if got := ev.list(); !slices.Equal(got, want) {
+		t.Errorf("stop:\n got %q\nwant %q", got, want)
+	}
+}
+
+// eventually polls cond until it holds (10 s at most).
+func eventually(t *testing.T, what string, cond func() bool) {
+	t.Helper()
+	for deadline := time.Now().Add(10 * time.Second); !cond(); time.Sleep(5 * time.Millisecond) {
+		if time.Now().After(deadline) {
+			t.Fatalf("%s: not within 10 s", what)
+		}
+	}
+}
+
+var _ = connsync.Config{}

@@ -1,0 +1,266 @@
+//go:build e2e
+
+package e2e
+
+import (
+	"context"
+	"fmt"
+	"net/netip"
+	"os"
+	"path/filepath"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/lvsd/lvsd/e2e/echo"
+	"github.com/lvsd/lvsd/e2e/ecmplab"
+	"github.com/lvsd/lvsd/e2e/topo"
+	"github.com/lvsd/lvsd/ipvs"
+)
+
+// Helpers of the ECMP tests: a router running FRR (BGP, BFD, ECMP with an
+// L4 hash) between the client and the directors, every director running
+// lvsd in cluster mode ecmp with a bgp block, DR services on a VIP the
+// real servers hold on lo.
+
+// ecmpVIP is in the lab's VIP range (ecmplab.VIPRanges), which the router
+// accepts host routes from.
+var ecmpVIP = netip.MustParseAddr("192.0.2.10")
+
+// The lab's BFD timers, on both sides: 3 s to detect a failure. The
+// default 100 ms × 3 (docs/ecmp.md) flaps here: the VM shares 2 emulated
+// cores with a router, four directors, real servers and a client, and its
+// processes go unscheduled for up to 0.8 s when the host is busy. These
+// tests prove what lvsd does with BFD's verdicts; e2e/ecmplab measures how
+// fast the fast profile detects.
+const (
+	labBFDInterval   = time.Second
+	labBFDMultiplier = 3
+	labBFDDetection  = labBFDInterval * labBFDMultiplier
+)
+
+// ecmpLab is one ECMP topology with its router.
+type ecmpLab struct {
+	t   *testing.T
+	tp  *topo.Topology
+	frr *topo.FRR
+	srv survServers
+	key string
+	ds  map[string]*lvsd // by director ID, the ones started
+}
+
+// ecmpOptions shape a lab.
+type ecmpOptions struct {
+	directors int    // in the topology (default 3)
+	sources   int    // extra client addresses
+	sync      bool   // cluster.conn_sync
+	password  string // TCP-MD5 on the router's side for every director
+	// bgpPassword is the password the directors use ("" none).
+	bgpPassword string
+	extraBGP    string // more lines of the bgp block (two-space indent)
+}
+
+// newECMPLab builds the topology, starts the router and the real servers.
+// Directors start with startDirector.
+func newECMPLab(t *testing.T, o ecmpOptions) *ecmpLab {
+	t.Helper()
+	if o.directors == 0 {
+		o.directors = 3
+	}
+	tp := topo.New(t, topo.WithRouter(), topo.WithDirectors(o.directors), topo.WithClientSources(o.sources))
+	l := &ecmpLab{t: t, tp: tp, key: clusterKey(t), ds: map[string]*lvsd{}}
+	l.srv = setupSurvivalServers(t, tp, []survMode{{name: "DR", vip: ecmpVIP}})
+	serveEcho(t, echo.Config{TCP: []uint16{80}}, tp.RealServers()...)
+	var ns []ecmplab.Neighbor
+	for _, d := range tp.Directors() {
+		ns = append(ns, ecmplab.Neighbor{Address: d.V4, BFD: true, Password: o.password,
+			BFDInterval: labBFDInterval, BFDMultiplier: labBFDMultiplier})
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	f, err := tp.Router().StartFRR(ctx, ecmplab.RouterConfig(tp.Router().V4, ns))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		if t.Failed() {
+			t.Logf("router bgpd log:\n%s\nbfdd log:\n%s", f.Log("bgpd"), f.Log("bfdd"))
+		}
+		_ = f.Stop()
+	})
+	l.frr = f
+	if err := tp.RouteViaRouter(netip.PrefixFrom(ecmpVIP, 32)); err != nil {
+		t.Fatal(err)
+	}
+	for _, d := range tp.Directors() {
+		l.ds[d.ID] = l.newDirector(d, o)
+	}
+	return l
+}
+
+// newDirector writes d's configuration (not started).
+func (l *ecmpLab) newDirector(d *topo.Host, o ecmpOptions) *lvsd {
+	t := l.t
+	ld := newClusterDirector(t, l.tp, d, l.key, fmt.Sprintf("  mode: ecmp\n  conn_sync: {enabled: %t}\n", o.sync))
+	password := ""
+	if o.bgpPassword != "" {
+		pf := filepath.Join(ld.dir, "bgp.password")
+		if err := os.WriteFile(pf, []byte(o.bgpPassword+"\n"), 0o600); err != nil {
+			t.Fatal(err)
+		}
+		password = ", password_file: " + pf
+	}
+	router := l.tp.Router()
+	agentFile := filepath.Join(ld.dir, "lvsd.yaml")
+	b, err := os.ReadFile(agentFile)
+	if err != nil {
+		t.Fatal(err)
+	}
+	writeFile(t, agentFile, string(b)+fmt.Sprintf("bgp:\n  asn: %d\n  peers:\n"+
+		"    - {address: %s, asn: %d, hold_time: 3s, keepalive: 1s, connect_retry: 1s, bfd: {enabled: true, interval: %v, multiplier: %d}%s}\n"+
+		"  stop_grace: 1s\n%s", ecmplab.DirectorASN, router.V4, ecmplab.RouterASN, labBFDInterval, labBFDMultiplier, password, o.extraBGP))
+	writeFile(t, filepath.Join(ld.dir, "services.d", "dr.yaml"), fmt.Sprintf(
+		"service: dr\nvip: %s\nports: [80, %d, %d]\nbackends:\n  - {address: %s}\n  - {address: %s}\n",
+		ecmpVIP, survEcho, survTick, l.tp.RS(1).V4, l.tp.RS(2).V4))
+	return ld
+}
+
+// start starts lvsd on the directors ids and waits until the router has a
+// path to the VIP through every director started so far.
+func (l *ecmpLab) start(ids ...string) {
+	l.t.Helper()
+	for _, id := range ids {
+		l.ds[id].start()
+	}
+	l.waitPaths(l.running(), 60*time.Second)
+}
+
+// running counts the directors whose lvsd runs.
+func (l *ecmpLab) running() int {
+	n := 0
+	for _, d := range l.ds {
+		if d.cmd != nil {
+			select {
+			case <-d.exited:
+			default:
+				n++
+			}
+		}
+	}
+	return n
+}
+
+// waitPaths waits until the router's route to the VIP has n next hops.
+func (l *ecmpLab) waitPaths(n int, timeout time.Duration) []netip.Addr {
+	l.t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), timeout)
+	defer cancel()
+	got, err := l.tp.Router().WaitNexthops(ctx, netip.PrefixFrom(ecmpVIP, 32), n)
+	if err != nil {
+		l.t.Fatal(err)
+	}
+	return got
+}
+
+// scheduled is how many connections director d scheduled to the VIP's
+// destinations so far (the kernel's per-destination counters: synced
+// connections are not counted).
+func scheduled(t *testing.T, d *lvsd) uint64 {
+	t.Helper()
+	k := d.ipvs()
+	svcs, err := k.Services(t.Context())
+	if err != nil {
+		t.Fatal(err)
+	}
+	var n uint64
+	for _, s := range svcs {
+		if s.Addr != ecmpVIP {
+			continue
+		}
+		dsts, err := k.Destinations(t.Context(), s.ServiceKey)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, dst := range dsts {
+			n += dst.Stats.Connections
+		}
+	}
+	return n
+}
+
+// newConnProber opens a connection to the VIP every period from a new
+// source port, and records when each started and how long its handshake
+// took: one whose first SYN went to a dead director needs a retransmit.
+type newConnProber struct {
+	stop chan struct{}
+	wg   sync.WaitGroup
+	mu   sync.Mutex
+	runs []probeRun
+}
+
+type probeRun struct {
+	start, done time.Time
+	err         error
+}
+
+func startNewConnProber(t *testing.T, client *topo.Host, period time.Duration) *newConnProber {
+	p := &newConnProber{stop: make(chan struct{})}
+	dst := netip.AddrPortFrom(ecmpVIP, 80)
+	p.wg.Go(func() {
+		tick := time.NewTicker(period)
+		defer tick.Stop()
+		for {
+			select {
+			case <-p.stop:
+				return
+			case <-tick.C:
+			}
+			p.wg.Go(func() {
+				start := time.Now()
+				ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+				defer cancel()
+				_, err := echo.Ask(ctx, client, netip.Addr{}, dst, echo.TCP)
+				p.mu.Lock()
+				p.runs = append(p.runs, probeRun{start, time.Now(), err})
+				p.mu.Unlock()
+			})
+		}
+	})
+	t.Cleanup(p.close)
+	return p
+}
+
+func (p *newConnProber) close() {
+	select {
+	case <-p.stop:
+	default:
+		close(p.stop)
+	}
+	p.wg.Wait()
+}
+
+// count returns, of the probes started in [from, to], how many there
+// were, how many failed or needed a retransmit (longer than 900 ms: the
+// first SYN was lost), and how many failed that started after settled.
+func (p *newConnProber) count(from, to, settled time.Time) (n, slow int, failedAfter []string) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	for _, r := range p.runs {
+		if r.start.Before(from) || r.start.After(to) {
+			continue
+		}
+		n++
+		if r.err != nil || r.done.Sub(r.start) > 900*time.Millisecond {
+			slow++
+		}
+		if r.err != nil && r.start.After(settled) {
+			failedAfter = append(failedAfter, fmt.Sprintf("+%v: %v", r.start.Sub(from).Round(time.Millisecond), r.err))
+		}
+	}
+	return n, slow, failedAfter
+}
+
+// ipvsKey is the VIP's service on port.
+func ipvsKey(port uint16) ipvs.ServiceKey {
+	return ipvs.ServiceKey{Protocol: ipvs.TCP, Addr: ecmpVIP, Port: port}
+}

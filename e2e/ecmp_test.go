@@ -1,0 +1,302 @@
+//go:build e2e
+
+package e2e
+
+import (
+	"fmt"
+	"net/netip"
+	"slices"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/lvsd/lvsd/e2e/echo"
+)
+
+// The load the ECMP tests put on the VM: lighter than TestConnSurvival's
+// (one exchange per connection per 100 ms), because here a router and four
+// directors with BGP and BFD share the emulated cores, and a BFD session
+// starved for its detection time takes a path away mid-test.
+const (
+	ecmpFleetInterval = 500 * time.Millisecond
+	ecmpProbePeriod   = 100 * time.Millisecond
+)
+
+// TestECMP: every director serves the same VIP, announced over BGP with
+// BFD to a real router (FRR) that spreads the flows by L4 hash. One lab,
+// one scenario after the other (each needs the router, 3-4 directors and
+// their sessions: building it once keeps the suite's time in bounds).
+func TestECMP(t *testing.T) {
+	l := newECMPLab(t, ecmpOptions{directors: 4, sources: 200, sync: true})
+	l.start("director", "director2", "director3")
+	t.Run("Spread", l.spread)
+	t.Run("DirectorLoss", l.directorLoss)
+	t.Run("DirectorJoin", l.directorJoin)
+	t.Run("Drain", l.drain)
+	t.Run("WithdrawNoBackends", l.withdrawNoBackends)
+	t.Run("AgentCrash", l.agentCrash)
+	t.Run("RouterRestart", l.routerRestart)
+}
+
+// spread: 600 connections from 200 client sources: the router has three
+// paths and every director schedules 20-47 % of the connections.
+func (l *ecmpLab) spread(t *testing.T) {
+	paths := l.waitPaths(3, 10*time.Second)
+	before := map[string]uint64{}
+	for _, id := range []string{"director", "director2", "director3"} {
+		before[id] = scheduled(t, l.ds[id])
+	}
+	sources := l.tp.ClientSources(false)
+	replies := ask(t, l.tp.Client(), sources, netip.AddrPortFrom(ecmpVIP, 80), echo.TCP, 3)
+	if dist := distribution(replies); dist["error"] > 0 {
+		t.Fatalf("%d of %d connections failed: %s", dist["error"], len(replies), formatDistribution(dist))
+	}
+	var shares []string
+	total := uint64(0)
+	got := map[string]uint64{}
+	for id := range before {
+		got[id] = scheduled(t, l.ds[id]) - before[id]
+		total += got[id]
+	}
+	for _, id := range []string{"director", "director2", "director3"} {
+		share := float64(got[id]) / float64(total)
+		shares = append(shares, fmt.Sprintf("%s %d (%.0f%%)", id, got[id], 100*share))
+		if share < 0.20 || share > 0.47 {
+			t.Errorf("%s scheduled %.0f%% of the connections, want 20-47%%", id, 100*share)
+		}
+	}
+	t.Logf("router paths %v; %d connections from %d sources: %s", paths, total, len(sources), strings.Join(shares, ", "))
+}
+
+// directorLoss: a fleet of long-lived connections (half server-speaks-first,
+// some opened just before), one director's link cut: with connection sync
+// the others continue every connection the router moves to them; new
+// connections stop reaching the lost director once BFD tells the router.
+func (l *ecmpLab) directorLoss(t *testing.T) {
+	cut := l.tp.Director(2)
+	c := l.survive(t, func() {
+		if err := cut.SetPort(false); err != nil {
+			t.Fatal(err)
+		}
+	}, 2)
+	t.Logf("director loss (%s cut, sync on): %s", cut.ID, c)
+	if c.row.survived < c.row.total-1 {
+		t.Errorf("%d/%d connections survived the loss of %s, want at least %d", c.row.survived, c.row.total, cut.ID, c.row.total-1)
+	}
+	// BFD's detection time, and a second for the router to install the
+	// route under the VM's load.
+	if c.routed > labBFDDetection+time.Second {
+		t.Errorf("the router dropped the path %v after the cut, want at most %v (BFD detection + 1 s)", c.routed, labBFDDetection+time.Second)
+	}
+	if len(c.failedAfter) > 0 {
+		t.Errorf("%d new connections failed that started a second after the router's change", len(c.failedAfter))
+	}
+	if err := cut.SetPort(true); err != nil {
+		t.Fatal(err)
+	}
+	l.waitPaths(3, 60*time.Second)
+}
+
+// directorJoin: a fourth director joins under a fleet of connections: the
+// router re-hashes about half of them, a quarter onto the newcomer, and
+// every director that receives a flow it did not start continues it.
+func (l *ecmpLab) directorJoin(t *testing.T) {
+	c := l.survive(t, func() { l.ds["director4"].start() }, 4)
+	t.Logf("director join (director4, sync on): %s", c)
+	if c.row.survived != c.row.total {
+		t.Errorf("%d/%d connections survived the join, want all", c.row.survived, c.row.total)
+	}
+	if len(c.failedAfter) > 0 {
+		t.Errorf("%d new connections failed that started a second after the router's change", len(c.failedAfter))
+	}
+}
+
+// change is what became of the traffic around a change of the paths.
+type change struct {
+	row         survivalRow
+	routed      time.Duration // from the change to the router's route change
+	probes      int           // new connections opened from the change on
+	slow        int           // … of those that failed or needed a retransmit
+	failedAfter []string      // … that failed, started a second after routed
+}
+
+func (c change) String() string {
+	return fmt.Sprintf("%d/%d survived (young %d/%d), longest stall %v; router's route changed %v after; "+
+		"of %d new connections %d failed or retransmitted, %d failed a second after the route change\n%s",
+		c.row.survived, c.row.total, c.row.youngOK, c.row.young, c.row.longest.Round(time.Millisecond),
+		c.routed.Round(time.Millisecond), c.probes, c.slow, len(c.failedAfter), strings.Join(slices.Concat(c.row.notes, c.row.failures, c.failedAfter), "\n"))
+}
+
+// survive opens a fleet, runs change, waits until the router has paths
+// next hops, and says what became of the fleet and of new connections.
+func (l *ecmpLab) survive(t *testing.T, run func(), paths int) change {
+	t.Helper()
+	f := newFleet(t, l.tp.Client(), l.tp.Client().V4, ecmpVIP, survEcho, survTick, ecmpFleetInterval)
+	start := time.Now()
+	if err := f.open(survOld, false); err != nil {
+		t.Fatal(err)
+	}
+	if broken, waiting := f.waitExchanged(start, 20*time.Second); len(broken) > 0 || waiting > 0 {
+		t.Fatalf("before the change: %d broken, %d not exchanging:\n%s", len(broken), waiting, strings.Join(broken, "\n"))
+	}
+	time.Sleep(survWarm)
+	young := time.Now()
+	if err := f.open(survYoung, true); err != nil {
+		t.Fatal(err)
+	}
+	f.waitExchanged(young, survYoungCut)
+	p := startNewConnProber(t, l.tp.Client(), ecmpProbePeriod)
+	events, err := l.tp.Router().WatchRoute(t.Context(), netip.PrefixFrom(ecmpVIP, 32))
+	if err != nil {
+		t.Fatal(err)
+	}
+	time.Sleep(300 * time.Millisecond)
+	at := time.Now()
+	run()
+	var routedAt time.Time
+	deadline := time.After(60 * time.Second)
+	for routedAt.IsZero() {
+		select {
+		case ev := <-events:
+			if len(ev.Nexthops) == paths {
+				routedAt = ev.At
+			}
+		case <-deadline:
+			t.Fatalf("the router's route to %s did not get %d next hops within 60 s", ecmpVIP, paths)
+		}
+	}
+	end := at.Add(survAfter)
+	time.Sleep(time.Until(end))
+	f.stop(t, end)
+	p.close()
+	l.srv.drop(t)
+	c := change{row: f.analyse(at, end), routed: routedAt.Sub(at)}
+	c.probes, c.slow, c.failedAfter = p.count(at, end, routedAt.Add(time.Second))
+	return c
+}
+
+// drain: lvsd drain on a director withdraws its route: new connections
+// stop reaching it within a second, its established connections go on
+// without a reset; undrain announces it again.
+func (l *ecmpLab) drain(t *testing.T) {
+	d := l.ds["director"]
+	l.waitPaths(4, 30*time.Second)
+	f := newFleet(t, l.tp.Client(), l.tp.Client().V4, ecmpVIP, survEcho, survTick, ecmpFleetInterval)
+	if err := f.open(40, false); err != nil {
+		t.Fatal(err)
+	}
+	f.waitExchanged(time.Now(), 10*time.Second)
+	out, code := runLVSD(t, d.host, "drain", "--config", d.config())
+	if code != 0 || !strings.Contains(out, "drained") {
+		t.Fatalf("lvsd drain: exit %d: %s", code, out)
+	}
+	drained := time.Now()
+	paths := l.waitPaths(3, 5*time.Second)
+	took := time.Since(drained)
+	if slices.Contains(paths, d.host.V4) {
+		t.Errorf("the router still routes to the drained director: %v", paths)
+	}
+	if took > time.Second {
+		t.Errorf("the route went %v after lvsd drain, want within 1 s", took)
+	}
+	before := scheduled(t, d)
+	ask(t, l.tp.Client(), l.tp.ClientSources(false)[:50], netip.AddrPortFrom(ecmpVIP, 80), echo.TCP, 1)
+	if n := scheduled(t, d) - before; n > 0 {
+		t.Errorf("the drained director scheduled %d new connections", n)
+	}
+	end := time.Now().Add(10 * time.Second)
+	time.Sleep(time.Until(end))
+	f.stop(t, end)
+	row := f.analyse(drained, end)
+	if row.survived != row.total {
+		t.Errorf("while drained %d/%d connections went on, want all: %s", row.survived, row.total, strings.Join(row.failures, "; "))
+	}
+	l.srv.drop(t)
+	t.Logf("drain: route gone %v after lvsd drain; %d/%d connections went on for 10 s", took.Round(time.Millisecond), row.survived, row.total)
+	if out, code := runLVSD(t, d.host, "undrain", "--config", d.config()); code != 0 {
+		t.Fatalf("lvsd undrain: exit %d: %s", code, out)
+	}
+	if paths := l.waitPaths(4, 10*time.Second); !slices.Contains(paths, d.host.V4) {
+		t.Errorf("after undrain the router routes to %v", paths)
+	}
+}
+
+// withdrawNoBackends: when every backend of the VIP fails its health
+// check... here: when the VIP's backends are all taken out (weight 0, a
+// reload), every director withdraws the route; back, it is announced again.
+func (l *ecmpLab) withdrawNoBackends(t *testing.T) {
+	set := func(weight int) {
+		for _, d := range l.ds {
+			writeAtomic(t, d.dir+"/services.d/dr.yaml", fmt.Sprintf(
+				"service: dr\nvip: %s\nports: [80, %d, %d]\nbackends:\n  - {address: %s, weight: %d}\n  - {address: %s, weight: %d}\n",
+				ecmpVIP, survEcho, survTick, l.tp.RS(1).V4, weight, l.tp.RS(2).V4, weight))
+			d.hup()
+		}
+	}
+	set(0)
+	l.waitPaths(0, 10*time.Second)
+	for _, d := range l.ds {
+		d.waitLog(0, 5*time.Second, "op=withdraw-route", "no eligible backend")
+	}
+	set(1)
+	l.waitPaths(4, 10*time.Second)
+}
+
+// agentCrash: kill -9 of lvsd on a director: the kernel closes its BGP
+// session and the router withdraws its path at once (announcements never
+// outlive the agent); the kernel keeps forwarding meanwhile. Restarted, it
+// announces again once IPVS is programmed.
+func (l *ecmpLab) agentCrash(t *testing.T) {
+	d := l.ds["director3"]
+	l.waitPaths(4, 30*time.Second)
+	killed := time.Now()
+	if err := d.cmd.Process.Signal(syscall.SIGKILL); err != nil {
+		t.Fatal(err)
+	}
+	<-d.exited
+	l.waitPaths(3, 5*time.Second)
+	gone := time.Since(killed)
+	off := d.logSize()
+	restarted := time.Now()
+	d.start()
+	l.waitPaths(4, 30*time.Second)
+	back := time.Since(restarted)
+	log := d.logSince(off)
+	if i, j := strings.Index(log, "msg=reconciled"), strings.Index(log, "op=announce-route"); i < 0 || j < 0 || j < i {
+		t.Errorf("the restarted director announced before its first pass:\n%s", log)
+	}
+	t.Logf("kill -9: path gone after %v; restarted: path back after %v", gone.Round(time.Millisecond), back.Round(time.Millisecond))
+	if gone > time.Second {
+		t.Errorf("the path outlived the killed agent by %v, want under 1 s (the kernel closes the BGP session)", gone)
+	}
+}
+
+// routerRestart: the router restarts: sessions and routes come back by
+// themselves.
+func (l *ecmpLab) routerRestart(t *testing.T) {
+	l.waitPaths(4, 30*time.Second)
+	if err := l.frr.Restart(t.Context()); err != nil {
+		t.Fatal(err)
+	}
+	restarted := time.Now()
+	l.waitPaths(4, 60*time.Second)
+	t.Logf("router restart: 4 paths back after %v", time.Since(restarted).Round(time.Millisecond))
+}
+
+// TestBGPAuth: a director whose TCP-MD5 password differs from the
+// router's gets no session, and says why; with the right one it does.
+func TestBGPAuth(t *testing.T) {
+	l := newECMPLab(t, ecmpOptions{directors: 1, password: "right-one", bgpPassword: "wrong-one"})
+	d := l.ds["director"]
+	d.start()
+	d.waitLog(0, 30*time.Second, "msg=reconciled")
+	d.waitLog(0, 30*time.Second, "no BGP session with", "TCP-MD5")
+	if paths, _ := l.tp.Router().Nexthops(netip.PrefixFrom(ecmpVIP, 32)); len(paths) != 0 {
+		t.Errorf("the router routes the VIP via %v with a wrong password", paths)
+	}
+	d.stop()
+	writeFile(t, d.dir+"/bgp.password", "right-one\n")
+	d.start()
+	l.waitPaths(1, 30*time.Second)
+}
