@@ -103,5 +103,5 @@ func (o Op) describe() string {
 		return fmt.Sprintf("%s %v", o.Kind, o.VIPs)
 	}
 	return fmt.Sprintf("%s %s -> %s weight %d %s", o.Kind, o.Service.ServiceKey, o.Destination.DestinationKey,
-		o.Destination.Weight, o.Destination.Forwarding)
+		o.Destination.Weight, o.Destination.Method())
 }

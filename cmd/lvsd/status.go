@@ -198,8 +198,9 @@ func forwardName(f string) string {
 		return "Route"
 	case "masq":
 		return "Masq"
-	case "tunnel":
-		return "Tunnel"
+	}
+	if rest, ok := strings.CutPrefix(f, "tunnel"); ok { // "tunnel/gue:6080": the encapsulation follows
+		return "Tunnel" + rest
 	}
 	return f
 }
