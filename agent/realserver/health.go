@@ -25,8 +25,9 @@ type CheckResult struct {
 // HealthHandler answers the directors' probes on the configured path:
 //   - 200 with WeightHeader set to the configured weight, or to 0 while
 //     drained (healthy but taking no new connections);
-//   - 503 with WeightHeader 0 when a local check fails or a configured VIP
-//     is not on lo (DR traffic would be dropped). The header is 0 rather
+//   - 503 with WeightHeader 0 when a local check fails, a configured VIP
+//     is not on lo or the tunnel VIPs' decapsulation is not in place (a
+//     device down, a GUE port closed): traffic would be dropped. The header is 0 rather
 //     than absent so that a consumer reading only the header stops too.
 //
 // The checks run on every request, so the answer is never stale.
@@ -45,6 +46,9 @@ func (a *Agent) HealthHandler() http.Handler {
 		var problems []string
 		for _, v := range st.MissingVIPs {
 			problems = append(problems, fmt.Sprintf("VIP %s is not on %s", v, Loopback))
+		}
+		for _, what := range st.DownTunnels {
+			problems = append(problems, "tunnel decapsulation: "+what)
 		}
 		for _, res := range a.runChecks(r.Context(), st.checks) {
 			if !res.OK {
