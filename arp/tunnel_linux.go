@@ -2,6 +2,7 @@ package arp
 
 import (
 	"context"
+	"encoding/binary"
 	"errors"
 	"fmt"
 	"net"
@@ -9,6 +10,7 @@ import (
 	"syscall"
 
 	"github.com/vishvananda/netlink"
+	"github.com/vishvananda/netlink/nl"
 	"golang.org/x/sys/unix"
 )
 
@@ -89,44 +91,58 @@ func (KernelTunnels) DeleteLink(ctx context.Context, dev string) error {
 	return nil
 }
 
-// FouPorts implements Tunnels.
+// FouPorts implements Tunnels. The kernel dumps the ports of both
+// families whatever family the request names; each says its own.
 func (KernelTunnels) FouPorts(ctx context.Context) ([]FouPort, error) {
 	if err := loadFou(); err != nil {
 		return nil, err
 	}
+	var ports []netlink.Fou
+	var err error
+	for range 5 { // a dump interrupted by a concurrent change returns partial results
+		ports, err = netlink.FouList(unix.AF_INET)
+		if !errors.Is(err, netlink.ErrDumpInterrupted) {
+			break
+		}
+	}
+	if err != nil {
+		return nil, fmt.Errorf("listing fou ports: %w", err)
+	}
 	var out []FouPort
-	for _, fam := range []int{unix.AF_INET, unix.AF_INET6} {
-		var ports []netlink.Fou
-		var err error
-		for range 5 { // a dump interrupted by a concurrent change returns partial results
-			ports, err = netlink.FouList(fam)
-			if !errors.Is(err, netlink.ErrDumpInterrupted) {
-				break
-			}
-		}
-		if err != nil {
-			return nil, fmt.Errorf("listing fou ports: %w", err)
-		}
-		for _, p := range ports {
-			if p.EncapType == netlink.FOU_ENCAP_GUE {
-				out = append(out, FouPort{Port: uint16(p.Port), IPv6: fam == unix.AF_INET6})
-			}
+	for _, p := range ports {
+		if p.EncapType == netlink.FOU_ENCAP_GUE {
+			out = append(out, FouPort{Port: uint16(p.Port), IPv6: p.Family == unix.AF_INET6})
 		}
 	}
 	return out, nil
 }
 
-// AddFouPort implements Tunnels.
+// AddFouPort implements Tunnels. The request carries no IP protocol:
+// netlink.FouAdd sends protocol 0 for GUE, which Linux 6.1 refuses with
+// ERANGE.
 func (KernelTunnels) AddFouPort(ctx context.Context, p FouPort) error {
 	if err := loadFou(); err != nil {
 		return err
 	}
-	err := netlink.FouAdd(toFou(p))
+	id, err := netlink.FouFamilyId()
+	if err != nil {
+		return fmt.Errorf("opening %s: %w", p, err)
+	}
+	f := toFou(p)
+	req := nl.NewNetlinkRequest(id, unix.NLM_F_ACK)
+	raw := []byte{netlink.FOU_CMD_ADD, 1, 0, 0} // generic netlink header: command, version
+	for _, a := range []*nl.RtAttr{
+		nl.NewRtAttr(netlink.FOU_ATTR_PORT, binary.BigEndian.AppendUint16(nil, p.Port)),
+		nl.NewRtAttr(netlink.FOU_ATTR_AF, []byte{uint8(f.Family)}),
+		nl.NewRtAttr(netlink.FOU_ATTR_TYPE, []byte{netlink.FOU_ENCAP_GUE}),
+	} {
+		raw = append(raw, a.Serialize()...)
+	}
+	req.AddRawData(raw)
+	_, err = req.Execute(unix.NETLINK_GENERIC, 0)
 	switch {
 	case errors.Is(err, unix.EEXIST), errors.Is(err, unix.EADDRINUSE):
 		return fmt.Errorf("opening %s: %w (%v)", p, ErrExists, err)
-	case errors.Is(err, unix.EAFNOSUPPORT) || errors.Is(err, unix.EPROTONOSUPPORT):
-		return fmt.Errorf("opening %s: %w (IPv6 GUE needs the fou6 module)", p, err)
 	case err != nil:
 		return fmt.Errorf("opening %s: %w", p, err)
 	}
