@@ -72,6 +72,13 @@ func toNetlink(p netip.Prefix) *netlink.Addr {
 		// A VIP must work at once: duplicate address detection would keep it
 		// tentative (unusable) for a second or more.
 		a.Flags = unix.IFA_F_NODAD
+		// Deprecated (preferred lifetime 0, valid forever): it takes
+		// traffic as before, but source address selection never picks it
+		// for the host's own packets. An IPv6 VIP shares its prefix with
+		// the director's address, and picked as the outer source of an
+		// IPVS tunnel it makes the real server (which holds the VIP too)
+		// drop the packet: a tunnel from one of its own addresses.
+		a.ValidLft, a.PreferedLft = infiniteLifetime, 0
 	}
 	return a
 }

@@ -24,7 +24,9 @@ func (Kernel) AddExpiring(ctx context.Context, dev string, p netip.Prefix, lifet
 	}
 	a := toNetlink(p)
 	a.ValidLft = lifetimeSeconds(lifetime)
-	a.PreferedLft = a.ValidLft
+	if p.Addr().Is4() {
+		a.PreferedLft = a.ValidLft
+	} // IPv6 stays deprecated (toNetlink)
 	if err := netlink.AddrReplace(l, a); err != nil {
 		return fmt.Errorf("adding %s to %q for %ds: %w", p, dev, a.ValidLft, err)
 	}
