@@ -77,9 +77,7 @@ var tunnelTypes = map[config.Encap]ipvs.TunnelType{
 	config.EncapIPIP: ipvs.TunnelIPIP, config.EncapGUE: ipvs.TunnelGUE, config.EncapGRE: ipvs.TunnelGRE,
 }
 
-var tunnelFlags = map[config.TunnelChecksum]ipvs.TunnelFlags{
-	config.ChecksumOuter: ipvs.TunnelChecksum, config.ChecksumRemote: ipvs.TunnelRemoteChecksum,
-}
+var tunnelFlags = map[config.TunnelChecksum]ipvs.TunnelFlags{config.ChecksumOuter: ipvs.TunnelChecksum}
 
 // tunnelOptions are the IPVS tunnel attributes of a tunnel service's
 // destinations; zero (IPIP, or no tunnel) otherwise.

@@ -88,9 +88,9 @@ func TestBuild(t *testing.T) {
 			services: []string{"tcp:10.0.0.50:80 mh flags=mh-fallback,mh-port | 10.0.1.11:80 w1 tunnel"},
 		},
 		{
-			name:     "tunnel gue with remote checksum",
-			yaml:     "service: web\nvip: 10.0.0.50\nports: [80]\nforwarding: tunnel\ntunnel: {encap: gue, port: 6080, checksum: remote}\nbackends: [{address: 10.0.1.11}]\n",
-			services: []string{"tcp:10.0.0.50:80 mh flags=mh-fallback,mh-port | 10.0.1.11:80 w1 tunnel/gue:6080+remcsum"},
+			name:     "tunnel gue with checksum",
+			yaml:     "service: web\nvip: 10.0.0.50\nports: [80]\nforwarding: tunnel\ntunnel: {encap: gue, port: 6080, checksum: checksum}\nbackends: [{address: 10.0.1.11}]\n",
+			services: []string{"tcp:10.0.0.50:80 mh flags=mh-fallback,mh-port | 10.0.1.11:80 w1 tunnel/gue:6080+csum"},
 		},
 		{
 			name:     "tunnel IPv6-in-IPv6",
@@ -98,9 +98,9 @@ func TestBuild(t *testing.T) {
 			services: []string{"tcp:[fd00::50]:80 mh flags=mh-fallback,mh-port | [fd01::11]:80 w1 tunnel"},
 		},
 		{
-			name:     "tunnel gre with checksum, port range",
-			yaml:     "service: web\nvip: 10.0.0.50\nports: [\"8000-8010\"]\nforwarding: tunnel\ntunnel: {encap: gre, checksum: checksum}\nbackends: [{address: 10.0.1.11}]\n",
-			services: []string{fw + " mh flags=mh-fallback,mh-port | 10.0.1.11:0 w1 tunnel/gre+csum"},
+			name:     "tunnel gre, port range",
+			yaml:     "service: web\nvip: 10.0.0.50\nports: [\"8000-8010\"]\nforwarding: tunnel\ntunnel: {encap: gre}\nbackends: [{address: 10.0.1.11}]\n",
+			services: []string{fw + " mh flags=mh-fallback,mh-port | 10.0.1.11:0 w1 tunnel/gre"},
 			nft:      []string{"meta mark set " + hex(mark)},
 		},
 	}

@@ -30,16 +30,15 @@ const (
 	maxTunnelMTU     = 65535
 )
 
-// Overhead is the most the directors' encapsulation can add to a packet of
-// family v6: the real server cannot know the directors' checksum options,
-// so GUE counts its remote checksum option and GRE its checksum. IPv6 VIPs
-// always arrive as IPv6-in-IPv6 (an IPv6 service tunnels with ipip).
+// Overhead is what the directors' encapsulation adds to a packet of
+// family v6 (lvsd check refuses the checksum options that would add more
+// than GUE's outer checksum, which costs no bytes). IPv6 VIPs always
+// arrive as IPv6-in-IPv6 (an IPv6 service tunnels with ipip).
 func (t RealServerTunnel) Overhead(v6 bool) int {
 	if v6 {
 		return TunnelOptions{Encap: EncapIPIP}.Overhead(true)
 	}
-	worst := map[Encap]TunnelChecksum{EncapGUE: ChecksumRemote, EncapGRE: ChecksumOuter, EncapIPIP: ChecksumNone}
-	return TunnelOptions{Encap: t.Encap, Checksum: worst[t.Encap]}.Overhead(false)
+	return TunnelOptions{Encap: t.Encap}.Overhead(false)
 }
 
 // MSS is the largest TCP segment a client may send to a tunnel VIP of

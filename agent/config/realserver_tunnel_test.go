@@ -26,8 +26,8 @@ realserver:
 	if got := a.RealServer.Tunnel; !reflect.DeepEqual(got, want) {
 		t.Errorf("got %+v, want %+v", got, want)
 	}
-	// GUE counts its remote checksum option; IPv6 arrives as IPv6-in-IPv6.
-	if m4, m6 := want.MSS(false), want.MSS(true); m4 != 9000-40-40 || m6 != 9000-40-60 {
+	// IPv4 pays IP, UDP and GUE headers; IPv6 arrives as IPv6-in-IPv6.
+	if m4, m6 := want.MSS(false), want.MSS(true); m4 != 9000-32-40 || m6 != 9000-40-60 {
 		t.Errorf("MSS %d / %d", m4, m6)
 	}
 	a, err = LoadAgent(writeFile(t, t.TempDir(), "lvsd.yaml", "role: realserver\nrealserver:\n  tunnel: {vips: [203.0.113.10], clamp_mss: false}\n"))

@@ -23,9 +23,9 @@ var Encaps = []Encap{EncapIPIP, EncapGUE, EncapGRE}
 // TunnelChecksum says which checksum a GUE or GRE header carries.
 type TunnelChecksum string
 
-// Tunnel checksums: none; a checksum of the outer UDP datagram (GUE) or in
-// the GRE header; GUE remote checksum offload (the real server completes
-// the inner checksum).
+// Tunnel checksums: none, or a checksum of the outer UDP datagram (GUE).
+// The kernel also offers one in the GRE header and GUE remote checksum
+// offload, which lvsd refuses: the real server drops both (see tunnel).
 const (
 	ChecksumNone   TunnelChecksum = "none"
 	ChecksumOuter  TunnelChecksum = "checksum"
@@ -51,15 +51,9 @@ func (t TunnelOptions) Overhead(v6 bool) int {
 	}
 	switch t.Encap {
 	case EncapGUE:
-		n += 8 + 4 // UDP, GUE base header
-		if t.Checksum == ChecksumRemote {
-			n += 8 // the remote checksum option (GUE_PLEN_REMCSUM + GUE_LEN_PRIV)
-		}
+		n += 8 + 4 // UDP, GUE base header (the outer checksum lives in UDP's)
 	case EncapGRE:
-		n += 4
-		if t.Checksum == ChecksumOuter {
-			n += 4
-		}
+		n += 4 // GRE base header (no checksum: see tunnel)
 	}
 	return n
 }
@@ -107,11 +101,17 @@ func (d *doc) tunnel(s Service, raw *rawTunnel) TunnelOptions {
 	t.Checksum = TunnelChecksum(orDefault(raw.Checksum, string(ChecksumNone)))
 	switch {
 	case !oneOf(string(t.Checksum), string(ChecksumNone), string(ChecksumOuter), string(ChecksumRemote)):
-		d.errorf("$.tunnel.checksum", "service %q: tunnel checksum %q is not one of none, checksum, remote", s.Name, raw.Checksum)
-	case t.Encap == EncapIPIP && t.Checksum != ChecksumNone:
-		d.errorf("$.tunnel.checksum", "service %q: encap ipip has no checksum of its own; checksum is for gue and gre", s.Name)
-	case t.Encap == EncapGRE && t.Checksum == ChecksumRemote:
-		d.errorf("$.tunnel.checksum", "service %q: remote checksum offload is a GUE option; gre takes none or checksum", s.Name)
+		d.errorf("$.tunnel.checksum", "service %q: tunnel checksum %q is not one of none, checksum", s.Name, raw.Checksum)
+	case t.Checksum == ChecksumNone:
+	case t.Encap == EncapIPIP:
+		d.errorf("$.tunnel.checksum", "service %q: encap ipip has no checksum of its own; checksum is for gue", s.Name)
+	case t.Encap == EncapGRE:
+		// Measured (Linux 6.1): gre0 counts them as receive errors.
+		d.errorf("$.tunnel.checksum", "service %q: a real server's gre0 (the fallback device, no icsum) drops GRE packets with a checksum; leave checksum out", s.Name)
+	case t.Checksum == ChecksumRemote:
+		// Measured (Linux 6.1): every inner TCP segment failed its
+		// checksum on the real server (TcpInCsumErrors).
+		d.errorf("$.tunnel.checksum", "service %q: GUE remote checksum offload is not supported: the real servers' fou dropped the inner segments as corrupt; use checksum", s.Name)
 	}
 	return t
 }

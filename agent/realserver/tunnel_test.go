@@ -38,8 +38,8 @@ func TestBuildDecapsulation(t *testing.T) {
 			[]string{"ip saddr 203.0.113.10 tcp flags syn,ack / fin,syn,rst,ack tcp option maxseg size > 1440 tcp option maxseg size set 1440",
 				"ip6 saddr 2001:db8::10 tcp flags syn,ack / fin,syn,rst,ack tcp option maxseg size > 1400 tcp option maxseg size set 1400"}},
 		{"gue", tunnelConfig(config.EncapGUE, "203.0.113.10"), []string{"tunl0 ipip"}, []arp.FouPort{{Port: 6080}},
-			[]string{"maxseg size set 1420"}},
-		{"gre", tunnelConfig(config.EncapGRE, "203.0.113.10"), []string{"gre0 gre"}, nil, []string{"maxseg size set 1432"}},
+			[]string{"maxseg size set 1428"}},
+		{"gre", tunnelConfig(config.EncapGRE, "203.0.113.10"), []string{"gre0 gre"}, nil, []string{"maxseg size set 1436"}},
 		{"gre, IPv6 as ip6ip6", tunnelConfig(config.EncapGRE, "2001:db8::10"), []string{"ip6tnl0 ip6tnl"}, nil, []string{"maxseg size set 1400"}},
 		{"DR only", config.RealServer{}, nil, nil, nil},
 	}
