@@ -157,3 +157,25 @@ func loadTunnelModules(t *testing.T, h *topo.Host, modules ...string) {
 	t.Helper()
 	run(t, h, "modprobe", append([]string{"-a"}, modules...)...)
 }
+
+// decapsulateIPIP does by hand what lvsd's real-server role does for IPv4
+// IPIP (tests that want the director alone under test): tunl0 up, with a
+// loose reverse-path filter. Put the VIP on lo with holdVIPOnLoopback.
+func decapsulateIPIP(t *testing.T, hosts ...*topo.Host) {
+	t.Helper()
+	for _, h := range hosts {
+		err := h.Do(func() error {
+			tun := arp.KernelTunnels{}
+			if _, err := tun.CreateLink(context.Background(), "tunl0", arp.KindIPIP); err != nil {
+				return err
+			}
+			return tun.SetUp(context.Background(), "tunl0", true)
+		})
+		if err == nil {
+			err = h.Sysctl("net/ipv4/conf/tunl0/rp_filter", "2")
+		}
+		if err != nil {
+			t.Fatalf("tunl0 on %v: %v", h, err)
+		}
+	}
+}
