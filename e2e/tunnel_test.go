@@ -68,12 +68,7 @@ func testTunnel(t *testing.T, v6 bool, serviceTunnel, rsBlock string, want ipvs.
 			t.Errorf("destination %s: %s, want tunnel %s", dst.DestinationKey, dst.Method(), want)
 		}
 	}
-	off := d.logSize()
-	d.barrier()
-	d.barrier()
-	if ops := appliedOps(d.logSince(off)); len(ops) > 0 {
-		t.Errorf("the director's later passes changed the kernel (the tunnel attributes do not read back as written?):\n%s", formatOps(ops))
-	}
+	d.expectIdle(d.logSize(), "the director's later passes (do the tunnel attributes read back as written?)")
 }
 
 // TestTunnelRealServerLifecycle: on a host as a distribution leaves it
@@ -111,20 +106,10 @@ func TestTunnelRealServerLifecycle(t *testing.T) {
 	}
 
 	l = l.restart("lvsd-restarted.log")
-	l.barrier()
-	l.barrier()
-	if ops := appliedOps(l.log()); len(ops) > 0 {
-		t.Errorf("the restarted agent applied ops, want none:\n%s", formatOps(ops))
-	}
-	if now := tunnelSnapshot(t, rs); now != running {
-		a, r := lineDiff(running, now)
-		t.Errorf("the restart changed the host:\nadded %q\nremoved %q", a, r)
-	}
+	l.expectIdle(0, "the restarted agent")
+	expectSameHost(t, "the restart", running, tunnelSnapshot(t, rs))
 	l.stop()
-	if now := tunnelSnapshot(t, rs); now != running {
-		a, r := lineDiff(running, now)
-		t.Errorf("stopping the agent changed the host:\nadded %q\nremoved %q", a, r)
-	}
+	expectSameHost(t, "stopping the agent", running, tunnelSnapshot(t, rs))
 	out, code := runLVSD(t, rs, "cleanup", "--config", l.config())
 	t.Logf("lvsd cleanup:\n%s", out)
 	if code != 0 {

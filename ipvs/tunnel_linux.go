@@ -158,25 +158,17 @@ var destAttrSize = map[uint16]int{destAttrAddr: 4, destAttrPort: 2, destAttrAddr
 // fam is the service's family, which a kernel before 3.18 gives its
 // destinations without saying so.
 func parseTunnels(msgs [][]byte, fam uint16) (map[DestinationKey]TunnelOptions, error) {
-	out := make(map[DestinationKey]TunnelOptions, len(msgs))
-	for _, m := range msgs {
-		if len(m) < 4 {
-			return nil, fmt.Errorf("short generic netlink message (%d bytes)", len(m))
-		}
-		attrs, err := nl.ParseRouteAttr(m[4:])
+	nests, err := genlNests(msgs, genlAttrDest)
+	if err != nil {
+		return nil, fmt.Errorf("parsing destination reply: %w", err)
+	}
+	out := make(map[DestinationKey]TunnelOptions, len(nests))
+	for _, n := range nests {
+		k, t, err := parseTunnel(n, fam)
 		if err != nil {
-			return nil, fmt.Errorf("parsing destination reply: %w", err)
+			return nil, err
 		}
-		for _, a := range attrs {
-			if a.Attr.Type&nlaTypeMask != genlAttrDest {
-				continue
-			}
-			k, t, err := parseTunnel(a.Value, fam)
-			if err != nil {
-				return nil, err
-			}
-			out[k] = t
-		}
+		out[k] = t
 	}
 	return out, nil
 }

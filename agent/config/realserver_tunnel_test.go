@@ -3,7 +3,6 @@ package config
 import (
 	"net/netip"
 	"reflect"
-	"strings"
 	"testing"
 )
 
@@ -41,7 +40,7 @@ realserver:
 
 func TestRealServerTunnelBad(t *testing.T) {
 	const head = "role: realserver\nrealserver:\n  vips: [10.0.0.50]\n  tunnel:\n"
-	cases := []struct{ name, body, want string }{
+	cases := []badCase{
 		{"no vips", head + "    encap: ipip\n", ":5:5: realserver.tunnel needs vips"},
 		{"vip in both lists", head + "    vips: [10.0.0.50]\n", ":5:12: vip 10.0.0.50 is also in realserver.vips"},
 		{"bad vip", head + "    vips: [10.0.0.500]\n", ":5:12: vip \"10.0.0.500\" is not an IP address"},
@@ -51,15 +50,5 @@ func TestRealServerTunnelBad(t *testing.T) {
 		{"mtu too small", head + "    vips: [10.0.0.51]\n    mtu: 576\n", ":6:10: tunnel mtu 576 is not in 1280-65535"},
 		{"unknown key", head + "    vips: [10.0.0.51]\n    mss: 1400\n", ":6:5: unknown field \"mss\""},
 	}
-	for _, c := range cases {
-		t.Run(c.name, func(t *testing.T) {
-			_, err := LoadAgent(writeFile(t, t.TempDir(), "lvsd.yaml", c.body))
-			if err == nil {
-				t.Fatalf("no error for:\n%s", c.body)
-			}
-			if !strings.Contains(err.Error(), "lvsd.yaml"+c.want) {
-				t.Errorf("error %q does not contain %q", err, "lvsd.yaml"+c.want)
-			}
-		})
-	}
+	checkBadAgents(t, cases)
 }

@@ -65,9 +65,7 @@ backends:
 func TestLoadServicesBad(t *testing.T) {
 	const head = "service: web\nvip: 10.0.0.50\nports: [80]\n"
 	const oneBackend = "backends:\n  - {address: 10.0.0.11}\n"
-	cases := []struct {
-		name, body, want string
-	}{
+	cases := []badCase{
 		{"unknown key", head + oneBackend + "wieght: 3\n", ":6:1: unknown field \"wieght\""},
 		{"unknown backend key", head + "backends:\n  - {address: 10.0.0.11, wieght: 2}\n", ":5:26: unknown field \"wieght\""},
 		{"no name", "vip: 10.0.0.50\nports: [80]\n" + oneBackend, ":1:1: service: a name is required"},
@@ -124,6 +122,17 @@ func TestLoadServicesBad(t *testing.T) {
 		{"drain_on_failover not a bool", head + oneBackend + "failover: {drain_on_failover: sometimes}\n", ":6:"},
 		{"name with space", "service: my web\nvip: 10.0.0.50\nports: [80]\n" + oneBackend, ":1:10: service name \"my web\" must not contain spaces"},
 	}
+	checkBadServices(t, cases)
+}
+
+// badCase is a malformed file and the end of the error it must give,
+// from the line and column on.
+type badCase struct{ name, body, want string }
+
+// checkBadServices loads each case's body as a service file: the error must
+// name the file, the line and column of the culprit, and say what is wrong.
+func checkBadServices(t *testing.T, cases []badCase) {
+	t.Helper()
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
 			p := writeFile(t, t.TempDir(), "svc.yaml", c.body)

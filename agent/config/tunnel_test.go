@@ -40,9 +40,7 @@ func TestTunnelServicesBad(t *testing.T) {
 	const head = "service: web\nvip: 10.0.0.50\nports: [80]\n"
 	const tunnel = head + "forwarding: tunnel\n"
 	const oneBackend = "backends:\n  - {address: 10.0.1.11}\n"
-	cases := []struct {
-		name, body, want string
-	}{
+	cases := []badCase{
 		{"tunnel block without tunnel forwarding", head + "tunnel: {encap: gue, port: 6080}\n" + oneBackend, ":4:10: service \"web\": tunnel needs forwarding: tunnel"},
 		{"unknown encap", tunnel + "tunnel: {encap: vxlan}\n" + oneBackend, ":5:17: service \"web\": tunnel encap \"vxlan\" is not one of ipip, gue, gre"},
 		{"gue without port", tunnel + "tunnel: {encap: gue}\n" + oneBackend, ":5:10: service \"web\": encap gue needs tunnel.port"},
@@ -59,16 +57,5 @@ func TestTunnelServicesBad(t *testing.T) {
 		{"gue over IPv6", "service: web\nvip: \"fd00::50\"\nports: [80]\nforwarding: tunnel\ntunnel: {encap: gue, port: 6080}\n" + oneBackend, ":5:17: service \"web\": encap gue is for IPv4 services; an IPv6 service tunnels with ipip"},
 		{"unknown key", tunnel + "tunnel: {encap: gue, port: 6080, mtu: 1400}\n" + oneBackend, ":5:34: unknown field \"mtu\""},
 	}
-	for _, c := range cases {
-		t.Run(c.name, func(t *testing.T) {
-			p := writeFile(t, t.TempDir(), "svc.yaml", c.body)
-			_, err := LoadServiceFiles(p)
-			if err == nil {
-				t.Fatalf("no error for:\n%s", c.body)
-			}
-			if !strings.Contains(err.Error(), p+c.want) {
-				t.Errorf("error\n  %v\nwant it to contain\n  %s%s", err, p, c.want)
-			}
-		})
-	}
+	checkBadServices(t, cases)
 }
