@@ -224,6 +224,10 @@ func (a *Agent) reconcile(ctx context.Context) []Op {
 		return nil
 	}
 	var all []Op
+	// One round applies the plan; a read after it tells the endpoint what
+	// is in place. A device that did not exist had its sysctls unread and
+	// could not come up: a second round does that at once.
+	rounds := 1
 	for round := 1; ; round++ {
 		actual, missing, err := a.opts.Host.ReadActual(ctx, d, a.rec)
 		if err != nil {
@@ -231,7 +235,7 @@ func (a *Agent) reconcile(ctx context.Context) []Op {
 			return all
 		}
 		ops := Plan(d, actual, a.rec)
-		if len(ops) == 0 || round > maxRounds {
+		if len(ops) == 0 || round > rounds {
 			a.logMissing(missing)
 			a.publishState(d, actual)
 			break
@@ -244,11 +248,8 @@ func (a *Agent) reconcile(ctx context.Context) []Op {
 			a.log.Error("some changes failed; will retry", "err", applyErr)
 		}
 		all = append(all, ops...)
-		// A device that did not exist had its sysctls unread and could not
-		// come up: the next round does that at once. Otherwise one more
-		// read only tells the endpoint what is in place.
-		if !slices.ContainsFunc(ops, func(o Op) bool { return o.Kind == CreateLink }) {
-			round = maxRounds
+		if round == 1 && slices.ContainsFunc(ops, func(o Op) bool { return o.Kind == CreateLink }) {
+			rounds = 2
 		}
 	}
 	if len(all) > 0 {
@@ -258,10 +259,6 @@ func (a *Agent) reconcile(ctx context.Context) []Op {
 	}
 	return all
 }
-
-// maxRounds bounds the apply rounds of one reconcile: one, plus one after
-// creating tunnel devices.
-const maxRounds = 2
 
 // publishState publishes what the weight endpoint needs of the host: the
 // configured VIPs not on lo, and the tunnel devices not up and GUE ports
