@@ -114,7 +114,8 @@ func (a *Agent) Run(ctx context.Context, reload <-chan struct{}, apiL, healthL n
 
 	a.reconcile(ctx)
 	st := a.status.Load()
-	a.log.Info("ready", "vips", len(st.VIPs), "missing_vips", len(st.MissingVIPs), "weight", st.Weight)
+	a.log.Info("ready", "vips", len(st.VIPs), "tunnel_vips", len(st.TunnelVIPs), "missing_vips", len(st.MissingVIPs),
+		"down_tunnels", len(st.DownTunnels), "weight", st.Weight)
 	lastFull, pending := a.opts.Now(), a.fingerprint
 	tick := time.NewTicker(a.opts.Check)
 	defer tick.Stop()
@@ -166,10 +167,12 @@ func (a *Agent) start() error {
 	// Until the first pass has put them on lo, the endpoint must not call
 	// this server healthy: traffic sent now would be dropped.
 	a.publish(append(vips, a.cfg.RealServer.Tunnel.VIPs...), nil)
-	a.log.Info("starting", "config", a.opts.ConfigPath, "vips", len(vips), "owned_addresses", len(a.rec.Addresses),
-		"owned_sysctls", len(a.rec.Sysctls), "drained", a.rec.Drained)
-	if len(vips) == 0 {
-		a.log.Warn("no VIPs configured (realserver.vips): only the ARP sysctls are managed")
+	tunnelVIPs := cfg.RealServer.Tunnel.VIPs
+	a.log.Info("starting", "config", a.opts.ConfigPath, "vips", len(vips), "tunnel_vips", len(tunnelVIPs),
+		"owned_addresses", len(a.rec.Addresses), "owned_sysctls", len(a.rec.Sysctls), "owned_links", len(a.rec.Links),
+		"drained", a.rec.Drained)
+	if len(vips)+len(tunnelVIPs) == 0 {
+		a.log.Warn("no VIPs configured (realserver.vips, realserver.tunnel.vips): only the ARP sysctls are managed")
 	}
 	return nil
 }
@@ -361,6 +364,7 @@ type Status struct {
 	ConfiguredWeight int            `json:"configured_weight"`
 	Weight           int            `json:"weight"` // what the endpoint announces: 0 while drained
 	VIPs             []netip.Addr   `json:"vips"`
+	TunnelVIPs       []netip.Addr   `json:"tunnel_vips,omitempty"`
 	MissingVIPs      []netip.Addr   `json:"missing_vips,omitempty"` // configured but not on lo
 	DownTunnels      []string       `json:"down_tunnels,omitempty"` // what the tunnel VIPs need that is not in place: "tunl0 is not up"
 	OwnedAddresses   []netip.Prefix `json:"owned_addresses"`
@@ -389,6 +393,7 @@ func (a *Agent) publish(missing []netip.Addr, down []string) {
 		ConfiguredWeight: rs.Weight,
 		Weight:           rs.Weight,
 		VIPs:             slices.Clone(a.opts.VIPs(a.cfg)),
+		TunnelVIPs:       slices.Clone(rs.Tunnel.VIPs),
 		MissingVIPs:      slices.Clone(missing),
 		DownTunnels:      slices.Clone(down),
 		OwnedAddresses:   slices.Clone(a.rec.Addresses),
