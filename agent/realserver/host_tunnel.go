@@ -79,9 +79,10 @@ func (h Host) applyTunnel(ctx context.Context, op Op, rec *Record, recorded bool
 	case CreateLink:
 		var created bool
 		created, err = h.Tunnels.CreateLink(ctx, op.Link.Name, op.Link.Kind)
-		if err == nil && !created && recorded {
-			// The module's fallback device: only bringing it up is lvsd's,
-			// and that is recorded when it happens.
+		if err == nil && !created {
+			// The module's fallback device, new and down: nothing of it is
+			// lvsd's (an entry left by a crash before the call included).
+			// Bringing it up is recorded when it happens.
 			rec.dropLink(op.Link.Name)
 		}
 	case SetLinkUp:

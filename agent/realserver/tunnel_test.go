@@ -224,3 +224,21 @@ func TestTunnelAdoptsAndCreates(t *testing.T) {
 		t.Errorf("cleanup %q: want ip6tnl0 deleted, tunl0 and the port left alone", got)
 	}
 }
+
+// A crash between recording a device as created and creating it leaves an
+// entry that claims too much: when the kernel then reports the module's
+// fallback device, the entry goes, so cleanup never deletes that device.
+func TestTunnelCrashBeforeCreate(t *testing.T) {
+	h, _, _ := tunnelHost(t)
+	rs := tunnelConfig(config.EncapIPIP, "203.0.113.10")
+	rs.Tunnel.ClampMSS = false
+	d := build(rs, nil)
+	rec := Record{Links: []OwnedLink{{Name: "tunl0", Kind: arp.KindIPIP, Created: true}}}
+	reconcileOnce(t, h, d, &rec)
+	if len(rec.Links) != 1 || rec.Links[0].Created {
+		t.Errorf("record %+v: want tunl0 only as brought up", rec.Links)
+	}
+	if got := opStrings(planFor(t, h, Desired{}, rec)); !slices.Contains(got, "set-link-down tunl0") || slices.Contains(got, "delete-link tunl0") {
+		t.Errorf("cleanup %q: want tunl0 taken down, not deleted", got)
+	}
+}
