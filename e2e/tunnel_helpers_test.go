@@ -159,8 +159,9 @@ func loadTunnelModules(t *testing.T, h *topo.Host, modules ...string) {
 }
 
 // decapsulateIPIP does by hand what lvsd's real-server role does for IPv4
-// IPIP (tests that want the director alone under test): tunl0 up, with a
-// loose reverse-path filter. Put the VIP on lo with holdVIPOnLoopback.
+// IPIP (tests that want the director alone under test): tunl0 up, without
+// a reverse-path filter (the topology's "all" is 0 already). Put the VIP on
+// lo with holdVIPOnLoopback.
 func decapsulateIPIP(t *testing.T, hosts ...*topo.Host) {
 	t.Helper()
 	for _, h := range hosts {
@@ -172,7 +173,7 @@ func decapsulateIPIP(t *testing.T, hosts ...*topo.Host) {
 			return tun.SetUp(context.Background(), "tunl0", true)
 		})
 		if err == nil {
-			err = h.Sysctl("net/ipv4/conf/tunl0/rp_filter", "2")
+			err = h.Sysctl("net/ipv4/conf/tunl0/rp_filter", "0")
 		}
 		if err != nil {
 			t.Fatalf("tunl0 on %v: %v", h, err)

@@ -73,13 +73,14 @@ func testTunnel(t *testing.T, v6 bool, serviceTunnel, rsBlock string, want ipvs.
 
 // TestTunnelRealServerLifecycle: on a host as a distribution leaves it
 // (tunnel modules loaded, strict rp_filter), lvsd brings up the fallback
-// devices of IPv4 GUE and IPv6-in-IPv6, loosens rp_filter, opens the GUE
-// port, puts the VIPs on lo and the MSS clamp in nftables; a restart
+// devices of IPv4 GUE and IPv6-in-IPv6, turns rp_filter off where they
+// need it, opens the GUE port, puts the VIPs on lo and the MSS clamp in
+// nftables, and traffic flows through both tunnels; a restart
 // changes nothing, stopping leaves everything, and cleanup restores the
 // host exactly: addresses, links (up or down), sysctls, nftables tables
 // and GUE ports compared.
 func TestTunnelRealServerLifecycle(t *testing.T) {
-	tn := newTunnelNet(t, 1, 1)
+	tn := newTunnelNet(t, 4, 1)
 	rs := tn.rss[0]
 	loadTunnelModules(t, rs, "ipip", "ip6_tunnel", "fou")
 	for _, k := range []string{"all", "tunl0"} { // RHEL-like: strict
@@ -95,7 +96,7 @@ func TestTunnelRealServerLifecycle(t *testing.T) {
 	added, removed := lineDiff(original, running)
 	t.Logf("lvsd changed:\n+ %s\n- %s", strings.Join(added, "\n+ "), strings.Join(removed, "\n- "))
 	for _, want := range []string{"addr lo 10.0.0.50/32", "addr lo fd00::50/128", "link tunl0 up=true", "link ip6tnl0 up=true",
-		"sysctl ipv4/all/rp_filter=2", "sysctl ipv4/tunl0/rp_filter=2", "sysctl ipv4/all/arp_ignore=1", "sysctl ipv4/eth0/arp_announce=2",
+		"sysctl ipv4/all/rp_filter=0", "sysctl ipv4/tunl0/rp_filter=0", "sysctl ipv4/all/arp_ignore=1", "sysctl ipv4/eth0/arp_announce=2",
 		"nft table ip lvsd", "nft table ip6 lvsd", "fou gue port 6080"} {
 		if !slices.ContainsFunc(added, func(l string) bool { return strings.HasPrefix(l, want) }) {
 			t.Errorf("after start, %q is missing", want)
@@ -104,6 +105,20 @@ func TestTunnelRealServerLifecycle(t *testing.T) {
 	if code, _, body := probeWeight(t, tn.router, netip.AddrPortFrom(rs.V4, 8080), "/healthz"); code != 200 {
 		t.Errorf("weight endpoint with the tunnel in place: %d %q", code, body)
 	}
+	// Traffic through both tunnels works from the strict start: what lvsd
+	// changed is what it needs.
+	serveEcho(t, echo.Config{TCP: []uint16{80}}, rs)
+	d := newDirector(t, tn.tp.Director(1), map[string]string{
+		"web":  tn.tunnelService(false, "tunnel: {encap: gue, port: 6080}\n", 80),
+		"web6": strings.Replace(tn.tunnelService(true, "", 80), "service: web", "service: web6", 1),
+	})
+	d.start()
+	d.waitServices(2, 1)
+	for _, v6 := range []bool{false, true} {
+		dst := netip.AddrPortFrom(tunnelVIP(v6), 80)
+		expectFromClient(t, "through the tunnel", ask(t, tn.tp.Client(), tn.tp.ClientSources(v6), dst, echo.TCP, 2), at(dst), rs.ID)
+	}
+	d.stop()
 
 	l = l.restart("lvsd-restarted.log")
 	l.expectIdle(0, "the restarted agent")

@@ -58,7 +58,8 @@ func StaticVIPs(a *config.Agent) []netip.Addr { return a.RealServer.VIPs }
 //     another interface than the one the director delivered on (a separate
 //     return path, a multi-homed server), strict reverse-path filtering
 //     drops them. Loose still drops sources with no route at all; 0 and 2
-//     are kept as they are.
+//     are kept as they are. With IPv4 tunnel VIPs "all" and the tunnel
+//     device need 0 (tunnelRPFilter).
 //
 // The kernel takes the maximum of "all" and the interface's own value for
 // all three, which is why "all" alone suppresses ARP on every interface
@@ -95,11 +96,6 @@ func Build(rs config.RealServer, vips []netip.Addr) (Desired, error) {
 	if d.Tunnel, err = buildDecapsulation(rs.Tunnel); err != nil {
 		return Desired{}, fmt.Errorf("tunnel: %w", err)
 	}
-	for _, l := range d.Tunnel.Links {
-		if l.Kind == arp.KindIPIP || l.Kind == arp.KindGRE {
-			d.Settings = append(d.Settings, Setting{Key: arp.ConfKey(l.Name, "rp_filter"), Value: "2", Accept: []string{"0", "2"},
-				Why: "loose reverse-path filter: unwrapped packets come from clients routed through another interface"})
-		}
-	}
+	d.Settings = tunnelRPFilter(d.Settings, d.Tunnel.Links)
 	return d, nil
 }

@@ -63,5 +63,36 @@ func buildDecapsulation(t config.RealServerTunnel) (Decapsulation, error) {
 	return d, nil
 }
 
+// tunnelRPFilter turns the reverse-path filter off on the IPv4 tunnel
+// devices among links and on "all", in place of the loose "all" of
+// settings, and returns the settings. The
+// unwrapped packets come in on a device without an address from clients
+// routed through another interface, and for such a device the kernel
+// drops them in loose mode as in strict mode (__fib_validate_source: no
+// address, last resort; measured: TcpExtIPReversePathFilter). The kernel
+// uses the larger of "all" and the device's value, so both must be 0; the
+// other interfaces keep their own values (a distribution sets them, as
+// "default", when they appear).
+func tunnelRPFilter(settings []Setting, links []TunnelLink) []Setting {
+	var devs []Setting
+	for _, l := range links {
+		if l.Kind == arp.KindIPIP || l.Kind == arp.KindGRE {
+			devs = append(devs, Setting{Key: arp.ConfKey(l.Name, "rp_filter"), Value: "0", Accept: []string{"0"},
+				Why: "no reverse-path filter on the tunnel device: it has no address, so loose mode drops too"})
+		}
+	}
+	if len(devs) == 0 {
+		return settings
+	}
+	out := slices.Clone(settings)
+	for i := range out {
+		if out[i].Key == arp.ConfKey("all", "rp_filter") {
+			out[i].Value, out[i].Accept = "0", []string{"0"}
+			out[i].Why = "the tunnel devices need rp_filter 0 here too: the kernel takes the larger of all and the device"
+		}
+	}
+	return append(out, devs...)
+}
+
 // wantsNAT reports whether lvsd's nftables tables are wanted.
 func (d Decapsulation) wantsNAT() bool { return d.NAT.Digest() != "" }

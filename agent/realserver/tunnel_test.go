@@ -64,10 +64,19 @@ func TestBuildDecapsulation(t *testing.T) {
 			if n := len(d.Addresses); n != 1+len(c.rs.Tunnel.VIPs) {
 				t.Errorf("%d addresses on lo, want the DR VIP and every tunnel VIP: %v", n, d.Addresses)
 			}
+			v4dev := false
 			for _, l := range d.Tunnel.Links {
-				rp := slices.ContainsFunc(d.Settings, func(s Setting) bool { return s.Key == "net/ipv4/conf/"+l.Name+"/rp_filter" })
-				if rp != (l.Kind != arp.KindIP6IP6) {
-					t.Errorf("%s: rp_filter setting present = %v (IPv4 devices only)", l.Name, rp)
+				i := slices.IndexFunc(d.Settings, func(s Setting) bool { return s.Key == "net/ipv4/conf/"+l.Name+"/rp_filter" })
+				if (i >= 0) != (l.Kind != arp.KindIP6IP6) || i >= 0 && d.Settings[i].Value != "0" {
+					t.Errorf("%s: rp_filter setting %v (want 0 on IPv4 devices only)", l.Name, i)
+				}
+				v4dev = v4dev || i >= 0
+			}
+			// The kernel takes the larger of all and the device: with an
+			// IPv4 tunnel device, all must be 0 too; otherwise loose will do.
+			for _, s := range d.Settings {
+				if s.Key == "net/ipv4/conf/all/rp_filter" && (s.Value == "0") != v4dev {
+					t.Errorf("all/rp_filter wanted %s (accepting %v) with IPv4 tunnel devices = %v", s.Value, s.Accept, v4dev)
 				}
 			}
 		})
@@ -135,7 +144,7 @@ func TestTunnelLifecycle(t *testing.T) {
 		"set-sysctl net/ipv4/conf/eth0/arp_ignore=1 (was 0)", "set-sysctl net/ipv4/conf/eth0/arp_announce=2 (was 0)",
 		"create-link tunl0 type ipip", "add-address 203.0.113.10/32 dev lo", "add-fou gue port 6080", "replace-nft ip/ip6 lvsd",
 	}, {
-		"set-sysctl net/ipv4/conf/tunl0/rp_filter=2 (was 1)", "set-link-up tunl0",
+		"set-sysctl net/ipv4/conf/tunl0/rp_filter=0 (was 1)", "set-link-up tunl0",
 	}}
 	if len(rounds) != len(want) {
 		t.Fatalf("rounds %q, want %q", rounds, want)
