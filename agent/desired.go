@@ -84,6 +84,22 @@ var forwardingMethods = map[config.Forwarding]ipvs.Forwarding{
 	config.DR:      ipvs.DirectRoute,
 	config.NAT:     ipvs.Masquerade,
 	config.FullNAT: ipvs.Masquerade, // plus source NAT by nftables
+	config.Tunnel:  ipvs.Tunnel,
+}
+
+var tunnelTypes = map[config.Encap]ipvs.TunnelType{
+	config.EncapIPIP: ipvs.TunnelIPIP, config.EncapGUE: ipvs.TunnelGUE, config.EncapGRE: ipvs.TunnelGRE,
+}
+
+var tunnelFlags = map[config.TunnelChecksum]ipvs.TunnelFlags{config.ChecksumOuter: ipvs.TunnelChecksum}
+
+// tunnelOptions are the IPVS tunnel attributes of a tunnel service's
+// destinations; zero (IPIP, or no tunnel) otherwise.
+func tunnelOptions(s config.Service) ipvs.TunnelOptions {
+	if s.Forwarding != config.Tunnel {
+		return ipvs.TunnelOptions{}
+	}
+	return ipvs.TunnelOptions{Type: tunnelTypes[s.Tunnel.Encap], Port: s.Tunnel.Port, Flags: tunnelFlags[s.Tunnel.Checksum]}
 }
 
 // Build computes the desired state of a director from its configuration,
@@ -119,7 +135,7 @@ func Build(agent *config.Agent, services []config.Service) (Desired, error) {
 		for _, a := range s.Addresses() {
 			vips[s.VIP][netip.PrefixFrom(a, a.BitLen())] = true
 		}
-		if s.Forwarding != config.DR {
+		if s.Forwarding == config.NAT || s.Forwarding == config.FullNAT {
 			forwardV4 = forwardV4 || s.VIP.Is4()
 			forwardV6 = forwardV6 || s.VIP.Is6()
 		}
@@ -243,6 +259,7 @@ func destinations(s config.Service, servicePort uint16) []Destination {
 				DestinationKey: ipvs.DestinationKey{Addr: b.Addr, Port: port},
 				Weight:         b.Weight,
 				Forwarding:     forwardingMethods[s.Forwarding],
+				Tunnel:         tunnelOptions(s),
 			},
 			Backend:    HealthKey(s.Name, b),
 			SlotWeight: max(b.Weight, 1),

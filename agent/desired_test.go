@@ -28,7 +28,7 @@ func serviceStrings(d Desired) []string {
 	for _, vs := range d.Services {
 		line := vs.Service.String()
 		for _, dst := range vs.Destinations {
-			line += " | " + dst.DestinationKey.String() + " w" + strconv.Itoa(dst.Weight) + " " + dst.Forwarding.String()
+			line += " | " + dst.DestinationKey.String() + " w" + strconv.Itoa(dst.Weight) + " " + dst.Method()
 		}
 		out = append(out, line)
 	}
@@ -81,6 +81,27 @@ func TestBuild(t *testing.T) {
 				"service: web\nvip: 10.0.0.50\nports: [80]\nsource_ranges: [10.0.0.0/25]\nbackends: [{address: 10.0.0.12}]\n",
 			services: []string{"tcp:10.0.0.50:80 mh flags=mh-fallback,mh-port | 10.0.0.11:80 w1 route", fw + " mh flags=mh-fallback,mh-port | 10.0.0.12:0 w1 route"},
 			nft:      []string{"ip saddr 10.0.0.0/25", "meta mark set " + hex(mark)},
+		},
+		{
+			name:     "tunnel, IPIP by default, no forwarding sysctls",
+			yaml:     "service: web\nvip: 10.0.0.50\nports: [80]\nforwarding: tunnel\nbackends: [{address: 10.0.1.11}]\n",
+			services: []string{"tcp:10.0.0.50:80 mh flags=mh-fallback,mh-port | 10.0.1.11:80 w1 tunnel"},
+		},
+		{
+			name:     "tunnel gue with checksum",
+			yaml:     "service: web\nvip: 10.0.0.50\nports: [80]\nforwarding: tunnel\ntunnel: {encap: gue, port: 6080, checksum: checksum}\nbackends: [{address: 10.0.1.11}]\n",
+			services: []string{"tcp:10.0.0.50:80 mh flags=mh-fallback,mh-port | 10.0.1.11:80 w1 tunnel/gue:6080+csum"},
+		},
+		{
+			name:     "tunnel IPv6-in-IPv6",
+			yaml:     "service: web\nvip: \"fd00::50\"\nports: [80]\nforwarding: tunnel\nbackends: [{address: \"fd01::11\"}]\n",
+			services: []string{"tcp:[fd00::50]:80 mh flags=mh-fallback,mh-port | [fd01::11]:80 w1 tunnel"},
+		},
+		{
+			name:     "tunnel gre, port range",
+			yaml:     "service: web\nvip: 10.0.0.50\nports: [\"8000-8010\"]\nforwarding: tunnel\ntunnel: {encap: gre}\nbackends: [{address: 10.0.1.11}]\n",
+			services: []string{fw + " mh flags=mh-fallback,mh-port | 10.0.1.11:0 w1 tunnel/gre"},
+			nft:      []string{"meta mark set " + hex(mark)},
 		},
 	}
 	for _, c := range cases {

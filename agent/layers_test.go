@@ -27,7 +27,7 @@ var layers = []layer{
 	{pkg: "agent/config", mayUse: []string{"agent/policy", "ipvs", "cluster/..."}, mayNot3: kernelLibraries},
 	{pkg: "agent", mayUse: []string{"agent/config", "agent/policy", "agent/health", "agent/api", "agent/statefile",
 		"ipvs", "nat", "arp", "cluster/..."}, mayNot3: kernelLibraries},
-	{pkg: "agent/realserver", mayUse: []string{"agent/config", "agent/api", "agent/statefile", "arp"}, mayNot3: kernelLibraries},
+	{pkg: "agent/realserver", mayUse: []string{"agent/config", "agent/api", "agent/statefile", "arp", "nat"}, mayNot3: kernelLibraries},
 	{pkg: "agent/director", mayUse: []string{"agent", "agent/config", "agent/health", "agent/api", "agent/sdnotify",
 		"arp", "cluster/..."}, mayNot3: kernelLibraries},
 	{pkg: "cmd/...", mayUse: []string{"agent/...", "ipvs", "nat", "arp", "cluster/..."}, mayNot3: append(kernelLibraries, "golang.org/x/sys/unix")},

@@ -113,7 +113,7 @@ func (o Op) describe() string {
 		return fmt.Sprintf("%s %s", o.Kind, o.Route.Prefix)
 	}
 	return fmt.Sprintf("%s %s -> %s weight %d %s", o.Kind, o.Service.ServiceKey, o.Destination.DestinationKey,
-		o.Destination.Weight, o.Destination.Forwarding)
+		o.Destination.Weight, o.Destination.Method())
 }
 
 // routeAttrs lists a route's attributes that are set, for lvsd plan.

@@ -179,7 +179,7 @@ func (a *Agent) Status(ctx context.Context, q StatusQuery) (Status, error) {
 			kernel[d.DestinationKey] = d
 		}
 		for _, d := range vs.Destinations {
-			ds := DestinationStatus{Address: d.DestinationKey.String(), Forwarding: d.Forwarding.String(),
+			ds := DestinationStatus{Address: d.DestinationKey.String(), Forwarding: d.Method(),
 				ConfiguredWeight: d.Weight, Weight: -1}
 			ds.setHealth(states, s.eligibility, checked, vs.Name, d.Backend)
 			if k, ok := kernel[d.DestinationKey]; ok {
@@ -193,7 +193,7 @@ func (a *Agent) Status(ctx context.Context, q StatusQuery) (Status, error) {
 			if _, left := kernel[k.DestinationKey]; !left {
 				continue
 			}
-			ds := DestinationStatus{Address: k.DestinationKey.String(), Forwarding: k.Forwarding.String(),
+			ds := DestinationStatus{Address: k.DestinationKey.String(), Forwarding: k.Method(),
 				ConfiguredWeight: -1, Weight: k.Weight, ActiveConns: k.ActiveConns, InactiveConns: k.InactiveConns,
 				ReportedWeight: health.NoWeight}
 			ds.setStats(k.Stats)

@@ -19,3 +19,6 @@ type Addresses interface {
 
 // ErrNotFound is wrapped by errors about a missing interface or address.
 var ErrNotFound = errors.New("not found")
+
+// ErrExists is wrapped by errors about adding what is already there.
+var ErrExists = errors.New("already exists")

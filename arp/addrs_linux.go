@@ -68,11 +68,12 @@ func toNetlink(p netip.Prefix) *netlink.Addr {
 		bits = 128
 	}
 	// Preferred lifetime 0 ("deprecated"): the address receives and answers
-	// as any other, but the kernel never picks it as the source of a new
-	// connection. Otherwise an IPv6 VIP in the real servers' /64 would be
-	// the director's preferred source for them (RFC 6724, longest match),
-	// its health checks would leave from the VIP, and the answers would go
-	// to the real servers' own VIP on lo.
+	// as any other, but the kernel never picks it as the source of the
+	// host's own packets. Otherwise an IPv6 VIP in the real servers' /64
+	// would be the director's preferred source for them (RFC 6724, longest
+	// match): its health checks would leave from the VIP and the answers go
+	// to the real servers' own VIP on lo, and an IPVS tunnel's outer source
+	// would be the VIP, which the real server (holding it too) drops.
 	a := &netlink.Addr{IPNet: &net.IPNet{IP: p.Addr().AsSlice(), Mask: net.CIDRMask(p.Bits(), bits)},
 		ValidLft: infiniteLifetime, PreferedLft: 0}
 	if p.Addr().Is6() {

@@ -84,7 +84,7 @@ var badCases = []badCase{
 	{"backends-missing", bh + "ports: [80]\n", 1, 1, "backends is required"},
 	{"backend-twice", bh + "ports: [80]\nbackends:\n  - {address: 10.0.0.11}\n  - {address: 10.0.0.11}\n", 6, 15, "backend 10.0.0.11 is listed twice"},
 	// Enumerations.
-	{"bad-forwarding", bh + "ports: [80]\nforwarding: tunnel\n" + bb, 4, 13, `forwarding "tunnel" is not one of dr, nat, fullnat`},
+	{"bad-forwarding", bh + "ports: [80]\nforwarding: tun\n" + bb, 4, 13, `forwarding "tun" is not one of dr, nat, fullnat, tunnel`},
 	{"bad-scheduler", bh + "ports: [80]\nscheduler: random\n" + bb, 4, 12, `scheduler "random" is not one of mh, rr`},
 	{"bad-affinity", bh + "ports: [80]\naffinity: sticky\n" + bb, 4, 11, `affinity "sticky" is not one of none, client-ip`},
 	{"bad-protocol", bh + "protocol: icmp\nports: [80]\n" + bb, 3, 11, `protocol "icmp" is not one of tcp, udp, sctp, any`},
@@ -96,6 +96,11 @@ var badCases = []badCase{
 	{"vip-port-across-files", "service: other\nvip: 10.0.0.50\nports: [443, 80]\n" + bb, 1, 1, `tcp 10.0.0.50 port 80 is already served by service "web"`},
 	{"range-overlap-across-files", "service: other\nvip: 10.0.0.50\nports: [\"70-90\"]\n" + bb, 1, 1, `tcp 10.0.0.50 port 80 is already served by service "web"`},
 	{"fullnat-without-snat", bh + "ports: [80]\nforwarding: fullnat\n" + bb, 1, 1, "forwarding fullnat needs fullnat.source_addresses"},
+	// Tunnels.
+	{"tunnel-gue-without-port", bh + "ports: [80]\nforwarding: tunnel\ntunnel: {encap: gue}\n" + bb, 5, 10, "encap gue needs tunnel.port"},
+	{"tunnel-with-nat-gateway", bh + "ports: [80]\nforwarding: tunnel\nnat: {gateway: 10.0.0.9}\n" + bb, 5, 16, "nat.gateway needs forwarding: nat"},
+	{"tunnel-gre-checksum", bh + "ports: [80]\nforwarding: tunnel\ntunnel: {encap: gre, checksum: checksum}\n" + bb, 5, 32, "drops GRE packets with a checksum"},
+	{"tunnel-block-without-tunnel", bh + "ports: [80]\ntunnel: {encap: ipip}\n" + bb, 4, 10, "tunnel needs forwarding: tunnel"},
 }
 
 // TestBadConfig: for each malformed service file `lvsd check` exits 1 and

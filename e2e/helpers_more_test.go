@@ -177,6 +177,27 @@ func (l *lvsd) barrier() {
 	l.waitLog(off, 15*time.Second, "configuration reloaded", "trigger=signal")
 }
 
+// expectIdle lets the agent run two more passes (barrier twice) and fails
+// if it applied any op after the mark off: what is in place must read back
+// as written.
+func (l *lvsd) expectIdle(off int, who string) {
+	l.t.Helper()
+	l.barrier()
+	l.barrier()
+	if ops := appliedOps(l.logSince(off)); len(ops) > 0 {
+		l.t.Errorf("%s applied ops, want none:\n%s", who, formatOps(ops))
+	}
+}
+
+// expectSameHost fails if the snapshot now differs from before.
+func expectSameHost(t *testing.T, what, before, now string) {
+	t.Helper()
+	if now != before {
+		a, r := lineDiff(before, now)
+		t.Errorf("%s changed the host:\nadded %q\nremoved %q", what, a, r)
+	}
+}
+
 // appliedOp is one `msg=applied` line of lvsd's text log: one netlink (or
 // nftables) change.
 type appliedOp struct {

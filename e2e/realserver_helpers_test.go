@@ -170,9 +170,16 @@ func probeWeight(t *testing.T, from *topo.Host, addr netip.AddrPort, path string
 // host's namespace.
 func netstat(t *testing.T, h *topo.Host, group, name string) int {
 	t.Helper()
+	return procNetCounter(t, h, "netstat", group, name)
+}
+
+// procNetCounter returns a counter of /proc/net/<file> (netstat, snmp:
+// header and value lines in pairs) in the host's namespace.
+func procNetCounter(t *testing.T, h *topo.Host, file, group, name string) int {
+	t.Helper()
 	var text string
 	err := h.Do(func() error {
-		b, err := os.ReadFile("/proc/thread-self/net/netstat")
+		b, err := os.ReadFile("/proc/thread-self/net/" + file)
 		text = string(b)
 		return err
 	})
@@ -190,7 +197,7 @@ func netstat(t *testing.T, h *topo.Host, group, name string) int {
 			return n
 		}
 	}
-	t.Fatalf("no %s %s in /proc/net/netstat of %v", group, name, h)
+	t.Fatalf("no %s %s in /proc/net/%s of %v", group, name, file, h)
 	return 0
 }
 

@@ -339,25 +339,15 @@ func TestRealServerLifecycle(t *testing.T) {
 	if started := l.waitLog(0, time.Second, "msg=starting"); !strings.Contains(started, "owned_addresses=2 owned_sysctls=4") {
 		t.Errorf("the restarted agent did not adopt its record: %s", started)
 	}
-	l.barrier()
-	l.barrier()
-	if ops := appliedOps(l.log()); len(ops) > 0 {
-		t.Errorf("the restarted agent applied ops, want none:\n%s", formatOps(ops))
-	}
-	if now := hostSnapshot(t, rs); now != afterRemove {
-		a, r := lineDiff(afterRemove, now)
-		t.Errorf("the restart changed the host:\nadded %q\nremoved %q", a, r)
-	}
+	l.expectIdle(0, "the restarted agent")
+	expectSameHost(t, "the restart", afterRemove, hostSnapshot(t, rs))
 
 	out, code := runLVSD(t, rs, "cleanup", "--config", l.config())
 	if code == 0 || !strings.Contains(out, "stop it first") {
 		t.Errorf("cleanup with the agent running: exit %d, %q; want a refusal", code, out)
 	}
 	l.stop()
-	if now := hostSnapshot(t, rs); now != afterRemove {
-		a, r := lineDiff(afterRemove, now)
-		t.Errorf("stopping the agent changed the host (it must leave the VIPs):\nadded %q\nremoved %q", a, r)
-	}
+	expectSameHost(t, "stopping the agent (it must leave the VIPs)", afterRemove, hostSnapshot(t, rs))
 	out, code = runLVSD(t, rs, "cleanup", "--config", l.config())
 	t.Logf("lvsd cleanup:\n%s", out)
 	if code != 0 {

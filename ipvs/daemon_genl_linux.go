@@ -166,24 +166,37 @@ func encodeDaemon(d Daemon, full bool) *nl.RtAttr {
 
 // parseDaemons reads GET_DAEMON replies: one message per running daemon.
 func parseDaemons(msgs [][]byte) ([]Daemon, error) {
-	var out []Daemon
+	nests, err := genlNests(msgs, genlAttrDaemon)
+	if err != nil {
+		return nil, fmt.Errorf("parsing daemon reply: %w", err)
+	}
+	out := make([]Daemon, 0, len(nests))
+	for _, n := range nests {
+		d, err := parseDaemon(n)
+		if err != nil {
+			return nil, err
+		}
+		out = append(out, d)
+	}
+	return out, nil
+}
+
+// genlNests returns the payloads of the top-level attributes of type typ
+// in generic netlink replies (generic netlink header first).
+func genlNests(msgs [][]byte, typ uint16) ([][]byte, error) {
+	var out [][]byte
 	for _, m := range msgs {
 		if len(m) < 4 {
 			return nil, fmt.Errorf("short generic netlink message (%d bytes)", len(m))
 		}
 		attrs, err := nl.ParseRouteAttr(m[4:])
 		if err != nil {
-			return nil, fmt.Errorf("parsing daemon reply: %w", err)
+			return nil, err
 		}
 		for _, a := range attrs {
-			if a.Attr.Type&nlaTypeMask != genlAttrDaemon {
-				continue
+			if a.Attr.Type&nlaTypeMask == typ {
+				out = append(out, a.Value)
 			}
-			d, err := parseDaemon(a.Value)
-			if err != nil {
-				return nil, err
-			}
-			out = append(out, d)
 		}
 	}
 	return out, nil

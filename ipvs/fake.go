@@ -119,9 +119,12 @@ func (f *Fake) AddDestination(ctx context.Context, k ServiceKey, d Destination) 
 	if slices.ContainsFunc(f.services[i].dests, func(x Destination) bool { return x.DestinationKey == d.DestinationKey }) {
 		return fmt.Errorf("adding destination %s to %s: %w", d.DestinationKey, k, ErrExists)
 	}
+	if err := d.Tunnel.check(); err != nil {
+		return fmt.Errorf("adding destination %s to %s: %w", d.DestinationKey, k, err)
+	}
 	d.ActiveConns, d.InactiveConns, d.Stats = 0, 0, Stats{}
 	f.services[i].dests = slices.Insert(f.services[i].dests, 0, d)
-	f.ops = append(f.ops, fmt.Sprintf("add-destination %s %s weight=%d %s", k, d.DestinationKey, d.Weight, d.Forwarding))
+	f.ops = append(f.ops, fmt.Sprintf("add-destination %s %s weight=%d %s", k, d.DestinationKey, d.Weight, d.Method()))
 	return nil
 }
 
@@ -133,9 +136,12 @@ func (f *Fake) UpdateDestination(ctx context.Context, k ServiceKey, d Destinatio
 	if err != nil {
 		return fmt.Errorf("updating destination: %w", err)
 	}
+	if err := d.Tunnel.check(); err != nil {
+		return fmt.Errorf("updating destination %s of %s: %w", d.DestinationKey, k, err)
+	}
 	cur := &f.services[i].dests[j]
-	cur.Weight, cur.Forwarding = d.Weight, d.Forwarding
-	f.ops = append(f.ops, fmt.Sprintf("update-destination %s %s weight=%d %s", k, d.DestinationKey, d.Weight, d.Forwarding))
+	cur.Weight, cur.Forwarding, cur.Tunnel = d.Weight, d.Forwarding, d.Tunnel
+	f.ops = append(f.ops, fmt.Sprintf("update-destination %s %s weight=%d %s", k, d.DestinationKey, d.Weight, d.Method()))
 	return nil
 }
 

@@ -21,7 +21,10 @@ import (
 type Kernel struct {
 	mu sync.Mutex // guards h (its socket is not safe for concurrent requests) and serializes daemon changes
 	h  *mobyipvs.Handle
-	ns netns.NsHandle // the namespace of Open's netnsPath, for the sync-daemon socket; None: the caller's
+	ns netns.NsHandle // the namespace of Open's netnsPath, for the generic netlink socket; None: the caller's
+	// tunnelAttrsWork says a tunnel type written through lvsd's own
+	// netlink was read back (tunnel_linux.go); guarded by mu.
+	tunnelAttrsWork bool
 }
 
 var _ Interface = (*Kernel)(nil)
@@ -94,14 +97,30 @@ func (k *Kernel) Services(ctx context.Context) ([]Service, error) {
 // Destinations implements Interface.
 func (k *Kernel) Destinations(ctx context.Context, svc ServiceKey) ([]Destination, error) {
 	k.mu.Lock()
-	defer k.mu.Unlock()
 	raw, err := k.h.GetDestinations(toMobyService(Service{ServiceKey: svc}))
+	k.mu.Unlock()
 	if err != nil {
 		return nil, fmt.Errorf("listing destinations of %s: %w", svc, kernelErr(err))
 	}
 	out := make([]Destination, 0, len(raw))
+	tunnels := false
 	for _, d := range raw {
 		out = append(out, fromMobyDestination(d))
+		tunnels = tunnels || d.ConnectionFlags&mobyipvs.ConnectionFlagFwdMask == uint32(Tunnel)
+	}
+	if !tunnels {
+		return out, nil
+	}
+	// moby/ipvs does not read the tunnel type: a second dump, for services
+	// with tunnel destinations only.
+	opts, err := k.tunnelOptions(ctx, svc)
+	if err != nil {
+		return nil, fmt.Errorf("listing tunnel destinations of %s: %w", svc, err)
+	}
+	for i := range out {
+		if out[i].Forwarding == Tunnel {
+			out[i].Tunnel = opts[out[i].DestinationKey]
+		}
 	}
 	return out, nil
 }
@@ -126,6 +145,10 @@ func (k *Kernel) DeleteService(ctx context.Context, svc ServiceKey) error {
 
 // AddDestination implements Interface.
 func (k *Kernel) AddDestination(ctx context.Context, svc ServiceKey, dst Destination) error {
+	if dst.needsOwnNetlink() {
+		return described(k.writeTunnelDestination(ctx, genlCmdNewDest, svc, dst),
+			func() string { return "adding destination " + svc.String() + " -> " + dst.String() })
+	}
 	return k.do(func() error {
 		return k.h.NewDestination(toMobyService(Service{ServiceKey: svc}), toMobyDestination(dst))
 	},
@@ -134,6 +157,10 @@ func (k *Kernel) AddDestination(ctx context.Context, svc ServiceKey, dst Destina
 
 // UpdateDestination implements Interface.
 func (k *Kernel) UpdateDestination(ctx context.Context, svc ServiceKey, dst Destination) error {
+	if dst.needsOwnNetlink() {
+		return described(k.writeTunnelDestination(ctx, genlCmdSetDest, svc, dst),
+			func() string { return "updating destination " + svc.String() + " -> " + dst.String() })
+	}
 	return k.do(func() error {
 		return k.h.UpdateDestination(toMobyService(Service{ServiceKey: svc}), toMobyDestination(dst))
 	},
@@ -161,6 +188,14 @@ func (k *Kernel) do(f func() error, what func() string) error {
 		return fmt.Errorf("%s: %w", desc, err)
 	}
 	return nil
+}
+
+// described prefixes a failed request's error with what it was.
+func described(err error, what func() string) error {
+	if err == nil {
+		return nil
+	}
+	return fmt.Errorf("%s: %w", what(), err)
 }
 
 // kernelErr maps errno values to the package's sentinel errors so callers can

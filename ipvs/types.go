@@ -174,8 +174,10 @@ func (k DestinationKey) Compare(o DestinationKey) int {
 // Stats are read from the kernel and ignored when writing.
 type Destination struct {
 	DestinationKey
-	Weight        int
-	Forwarding    Forwarding
+	Weight     int
+	Forwarding Forwarding
+	// Tunnel is the encapsulation of a Tunnel destination (zero: IPIP).
+	Tunnel        TunnelOptions
 	ActiveConns   int
 	InactiveConns int
 	Stats         Stats
@@ -191,7 +193,16 @@ type Stats struct {
 
 // SameOptions reports whether d and o need no update to match.
 func (d Destination) SameOptions(o Destination) bool {
-	return d.Weight == o.Weight && d.Forwarding == o.Forwarding
+	return d.Weight == o.Weight && d.Forwarding == o.Forwarding && d.Tunnel == o.Tunnel
+}
+
+// Method names how packets reach the destination: "route", "masq",
+// "tunnel" (IPIP), "tunnel/gue:6080", "tunnel/gre+csum".
+func (d Destination) Method() string {
+	if d.Forwarding != Tunnel || d.Tunnel == (TunnelOptions{}) {
+		return d.Forwarding.String()
+	}
+	return d.Forwarding.String() + "/" + d.Tunnel.String()
 }
 
 func cmpInt[T ~uint16 | ~uint32 | ~int](a, b T) int {

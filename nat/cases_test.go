@@ -78,6 +78,10 @@ var goldenCases = []struct {
 	{"fullnat-v6", Spec{SNAT: []SNATRule{
 		{Match: Match{VIP: addr("2001:db8::10"), Protocol: TCP, Ports: []PortRange{port(80)}}, CtMark: 0x11, To: addrs("2001:db8:1::3", "2001:db8:1::2", "2001:db8:1::4"), Comment: "web6"},
 	}}},
+	{"mss-clamp", Spec{ClampMSS: []MSSClamp{
+		// A tunnel real server: the IPv4 VIPs in one rule, the IPv6 one on its own.
+		{VIP: addr("203.0.113.11"), MSS: 1440}, {VIP: addr("203.0.113.10"), MSS: 1440}, {VIP: addr("2001:db8::10"), MSS: 1400},
+	}}},
 	{"combined", Spec{
 		Marks: append([]MarkRule{
 			{Match: Match{VIP: addr("203.0.113.20"), Protocol: TCP, Ports: []PortRange{{8000, 8099}, port(9000)}}, Mark: 0x20, Comment: "range"},

@@ -163,6 +163,15 @@ func (b batch) l4Matches(r rule) ([]expr.Any, error) {
 		e = append(e, &expr.Meta{Key: expr.MetaKeyL4PROTO, Register: 1},
 			&expr.Lookup{SourceRegister: 1, SetName: s.Name, SetID: s.ID})
 	}
+	if r.synAck {
+		e = append(e, &expr.Meta{Key: expr.MetaKeyL4PROTO, Register: 1}, eq([]byte{unix.IPPROTO_TCP}),
+			&expr.Payload{DestRegister: 1, Base: expr.PayloadBaseTransportHeader, Offset: 13, Len: 1},
+			&expr.Bitwise{SourceRegister: 1, DestRegister: 1, Len: 1, Mask: []byte{tcpFIN | tcpSYN | tcpRST | tcpACK}, Xor: []byte{0}},
+			eq([]byte{tcpSYN | tcpACK}))
+	}
+	if r.mssAbove != 0 {
+		e = append(e, mssOption(0), cmpOp(expr.CmpOpGt, be16(r.mssAbove)))
+	}
 	switch len(r.ports) {
 	case 0:
 	case 1:
@@ -209,6 +218,9 @@ func stateMatches(r rule) []expr.Any {
 // actions set marks, translate the source and give the verdict.
 func (b batch) actions(r rule) []expr.Any {
 	var e []expr.Any
+	if r.setMSS != 0 {
+		e = append(e, &expr.Immediate{Register: 1, Data: be16(r.setMSS)}, mssOption(1))
+	}
 	if r.setMark != 0 {
 		e = append(e, &expr.Immediate{Register: 1, Data: native32(r.setMark)},
 			&expr.Meta{Key: expr.MetaKeyMARK, SourceRegister: true, Register: 1})
@@ -299,6 +311,25 @@ func portElems(ps []PortRange) []nftables.SetElement {
 		}
 	}
 	return es
+}
+
+// TCP header flags (the byte at offset 13).
+const (
+	tcpFIN = 0x01
+	tcpSYN = 0x02
+	tcpRST = 0x04
+	tcpACK = 0x10
+)
+
+// mssOption loads the TCP MSS option's value (option kind 2, two bytes
+// after the kind and length) into register 1, or with from 1 writes
+// register 1 into it.
+func mssOption(from uint32) expr.Any {
+	x := &expr.Exthdr{Op: expr.ExthdrOpTcpopt, Type: 2, Offset: 2, Len: 2, SourceRegister: from}
+	if from == 0 {
+		x.DestRegister = 1
+	}
+	return x
 }
 
 func network(offset, n uint32) expr.Any {

@@ -36,17 +36,19 @@ func Render(spec Spec) (Ruleset, error) {
 	return rs, nil
 }
 
-// collected are the rules of a Spec expanded to entries, and the SNAT
-// target of each ct mark by family.
+// collected are the rules of a Spec expanded to entries, the SNAT target
+// of each ct mark by family, and the VIPs of each clamped MSS by family.
 type collected struct {
 	marks, snats []entry
 	post         map[family]map[uint32]snatTarget
+	mss          map[family]map[uint16][]addrRange
 }
 
 // collect checks and expands spec's rules; the errors name each bad rule.
 func collect(spec Spec) (collected, []error) {
 	var errs []error
-	c := collected{post: map[family]map[uint32]snatTarget{ipv4: {}, ipv6: {}}}
+	c := collected{post: map[family]map[uint32]snatTarget{ipv4: {}, ipv6: {}},
+		mss: map[family]map[uint16][]addrRange{ipv4: {}, ipv6: {}}}
 	for i, r := range spec.Marks {
 		name := describe("mark", i, r.Comment, r.Match)
 		fam, err := r.check()
@@ -74,6 +76,20 @@ func collect(spec Spec) (collected, []error) {
 			c.post[fam][r.CtMark] = snatTarget{to: to, name: name, comment: r.Comment}
 		}
 		c.snats = append(c.snats, expand(fam, name, r.Match, r.CtMark, r.Comment)...)
+	}
+	clamped := map[netip.Addr]uint16{}
+	for i, m := range spec.ClampMSS {
+		fam, err := m.check()
+		if err != nil {
+			errs = append(errs, fmt.Errorf("mss clamp %d: %w", i, err))
+			continue
+		}
+		if prev, ok := clamped[m.VIP]; ok && prev != m.MSS {
+			errs = append(errs, fmt.Errorf("mss clamp %d: %s is already clamped to %d", i, m.VIP, prev))
+			continue
+		}
+		clamped[m.VIP] = m.MSS
+		c.mss[fam][m.MSS] = append(c.mss[fam][m.MSS], addrRange{m.VIP, m.VIP})
 	}
 	return c, errs
 }
@@ -117,7 +133,17 @@ func (c collected) table(fam family, spec Spec) table {
 	if fam == ipv6 && spec.DropRedirects6 {
 		t.output = []rule{{redirect: true, verdict: drop, comment: "no redirects around the reverse NAT"}}
 	}
+	for _, mss := range slices.Sorted(maps.Keys(c.mss[fam])) {
+		t.output = append(t.output, clampRule(mergeRanges(c.mss[fam][mss]), mss))
+	}
 	return t
+}
+
+// clampRule caps the MSS that SYN-ACKs from the VIPs announce, so that the
+// clients' segments fit through the tunnel the directors wrap them in.
+// Only a larger MSS is rewritten: a client's smaller one stays.
+func clampRule(vips []addrRange, mss uint16) rule {
+	return rule{saddr: vips, synAck: true, mssAbove: mss, setMSS: mss, comment: "the tunnel's MTU"}
 }
 
 // guardRule keeps packets that belong to no connection away from the local

@@ -42,8 +42,10 @@ func TestRenderIsIndependentOfRuleOrder(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		rev := Spec{Marks: slices.Clone(tc.spec.Marks), SNAT: slices.Clone(tc.spec.SNAT), SyncPorts: slices.Clone(tc.spec.SyncPorts), SyncGroup: tc.spec.SyncGroup, DropRedirects6: tc.spec.DropRedirects6}
+		rev := Spec{Marks: slices.Clone(tc.spec.Marks), SNAT: slices.Clone(tc.spec.SNAT), SyncPorts: slices.Clone(tc.spec.SyncPorts),
+			SyncGroup: tc.spec.SyncGroup, DropRedirects6: tc.spec.DropRedirects6, ClampMSS: slices.Clone(tc.spec.ClampMSS)}
 		slices.Reverse(rev.Marks)
+		slices.Reverse(rev.ClampMSS)
 		slices.Reverse(rev.SNAT)
 		slices.Reverse(rev.SyncPorts)
 		for i := range rev.Marks {

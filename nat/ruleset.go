@@ -76,7 +76,10 @@ type rule struct {
 	ctState  uint32 // "ct state X,Y" match (ctState* bits), if non-zero
 	notRoot  bool   // "meta skuid != 0": sent by a socket of another user than root
 	redirect bool   // "icmpv6 type nd-redirect"
+	synAck   bool   // "tcp flags syn,ack / fin,syn,rst,ack": a SYN-ACK
+	mssAbove uint16 // "tcp option maxseg size > N", if non-zero
 
+	setMSS    uint16    // "tcp option maxseg size set N", if non-zero
 	setMark   uint32    // "meta mark set X", if non-zero
 	setCtMark uint32    // "ct mark set X", if non-zero
 	snat      addrRange // "snat to A[-B] persistent", if from is valid
@@ -201,6 +204,13 @@ func (r rule) format(f family) string {
 	case r.proto != AnyProtocol:
 		add("meta l4proto %s", r.proto)
 	}
+	if r.synAck {
+		// nft hides the "meta l4proto tcp" dependency here too.
+		add("tcp flags syn,ack / fin,syn,rst,ack")
+	}
+	if r.mssAbove != 0 {
+		add("tcp option maxseg size > %d", r.mssAbove)
+	}
 	if r.ctMark != 0 {
 		add("ct mark 0x%08x", r.ctMark)
 	}
@@ -212,6 +222,9 @@ func (r rule) format(f family) string {
 	}
 	if r.notRoot {
 		add("meta skuid != 0")
+	}
+	if r.setMSS != 0 {
+		add("tcp option maxseg size set %d", r.setMSS)
 	}
 	if r.setMark != 0 {
 		add("meta mark set 0x%08x", r.setMark)

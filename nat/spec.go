@@ -23,6 +23,36 @@ type Spec struct {
 	// sysctl, and a redirect tells a one-armed NAT real server to answer
 	// the client directly, around the reverse NAT.
 	DropRedirects6 bool
+	// ClampMSS lowers the MSS that this host's TCP answers from a VIP
+	// announce (in the SYN-ACK, an "output" chain): a real server behind
+	// an IPVS tunnel, whose clients' segments must fit in the tunnel.
+	ClampMSS []MSSClamp
+}
+
+// MSSClamp caps the MSS option of SYN-ACKs sent from VIP at MSS.
+type MSSClamp struct {
+	VIP netip.Addr
+	MSS uint16
+}
+
+// Bounds of a clamped MSS: IPv4's minimum MSS and the largest one a
+// 65535-byte MTU allows.
+const (
+	minMSS = 536
+	maxMSS = 65495
+)
+
+func (c MSSClamp) check() (family, error) {
+	switch {
+	case !c.VIP.IsValid() || c.VIP.IsUnspecified() || c.VIP.IsMulticast():
+		return 0, fmt.Errorf("VIP %v: not a unicast address", c.VIP)
+	case c.MSS < minMSS || c.MSS > maxMSS:
+		return 0, fmt.Errorf("MSS %d is not in %d-%d", c.MSS, minMSS, maxMSS)
+	}
+	if err := checkAddr(c.VIP); err != nil {
+		return 0, fmt.Errorf("VIP %s: %w", c.VIP, err)
+	}
+	return familyOf(c.VIP), nil
 }
 
 // Protocol is an IP protocol number. AnyProtocol matches every protocol (the

@@ -23,6 +23,9 @@ type RealServer struct {
 	// Weight is announced in X-Load-Balancing-Endpoint-Weight (0 when drained).
 	Weight int
 	Health RealServerHealth
+	// Tunnel is the decapsulation of tunnel VIPs (realserver_tunnel.go);
+	// zero without any.
+	Tunnel RealServerTunnel
 }
 
 // RealServerHealth is the weight endpoint the directors probe.
@@ -61,9 +64,10 @@ const (
 )
 
 type rawRealServer struct {
-	VIPs          []string `yaml:"vips"`
-	ARPInterfaces []string `yaml:"arp_interfaces"`
-	Weight        *int     `yaml:"weight" range:"0-1000"` // MaxEndpointWeight
+	VIPs          []string             `yaml:"vips"`
+	ARPInterfaces []string             `yaml:"arp_interfaces"`
+	Weight        *int                 `yaml:"weight" range:"0-1000"` // MaxEndpointWeight
+	Tunnel        *rawRealServerTunnel `yaml:"tunnel"`
 	Health        *struct {
 		Listen *string `yaml:"listen"`
 		Path   *string `yaml:"path"`
@@ -95,7 +99,8 @@ func (d *doc) realServer(role Role, raw *rawRealServer, iface string) RealServer
 	if raw == nil {
 		return rs
 	}
-	rs.VIPs = d.realServerVIPs(raw.VIPs)
+	rs.VIPs = d.realServerVIPs("$.realserver.vips", raw.VIPs, nil)
+	rs.Tunnel = d.realServerTunnel(raw.Tunnel, rs.VIPs)
 	rs.ARPInterfaces = d.arpInterfaces(raw.ARPInterfaces)
 	if raw.Weight != nil {
 		rs.Weight = *raw.Weight // 0-MaxEndpointWeight: its range tag
@@ -133,10 +138,12 @@ func (d *doc) realServer(role Role, raw *rawRealServer, iface string) RealServer
 	return rs
 }
 
-func (d *doc) realServerVIPs(raw []string) []netip.Addr {
+// realServerVIPs validates a list of VIPs at path; none may be in other,
+// a list validated before.
+func (d *doc) realServerVIPs(at string, raw []string, other []netip.Addr) []netip.Addr {
 	var out []netip.Addr
 	for i, r := range raw {
-		path := fmt.Sprintf("$.realserver.vips[%d]", i)
+		path := fmt.Sprintf("%s[%d]", at, i)
 		a, err := netip.ParseAddr(r)
 		if err != nil || a.Zone() != "" {
 			d.errorf(path, "vip %q is not an IP address", r)
@@ -151,6 +158,10 @@ func (d *doc) realServerVIPs(raw []string) []netip.Addr {
 		}
 		if slices.Contains(out, a) {
 			d.errorf(path, "vip %s is listed twice", a)
+			continue
+		}
+		if slices.Contains(other, a) {
+			d.errorf(path, "vip %s is also in realserver.vips; a tunnel VIP is held on lo all the same, list it once", a)
 			continue
 		}
 		out = append(out, a)

@@ -71,7 +71,7 @@ func TestRealServerDefaults(t *testing.T) {
 // of the culprit and says what is wrong.
 func TestRealServerBad(t *testing.T) {
 	const head = "role: realserver\nrealserver:\n"
-	cases := []struct{ name, body, want string }{
+	cases := []badCase{
 		{"unknown key", head + "  vip: [10.0.0.50]\n", ":3:3: unknown key \"vip\" (did you mean vips?)"},
 		{"bad vip", head + "  vips: [10.0.0.50, 10.0.0.500]\n", ":3:21: vip \"10.0.0.500\" is not an IP address"},
 		{"loopback vip", head + "  vips: [127.0.0.2]\n", ":3:10: vip 127.0.0.2 is not a unicast address"},
@@ -98,6 +98,13 @@ func TestRealServerBad(t *testing.T) {
 		{"block on a director", "interface: eth0\nrealserver: {vips: [10.0.0.50]}\n", ":2:14: realserver is only for role realserver"},
 		{"interface on a real server", "role: realserver\ninterface: eth0\n", ":2:12: interface is for role director"},
 	}
+	checkBadAgents(t, cases)
+}
+
+// checkBadAgents loads each case's body as an agent file; the error must
+// contain the file name followed by want.
+func checkBadAgents(t *testing.T, cases []badCase) {
+	t.Helper()
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
 			_, err := LoadAgent(writeFile(t, t.TempDir(), "lvsd.yaml", c.body))

@@ -20,6 +20,9 @@ const (
 	DR      Forwarding = "dr"
 	NAT     Forwarding = "nat"
 	FullNAT Forwarding = "fullnat"
+	// Tunnel encapsulates the client's packet to the real server, which
+	// unwraps it and answers the client directly (tunnel.go).
+	Tunnel Forwarding = "tunnel"
 )
 
 // Affinity selects which parts of the client's packets pick a backend (seed 000).
@@ -58,6 +61,8 @@ type Service struct {
 	// Gateway is the NAT real servers' default gateway on the director
 	// (nat.gateway); invalid: none managed by lvsd. It moves with the VIP.
 	Gateway netip.Addr
+	// Tunnel is the encapsulation of forwarding tunnel; zero otherwise.
+	Tunnel TunnelOptions
 	// Persistence, when Timeout > 0, sends a client (of Netmask granularity)
 	// to the same backend for Timeout after its last connection.
 	Persistence Persistence
@@ -125,6 +130,7 @@ type rawService struct {
 	NAT struct {
 		Gateway string `yaml:"gateway"`
 	} `yaml:"nat"`
+	Tunnel      *rawTunnel `yaml:"tunnel"`
 	Persistence *struct {
 		Timeout text `yaml:"timeout"`
 		Netmask *int `yaml:"netmask" range:"1-128"`
@@ -175,8 +181,8 @@ func (d *doc) service(raw rawService) Service {
 		d.errorf("$.protocol", "service %q: protocol %q is not one of tcp, udp, sctp, any", s.Name, s.Protocol)
 	}
 	s.Ports, s.AllPorts = d.ports(s.Name, raw.Ports)
-	if !oneOf(string(s.Forwarding), string(DR), string(NAT), string(FullNAT)) {
-		d.errorf("$.forwarding", "service %q: forwarding %q is not one of dr, nat, fullnat", s.Name, s.Forwarding)
+	if !oneOf(string(s.Forwarding), string(DR), string(NAT), string(FullNAT), string(Tunnel)) {
+		d.errorf("$.forwarding", "service %q: forwarding %q is not one of dr, nat, fullnat, tunnel", s.Name, s.Forwarding)
 	}
 	if !slices.Contains(Schedulers, s.Scheduler) {
 		d.errorf("$.scheduler", "service %q: scheduler %q is not one of %s", s.Name, s.Scheduler, strings.Join(Schedulers, ", "))
@@ -199,6 +205,7 @@ func (d *doc) service(raw rawService) Service {
 	s.SourceRanges = d.sourceRanges(s, raw.SourceRanges)
 	s.SNATAddresses = d.snatAddresses(s, raw.FullNAT.SourceAddresses)
 	s.Gateway = d.gateway(s, raw.NAT.Gateway)
+	s.Tunnel = d.tunnel(s, raw.Tunnel)
 	s.DrainTimeout = d.duration("$.drain_timeout", s.Name, "drain_timeout", string(raw.DrainTimeout), DefaultDrainTimeout)
 	if p := raw.Persistence; p != nil {
 		s.Persistence.Timeout = d.duration("$.persistence.timeout", s.Name, "persistence timeout", string(p.Timeout), 300*time.Second)
@@ -423,13 +430,19 @@ func (d *doc) backends(s Service, raw []rawBackend) []Backend {
 		b := Backend{Addr: addr, Weight: DefaultWeight, Failover: rb.Failover,
 			Health: d.health(path+".health", s.Name, rb.Health, s.Health)}
 		if s.VIP.IsValid() && addr.Is4() != s.VIP.Is4() {
-			d.errorf(path+".address", "service %q: backend %s and vip %s are of different IP families", s.Name, addr, s.VIP)
+			why := ""
+			if s.Forwarding == Tunnel {
+				// The kernel could tunnel across families, but its
+				// connection sync refuses to run with such services.
+				why = " (lvsd tunnels within one family: IPVS connection sync cannot carry mixed-family services)"
+			}
+			d.errorf(path+".address", "service %q: backend %s and vip %s are of different IP families%s", s.Name, addr, s.VIP, why)
 		}
 		if rb.Port != nil {
 			b.Port = uint16(*rb.Port) // 1-65535: its range tag
 		}
-		if b.Port != 0 && s.Forwarding == DR && !(len(s.Ports) == 1 && s.Ports[0].From == s.Ports[0].To && s.Ports[0].From == b.Port) {
-			d.errorf(path+".port", "service %q: forwarding dr cannot change the port (backend port %d); real servers receive the service port, so omit port", s.Name, b.Port)
+		if b.Port != 0 && (s.Forwarding == DR || s.Forwarding == Tunnel) && !(len(s.Ports) == 1 && s.Ports[0].From == s.Ports[0].To && s.Ports[0].From == b.Port) {
+			d.errorf(path+".port", "service %q: forwarding %s cannot change the port (backend port %d); real servers receive the service port, so omit port", s.Name, s.Forwarding, b.Port)
 		}
 		if b.Port != 0 && (s.AllPorts || len(s.Ports) > 1 || len(s.Ports) == 1 && s.Ports[0].From != s.Ports[0].To) {
 			d.errorf(path+".port", "service %q: a backend port needs a service with exactly one port", s.Name)

@@ -64,10 +64,8 @@ backends:
 func TestLoadServicesBad(t *testing.T) {
 	const head = "service: web\nvip: 10.0.0.50\nports: [80]\n"
 	const oneBackend = "backends:\n  - {address: 10.0.0.11}\n"
-	cases := []struct {
-		name, body, want string
-	}{
-		{"unknown key", head + oneBackend + "colour: red\n", ":6:1: service \"web\": unknown key \"colour\" (keys here: service, vip, protocol, ports, forwarding, scheduler, affinity, backends, source_ranges, fullnat, nat, persistence, persistence_on_unhealthy, drain_timeout, health, failover, announce)"},
+	cases := []badCase{
+		{"unknown key", head + oneBackend + "colour: red\n", ":6:1: service \"web\": unknown key \"colour\" (keys here: service, vip, protocol, ports, forwarding, scheduler, affinity, backends, source_ranges, fullnat, nat, tunnel, persistence, persistence_on_unhealthy, drain_timeout, health, failover, announce)"},
 		{"unknown backend key", head + "backends:\n  - {address: 10.0.0.11, wieght: 2}\n", ":5:26: service \"web\": unknown key \"wieght\" (did you mean weight?)"},
 		{"no name", "vip: 10.0.0.50\nports: [80]\n" + oneBackend, ":1:1: service: a name is required"},
 		{"bad vip", "service: web\nvip: 10.0.0.500\nports: [80]\n" + oneBackend, ":2:6: service \"web\": vip \"10.0.0.500\" is not an IP address"},
@@ -123,6 +121,17 @@ func TestLoadServicesBad(t *testing.T) {
 		{"drain_on_failover not a bool", head + oneBackend + "failover: {drain_on_failover: sometimes}\n", ":6:"},
 		{"name with space", "service: my web\nvip: 10.0.0.50\nports: [80]\n" + oneBackend, ":1:10: service name \"my web\" must not contain spaces"},
 	}
+	checkBadServices(t, cases)
+}
+
+// badCase is a malformed file and the end of the error it must give,
+// from the line and column on.
+type badCase struct{ name, body, want string }
+
+// checkBadServices loads each case's body as a service file: the error must
+// name the file, the line and column of the culprit, and say what is wrong.
+func checkBadServices(t *testing.T, cases []badCase) {
+	t.Helper()
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
 			p := writeFile(t, t.TempDir(), "svc.yaml", c.body)

@@ -113,7 +113,8 @@ func (a *Agent) Run(ctx context.Context, reload <-chan struct{}, apiL, healthL n
 
 	a.reconcile(ctx)
 	st := a.status.Load()
-	a.log.Info("ready", "vips", len(st.VIPs), "missing_vips", len(st.MissingVIPs), "weight", st.Weight)
+	a.log.Info("ready", "vips", len(st.VIPs), "tunnel_vips", len(st.TunnelVIPs), "missing_vips", len(st.MissingVIPs),
+		"down_tunnels", len(st.DownTunnels), "weight", st.Weight)
 	lastFull, pending := a.opts.Now(), a.fingerprint
 	tick := time.NewTicker(a.opts.Check)
 	defer tick.Stop()
@@ -164,11 +165,13 @@ func (a *Agent) start() error {
 	vips := a.opts.VIPs(cfg)
 	// Until the first pass has put them on lo, the endpoint must not call
 	// this server healthy: traffic sent now would be dropped.
-	a.publish(vips)
-	a.log.Info("starting", "config", a.opts.ConfigPath, "vips", len(vips), "owned_addresses", len(a.rec.Addresses),
-		"owned_sysctls", len(a.rec.Sysctls), "drained", a.rec.Drained)
-	if len(vips) == 0 {
-		a.log.Warn("no VIPs configured (realserver.vips): only the ARP sysctls are managed")
+	a.publish(append(vips, a.cfg.RealServer.Tunnel.VIPs...), nil)
+	tunnelVIPs := cfg.RealServer.Tunnel.VIPs
+	a.log.Info("starting", "config", a.opts.ConfigPath, "vips", len(vips), "tunnel_vips", len(tunnelVIPs),
+		"owned_addresses", len(a.rec.Addresses), "owned_sysctls", len(a.rec.Sysctls), "owned_links", len(a.rec.Links),
+		"drained", a.rec.Drained)
+	if len(vips)+len(tunnelVIPs) == 0 {
+		a.log.Warn("no VIPs configured (realserver.vips, realserver.tunnel.vips): only the ARP sysctls are managed")
 	}
 	return nil
 }
@@ -210,45 +213,77 @@ func (a *Agent) reload(why string) {
 			"api_socket", old.APISocket, "health_listen", old.RealServer.Health.Listen)
 	}
 	a.log.Info("configuration reloaded", "trigger", why, "vips", len(a.opts.VIPs(cfg)), "weight", cfg.RealServer.Weight)
-	a.publish(a.status.Load().MissingVIPs)
+	a.republish()
 }
 
 // reconcile brings the host to the desired state once and returns the ops
 // it applied. Failures are logged and retried at the next pass.
 func (a *Agent) reconcile(ctx context.Context) []Op {
 	start := a.opts.Now()
-	d := Build(a.cfg.RealServer, a.opts.VIPs(a.cfg))
-	actual, missing, err := a.opts.Host.ReadActual(ctx, Keys(d, a.rec))
+	d, err := Build(a.cfg.RealServer, a.opts.VIPs(a.cfg))
 	if err != nil {
-		a.log.Error("reading host state", "err", err)
+		a.log.Error("computing the desired state", "err", err)
 		return nil
 	}
-	a.logMissing(missing)
-	ops := Plan(d, actual, a.rec)
-	applyErr := a.opts.Host.Apply(ctx, ops, &a.rec, a.save)
-	for _, op := range ops {
-		a.log.Info("applied", "op", op.Kind.String(), "object", op.String(), "reason", op.Reason)
-	}
-	if applyErr != nil {
-		a.log.Error("some changes failed; will retry", "err", applyErr)
-	}
-	held := actual.Loopback
-	if len(ops) > 0 {
-		if held, err = a.opts.Host.Addrs.List(ctx, Loopback); err != nil {
-			a.log.Error("reading the addresses of lo", "err", err)
+	var all []Op
+	// One round applies the plan; a read after it tells the endpoint what
+	// is in place. A device that did not exist had its sysctls unread and
+	// could not come up: a second round does that at once.
+	rounds := 1
+	for round := 1; ; round++ {
+		actual, missing, err := a.opts.Host.ReadActual(ctx, d, a.rec)
+		if err != nil {
+			a.log.Error("reading host state", "err", err)
+			return all
 		}
-		a.log.Info("reconciled", "ops", len(ops), "duration", a.opts.Now().Sub(start).String())
+		ops := Plan(d, actual, a.rec)
+		if len(ops) == 0 || round > rounds {
+			a.logMissing(missing)
+			a.publishState(d, actual)
+			break
+		}
+		applyErr := a.opts.Host.Apply(ctx, ops, &a.rec, a.save)
+		for _, op := range ops {
+			a.log.Info("applied", "op", op.Kind.String(), "object", op.String(), "reason", op.Reason)
+		}
+		if applyErr != nil {
+			a.log.Error("some changes failed; will retry", "err", applyErr)
+		}
+		all = append(all, ops...)
+		if round == 1 && slices.ContainsFunc(ops, func(o Op) bool { return o.Kind == CreateLink }) {
+			rounds = 2
+		}
+	}
+	if len(all) > 0 {
+		a.log.Info("reconciled", "ops", len(all), "duration", a.opts.Now().Sub(start).String())
 	} else {
 		a.log.Debug("in step", "duration", a.opts.Now().Sub(start).String())
 	}
+	return all
+}
+
+// publishState publishes what the weight endpoint needs of the host: the
+// configured VIPs not on lo, and the tunnel devices not up and GUE ports
+// not open that the tunnel VIPs need.
+func (a *Agent) publishState(d Desired, actual Actual) {
 	var notHeld []netip.Addr
 	for _, p := range d.Addresses {
-		if !holds(held, p.Addr()) {
+		if !holds(actual.Loopback, p.Addr()) {
 			notHeld = append(notHeld, p.Addr())
 		}
 	}
-	a.publish(notHeld)
-	return ops
+	var down []string
+	for _, l := range d.Tunnel.Links {
+		if !actual.Links[l.Name].Up {
+			down = append(down, l.Name+" is not up")
+		}
+	}
+	for _, p := range d.Tunnel.FouPorts {
+		if !slices.Contains(actual.FouPorts, p) {
+			down = append(down, p.String()+" is not open")
+		}
+	}
+	a.publish(notHeld, down)
 }
 
 // logMissing says which keys the host lacks, once per distinct set.
@@ -281,7 +316,7 @@ func (a *Agent) setDrained(drain bool) error {
 		return fmt.Errorf("recording the drain state (unchanged): %w", err)
 	}
 	a.rec = next
-	a.publish(a.status.Load().MissingVIPs)
+	a.republish()
 	st := a.status.Load()
 	if drain {
 		a.log.Info("drained: the weight endpoint announces 0", "configured_weight", st.ConfiguredWeight)
@@ -328,7 +363,9 @@ type Status struct {
 	ConfiguredWeight int            `json:"configured_weight"`
 	Weight           int            `json:"weight"` // what the endpoint announces: 0 while drained
 	VIPs             []netip.Addr   `json:"vips"`
+	TunnelVIPs       []netip.Addr   `json:"tunnel_vips,omitempty"`
 	MissingVIPs      []netip.Addr   `json:"missing_vips,omitempty"` // configured but not on lo
+	DownTunnels      []string       `json:"down_tunnels,omitempty"` // what the tunnel VIPs need that is not in place: "tunl0 is not up"
 	OwnedAddresses   []netip.Prefix `json:"owned_addresses"`
 	OwnedSysctls     []OwnedSysctl  `json:"owned_sysctls"`
 	HealthListen     string         `json:"health_listen,omitempty"`
@@ -338,8 +375,15 @@ type Status struct {
 	checks []config.LocalCheck
 }
 
+// republish publishes the last host state again with a new configuration
+// or drain state.
+func (a *Agent) republish() {
+	st := a.status.Load()
+	a.publish(st.MissingVIPs, st.DownTunnels)
+}
+
 // publish makes the current state visible to the handlers.
-func (a *Agent) publish(missing []netip.Addr) {
+func (a *Agent) publish(missing []netip.Addr, down []string) {
 	rs := a.cfg.RealServer
 	st := &Status{
 		Node:             a.cfg.Node,
@@ -348,7 +392,9 @@ func (a *Agent) publish(missing []netip.Addr) {
 		ConfiguredWeight: rs.Weight,
 		Weight:           rs.Weight,
 		VIPs:             slices.Clone(a.opts.VIPs(a.cfg)),
+		TunnelVIPs:       slices.Clone(rs.Tunnel.VIPs),
 		MissingVIPs:      slices.Clone(missing),
+		DownTunnels:      slices.Clone(down),
 		OwnedAddresses:   slices.Clone(a.rec.Addresses),
 		OwnedSysctls:     slices.Clone(a.rec.Sysctls),
 		HealthListen:     rs.Health.Listen,

@@ -20,6 +20,7 @@ import (
 	"github.com/lvsd/lvsd/agent/api"
 	"github.com/lvsd/lvsd/agent/config"
 	"github.com/lvsd/lvsd/arp"
+	"github.com/lvsd/lvsd/nat"
 )
 
 // env is a real server whose host is the stateful fakes.
@@ -28,11 +29,13 @@ type env struct {
 	dir   string
 	addrs *arp.Fake
 	sys   *arp.FakeSysctls
+	tun   *arp.FakeTunnels
+	nft   *nat.Fake
 	dial  func(ctx context.Context, network, addr string) (net.Conn, error)
 }
 
 func newEnv(t *testing.T, realserver string, lo ...string) *env {
-	e := &env{t: t, dir: t.TempDir(), addrs: newLo(t, lo...), sys: arp.NewFakeConf("eth0")}
+	e := &env{t: t, dir: t.TempDir(), addrs: newLo(t, lo...), sys: arp.NewFakeConf("eth0"), tun: arp.NewFakeTunnels(), nft: nat.NewFake()}
 	e.write(realserver)
 	return e
 }
@@ -56,13 +59,13 @@ func (e *env) agent() *Agent {
 	if err != nil {
 		e.t.Fatal(err)
 	}
-	a := New(Options{ConfigPath: e.path(), Config: cfg, Host: Host{Addrs: e.addrs, Sysctls: e.sys},
+	a := New(Options{ConfigPath: e.path(), Config: cfg, Host: Host{Addrs: e.addrs, Sysctls: e.sys, Tunnels: modules{e.tun, e.sys}, NAT: e.nft},
 		Log: slog.New(slog.NewTextHandler(io.Discard, nil)), Dial: e.dial})
 	a.setConfig(cfg)
 	if a.rec, err = LoadRecord(cfg.StateDir); err != nil {
 		e.t.Fatal(err)
 	}
-	a.publish(nil)
+	a.publish(nil, nil)
 	return a
 }
 
@@ -200,7 +203,7 @@ func TestHealthHeader(t *testing.T) {
 	}
 	a := e.agent()
 	h := a.HealthHandler()
-	a.publish([]netip.Addr{netip.MustParseAddr("10.0.0.50")})
+	a.publish([]netip.Addr{netip.MustParseAddr("10.0.0.50")}, nil)
 	if code, w, body := get(t, h, "/healthz"); code != 503 || w != "0" || !strings.Contains(body, "1 VIP(s) not on lo") {
 		t.Errorf("before the VIP is on lo: %d %q %q", code, w, body)
 	}
@@ -225,6 +228,33 @@ func TestHealthHeader(t *testing.T) {
 	}
 }
 
+// One reconcile puts a tunnel real server fully in place (the second round
+// after the module's device appeared included), and the endpoint says 503
+// while the decapsulation is not.
+func TestAgentTunnel(t *testing.T) {
+	e := newEnv(t, "  tunnel: {vips: [203.0.113.10], encap: gue, port: 6080}\n  health: {listen: \":8080\"}\n")
+	a := e.agent()
+	h := a.HealthHandler()
+	a.publish(nil, []string{"tunl0 is not up", "gue port 6080 is not open"})
+	if code, w, body := get(t, h, "/healthz"); code != 503 || w != "0" || !strings.Contains(body, "2 tunnel(s) not decapsulating") {
+		t.Errorf("decapsulation not in place: %d %q %q", code, w, body)
+	}
+	ops := a.reconcile(context.Background())
+	if !slices.ContainsFunc(ops, func(o Op) bool { return o.Kind == SetLinkUp }) {
+		t.Errorf("one reconcile did not bring tunl0 up: %q", opStrings(ops))
+	}
+	if code, _, body := get(t, h, "/healthz"); code != 200 {
+		t.Errorf("in place: %d %q", code, body)
+	}
+	if ops := a.reconcile(context.Background()); len(ops) > 0 {
+		t.Errorf("second reconcile: %q", opStrings(ops))
+	}
+	rec, err := LoadRecord(filepath.Join(e.dir, "state"))
+	if err != nil || len(rec.Links) != 1 || len(rec.FouPorts) != 1 || !rec.NAT {
+		t.Errorf("record on disk %+v (%v): want tunl0, the GUE port and the tables", rec, err)
+	}
+}
+
 // running is an agent served on a unix socket, as `lvsd run` does.
 type running struct {
 	a      *Agent
@@ -240,7 +270,7 @@ func (e *env) run() *running {
 	if err != nil {
 		e.t.Fatal(err)
 	}
-	a := New(Options{ConfigPath: e.path(), Host: Host{Addrs: e.addrs, Sysctls: e.sys}, Dial: e.dial,
+	a := New(Options{ConfigPath: e.path(), Host: Host{Addrs: e.addrs, Sysctls: e.sys, Tunnels: modules{e.tun, e.sys}, NAT: e.nft}, Dial: e.dial,
 		Log: slog.New(slog.NewTextHandler(io.Discard, nil)), Check: 10 * time.Millisecond})
 	ctx, cancel := context.WithCancel(context.Background())
 	r := &running{a: a, client: api.NewClient(sock), reload: make(chan struct{})}

@@ -6,8 +6,10 @@ import (
 )
 
 // Cleanup undoes what lvsd did on this host, as recorded in stateDir: it
-// removes the VIPs lvsd put on lo and writes back the values it found in
-// the sysctls it changed, unless someone changed them since (theirs stay).
+// takes down the tunnel devices it brought up (deletes those it created),
+// removes the VIPs lvsd put on lo, closes its GUE ports, removes its
+// nftables tables and writes back the values it found in the sysctls it
+// changed, unless someone changed them since (theirs stay).
 // Addresses and sysctls lvsd did not add are left alone. The drain state is
 // kept. It returns the ops applied.
 //
@@ -18,11 +20,11 @@ func Cleanup(ctx context.Context, h Host, stateDir string) ([]Op, error) {
 	if err != nil {
 		return nil, fmt.Errorf("reading the real-server record: %w", err)
 	}
-	actual, _, err := h.ReadActual(ctx, Keys(Desired{}, rec))
+	actual, _, err := h.ReadActual(ctx, Desired{}, rec)
 	if err != nil {
 		return nil, err
 	}
-	// Nothing desired: Plan removes what is recorded, addresses first.
+	// Nothing desired: Plan removes what is recorded, tunnel devices first.
 	ops := Plan(Desired{}, actual, rec)
 	err = h.Apply(ctx, ops, &rec, func(r Record) error { return SaveRecord(stateDir, r) })
 	return ops, err

@@ -1,6 +1,7 @@
 package realserver
 
 import (
+	"fmt"
 	"net/netip"
 	"slices"
 
@@ -29,7 +30,8 @@ type Setting struct {
 // Desired is what a real server must have.
 type Desired struct {
 	Addresses []netip.Prefix // on lo, sorted: /32 for IPv4, /128 for IPv6
-	Settings  []Setting      // "all" first, then the named interfaces in order
+	Settings  []Setting      // "all" first, the named interfaces in order, then the tunnel devices
+	Tunnel    Decapsulation  // zero without tunnel VIPs
 }
 
 // VIPSource yields the VIPs a real server must hold. Today that is the
@@ -41,7 +43,7 @@ type VIPSource func(*config.Agent) []netip.Addr
 func StaticVIPs(a *config.Agent) []netip.Addr { return a.RealServer.VIPs }
 
 // Build returns the desired state of a real server with configuration rs
-// holding vips. It is pure.
+// holding vips (and the tunnel VIPs of rs). It is pure.
 //
 // The sysctls, on "all" and each of rs.ARPInterfaces:
 //   - arp_ignore=1: answer ARP only for addresses of the interface the
@@ -56,15 +58,16 @@ func StaticVIPs(a *config.Agent) []netip.Addr { return a.RealServer.VIPs }
 //     another interface than the one the director delivered on (a separate
 //     return path, a multi-homed server), strict reverse-path filtering
 //     drops them. Loose still drops sources with no route at all; 0 and 2
-//     are kept as they are.
+//     are kept as they are. With IPv4 tunnel VIPs "all" and the tunnel
+//     device need 0 (tunnelRPFilter).
 //
 // The kernel takes the maximum of "all" and the interface's own value for
 // all three, which is why "all" alone suppresses ARP on every interface
 // (the guard), and why relaxing rp_filter needs both "all" and the
 // interface.
-func Build(rs config.RealServer, vips []netip.Addr) Desired {
+func Build(rs config.RealServer, vips []netip.Addr) (Desired, error) {
 	var d Desired
-	for _, v := range vips {
+	for _, v := range append(slices.Clone(vips), rs.Tunnel.VIPs...) {
 		v = v.Unmap()
 		p := netip.PrefixFrom(v, v.BitLen())
 		if v.IsValid() && !slices.Contains(d.Addresses, p) {
@@ -89,5 +92,10 @@ func Build(rs config.RealServer, vips []netip.Addr) Desired {
 				Why: "loose reverse-path filter: DR replies may leave through another interface"},
 		)
 	}
-	return d
+	var err error
+	if d.Tunnel, err = buildDecapsulation(rs.Tunnel); err != nil {
+		return Desired{}, fmt.Errorf("tunnel: %w", err)
+	}
+	d.Settings = tunnelRPFilter(d.Settings, d.Tunnel.Links)
+	return d, nil
 }

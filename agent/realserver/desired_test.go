@@ -14,7 +14,7 @@ func TestBuild(t *testing.T) {
 		netip.MustParseAddr("2001:db8::10"), netip.MustParseAddr("203.0.113.10"),
 		netip.MustParseAddr("::ffff:203.0.113.10"), {},
 	}
-	d := Build(rs, vips)
+	d := build(rs, vips)
 	wantAddrs := []netip.Prefix{netip.MustParsePrefix("203.0.113.10/32"), netip.MustParsePrefix("2001:db8::10/128")}
 	if !slices.Equal(d.Addresses, wantAddrs) {
 		t.Errorf("addresses %v, want %v (IPv4 /32, IPv6 /128, deduplicated, sorted)", d.Addresses, wantAddrs)
@@ -46,7 +46,7 @@ func TestBuild(t *testing.T) {
 // operator choice stays, anything that would answer ARP for a VIP (or a
 // strict reverse-path filter) is replaced.
 func TestBuildAccepts(t *testing.T) {
-	d := Build(config.RealServer{}, nil)
+	d := build(config.RealServer{}, nil)
 	accepts := func(param, v string) bool {
 		for _, s := range d.Settings {
 			if s.Key == "net/ipv4/conf/all/"+param {
@@ -70,4 +70,13 @@ func TestBuildAccepts(t *testing.T) {
 			t.Errorf("%s=%s kept=%v, want %v", c.param, c.value, got, c.keep)
 		}
 	}
+}
+
+// build is Build for configurations that cannot fail to render.
+func build(rs config.RealServer, vips []netip.Addr) Desired {
+	d, err := Build(rs, vips)
+	if err != nil {
+		panic(err)
+	}
+	return d
 }

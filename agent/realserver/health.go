@@ -59,8 +59,9 @@ func serveEndpoint(ctx context.Context, l net.Listener, h http.Handler) error {
 // HealthHandler answers the directors' probes on the configured path:
 //   - 200 with WeightHeader set to the configured weight, or to 0 while
 //     drained (healthy but taking no new connections);
-//   - 503 with WeightHeader 0 when a local check fails or a configured VIP
-//     is not on lo (DR traffic would be dropped). The header is 0 rather
+//   - 503 with WeightHeader 0 when a local check fails, a configured VIP
+//     is not on lo or the tunnel VIPs' decapsulation is not in place (a
+//     device down, a GUE port closed): traffic would be dropped. The header is 0 rather
 //     than absent so that a consumer reading only the header stops too.
 //
 // The checks run on every request, so the answer is never stale.
@@ -82,6 +83,9 @@ func (a *Agent) HealthHandler() http.Handler {
 		var problems []string
 		if n := len(st.MissingVIPs); n > 0 {
 			problems = append(problems, fmt.Sprintf("%d VIP(s) not on %s", n, Loopback))
+		}
+		if n := len(st.DownTunnels); n > 0 {
+			problems = append(problems, fmt.Sprintf("%d tunnel(s) not decapsulating", n))
 		}
 		failed := 0
 		for _, res := range a.runChecks(r.Context(), st.checks) {

@@ -6,24 +6,35 @@ import (
 	"fmt"
 
 	"github.com/lvsd/lvsd/arp"
+	"github.com/lvsd/lvsd/nat"
 )
 
 // Host is what the real-server agent changes, each part behind the small
-// interface of package arp. Tests pass arp.Fake and arp.FakeSysctls.
+// interface of package arp (nat for the MSS clamp of tunnel VIPs). Tests
+// pass the fakes. Tunnels and NAT are used only with tunnel VIPs (or their
+// record), so a DR-only host may leave them nil.
 type Host struct {
 	Addrs   arp.Addresses
 	Sysctls arp.Sysctls
+	Tunnels arp.Tunnels
+	NAT     nat.Interface
 }
 
-// ReadActual reads the addresses of lo and the sysctls named by keys. Keys
-// the host does not have are left out of Actual and returned as missing;
-// any other failure is an error.
-func (h Host) ReadActual(ctx context.Context, keys []string) (Actual, []string, error) {
+// ReadActual reads what Plan compares for d and rec: the addresses of lo,
+// the sysctls (Keys), and the tunnel devices, GUE ports and nftables
+// tables when d wants or rec holds any. Keys the host does not have are
+// left out of Actual and returned as missing; any other failure is an
+// error.
+func (h Host) ReadActual(ctx context.Context, d Desired, rec Record) (Actual, []string, error) {
 	addrs, err := h.Addrs.List(ctx, Loopback)
 	if err != nil {
 		return Actual{}, nil, err
 	}
+	keys := Keys(d, rec)
 	a := Actual{Loopback: addrs, Sysctls: make(map[string]string, len(keys))}
+	if err := h.readDecapsulation(ctx, d, rec, &a); err != nil {
+		return Actual{}, nil, err
+	}
 	var missing []string
 	for _, k := range keys {
 		v, err := h.Sysctls.Get(ctx, k)
@@ -43,8 +54,9 @@ func (h Host) ReadActual(ctx context.Context, keys []string) (Actual, []string, 
 //
 // What it is about to add is recorded first (save is called before any
 // change): a crash between the change and the record must not leave an
-// address or a sysctl that lvsd made but no longer knows is its own, or
-// cleanup could never remove it. An entry recorded for a change that then
+// address, a sysctl, a tunnel device brought up, a GUE port or nftables
+// tables that lvsd made but no longer knows are its own, or cleanup could
+// never remove them. An entry recorded for a change that then
 // failed is dropped again. If save fails, nothing is changed.
 //
 // A failed op does not stop the others, except that no VIP is added once a
@@ -55,13 +67,15 @@ func (h Host) Apply(ctx context.Context, ops []Op, rec *Record, save func(Record
 		return nil
 	}
 	before := rec.clone()
-	newAddr, newKey := map[int]bool{}, map[int]bool{}
+	recorded := map[int]bool{} // the op's entry is new in the record
 	for i, op := range ops {
 		switch op.Kind {
 		case AddAddress:
-			newAddr[i] = rec.addAddress(op.Address)
+			recorded[i] = rec.addAddress(op.Address)
 		case SetSysctl:
-			newKey[i] = rec.addSysctl(op.Key, op.Previous, op.Value)
+			recorded[i] = rec.addSysctl(op.Key, op.Previous, op.Value)
+		default:
+			recorded[i] = intendTunnel(rec, op)
 		}
 	}
 	if !rec.equal(before) {
@@ -79,7 +93,7 @@ func (h Host) Apply(ctx context.Context, ops []Op, rec *Record, save func(Record
 		case SetSysctl:
 			if err = h.Sysctls.Set(ctx, op.Key, op.Value); err != nil {
 				guardFailed = guardFailed || op.Guard
-				if newKey[i] {
+				if recorded[i] {
 					rec.dropSysctl(op.Key)
 				}
 			}
@@ -89,18 +103,16 @@ func (h Host) Apply(ctx context.Context, ops []Op, rec *Record, save func(Record
 			} else {
 				err = h.Addrs.Add(ctx, Loopback, op.Address)
 			}
-			if err != nil && newAddr[i] {
+			if err != nil && recorded[i] {
 				rec.dropAddress(op.Address)
 			}
 		case DeleteAddress:
-			err = h.Addrs.Delete(ctx, Loopback, op.Address)
-			if err == nil || errors.Is(err, arp.ErrNotFound) {
+			if err = h.Addrs.Delete(ctx, Loopback, op.Address); done(err) {
 				err = nil
 				rec.dropAddress(op.Address)
 			}
 		case RestoreSysctl:
-			err = h.Sysctls.Set(ctx, op.Key, op.Value)
-			if err == nil || errors.Is(err, arp.ErrNotFound) {
+			if err = h.Sysctls.Set(ctx, op.Key, op.Value); done(err) {
 				err = nil
 				rec.dropSysctl(op.Key)
 			}
@@ -109,7 +121,7 @@ func (h Host) Apply(ctx context.Context, ops []Op, rec *Record, save func(Record
 		case ForgetSysctl:
 			rec.dropSysctl(op.Key)
 		default:
-			err = fmt.Errorf("unknown op %v", op.Kind)
+			err = h.applyTunnel(ctx, op, rec, recorded[i])
 		}
 		if err != nil {
 			errs = append(errs, fmt.Errorf("%s: %w", op, err))

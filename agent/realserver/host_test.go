@@ -55,7 +55,7 @@ func newLo(t *testing.T, extra ...string) *arp.Fake {
 
 func planFor(t *testing.T, h Host, d Desired, rec Record) []Op {
 	t.Helper()
-	a, _, err := h.ReadActual(context.Background(), Keys(d, rec))
+	a, _, err := h.ReadActual(context.Background(), d, rec)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -68,7 +68,7 @@ func TestApplyRecordsFirstAndOrders(t *testing.T) {
 	j := &journal{}
 	addrs, sys := newLo(t), arp.NewFakeConf("eth0")
 	h := Host{Addrs: loggedAddrs{addrs, j}, Sysctls: loggedSysctls{sys, j}}
-	d := Build(config.RealServer{ARPInterfaces: []string{"eth0"}}, []netip.Addr{netip.MustParseAddr("10.0.0.50")})
+	d := build(config.RealServer{ARPInterfaces: []string{"eth0"}}, []netip.Addr{netip.MustParseAddr("10.0.0.50")})
 	var rec Record
 	var saves []Record
 	save := func(r Record) error {
@@ -98,7 +98,7 @@ func TestApplyRecordsFirstAndOrders(t *testing.T) {
 func TestApplySaveFailsChangesNothing(t *testing.T) {
 	addrs, sys := newLo(t), arp.NewFakeConf()
 	h := Host{Addrs: addrs, Sysctls: sys}
-	d := Build(config.RealServer{}, []netip.Addr{netip.MustParseAddr("10.0.0.50")})
+	d := build(config.RealServer{}, []netip.Addr{netip.MustParseAddr("10.0.0.50")})
 	var rec Record
 	err := h.Apply(context.Background(), planFor(t, h, d, rec), &rec, func(Record) error { return errors.New("disk full") })
 	if err == nil || !strings.Contains(err.Error(), "nothing changed") {
@@ -118,7 +118,7 @@ func TestApplyGuardFailsNoVIP(t *testing.T) {
 	addrs, sys := newLo(t), arp.NewFakeConf()
 	sys.SetReadOnly("net/ipv4/conf/all/arp_ignore")
 	h := Host{Addrs: addrs, Sysctls: sys}
-	d := Build(config.RealServer{}, []netip.Addr{netip.MustParseAddr("10.0.0.50"), netip.MustParseAddr("fd00::50")})
+	d := build(config.RealServer{}, []netip.Addr{netip.MustParseAddr("10.0.0.50"), netip.MustParseAddr("fd00::50")})
 	var rec Record
 	err := h.Apply(context.Background(), planFor(t, h, d, rec), &rec, func(Record) error { return nil })
 	if err == nil || !strings.Contains(err.Error(), "ARP suppression is not in force") {

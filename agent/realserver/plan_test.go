@@ -34,8 +34,8 @@ func opStrings(ops []Op) []string {
 func TestPlan(t *testing.T) {
 	rs := config.RealServer{ARPInterfaces: []string{"eth0"}}
 	vip4, vip6 := netip.MustParseAddr("10.0.0.50"), netip.MustParseAddr("fd00::50")
-	both := Build(rs, []netip.Addr{vip4, vip6})
-	only4 := Build(rs, []netip.Addr{vip4})
+	both := build(rs, []netip.Addr{vip4, vip6})
+	only4 := build(rs, []netip.Addr{vip4})
 	set := func(a Actual, kv ...string) Actual {
 		a.Sysctls = maps.Clone(a.Sysctls)
 		for i := 0; i < len(kv); i += 2 {
@@ -87,11 +87,11 @@ func TestPlan(t *testing.T) {
 		{"an owned VIP removed by hand and no longer configured is forgotten", only4, withLo(suppressed, "10.0.0.50/32"), owned, []string{
 			"forget-address fd00::50/128 dev lo",
 		}},
-		{"interface dropped from arp_interfaces: restored", Build(config.RealServer{}, []netip.Addr{vip4, vip6}),
+		{"interface dropped from arp_interfaces: restored", build(config.RealServer{}, []netip.Addr{vip4, vip6}),
 			withLo(suppressed, "10.0.0.50/32", "fd00::50/128"), owned, []string{
 				"restore-sysctl net/ipv4/conf/eth0/arp_ignore=0", "restore-sysctl net/ipv4/conf/eth0/arp_announce=0",
 			}},
-		{"changed by someone since: forgotten, not restored", Build(config.RealServer{}, []netip.Addr{vip4, vip6}),
+		{"changed by someone since: forgotten, not restored", build(config.RealServer{}, []netip.Addr{vip4, vip6}),
 			withLo(set(suppressed, "net/ipv4/conf/eth0/arp_ignore", "2"), "10.0.0.50/32", "fd00::50/128"), owned, []string{
 				"forget-sysctl net/ipv4/conf/eth0/arp_ignore", "restore-sysctl net/ipv4/conf/eth0/arp_announce=0",
 			}},
@@ -114,7 +114,7 @@ func TestPlan(t *testing.T) {
 // A missing named interface waits; a missing "all" (nothing proves ARP is
 // suppressed) holds back every VIP.
 func TestPlanMissingKeys(t *testing.T) {
-	d := Build(config.RealServer{ARPInterfaces: []string{"eth1"}}, []netip.Addr{netip.MustParseAddr("10.0.0.50")})
+	d := build(config.RealServer{ARPInterfaces: []string{"eth1"}}, []netip.Addr{netip.MustParseAddr("10.0.0.50")})
 	a := fresh() // has no eth1 keys
 	got := opStrings(Plan(d, a, Record{}))
 	if !slices.Contains(got, "add-address 10.0.0.50/32 dev lo") || len(got) != 3 {

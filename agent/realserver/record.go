@@ -18,6 +18,12 @@ type Record struct {
 	Addresses []netip.Prefix `json:"addresses"`
 	// Sysctls lvsd changed, with the values it found.
 	Sysctls []OwnedSysctl `json:"sysctls"`
+	// Links are the tunnel devices lvsd brought up (or created).
+	Links []OwnedLink `json:"links,omitempty"`
+	// FouPorts are the GUE receive ports lvsd opened.
+	FouPorts []OwnedFouPort `json:"fou_ports,omitempty"`
+	// NAT says lvsd put its nftables tables (the MSS clamp) in place.
+	NAT bool `json:"nft,omitempty"`
 	// Drained makes the weight endpoint announce 0 until undrained; it
 	// survives restarts and cleanup.
 	Drained   bool      `json:"drained"`
@@ -63,11 +69,14 @@ func (r *Record) dropSysctl(key string) {
 func (r Record) clone() Record {
 	r.Addresses = slices.Clone(r.Addresses)
 	r.Sysctls = slices.Clone(r.Sysctls)
+	r.Links = slices.Clone(r.Links)
+	r.FouPorts = slices.Clone(r.FouPorts)
 	return r
 }
 
 func (r Record) equal(o Record) bool {
 	return slices.Equal(r.Addresses, o.Addresses) && slices.Equal(r.Sysctls, o.Sysctls) &&
+		slices.Equal(r.Links, o.Links) && slices.Equal(r.FouPorts, o.FouPorts) && r.NAT == o.NAT &&
 		r.Drained == o.Drained && r.DrainedAt.Equal(o.DrainedAt)
 }
 

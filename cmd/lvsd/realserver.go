@@ -13,17 +13,20 @@ import (
 	"github.com/lvsd/lvsd/agent/realserver"
 	"github.com/lvsd/lvsd/agent/sdnotify"
 	"github.com/lvsd/lvsd/arp"
+	"github.com/lvsd/lvsd/nat"
 )
 
 func init() {
 	commands["drain"] = command{usage: "take this host out of service, keeping its connections (kept across restarts)", run: drain}
 	commands["undrain"] = command{usage: "put this host back in service", run: undrain}
-	commands["cleanup"] = command{usage: "real server: remove the VIPs and sysctls lvsd added (stop the agent first)", run: cleanup}
+	commands["cleanup"] = command{usage: "real server: remove the VIPs, sysctls and tunnel setup lvsd added (stop the agent first)", run: cleanup}
 }
 
-// realServerHost is the real host: rtnetlink for lo, /proc/sys for sysctls.
+// realServerHost is the real host: rtnetlink for lo and tunnel devices,
+// /proc/sys for sysctls, generic netlink for GUE ports, nftables for the
+// MSS clamp of tunnel VIPs.
 func realServerHost() realserver.Host {
-	return realserver.Host{Addrs: arp.Kernel{}, Sysctls: arp.ProcSys{}}
+	return realserver.Host{Addrs: arp.Kernel{}, Sysctls: arp.ProcSys{}, Tunnels: arp.KernelTunnels{}, NAT: nat.NewKernel()}
 }
 
 // runRealServer is `lvsd run` for role realserver; reload carries SIGHUP.

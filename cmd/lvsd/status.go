@@ -217,8 +217,9 @@ func forwardName(f string) string {
 		return "Route"
 	case "masq":
 		return "Masq"
-	case "tunnel":
-		return "Tunnel"
+	}
+	if rest, ok := strings.CutPrefix(f, "tunnel"); ok { // "tunnel/gue:6080": the encapsulation follows
+		return "Tunnel" + rest
 	}
 	return f
 }
@@ -240,7 +241,8 @@ func ago(now, t time.Time) string {
 }
 
 // writeRealServerStatus prints a real server's status: what its weight
-// endpoint announces, its VIPs on lo and its local checks.
+// endpoint announces, its VIPs on lo (and what their tunnels lack) and its
+// local checks.
 func writeRealServerStatus(w io.Writer, st realserver.Status, now time.Time) error {
 	fmt.Fprintf(w, "realserver %s\n", st.Node)
 	switch {
@@ -260,13 +262,22 @@ func writeRealServerStatus(w io.Writer, st realserver.Status, now time.Time) err
 		missing[v] = true
 	}
 	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
-	fmt.Fprintln(tw, "\nVIP\tON LO")
-	for _, v := range st.VIPs {
-		on := "yes"
-		if missing[v] {
-			on = "MISSING"
+	vips := func(head string, list []netip.Addr) {
+		fmt.Fprintln(tw, head)
+		for _, v := range list {
+			on := "yes"
+			if missing[v] {
+				on = "MISSING"
+			}
+			fmt.Fprintf(tw, "%s\t%s\n", v, on)
 		}
-		fmt.Fprintf(tw, "%s\t%s\n", v, on)
+	}
+	vips("\nVIP\tON LO", st.VIPs)
+	if len(st.TunnelVIPs) > 0 {
+		vips("\nTUNNEL VIP\tON LO", st.TunnelVIPs)
+	}
+	for _, d := range st.DownTunnels {
+		fmt.Fprintf(tw, "tunnel decapsulation: %s\n", d)
 	}
 	if len(st.Checks) > 0 {
 		fmt.Fprintln(tw, "\nLOCAL CHECK\tRESULT")

@@ -80,6 +80,8 @@ func realServerStatus() realserver.Status {
 		ConfiguredWeight: 100, Weight: 0,
 		VIPs:         []netip.Addr{netip.MustParseAddr("10.0.0.50"), netip.MustParseAddr("fd00::50")},
 		MissingVIPs:  []netip.Addr{netip.MustParseAddr("fd00::50")},
+		TunnelVIPs:   []netip.Addr{netip.MustParseAddr("203.0.113.10")},
+		DownTunnels:  []string{"tunl0 is not up"},
 		HealthListen: ":8080", HealthPath: "/lvs/weight",
 		Checks: []realserver.CheckResult{{Check: "tcp 127.0.0.1:80", OK: true}, {Check: "tcp [::1]:443", Error: "connection refused"}}}
 }
@@ -96,6 +98,10 @@ weight endpoint: http://:8080/lvs/weight
 VIP        ON LO
 10.0.0.50  yes
 fd00::50   MISSING
+
+TUNNEL VIP    ON LO
+203.0.113.10  yes
+tunnel decapsulation: tunl0 is not up
 
 LOCAL CHECK       RESULT
 tcp 127.0.0.1:80  ok

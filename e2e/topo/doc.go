@@ -16,6 +16,12 @@
 // the client, not interface addresses, and routed via the client's primary
 // address on every other host.
 //
+// A Segment (AddSegment) is a second bridge behind a router host: its hosts
+// share no L2 with the topology's, e.g. real servers in another subnet than
+// the director for tunnel forwarding. Its address plan is the caller's;
+// the tunnel tests use router 10.0.0.254 / fd00::254 and a segment at
+// 10.0.2.0/24 / fd02::/64.
+//
 // Every host has lo up, IPv6 DAD off (accept_dad=0, addresses added with
 // NODAD), rp_filter 0 (otherwise inherited from the machine), and the MAC
 // 02:00:<v4 address> on its Link. New and AddHost return only once the

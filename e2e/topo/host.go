@@ -68,6 +68,12 @@ func (tp *Topology) AddHost(id string, addrs ...netip.Prefix) (*Host, error) {
 }
 
 func (tp *Topology) addHost(id string, addrs []netip.Prefix) (*Host, error) {
+	return tp.addHostOn(id, addrs, nil)
+}
+
+// addHostOn creates a host whose Link is on seg's bridge, or on the
+// topology's own bridge for a nil seg.
+func (tp *Topology) addHostOn(id string, addrs []netip.Prefix, seg *Segment) (*Host, error) {
 	if id == "" || strings.Trim(id, "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789-") != "" {
 		return nil, fmt.Errorf("bad host id %q", id)
 	}
@@ -108,7 +114,7 @@ func (tp *Topology) addHost(id string, addrs []netip.Prefix) (*Host, error) {
 	tp.all = append(tp.all, h)
 	tp.mu.Unlock()
 
-	if err := tp.create(h, addrs); err != nil {
+	if err := tp.create(h, addrs, seg); err != nil {
 		return nil, fmt.Errorf("host %s: %w", id, err)
 	}
 	tp.mu.Lock()
@@ -118,8 +124,9 @@ func (tp *Topology) addHost(id string, addrs []netip.Prefix) (*Host, error) {
 	return h, nil
 }
 
-// create builds the namespace, its veth and addresses.
-func (tp *Topology) create(h *Host, addrs []netip.Prefix) error {
+// create builds the namespace, its veth and addresses, and its routes: a
+// host of a segment routes everything through the segment's router.
+func (tp *Topology) create(h *Host, addrs []netip.Prefix, seg *Segment) error {
 	ns, err := newNamedNS(h.Name, func() error {
 		// Inside the new namespace, before eth0 exists, so eth0 inherits
 		// "default". DAD off: new addresses would otherwise stay tentative
@@ -158,35 +165,24 @@ func (tp *Topology) create(h *Host, addrs []netip.Prefix) error {
 	}
 	h.ns = ns
 
-	la := netlink.NewLinkAttrs()
-	la.Name = h.Port
-	la.Group = tp.group
-	la.MasterIndex = tp.bridge.Attrs().Index
-	la.Flags = net.FlagUp
-	veth := netlink.NewVeth(la)
-	veth.PeerName = h.Link
-	veth.PeerHardwareAddr = h.MAC
-	veth.PeerNamespace = netlink.NsFd(int(ns))
-	if err := tp.root.LinkAdd(veth); err != nil {
-		return fmt.Errorf("add veth %s: %w", h.Port, err)
+	bridge := tp.bridge
+	if seg != nil {
+		bridge = seg.bridge
 	}
-	link, err := h.nl.LinkByName(h.Link)
+	link, err := tp.plug(h, h.Link, h.Port, h.MAC, bridge, addrs)
 	if err != nil {
 		return err
 	}
 	if h.MAC == nil {
 		h.MAC = link.Attrs().HardwareAddr
 	}
-	if err := h.nl.LinkSetUp(link); err != nil {
-		return err
-	}
-	for _, p := range addrs {
-		if extraNets[0].Contains(p.Addr()) || extraNets[1].Contains(p.Addr()) {
-			continue // held by a local route, see extraNets
+	if seg != nil {
+		for _, gw := range seg.gateways {
+			if err := h.SetDefaultRoute(gw.Addr()); err != nil {
+				return err
+			}
 		}
-		if err := h.addAddr(link, p); err != nil {
-			return err
-		}
+		return nil
 	}
 	if tp.cfg.sources > sourcesIn24 {
 		if err := tp.routeExtraSources(h); err != nil {
@@ -201,6 +197,40 @@ func (tp *Topology) create(h *Host, addrs []netip.Prefix) error {
 		}
 	}
 	return nil
+}
+
+// plug connects dev in h's namespace to bridge through a veth whose root
+// side is port, brings it up and gives it addrs (mac: nil lets the kernel
+// choose).
+func (tp *Topology) plug(h *Host, dev, port string, mac net.HardwareAddr, bridge netlink.Link, addrs []netip.Prefix) (netlink.Link, error) {
+	la := netlink.NewLinkAttrs()
+	la.Name = port
+	la.Group = tp.group
+	la.MasterIndex = bridge.Attrs().Index
+	la.Flags = net.FlagUp
+	veth := netlink.NewVeth(la)
+	veth.PeerName = dev
+	veth.PeerHardwareAddr = mac
+	veth.PeerNamespace = netlink.NsFd(int(h.ns))
+	if err := tp.root.LinkAdd(veth); err != nil {
+		return nil, fmt.Errorf("add veth %s: %w", port, err)
+	}
+	link, err := h.nl.LinkByName(dev)
+	if err != nil {
+		return nil, err
+	}
+	if err := h.nl.LinkSetUp(link); err != nil {
+		return nil, err
+	}
+	for _, p := range addrs {
+		if extraNets[0].Contains(p.Addr()) || extraNets[1].Contains(p.Addr()) {
+			continue // held by a local route, see extraNets
+		}
+		if err := h.addAddr(link, p); err != nil {
+			return nil, err
+		}
+	}
+	return link, nil
 }
 
 // routeExtraSources makes the client own extraNets and routes them to it

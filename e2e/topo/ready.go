@@ -48,23 +48,30 @@ func poll(deadline time.Time, h *Host, check func() (bool, string)) error {
 	}
 }
 
-func (h *Host) ready() (bool, string) {
+func (h *Host) ready() (bool, string) { return h.linkReady(h.Port, h.Link) }
+
+// readyDeadline is when a wait that starts now gives up.
+func readyDeadline() time.Time { return time.Now().Add(readyTimeout) }
+
+// linkReady reports whether dev, plugged into a bridge through port, can
+// talk: the port forwards, dev is up and its IPv6 addresses are usable.
+func (h *Host) linkReady(port, dev string) (bool, string) {
 	// Bridge port state 3 is BR_STATE_FORWARDING. The netlink library does
 	// not decode IFLA_BRPORT_STATE; sysfs has it, and /sys shows the
 	// namespace the process started in, where the bridge lives.
-	b, err := os.ReadFile("/sys/class/net/" + h.Port + "/brport/state")
+	b, err := os.ReadFile("/sys/class/net/" + port + "/brport/state")
 	if err != nil {
 		return false, err.Error()
 	}
 	if st := strings.TrimSpace(string(b)); st != "3" {
 		return false, "bridge port state " + st
 	}
-	l, err := h.nl.LinkByName(h.Link)
+	l, err := h.nl.LinkByName(dev)
 	if err != nil {
 		return false, err.Error()
 	}
 	if st := l.Attrs().OperState; st != netlink.OperUp {
-		return false, h.Link + " is " + st.String()
+		return false, dev + " is " + st.String()
 	}
 	addrs, err := h.nl.AddrList(l, netlink.FAMILY_V6)
 	if err != nil {
@@ -78,7 +85,7 @@ func (h *Host) ready() (bool, string) {
 		ip, _ := netip.AddrFromSlice(a.IP)
 		want = append(want, ip)
 	}
-	return h.usable6(h.Link, true, want)
+	return h.usable6(dev, true, want)
 }
 
 // waitUsable6 waits until the IPv6 addrs on dev are usable; nd tells

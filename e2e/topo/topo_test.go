@@ -471,3 +471,67 @@ func idServer(t *testing.T, h *topo.Host, port int) {
 		}
 	}()
 }
+
+// A segment's hosts are reached through its router only: in both families
+// the client and the director talk to a host of the segment, which sees
+// their own addresses, and whose only neighbour is the router.
+func TestSegment(t *testing.T) {
+	tp := topo.New(t, topo.WithRealServers(0), topo.WithClientSources(2))
+	router, err := tp.AddHost("router", netip.MustParsePrefix("10.0.0.254/24"), netip.MustParsePrefix("fd00::254/64"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	seg, err := tp.AddSegment(router, netip.MustParsePrefix("10.0.2.254/24"), netip.MustParsePrefix("fd02::254/64"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	rs, err := seg.AddHost("rs1", netip.MustParsePrefix("10.0.2.11/24"), netip.MustParsePrefix("fd02::11/64"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if tp.Host("rs1") != rs {
+		t.Errorf("Host(rs1) does not find the segment's host")
+	}
+	peerServer(t, rs, 7)
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	for _, from := range []*topo.Host{tp.Client(), tp.Director(1)} {
+		for _, v6 := range []bool{false, true} {
+			got, err := askPeer(ctx, from, from.Addr(v6), netip.AddrPortFrom(rs.Addr(v6), 7))
+			if err != nil || got != from.Addr(v6).String() {
+				t.Errorf("%v to %s: %q, %v; want its own address", from, rs.Addr(v6), got, err)
+			}
+		}
+	}
+	gw := routerMAC(t, router)
+	var neighs []netlink.Neigh
+	err = rs.Do(func() (err error) {
+		neighs, err = netlink.NeighList(0, netlink.FAMILY_ALL)
+		return err
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, n := range neighs {
+		if mac := n.HardwareAddr.String(); mac != "" && mac != gw && !n.IP.IsMulticast() {
+			t.Errorf("rs1 has a neighbour other than the router (%s): %s %s", gw, n.IP, mac)
+		}
+	}
+}
+
+// routerMAC is the MAC of the router's interface on the segment.
+func routerMAC(t *testing.T, router *topo.Host) string {
+	t.Helper()
+	var mac string
+	err := router.Do(func() error {
+		l, err := netlink.LinkByName("eth1")
+		if err == nil {
+			mac = l.Attrs().HardwareAddr.String()
+		}
+		return err
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return mac
+}

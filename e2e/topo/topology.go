@@ -7,6 +7,7 @@ import (
 	"net/netip"
 	"os"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"sync"
 	"sync/atomic"
@@ -74,11 +75,13 @@ type Topology struct {
 	group  uint32          // link group of the bridge and its ports
 	bridge netlink.Link
 
-	mu     sync.Mutex
-	closed bool
-	all    []*Host          // every host begun, for cleanup; numbers the ports
-	hosts  []*Host          // complete hosts in creation order
-	byName map[string]*Host // complete hosts by ID and by netns name
+	mu           sync.Mutex
+	closed       bool
+	segments     int              // AddSegment calls, to name their bridges
+	extraBridges []netlink.Link   // the segments' bridges, for cleanup
+	all          []*Host          // every host begun, for cleanup; numbers the ports
+	hosts        []*Host          // complete hosts in creation order
+	byName       map[string]*Host // complete hosts by ID and by netns name
 }
 
 // topoSeq numbers the topologies of this process.
@@ -382,6 +385,7 @@ func (tp *Topology) close() error {
 	tp.mu.Lock()
 	hosts := tp.all
 	tp.all, tp.hosts, tp.byName, tp.closed = nil, nil, map[string]*Host{}, true
+	bridges := append(slices.Clone(tp.extraBridges), tp.bridge)
 	tp.mu.Unlock()
 	var errs []error
 	if tp.bridge != nil {
@@ -391,9 +395,12 @@ func (tp *Topology) close() error {
 	for i := len(hosts) - 1; i >= 0; i-- {
 		errs = append(errs, hosts[i].destroy(tp.root))
 	}
-	if tp.bridge != nil {
-		if err := tp.root.LinkDel(tp.bridge); err != nil && !isNotFound(err) {
-			errs = append(errs, fmt.Errorf("delete bridge %s: %w", tp.Bridge, err))
+	for _, br := range bridges {
+		if br == nil {
+			continue
+		}
+		if err := tp.root.LinkDel(br); err != nil && !isNotFound(err) {
+			errs = append(errs, fmt.Errorf("delete bridge %s: %w", br.Attrs().Name, err))
 		}
 	}
 	if tp.root != nil {

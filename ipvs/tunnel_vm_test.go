@@ -1,0 +1,81 @@
+//go:build vmtest && linux
+
+package ipvs
+
+import (
+	"context"
+	"errors"
+	"net/netip"
+	"strings"
+	"syscall"
+	"testing"
+)
+
+// The kernel and the Fake agree on tunnel destinations: GUE and GRE
+// written through lvsd's own netlink read back as written, a weight change
+// keeps the encapsulation, IPIP (through moby/ipvs) clears it, and GUE
+// without a port is refused by both.
+func TestVMTunnelDestinations(t *testing.T) {
+	ctx := context.Background()
+	ns := newVMNS(t)
+	run(t, "ip", "-n", ns.name, "link", "set", "lo", "up") // IPVS refuses destinations while lo is down
+	k := openVM(t, ns.path)
+	f := NewFake()
+	svc := Service{ServiceKey: ServiceKey{Protocol: TCP, Addr: netip.MustParseAddr("10.0.0.50"), Port: 80}, Scheduler: "mh", Flags: FlagMHFallback}
+	dst := Destination{DestinationKey: DestinationKey{Addr: netip.MustParseAddr("10.0.2.11"), Port: 80}, Weight: 3,
+		Forwarding: Tunnel, Tunnel: TunnelOptions{Type: TunnelGUE, Port: 6080, Flags: TunnelChecksum}}
+	both := func(what string, call func(Interface) error) {
+		t.Helper()
+		for _, i := range []Interface{k, f} {
+			if err := call(i); err != nil {
+				t.Fatalf("%s (%T): %v", what, i, err)
+			}
+		}
+	}
+	check := func(want Destination) {
+		t.Helper()
+		for _, i := range []Interface{k, f} {
+			got, err := i.Destinations(ctx, svc.ServiceKey)
+			if err != nil || len(got) != 1 || !got[0].SameOptions(want) {
+				t.Fatalf("%T: destinations %+v (%v), want %s weight %d", i, got, err, want.Method(), want.Weight)
+			}
+		}
+	}
+	both("adding the service", func(i Interface) error { return i.AddService(ctx, svc) })
+	both("adding a GUE destination", func(i Interface) error { return i.AddDestination(ctx, svc.ServiceKey, dst) })
+	check(dst)
+	t.Logf("ipvsadm:\n%s", run(t, "ip", "netns", "exec", ns.name, "ipvsadm", "-Ln", "--tun-info"))
+
+	dst.Weight = 0
+	both("lowering the weight", func(i Interface) error { return i.UpdateDestination(ctx, svc.ServiceKey, dst) })
+	check(dst)
+	dst.Tunnel = TunnelOptions{Type: TunnelGRE}
+	both("switching to GRE", func(i Interface) error { return i.UpdateDestination(ctx, svc.ServiceKey, dst) })
+	check(dst)
+	dst.Tunnel = TunnelOptions{}
+	both("switching to IPIP", func(i Interface) error { return i.UpdateDestination(ctx, svc.ServiceKey, dst) })
+	check(dst)
+	if out := run(t, "ip", "netns", "exec", ns.name, "ipvsadm", "-Ln", "--tun-info"); !strings.Contains(out, "Tunnel  ipip") {
+		t.Errorf("ipvsadm does not show IPIP after the switch:\n%s", out)
+	}
+
+	bad := dst
+	bad.Tunnel = TunnelOptions{Type: TunnelGUE}
+	for _, i := range []Interface{k, f} {
+		if err := i.UpdateDestination(ctx, svc.ServiceKey, bad); !errors.Is(err, syscall.EINVAL) {
+			t.Errorf("%T: GUE without a port: %v, want EINVAL", i, err)
+		}
+	}
+	// An IPv6 service and its IPIP (IPv6-in-IPv6) destination read back too.
+	svc6 := Service{ServiceKey: ServiceKey{Protocol: TCP, Addr: netip.MustParseAddr("fd00::50"), Port: 80, IPv6: true}, Scheduler: "mh"}
+	dst6 := Destination{DestinationKey: DestinationKey{Addr: netip.MustParseAddr("fd02::11"), Port: 80}, Weight: 1, Forwarding: Tunnel}
+	if err := k.AddService(ctx, svc6); err != nil {
+		t.Fatal(err)
+	}
+	if err := k.AddDestination(ctx, svc6.ServiceKey, dst6); err != nil {
+		t.Fatal(err)
+	}
+	if got, err := k.Destinations(ctx, svc6.ServiceKey); err != nil || len(got) != 1 || got[0].DestinationKey != dst6.DestinationKey || !got[0].SameOptions(dst6) {
+		t.Errorf("IPv6 tunnel destination: %+v, %v", got, err)
+	}
+}
