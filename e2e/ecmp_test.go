@@ -21,6 +21,7 @@ import (
 const (
 	ecmpFleetInterval = 500 * time.Millisecond
 	ecmpProbePeriod   = 100 * time.Millisecond
+	ecmpSettle        = 6 * time.Second
 )
 
 // TestECMP: every director serves the same VIP, announced over BGP with
@@ -166,7 +167,14 @@ func (l *ecmpLab) survive(t *testing.T, run func(), paths int) change {
 			t.Fatalf("the router's route to %s did not get %d next hops within 60 s", ecmpVIP, paths)
 		}
 	}
+	// Watch survAfter from the change, and at least ecmpSettle after the
+	// router's change: a segment lost at the change is retransmitted after
+	// the RTO (1 s and more under emulation), and a connection caught in
+	// its backoff at the end of the run would count as stalled.
 	end := at.Add(survAfter)
+	if e := routedAt.Add(ecmpSettle); e.After(end) {
+		end = e
+	}
 	time.Sleep(time.Until(end))
 	f.stop(t, end)
 	p.close()

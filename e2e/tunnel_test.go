@@ -102,7 +102,7 @@ func TestTunnelRealServerLifecycle(t *testing.T) {
 			t.Errorf("after start, %q is missing", want)
 		}
 	}
-	if code, _, body := probeWeight(t, tn.router, netip.AddrPortFrom(rs.V4, 8080), "/healthz"); code != 200 {
+	if code, _, body := probeWeight(t, tn.router, netip.AddrPortFrom(rs.V4, 9611), "/healthz"); code != 200 {
 		t.Errorf("weight endpoint with the tunnel in place: %d %q", code, body)
 	}
 	// Traffic through both tunnels works from the strict start: what lvsd
