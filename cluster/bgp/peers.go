@@ -31,9 +31,19 @@ type peerState struct {
 	bfdRunning bool
 	bfd        bfd.State
 	bfdDiag    bfd.Diag
-	bfdHinted  bool // BFD not up while established was logged
-	heldDown   bool // disabled in GoBGP because BFD is down
+	bfdHinted  bool      // BFD not up while established was logged
+	heldDown   bool      // disabled in GoBGP because BFD is down
+	holdAt     time.Time // BFD went down: hold BGP then if it is still down
 }
+
+// bfdHoldDelay is how long BFD must stay down before the BGP session is
+// held down. The router removes the path on its own detection (or on our
+// Down) at once; the delay only keeps a short BFD loss, which comes back
+// Up within milliseconds (a process not scheduled for a moment, the router
+// restarting its session), from also costing a BGP session. Measured in
+// the VM under contention: without it, sessions that lost BFD every second
+// or two never established again.
+const bfdHoldDelay = time.Second
 
 // idleHoldAfterBFD is how long GoBGP waits after a BFD hold-down ends
 // before it dials again (its idle hold is 5 s otherwise).
@@ -110,6 +120,20 @@ func (s *Speaker) handleEvents() {
 	for _, c := range changes {
 		s.bfdEvent(c)
 	}
+	s.dueHolds(time.Now())
+}
+
+// dueHolds holds the sessions whose BFD stayed down for bfdHoldDelay.
+func (s *Speaker) dueHolds(now time.Time) {
+	for _, p := range s.st.peers {
+		if p.holdAt.IsZero() || now.Before(p.holdAt) {
+			continue
+		}
+		p.holdAt = time.Time{}
+		if p.bfdRunning && p.bfd != bfd.Up && !p.heldDown {
+			s.hold(p, "BFD down: "+p.bfdDiag.String())
+		}
+	}
 }
 
 func (s *Speaker) peerEvent(e peerEvent) {
@@ -132,8 +156,9 @@ func (s *Speaker) peerEvent(e peerEvent) {
 			reason = fmt.Sprintf("bfd %s (%s); %s", p.bfd, p.bfdDiag, reason)
 		case p.bfdRunning && routerBFDDown(reason):
 			// The router's BFD failed: handled as ours (keep BFD, hold
-			// BGP until it is up), which also brings the session back
-			// after 1 s instead of GoBGP's 5 s idle hold.
+			// BGP until it is up); hold and release also bring the
+			// session back after 1 s instead of GoBGP's 5 s idle hold.
+			p.holdAt = time.Time{}
 			s.hold(p, "router: BFD down")
 			if p.bfd == bfd.Up {
 				s.release(p)
@@ -179,7 +204,7 @@ func (s *Speaker) stopBFD(p *peerState) {
 	if err := s.cfg.BFD.RemovePeer(context.Background(), p.cfg.Address); err != nil {
 		s.log.Debug("bgp: stopping BFD", "peer", p.cfg.Address, "err", err)
 	}
-	p.bfdRunning = false
+	p.bfdRunning, p.holdAt = false, time.Time{}
 }
 
 // bfdCoupling is what a BFD change does to the BGP session.
@@ -193,7 +218,7 @@ const (
 
 // bfdAction decides, as FRR's "neighbor X bfd" does: a session that was Up
 // and failed (detection time expired, or the neighbour said Down) takes
-// BGP down until BFD is Up again. A neighbour going AdminDown is not a
+// BGP down, once it stayed down for bfdHoldDelay, until BFD is Up again. A neighbour going AdminDown is not a
 // failure (RFC 5882 §3.2), nor is our own AdminDown (we are stopping).
 // BGP does not wait for a BFD session that never came up: a router without
 // BFD for this director still gets its routes (status shows BFD down).
@@ -213,9 +238,15 @@ func (s *Speaker) bfdEvent(c bfd.Change) {
 		return // a late change of a session already stopped
 	}
 	p.bfd, p.bfdDiag = c.State, c.Diag
+	if c.State == bfd.Up {
+		p.holdAt = time.Time{}
+	}
 	switch bfdAction(p.heldDown, c) {
 	case bfdHoldDown:
-		s.hold(p, "BFD down: "+c.Diag.String())
+		if p.holdAt.IsZero() {
+			p.holdAt = c.At.Add(bfdHoldDelay)
+			time.AfterFunc(time.Until(p.holdAt), s.signal)
+		}
 	case bfdRelease:
 		s.release(p)
 	}

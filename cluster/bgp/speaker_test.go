@@ -314,6 +314,15 @@ func TestSpeakerBFDCoupling(t *testing.T) {
 		return st.Peers[0].BFD == "up", st.Peers[0].BFD
 	})
 
+	// A short loss (BFD back Up within bfdHoldDelay) costs no BGP session:
+	// at the hold's due time BFD is Up, whenever that is.
+	fb.SetState(loRouter, bfd.Down, bfd.DiagDetectionExpired, bfd.Up)
+	fb.SetState(loRouter, bfd.Up, bfd.DiagNone, bfd.Up)
+	time.Sleep(bfdHoldDelay + 500*time.Millisecond)
+	if st, _ := s.Status(context.Background()); st.Peers[0].State != StateEstablished || st.Peers[0].Flaps != 0 {
+		t.Fatalf("after a short BFD loss: %+v", st.Peers[0])
+	}
+
 	// The link fails: BFD times out, the session is taken down and held.
 	fb.SetState(loRouter, bfd.Down, bfd.DiagDetectionExpired, bfd.Up)
 	ps := waitPeerState(t, s, StateIdle)
