@@ -180,7 +180,7 @@ const bfdStartDelay = time.Second
 // for bfdStartDelay, not before: FRR 8.4's bgpd re-creates its BFD session
 // for a neighbour when the BGP session comes up (it learns the interface
 // then), so a BFD session that came up earlier goes down right after, and
-// both sides drop BGP for it (measured in the VM, docs/ecmp.md).
+// both sides drop BGP for it (measured, docs/ecmp.md).
 func (s *Speaker) startBFD(p *peerState, now time.Time) {
 	if !p.cfg.BFD || p.bfdRunning || p.state != StateEstablished || now.Sub(p.established) < bfdStartDelay {
 		return
@@ -212,16 +212,17 @@ type bfdCoupling int
 
 const (
 	bfdNothing  bfdCoupling = iota
-	bfdHoldDown             // take the session down and keep it down
+	bfdHoldDown             // take the session down after bfdHoldDelay, and keep it down
 	bfdRelease              // let it come back
 )
 
 // bfdAction decides, as FRR's "neighbor X bfd" does: a session that was Up
-// and failed (detection time expired, or the neighbour said Down) takes
-// BGP down, once it stayed down for bfdHoldDelay, until BFD is Up again. A neighbour going AdminDown is not a
-// failure (RFC 5882 §3.2), nor is our own AdminDown (we are stopping).
-// BGP does not wait for a BFD session that never came up: a router without
-// BFD for this director still gets its routes (status shows BFD down).
+// and failed (detection time expired, or the neighbour said Down) takes BGP
+// down, once it stayed down for bfdHoldDelay, until BFD is Up again. A
+// neighbour going AdminDown is not a failure (RFC 5882 §3.2), nor is our
+// own AdminDown (we are stopping). BGP does not wait for a BFD session that
+// never came up: a router without BFD for this director still gets its
+// routes (status shows BFD down).
 func bfdAction(heldDown bool, c bfd.Change) bfdCoupling {
 	switch {
 	case c.State == bfd.Up && heldDown:
