@@ -289,14 +289,45 @@ func (s *Speaker) release(p *peerState) {
 	s.log.Info("bgp session released: BFD is up", "peer", addr)
 }
 
-// housekeep runs every second: it starts BFD sessions that are due and
-// says what is missing.
+// housekeep runs every second: it starts BFD sessions that are due, puts
+// GoBGP's admin state right and says what is missing.
 func (s *Speaker) housekeep(now time.Time) {
+	s.reconcileAdmin()
 	for _, addr := range slices.SortedFunc(maps.Keys(s.st.peers), netip.Addr.Compare) {
 		p := s.st.peers[addr]
 		s.startBFD(p, now)
 		s.hintBFD(p, now)
 		s.hintMissing(p, now)
+	}
+}
+
+// reconcileAdmin makes GoBGP's admin state of each peer what the hold-down
+// says. GoBGP drops an enable or disable request that arrives while the
+// previous one is still pending ("previous setting admin state request is
+// still remaining"): a hold and a release in quick succession left a peer
+// disabled for good in the VM.
+func (s *Speaker) reconcileAdmin() {
+	ctx := context.Background()
+	down := map[netip.Addr]bool{}
+	err := s.srv.ListPeer(ctx, &api.ListPeerRequest{}, func(p *api.Peer) {
+		if addr, err := netip.ParseAddr(p.GetState().GetNeighborAddress()); err == nil {
+			down[addr.Unmap()] = p.GetState().GetAdminState() == api.PeerState_DOWN
+		}
+	})
+	if err != nil {
+		return
+	}
+	for addr, isDown := range down {
+		p := s.st.peers[addr]
+		switch {
+		case p == nil || isDown == p.heldDown:
+		case isDown:
+			s.log.Debug("bgp: enabling a peer GoBGP kept disabled", "peer", addr)
+			_ = s.srv.EnablePeer(ctx, &api.EnablePeerRequest{Address: addr.String()})
+		default:
+			s.log.Debug("bgp: disabling a held peer GoBGP kept enabled", "peer", addr)
+			_ = s.srv.DisablePeer(ctx, &api.DisablePeerRequest{Address: addr.String(), Communication: "BFD down"})
+		}
 	}
 }
 

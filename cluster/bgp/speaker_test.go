@@ -387,3 +387,21 @@ func TestSpeakerHintsAtTCPMD5Failures(t *testing.T) {
 }
 
 var _ gobgplog.Logger = (*gobgpLogger)(nil)
+
+// TestSpeakerReconcilesAdminState: GoBGP drops an enable or disable that
+// arrives while the previous one is pending, so the speaker puts the admin
+// state right every second. A peer disabled behind its back comes back.
+func TestSpeakerReconcilesAdminState(t *testing.T) {
+	port := freePort(t)
+	startRouter(t, port, speakerASN, "")
+	s := startSpeaker(t, speakerConfig(port))
+	waitPeerState(t, s, StateEstablished)
+	if err := s.srv.DisablePeer(context.Background(), &api.DisablePeerRequest{Address: loRouter.String()}); err != nil {
+		t.Fatal(err)
+	}
+	waitPeerState(t, s, StateIdle)
+	ps := waitPeerState(t, s, StateEstablished)
+	if ps.Flaps != 1 || ps.HeldDown {
+		t.Errorf("after the stray disable: %+v", ps)
+	}
+}
