@@ -37,6 +37,22 @@ func TestBFDAction(t *testing.T) {
 	}
 }
 
+func TestRouterBFDDown(t *testing.T) {
+	for reason, want := range map[string]bool{
+		"notification-received code 6(cease) subcode 10(undefined)":                 true,
+		"notification-received code 6(cease) subcode 10(bfd down)":                  true,
+		"notification-sent code 6(cease) subcode 10(undefined)":                     false,
+		"notification-received code 6(cease) subcode 3(peer deconfigured)":          false,
+		"notification-received code 6(cease) subcode 1(maximum number of prefixes)": false,
+		"hold-timer-expired": false,
+		"read-failed":        false,
+	} {
+		if got := routerBFDDown(reason); got != want {
+			t.Errorf("routerBFDDown(%q) = %v", reason, got)
+		}
+	}
+}
+
 func TestMD5Counters(t *testing.T) {
 	n, err := md5Failures(func() ([]byte, error) { return os.ReadFile("testdata/netstat") })
 	if err != nil || n != 7 {

@@ -6,6 +6,7 @@ import (
 	"maps"
 	"net/netip"
 	"slices"
+	"strings"
 	"time"
 
 	api "github.com/osrg/gobgp/v3/api"
@@ -30,9 +31,19 @@ type peerState struct {
 	bfdRunning bool
 	bfd        bfd.State
 	bfdDiag    bfd.Diag
-	bfdHinted  bool // BFD not up while established was logged
-	heldDown   bool // disabled in GoBGP because BFD is down
+	bfdHinted  bool      // BFD not up while established was logged
+	heldDown   bool      // disabled in GoBGP because BFD is down
+	holdAt     time.Time // BFD went down: hold BGP then if it is still down
 }
+
+// bfdHoldDelay is how long BFD must stay down before the BGP session is
+// held down. The router removes the path on its own detection (or on our
+// Down) at once; the delay only keeps a short BFD loss, which comes back
+// Up within milliseconds (a process not scheduled for a moment, the router
+// restarting its session), from also costing a BGP session. Measured in
+// the VM under contention: without it, sessions that lost BFD every second
+// or two never established again.
+const bfdHoldDelay = time.Second
 
 // idleHoldAfterBFD is how long GoBGP waits after a BFD hold-down ends
 // before it dials again (its idle hold is 5 s otherwise).
@@ -109,6 +120,20 @@ func (s *Speaker) handleEvents() {
 	for _, c := range changes {
 		s.bfdEvent(c)
 	}
+	s.dueHolds(time.Now())
+}
+
+// dueHolds holds the sessions whose BFD stayed down for bfdHoldDelay.
+func (s *Speaker) dueHolds(now time.Time) {
+	for _, p := range s.st.peers {
+		if p.holdAt.IsZero() || now.Before(p.holdAt) {
+			continue
+		}
+		p.holdAt = time.Time{}
+		if p.bfdRunning && p.bfd != bfd.Up && !p.heldDown {
+			s.hold(p, "BFD down: "+p.bfdDiag.String())
+		}
+	}
 }
 
 func (s *Speaker) peerEvent(e peerEvent) {
@@ -126,9 +151,19 @@ func (s *Speaker) peerEvent(e peerEvent) {
 		s.mu.Lock()
 		reason := s.reasons[e.addr]
 		s.mu.Unlock()
-		if p.heldDown {
+		switch {
+		case p.heldDown:
 			reason = fmt.Sprintf("bfd %s (%s); %s", p.bfd, p.bfdDiag, reason)
-		} else {
+		case p.bfdRunning && routerBFDDown(reason):
+			// The router's BFD failed: handled as ours (keep BFD, hold
+			// BGP until it is up); hold and release also bring the
+			// session back after 1 s instead of GoBGP's 5 s idle hold.
+			p.holdAt = time.Time{}
+			s.hold(p, "router: BFD down")
+			if p.bfd == bfd.Up {
+				s.release(p)
+			}
+		default:
 			s.stopBFD(p)
 		}
 		p.flaps++
@@ -145,7 +180,7 @@ const bfdStartDelay = time.Second
 // for bfdStartDelay, not before: FRR 8.4's bgpd re-creates its BFD session
 // for a neighbour when the BGP session comes up (it learns the interface
 // then), so a BFD session that came up earlier goes down right after, and
-// both sides drop BGP for it (measured in the VM, docs/ecmp.md).
+// both sides drop BGP for it (measured, docs/ecmp.md).
 func (s *Speaker) startBFD(p *peerState, now time.Time) {
 	if !p.cfg.BFD || p.bfdRunning || p.state != StateEstablished || now.Sub(p.established) < bfdStartDelay {
 		return
@@ -169,7 +204,7 @@ func (s *Speaker) stopBFD(p *peerState) {
 	if err := s.cfg.BFD.RemovePeer(context.Background(), p.cfg.Address); err != nil {
 		s.log.Debug("bgp: stopping BFD", "peer", p.cfg.Address, "err", err)
 	}
-	p.bfdRunning = false
+	p.bfdRunning, p.holdAt = false, time.Time{}
 }
 
 // bfdCoupling is what a BFD change does to the BGP session.
@@ -177,16 +212,17 @@ type bfdCoupling int
 
 const (
 	bfdNothing  bfdCoupling = iota
-	bfdHoldDown             // take the session down and keep it down
+	bfdHoldDown             // take the session down after bfdHoldDelay, and keep it down
 	bfdRelease              // let it come back
 )
 
 // bfdAction decides, as FRR's "neighbor X bfd" does: a session that was Up
-// and failed (detection time expired, or the neighbour said Down) takes
-// BGP down until BFD is Up again. A neighbour going AdminDown is not a
-// failure (RFC 5882 §3.2), nor is our own AdminDown (we are stopping).
-// BGP does not wait for a BFD session that never came up: a router without
-// BFD for this director still gets its routes (status shows BFD down).
+// and failed (detection time expired, or the neighbour said Down) takes BGP
+// down, once it stayed down for bfdHoldDelay, until BFD is Up again. A
+// neighbour going AdminDown is not a failure (RFC 5882 §3.2), nor is our
+// own AdminDown (we are stopping). BGP does not wait for a BFD session that
+// never came up: a router without BFD for this director still gets its
+// routes (status shows BFD down).
 func bfdAction(heldDown bool, c bfd.Change) bfdCoupling {
 	switch {
 	case c.State == bfd.Up && heldDown:
@@ -203,40 +239,95 @@ func (s *Speaker) bfdEvent(c bfd.Change) {
 		return // a late change of a session already stopped
 	}
 	p.bfd, p.bfdDiag = c.State, c.Diag
-	ctx := context.Background()
+	if c.State == bfd.Up {
+		p.holdAt = time.Time{}
+	}
 	switch bfdAction(p.heldDown, c) {
 	case bfdHoldDown:
-		// Reset first: it sets GoBGP's idle hold to IdleHoldTimeAfterReset
-		// (1 s) for when the peer is enabled again; Disable keeps it down.
-		communication := "BFD down: " + c.Diag.String()
-		err := s.srv.ResetPeer(ctx, &api.ResetPeerRequest{Address: c.Peer.String(), Communication: communication})
-		if err == nil {
-			err = s.srv.DisablePeer(ctx, &api.DisablePeerRequest{Address: c.Peer.String(), Communication: communication})
+		if p.holdAt.IsZero() {
+			p.holdAt = c.At.Add(bfdHoldDelay)
+			time.AfterFunc(time.Until(p.holdAt), s.signal)
 		}
-		if err != nil {
-			s.log.Error("bgp: cannot take the session down after BFD went down", "peer", c.Peer, "err", err)
-			return
-		}
-		p.heldDown = true
-		s.log.Warn("bgp session held down: BFD is down", "peer", c.Peer, "diag", c.Diag.String())
 	case bfdRelease:
-		if err := s.srv.EnablePeer(ctx, &api.EnablePeerRequest{Address: c.Peer.String()}); err != nil {
-			s.log.Error("bgp: cannot re-enable the session after BFD came up", "peer", c.Peer, "err", err)
-			return
-		}
-		p.heldDown, p.downSince, p.hinted = false, time.Now(), false
-		s.log.Info("bgp session released: BFD is up", "peer", c.Peer)
+		s.release(p)
 	}
 }
 
-// housekeep runs every second: it starts BFD sessions that are due and
-// says what is missing.
+// routerBFDDown reports whether GoBGP's reason for a session going down
+// is a received Cease notification with subcode 10, "BFD Down" (RFC 9384),
+// which FRR sends when its BFD session with this director failed. GoBGP
+// v3.37.0 does not know the subcode's name.
+func routerBFDDown(reason string) bool {
+	return strings.Contains(reason, "notification-received code 6(cease) subcode 10(")
+}
+
+// hold takes the peer's BGP session down and keeps it down. Reset first:
+// it sets GoBGP's idle hold to IdleHoldTimeAfterReset (1 s) for when the
+// peer is enabled again; Disable keeps it down.
+func (s *Speaker) hold(p *peerState, why string) {
+	ctx, addr := context.Background(), p.cfg.Address.String()
+	err := s.srv.ResetPeer(ctx, &api.ResetPeerRequest{Address: addr, Communication: why})
+	if err == nil {
+		err = s.srv.DisablePeer(ctx, &api.DisablePeerRequest{Address: addr, Communication: why})
+	}
+	if err != nil {
+		s.log.Error("bgp: cannot hold the session down while BFD is down", "peer", addr, "err", err)
+		return
+	}
+	p.heldDown = true
+	s.log.Warn("bgp session held down until BFD is up", "peer", addr, "why", why)
+}
+
+// release lets a held session come back.
+func (s *Speaker) release(p *peerState) {
+	addr := p.cfg.Address.String()
+	if err := s.srv.EnablePeer(context.Background(), &api.EnablePeerRequest{Address: addr}); err != nil {
+		s.log.Error("bgp: cannot re-enable the session after BFD came up", "peer", addr, "err", err)
+		return
+	}
+	p.heldDown, p.downSince, p.hinted = false, time.Now(), false
+	s.log.Info("bgp session released: BFD is up", "peer", addr)
+}
+
+// housekeep runs every second: it starts BFD sessions that are due, puts
+// GoBGP's admin state right and says what is missing.
 func (s *Speaker) housekeep(now time.Time) {
+	s.reconcileAdmin()
 	for _, addr := range slices.SortedFunc(maps.Keys(s.st.peers), netip.Addr.Compare) {
 		p := s.st.peers[addr]
 		s.startBFD(p, now)
 		s.hintBFD(p, now)
 		s.hintMissing(p, now)
+	}
+}
+
+// reconcileAdmin makes GoBGP's admin state of each peer what the hold-down
+// says. GoBGP drops an enable or disable request that arrives while the
+// previous one is still pending ("previous setting admin state request is
+// still remaining"): a hold and a release in quick succession left a peer
+// disabled for good in the VM.
+func (s *Speaker) reconcileAdmin() {
+	ctx := context.Background()
+	down := map[netip.Addr]bool{}
+	err := s.srv.ListPeer(ctx, &api.ListPeerRequest{}, func(p *api.Peer) {
+		if addr, err := netip.ParseAddr(p.GetState().GetNeighborAddress()); err == nil {
+			down[addr.Unmap()] = p.GetState().GetAdminState() == api.PeerState_DOWN
+		}
+	})
+	if err != nil {
+		return
+	}
+	for addr, isDown := range down {
+		p := s.st.peers[addr]
+		switch {
+		case p == nil || isDown == p.heldDown:
+		case isDown:
+			s.log.Debug("bgp: enabling a peer GoBGP kept disabled", "peer", addr)
+			_ = s.srv.EnablePeer(ctx, &api.EnablePeerRequest{Address: addr.String()})
+		default:
+			s.log.Debug("bgp: disabling a held peer GoBGP kept enabled", "peer", addr)
+			_ = s.srv.DisablePeer(ctx, &api.DisablePeerRequest{Address: addr.String(), Communication: "BFD down"})
+		}
 	}
 }
 

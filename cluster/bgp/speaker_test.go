@@ -314,6 +314,15 @@ func TestSpeakerBFDCoupling(t *testing.T) {
 		return st.Peers[0].BFD == "up", st.Peers[0].BFD
 	})
 
+	// A short loss (BFD back Up within bfdHoldDelay) costs no BGP session:
+	// at the hold's due time BFD is Up, whenever that is.
+	fb.SetState(loRouter, bfd.Down, bfd.DiagDetectionExpired, bfd.Up)
+	fb.SetState(loRouter, bfd.Up, bfd.DiagNone, bfd.Up)
+	time.Sleep(bfdHoldDelay + 500*time.Millisecond)
+	if st, _ := s.Status(context.Background()); st.Peers[0].State != StateEstablished || st.Peers[0].Flaps != 0 {
+		t.Fatalf("after a short BFD loss: %+v", st.Peers[0])
+	}
+
 	// The link fails: BFD times out, the session is taken down and held.
 	fb.SetState(loRouter, bfd.Down, bfd.DiagDetectionExpired, bfd.Up)
 	ps := waitPeerState(t, s, StateIdle)
@@ -378,3 +387,21 @@ func TestSpeakerHintsAtTCPMD5Failures(t *testing.T) {
 }
 
 var _ gobgplog.Logger = (*gobgpLogger)(nil)
+
+// TestSpeakerReconcilesAdminState: GoBGP drops an enable or disable that
+// arrives while the previous one is pending, so the speaker puts the admin
+// state right every second. A peer disabled behind its back comes back.
+func TestSpeakerReconcilesAdminState(t *testing.T) {
+	port := freePort(t)
+	startRouter(t, port, speakerASN, "")
+	s := startSpeaker(t, speakerConfig(port))
+	waitPeerState(t, s, StateEstablished)
+	if err := s.srv.DisablePeer(context.Background(), &api.DisablePeerRequest{Address: loRouter.String()}); err != nil {
+		t.Fatal(err)
+	}
+	waitPeerState(t, s, StateIdle)
+	ps := waitPeerState(t, s, StateEstablished)
+	if ps.Flaps != 1 || ps.HeldDown {
+		t.Errorf("after the stray disable: %+v", ps)
+	}
+}

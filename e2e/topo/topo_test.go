@@ -23,6 +23,15 @@ import (
 // peer address each one came from.
 func peerServer(t *testing.T, h *topo.Host, port int) {
 	t.Helper()
+	lineServer(t, h, port, func(c net.Conn) string {
+		return c.RemoteAddr().(*net.TCPAddr).AddrPort().Addr().Unmap().String()
+	})
+}
+
+// lineServer accepts TCP connections on h (dual stack) and writes one line,
+// reply's, to each.
+func lineServer(t *testing.T, h *topo.Host, port int, reply func(net.Conn) string) {
+	t.Helper()
 	ln, err := h.Listen("tcp", fmt.Sprintf(":%d", port))
 	if err != nil {
 		t.Fatal(err)
@@ -34,8 +43,7 @@ func peerServer(t *testing.T, h *topo.Host, port int) {
 			if err != nil {
 				return
 			}
-			ap := c.RemoteAddr().(*net.TCPAddr).AddrPort()
-			fmt.Fprintf(c, "%s\n", ap.Addr().Unmap())
+			fmt.Fprintf(c, "%s\n", reply(c))
 			c.Close()
 		}
 	}()
@@ -455,21 +463,7 @@ func TestRouterSpreadsOverDirectors(t *testing.T) {
 // idServer answers every TCP connection on h with h's ID.
 func idServer(t *testing.T, h *topo.Host, port int) {
 	t.Helper()
-	ln, err := h.Listen("tcp", fmt.Sprintf(":%d", port))
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { ln.Close() })
-	go func() {
-		for {
-			c, err := ln.Accept()
-			if err != nil {
-				return
-			}
-			fmt.Fprintf(c, "%s\n", h.ID)
-			c.Close()
-		}
-	}()
+	lineServer(t, h, port, func(net.Conn) string { return h.ID })
 }
 
 // A segment's hosts are reached through its router only: in both families

@@ -1,0 +1,26 @@
+// Package bgp announces an ECMP director's VIPs to its routers: a BGP
+// speaker with GoBGP v3 embedded in the process (no gRPC listener, GoBGP's
+// logs through slog), so that no announcement can outlive lvsd: when the
+// process dies the kernel closes its sessions and the routers withdraw.
+//
+// The caller gives the complete set of routes it wants announced
+// (SetRoutes); the speaker announces what is new, re-announces what
+// changed and withdraws what is missing. A Route carries communities,
+// large communities, local-pref, MED and an AS-path prepend count; its next
+// hop is the session's own address unless set. IPv4 and IPv6 unicast go to
+// every peer that carries the family (IPv6 in MP_REACH_NLRI). Withdraw
+// withdraws everything and returns once the UPDATEs were written to every
+// established session; Close also ends the sessions with a Cease and the
+// BFD sessions with AdminDown.
+//
+// A peer with BFD gets a BFD session (cluster/bfd) once its BGP session is
+// established; when BFD fails for a second, or the router closes the
+// session because its BFD failed, the BGP session is held down until BFD
+// is up again. Status reports each peer's session and BFD state, flaps and
+// their reasons, and prefix counts. A session that does not come up is
+// logged after 10 s with the kernel's TCP-MD5 failure count, the only
+// trace a wrong password leaves.
+//
+// Fake is a stateful stand-in for the agent's tests. docs/ecmp.md has the
+// measured behaviour against FRR and BIRD and the router configuration.
+package bgp
