@@ -37,6 +37,9 @@ const (
 	labBFDInterval   = time.Second
 	labBFDMultiplier = 3
 	labBFDDetection  = labBFDInterval * labBFDMultiplier
+	// BFD detects failures; the BGP hold time only backs it up, and 3 s
+	// expired under the same stalls.
+	labHoldTime = 9 * time.Second
 )
 
 // ecmpLab is one ECMP topology with its router.
@@ -74,7 +77,7 @@ func newECMPLab(t *testing.T, o ecmpOptions) *ecmpLab {
 	var ns []ecmplab.Neighbor
 	for _, d := range tp.Directors() {
 		ns = append(ns, ecmplab.Neighbor{Address: d.V4, BFD: true, Password: o.password,
-			BFDInterval: labBFDInterval, BFDMultiplier: labBFDMultiplier})
+			BFDInterval: labBFDInterval, BFDMultiplier: labBFDMultiplier, HoldTime: labHoldTime})
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
 	defer cancel()
@@ -117,8 +120,8 @@ func (l *ecmpLab) newDirector(d *topo.Host, o ecmpOptions) *lvsd {
 		t.Fatal(err)
 	}
 	writeFile(t, agentFile, string(b)+fmt.Sprintf("bgp:\n  asn: %d\n  peers:\n"+
-		"    - {address: %s, asn: %d, hold_time: 3s, keepalive: 1s, connect_retry: 1s, bfd: {enabled: true, interval: %v, multiplier: %d}%s}\n"+
-		"  stop_grace: 1s\n%s", ecmplab.DirectorASN, router.V4, ecmplab.RouterASN, labBFDInterval, labBFDMultiplier, password, o.extraBGP))
+		"    - {address: %s, asn: %d, hold_time: %v, connect_retry: 1s, bfd: {enabled: true, interval: %v, multiplier: %d}%s}\n"+
+		"  stop_grace: 1s\n%s", ecmplab.DirectorASN, router.V4, ecmplab.RouterASN, labHoldTime, labBFDInterval, labBFDMultiplier, password, o.extraBGP))
 	writeFile(t, filepath.Join(ld.dir, "services.d", "dr.yaml"), fmt.Sprintf(
 		"service: dr\nvip: %s\nports: [80, %d, %d]\nbackends:\n  - {address: %s}\n  - {address: %s}\n",
 		ecmpVIP, survEcho, survTick, l.tp.RS(1).V4, l.tp.RS(2).V4))

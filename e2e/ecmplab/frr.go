@@ -34,6 +34,9 @@ type Neighbor struct {
 	// happens.
 	BFDInterval   time.Duration
 	BFDMultiplier int
+	// HoldTime replaces the router's hold time of 3 s (keepalive a third
+	// of it) for this neighbour when set.
+	HoldTime time.Duration
 }
 
 // bfdProfileName is the name of n's BFD profile.
@@ -83,6 +86,10 @@ func RouterConfig(routerID netip.Addr, neighbors []Neighbor) string {
 	fmt.Fprintf(&b, "router bgp %d\n bgp router-id %s\n bgp log-neighbor-changes\n timers bgp 1 3\n", RouterASN, routerID)
 	for _, n := range neighbors {
 		fmt.Fprintf(&b, " neighbor %s remote-as %d\n neighbor %s timers connect 1\n", n.Address, DirectorASN, n.Address)
+		if n.HoldTime != 0 {
+			hold := int(n.HoldTime.Seconds())
+			fmt.Fprintf(&b, " neighbor %s timers %d %d\n", n.Address, hold/3, hold)
+		}
 		if n.BFD {
 			fmt.Fprintf(&b, " neighbor %s bfd profile %s\n", n.Address, n.bfdProfileName())
 		}
