@@ -79,7 +79,7 @@ func newECMPLab(t *testing.T, o ecmpOptions) *ecmpLab {
 		ns = append(ns, ecmplab.Neighbor{Address: d.V4, BFD: true, Password: o.password,
 			BFDInterval: labBFDInterval, BFDMultiplier: labBFDMultiplier, HoldTime: labHoldTime})
 	}
-	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	ctx, cancel := context.WithTimeout(context.Background(), 180*time.Second)
 	defer cancel()
 	f, err := tp.Router().StartFRR(ctx, ecmplab.RouterConfig(tp.Router().V4, ns))
 	if err != nil {

@@ -24,8 +24,9 @@ const frrLibexec = "/usr/lib/frr"
 // bfdd through zebra, so zebra comes first.
 var FRRDaemons = []string{"zebra", "bfdd", "bgpd"}
 
-// frrStartTimeout bounds the wait for a daemon's sockets (TCG is slow).
-const frrStartTimeout = 30 * time.Second
+// frrStartTimeout bounds the wait for a daemon's sockets: under TCG on a
+// busy host bgpd once took 58 s to start.
+const frrStartTimeout = 90 * time.Second
 
 // FRR is one FRR instance (zebra, bfdd, bgpd) in a host's namespace, with
 // its own folder for sockets, pid files and logs, as
