@@ -156,6 +156,7 @@ type Node struct {
 	syncPeers   map[string]syncPeer // the directors sync messages go to, by name
 
 	sync atomic.Pointer[SyncReceiver]
+	auth authority // who may send connection records of which VIP (authority.go)
 
 	st loopState // owned by the loop goroutine
 }

@@ -26,7 +26,8 @@ type peer struct {
 }
 
 // onHeartbeat records a heartbeat; it reports whether it changed anything
-// the ownership decision depends on.
+// the ownership decision depends on. Only a heartbeat newer than the last
+// one used from its sender refreshes liveness (heartbeatGuard).
 func (s *loopState) onHeartbeat(hb heartbeat, at time.Time) bool {
 	n := s.n
 	if hb.Name == n.cfg.Name {
@@ -35,13 +36,15 @@ func (s *loopState) onHeartbeat(hb heartbeat, at time.Time) bool {
 		}
 		return false
 	}
+	verdict := s.guard.check(hb, n.incarnation, at)
+	if verdict == hbOld || verdict == hbUnproven {
+		return false
+	}
+	fresh := verdict == hbFresh
 	p := s.peers[hb.Name]
 	if p == nil {
 		p = &peer{name: hb.Name}
 		s.peers[hb.Name] = p
-	}
-	if hb.Incarnation < p.incarnation {
-		return false // sent before the peer restarted
 	}
 	restarted := false
 	if hb.Incarnation > p.incarnation {
@@ -51,6 +54,7 @@ func (s *loopState) onHeartbeat(hb heartbeat, at time.Time) bool {
 		}
 		restarted = p.live
 		*p = peer{name: hb.Name, incarnation: hb.Incarnation}
+		n.auth.set(p.name, nil, at)
 	}
 	timeout := n.cfg.FailureTimeout
 	if hb.Leaving {
@@ -59,16 +63,17 @@ func (s *loopState) onHeartbeat(hb heartbeat, at time.Time) bool {
 			n.log.Info("director left", "peer", p.name)
 		}
 		p.leaving, p.live, p.lastHeard, p.vips = true, false, time.Time{}, nil
+		n.auth.set(p.name, nil, at)
 		return was
 	}
 	p.leaving = false
 	// A rise restarts after a gap. A live peer stays live: only a check
 	// that saw the silence in time declares a failure; if none ran (this
 	// process was not scheduled either), the peer never looked failed.
-	if !p.live && (p.lastHeard.IsZero() || at.Sub(p.lastHeard) > timeout) {
+	if fresh && !p.live && (p.lastHeard.IsZero() || at.Sub(p.lastHeard) > timeout) {
 		p.since = at
 	}
-	if at.After(p.lastHeard) {
+	if fresh && at.After(p.lastHeard) {
 		p.lastHeard = at
 	}
 	p.addr = hb.Addr
@@ -79,9 +84,10 @@ func (s *loopState) onHeartbeat(hb heartbeat, at time.Time) bool {
 	}
 	if claims := p.assemble(hb); claims != nil && !maps.Equal(claims, p.vips) {
 		p.vips = claims
+		n.auth.set(p.name, claims, at)
 		changed = true // even a rising peer's claims hold back a takeover
 	}
-	if m, ok := s.members[hb.Name]; (!ok || !m.alive) && hb.Addr != "" && at.Sub(s.joinAsked[hb.Addr]) > 2*time.Second {
+	if m, ok := s.members[hb.Name]; fresh && (!ok || !m.alive) && hb.Addr != "" && at.Sub(s.joinAsked[hb.Addr]) > 2*time.Second {
 		// Heard but not a member: a healed partition. Join it now rather
 		// than at the next rejoin tick.
 		s.joinAsked[hb.Addr] = at
