@@ -66,7 +66,7 @@ func (delegate) MergeRemoteState(buf []byte, _ bool) {}
 func (d delegate) NotifyMsg(b []byte) {
 	if len(b) > 0 && b[0] == SyncMagic {
 		if r := d.n.syncReceiver(); r != nil {
-			r.Deliver("", b)
+			r.Deliver(b)
 		}
 		return
 	}

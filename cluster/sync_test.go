@@ -18,7 +18,7 @@ type syncRecorder struct {
 	events []string
 }
 
-func (r *syncRecorder) Deliver(from string, msg []byte) {
+func (r *syncRecorder) Deliver(msg []byte) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	r.msgs = append(r.msgs, bytes.Clone(msg))

@@ -40,7 +40,8 @@ func TestSyncAuth(t *testing.T) {
 	wrong := make([]byte, 32)
 	wrong[0] = 1
 	forged := netip.AddrPortFrom(netip.MustParseAddr("10.0.0.200"), 40001)
-	sendSync(t, tp.Client(), wrong, target, syncMessage(forged, vip, tp.RS(1).V4))
+	holder := newSyncSender("director")
+	sendSync(t, tp.Client(), wrong, target, holder.message(forged, vip, tp.RS(1).V4))
 	time.Sleep(2 * time.Second)
 	if conns := ipvsConns(t, target); strings.Contains(conns, forged.String()) {
 		t.Fatalf("a sync message sealed with another key was applied:\n%s", conns)
@@ -51,7 +52,7 @@ func TestSyncAuth(t *testing.T) {
 		t.Fatal(err)
 	}
 	sealed := netip.AddrPortFrom(forged.Addr(), 40002)
-	sendSync(t, tp.Client(), right, target, syncMessage(sealed, vip, tp.RS(1).V4))
+	sendSync(t, tp.Client(), right, target, holder.message(sealed, vip, tp.RS(1).V4))
 	deadline := time.Now().Add(5 * time.Second)
 	for !strings.Contains(ipvsConns(t, target), sealed.String()) {
 		if time.Now().After(deadline) {
@@ -198,12 +199,30 @@ func sendSync(t *testing.T, from *topo.Host, key []byte, to *topo.Host, msg []by
 	}
 }
 
-// syncMessage is a relay message (cluster/connsync/message.go) carrying
-// one kernel sync record (ip_vs_sync.c, protocol v1): an ESTABLISHED DR
-// connection client → vip:80 → rs:80 with 900 s to live.
-func syncMessage(client netip.AddrPort, vip, rs netip.Addr) []byte {
-	m := []byte{'S', 1, 0, 1}
+// syncSender seals relay messages (cluster/connsync/message.go) as the
+// relay of director name would: numbered from 1, sent now.
+type syncSender struct {
+	name             string
+	incarnation, seq uint64
+}
+
+func newSyncSender(name string) *syncSender {
+	return &syncSender{name: name, incarnation: uint64(time.Now().UnixNano())}
+}
+
+// message carries one kernel sync record (ip_vs_sync.c, protocol v1): an
+// ESTABLISHED DR connection client → vip:80 → rs:80 with 900 s to live.
+func (s *syncSender) message(client netip.AddrPort, vip, rs netip.Addr) []byte {
+	s.seq++
+	m := []byte{'S', 2, 0, 1}
 	m = binary.BigEndian.AppendUint64(m, uint64(time.Now().UnixNano()))
+	m = binary.BigEndian.AppendUint64(m, s.incarnation)
+	m = binary.BigEndian.AppendUint64(m, s.seq)
+	m = append(m, byte(len(s.name)))
+	m = append(m, s.name...)
+	for len(m)%4 != 0 {
+		m = append(m, 0)
+	}
 	m = append(m, 0, 6)                          // type IPv4, protocol TCP
 	m = binary.BigEndian.AppendUint16(m, 36)     // version 0, size 36
 	m = binary.BigEndian.AppendUint32(m, 0x0003) // IP_VS_CONN_F_DROUTE

@@ -6,6 +6,7 @@ import (
 	"net/netip"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 )
@@ -67,6 +68,7 @@ func startNode(t *testing.T, name string, cfg Config) *node {
 	}
 	r.open = n.socks.open
 	r.push = func(to netip.AddrPort) error { n.pushes <- to; return nil }
+	r.SetServices(testServices())
 	n.Relay = r
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan error, 1)
@@ -122,6 +124,27 @@ func TestRelayEndToEnd(t *testing.T) {
 		return sa.MasterRecords == 2 && sa.SentRecords == 4 && sa.ReplayedRecords == 2 && sa.CacheSize == 2 &&
 			sb.ReceivedRecords == 4 && sb.AppliedRecords == 4 && sb.AppliedDatagrams == 2 && sb.CacheSize == 0
 	})
+}
+
+// TestRelayAuthorises: the receiving relay asks its transport (the cluster
+// node) who holds the VIP and applies only configured services.
+func TestRelayAuthorises(t *testing.T) {
+	a := startNode(t, "a", Config{})
+	b := startNode(t, "b", Config{})
+	connect(a, b)
+	var aHolds atomic.Bool
+	b.tr.holds = func(sender string, vip netip.Addr) bool { return sender == "a" && aHolds.Load() }
+	stranger := tcp4("198.51.100.8", 40000)
+	stranger.daddr = netip.MustParseAddr("203.0.113.66")
+	a.socks.master <- datagram(1, tcp4("198.51.100.7", 40000).encode(), stranger.encode())
+	waitFor(t, func() bool { s := b.Stats(); return s.DroppedNotHolder == 1 && s.DroppedUnconfigured == 1 })
+	aHolds.Store(true)
+	a.MemberJoined("b") // a replays its cache
+	got := b.socks.waitWritten(t, 1)
+	if want := datagram(0, tcp4("198.51.100.7", 40000).encode()); len(got) != 1 || !bytes.Equal(got[0], want) {
+		t.Fatalf("b's backup got\n% x\nwant\n% x", got, want)
+	}
+	waitFor(t, func() bool { s := b.Stats(); return s.DroppedUnconfigured == 2 && s.AppliedRecords == 1 })
 }
 
 // TestRelayPeriodicResync: with no new input, the cache goes to everyone
@@ -206,13 +229,11 @@ func TestDeliverOverflow(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	var m msgBuilder
-	m.add(tcp4("198.51.100.1", 1).encode())
-	msg, _ := m.finish(0, t0)
+	msg := peerB().message(0, t0, tcp4("198.51.100.1", 1).encode())
 	for range deliveryQueue + 5 { // Run is not running: nothing drains
-		r.Deliver("b", msg)
+		r.Deliver(msg)
 	}
-	r.Deliver("b", make([]byte, maxMessageLen+1))
+	r.Deliver(make([]byte, maxMessageLen+1))
 	if s := r.Stats(); s.DroppedOverflow != 5 || s.DroppedInvalid != 1 {
 		t.Fatalf("stats %+v", s)
 	}

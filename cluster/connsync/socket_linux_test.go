@@ -82,6 +82,7 @@ func TestRelayBetweenNamespaces(t *testing.T) {
 		t.Fatal(err)
 	}
 	ta.peers["b"], tb.peers["a"] = b, a
+	b.SetServices(testServices())
 	opened := make(chan struct{}, 2)
 	for _, r := range []*Relay{a, b} {
 		r.open = func(cfg Config) (datagramReader, datagramWriter, error) {

@@ -108,6 +108,7 @@ func startCluster(ctx context.Context, cfg *agent.Config, k *agent.Kernel, log *
 			leave()
 			return clusterMember{}, err
 		}
+		authorizeConnSync(bg, cfg, relay, log) // wiring: moves to agent/director
 	}
 	leases.OnChange = func(addr netip.Addr, present bool) {
 		node.AddressChanged(addr, present)
