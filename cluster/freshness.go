@@ -28,6 +28,9 @@ import (
 type heartbeatGuard struct {
 	used  map[string]hbStamp   // newest heartbeat used per director name
 	heard map[uint64]time.Time // incarnations heard from, when last; echoed
+	// unused counts the heartbeats refused (old or unproven), for the view:
+	// a few when directors start or a host is loaded, many under a replay.
+	unused uint64
 }
 
 type hbStamp struct {
@@ -65,6 +68,9 @@ func (g *heartbeatGuard) check(hb heartbeat, self uint64, at time.Time) hbVerdic
 		// Echoed even if it does not count yet: two directors that start
 		// together each wait for the other's echo.
 		g.heard[hb.Incarnation] = at
+	}
+	if v == hbOld || v == hbUnproven {
+		g.unused++
 	}
 	if v != hbFresh {
 		return v

@@ -41,6 +41,9 @@ func TestHeartbeatGuard(t *testing.T) {
 			t.Errorf("%s: verdict %d, want %d", s.name, got, s.want)
 		}
 	}
+	if g.unused != 7 {
+		t.Errorf("%d heartbeats counted unused, want 7", g.unused)
+	}
 	// Echoed: everything heard but the old incarnations, newest first.
 	if got, want := g.echo(at), []uint64{1, 6, 5}; !slices.Equal(got, want) {
 		t.Errorf("echo %v, want %v", got, want)
