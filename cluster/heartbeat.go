@@ -56,6 +56,14 @@ const (
 
 var errShort = errors.New("heartbeat truncated")
 
+// versionError is a heartbeat of another lvsd version: worth a warning,
+// since such directors never hear each other.
+type versionError byte
+
+func (v versionError) Error() string {
+	return fmt.Sprintf("heartbeat of version %d, want %d (directors must run the same lvsd version)", byte(v), hbVersion)
+}
+
 // encode returns hb as one or more packets (parts) of at most hbMaxBytes.
 func (hb heartbeat) encode() [][]byte {
 	head := make([]byte, 0, hbHeader+2+len(hb.Name)+len(hb.Addr))
@@ -121,7 +129,7 @@ func decodeHeartbeat(b []byte) (heartbeat, error) {
 		return hb, fmt.Errorf("heartbeat of %d bytes, at most %d", len(b), hbMaxBytes)
 	}
 	if b[1] != hbVersion {
-		return hb, fmt.Errorf("heartbeat of version %d, want %d (directors must run the same lvsd version)", b[1], hbVersion)
+		return hb, versionError(b[1])
 	}
 	if b[2]&^(flagReady|flagLeaving) != 0 {
 		return hb, fmt.Errorf("heartbeat with unknown flags %#x", b[2])

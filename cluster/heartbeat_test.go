@@ -2,6 +2,7 @@ package cluster
 
 import (
 	"bytes"
+	"log/slog"
 	"math/rand/v2"
 	"net/netip"
 	"reflect"
@@ -160,4 +161,20 @@ func normal(hb heartbeat) heartbeat {
 		hb.Heard = nil
 	}
 	return hb
+}
+
+// A heartbeat of another version is worth a warning (such directors never
+// hear each other), once in a while; other garbage is not.
+func TestHeartbeatOtherVersionWarns(t *testing.T) {
+	var buf syncBuffer
+	n := &Node{log: slog.New(slog.NewTextHandler(&buf, nil)), heartbeats: make(chan received, 4)}
+	old := heartbeat{Name: "d", Addr: "a"}.encode()[0]
+	old[1] = 1
+	for range 3 {
+		delegate{n}.NotifyMsg(old)
+		delegate{n}.NotifyMsg([]byte("garbage"))
+	}
+	if got := strings.Count(buf.String(), "level=WARN"); got != 1 || !strings.Contains(buf.String(), "heartbeat of version 1, want 2") {
+		t.Errorf("%d warnings:\n%s", got, buf.String())
+	}
 }

@@ -3,6 +3,7 @@ package cluster
 import (
 	"bytes"
 	"context"
+	"errors"
 	"io"
 	"log"
 	"net"
@@ -72,6 +73,12 @@ func (d delegate) NotifyMsg(b []byte) {
 	}
 	hb, err := decodeHeartbeat(b)
 	if err != nil {
+		var v versionError
+		if errors.As(err, &v) && time.Since(time.Unix(0, d.n.versionWarned.Load())) > 10*time.Minute {
+			d.n.versionWarned.Store(time.Now().UnixNano())
+			d.n.log.Warn("dropping heartbeats of another lvsd version; directors must run the same version", "err", err)
+			return
+		}
 		d.n.log.Debug("dropping a cluster message", "err", err)
 		return
 	}

@@ -156,7 +156,9 @@ type Node struct {
 	syncPeers   map[string]syncPeer // the directors sync messages go to, by name
 
 	sync atomic.Pointer[SyncReceiver]
-	auth authority // who may send connection records of which VIP (authority.go)
+
+	auth          authority    // who may send connection records of which VIP (authority.go)
+	versionWarned atomic.Int64 // unix nanoseconds of the last warning about a heartbeat of another version
 
 	st loopState // owned by the loop goroutine
 }
