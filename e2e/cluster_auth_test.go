@@ -4,7 +4,6 @@ package e2e
 
 import (
 	"context"
-	"encoding/base64"
 	"encoding/binary"
 	"encoding/json"
 	"net"
@@ -30,15 +29,8 @@ import (
 // real server, does (so the refusals are the checks' doing).
 func TestSyncInjection(t *testing.T) {
 	vip := netip.MustParseAddr("10.0.0.50")
-	tp := clusterSetup(t, vip)
-	key := clusterKey(t)
-	startCluster(t, tp, key, "", vip)
-	waitHolders(t, tp, vip, 30*time.Second, onlyOn("director"))
+	tp, right := syncCluster(t, vip)
 	target := tp.Director(2) // a standby: its backup daemon applies what it receives
-	right, err := base64.StdEncoding.DecodeString(key)
-	if err != nil {
-		t.Fatal(err)
-	}
 	client := func(port uint16) netip.AddrPort { return netip.AddrPortFrom(netip.MustParseAddr("10.0.0.200"), port) }
 	rs := tp.RS(1).V4
 	forged := []struct {
@@ -56,20 +48,14 @@ func TestSyncInjection(t *testing.T) {
 	}
 	control := client(40005)
 	sendSync(t, tp.Client(), right, target, newSyncSender("director").message(control, vip, rs))
-	deadline := time.Now().Add(5 * time.Second)
-	for !strings.Contains(ipvsConns(t, target), control.String()) {
-		if time.Now().After(deadline) {
-			t.Fatalf("the control record, from the VIP's holder for a configured real server, was not applied within 5 s:\n%s", ipvsConns(t, target))
-		}
-		time.Sleep(100 * time.Millisecond)
-	}
+	waitConn(t, target, control, "the control record, from the VIP's holder for a configured real server,")
 	conns := ipvsConns(t, target)
 	for _, f := range forged {
 		if strings.Contains(conns, f.client.String()) {
 			t.Errorf("a record for %s reached the IPVS table:\n%s", f.what, conns)
 		}
 	}
-	st := syncStats(t, target)
+	st := statusPart[connsync.Stats](t, target, "conn_sync")
 	t.Logf("%s: applied %d records; refused: %d not from the VIP's holder, %d not configured, %d replayed (each message was sent three times)",
 		target.ID, st.AppliedRecords, st.DroppedNotHolder, st.DroppedUnconfigured, st.DroppedReplayed)
 	if st.DroppedNotHolder < 2 || st.DroppedUnconfigured < 2 || st.DroppedReplayed < 2*uint64(len(forged)+1) {
@@ -77,12 +63,16 @@ func TestSyncInjection(t *testing.T) {
 	}
 }
 
-// TestHeartbeatReplay: the standby's heartbeats from the owner are
-// captured off the wire; the owner is killed (-9) and the captured
-// packets are sent to the standby again, in their original rhythm, from
-// the dead owner's address and port. The standby takes the VIP over within
+// TestHeartbeatReplay: the owner's packets to the standby (heartbeats and
+// memberlist's own) are captured off the wire; they are sent to the
+// standby again, over and over, one every 10 ms (twice the heartbeat rate:
+// no gap gives the failure away) from the owner's address, from a second
+// before the owner is killed (-9) on. The standby takes the VIP over within
 // the failure timeout (plus the detection slack of the other cluster
-// tests), as if nothing were replayed, and counts the replays as unused.
+// tests), as if nothing were replayed, keeps it while the replay goes on,
+// and counts the replayed heartbeats as unused. (The previous lvsd, which
+// let any authentic heartbeat refresh liveness, took the VIP over and gave
+// it back to the dead owner again and again.)
 func TestHeartbeatReplay(t *testing.T) {
 	vip := netip.MustParseAddr("10.0.0.50")
 	tp := clusterSetup(t, vip)
@@ -93,23 +83,31 @@ func TestHeartbeatReplay(t *testing.T) {
 	c := startUDPCapture(t, standby, owner.V4, 7946)
 	time.Sleep(3 * time.Second)
 	captured := c.stop()
-	if len(captured) < 40 { // 60 heartbeats in 3 s, and memberlist's probes
+	if len(captured) < 30 { // 60 heartbeats in 3 s, and memberlist's probes
 		t.Fatalf("captured %d packets from %s in 3 s", len(captured), owner.ID)
 	}
-	before := clusterView(t, standby).UnusedHeartbeats
+	before := statusPart[cluster.View](t, standby, "cluster").UnusedHeartbeats
 
+	// From the owner's address (another port: the owner still has 7946),
+	// already before the kill.
+	stopReplay := replayPackets(t, owner, netip.AddrPortFrom(owner.V4, 0), netip.AddrPortFrom(standby.V4, 7946), captured, 10*time.Millisecond)
+	time.Sleep(time.Second)
+	tl := startTimeline(t, tp, []netip.Addr{vip})
 	killed := time.Now()
 	if err := ds[0].cmd.Process.Signal(syscall.SIGKILL); err != nil {
 		t.Fatal(err)
 	}
 	<-ds[0].exited
-	stopReplay := replayPackets(t, owner, netip.AddrPortFrom(owner.V4, 7946), netip.AddrPortFrom(standby.V4, 7946), captured)
 	waitHolders(t, tp, vip, 10*time.Second, func(h []string) bool { return slices.Contains(h, standby.ID) })
 	took := time.Since(killed)
-	time.Sleep(2 * time.Second) // replaying on: the dead owner must not come back
+	time.Sleep(3 * time.Second) // replaying on: the dead owner must not come back
+	v := statusPart[cluster.View](t, standby, "cluster")
 	sent := stopReplay()
-
-	v := clusterView(t, standby)
+	tl.close()
+	taken := tl.firstAfter(vip, killed, func(h []string) bool { return slices.Contains(h, standby.ID) })
+	if !taken.IsZero() && !tl.firstAfter(vip, taken, func(h []string) bool { return !slices.Contains(h, standby.ID) }).IsZero() {
+		t.Errorf("%s let the VIP go again while the replay went on:\n%s", standby.ID, tl)
+	}
 	for _, m := range v.Members {
 		if m.Name == owner.ID && m.Live {
 			t.Errorf("%s counts the dead %s live after %d replayed packets", standby.ID, owner.ID, sent)
@@ -121,9 +119,10 @@ func TestHeartbeatReplay(t *testing.T) {
 		}
 	}
 	unused := v.UnusedHeartbeats - before
-	t.Logf("%s took %s over %v after the kill while %d captured packets were replayed to it; it refused %d heartbeats",
-		standby.ID, vip, took.Round(time.Millisecond), sent, unused)
-	if unused < 20 {
+	t.Logf("%s took %s over %v after the kill while %d packets (of %d captured in 3 s) were replayed to it; it refused %d heartbeats",
+		standby.ID, vip, took.Round(time.Millisecond), sent, len(captured), unused)
+	t.Logf("timeline:\n%s", tl)
+	if unused < 100 {
 		t.Errorf("%s refused only %d heartbeats: the replay did not reach it, the test proves nothing", standby.ID, unused)
 	}
 	if limit := cluster.DefaultFailureTimeout + detectionWindow; took > limit {
@@ -131,47 +130,23 @@ func TestHeartbeatReplay(t *testing.T) {
 	}
 }
 
-// syncStats reads host's connection-sync counters (`lvsd status --json`).
-func syncStats(t *testing.T, host *topo.Host) connsync.Stats {
-	t.Helper()
-	var st struct {
-		ConnSync *connsync.Stats `json:"conn_sync"`
-	}
-	statusJSON(t, host, &st)
-	if st.ConnSync == nil {
-		t.Fatalf("lvsd status --json on %s has no conn_sync", host.ID)
-	}
-	return *st.ConnSync
-}
-
-// clusterView reads host's view of the cluster (`lvsd status --json`).
-func clusterView(t *testing.T, host *topo.Host) cluster.View {
-	t.Helper()
-	var st struct {
-		Cluster *cluster.View `json:"cluster"`
-	}
-	statusJSON(t, host, &st)
-	if st.Cluster == nil {
-		t.Fatalf("lvsd status --json on %s has no cluster", host.ID)
-	}
-	return *st.Cluster
-}
-
-func statusJSON(t *testing.T, host *topo.Host, v any) {
+// statusPart reads one part of host's `lvsd status --json`: conn_sync,
+// cluster, ….
+func statusPart[T any](t *testing.T, host *topo.Host, part string) T {
 	t.Helper()
 	out, code := runLVSD(t, host, "status", "--json", "--socket=/run/lvsd-e2e/"+host.Name+".sock")
 	if code != 0 {
 		t.Fatalf("lvsd status --json on %s: exit %d: %s", host.ID, code, out)
 	}
-	if err := json.Unmarshal([]byte(out), v); err != nil {
-		t.Fatalf("lvsd status --json on %s: %v: %s", host.ID, err, out)
+	var parts map[string]json.RawMessage
+	var v T
+	if err := json.Unmarshal([]byte(out), &parts); err != nil || parts[part] == nil {
+		t.Fatalf("lvsd status --json on %s: no %s (%v): %s", host.ID, part, err, out)
 	}
-}
-
-// capturedPacket is one UDP payload and when it arrived.
-type capturedPacket struct {
-	at      time.Time
-	payload []byte
+	if err := json.Unmarshal(parts[part], &v); err != nil {
+		t.Fatalf("lvsd status --json on %s: %s: %v", host.ID, part, err)
+	}
+	return v
 }
 
 // udpCapture records the payloads of the UDP datagrams from src to port
@@ -182,35 +157,13 @@ type udpCapture struct {
 	port     uint16
 	stopping chan struct{}
 	done     chan struct{}
-	got      []capturedPacket
+	got      [][]byte
 }
 
 func startUDPCapture(t *testing.T, host *topo.Host, src netip.Addr, port uint16) *udpCapture {
 	t.Helper()
-	c := &udpCapture{fd: -1, src: src, port: port, stopping: make(chan struct{}), done: make(chan struct{})}
-	err := host.Do(func() error {
-		ifi, err := net.InterfaceByName(host.Link)
-		if err != nil {
-			return err
-		}
-		fd, err := unix.Socket(unix.AF_PACKET, unix.SOCK_DGRAM|unix.SOCK_CLOEXEC, int(htons(unix.ETH_P_IP)))
-		if err != nil {
-			return err
-		}
-		c.fd = fd
-		_ = unix.SetsockoptInt(fd, unix.SOL_SOCKET, unix.SO_RCVBUF, 4<<20)
-		tv := unix.NsecToTimeval((100 * time.Millisecond).Nanoseconds())
-		if err := unix.SetsockoptTimeval(fd, unix.SOL_SOCKET, unix.SO_RCVTIMEO, &tv); err != nil {
-			return err
-		}
-		return unix.Bind(fd, &unix.SockaddrLinklayer{Protocol: htons(unix.ETH_P_IP), Ifindex: ifi.Index})
-	})
-	if err != nil {
-		if c.fd >= 0 {
-			unix.Close(c.fd)
-		}
-		t.Fatalf("capture on %v: %v", host, err)
-	}
+	c := &udpCapture{fd: packetSocket(t, host, host.Link, unix.SOCK_DGRAM, unix.ETH_P_IP), src: src, port: port,
+		stopping: make(chan struct{}), done: make(chan struct{})}
 	go c.loop()
 	t.Cleanup(func() { c.stop() })
 	return c
@@ -233,7 +186,7 @@ func (c *udpCapture) loop() {
 			return
 		}
 		if p, ok := c.match(buf[:n]); ok {
-			c.got = append(c.got, capturedPacket{time.Now(), p})
+			c.got = append(c.got, p)
 		}
 	}
 }
@@ -250,8 +203,8 @@ func (c *udpCapture) match(b []byte) ([]byte, bool) {
 	return append([]byte(nil), b[ihl+8:]...), true
 }
 
-// stop ends the capture (idempotent) and returns what it got.
-func (c *udpCapture) stop() []capturedPacket {
+// stop ends the capture (idempotent) and returns the payloads it got.
+func (c *udpCapture) stop() [][]byte {
 	select {
 	case <-c.stopping:
 	default:
@@ -263,9 +216,9 @@ func (c *udpCapture) stop() []capturedPacket {
 }
 
 // replayPackets sends packets from from (a socket in host's namespace) to
-// to, over and over, keeping their original spacing, until the returned
-// function is called; that returns how many were sent.
-func replayPackets(t *testing.T, host *topo.Host, from, to netip.AddrPort, packets []capturedPacket) func() int {
+// to, one every period, over and over, until the returned function is
+// called; that returns how many were sent.
+func replayPackets(t *testing.T, host *topo.Host, from, to netip.AddrPort, packets [][]byte, period time.Duration) func() int {
 	t.Helper()
 	var conn *net.UDPConn
 	if err := host.Do(func() (err error) {
@@ -279,18 +232,16 @@ func replayPackets(t *testing.T, host *topo.Host, from, to netip.AddrPort, packe
 	sent := 0
 	wg.Go(func() {
 		dst := net.UDPAddrFromAddrPort(to)
-		for {
-			for i, p := range packets {
-				if i > 0 {
-					select {
-					case <-ctx.Done():
-						return
-					case <-time.After(p.at.Sub(packets[i-1].at)):
-					}
-				}
-				if _, err := conn.WriteToUDP(p.payload, dst); err == nil {
-					sent++
-				}
+		tick := time.NewTicker(period)
+		defer tick.Stop()
+		for i := 0; ; i = (i + 1) % len(packets) {
+			select {
+			case <-ctx.Done():
+				return
+			case <-tick.C:
+			}
+			if _, err := conn.WriteToUDP(packets[i], dst); err == nil {
+				sent++
 			}
 		}
 	})

@@ -27,14 +27,11 @@ import (
 // TestSyncAuth: connection-sync messages reach a director's IPVS table only
 // through the cluster's encryption. A forged message sent to director's
 // cluster port with another key is never applied; the same message sealed
-// with the cluster's key is (the control: the path works, so the refusal
-// is the key's doing).
+// with the cluster's key, naming the VIP's holder as its sender, is (the
+// control: the path works, so the refusal is the key's doing).
 func TestSyncAuth(t *testing.T) {
 	vip := netip.MustParseAddr("10.0.0.50")
-	tp := clusterSetup(t, vip)
-	key := clusterKey(t)
-	startCluster(t, tp, key, "", vip)
-	waitHolders(t, tp, vip, 30*time.Second, onlyOn("director"))
+	tp, right := syncCluster(t, vip)
 	target := tp.Director(2) // a standby: its backup daemon applies what it receives
 
 	wrong := make([]byte, 32)
@@ -47,19 +44,9 @@ func TestSyncAuth(t *testing.T) {
 		t.Fatalf("a sync message sealed with another key was applied:\n%s", conns)
 	}
 
-	right, err := base64.StdEncoding.DecodeString(key)
-	if err != nil {
-		t.Fatal(err)
-	}
 	sealed := netip.AddrPortFrom(forged.Addr(), 40002)
 	sendSync(t, tp.Client(), right, target, holder.message(sealed, vip, tp.RS(1).V4))
-	deadline := time.Now().Add(5 * time.Second)
-	for !strings.Contains(ipvsConns(t, target), sealed.String()) {
-		if time.Now().After(deadline) {
-			t.Fatalf("the control message, sealed with the cluster key, was not applied within 5 s:\n%s", ipvsConns(t, target))
-		}
-		time.Sleep(100 * time.Millisecond)
-	}
+	waitConn(t, target, sealed, "the control message, sealed with the cluster key")
 	if conns := ipvsConns(t, target); strings.Contains(conns, forged.String()) {
 		t.Errorf("the forged connection appeared after all:\n%s", conns)
 	}
@@ -162,6 +149,34 @@ func sendSyncProbe() int {
 		return 1
 	}
 	return 0
+}
+
+// syncCluster starts three directors serving vip, waits until the first
+// holds it and returns the topology and the cluster key.
+func syncCluster(t *testing.T, vip netip.Addr) (*topo.Topology, []byte) {
+	t.Helper()
+	tp := clusterSetup(t, vip)
+	key := clusterKey(t)
+	startCluster(t, tp, key, "", vip)
+	waitHolders(t, tp, vip, 30*time.Second, onlyOn("director"))
+	raw, err := base64.StdEncoding.DecodeString(key)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return tp, raw
+}
+
+// waitConn waits up to 5 s until host's IPVS table has a connection from
+// client, which what sent.
+func waitConn(t *testing.T, host *topo.Host, client netip.AddrPort, what string) {
+	t.Helper()
+	deadline := time.Now().Add(5 * time.Second)
+	for !strings.Contains(ipvsConns(t, host), client.String()) {
+		if time.Now().After(deadline) {
+			t.Fatalf("%s was not applied within 5 s:\n%s", what, ipvsConns(t, host))
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
 }
 
 // ipvsConns lists host's IPVS connection entries.
