@@ -203,3 +203,37 @@ func TestAuthority(t *testing.T) {
 		t.Error("an IPv4-mapped VIP is not the VIP")
 	}
 }
+
+// FuzzHeartbeatGuard feeds the guard any sequence of heartbeats from three
+// directors: a heartbeat counts (refreshes liveness) only if it is newer
+// than every one that counted before from its sender, and a sender's new
+// incarnation only if it echoes this process.
+func FuzzHeartbeatGuard(f *testing.F) {
+	f.Add([]byte{0, 1, 1, 1, 0, 1, 2, 0, 0, 1, 1, 0, 1, 2, 1, 1, 0, 2, 1, 0})
+	f.Fuzz(func(t *testing.T, ops []byte) {
+		var g heartbeatGuard
+		last := map[string]hbStamp{}
+		at := time.Unix(1000, 0)
+		for i := 0; i+4 <= len(ops); i += 4 {
+			hb := heartbeat{Name: string(rune('a' + ops[i]%3)), Incarnation: uint64(ops[i+1] % 4), Seq: uint64(ops[i+2] % 8)}
+			if ops[i+3]&1 != 0 {
+				hb.Heard = []uint64{selfInc}
+			}
+			at = at.Add(time.Millisecond)
+			v := g.check(hb, selfInc, at)
+			prev, seen := last[hb.Name]
+			newer := !seen || hb.Incarnation > prev.incarnation || hb.Incarnation == prev.incarnation && hb.Seq > prev.seq
+			switch {
+			case v == hbFresh && !newer:
+				t.Fatalf("op %d: %+v counted, not newer than %+v", i/4, hb, prev)
+			case v == hbFresh && (!seen || hb.Incarnation > prev.incarnation) && len(hb.Heard) == 0:
+				t.Fatalf("op %d: a new incarnation counted without echoing us", i/4)
+			case v == hbSamePart && (!seen || hb.Incarnation != prev.incarnation || hb.Seq != prev.seq):
+				t.Fatalf("op %d: %+v taken as a part of %+v", i/4, hb, prev)
+			}
+			if v == hbFresh {
+				last[hb.Name] = hbStamp{hb.Incarnation, hb.Seq, at}
+			}
+		}
+	})
+}
