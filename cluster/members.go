@@ -138,7 +138,7 @@ func (n *Node) rejoinLoop(ctx context.Context) {
 	defer t.Stop()
 	var extra []string
 	for {
-		n.rejoin(extra)
+		n.rejoin(ctx, extra)
 		extra = nil
 		select {
 		case <-ctx.Done():
@@ -150,11 +150,20 @@ func (n *Node) rejoinLoop(ctx context.Context) {
 	}
 }
 
-func (n *Node) rejoin(extra []string) {
+func (n *Node) rejoin(ctx context.Context, extra []string) {
 	resolved := n.resolvePeers()
+	// The members as the loop knows them from memberlist's events: the
+	// nodes memberlist.Members returns are its own, which it updates
+	// without a lock at every alive message (a data race).
 	members := map[string]bool{}
-	for _, m := range n.ml.Members() {
-		members[m.Address()] = true
+	if err := n.do(ctx, func() {
+		for _, m := range n.st.members {
+			if m.alive {
+				members[m.addr] = true
+			}
+		}
+	}); err != nil {
+		return
 	}
 	var todo []string
 	for _, a := range append(resolved, extra...) {
