@@ -104,6 +104,12 @@ func (g *heartbeatGuard) classify(hb heartbeat, self uint64) hbVerdict {
 	return hbFresh
 }
 
+// knows reports whether a heartbeat of this incarnation was heard lately.
+func (g *heartbeatGuard) knows(incarnation uint64) bool {
+	_, ok := g.heard[incarnation]
+	return ok
+}
+
 // echo returns the incarnations to put in this director's heartbeats: the
 // ones heard within echoFor, newest first, at most maxHeard.
 func (g *heartbeatGuard) echo(now time.Time) []uint64 {

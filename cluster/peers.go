@@ -4,6 +4,8 @@ import (
 	"maps"
 	"net/netip"
 	"time"
+
+	"github.com/hashicorp/memberlist"
 )
 
 // peer is another director as this one hears it.
@@ -36,7 +38,14 @@ func (s *loopState) onHeartbeat(hb heartbeat, at time.Time) bool {
 		}
 		return false
 	}
+	first := !s.guard.knows(hb.Incarnation)
 	verdict := s.guard.check(hb, n.incarnation, at)
+	if verdict == hbUnproven && first && hb.Addr != "" {
+		// A director that has not heard this one yet (it started, or this
+		// one did): answer at once at its address, so that it echoes this
+		// process within a round trip rather than at its next heartbeat.
+		s.sendTo(hb.Addr)
+	}
 	if verdict == hbOld || verdict == hbUnproven {
 		return false
 	}
@@ -193,4 +202,14 @@ func (s *loopState) liveCount() int {
 // not live yet.
 func (s *loopState) heard(p *peer, now time.Time) bool {
 	return !p.leaving && !p.lastHeard.IsZero() && now.Sub(p.lastHeard) <= s.n.cfg.FailureTimeout
+}
+
+// sendTo sends a heartbeat to one address only.
+func (s *loopState) sendTo(addr string) {
+	for _, p := range s.heartbeat(false).encode() {
+		if err := s.n.ml.SendToAddress(memberlist.Address{Addr: addr}, p); err != nil {
+			s.n.log.Debug("cannot send a heartbeat", "to", addr, "err", err)
+			return
+		}
+	}
 }
