@@ -30,6 +30,7 @@ type loopState struct {
 	joinAsked map[string]time.Time
 	sendFails map[string]bool
 	guard     heartbeatGuard // which heartbeats count (freshness.go)
+	holdLost  time.Duration  // of the start-up hold, time this process was not scheduled (onCheck)
 }
 
 func (s *loopState) init(n *Node) {

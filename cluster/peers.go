@@ -151,6 +151,11 @@ func (s *loopState) onCheck(now time.Time) bool {
 	n.lastCheck.Store(now.UnixNano())
 	if lag > max(4*s.checkEvery(), timeout/3) {
 		s.stalls++
+		if !s.ready {
+			// The start-up hold is for hearing who holds what: time this
+			// process did not run does not count.
+			s.holdLost += lag
+		}
 		n.log.Debug("this process was not scheduled; failure detection postponed", "stall", lag.String())
 		floor := now.Add(-timeout + 2*n.cfg.HeartbeatInterval)
 		for _, p := range s.peers {
@@ -160,7 +165,7 @@ func (s *loopState) onCheck(now time.Time) bool {
 		}
 	}
 	changed := false
-	if !s.ready && !s.leaving && now.Sub(n.started) >= n.cfg.StartupHold {
+	if !s.ready && !s.leaving && now.Sub(n.started)-s.holdLost >= n.cfg.StartupHold {
 		s.ready, changed = true, true
 		n.log.Info("start-up hold over; may own VIPs now", "live", s.liveCount())
 	}

@@ -118,3 +118,24 @@ func TestHeartbeatPartsRefreshOnce(t *testing.T) {
 		t.Errorf("a part sent again moved last heard to %v", p.lastHeard)
 	}
 }
+
+// TestStartupHoldCountsRunningTime: a starting director that was not
+// scheduled during its start-up hold has heard nothing; the hold goes on
+// for as long as it did not run.
+func TestStartupHoldCountsRunningTime(t *testing.T) {
+	s := testLoop(t, selfInc)
+	start := time.Unix(1000, 0)
+	s.n.started, s.lastCheck = start, start
+	hold := s.n.cfg.StartupHold
+	now := start.Add(hold + 500*time.Millisecond) // one check, after a stall longer than the hold
+	s.onCheck(now)
+	if s.ready {
+		t.Fatal("ready at the first check after a stall that took the whole start-up hold")
+	}
+	for ; !s.ready; now = now.Add(10 * time.Millisecond) {
+		s.onCheck(now)
+	}
+	if ran := now.Sub(start) - (hold + 500*time.Millisecond); ran < hold-10*time.Millisecond {
+		t.Errorf("ready after running for %v of a %v hold", ran, hold)
+	}
+}
