@@ -127,7 +127,7 @@ func TestRelayBetweenNamespaces(t *testing.T) {
 	}); err != nil {
 		t.Fatal(err)
 	}
-	got := recvAll(backup)
+	got := recvWait(backup, 1)
 	if want := datagram(2, c.encode()); len(got) != 1 || !bytes.Equal(got[0], want) {
 		t.Fatalf("backup got % x\nwant % x", got, want)
 	}
