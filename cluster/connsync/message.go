@@ -57,7 +57,8 @@ type origin struct {
 	seq         uint64 // of the last message finished
 }
 
-// headerLen is the length of a message header naming name.
+// headerLen is the length of a message header naming name: padded to a
+// multiple of 4 bytes.
 func headerLen(name string) int { return (msgFixed + len(name) + 3) &^ 3 }
 
 // message is a decoded relay message.
@@ -145,12 +146,13 @@ func decodeMessage(b []byte) (message, error) {
 	case b[28] == 0 || b[28] > maxNameLen:
 		return m, invalidf("sender name of %d bytes", b[28])
 	}
-	name := b[msgFixed : msgFixed+int(b[28])]
-	hdr := headerLen(string(name))
+	nameEnd := msgFixed + int(b[28])
+	hdr := (nameEnd + 3) &^ 3
 	if len(b) < hdr {
 		return m, invalidf("message of %d bytes is shorter than its %d-byte header", len(b), hdr)
 	}
-	for _, c := range b[msgFixed+len(name) : hdr] {
+	name := b[msgFixed:nameEnd]
+	for _, c := range b[nameEnd:hdr] {
 		if c != 0 {
 			return m, invalidf("non-zero padding after the sender name")
 		}

@@ -106,6 +106,7 @@ func TestDecodeMessage(t *testing.T) {
 		{"no records", set(3, 0), "without records"},
 		{"no sender", set(28, 0), "sender name of 0 bytes"},
 		{"sender name too long", set(28, maxNameLen+1), "sender name of 129 bytes"},
+		{"sender name past the end", append(one()[:28], 120), "message of 29 bytes is shorter than its 152-byte header"},
 		{"control character in the name", named("b\n"), `sender name "b\n" is not printable`},
 		{"not UTF-8", named("b\xff"), "not printable UTF-8"},
 		{"non-zero padding", set(30, 1), "non-zero padding"},
