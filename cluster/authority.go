@@ -7,10 +7,11 @@ import (
 )
 
 // releaseGrace is how long a director that stopped claiming a VIP may still
-// send connection records of it: records it sent just before its release
-// can arrive after its heartbeat saying so (memberlist hands queued
-// messages over newest first).
-const releaseGrace = time.Second
+// send connection records of it: the kernel's master daemon holds a lone
+// record back for up to 2 s (docs/cluster.md, Limits), and a record sent
+// before the release can arrive after the heartbeat saying so (memberlist
+// hands queued messages over newest first).
+const releaseGrace = 3 * time.Second
 
 // authority is who holds which VIP as the heartbeats this director used
 // say, for connection sync: a director may send records only of the VIPs
@@ -64,7 +65,7 @@ func (a *authority) maySend(sender string, vip netip.Addr, now time.Time) bool {
 
 // MaySend reports whether sender may send connection records of vip: it
 // claimed to hold vip in its last heartbeat this director used, or did
-// until less than a second ago. It implements connsync.Authority; under
+// until less than releaseGrace ago. It implements connsync.Authority; under
 // ECMP (every director serving every VIP) the question becomes which
 // VIPs a director announces, which another Authority answers.
 func (n *Node) MaySend(sender string, vip netip.Addr) bool {
