@@ -26,7 +26,7 @@ vet:
 	$(GO) vet -tags 'e2e vmtest' ./e2e/... ./nat/... ./ipvs/...
 
 unit:
-	$(GO) test -count=1 -v ./... | grep -vE "^\s*=== (RUN|PAUSE|CONT|NAME)" ; exit $${PIPESTATUS[0]}
+	$(GO) test -race -count=1 -v ./... | grep -vE "^\s*=== (RUN|PAUSE|CONT|NAME)" ; exit $${PIPESTATUS[0]}
 	$(MAKE) --no-print-directory fuzz-short
 
 # Native Go fuzz targets, one "package:FuzzName" per entry; add yours here.
@@ -36,7 +36,13 @@ unit:
 # run spends its time fuzzing.
 FUZZ_TARGETS := \
 	./agent/config:FuzzServiceFile \
-	./agent/config:FuzzAgentFile
+	./agent/config:FuzzAgentFile \
+	./cluster:FuzzDecodeHeartbeat \
+	./cluster:FuzzHeartbeatGuard \
+	./cluster/connsync:FuzzDecodeMessage \
+	./cluster/connsync:FuzzDeliver \
+	./cluster/connsync:FuzzParseDatagram \
+	./cluster/bfd:FuzzParsePacket
 FUZZTIME ?= 10m
 FUZZ_SHORT ?= 5s
 define run-fuzz

@@ -70,6 +70,9 @@ type ConnSync interface {
 	// ReleaseVIP says another director holds vip now: the connections to
 	// it are that director's to send.
 	ReleaseVIP(vip netip.Addr)
+	// SetServices sets the services whose records the relay applies: those
+	// configured here (SyncServices).
+	SetServices(list []connsync.Service)
 }
 
 // ClusterViewer reports the director cluster as this director sees it.
@@ -194,6 +197,9 @@ func (a *Agent) setConfig(cfg *Config) {
 	a.fingerprint = a.configFingerprint()
 	if a.opts.Health != nil {
 		a.opts.Health.Set(HealthTargets(cfg.Services))
+	}
+	if a.opts.ConnSync != nil {
+		a.opts.ConnSync.SetServices(SyncServices(cfg.Desired))
 	}
 }
 

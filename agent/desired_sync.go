@@ -4,6 +4,7 @@ import (
 	"net/netip"
 
 	"github.com/lvsd/lvsd/agent/config"
+	"github.com/lvsd/lvsd/cluster/connsync"
 	"github.com/lvsd/lvsd/ipvs"
 )
 
@@ -52,4 +53,26 @@ func pusherService(c config.ConnSync) VirtualService {
 			DestinationKey: ipvs.DestinationKey{Addr: lo, Port: key.Port}, Weight: 1, Forwarding: ipvs.DirectRoute,
 		}, SlotWeight: 1}},
 	}
+}
+
+// SyncServices lists the IPVS services of d as the connection-sync relay
+// checks the records it receives (connsync.Relay.SetServices): a record is
+// applied only if its service and real server are configured here. The
+// internal pusher service is left out: no peer's record names it.
+func SyncServices(d Desired) []connsync.Service {
+	out := make([]connsync.Service, 0, len(d.Services))
+	for _, vs := range d.Services {
+		if vs.Internal {
+			continue
+		}
+		s := connsync.Service{VIP: vs.VIP, FWMark: vs.FWMark}
+		if vs.FWMark == 0 {
+			s.VIP, s.Protocol, s.Port = vs.Addr, uint8(vs.Protocol), vs.Port
+		}
+		for _, dst := range vs.Destinations {
+			s.Dests = append(s.Dests, netip.AddrPortFrom(dst.Addr, dst.Port))
+		}
+		out = append(out, s)
+	}
+	return out
 }

@@ -22,6 +22,7 @@ type fixedSyncStats connsync.Stats
 func (s fixedSyncStats) Stats() connsync.Stats { return connsync.Stats(s) }
 
 func (fixedSyncStats) ForgetDestinations(netip.Addr, []netip.AddrPort) {}
+func (fixedSyncStats) SetServices([]connsync.Service)                  {}
 func (fixedSyncStats) ReleaseVIP(netip.Addr)                           {}
 
 // TestMetricsCluster: the cluster and connection-sync series, in a cluster

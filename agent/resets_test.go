@@ -176,8 +176,14 @@ func TestResetThroughTheKernel(t *testing.T) {
 	}
 }
 
-// forgetfulRelay records what the agent asks the connection-sync relay to forget.
-type forgetfulRelay struct{ forgot []string }
+// forgetfulRelay records what the agent asks the connection-sync relay to
+// forget, and the services it lets the relay apply records of.
+type forgetfulRelay struct {
+	forgot   []string
+	services []connsync.Service
+}
+
+func (r *forgetfulRelay) SetServices(list []connsync.Service) { r.services = list }
 
 func (*forgetfulRelay) Stats() connsync.Stats   { return connsync.Stats{} }
 func (r *forgetfulRelay) ReleaseVIP(netip.Addr) {}

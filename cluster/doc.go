@@ -8,7 +8,10 @@
 // memberlist user message, carrying the VIPs it is configured for and the
 // ones it holds; a director not heard for FailureTimeout (250 ms) counts as
 // failed. A process that was not scheduled for a while does not hold its
-// own lateness against its peers (onCheck).
+// own lateness against its peers (onCheck). memberlist does not stop a
+// captured heartbeat from being sent again, so only a heartbeat newer than
+// the last one used from its sender counts, and a sender this process has
+// no memory of must echo its incarnation (heartbeatGuard).
 //
 // Ownership is decided by each director alone from its view (Owners, Next):
 // active-standby gives every VIP to the live director with the highest
@@ -23,5 +26,8 @@
 // Node implements the agent's VIPOwnership; the agent adds and removes the
 // VIP addresses (through arp.Leased, which gives them a lifetime it renews,
 // announces them and reports them back with Node.AddressChanged). Fake is an
-// in-memory cluster for agent tests.
+// in-memory cluster for agent tests. For connection sync it is the
+// transport (SetSync, Broadcast, SendTo) and the authority: MaySend says
+// whether a director holds a VIP in this director's view, so that only the
+// holder's connection records are applied.
 package cluster

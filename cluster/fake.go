@@ -157,6 +157,22 @@ func (n *FakeNode) AddressChanged(addr netip.Addr, present bool) {
 // Changed implements the agent's VIPOwnership.
 func (n *FakeNode) Changed() <-chan struct{} { return n.changed }
 
+// Name is the member's name.
+func (n *FakeNode) Name() string { return n.name }
+
+// MaySend reports whether sender holds vip now, as Node.MaySend does from
+// the heartbeats (without its release grace).
+func (n *FakeNode) MaySend(sender string, vip netip.Addr) bool {
+	n.f.mu.Lock()
+	defer n.f.mu.Unlock()
+	for _, m := range n.f.nodes {
+		if m.name == sender {
+			return m.up && m.held[vip]
+		}
+	}
+	return false
+}
+
 // Served returns the VIPs the agent said it serves (nil: never said).
 func (n *FakeNode) Served() []netip.Addr {
 	n.f.mu.Lock()

@@ -3,6 +3,7 @@ package cluster
 import (
 	"encoding/binary"
 	"errors"
+	"fmt"
 	"net/netip"
 )
 
@@ -11,15 +12,22 @@ import (
 // like the gossip): who it is, whether it may own VIPs, and the VIPs it is
 // configured for with the ones it holds. A VIP list too long for one UDP
 // packet is split into parts sharing seq.
+//
+// Heard echoes the incarnations of the directors the sender has heard from
+// lately, as BFD's "your discriminator" does: a receiver that has no memory
+// of the sender (it started after the sender's last heartbeat it used)
+// takes a heartbeat only if it echoes the receiver's own incarnation, which
+// no heartbeat captured before the receiver started can (heartbeatGuard).
 type heartbeat struct {
 	Name        string
 	Addr        string // memberlist address of the sender, to join it after a partition
 	Incarnation uint64 // start time of the sender's process: a restart is a new director
-	Seq         uint64
+	Seq         uint64 // grows with every heartbeat of an incarnation; the parts of one share it
 	Priority    int
 	Ready       bool // past the start-up hold
 	Leaving     bool // shutting down: count it as gone now
 	Part, Parts int
+	Heard       []uint64
 	VIPs        []vipClaim
 }
 
@@ -29,8 +37,10 @@ type vipClaim struct {
 }
 
 const (
-	hbMagic   = 'H'
-	hbVersion = 1
+	hbMagic = 'H'
+	// hbVersion 2 added Heard; a director does not understand another
+	// version's heartbeats, so directors are upgraded together.
+	hbVersion = 2
 	// hbMaxBytes keeps a heartbeat in one UDP datagram of memberlist's
 	// default 1400-byte buffer, leaving room for its headers (type, CRC,
 	// AES-GCM, label).
@@ -40,9 +50,19 @@ const (
 	flagLeaving = 2
 	claimHeld   = 1
 	claimV6     = 2
+	// maxHeard bounds Heard, 8 bytes each in every part.
+	maxHeard = 32
 )
 
 var errShort = errors.New("heartbeat truncated")
+
+// versionError is a heartbeat of another lvsd version: worth a warning,
+// since such directors never hear each other.
+type versionError byte
+
+func (v versionError) Error() string {
+	return fmt.Sprintf("heartbeat of version %d, want %d (directors must run the same lvsd version)", byte(v), hbVersion)
+}
 
 // encode returns hb as one or more packets (parts) of at most hbMaxBytes.
 func (hb heartbeat) encode() [][]byte {
@@ -63,6 +83,11 @@ func (hb heartbeat) encode() [][]byte {
 	head = append(head, hb.Name...)
 	head = append(head, byte(len(hb.Addr)))
 	head = append(head, hb.Addr...)
+	heard := hb.Heard[:min(len(hb.Heard), maxHeard)]
+	head = append(head, byte(len(heard)))
+	for _, inc := range heard {
+		head = binary.BigEndian.AppendUint64(head, inc)
+	}
 
 	var parts [][]byte
 	vips := hb.VIPs
@@ -94,17 +119,26 @@ func (hb heartbeat) encode() [][]byte {
 }
 
 // decodeHeartbeat parses one part; a message that is not a heartbeat or
-// is damaged is an error.
+// is damaged is an error. What it accepts is exactly what encode writes.
 func decodeHeartbeat(b []byte) (heartbeat, error) {
 	var hb heartbeat
-	if len(b) < hbHeader+2 || b[0] != hbMagic {
+	if len(b) < hbHeader || b[0] != hbMagic {
 		return hb, errors.New("not a heartbeat")
 	}
+	if len(b) > hbMaxBytes {
+		return hb, fmt.Errorf("heartbeat of %d bytes, at most %d", len(b), hbMaxBytes)
+	}
 	if b[1] != hbVersion {
-		return hb, errors.New("heartbeat of an unknown version")
+		return hb, versionError(b[1])
+	}
+	if b[2]&^(flagReady|flagLeaving) != 0 {
+		return hb, fmt.Errorf("heartbeat with unknown flags %#x", b[2])
 	}
 	hb.Ready, hb.Leaving = b[2]&flagReady != 0, b[2]&flagLeaving != 0
 	hb.Part, hb.Parts = int(b[3]), int(b[4])
+	if hb.Parts == 0 || hb.Part >= hb.Parts {
+		return hb, fmt.Errorf("heartbeat part %d of %d", hb.Part, hb.Parts)
+	}
 	hb.Incarnation = binary.BigEndian.Uint64(b[5:])
 	hb.Seq = binary.BigEndian.Uint64(b[13:])
 	hb.Priority = int(int32(binary.BigEndian.Uint32(b[21:])))
@@ -120,15 +154,37 @@ func decodeHeartbeat(b []byte) (heartbeat, error) {
 	var ok1, ok2 bool
 	hb.Name, ok1 = str()
 	hb.Addr, ok2 = str()
-	if !ok1 || !ok2 || hb.Name == "" || len(rest) < 2 || hb.Parts == 0 || hb.Part >= hb.Parts {
+	if !ok1 || !ok2 || len(rest) < 1 {
 		return hb, errShort
 	}
+	if hb.Name == "" {
+		return hb, errors.New("heartbeat without a name")
+	}
+	k := int(rest[0])
+	if k > maxHeard {
+		return hb, fmt.Errorf("heartbeat echoes %d incarnations, at most %d", k, maxHeard)
+	}
+	if len(rest) < 1+8*k+2 {
+		return hb, errShort
+	}
+	for i := range k {
+		hb.Heard = append(hb.Heard, binary.BigEndian.Uint64(rest[1+8*i:]))
+	}
+	rest = rest[1+8*k:]
 	n := int(binary.BigEndian.Uint16(rest))
 	rest = rest[2:]
+	// Each claim takes at least 5 bytes: a count beyond what is there is
+	// a lie, not a reason to allocate.
+	if n > len(rest)/5 {
+		return hb, errShort
+	}
 	hb.VIPs = make([]vipClaim, 0, n)
 	for range n {
 		if len(rest) < 1 {
 			return hb, errShort
+		}
+		if rest[0]&^(claimHeld|claimV6) != 0 {
+			return hb, fmt.Errorf("heartbeat claim with unknown flags %#x", rest[0])
 		}
 		size := 4
 		if rest[0]&claimV6 != 0 {
@@ -140,6 +196,9 @@ func decodeHeartbeat(b []byte) (heartbeat, error) {
 		a, _ := netip.AddrFromSlice(rest[1 : 1+size])
 		hb.VIPs = append(hb.VIPs, vipClaim{VIP: a, Held: rest[0]&claimHeld != 0})
 		rest = rest[1+size:]
+	}
+	if len(rest) != 0 {
+		return hb, fmt.Errorf("%d bytes after the heartbeat", len(rest))
 	}
 	return hb, nil
 }

@@ -1,15 +1,18 @@
 package cluster
 
 import (
+	"bytes"
+	"log/slog"
 	"math/rand/v2"
 	"net/netip"
 	"reflect"
+	"strings"
 	"testing"
 )
 
 func TestHeartbeatRoundTrip(t *testing.T) {
 	hb := heartbeat{Name: "director2", Addr: "10.0.0.3:7946", Incarnation: 1 << 60, Seq: 42, Priority: 200, Ready: true,
-		VIPs: []vipClaim{{netip.MustParseAddr("10.0.0.50"), true}, {netip.MustParseAddr("fd00::50"), false}}}
+		Heard: []uint64{1 << 61, 7}, VIPs: []vipClaim{{netip.MustParseAddr("10.0.0.50"), true}, {netip.MustParseAddr("fd00::50"), false}}}
 	parts := hb.encode()
 	if len(parts) != 1 {
 		t.Fatalf("%d parts, want 1", len(parts))
@@ -26,7 +29,7 @@ func TestHeartbeatRoundTrip(t *testing.T) {
 
 // A VIP list too long for one datagram is split; the peer reassembles it.
 func TestHeartbeatParts(t *testing.T) {
-	hb := heartbeat{Name: "d", Addr: "10.0.0.2:7946", Incarnation: 1, Seq: 7}
+	hb := heartbeat{Name: "d", Addr: "10.0.0.2:7946", Incarnation: 1, Seq: 7, Heard: make([]uint64, maxHeard)}
 	for i := range 300 {
 		hb.VIPs = append(hb.VIPs, vipClaim{netip.AddrFrom16([16]byte{0xfd, 14: byte(i >> 8), 15: byte(i)}), i%3 == 0})
 	}
@@ -82,5 +85,96 @@ func TestHeartbeatGarbage(t *testing.T) {
 			b[0] = hbMagic
 		}
 		_, _ = decodeHeartbeat(b)
+	}
+}
+
+// Every rule of the decoder, with the message it gives.
+func TestHeartbeatDecodeErrors(t *testing.T) {
+	good := heartbeat{Name: "d", Addr: "a", Heard: []uint64{9}, VIPs: []vipClaim{{netip.MustParseAddr("10.0.0.1"), true}}}.encode()[0]
+	set := func(off int, v byte) []byte { b := bytes.Clone(good); b[off] = v; return b }
+	heardAt := hbHeader + 2 + 2 // after the name "d" and the address "a"
+	for _, tt := range []struct {
+		name string
+		b    []byte
+		err  string
+	}{
+		{"relay message", []byte("S\x02"), "not a heartbeat"},
+		{"version 1", set(1, 1), "heartbeat of version 1, want 2"},
+		{"unknown flag", set(2, 4), "unknown flags 0x4"},
+		{"part out of range", set(3, 1), "part 1 of 1"},
+		{"no parts", set(4, 0), "part 0 of 0"},
+		{"no name", append(append(bytes.Clone(good[:hbHeader]), 0), good[hbHeader+2:]...), "without a name"},
+		{"too many echoes", set(heardAt, maxHeard+1), "echoes 33 incarnations"},
+		{"claim count beyond the bytes", set(heardAt+1+8+1, 2), "truncated"},
+		{"unknown claim flag", set(heardAt+1+8+2, 4), "unknown flags 0x4"},
+		{"trailing bytes", append(bytes.Clone(good), 0), "1 bytes after the heartbeat"},
+		{"oversized", append(bytes.Clone(good), make([]byte, hbMaxBytes)...), "at most 1100"},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			_, err := decodeHeartbeat(tt.b)
+			if err == nil || !strings.Contains(err.Error(), tt.err) {
+				t.Fatalf("err = %v, want %q", err, tt.err)
+			}
+		})
+	}
+}
+
+// FuzzDecodeHeartbeat: no input panics or allocates beyond its size, and
+// what decodes encodes back to the same heartbeat.
+func FuzzDecodeHeartbeat(f *testing.F) {
+	f.Add(heartbeat{Name: "director2", Addr: "10.0.0.3:7946", Incarnation: 1 << 60, Seq: 42, Priority: -3, Ready: true,
+		Heard: []uint64{5}, VIPs: []vipClaim{{netip.MustParseAddr("10.0.0.50"), true}, {netip.MustParseAddr("fd00::50"), false}}}.encode()[0])
+	f.Add(heartbeat{Name: "d", Leaving: true}.encode()[0])
+	f.Fuzz(func(t *testing.T, b []byte) {
+		hb, err := decodeHeartbeat(b)
+		if err != nil {
+			return
+		}
+		if cap(hb.VIPs) > len(b) {
+			t.Fatalf("%d claims allocated for %d bytes", cap(hb.VIPs), len(b))
+		}
+		var again heartbeat
+		for i, p := range hb.encode() {
+			if len(p) > hbMaxBytes {
+				t.Fatalf("part %d has %d bytes", i, len(p))
+			}
+			d, err := decodeHeartbeat(p)
+			if err != nil {
+				t.Fatalf("decoding part %d of the re-encoded heartbeat: %v", i, err)
+			}
+			d.VIPs = append(again.VIPs, d.VIPs...)
+			again = d
+		}
+		again.Part, again.Parts = hb.Part, hb.Parts
+		if !reflect.DeepEqual(normal(again), normal(hb)) {
+			t.Fatalf("round trip changed the heartbeat:\n%+v\n%+v", hb, again)
+		}
+	})
+}
+
+// normal makes empty and nil lists equal.
+func normal(hb heartbeat) heartbeat {
+	if len(hb.VIPs) == 0 {
+		hb.VIPs = nil
+	}
+	if len(hb.Heard) == 0 {
+		hb.Heard = nil
+	}
+	return hb
+}
+
+// A heartbeat of another version is worth a warning (such directors never
+// hear each other), once in a while; other garbage is not.
+func TestHeartbeatOtherVersionWarns(t *testing.T) {
+	var buf syncBuffer
+	n := &Node{log: slog.New(slog.NewTextHandler(&buf, nil)), heartbeats: make(chan received, 4)}
+	old := heartbeat{Name: "d", Addr: "a"}.encode()[0]
+	old[1] = 1
+	for range 3 {
+		delegate{n}.NotifyMsg(old)
+		delegate{n}.NotifyMsg([]byte("garbage"))
+	}
+	if got := strings.Count(buf.String(), "level=WARN"); got != 1 || !strings.Contains(buf.String(), "heartbeat of version 1, want 2") {
+		t.Errorf("%d warnings:\n%s", got, buf.String())
 	}
 }

@@ -29,6 +29,8 @@ type loopState struct {
 	lastCheck time.Time
 	joinAsked map[string]time.Time
 	sendFails map[string]bool
+	guard     heartbeatGuard // which heartbeats count (freshness.go)
+	holdLost  time.Duration  // of the start-up hold, time this process was not scheduled (onCheck)
 }
 
 func (s *loopState) init(n *Node) {
@@ -313,7 +315,7 @@ func (s *loopState) heartbeat(leaving bool) heartbeat {
 	n := s.n
 	s.seq++
 	hb := heartbeat{Name: n.cfg.Name, Addr: n.ml.LocalNode().Address(), Incarnation: n.incarnation, Seq: s.seq,
-		Priority: n.cfg.Priority, Ready: s.ready && !s.leaving, Leaving: leaving}
+		Priority: n.cfg.Priority, Ready: s.ready && !s.leaving, Leaving: leaving, Heard: s.guard.echo(time.Now())}
 	if !leaving {
 		for v, held := range s.claims() {
 			hb.VIPs = append(hb.VIPs, vipClaim{v, held})

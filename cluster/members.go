@@ -3,6 +3,7 @@ package cluster
 import (
 	"bytes"
 	"context"
+	"errors"
 	"io"
 	"log"
 	"net"
@@ -66,12 +67,18 @@ func (delegate) MergeRemoteState(buf []byte, _ bool) {}
 func (d delegate) NotifyMsg(b []byte) {
 	if len(b) > 0 && b[0] == SyncMagic {
 		if r := d.n.syncReceiver(); r != nil {
-			r.Deliver("", b)
+			r.Deliver(b)
 		}
 		return
 	}
 	hb, err := decodeHeartbeat(b)
 	if err != nil {
+		var v versionError
+		if errors.As(err, &v) && time.Since(time.Unix(0, d.n.versionWarned.Load())) > 10*time.Minute {
+			d.n.versionWarned.Store(time.Now().UnixNano())
+			d.n.log.Warn("dropping heartbeats of another lvsd version; directors must run the same version", "err", err)
+			return
+		}
 		d.n.log.Debug("dropping a cluster message", "err", err)
 		return
 	}
@@ -131,7 +138,7 @@ func (n *Node) rejoinLoop(ctx context.Context) {
 	defer t.Stop()
 	var extra []string
 	for {
-		n.rejoin(extra)
+		n.rejoin(ctx, extra)
 		extra = nil
 		select {
 		case <-ctx.Done():
@@ -143,11 +150,20 @@ func (n *Node) rejoinLoop(ctx context.Context) {
 	}
 }
 
-func (n *Node) rejoin(extra []string) {
+func (n *Node) rejoin(ctx context.Context, extra []string) {
 	resolved := n.resolvePeers()
+	// The members as the loop knows them from memberlist's events: the
+	// nodes memberlist.Members returns are its own, which it updates
+	// without a lock at every alive message (a data race).
 	members := map[string]bool{}
-	for _, m := range n.ml.Members() {
-		members[m.Address()] = true
+	if err := n.do(ctx, func() {
+		for _, m := range n.st.members {
+			if m.alive {
+				members[m.addr] = true
+			}
+		}
+	}); err != nil {
+		return
 	}
 	var todo []string
 	for _, a := range append(resolved, extra...) {

@@ -155,6 +155,9 @@ type Node struct {
 
 	sync atomic.Pointer[SyncReceiver]
 
+	auth          authority    // who may send connection records of which VIP (authority.go)
+	versionWarned atomic.Int64 // unix nanoseconds of the last warning about a heartbeat of another version
+
 	st loopState // owned by the loop goroutine
 }
 

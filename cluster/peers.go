@@ -4,6 +4,8 @@ import (
 	"maps"
 	"net/netip"
 	"time"
+
+	"github.com/hashicorp/memberlist"
 )
 
 // peer is another director as this one hears it.
@@ -79,7 +81,8 @@ func peerAt(p *peer, now time.Time, timeout, rise time.Duration) peerState {
 }
 
 // onHeartbeat records a heartbeat; it reports whether it changed anything
-// the ownership decision depends on.
+// the ownership decision depends on. Only a heartbeat newer than the last
+// one used from its sender refreshes liveness (heartbeatGuard).
 func (s *loopState) onHeartbeat(hb heartbeat, at time.Time) bool {
 	n := s.n
 	if hb.Name == n.cfg.Name {
@@ -88,13 +91,22 @@ func (s *loopState) onHeartbeat(hb heartbeat, at time.Time) bool {
 		}
 		return false
 	}
+	first := !s.guard.knows(hb.Incarnation)
+	verdict := s.guard.check(hb, n.incarnation, at)
+	if verdict == hbUnproven && first && hb.Addr != "" {
+		// A director that has not heard this one yet (it started, or this
+		// one did): answer at once at its address, so that it echoes this
+		// process within a round trip rather than at its next heartbeat.
+		s.sendTo(hb.Addr)
+	}
+	if verdict == hbOld || verdict == hbUnproven {
+		return false
+	}
+	fresh := verdict == hbFresh
 	p := s.peers[hb.Name]
 	if p == nil {
 		p = &peer{name: hb.Name}
 		s.peers[hb.Name] = p
-	}
-	if hb.Incarnation < p.incarnation {
-		return false // sent before the peer restarted
 	}
 	restarted := false
 	if hb.Incarnation > p.incarnation {
@@ -104,6 +116,7 @@ func (s *loopState) onHeartbeat(hb heartbeat, at time.Time) bool {
 		}
 		restarted = p.state.live()
 		*p = peer{name: hb.Name, incarnation: hb.Incarnation}
+		n.auth.set(p.name, nil, at)
 	}
 	timeout := n.cfg.FailureTimeout
 	if hb.Leaving {
@@ -112,20 +125,24 @@ func (s *loopState) onHeartbeat(hb heartbeat, at time.Time) bool {
 			n.log.Info("director left", "peer", p.name)
 		}
 		p.state, p.lastHeard, p.vips = peerLeft, time.Time{}, nil
+		n.auth.set(p.name, nil, at)
 		return changed
 	}
 	// A rise restarts after a gap. A live peer stays live: only a check
 	// that saw the silence in time declares a failure; if none ran (this
 	// process was not scheduled either), the peer never looked failed.
-	if !p.state.live() && (p.lastHeard.IsZero() || at.Sub(p.lastHeard) > timeout) {
+	if fresh && !p.state.live() && (p.lastHeard.IsZero() || at.Sub(p.lastHeard) > timeout) {
 		p.since = at
 	}
-	if at.After(p.lastHeard) {
+	if fresh && at.After(p.lastHeard) {
 		p.lastHeard = at
 	}
-	if p.state.live() {
+	switch {
+	case !fresh:
+		// Another part of a heartbeat already used: claims only.
+	case p.state.live():
 		p.state = peerLive // heard: sure again
-	} else {
+	default:
 		p.state = peerRising // heard now: its claims count before the next check
 	}
 	p.addr = hb.Addr
@@ -136,9 +153,10 @@ func (s *loopState) onHeartbeat(hb heartbeat, at time.Time) bool {
 	}
 	if claims := p.assemble(hb); claims != nil && !maps.Equal(claims, p.vips) {
 		p.vips = claims
+		n.auth.set(p.name, claims, at)
 		changed = true // even a rising peer's claims hold back a takeover
 	}
-	if m, ok := s.members[hb.Name]; (!ok || !m.alive) && hb.Addr != "" && at.Sub(s.joinAsked[hb.Addr]) > 2*time.Second {
+	if m, ok := s.members[hb.Name]; fresh && (!ok || !m.alive) && hb.Addr != "" && at.Sub(s.joinAsked[hb.Addr]) > 2*time.Second {
 		// Heard but not a member: a healed partition. Join it now rather
 		// than at the next rejoin tick.
 		s.joinAsked[hb.Addr] = at
@@ -193,6 +211,11 @@ func (s *loopState) onCheck(now time.Time) bool {
 	n.lastCheck.Store(now.UnixNano())
 	if lag > max(4*s.checkEvery(), timeout/3) {
 		s.stalls++
+		if !s.ready {
+			// The start-up hold is for hearing who holds what: time this
+			// process did not run does not count.
+			s.holdLost += lag
+		}
 		n.log.Debug("this process was not scheduled; failure detection postponed", "stall", lag.String())
 		floor := now.Add(-timeout + 2*n.cfg.HeartbeatInterval)
 		for _, p := range s.peers {
@@ -202,7 +225,7 @@ func (s *loopState) onCheck(now time.Time) bool {
 		}
 	}
 	changed := false
-	if !s.ready && !s.leaving && now.Sub(n.started) >= n.cfg.StartupHold {
+	if !s.ready && !s.leaving && now.Sub(n.started)-s.holdLost >= n.cfg.StartupHold {
 		s.ready, changed = true, true
 		n.log.Info("start-up hold over; may own VIPs now", "live", s.liveCount())
 	}
@@ -232,4 +255,14 @@ func (s *loopState) liveCount() int {
 		}
 	}
 	return k
+}
+
+// sendTo sends a heartbeat to one address only.
+func (s *loopState) sendTo(addr string) {
+	for _, p := range s.heartbeat(false).encode() {
+		if err := s.n.ml.SendToAddress(memberlist.Address{Addr: addr}, p); err != nil {
+			s.n.log.Debug("cannot send a heartbeat", "to", addr, "err", err)
+			return
+		}
+	}
 }

@@ -14,7 +14,10 @@ const SyncMagic = 'S'
 // from other directors, and which directors can be sent to. Its methods are
 // called from the node's goroutines and must not block.
 type SyncReceiver interface {
-	Deliver(from string, msg []byte)
+	// Deliver hands over a message as it arrived: the sender's identity is
+	// inside it (sealed with the cluster key like all of it), not taken
+	// from the network.
+	Deliver(msg []byte)
 	// MemberJoined: a director is heard (first, again after a silence of two
 	// failure timeouts, or restarted); it may lack state.
 	MemberJoined(name string)

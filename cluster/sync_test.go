@@ -5,7 +5,6 @@ import (
 	"context"
 	"log/slog"
 	"net/netip"
-	"slices"
 	"sync"
 	"testing"
 	"time"
@@ -18,7 +17,7 @@ type syncRecorder struct {
 	events []string
 }
 
-func (r *syncRecorder) Deliver(from string, msg []byte) {
+func (r *syncRecorder) Deliver(msg []byte) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	r.msgs = append(r.msgs, bytes.Clone(msg))
@@ -29,6 +28,18 @@ func (r *syncRecorder) event(e string) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	r.events = append(r.events, e)
+}
+
+// lastIs reports whether the last event is e and came after the first
+// from events; r.mu is held.
+func (r *syncRecorder) lastIs(e string, from int) bool {
+	return len(r.events) > from && r.events[len(r.events)-1] == e
+}
+
+func (r *syncRecorder) eventCount() int {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return len(r.events)
 }
 
 func (r *syncRecorder) wait(t *testing.T, what string, ok func(*syncRecorder) bool) {
@@ -55,7 +66,9 @@ func TestNodeSync(t *testing.T) {
 	nodes[0].SetSync(ra)
 	nodes[1].SetSync(rb)
 	waitHolders(t, nodes, vip1, 5*time.Second, "a")
-	ra.wait(t, "a hears b", func(r *syncRecorder) bool { return slices.Equal(r.events, []string{"+b"}) })
+	// A loaded host may make a lose b for a moment (-b +b): the test
+	// waits for each event after the step that causes it.
+	ra.wait(t, "a hears b", func(r *syncRecorder) bool { return r.lastIs("+b", 0) })
 
 	msg := []byte{SyncMagic, 1, 2, 3}
 	nodes[0].Broadcast(msg)
@@ -65,10 +78,12 @@ func TestNodeSync(t *testing.T) {
 	ra.wait(t, "a gets b's message", func(r *syncRecorder) bool { return len(r.msgs) == 1 && r.msgs[0][1] == 9 })
 
 	// b restarts under the same name: a new process has no state.
+	left := ra.eventCount()
 	if err := nodes[1].Leave(context.Background(), nil); err != nil {
 		t.Fatal(err)
 	}
-	ra.wait(t, "a sees b leave", func(r *syncRecorder) bool { return slices.Equal(r.events, []string{"+b", "-b"}) })
+	ra.wait(t, "a sees b leave", func(r *syncRecorder) bool { return r.lastIs("-b", left) })
+	back := ra.eventCount()
 	b2, err := Start(Config{Name: "b", Rules: nodes[0].cfg.Rules, Priority: 1, Bind: "127.0.0.1:0",
 		Peers: []string{nodes[0].Address()}, Keys: [][]byte{testKey}, Label: "test",
 		HeartbeatInterval: 20 * time.Millisecond, FailureTimeout: 150 * time.Millisecond,
@@ -77,7 +92,7 @@ func TestNodeSync(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer b2.Leave(context.Background(), nil)
-	ra.wait(t, "a sees b again", func(r *syncRecorder) bool { return slices.Equal(r.events, []string{"+b", "-b", "+b"}) })
+	ra.wait(t, "a sees b again", func(r *syncRecorder) bool { return r.lastIs("+b", back) })
 	if !nodes[0].Holds(vip1) {
 		t.Error("sync traffic moved the VIP")
 	}

@@ -25,6 +25,11 @@ type View struct {
 	// Stalls counts times this process was not scheduled for long enough
 	// to postpone failure detection (a loaded or paused host).
 	Stalls int `json:"stalls"`
+	// UnusedHeartbeats counts heartbeats that refreshed nothing: older than
+	// the last one used from their sender (late, or replayed), or from a
+	// director without memory here that does not echo this one yet. A few
+	// when directors start or a host is loaded; many under a replay.
+	UnusedHeartbeats uint64 `json:"unused_heartbeats"`
 }
 
 // MemberView is one director.
@@ -67,7 +72,7 @@ func (s *loopState) view(now time.Time) View {
 	vips := s.vipList()
 	owners := Owners(n.cfg.Rules, live, vips)
 	v := View{Node: n.cfg.Name, Mode: n.cfg.Rules.Mode, Preempt: n.cfg.Rules.Preempt, Encrypted: !n.cfg.Insecure,
-		Quorum: n.cfg.Rules.Quorum, Live: len(live), Stalls: s.stalls}
+		Quorum: n.cfg.Rules.Quorum, Live: len(live), Stalls: s.stalls, UnusedHeartbeats: s.guard.unused}
 	switch {
 	case s.leaving:
 		v.State = "leaving"

@@ -14,6 +14,7 @@ import (
 	"time"
 
 	"github.com/lvsd/lvsd/agent"
+	"github.com/lvsd/lvsd/cluster/connsync"
 	"github.com/lvsd/lvsd/e2e/topo"
 )
 
@@ -327,17 +328,5 @@ func checkStatusOwners(t *testing.T, host *topo.Host, owners map[netip.Addr]stri
 // master daemon's last record out (`lvsd status --json`).
 func relayPushes(t *testing.T, host *topo.Host) uint64 {
 	t.Helper()
-	out, code := runLVSD(t, host, "status", "--json", "--socket=/run/lvsd-e2e/"+host.Name+".sock")
-	if code != 0 {
-		t.Fatalf("lvsd status --json on %s: exit %d: %s", host.ID, code, out)
-	}
-	var st struct {
-		ConnSync *struct {
-			Pushes uint64 `json:"pushes"`
-		} `json:"conn_sync"`
-	}
-	if err := json.Unmarshal([]byte(out), &st); err != nil || st.ConnSync == nil {
-		t.Fatalf("lvsd status --json on %s: no conn_sync (%v): %s", host.ID, err, out)
-	}
-	return st.ConnSync.Pushes
+	return statusPart[connsync.Stats](t, host, "conn_sync").Pushes
 }

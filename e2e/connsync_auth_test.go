@@ -27,38 +27,26 @@ import (
 // TestSyncAuth: connection-sync messages reach a director's IPVS table only
 // through the cluster's encryption. A forged message sent to director's
 // cluster port with another key is never applied; the same message sealed
-// with the cluster's key is (the control: the path works, so the refusal
-// is the key's doing).
+// with the cluster's key, naming the VIP's holder as its sender, is (the
+// control: the path works, so the refusal is the key's doing).
 func TestSyncAuth(t *testing.T) {
 	vip := netip.MustParseAddr("10.0.0.50")
-	tp := clusterSetup(t, vip)
-	key := clusterKey(t)
-	startCluster(t, tp, key, "", vip)
-	waitHolders(t, tp, vip, 30*time.Second, onlyOn("director"))
+	tp, right := syncCluster(t, vip)
 	target := tp.Director(2) // a standby: its backup daemon applies what it receives
 
 	wrong := make([]byte, 32)
 	wrong[0] = 1
 	forged := netip.AddrPortFrom(netip.MustParseAddr("10.0.0.200"), 40001)
-	sendSync(t, tp.Client(), wrong, target, syncMessage(forged, vip, tp.RS(1).V4))
+	holder := newSyncSender("director")
+	sendSync(t, tp.Client(), wrong, target, holder.message(forged, vip, tp.RS(1).V4))
 	time.Sleep(2 * time.Second)
 	if conns := ipvsConns(t, target); strings.Contains(conns, forged.String()) {
 		t.Fatalf("a sync message sealed with another key was applied:\n%s", conns)
 	}
 
-	right, err := base64.StdEncoding.DecodeString(key)
-	if err != nil {
-		t.Fatal(err)
-	}
 	sealed := netip.AddrPortFrom(forged.Addr(), 40002)
-	sendSync(t, tp.Client(), right, target, syncMessage(sealed, vip, tp.RS(1).V4))
-	deadline := time.Now().Add(5 * time.Second)
-	for !strings.Contains(ipvsConns(t, target), sealed.String()) {
-		if time.Now().After(deadline) {
-			t.Fatalf("the control message, sealed with the cluster key, was not applied within 5 s:\n%s", ipvsConns(t, target))
-		}
-		time.Sleep(100 * time.Millisecond)
-	}
+	sendSync(t, tp.Client(), right, target, holder.message(sealed, vip, tp.RS(1).V4))
+	waitConn(t, target, sealed, "the control message, sealed with the cluster key")
 	if conns := ipvsConns(t, target); strings.Contains(conns, forged.String()) {
 		t.Errorf("the forged connection appeared after all:\n%s", conns)
 	}
@@ -163,6 +151,34 @@ func sendSyncProbe() int {
 	return 0
 }
 
+// syncCluster starts three directors serving vip, waits until the first
+// holds it and returns the topology and the cluster key.
+func syncCluster(t *testing.T, vip netip.Addr) (*topo.Topology, []byte) {
+	t.Helper()
+	tp := clusterSetup(t, vip)
+	key := clusterKey(t)
+	startCluster(t, tp, key, "", vip)
+	waitHolders(t, tp, vip, 30*time.Second, onlyOn("director"))
+	raw, err := base64.StdEncoding.DecodeString(key)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return tp, raw
+}
+
+// waitConn waits up to 5 s until host's IPVS table has a connection from
+// client, which what sent.
+func waitConn(t *testing.T, host *topo.Host, client netip.AddrPort, what string) {
+	t.Helper()
+	deadline := time.Now().Add(5 * time.Second)
+	for !strings.Contains(ipvsConns(t, host), client.String()) {
+		if time.Now().After(deadline) {
+			t.Fatalf("%s was not applied within 5 s:\n%s", what, ipvsConns(t, host))
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+}
+
 // ipvsConns lists host's IPVS connection entries.
 func ipvsConns(t *testing.T, host *topo.Host) string {
 	t.Helper()
@@ -198,12 +214,30 @@ func sendSync(t *testing.T, from *topo.Host, key []byte, to *topo.Host, msg []by
 	}
 }
 
-// syncMessage is a relay message (cluster/connsync/message.go) carrying
-// one kernel sync record (ip_vs_sync.c, protocol v1): an ESTABLISHED DR
-// connection client → vip:80 → rs:80 with 900 s to live.
-func syncMessage(client netip.AddrPort, vip, rs netip.Addr) []byte {
-	m := []byte{'S', 1, 0, 1}
+// syncSender seals relay messages (cluster/connsync/message.go) as the
+// relay of director name would: numbered from 1, sent now.
+type syncSender struct {
+	name             string
+	incarnation, seq uint64
+}
+
+func newSyncSender(name string) *syncSender {
+	return &syncSender{name: name, incarnation: uint64(time.Now().UnixNano())}
+}
+
+// message carries one kernel sync record (ip_vs_sync.c, protocol v1): an
+// ESTABLISHED DR connection client → vip:80 → rs:80 with 900 s to live.
+func (s *syncSender) message(client netip.AddrPort, vip, rs netip.Addr) []byte {
+	s.seq++
+	m := []byte{'S', 2, 0, 1}
 	m = binary.BigEndian.AppendUint64(m, uint64(time.Now().UnixNano()))
+	m = binary.BigEndian.AppendUint64(m, s.incarnation)
+	m = binary.BigEndian.AppendUint64(m, s.seq)
+	m = append(m, byte(len(s.name)))
+	m = append(m, s.name...)
+	for len(m)%4 != 0 {
+		m = append(m, 0)
+	}
 	m = append(m, 0, 6)                          // type IPv4, protocol TCP
 	m = binary.BigEndian.AppendUint16(m, 36)     // version 0, size 36
 	m = binary.BigEndian.AppendUint32(m, 0x0003) // IP_VS_CONN_F_DROUTE

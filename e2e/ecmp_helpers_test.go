@@ -15,7 +15,6 @@ import (
 	"github.com/lvsd/lvsd/e2e/echo"
 	"github.com/lvsd/lvsd/e2e/ecmplab"
 	"github.com/lvsd/lvsd/e2e/topo"
-	"github.com/lvsd/lvsd/ipvs"
 )
 
 // Helpers of the ECMP tests: a router running FRR (BGP, BFD, ECMP with an
@@ -261,9 +260,4 @@ func (p *newConnProber) count(from, to, settled time.Time) (n, slow int, failedA
 		}
 	}
 	return n, slow, failedAfter
-}
-
-// ipvsKey is the VIP's service on port.
-func ipvsKey(port uint16) ipvs.ServiceKey {
-	return ipvs.ServiceKey{Protocol: ipvs.TCP, Addr: ecmpVIP, Port: port}
 }

@@ -278,34 +278,41 @@ type capture struct {
 // no tcpdump exec under TCG) and records frames until stop.
 func startCapture(t *testing.T, host *topo.Host, dev string) *capture {
 	t.Helper()
-	c := &capture{fd: -1, done: make(chan struct{})}
+	c := &capture{fd: packetSocket(t, host, dev, unix.SOCK_RAW, unix.ETH_P_ALL), done: make(chan struct{})}
+	go c.loop(c.fd)
+	t.Cleanup(c.stop)
+	return c
+}
+
+// packetSocket opens an AF_PACKET socket of type typ (SOCK_RAW: frames,
+// SOCK_DGRAM: packets) for proto on dev inside host, with a 4 MiB buffer
+// and a 100 ms receive timeout, which bounds how long a reader takes to
+// see that it should stop.
+func packetSocket(t *testing.T, host *topo.Host, dev string, typ int, proto uint16) int {
+	t.Helper()
+	fd := -1
 	err := host.Do(func() error {
 		l, err := netlink.LinkByName(dev)
 		if err != nil {
 			return err
 		}
-		proto := int(htons(unix.ETH_P_ALL))
-		fd, err := unix.Socket(unix.AF_PACKET, unix.SOCK_RAW|unix.SOCK_CLOEXEC, proto)
-		if err != nil {
+		if fd, err = unix.Socket(unix.AF_PACKET, typ|unix.SOCK_CLOEXEC, int(htons(proto))); err != nil {
 			return err
 		}
-		c.fd = fd
 		_ = unix.SetsockoptInt(fd, unix.SOL_SOCKET, unix.SO_RCVBUF, 4<<20)
 		tv := unix.NsecToTimeval((100 * time.Millisecond).Nanoseconds())
 		if err := unix.SetsockoptTimeval(fd, unix.SOL_SOCKET, unix.SO_RCVTIMEO, &tv); err != nil {
 			return err
 		}
-		return unix.Bind(fd, &unix.SockaddrLinklayer{Protocol: htons(unix.ETH_P_ALL), Ifindex: l.Attrs().Index})
+		return unix.Bind(fd, &unix.SockaddrLinklayer{Protocol: htons(proto), Ifindex: l.Attrs().Index})
 	})
 	if err != nil {
-		if c.fd >= 0 {
-			unix.Close(c.fd)
+		if fd >= 0 {
+			unix.Close(fd)
 		}
 		t.Fatalf("capture on %v %s: %v", host, dev, err)
 	}
-	go c.loop(c.fd)
-	t.Cleanup(c.stop)
-	return c
+	return fd
 }
 
 // loop reads until stop; the receive timeout (100 ms) bounds how long stop

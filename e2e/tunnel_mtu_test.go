@@ -119,7 +119,7 @@ func serveBulkEcho(t *testing.T, h *topo.Host, port int) {
 
 // bulkResult is one connection of bulkTransfers.
 type bulkResult struct {
-	src   netip.Addr
+	src     netip.Addr
 	mss     int           // the client's send MSS (TCP_INFO), options such as timestamps deducted
 	retrans int           // segments the client retransmitted (TCP_INFO)
 	stall   time.Duration // the longest wait for echoed data

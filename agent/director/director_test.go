@@ -60,7 +60,8 @@ type fakeRelay struct{ ev *events }
 func (fakeRelay) Stats() connsync.Stats                           { return connsync.Stats{} }
 func (fakeRelay) ForgetDestinations(netip.Addr, []netip.AddrPort) {}
 func (r fakeRelay) ReleaseVIP(v netip.Addr)                       { r.ev.add("release-connections " + v.String()) }
-func (fakeRelay) Deliver(string, []byte)                          {}
+func (fakeRelay) Deliver([]byte)                                  {}
+func (fakeRelay) SetServices([]connsync.Service)                  {}
 func (fakeRelay) MemberJoined(string)                             {}
 func (fakeRelay) MemberLeft(string)                               {}
 func (r fakeRelay) Run(ctx context.Context) error {

@@ -19,6 +19,8 @@ const (
 	DefaultMaxRate        = 4000
 	DefaultLogInterval    = time.Minute
 	DefaultPushDelay      = 20 * time.Millisecond
+	DefaultMaxAge         = 10 * time.Second
+	DefaultMaxClockSkew   = 2 * time.Second
 
 	// defaultTimeout is how long a record with timeout 0 is kept: the
 	// kernel's own fallback for such records (ip_vs_proc_conn).
@@ -70,8 +72,19 @@ type Config struct {
 	// are neither cached nor relayed.
 	Pusher    netip.AddrPort
 	PushDelay time.Duration
-	// Transport is required.
+	// MaxAge is the oldest relay message taken, by this director's clock
+	// (the sender's clock may be behind by up to that much, less transit);
+	// MaxClockSkew is how far ahead of this director's clock a sender's
+	// may be. Older and later messages are refused: they are replays, or
+	// the clocks disagree (docs/cluster.md, threat model).
+	MaxAge, MaxClockSkew time.Duration
+	// Transport is required. Its Name is the sender name of this relay's
+	// messages, which must be the name the cluster knows it by.
 	Transport Transport
+	// Authority says which director may send records of which VIP; nil:
+	// the Transport, if it implements Authority (the cluster node does),
+	// else every received record is refused.
+	Authority Authority
 	// Log defaults to discarding.
 	Log *slog.Logger
 }
@@ -93,7 +106,7 @@ func (c *Config) setDefaults() error {
 		v   *time.Duration
 		def time.Duration
 	}{{&c.ResyncInterval, DefaultResyncInterval}, {&c.FlushDelay, DefaultFlushDelay}, {&c.LogInterval, DefaultLogInterval},
-		{&c.PushDelay, DefaultPushDelay}} {
+		{&c.PushDelay, DefaultPushDelay}, {&c.MaxAge, DefaultMaxAge}, {&c.MaxClockSkew, DefaultMaxClockSkew}} {
 		if *d.v == 0 {
 			*d.v = d.def
 		}
@@ -117,7 +130,7 @@ func (c *Config) setDefaults() error {
 	if c.Pusher.IsValid() && (!c.Pusher.Addr().Is4() || c.Pusher.Port() == 0) {
 		errs = append(errs, fmt.Errorf("pusher %s is not an IPv4 address and port", c.Pusher))
 	}
-	if c.ResyncInterval < 0 || c.FlushDelay < 0 || c.LogInterval < 0 || c.PushDelay < 0 {
+	if c.ResyncInterval < 0 || c.FlushDelay < 0 || c.LogInterval < 0 || c.PushDelay < 0 || c.MaxAge < 0 || c.MaxClockSkew < 0 {
 		errs = append(errs, errors.New("intervals must not be negative"))
 	}
 	if c.MaxEntries < 0 || c.MaxRate < 0 {
@@ -125,6 +138,11 @@ func (c *Config) setDefaults() error {
 	}
 	if c.Transport == nil {
 		errs = append(errs, errors.New("no transport"))
+	} else if err := checkName(c.Transport.Name()); err != nil {
+		errs = append(errs, fmt.Errorf("this director's name: %w", err))
+	}
+	if a, ok := c.Transport.(Authority); ok && c.Authority == nil {
+		c.Authority = a
 	}
 	return errors.Join(errs...)
 }

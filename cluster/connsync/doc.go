@@ -20,7 +20,21 @@
 //     paced (MaxRate), because memberlist queues user messages, the
 //     cluster's heartbeats among them, in one bounded queue;
 //  5. it writes each relay message it is handed (Deliver) as one datagram
-//     to the backup daemon, with the configured sync ID.
+//     to the backup daemon, with the configured sync ID, keeping only the
+//     records it may apply (below).
+//
+// The cluster key says only that some director sent a message. The
+// backup daemon creates a connection for any record, and a connection
+// sends a client's packets where its record says, so a receiver checks
+// more (freshness.go, authorize.go):
+//
+//   - each message names its sender, the incarnation of the sender's relay
+//     and a sequence number, and carries its send time, all sealed with
+//     the records; a message seen before, older than MaxAge or more than
+//     MaxClockSkew in the future is refused whole;
+//   - a record is applied only if its service and real server are
+//     configured here (SetServices) and its sender holds the VIP in this
+//     director's view of the cluster (Authority).
 //
 // Records received from peers are applied, never cached or relayed again:
 // only the local master's records are this director's to replay. A

@@ -21,6 +21,11 @@ type engine struct {
 	st    *counters
 	out   datagramWriter
 	epoch time.Time // the cache's monotonic clock counts from here
+	self  origin    // what this relay's messages name as their sender
+
+	senders  *senders             // who sent what: replays are refused
+	services func() *services     // configured here; nil: none yet
+	logged   map[string]time.Time // refusals logged, by kind and sender
 
 	cache   *cache
 	fresh   msgBuilder    // records from the master waiting for FlushDelay
@@ -48,12 +53,18 @@ type replay struct {
 }
 
 func newEngine(cfg Config, st *counters, log *slog.Logger, out datagramWriter, now time.Time) *engine {
-	return &engine{
+	e := &engine{
 		cfg: cfg, log: log, st: st, out: out, epoch: now,
+		self:     origin{name: cfg.Transport.Name(), incarnation: uint64(now.UnixNano())},
+		senders:  newSenders(cfg.MaxAge, cfg.MaxClockSkew),
+		services: func() *services { return nil },
+		logged:   map[string]time.Time{},
 		cache:    newCache(cfg.MaxEntries, defaultTimeout),
 		tokens:   burst(cfg.MaxRate),
 		lastWarn: -warnEvery,
 	}
+	e.fresh.from = &e.self
+	return e
 }
 
 // burst is how many messages may leave at once: 10 ms of the rate.
@@ -121,27 +132,34 @@ func (e *engine) sent(records int, replayed bool) {
 }
 
 // deliver applies a relay message from a peer: its records go to the local
-// backup daemon as one datagram.
-func (e *engine) deliver(from string, b []byte, at time.Time) {
-	flags, sent, recs, err := decodeMessage(b)
+// backup daemon as one datagram, if the message is fresh and as far as its
+// records are authorised.
+func (e *engine) deliver(b []byte, at time.Time) {
+	m, err := decodeMessage(b)
 	if err != nil {
 		e.st.droppedInvalid.Add(1)
-		e.warn(at, "dropped a relay message", "from", from, "err", err)
+		e.warn(at, "dropped a relay message", "err", err)
 		return
 	}
-	lag := at.Sub(sent)
+	if !e.accepts(m, at) {
+		return
+	}
+	lag := at.Sub(m.sent)
 	e.st.observeLag(lag)
 	e.st.receivedMessages.Add(1)
-	e.st.receivedRecords.Add(uint64(len(recs)))
-	if flags&flagReplay == 0 {
-		e.st.receivedFresh.Add(uint64(len(recs)))
+	e.st.receivedRecords.Add(uint64(len(m.recs)))
+	if m.flags&flagReplay == 0 {
+		e.st.receivedFresh.Add(uint64(len(m.recs)))
 	}
 	body, n, stale := e.body[:0], 0, 0
-	for _, r := range recs {
+	for _, r := range m.recs {
 		// Applying a record whose timeout ran out in transit would revive
 		// a connection the master has already expired.
 		if s := r.timeout(); s != 0 && lag >= time.Duration(s)*time.Second {
 			stale++
+			continue
+		}
+		if !e.authorized(m.sender, r, at) {
 			continue
 		}
 		body, _ = appendRecord(body, r)
@@ -150,7 +168,7 @@ func (e *engine) deliver(from string, b []byte, at time.Time) {
 	e.body = body
 	if stale > 0 {
 		e.st.droppedStale.Add(uint64(stale))
-		e.warn(at, "dropped records that expired in transit", "from", from, "records", stale, "lag", lag)
+		e.warn(at, "dropped records that expired in transit", "peer", m.sender, "records", stale, "lag", lag)
 	}
 	if n == 0 {
 		return
@@ -158,11 +176,75 @@ func (e *engine) deliver(from string, b []byte, at time.Time) {
 	e.dgram = appendDatagram(e.dgram[:0], e.cfg.SyncID, n, body)
 	if err := e.out.Write(e.dgram); err != nil {
 		e.st.droppedWrite.Add(1)
-		e.warn(at, "could not write to the backup daemon", "from", from, "err", err)
+		e.warn(at, "could not write to the backup daemon", "peer", m.sender, "err", err)
 		return
 	}
 	e.st.appliedDatagrams.Add(1)
 	e.st.appliedRecords.Add(uint64(n))
+}
+
+// accepts reports whether m is fresh; it counts and logs a message that is
+// a replay or whose time is out of bounds.
+func (e *engine) accepts(m message, at time.Time) bool {
+	why, detail := msgReplayed, "this director's own message"
+	if m.sender != e.self.name {
+		why, detail = e.senders.check(m, at)
+	}
+	switch why {
+	case msgFresh:
+		return true
+	case msgReplayed:
+		e.st.droppedReplayed.Add(1)
+		e.logFirst(at, "replayed", m.sender, "refused a replayed relay message", "peer", m.sender, "why", detail)
+	case msgTooOld:
+		e.st.droppedTooOld.Add(1)
+		e.logFirst(at, "old", m.sender, "refused an old relay message: a replay, or the clocks of the directors disagree",
+			"peer", m.sender, "why", detail)
+	case msgFuture:
+		e.st.droppedFuture.Add(1)
+		e.logFirst(at, "future", m.sender, "refused a relay message from the future: the clocks of the directors disagree",
+			"peer", m.sender, "why", detail)
+	}
+	return false
+}
+
+// authorized reports whether r may be applied: its service and real server
+// are configured here and its sender may speak for the VIP. It counts and
+// logs a refusal.
+func (e *engine) authorized(sender string, r rec, at time.Time) bool {
+	vip, ok := e.services().lookup(r)
+	if !ok {
+		e.st.droppedUnconfigured.Add(1)
+		e.logFirst(at, "unconfigured", sender, "refused relayed connections of a service or real server not configured here",
+			"peer", sender, "vip", r.vaddr(), "port", r.vport(), "protocol", r.protocol(), "fwmark", r.fwmark(), "backend", r.dest())
+		return false
+	}
+	if e.cfg.Authority == nil || !e.cfg.Authority.MaySend(sender, vip) {
+		e.st.droppedNotHolder.Add(1)
+		e.logFirst(at, "not holder", sender, "refused relayed connections of a VIP the sender does not hold",
+			"peer", sender, "vip", vip)
+		return false
+	}
+	return true
+}
+
+// firstLogEvery is how often a kind of refusal from one sender is logged:
+// the first time, then at most once per interval; the counters have them
+// all.
+const firstLogEvery = time.Hour
+
+// logFirst logs a refusal the first time it happens for this kind and
+// sender (then again after firstLogEvery).
+func (e *engine) logFirst(at time.Time, kind, sender, msg string, args ...any) {
+	key := kind + "\x00" + sender
+	if last, ok := e.logged[key]; ok && at.Sub(last) < firstLogEvery {
+		return
+	}
+	if len(e.logged) >= 1024 {
+		clear(e.logged)
+	}
+	e.logged[key] = at
+	e.log.Warn(msg, args...)
 }
 
 // startReplay starts sending the cache to a member (to every member if to
@@ -223,7 +305,7 @@ func (e *engine) pump(now time.Time) {
 // timeout becomes what is left of it, so a replay does not extend the
 // backup's copy beyond what the master last reported.
 func (e *engine) replayMessage(rp *replay, t time.Duration, now time.Time) ([]byte, int) {
-	var m msgBuilder
+	m := msgBuilder{from: &e.self}
 	for {
 		en, expired := e.cache.peek(rp.cur, t)
 		e.st.expired.Add(uint64(expired))

@@ -24,9 +24,10 @@ func TestFreshRecordsBatched(t *testing.T) {
 	if len(msgs) != 1 || msgs[0].to != "" {
 		t.Fatalf("messages %v, want one broadcast", msgs)
 	}
-	flags, sent, recs, err := decodeMessage(msgs[0].msg)
-	if err != nil || flags != 0 || len(recs) != 3 || !sent.Equal(t0.Add(5*time.Millisecond)) {
-		t.Fatalf("flags %d, %d records, sent %v, err %v", flags, len(recs), sent, err)
+	m, err := decodeMessage(msgs[0].msg)
+	if err != nil || m.flags != 0 || len(m.recs) != 3 || !m.sent.Equal(t0.Add(5*time.Millisecond)) ||
+		m.sender != "self" || m.incarnation != uint64(t0.UnixNano()) || m.seq != 1 {
+		t.Fatalf("message %+v, err %v", m, err)
 	}
 	if s := e.st.snapshot(); s.MasterDatagrams != 2 || s.MasterRecords != 3 || s.SentMessages != 1 || s.SentRecords != 3 || s.CacheSize != 3 {
 		t.Fatalf("stats %+v", s)
@@ -42,10 +43,10 @@ func TestFullBatchGoesAtOnce(t *testing.T) {
 	}
 	e.tick(t0.Add(DefaultFlushDelay))
 	msgs := tr.messages()
-	_, _, first, _ := decodeMessage(msgs[0].msg)
-	_, _, second, _ := decodeMessage(msgs[1].msg)
-	if len(msgs) != 2 || len(first) != 30 || len(second) != 10 {
-		t.Fatalf("%d messages of %d and %d records", len(msgs), len(first), len(second))
+	first, _ := decodeMessage(msgs[0].msg)
+	second, _ := decodeMessage(msgs[1].msg)
+	if len(msgs) != 2 || len(first.recs) != 29 || len(second.recs) != 11 || second.seq != first.seq+1 {
+		t.Fatalf("%d messages of %d and %d records, numbers %d and %d", len(msgs), len(first.recs), len(second.recs), first.seq, second.seq)
 	}
 }
 
@@ -62,12 +63,8 @@ func TestDeliver(t *testing.T) {
 	e, _, w := testEngine(t, Config{SyncID: 7})
 	ok, stale, zero := tcp4("198.51.100.1", 1), tcp4("198.51.100.2", 1), tcp4("198.51.100.3", 1)
 	stale.timeout, zero.timeout = 2, 0
-	var m msgBuilder
-	for _, c := range []testConn{ok, stale, zero} {
-		m.add(c.encode())
-	}
-	msg, _ := m.finish(0, t0)
-	e.deliver("b", msg, t0.Add(3*time.Second)) // 3 s late: the 2 s record is stale
+	msg := peerB().message(0, t0, ok.encode(), stale.encode(), zero.encode())
+	e.deliver(msg, t0.Add(3*time.Second)) // 3 s late: the 2 s record is stale
 
 	want := datagram(7, ok.encode(), zero.encode())
 	if len(w.written) != 1 || !bytes.Equal(w.written[0], want) {
@@ -85,9 +82,7 @@ func TestDeliver(t *testing.T) {
 }
 
 func TestDeliverInvalid(t *testing.T) {
-	var m msgBuilder
-	m.add(tcp4("198.51.100.1", 1).encode())
-	good, _ := m.finish(0, t0)
+	good := peerB().message(0, t0, tcp4("198.51.100.1", 1).encode())
 	for name, msg := range map[string][]byte{
 		"truncated": good[:len(good)-1],
 		"magic":     append([]byte{'H'}, good[1:]...),
@@ -96,7 +91,7 @@ func TestDeliverInvalid(t *testing.T) {
 	} {
 		t.Run(name, func(t *testing.T) {
 			e, _, w := testEngine(t, Config{})
-			e.deliver("b", msg, t0)
+			e.deliver(msg, t0)
 			if s := e.st.snapshot(); s.DroppedInvalid != 1 || s.ReceivedMessages != 0 || len(w.written) != 0 {
 				t.Fatalf("stats %+v, %d written", s, len(w.written))
 			}
@@ -107,10 +102,7 @@ func TestDeliverInvalid(t *testing.T) {
 func TestDeliverWriteError(t *testing.T) {
 	e, _, _ := testEngine(t, Config{})
 	e.out = failWriter{}
-	var m msgBuilder
-	m.add(tcp4("198.51.100.1", 1).encode())
-	msg, _ := m.finish(0, t0)
-	e.deliver("b", msg, t0)
+	e.deliver(peerB().message(0, t0, tcp4("198.51.100.1", 1).encode()), t0)
 	if s := e.st.snapshot(); s.DroppedWrite != 1 || s.AppliedDatagrams != 0 {
 		t.Fatalf("stats %+v", s)
 	}
@@ -144,7 +136,7 @@ func TestReplayPaced(t *testing.T) {
 	end := run(e, start)
 
 	msgs := tr.messages()
-	if len(msgs) != 9 { // 250 records, 30 per message
+	if len(msgs) != 9 { // 250 records, 29 per message
 		t.Fatalf("%d messages", len(msgs))
 	}
 	// The burst allows one message; then one per 10 ms.
@@ -152,11 +144,11 @@ func TestReplayPaced(t *testing.T) {
 		t.Errorf("replay took %v at 100 messages/s", d)
 	}
 	for _, m := range msgs {
-		flags, _, recs, err := decodeMessage(m.msg)
-		if err != nil || flags != flagReplay || m.to != "" {
-			t.Fatalf("flags %d, to %q, err %v", flags, m.to, err)
+		d, err := decodeMessage(m.msg)
+		if err != nil || d.flags != flagReplay || m.to != "" {
+			t.Fatalf("flags %d, to %q, err %v", d.flags, m.to, err)
 		}
-		for _, r := range recs {
+		for _, r := range d.recs {
 			if r.timeout() != 800 { // 900 s at time 0, replayed at 100 s
 				t.Fatalf("replayed timeout %d, want 800", r.timeout())
 			}
@@ -169,7 +161,7 @@ func TestReplayPaced(t *testing.T) {
 
 func TestReplayToMembers(t *testing.T) {
 	e, tr, _ := testEngine(t, Config{})
-	for _, r := range conns(60) { // two messages
+	for _, r := range conns(58) { // two messages
 		e.cache.put(r, 0)
 	}
 	e.startReplay("b", t0)
@@ -195,7 +187,7 @@ func TestReplayToMembers(t *testing.T) {
 // next is due is left to finish, or a large cache would never be covered.
 func TestPeriodicReplayNotRestarted(t *testing.T) {
 	e, tr, _ := testEngine(t, Config{MaxRate: 100})
-	for _, r := range conns(90) {
+	for _, r := range conns(87) { // three messages
 		e.cache.put(r, 0)
 	}
 	e.startReplay("", t0)
@@ -216,9 +208,9 @@ func TestReplaySkipsExpired(t *testing.T) {
 	e.startReplay("", t0.Add(20*time.Second))
 	run(e, t0.Add(20*time.Second))
 	msgs := tr.messages()
-	_, _, recs, _ := decodeMessage(msgs[len(msgs)-1].msg)
-	if len(msgs) != 2 || len(recs) != 1 || recs[0].key() != rec(tcp4("198.51.100.2", 1).encode()).key() {
-		t.Fatalf("%d messages, replay of %d records", len(msgs), len(recs))
+	last, _ := decodeMessage(msgs[len(msgs)-1].msg)
+	if len(msgs) != 2 || len(last.recs) != 1 || last.recs[0].key() != rec(tcp4("198.51.100.2", 1).encode()).key() {
+		t.Fatalf("%d messages, replay of %d records", len(msgs), len(last.recs))
 	}
 	if s := e.st.snapshot(); s.Expired != 1 || s.CacheSize != 1 {
 		t.Fatalf("stats %+v", s)

@@ -91,12 +91,25 @@ func tcp6(client string, cport uint16) testConn {
 }
 
 // fakeTransport records what the relay sends and, when peers are set,
-// delivers it to them as the cluster would.
+// delivers it to them as the cluster would. As the Authority it lets
+// every director send every VIP unless holds says otherwise.
 type fakeTransport struct {
-	name  string
+	name  string // "self" if empty
 	mu    sync.Mutex
 	sent  []sentMsg
 	peers map[string]*Relay
+	holds func(sender string, vip netip.Addr) bool
+}
+
+func (f *fakeTransport) Name() string {
+	if f.name == "" {
+		return "self"
+	}
+	return f.name
+}
+
+func (f *fakeTransport) MaySend(sender string, vip netip.Addr) bool {
+	return f.holds == nil || f.holds(sender, vip)
 }
 
 type sentMsg struct {
@@ -110,7 +123,7 @@ func (f *fakeTransport) Broadcast(msg []byte) {
 	peers := f.peers
 	f.mu.Unlock()
 	for _, p := range peers {
-		p.Deliver(f.name, msg)
+		p.Deliver(msg)
 	}
 }
 
@@ -120,7 +133,7 @@ func (f *fakeTransport) SendTo(member string, msg []byte) {
 	p := f.peers[member]
 	f.mu.Unlock()
 	if p != nil {
-		p.Deliver(f.name, msg)
+		p.Deliver(msg)
 	}
 }
 
@@ -212,7 +225,31 @@ func testEngine(t *testing.T, cfg Config) (*engine, *fakeTransport, *fakeWriter)
 		t.Fatal(err)
 	}
 	w := &fakeWriter{}
-	return newEngine(cfg, &counters{}, cfg.Log, w, t0), tr, w
+	e := newEngine(cfg, &counters{}, cfg.Log, w, t0)
+	ix := indexServices(testServices())
+	e.services = func() *services { return ix }
+	return e, tr, w
+}
+
+// testServices are the services of tcp4 and tcp6 connections.
+func testServices() []Service {
+	return []Service{
+		{VIP: netip.MustParseAddr("192.0.2.10"), Protocol: protoTCP, Port: 80, Dests: []netip.AddrPort{netip.MustParseAddrPort("10.0.0.5:80")}},
+		{VIP: netip.MustParseAddr("2001:db8::10"), Protocol: protoTCP, Port: 80, Dests: []netip.AddrPort{netip.MustParseAddrPort("[2001:db8:1::5]:80")}},
+	}
+}
+
+// peerB is director b's relay as the tests' messages come from it.
+func peerB() *origin { return &origin{name: "b", incarnation: 1} }
+
+// message builds o's next relay message of records.
+func (o *origin) message(flags byte, sent time.Time, recs ...[]byte) []byte {
+	m := msgBuilder{from: o}
+	for _, r := range recs {
+		m.add(r)
+	}
+	msg, _ := m.finish(flags, sent)
+	return msg
 }
 
 var t0 = time.Date(2025, 1, 1, 0, 0, 0, 0, time.UTC)

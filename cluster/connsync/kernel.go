@@ -40,13 +40,14 @@ const (
 	offCport   = 10
 	offVport   = 12
 	offDport   = 14
+	offFWMark  = 16
 	offTimeout = 20
 	offAddrs   = 24 // caddr, vaddr, daddr: 4 or 16 bytes each
 
 	// maxRecordLen is the largest record the relay carries: one must fit in
 	// a relay message. The kernel's largest is 373 bytes (IPv6 + seq + 255
 	// bytes of PE data + a 16-byte PE name).
-	maxRecordLen = maxMessageLen - msgHeaderLen
+	maxRecordLen = maxMessageLen - maxHeaderLen
 )
 
 // IP protocol numbers and the number of IPVS states of each
@@ -77,6 +78,10 @@ func (r rec) v6() bool        { return r[0]&stypeInet6 != 0 }
 func (r rec) protocol() uint8 { return r[offProto] }
 func (r rec) flags() uint32   { return binary.BigEndian.Uint32(r[offFlags:]) }
 func (r rec) vport() uint16   { return binary.BigEndian.Uint16(r[offVport:]) }
+
+// fwmark is the packet mark the connection was scheduled with: a mark
+// service's mark, or whatever mark the packet had.
+func (r rec) fwmark() uint32 { return binary.BigEndian.Uint32(r[offFWMark:]) }
 
 // timeout is the connection's remaining life in seconds when the master
 // sent it; 0 makes the backup use its own default for the state.

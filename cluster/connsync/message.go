@@ -2,30 +2,44 @@ package connsync
 
 import (
 	"encoding/binary"
+	"strings"
 	"time"
+	"unicode"
+	"unicode/utf8"
 )
 
 // A relay message carries kernel records between directors as one
 // memberlist user message:
 //
 //	0      'S' (the cluster dispatches user messages on this byte)
-//	1      version, 1
+//	1      version, 2
 //	2      flags: bit 0 = replayed from the sender's cache
 //	3      number of records, 1..255
 //	4..11  sender's clock when sent, Unix nanoseconds, big endian
-//	12..   the records exactly as in a kernel datagram: each record as the
+//	12..19 sender's incarnation: when its relay started, Unix nanoseconds
+//	20..27 sequence number of the message in that incarnation, from 1
+//	28     length of the sender's node name, 1..128
+//	29..   the name, then zero bytes up to a multiple of 4
+//	..     the records exactly as in a kernel datagram: each record as the
 //	       kernel encodes it, the next starting at a multiple of 4 bytes,
 //	       no padding after the last
 //
-// The header is a multiple of 4 bytes long so that the records keep the
-// kernel's alignment and a datagram for the backup daemon is its 8-byte
-// header followed by the records unchanged.
+// The whole message is sealed with the cluster key, so the sender's name,
+// sequence and time are as authentic as the records: a receiver takes the
+// sender from here, never from the network. The header is padded to a
+// multiple of 4 bytes so that the records keep the kernel's alignment and a
+// datagram for the backup daemon is its 8-byte header followed by the
+// records unchanged.
 const (
-	msgMagic     = 'S'
-	msgVersion   = 1
-	msgHeaderLen = 12
+	msgMagic   = 'S'
+	msgVersion = 2
+	msgFixed   = 29 // header bytes before the name
+	maxNameLen = 128
+	// maxHeaderLen is the header with the longest name.
+	maxHeaderLen = (msgFixed + maxNameLen + 3) &^ 3
 	// maxMessageLen keeps a message in one encrypted memberlist UDP packet
-	// (1400-byte buffer less memberlist's headers, AES-GCM and label).
+	// (1400-byte buffer less memberlist's headers, AES-GCM and a label of
+	// up to 64 bytes).
 	maxMessageLen = 1100
 	// maxRecords is what the count byte holds, and what the kernel header's
 	// nr_conns holds.
@@ -35,10 +49,33 @@ const (
 	knownFlags = flagReplay
 )
 
-// msgBuilder accumulates records into one relay message.
+// origin is the sender every message of a relay names: its node name, the
+// incarnation of its relay, and the sequence of its messages.
+type origin struct {
+	name        string
+	incarnation uint64
+	seq         uint64 // of the last message finished
+}
+
+// headerLen is the length of a message header naming name: padded to a
+// multiple of 4 bytes.
+func headerLen(name string) int { return (msgFixed + len(name) + 3) &^ 3 }
+
+// message is a decoded relay message.
+type message struct {
+	flags       byte
+	sent        time.Time
+	sender      string
+	incarnation uint64
+	seq         uint64
+	recs        []rec // aliasing the message
+}
+
+// msgBuilder accumulates records into one relay message from from.
 type msgBuilder struct {
-	buf []byte
-	n   int
+	from *origin
+	buf  []byte
+	n    int
 }
 
 func (m *msgBuilder) empty() bool { return m.n == 0 }
@@ -46,7 +83,7 @@ func (m *msgBuilder) empty() bool { return m.n == 0 }
 // fits reports whether r can join the message.
 func (m *msgBuilder) fits(r rec) bool {
 	if m.buf == nil {
-		return len(r) <= maxMessageLen-msgHeaderLen
+		return len(r) <= maxMessageLen-headerLen(m.from.name)
 	}
 	return m.n < maxRecords && len(m.buf)+paddedLen(m.buf, r) <= maxMessageLen
 }
@@ -54,7 +91,7 @@ func (m *msgBuilder) fits(r rec) bool {
 // add appends r, which must fit, and returns its copy in the message.
 func (m *msgBuilder) add(r rec) rec {
 	if m.buf == nil {
-		m.buf = make([]byte, msgHeaderLen, maxMessageLen)
+		m.buf = make([]byte, headerLen(m.from.name), maxMessageLen)
 	}
 	var c rec
 	m.buf, c = appendRecord(m.buf, r)
@@ -62,34 +99,75 @@ func (m *msgBuilder) add(r rec) rec {
 	return c
 }
 
-// finish completes the message and resets the builder. The returned slice
-// is not reused.
+// finish completes the message with the next sequence number of its origin
+// and resets the builder. The returned slice is not reused.
 func (m *msgBuilder) finish(flags byte, sent time.Time) (msg []byte, n int) {
 	msg, n = m.buf, m.n
+	m.from.seq++
 	msg[0], msg[1], msg[2], msg[3] = msgMagic, msgVersion, flags, byte(n)
 	binary.BigEndian.PutUint64(msg[4:], uint64(sent.UnixNano()))
+	binary.BigEndian.PutUint64(msg[12:], m.from.incarnation)
+	binary.BigEndian.PutUint64(msg[20:], m.from.seq)
+	msg[28] = byte(len(m.from.name))
+	copy(msg[msgFixed:], m.from.name)
 	m.buf, m.n = nil, 0
 	return msg, n
 }
 
-// decodeMessage validates a relay message and returns its records, which
-// alias b.
-func decodeMessage(b []byte) (flags byte, sent time.Time, recs []rec, err error) {
+// checkName accepts a node name as a message carries it: 1-128 bytes of
+// UTF-8 without control characters.
+func checkName(name string) error {
+	if len(name) == 0 || len(name) > maxNameLen {
+		return invalidf("sender name of %d bytes", len(name))
+	}
+	if !utf8.ValidString(name) || strings.ContainsFunc(name, unicode.IsControl) {
+		return invalidf("sender name %q is not printable UTF-8", name)
+	}
+	return nil
+}
+
+// decodeMessage validates a relay message. What it accepts is exactly what
+// a msgBuilder writes.
+func decodeMessage(b []byte) (message, error) {
+	var m message
 	switch {
 	case len(b) > maxMessageLen:
-		return 0, sent, nil, invalidf("message of %d bytes is above %d", len(b), maxMessageLen)
-	case len(b) < msgHeaderLen:
-		return 0, sent, nil, invalidf("message of %d bytes is shorter than the header", len(b))
+		return m, invalidf("message of %d bytes is above %d", len(b), maxMessageLen)
+	case len(b) < msgFixed:
+		return m, invalidf("message of %d bytes is shorter than the header", len(b))
 	case b[0] != msgMagic:
-		return 0, sent, nil, invalidf("magic %#x", b[0])
+		return m, invalidf("magic %#x", b[0])
 	case b[1] != msgVersion:
-		return 0, sent, nil, invalidf("message version %d", b[1])
+		return m, invalidf("message version %d, want %d (directors must run the same lvsd version)", b[1], msgVersion)
 	case b[2]&^knownFlags != 0:
-		return 0, sent, nil, invalidf("flags %#x", b[2])
+		return m, invalidf("flags %#x", b[2])
 	case b[3] == 0:
-		return 0, sent, nil, invalidf("message without records")
+		return m, invalidf("message without records")
+	case b[28] == 0 || b[28] > maxNameLen:
+		return m, invalidf("sender name of %d bytes", b[28])
 	}
-	sent = time.Unix(0, int64(binary.BigEndian.Uint64(b[4:])))
-	recs, err = parseRecords(b[msgHeaderLen:], int(b[3]), nil)
-	return b[2], sent, recs, err
+	nameEnd := msgFixed + int(b[28])
+	hdr := (nameEnd + 3) &^ 3
+	if len(b) < hdr {
+		return m, invalidf("message of %d bytes is shorter than its %d-byte header", len(b), hdr)
+	}
+	name := b[msgFixed:nameEnd]
+	for _, c := range b[nameEnd:hdr] {
+		if c != 0 {
+			return m, invalidf("non-zero padding after the sender name")
+		}
+	}
+	if err := checkName(string(name)); err != nil {
+		return m, err
+	}
+	m = message{
+		flags:       b[2],
+		sent:        time.Unix(0, int64(binary.BigEndian.Uint64(b[4:]))),
+		sender:      string(name),
+		incarnation: binary.BigEndian.Uint64(b[12:]),
+		seq:         binary.BigEndian.Uint64(b[20:]),
+	}
+	var err error
+	m.recs, err = parseRecords(b[hdr:], int(b[3]), nil)
+	return m, err
 }

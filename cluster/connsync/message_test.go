@@ -5,6 +5,7 @@ import (
 	"encoding/binary"
 	"errors"
 	"fmt"
+	"net/netip"
 	"strings"
 	"testing"
 )
@@ -24,7 +25,7 @@ func TestBatching(t *testing.T) {
 		in = append(in, c.encode())
 	}
 	var msgs [][]byte
-	var m msgBuilder
+	m := msgBuilder{from: peerB()}
 	for _, r := range in {
 		if !m.fits(r) {
 			msg, _ := m.finish(0, t0)
@@ -43,11 +44,11 @@ func TestBatching(t *testing.T) {
 		if i < len(msgs)-1 && len(msg) < maxMessageLen-recLenV6-3 {
 			t.Errorf("message %d is only %d bytes: the next record would have fit", i, len(msg))
 		}
-		flags, sent, recs, err := decodeMessage(msg)
-		if err != nil || flags != 0 || !sent.Equal(t0) {
-			t.Fatalf("message %d: flags %d, sent %v, err %v", i, flags, sent, err)
+		d, err := decodeMessage(msg)
+		if err != nil || d.flags != 0 || !d.sent.Equal(t0) || d.sender != "b" || d.seq != uint64(i+1) {
+			t.Fatalf("message %d: %+v, err %v", i, d, err)
 		}
-		out = append(out, recs...)
+		out = append(out, d.recs...)
 	}
 	if len(out) != len(in) {
 		t.Fatalf("%d records out of %d in %d messages", len(out), len(in), len(msgs))
@@ -64,29 +65,31 @@ func TestBatching(t *testing.T) {
 func TestRecordsPerMessage(t *testing.T) {
 	for _, tt := range []struct {
 		c    testConn
+		name string
 		want int
 	}{
-		{tcp4("198.51.100.7", 1), 30},
-		{tcp6("2001:db8::7", 1), 15},
+		{tcp4("198.51.100.7", 1), "lb1", 29},
+		{tcp4("198.51.100.7", 1), "director-with-a-long-name.example.net", 28},
+		{tcp4("198.51.100.7", 1), strings.Repeat("x", maxNameLen), 26},
+		{tcp6("2001:db8::7", 1), "lb1", 14},
 	} {
-		var m msgBuilder
+		m := msgBuilder{from: &origin{name: tt.name}}
 		for m.fits(rec(tt.c.encode())) {
 			m.add(tt.c.encode())
 		}
 		if m.n != tt.want {
-			t.Errorf("%d records of %d bytes per message, want %d", m.n, len(tt.c.encode()), tt.want)
+			t.Errorf("%d records of %d bytes per message from %q, want %d", m.n, len(tt.c.encode()), tt.name, tt.want)
 		}
 	}
 }
 
 func TestDecodeMessage(t *testing.T) {
-	one := func() []byte {
-		var m msgBuilder
-		m.add(tcp4("198.51.100.7", 1).encode())
-		msg, _ := m.finish(flagReplay, t0)
-		return msg
-	}
+	one := func() []byte { return peerB().message(flagReplay, t0, tcp4("198.51.100.7", 1).encode()) }
 	set := func(off int, v byte) []byte { b := one(); b[off] = v; return b }
+	named := func(name string) []byte {
+		return (&origin{name: name, incarnation: 1}).message(0, t0, tcp4("198.51.100.7", 1).encode())
+	}
+	hdr := headerLen("b")
 	tests := []struct {
 		name string
 		msg  []byte
@@ -94,23 +97,31 @@ func TestDecodeMessage(t *testing.T) {
 	}{
 		{"valid", one(), ""},
 		{"empty", nil, "shorter than the header"},
-		{"truncated header", one()[:11], "shorter than the header"},
-		{"truncated record", one()[:40], "past the end"},
+		{"truncated header", one()[:28], "shorter than the header"},
+		{"truncated name", one()[:29], "shorter than its 32-byte header"},
+		{"truncated record", one()[:hdr+28], "past the end"},
 		{"heartbeat magic", set(0, 'H'), "magic 0x48"},
-		{"version 2", set(1, 2), "message version 2"},
+		{"version 1", set(1, 1), "message version 1, want 2"},
 		{"unknown flag", set(2, 0x81), "flags 0x81"},
 		{"no records", set(3, 0), "without records"},
+		{"no sender", set(28, 0), "sender name of 0 bytes"},
+		{"sender name too long", set(28, maxNameLen+1), "sender name of 129 bytes"},
+		{"sender name past the end", append(one()[:28], 120), "message of 29 bytes is shorter than its 152-byte header"},
+		{"control character in the name", named("b\n"), `sender name "b\n" is not printable`},
+		{"not UTF-8", named("b\xff"), "not printable UTF-8"},
+		{"non-zero padding", set(30, 1), "non-zero padding"},
 		{"count above records", set(3, 2), "record 1 at byte 36: truncated"},
 		{"trailing bytes", append(one(), 0, 0, 0, 0), "after the last"},
 		{"oversized", append(one(), make([]byte, maxMessageLen)...), "above 1100"},
-		{"bad record", set(msgHeaderLen+offProto, 1), "protocol 1"},
+		{"bad record", set(hdr+offProto, 1), "protocol 1"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			flags, sent, recs, err := decodeMessage(tt.msg)
+			m, err := decodeMessage(tt.msg)
 			if tt.err == "" {
-				if err != nil || flags != flagReplay || !sent.Equal(t0) || len(recs) != 1 {
-					t.Fatalf("flags %d, sent %v, %d records, err %v", flags, sent, len(recs), err)
+				if err != nil || m.flags != flagReplay || !m.sent.Equal(t0) || len(m.recs) != 1 || m.sender != "b" ||
+					m.incarnation != 1 || m.seq != 1 {
+					t.Fatalf("%+v, err %v", m, err)
 				}
 				return
 			}
@@ -121,29 +132,36 @@ func TestDecodeMessage(t *testing.T) {
 	}
 }
 
-// FuzzDecodeMessage checks that no relay message panics the decoder and
-// that a valid one makes a datagram the kernel parser accepts.
+// FuzzDecodeMessage checks that no relay message panics the decoder, that
+// a valid one encodes back to itself and makes a datagram the kernel
+// parser accepts.
 func FuzzDecodeMessage(f *testing.F) {
-	var m msgBuilder
-	m.add(tcp4("198.51.100.7", 1).encode())
-	m.add(tcp6("2001:db8::7", 1).encode())
-	msg, _ := m.finish(0, t0)
-	f.Add(msg)
+	f.Add(peerB().message(0, t0, tcp4("198.51.100.7", 1).encode(), tcp6("2001:db8::7", 1).encode()))
+	f.Add(peerB().message(flagReplay, t0, testConn{proto: protoIP, flags: connFTemplate, caddr: netip.MustParseAddr("198.51.100.7"),
+		vaddr: netip.AddrFrom4([4]byte{0x10, 0, 0, 1}), daddr: netip.MustParseAddr("10.0.0.5")}.encode()))
 	f.Add([]byte("Hello"))
 	f.Fuzz(func(t *testing.T, b []byte) {
-		_, _, recs, err := decodeMessage(b)
+		m, err := decodeMessage(b)
 		if err != nil {
 			return
 		}
+		o := &origin{name: m.sender, incarnation: m.incarnation, seq: m.seq - 1}
+		var recs [][]byte
+		for _, r := range m.recs {
+			recs = append(recs, r)
+		}
+		if again := o.message(m.flags, m.sent, recs...); !bytes.Equal(again, b) {
+			t.Fatalf("re-encoded message differs:\n% x\n% x", again, b)
+		}
 		var body []byte
-		for _, r := range recs {
+		for _, r := range m.recs {
 			body, _ = appendRecord(body, r)
 		}
-		d := appendDatagram(nil, 9, len(recs), body)
-		if !bytes.Equal(d[syncHeaderLen:], b[msgHeaderLen:]) || binary.BigEndian.Uint16(d[2:]) != uint16(len(d)) {
+		d := appendDatagram(nil, 9, len(m.recs), body)
+		if !bytes.Equal(d[syncHeaderLen:], b[headerLen(m.sender):]) || binary.BigEndian.Uint16(d[2:]) != uint16(len(d)) {
 			t.Fatal("datagram body differs from the message's records")
 		}
-		if _, again, err := parseDatagram(d); err != nil || len(again) != len(recs) {
+		if _, again, err := parseDatagram(d); err != nil || len(again) != len(m.recs) {
 			t.Fatalf("datagram from a valid message: %v", err)
 		}
 	})

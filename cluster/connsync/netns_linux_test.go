@@ -9,6 +9,7 @@ import (
 	"os"
 	"runtime"
 	"testing"
+	"time"
 
 	"golang.org/x/sys/unix"
 )
@@ -134,6 +135,19 @@ func backupSocket(port int) (int, error) {
 		return -1, err
 	}
 	return fd, nil
+}
+
+// recvWait returns the datagrams fd receives: it waits up to 5 s for the
+// first n (they pass through goroutines on a loaded host), then takes what
+// else comes until a read times out.
+func recvWait(fd, n int) [][]byte {
+	deadline := time.Now().Add(5 * time.Second)
+	for got := [][]byte(nil); ; {
+		got = append(got, recvAll(fd)...)
+		if len(got) >= n || time.Now().After(deadline) {
+			return got
+		}
+	}
 }
 
 // recvAll returns the datagrams fd receives until a read times out.

@@ -22,9 +22,12 @@ const pushedOutWithin = 1900 * time.Millisecond
 var ErrNotSupported = errors.New("connection sync is not supported on this system")
 
 // Transport carries relay messages to the other members of the cluster.
-// Both methods are best effort, must not block for long, and are called
-// from Run's goroutine only. msg is not modified after the call.
+// Broadcast and SendTo are best effort, must not block for long, and are
+// called from Run's goroutine only. msg is not modified after the call.
 type Transport interface {
+	// Name is this director's name in the cluster, which its messages
+	// carry as their sender.
+	Name() string
 	// Broadcast sends msg to every live member but this one.
 	Broadcast(msg []byte)
 	// SendTo sends msg to one member, by the name MemberJoined got.
@@ -39,6 +42,7 @@ type Relay struct {
 	st         counters
 	deliveries chan delivery
 	running    atomic.Bool
+	services   atomic.Pointer[services] // nil until SetServices
 
 	mu    sync.Mutex // guards hints
 	hints []hint
@@ -50,9 +54,8 @@ type Relay struct {
 }
 
 type delivery struct {
-	from string
-	msg  []byte
-	at   time.Time
+	msg []byte
+	at  time.Time
 }
 
 // hint is an event for Run: a member joined or left, a VIP was released,
@@ -81,20 +84,25 @@ func New(cfg Config) (*Relay, error) {
 	}, nil
 }
 
-// Deliver hands over a relay message received from member from. It never
-// blocks: if Run is behind, the message is dropped and counted. msg is
-// copied.
-func (r *Relay) Deliver(from string, msg []byte) {
+// Deliver hands over a relay message received from the cluster; its sender
+// is named inside it. It never blocks: if Run is behind, the message is
+// dropped and counted. msg is copied.
+func (r *Relay) Deliver(msg []byte) {
 	if len(msg) > maxMessageLen {
 		r.st.droppedInvalid.Add(1) // not worth copying; Run logs the count
 		return
 	}
 	select {
-	case r.deliveries <- delivery{from: from, msg: bytes.Clone(msg), at: r.now()}:
+	case r.deliveries <- delivery{msg: bytes.Clone(msg), at: r.now()}:
 	default:
 		r.st.droppedOverflow.Add(1)
 	}
 }
+
+// SetServices sets the virtual services configured on this director with
+// their real servers: only records of these are applied (until the first
+// call, none is). Call it whenever the configuration loads.
+func (r *Relay) SetServices(list []Service) { r.services.Store(indexServices(list)) }
 
 // MemberJoined replays the cache to a member that joined or came back.
 func (r *Relay) MemberJoined(name string) { r.hint(hint{member: name, joined: true}) }
@@ -147,6 +155,7 @@ func (r *Relay) Run(ctx context.Context) error {
 	defer func() { close(stop); in.Close(); <-done }()
 
 	e := newEngine(r.cfg, &r.st, r.cfg.Log, out, r.now())
+	e.services = r.services.Load
 	r.cfg.Log.Info("connection sync relay started", "interface", r.cfg.Interface, "group", r.cfg.Group,
 		"master_port", r.cfg.MasterPort, "backup_port", r.cfg.BackupPort, "sync_id", r.cfg.SyncID)
 	resync := time.NewTicker(r.cfg.ResyncInterval)
@@ -197,7 +206,7 @@ func (r *Relay) Run(ctx context.Context) error {
 			pushing, lastPush = true, r.now()
 			r.st.pushes.Add(1)
 		case d := <-r.deliveries:
-			e.deliver(d.from, d.msg, d.at)
+			e.deliver(d.msg, d.at)
 		case <-r.wake:
 			r.mu.Lock()
 			hints := r.hints

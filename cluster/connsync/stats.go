@@ -27,8 +27,18 @@ type Stats struct {
 	DroppedStale    uint64 `json:"dropped_stale"`    // records whose timeout ran out in transit (by the sender's clock)
 	DroppedOverflow uint64 `json:"dropped_overflow"` // relay messages dropped because the relay was behind
 	DroppedWrite    uint64 `json:"dropped_write"`    // datagrams the backup socket refused
-	Evicted         uint64 `json:"evicted"`          // cache entries dropped to make room
-	Expired         uint64 `json:"expired"`          // cache entries removed after their timeout
+
+	// Relay messages refused as not fresh (a replay, or a clock out of
+	// bounds), whole.
+	DroppedReplayed uint64 `json:"dropped_replayed"` // seen already, from an earlier incarnation of the sender, or this director's own
+	DroppedTooOld   uint64 `json:"dropped_too_old"`  // sent more than MaxAge ago by this director's clock
+	DroppedFuture   uint64 `json:"dropped_future"`   // sent more than MaxClockSkew in the future
+	// Records refused as not authorised.
+	DroppedUnconfigured uint64 `json:"dropped_unconfigured"` // service or real server not configured here
+	DroppedNotHolder    uint64 `json:"dropped_not_holder"`   // the sender does not hold the VIP in this director's view
+
+	Evicted uint64 `json:"evicted"` // cache entries dropped to make room
+	Expired uint64 `json:"expired"` // cache entries removed after their timeout
 
 	CacheSize int `json:"cache_size"` // entries, including expired ones not yet removed
 
@@ -47,31 +57,38 @@ type counters struct {
 	appliedDatagrams, appliedRecords              atomic.Uint64
 	droppedInvalid, droppedStale, droppedOverflow atomic.Uint64
 	droppedWrite, evicted, expired                atomic.Uint64
+	droppedReplayed, droppedTooOld, droppedFuture atomic.Uint64
+	droppedUnconfigured, droppedNotHolder         atomic.Uint64
 	cacheSize, lastLag, maxLag                    atomic.Int64
 	receivedFresh                                 atomic.Uint64 // records received in messages that are not replays
 }
 
 func (c *counters) snapshot() Stats {
 	return Stats{
-		MasterDatagrams:  c.masterDatagrams.Load(),
-		MasterRecords:    c.masterRecords.Load(),
-		Pushes:           c.pushes.Load(),
-		SentMessages:     c.sentMessages.Load(),
-		SentRecords:      c.sentRecords.Load(),
-		ReplayedRecords:  c.replayedRecords.Load(),
-		ReceivedMessages: c.receivedMessages.Load(),
-		ReceivedRecords:  c.receivedRecords.Load(),
-		AppliedDatagrams: c.appliedDatagrams.Load(),
-		AppliedRecords:   c.appliedRecords.Load(),
-		DroppedInvalid:   c.droppedInvalid.Load(),
-		DroppedStale:     c.droppedStale.Load(),
-		DroppedOverflow:  c.droppedOverflow.Load(),
-		DroppedWrite:     c.droppedWrite.Load(),
-		Evicted:          c.evicted.Load(),
-		Expired:          c.expired.Load(),
-		CacheSize:        int(c.cacheSize.Load()),
-		LastLag:          time.Duration(c.lastLag.Load()),
-		MaxLag:           time.Duration(c.maxLag.Load()),
+		MasterDatagrams:     c.masterDatagrams.Load(),
+		MasterRecords:       c.masterRecords.Load(),
+		Pushes:              c.pushes.Load(),
+		SentMessages:        c.sentMessages.Load(),
+		SentRecords:         c.sentRecords.Load(),
+		ReplayedRecords:     c.replayedRecords.Load(),
+		ReceivedMessages:    c.receivedMessages.Load(),
+		ReceivedRecords:     c.receivedRecords.Load(),
+		AppliedDatagrams:    c.appliedDatagrams.Load(),
+		AppliedRecords:      c.appliedRecords.Load(),
+		DroppedInvalid:      c.droppedInvalid.Load(),
+		DroppedStale:        c.droppedStale.Load(),
+		DroppedOverflow:     c.droppedOverflow.Load(),
+		DroppedWrite:        c.droppedWrite.Load(),
+		DroppedReplayed:     c.droppedReplayed.Load(),
+		DroppedTooOld:       c.droppedTooOld.Load(),
+		DroppedFuture:       c.droppedFuture.Load(),
+		DroppedUnconfigured: c.droppedUnconfigured.Load(),
+		DroppedNotHolder:    c.droppedNotHolder.Load(),
+		Evicted:             c.evicted.Load(),
+		Expired:             c.expired.Load(),
+		CacheSize:           int(c.cacheSize.Load()),
+		LastLag:             time.Duration(c.lastLag.Load()),
+		MaxLag:              time.Duration(c.maxLag.Load()),
 	}
 }
 
@@ -98,8 +115,9 @@ func (c *counters) summary() summary {
 	return summary{
 		master: s.MasterRecords,
 		fresh:  c.receivedFresh.Load(),
-		drops:  s.DroppedInvalid + s.DroppedStale + s.DroppedOverflow + s.DroppedWrite + s.Evicted,
-		cache:  s.CacheSize,
+		drops: s.DroppedInvalid + s.DroppedStale + s.DroppedOverflow + s.DroppedWrite + s.Evicted +
+			s.DroppedReplayed + s.DroppedTooOld + s.DroppedFuture + s.DroppedUnconfigured + s.DroppedNotHolder,
+		cache: s.CacheSize,
 	}
 }
 
@@ -125,6 +143,11 @@ func logSummary(log *slog.Logger, prevSum summary, prev, cur Stats, curSum summa
 		"dropped_stale", cur.DroppedStale-prev.DroppedStale,
 		"dropped_overflow", cur.DroppedOverflow-prev.DroppedOverflow,
 		"dropped_write", cur.DroppedWrite-prev.DroppedWrite,
+		"dropped_replayed", cur.DroppedReplayed-prev.DroppedReplayed,
+		"dropped_too_old", cur.DroppedTooOld-prev.DroppedTooOld,
+		"dropped_future", cur.DroppedFuture-prev.DroppedFuture,
+		"dropped_unconfigured", cur.DroppedUnconfigured-prev.DroppedUnconfigured,
+		"dropped_not_holder", cur.DroppedNotHolder-prev.DroppedNotHolder,
 		"evicted", cur.Evicted-prev.Evicted,
 		"expired", cur.Expired-prev.Expired,
 		"cache_size", cur.CacheSize,
