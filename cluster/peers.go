@@ -156,16 +156,24 @@ func (s *loopState) onHeartbeat(hb heartbeat, at time.Time) bool {
 		n.auth.set(p.name, claims, at)
 		changed = true // even a rising peer's claims hold back a takeover
 	}
-	if m, ok := s.members[hb.Name]; fresh && (!ok || !m.alive) && hb.Addr != "" && at.Sub(s.joinAsked[hb.Addr]) > 2*time.Second {
-		// Heard but not a member: a healed partition. Join it now rather
-		// than at the next rejoin tick.
-		s.joinAsked[hb.Addr] = at
-		select {
-		case n.joinReq <- hb.Addr:
-		default:
-		}
+	if fresh {
+		s.joinIfNotMember(hb, at)
 	}
 	return changed
+}
+
+// joinIfNotMember asks to join the sender of a fresh heartbeat that is not
+// a live member: a healed partition. Joining now is faster than waiting
+// for the next rejoin tick.
+func (s *loopState) joinIfNotMember(hb heartbeat, at time.Time) {
+	if m, ok := s.members[hb.Name]; ok && m.alive || hb.Addr == "" || at.Sub(s.joinAsked[hb.Addr]) <= 2*time.Second {
+		return
+	}
+	s.joinAsked[hb.Addr] = at
+	select {
+	case s.n.joinReq <- hb.Addr:
+	default:
+	}
 }
 
 // assemble returns the peer's claims once every part of a heartbeat at

@@ -103,26 +103,28 @@ const (
 )
 
 type rawCluster struct {
-	Bind              string   `yaml:"bind"`
-	Advertise         string   `yaml:"advertise"`
-	Peers             []string `yaml:"peers"`
-	KeyFile           string   `yaml:"key_file"`
-	Insecure          bool     `yaml:"insecure"`
-	Label             *string  `yaml:"label"`
-	Mode              string   `yaml:"mode"`
-	Priority          *int     `yaml:"priority" range:"1-255"`
-	Preempt           *bool    `yaml:"preempt"`
-	Quorum            *int     `yaml:"quorum" range:"1-1000"`
-	HeartbeatInterval text     `yaml:"heartbeat_interval"`
-	FailureTimeout    text     `yaml:"failure_timeout"`
-	RejoinInterval    text     `yaml:"rejoin_interval"`
-	AddressLifetime   text     `yaml:"address_lifetime"`
-	Nice              *int     `yaml:"nice" range:"-20-19"`
-	ConnSync          *struct {
-		Enabled        *bool `yaml:"enabled"`
-		Port           *int  `yaml:"port" range:"1-65535"`
-		ResyncInterval text  `yaml:"resync_interval"`
-	} `yaml:"conn_sync"`
+	Bind              string       `yaml:"bind"`
+	Advertise         string       `yaml:"advertise"`
+	Peers             []string     `yaml:"peers"`
+	KeyFile           string       `yaml:"key_file"`
+	Insecure          bool         `yaml:"insecure"`
+	Label             *string      `yaml:"label"`
+	Mode              string       `yaml:"mode"`
+	Priority          *int         `yaml:"priority" range:"1-255"`
+	Preempt           *bool        `yaml:"preempt"`
+	Quorum            *int         `yaml:"quorum" range:"1-1000"`
+	HeartbeatInterval text         `yaml:"heartbeat_interval"`
+	FailureTimeout    text         `yaml:"failure_timeout"`
+	RejoinInterval    text         `yaml:"rejoin_interval"`
+	AddressLifetime   text         `yaml:"address_lifetime"`
+	Nice              *int         `yaml:"nice" range:"-20-19"`
+	ConnSync          *rawConnSync `yaml:"conn_sync"`
+}
+
+type rawConnSync struct {
+	Enabled        *bool `yaml:"enabled"`
+	Port           *int  `yaml:"port" range:"1-65535"`
+	ResyncInterval text  `yaml:"resync_interval"`
 }
 
 // cluster validates the cluster block of the agent file at file; nil
@@ -150,6 +152,19 @@ func (d *doc) cluster(role Role, raw *rawCluster, file string) *Cluster {
 	if raw.Nice != nil {
 		c.Nice = *raw.Nice // -20-19: its range tag
 	}
+	d.clusterAddresses(c, raw)
+	d.clusterKey(c, raw, file)
+	d.clusterRanking(c, raw)
+	c.ConnSync = d.connSync(raw.ConnSync)
+	if c.FailureTimeout < 3*c.HeartbeatInterval {
+		d.errorf("$.cluster.failure_timeout", "failure_timeout %s is shorter than 3 heartbeat intervals (%s): one lost heartbeat would count as a failure",
+			c.FailureTimeout, 3*c.HeartbeatInterval)
+	}
+	return c
+}
+
+// clusterAddresses sets where c listens, what it advertises and its peers.
+func (d *doc) clusterAddresses(c *Cluster, raw *rawCluster) {
 	port := DefaultClusterPort
 	// Unset: the director's own address on its interface, resolved at
 	// start (an empty host here); never all addresses, which would serve the
@@ -180,6 +195,10 @@ func (d *doc) cluster(role Role, raw *rawCluster, file string) *Cluster {
 			c.Peers = append(c.Peers, net.JoinHostPort(host, strconv.Itoa(n)))
 		}
 	}
+}
+
+// clusterKey reads the cluster key, required unless insecure: true.
+func (d *doc) clusterKey(c *Cluster, raw *rawCluster, file string) {
 	switch {
 	case raw.KeyFile != "" && raw.Insecure:
 		d.errorf("$.cluster.insecure", "insecure: true turns encryption off, but a key_file is given: keep one of them")
@@ -199,6 +218,10 @@ func (d *doc) cluster(role Role, raw *rawCluster, file string) *Cluster {
 			d.errorf("$.cluster.label", "label %q is not up to %d printable ASCII characters", c.Label, maxClusterLabel)
 		}
 	}
+}
+
+// clusterRanking sets the mode and how it ranks directors.
+func (d *doc) clusterRanking(c *Cluster, raw *rawCluster) {
 	switch c.Mode {
 	case ModeActiveStandby, ModeActiveActive, ModeECMP:
 	default:
@@ -219,25 +242,26 @@ func (d *doc) cluster(role Role, raw *rawCluster, file string) *Cluster {
 			d.errorf("$.cluster.quorum", "quorum %d is not in 1-%d (the peers plus this director)", c.Quorum, len(c.Peers)+1)
 		}
 	}
-	c.ConnSync = ConnSync{Enabled: true, Port: DefaultConnSyncPort, ResyncInterval: DefaultResyncInterval}
-	if cs := raw.ConnSync; cs != nil {
-		if cs.Enabled != nil {
-			c.ConnSync.Enabled = *cs.Enabled
-		}
-		if cs.Port != nil {
-			// The relay uses the port and the next two (connsync).
-			if *cs.Port > 65535-2 {
-				d.errorf("$.cluster.conn_sync.port", "port %d is not in 1-%d (connection sync also uses the next two ports)", *cs.Port, 65535-2)
-			} else {
-				c.ConnSync.Port = uint16(*cs.Port)
-			}
-		}
-		c.ConnSync.ResyncInterval = d.clusterDuration("conn_sync.resync_interval", string(cs.ResyncInterval), DefaultResyncInterval, time.Second, time.Hour)
+}
+
+// connSync is the conn_sync block with its defaults (on).
+func (d *doc) connSync(raw *rawConnSync) ConnSync {
+	c := ConnSync{Enabled: true, Port: DefaultConnSyncPort, ResyncInterval: DefaultResyncInterval}
+	if raw == nil {
+		return c
 	}
-	if c.FailureTimeout < 3*c.HeartbeatInterval {
-		d.errorf("$.cluster.failure_timeout", "failure_timeout %s is shorter than 3 heartbeat intervals (%s): one lost heartbeat would count as a failure",
-			c.FailureTimeout, 3*c.HeartbeatInterval)
+	if raw.Enabled != nil {
+		c.Enabled = *raw.Enabled
 	}
+	if raw.Port != nil {
+		// The relay uses the port and the next two (connsync).
+		if *raw.Port > 65535-2 {
+			d.errorf("$.cluster.conn_sync.port", "port %d is not in 1-%d (connection sync also uses the next two ports)", *raw.Port, 65535-2)
+		} else {
+			c.Port = uint16(*raw.Port)
+		}
+	}
+	c.ResyncInterval = d.clusterDuration("conn_sync.resync_interval", string(raw.ResyncInterval), DefaultResyncInterval, time.Second, time.Hour)
 	return c
 }
 

@@ -147,12 +147,8 @@ func (r *Relay) Run(ctx context.Context) error {
 		return fmt.Errorf("opening connection sync sockets on %s: %w", r.cfg.Interface, err)
 	}
 	defer out.Close()
-	reads, readErr, stop, done := make(chan []byte, 64), make(chan error, 1), make(chan struct{}), make(chan struct{})
-	go func() {
-		defer close(done)
-		readLoop(in, reads, readErr, stop)
-	}()
-	defer func() { close(stop); in.Close(); <-done }()
+	reads, readErr, stopReading := startReading(in)
+	defer stopReading()
 
 	e := newEngine(r.cfg, &r.st, r.cfg.Log, out, r.now())
 	e.services = r.services.Load
@@ -208,22 +204,7 @@ func (r *Relay) Run(ctx context.Context) error {
 		case d := <-r.deliveries:
 			e.deliver(d.msg, d.at)
 		case <-r.wake:
-			r.mu.Lock()
-			hints := r.hints
-			r.hints = nil
-			r.mu.Unlock()
-			for _, h := range hints {
-				switch {
-				case h.forget:
-					e.forget(h.vip, h.dests)
-				case h.vip.IsValid():
-					e.release(h.vip)
-				case h.joined:
-					e.startReplay(h.member, r.now())
-				default:
-					e.stopReplay(h.member)
-				}
-			}
+			r.takeHints(e)
 		case <-resync.C:
 			e.startReplay("", r.now())
 		case <-logs.C:
@@ -233,6 +214,37 @@ func (r *Relay) Run(ctx context.Context) error {
 		case <-wake.C:
 		}
 		e.tick(r.now())
+	}
+}
+
+// startReading reads the master daemon's datagrams from in on a goroutine
+// of its own; stop closes in and waits for it.
+func startReading(in datagramReader) (reads <-chan []byte, readErr <-chan error, stop func()) {
+	r, e, quit, done := make(chan []byte, 64), make(chan error, 1), make(chan struct{}), make(chan struct{})
+	go func() {
+		defer close(done)
+		readLoop(in, r, e, quit)
+	}()
+	return r, e, func() { close(quit); in.Close(); <-done }
+}
+
+// takeHints applies the hints queued by the other goroutines.
+func (r *Relay) takeHints(e *engine) {
+	r.mu.Lock()
+	hints := r.hints
+	r.hints = nil
+	r.mu.Unlock()
+	for _, h := range hints {
+		switch {
+		case h.forget:
+			e.forget(h.vip, h.dests)
+		case h.vip.IsValid():
+			e.release(h.vip)
+		case h.joined:
+			e.startReplay(h.member, r.now())
+		default:
+			e.stopReplay(h.member)
+		}
 	}
 }
 
