@@ -159,6 +159,11 @@ func syncCluster(t *testing.T, vip netip.Addr) (*topo.Topology, []byte) {
 	key := clusterKey(t)
 	startCluster(t, tp, key, "", vip)
 	waitHolders(t, tp, vip, 30*time.Second, onlyOn("director"))
+	// A director that held the VIP for a moment while the cluster formed
+	// may send its records for 3 s after letting it go (the cluster's
+	// release grace): wait that out, then check nobody else took it.
+	time.Sleep(3500 * time.Millisecond)
+	waitHolders(t, tp, vip, time.Second, onlyOn("director"))
 	raw, err := base64.StdEncoding.DecodeString(key)
 	if err != nil {
 		t.Fatal(err)
