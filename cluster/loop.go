@@ -31,6 +31,9 @@ type loopState struct {
 	sendFails map[string]bool
 	guard     heartbeatGuard // which heartbeats count (freshness.go)
 	holdLost  time.Duration  // of the start-up hold, time this process was not scheduled (onCheck)
+	// awaitingSync: the start-up hold is over but the connection state of
+	// the other directors has not all arrived (Node.syncCaughtUp).
+	awaitingSync bool
 }
 
 func (s *loopState) init(n *Node) {

@@ -234,8 +234,13 @@ func (s *loopState) onCheck(now time.Time) bool {
 	}
 	changed := false
 	if !s.ready && !s.leaving && now.Sub(n.started)-s.holdLost >= n.cfg.StartupHold {
-		s.ready, changed = true, true
-		n.log.Info("start-up hold over; may own VIPs now", "live", s.liveCount())
+		if n.syncCaughtUp() {
+			s.ready, changed = true, true
+			n.log.Info("start-up hold over; may own VIPs now", "live", s.liveCount())
+		} else if !s.awaitingSync {
+			s.awaitingSync = true
+			n.log.Info("start-up hold over; waiting for the other directors' connections before owning VIPs")
+		}
 	}
 	for _, p := range s.peers {
 		next := peerAt(p, now, timeout, n.cfg.Rise)

@@ -3,6 +3,7 @@ package cluster
 import (
 	"log/slog"
 	"net/netip"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -137,5 +138,36 @@ func TestStartupHoldCountsRunningTime(t *testing.T) {
 	}
 	if ran := now.Sub(start) - (hold + 500*time.Millisecond); ran < hold-10*time.Millisecond {
 		t.Errorf("ready after running for %v of a %v hold", ran, hold)
+	}
+}
+
+// catchUpReceiver is a connection-sync receiver that has or has not caught
+// up with the other directors' connections.
+type catchUpReceiver struct{ done atomic.Bool }
+
+func (*catchUpReceiver) Deliver([]byte)      {}
+func (*catchUpReceiver) MemberJoined(string) {}
+func (*catchUpReceiver) MemberLeft(string)   {}
+func (r *catchUpReceiver) CaughtUp() bool    { return r.done.Load() }
+
+// TestStartupWaitsForConnections: after its start-up hold a director owns
+// nothing until its connection-sync receiver has the others' connections.
+func TestStartupWaitsForConnections(t *testing.T) {
+	s := testLoop(t, selfInc)
+	r := &catchUpReceiver{}
+	s.n.SetSync(r)
+	start := time.Unix(1000, 0)
+	s.n.started, s.lastCheck = start, start
+	now := start
+	for ; now.Sub(start) < 2*s.n.cfg.StartupHold; now = now.Add(10 * time.Millisecond) {
+		s.onCheck(now)
+	}
+	if s.ready {
+		t.Fatal("ready before the other directors' connections arrived")
+	}
+	r.done.Store(true)
+	s.onCheck(now.Add(10 * time.Millisecond))
+	if !s.ready {
+		t.Fatal("not ready once the connections arrived")
 	}
 }

@@ -29,6 +29,22 @@ type SyncReceiver interface {
 // SetSync makes r receive the connection-sync traffic.
 func (n *Node) SetSync(r SyncReceiver) { n.sync.Store(&r) }
 
+// SyncCatchUp is what a SyncReceiver implements when it can tell whether
+// the directors heard since it started have sent it their connections
+// (connsync.Relay.CaughtUp). A starting director owns no VIP until then
+// (bounded by the receiver): the flows it would take over, or that the
+// routers would send it under ECMP, need their connection entries here.
+type SyncCatchUp interface {
+	CaughtUp() bool
+}
+
+// syncCaughtUp reports whether the connection state this director waits
+// for at start has arrived; true without connection sync.
+func (n *Node) syncCaughtUp() bool {
+	c, ok := n.syncReceiver().(SyncCatchUp)
+	return !ok || c.CaughtUp()
+}
+
 func (n *Node) syncReceiver() SyncReceiver {
 	if r := n.sync.Load(); r != nil {
 		return *r

@@ -21,6 +21,10 @@ const (
 	DefaultPushDelay      = 20 * time.Millisecond
 	DefaultMaxAge         = 10 * time.Second
 	DefaultMaxClockSkew   = 2 * time.Second
+	// DefaultCatchUpLimit bounds how long a starting director waits for
+	// the others' replays: at DefaultMaxRate, about 1.7 million
+	// connections.
+	DefaultCatchUpLimit = 15 * time.Second
 
 	// defaultTimeout is how long a record with timeout 0 is kept: the
 	// kernel's own fallback for such records (ip_vs_proc_conn).
@@ -78,6 +82,9 @@ type Config struct {
 	// may be. Older and later messages are refused: they are replays, or
 	// the clocks disagree (docs/cluster.md, threat model).
 	MaxAge, MaxClockSkew time.Duration
+	// CatchUpLimit is how long a starting director waits at most for the
+	// directors it hears to replay their connections to it (CaughtUp).
+	CatchUpLimit time.Duration
 	// Transport is required. Its Name is the sender name of this relay's
 	// messages, which must be the name the cluster knows it by.
 	Transport Transport
@@ -106,7 +113,8 @@ func (c *Config) setDefaults() error {
 		v   *time.Duration
 		def time.Duration
 	}{{&c.ResyncInterval, DefaultResyncInterval}, {&c.FlushDelay, DefaultFlushDelay}, {&c.LogInterval, DefaultLogInterval},
-		{&c.PushDelay, DefaultPushDelay}, {&c.MaxAge, DefaultMaxAge}, {&c.MaxClockSkew, DefaultMaxClockSkew}} {
+		{&c.PushDelay, DefaultPushDelay}, {&c.MaxAge, DefaultMaxAge}, {&c.MaxClockSkew, DefaultMaxClockSkew},
+		{&c.CatchUpLimit, DefaultCatchUpLimit}} {
 		if *d.v == 0 {
 			*d.v = d.def
 		}
@@ -130,7 +138,7 @@ func (c *Config) setDefaults() error {
 	if c.Pusher.IsValid() && (!c.Pusher.Addr().Is4() || c.Pusher.Port() == 0) {
 		errs = append(errs, fmt.Errorf("pusher %s is not an IPv4 address and port", c.Pusher))
 	}
-	if c.ResyncInterval < 0 || c.FlushDelay < 0 || c.LogInterval < 0 || c.PushDelay < 0 || c.MaxAge < 0 || c.MaxClockSkew < 0 {
+	if c.ResyncInterval < 0 || c.FlushDelay < 0 || c.LogInterval < 0 || c.PushDelay < 0 || c.MaxAge < 0 || c.MaxClockSkew < 0 || c.CatchUpLimit < 0 {
 		errs = append(errs, errors.New("intervals must not be negative"))
 	}
 	if c.MaxEntries < 0 || c.MaxRate < 0 {

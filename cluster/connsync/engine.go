@@ -23,9 +23,10 @@ type engine struct {
 	epoch time.Time // the cache's monotonic clock counts from here
 	self  origin    // what this relay's messages name as their sender
 
-	senders  *senders             // who sent what: replays are refused
-	services func() *services     // configured here; nil: none yet
-	logged   map[string]time.Time // refusals logged, by kind and sender
+	senders     *senders             // who sent what: replays are refused
+	services    func() *services     // configured here; nil: none yet
+	replayEnded func(sender string)  // a member finished replaying its cache to this director
+	logged      map[string]time.Time // refusals logged, by kind and sender
 
 	cache   *cache
 	fresh   msgBuilder    // records from the master waiting for FlushDelay
@@ -142,6 +143,12 @@ func (e *engine) deliver(b []byte, at time.Time) {
 		return
 	}
 	if !e.accepts(m, at) {
+		return
+	}
+	if m.flags&flagReplayEnd != 0 {
+		if e.replayEnded != nil {
+			e.replayEnded(m.sender)
+		}
 		return
 	}
 	lag := at.Sub(m.sent)
@@ -287,6 +294,11 @@ func (e *engine) pump(now time.Time) {
 			e.log.Debug("replay done", "member", rp.to, "records", rp.records, "duration", t-rp.started)
 			e.cache.closeCursor(rp.cur)
 			e.replays = slices.Delete(e.replays, i, i+1)
+			if rp.to != "" {
+				// The member may be starting and waits for this (catchup.go).
+				end, _ := (&msgBuilder{from: &e.self}).finish(flagReplay|flagReplayEnd, now)
+				e.cfg.Transport.SendTo(rp.to, end)
+			}
 			continue
 		}
 		if rp.to == "" {

@@ -175,8 +175,19 @@ func TestReplayToMembers(t *testing.T) {
 	for _, m := range tr.messages() {
 		to = append(to, m.to)
 	}
-	if want := []string{"b", "b", "b"}; !equal(to, want) {
+	// Two messages of records after the restart, then the end marker.
+	if want := []string{"b", "b", "b", "b"}; !equal(to, want) {
 		t.Fatalf("sent to %q, want %q", to, want)
+	}
+	msgs := tr.messages()
+	for i, m := range msgs {
+		d, err := decodeMessage(m.msg)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if end := d.flags&flagReplayEnd != 0; end != (i == len(msgs)-1) || end && len(d.recs) != 0 {
+			t.Fatalf("message %d: flags %#x, %d records: want the end marker last, and only there", i, d.flags, len(d.recs))
+		}
 	}
 	if len(e.cache.cursors) != 0 {
 		t.Fatalf("%d cursors left", len(e.cache.cursors))

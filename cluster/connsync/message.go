@@ -13,8 +13,9 @@ import (
 //
 //	0      'S' (the cluster dispatches user messages on this byte)
 //	1      version, 2
-//	2      flags: bit 0 = replayed from the sender's cache
-//	3      number of records, 1..255
+//	2      flags: bit 0 = replayed from the sender's cache, bit 1 = the end
+//	       of a replay to the receiver (catchup.go)
+//	3      number of records, 1..255; 0 only in an end marker
 //	4..11  sender's clock when sent, Unix nanoseconds, big endian
 //	12..19 sender's incarnation: when its relay started, Unix nanoseconds
 //	20..27 sequence number of the message in that incarnation, from 1
@@ -45,8 +46,9 @@ const (
 	// nr_conns holds.
 	maxRecords = 255
 
-	flagReplay = 1
-	knownFlags = flagReplay
+	flagReplay    = 1
+	flagReplayEnd = 2
+	knownFlags    = flagReplay | flagReplayEnd
 )
 
 // origin is the sender every message of a relay names: its node name, the
@@ -102,6 +104,9 @@ func (m *msgBuilder) add(r rec) rec {
 // finish completes the message with the next sequence number of its origin
 // and resets the builder. The returned slice is not reused.
 func (m *msgBuilder) finish(flags byte, sent time.Time) (msg []byte, n int) {
+	if m.buf == nil { // an end marker
+		m.buf = make([]byte, headerLen(m.from.name))
+	}
 	msg, n = m.buf, m.n
 	m.from.seq++
 	msg[0], msg[1], msg[2], msg[3] = msgMagic, msgVersion, flags, byte(n)
@@ -141,8 +146,10 @@ func decodeMessage(b []byte) (message, error) {
 		return m, invalidf("message version %d, want %d (directors must run the same lvsd version)", b[1], msgVersion)
 	case b[2]&^knownFlags != 0:
 		return m, invalidf("flags %#x", b[2])
-	case b[3] == 0:
+	case b[3] == 0 && b[2] != flagReplay|flagReplayEnd:
 		return m, invalidf("message without records")
+	case b[3] != 0 && b[2]&flagReplayEnd != 0:
+		return m, invalidf("end of a replay with records")
 	case b[28] == 0 || b[28] > maxNameLen:
 		return m, invalidf("sender name of %d bytes", b[28])
 	}

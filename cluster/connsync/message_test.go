@@ -90,12 +90,20 @@ func TestDecodeMessage(t *testing.T) {
 		return (&origin{name: name, incarnation: 1}).message(0, t0, tcp4("198.51.100.7", 1).encode())
 	}
 	hdr := headerLen("b")
+	wantRecs := func(m message) int { // an end marker has none
+		if m.flags&flagReplayEnd != 0 {
+			return 0
+		}
+		return 1
+	}
+	endMarker := func() []byte { b, _ := (&msgBuilder{from: peerB()}).finish(flagReplay|flagReplayEnd, t0); return b }
 	tests := []struct {
 		name string
 		msg  []byte
 		err  string
 	}{
 		{"valid", one(), ""},
+		{"end of a replay", endMarker(), ""},
 		{"empty", nil, "shorter than the header"},
 		{"truncated header", one()[:28], "shorter than the header"},
 		{"truncated name", one()[:29], "shorter than its 32-byte header"},
@@ -104,6 +112,8 @@ func TestDecodeMessage(t *testing.T) {
 		{"version 1", set(1, 1), "message version 1, want 2"},
 		{"unknown flag", set(2, 0x81), "flags 0x81"},
 		{"no records", set(3, 0), "without records"},
+		{"end of a replay with records", set(2, flagReplay|flagReplayEnd), "end of a replay with records"},
+		{"no records, end flag alone", func() []byte { b := set(3, 0); b[2] = flagReplayEnd; return b[:hdr] }(), "without records"},
 		{"no sender", set(28, 0), "sender name of 0 bytes"},
 		{"sender name too long", set(28, maxNameLen+1), "sender name of 129 bytes"},
 		{"sender name past the end", append(one()[:28], 120), "message of 29 bytes is shorter than its 152-byte header"},
@@ -119,7 +129,7 @@ func TestDecodeMessage(t *testing.T) {
 		t.Run(tt.name, func(t *testing.T) {
 			m, err := decodeMessage(tt.msg)
 			if tt.err == "" {
-				if err != nil || m.flags != flagReplay || !m.sent.Equal(t0) || len(m.recs) != 1 || m.sender != "b" ||
+				if err != nil || m.flags&flagReplay == 0 || !m.sent.Equal(t0) || len(m.recs) != wantRecs(m) || m.sender != "b" ||
 					m.incarnation != 1 || m.seq != 1 {
 					t.Fatalf("%+v, err %v", m, err)
 				}
@@ -139,6 +149,7 @@ func FuzzDecodeMessage(f *testing.F) {
 	f.Add(peerB().message(0, t0, tcp4("198.51.100.7", 1).encode(), tcp6("2001:db8::7", 1).encode()))
 	f.Add(peerB().message(flagReplay, t0, testConn{proto: protoIP, flags: connFTemplate, caddr: netip.MustParseAddr("198.51.100.7"),
 		vaddr: netip.AddrFrom4([4]byte{0x10, 0, 0, 1}), daddr: netip.MustParseAddr("10.0.0.5")}.encode()))
+	f.Add(peerB().message(flagReplay|flagReplayEnd, t0))
 	f.Add([]byte("Hello"))
 	f.Fuzz(func(t *testing.T, b []byte) {
 		m, err := decodeMessage(b)
@@ -152,6 +163,9 @@ func FuzzDecodeMessage(f *testing.F) {
 		}
 		if again := o.message(m.flags, m.sent, recs...); !bytes.Equal(again, b) {
 			t.Fatalf("re-encoded message differs:\n% x\n% x", again, b)
+		}
+		if len(m.recs) == 0 {
+			return // the end of a replay: nothing for the backup daemon
 		}
 		var body []byte
 		for _, r := range m.recs {

@@ -43,6 +43,7 @@ type Relay struct {
 	deliveries chan delivery
 	running    atomic.Bool
 	services   atomic.Pointer[services] // nil until SetServices
+	catchUp    *catchUp
 
 	mu    sync.Mutex // guards hints
 	hints []hint
@@ -76,6 +77,7 @@ func New(cfg Config) (*Relay, error) {
 	cfg.Log = cfg.Log.With("component", "connsync")
 	return &Relay{
 		cfg:        cfg,
+		catchUp:    newCatchUp(time.Now(), cfg.CatchUpLimit, cfg.Log),
 		deliveries: make(chan delivery, deliveryQueue),
 		wake:       make(chan struct{}, 1),
 		open:       openSockets,
@@ -104,11 +106,24 @@ func (r *Relay) Deliver(msg []byte) {
 // call, none is). Call it whenever the configuration loads.
 func (r *Relay) SetServices(list []Service) { r.services.Store(indexServices(list)) }
 
-// MemberJoined replays the cache to a member that joined or came back.
-func (r *Relay) MemberJoined(name string) { r.hint(hint{member: name, joined: true}) }
+// MemberJoined replays the cache to a member that joined or came back;
+// while this director starts, it also awaits that member's replay.
+func (r *Relay) MemberJoined(name string) {
+	r.catchUp.joined(name)
+	r.hint(hint{member: name, joined: true})
+}
 
 // MemberLeft stops a replay to a member that left.
-func (r *Relay) MemberLeft(name string) { r.hint(hint{member: name}) }
+func (r *Relay) MemberLeft(name string) {
+	r.catchUp.gone(name)
+	r.hint(hint{member: name})
+}
+
+// CaughtUp reports whether every director heard since this relay started
+// has replayed its connections to it, or Config.CatchUpLimit has passed
+// (cluster.SyncCatchUp): until then the cluster node owns and announces
+// nothing.
+func (r *Relay) CaughtUp() bool { return r.catchUp.caughtUp(r.now()) }
 
 // ReleaseVIP forgets the cached connections to vip, which this director no
 // longer holds, so that they are not replayed over the new holder's. Call
@@ -152,6 +167,7 @@ func (r *Relay) Run(ctx context.Context) error {
 
 	e := newEngine(r.cfg, &r.st, r.cfg.Log, out, r.now())
 	e.services = r.services.Load
+	e.replayEnded = r.catchUp.gone
 	r.cfg.Log.Info("connection sync relay started", "interface", r.cfg.Interface, "group", r.cfg.Group,
 		"master_port", r.cfg.MasterPort, "backup_port", r.cfg.BackupPort, "sync_id", r.cfg.SyncID)
 	resync := time.NewTicker(r.cfg.ResyncInterval)
