@@ -23,28 +23,44 @@ type catchUp struct {
 	started  time.Time
 	limit    time.Duration
 	awaiting map[string]bool
+	// replayed are the directors whose end marker came, possibly before
+	// this one counted them: a director counts a newcomer as soon as the
+	// newcomer's heartbeat echoes it, which may be before its own next
+	// heartbeat reaches the newcomer.
+	replayed map[string]bool
 	done     bool
 	log      *slog.Logger
 }
 
 func newCatchUp(started time.Time, limit time.Duration, log *slog.Logger) *catchUp {
-	return &catchUp{started: started, limit: limit, awaiting: map[string]bool{}, log: log}
+	return &catchUp{started: started, limit: limit, awaiting: map[string]bool{}, replayed: map[string]bool{}, log: log}
 }
 
-// joined: name was heard; until done, its replay is awaited.
+// joined: name was heard; until done, its replay is awaited unless it has
+// already ended.
 func (c *catchUp) joined(name string) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	if !c.done {
+	if !c.done && !c.replayed[name] {
 		c.awaiting[name] = true
 	}
 }
 
-// gone: name left or its replay ended; it is no longer awaited.
-func (c *catchUp) gone(name string) {
+// left: name left; it is no longer awaited.
+func (c *catchUp) left(name string) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	delete(c.awaiting, name)
+}
+
+// ended: name's end marker came.
+func (c *catchUp) ended(name string) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	delete(c.awaiting, name)
+	if !c.done {
+		c.replayed[name] = true
+	}
 }
 
 // caughtUp reports whether every director heard so far has replayed its
@@ -64,6 +80,6 @@ func (c *catchUp) caughtUp(now time.Time) bool {
 	default:
 		return false
 	}
-	c.done, c.awaiting = true, nil
+	c.done, c.awaiting, c.replayed = true, nil, nil
 	return true
 }

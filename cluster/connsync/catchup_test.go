@@ -19,9 +19,10 @@ func TestCatchUp(t *testing.T) {
 	}{
 		{"nobody heard", func(c *catchUp) {}, 0, true},
 		{"a heard, no replay yet", func(c *catchUp) { c.joined("a") }, time.Second, false},
-		{"a replayed", func(c *catchUp) { c.joined("a"); c.gone("a") }, time.Second, true},
-		{"a replayed, b not", func(c *catchUp) { c.joined("a"); c.joined("b"); c.gone("a") }, time.Second, false},
-		{"b left", func(c *catchUp) { c.joined("a"); c.joined("b"); c.gone("a"); c.gone("b") }, time.Second, true},
+		{"a replayed", func(c *catchUp) { c.joined("a"); c.ended("a") }, time.Second, true},
+		{"a replayed before it was heard", func(c *catchUp) { c.ended("a"); c.joined("a") }, time.Second, true},
+		{"a replayed, b not", func(c *catchUp) { c.joined("a"); c.joined("b"); c.ended("a") }, time.Second, false},
+		{"b left", func(c *catchUp) { c.joined("a"); c.joined("b"); c.ended("a"); c.left("b") }, time.Second, true},
 		{"limit passed", func(c *catchUp) { c.joined("a") }, 15 * time.Second, true},
 	}
 	for _, tt := range tests {

@@ -115,7 +115,7 @@ func (r *Relay) MemberJoined(name string) {
 
 // MemberLeft stops a replay to a member that left.
 func (r *Relay) MemberLeft(name string) {
-	r.catchUp.gone(name)
+	r.catchUp.left(name)
 	r.hint(hint{member: name})
 }
 
@@ -167,7 +167,7 @@ func (r *Relay) Run(ctx context.Context) error {
 
 	e := newEngine(r.cfg, &r.st, r.cfg.Log, out, r.now())
 	e.services = r.services.Load
-	e.replayEnded = r.catchUp.gone
+	e.replayEnded = r.catchUp.ended
 	r.cfg.Log.Info("connection sync relay started", "interface", r.cfg.Interface, "group", r.cfg.Group,
 		"master_port", r.cfg.MasterPort, "backup_port", r.cfg.BackupPort, "sync_id", r.cfg.SyncID)
 	resync := time.NewTicker(r.cfg.ResyncInterval)
