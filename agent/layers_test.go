@@ -25,7 +25,7 @@ var layers = []layer{
 	{pkg: "agent/policy"}, {pkg: "agent/statefile"}, {pkg: "agent/api"}, {pkg: "agent/sdnotify"}, {pkg: "agent/histogram"},
 	{pkg: "agent/health", mayUse: []string{"agent/histogram"}, mayNot3: kernelLibraries},
 	{pkg: "agent/config", mayUse: []string{"agent/policy", "ipvs", "cluster/..."}, mayNot3: kernelLibraries},
-	{pkg: "agent", mayUse: []string{"agent/config", "agent/policy", "agent/health", "agent/api", "agent/statefile",
+	{pkg: "agent", mayUse: []string{"agent/config", "agent/policy", "agent/health", "agent/histogram", "agent/api", "agent/statefile",
 		"ipvs", "nat", "arp", "cluster/..."}, mayNot3: kernelLibraries},
 	{pkg: "agent/realserver", mayUse: []string{"agent/config", "agent/api", "agent/statefile", "arp", "nat"}, mayNot3: kernelLibraries},
 	{pkg: "agent/director", mayUse: []string{"agent", "agent/config", "agent/health", "agent/api", "agent/sdnotify",

@@ -3,20 +3,22 @@ package agent
 import (
 	"context"
 	"runtime"
+	"slices"
 	"time"
 
 	"github.com/lvsd/lvsd/agent/config"
 	"github.com/lvsd/lvsd/agent/health"
+	"github.com/lvsd/lvsd/agent/histogram"
 	"github.com/lvsd/lvsd/ipvs"
 	"github.com/prometheus/client_golang/prometheus"
 )
 
 // ReconcileStats counts the reconciler's passes since the agent started.
 type ReconcileStats struct {
-	Passes       uint64        // passes run
-	Failed       uint64        // passes that ended with an error
-	Total        time.Duration // time spent in all passes
-	Last         time.Time     // start of the last pass; zero before the first
+	Passes       uint64              // passes run
+	Failed       uint64              // passes that ended with an error
+	Durations    histogram.Durations // of every pass
+	Last         time.Time           // start of the last pass; zero before the first
 	LastDuration time.Duration
 	LastError    string // "" when the last pass succeeded
 	Services     int    // IPVS services the last pass wanted
@@ -36,11 +38,29 @@ func (prev *snapshot) next(s *snapshot) ReconcileStats {
 	if s.err != "" {
 		r.Failed++
 	}
-	r.Total += s.duration
+	r.Durations.Observe(s.duration)
 	r.Last, r.LastDuration, r.LastError = s.at, s.duration, s.err
 	r.Services = len(s.desired.Services)
 	r.Resets += s.resets
 	return r
+}
+
+// ConfigLoad is the outcome of the last attempt to load the configuration
+// (at start, at a signal, after an edit).
+type ConfigLoad struct {
+	At       time.Time // of the attempt
+	Err      string    // why it was rejected; "" when it was taken
+	LastGood time.Time // when the configuration in force was loaded
+}
+
+// loadedConfig records an attempt to load the configuration at now.
+func (a *Agent) loadedConfig(now time.Time, err error) {
+	a.loaded.At = now
+	if err != nil {
+		a.loaded.Err = err.Error()
+		return
+	}
+	a.loaded.Err, a.loaded.LastGood = "", now
 }
 
 // Reconciles returns the pass counts; ok is false before the first pass has
@@ -131,7 +151,7 @@ var (
 	descBuildInfo = desc("build_info", "Always 1; the labels say which lvsd runs.", "version", "goversion")
 	descReady     = desc("ready", "1 once the first reconcile pass has finished.")
 	descPasses    = desc("reconcile_duration_seconds",
-		"Time spent in reconcile passes (read the kernel, plan, apply); the count is the number of passes.")
+		"How long reconcile passes took (read the kernel, plan, apply); the count is the number of passes.")
 	descErrors = desc("reconcile_errors_total",
 		"Reconcile passes that ended with an error (kernel read or some change failed); they are retried.")
 	descResets = desc("connection_resets_total",
@@ -156,7 +176,7 @@ var (
 		"Absent when it is no longer configured (draining).", backendLabels...)
 	descDraining = desc("backend_draining_seconds", "How long a removed backend has been draining "+
 		"(weight 0, waiting for its connections to end). Absent when it is not draining.", backendLabels...)
-	descConns = desc("backend_connections", "IPVS connection entries of the backend now, by state "+
+	descConns = desc("backend_connection_entries", "IPVS connection entries of the backend now, by state "+
 		"(active: established TCP; inactive: everything else, UDP included).",
 		append(backendLabels[:3:3], "state")...)
 	descConnsTotal = desc("backend_connections_total",
@@ -191,7 +211,7 @@ func (c *Collector) Describe(ch chan<- *prometheus.Desc) {
 		descConns, descConnsTotal, descPackets, descBytes} {
 		ch <- d
 	}
-	for _, d := range append(clusterDescs, bgpDescs...) {
+	for _, d := range slices.Concat(clusterDescs, bgpDescs, healthDescs) {
 		ch <- d
 	}
 }
@@ -213,7 +233,10 @@ func (c *Collector) Collect(ch chan<- prometheus.Metric) {
 		return
 	}
 	gauge(descReady, 1)
-	ch <- prometheus.MustNewConstSummary(descPasses, r.Passes, r.Total.Seconds(), nil)
+	snap := c.a.snap.Load()
+	collectConfig(snap.loaded, gauge)
+	collectHealth(snap.cfg, c.a.healthStates(), ch, gauge, counter)
+	ch <- prometheus.MustNewConstHistogram(descPasses, r.Durations.Count(), r.Durations.Sum(), r.Durations.Buckets())
 	counter(descErrors, r.Failed)
 	counter(descResets, r.Resets)
 	gauge(descLastPass, float64(r.Last.Add(r.LastDuration).UnixNano())/1e9)

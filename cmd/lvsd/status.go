@@ -91,6 +91,10 @@ func writeDirectorStatus(w io.Writer, st agent.Status, now time.Time) error {
 	}
 	fmt.Fprintf(w, "last reconcile %s (%s ago, took %s): %s\n", st.LastReconcile.Format(time.DateTime),
 		ago(now, st.LastReconcile), st.LastDuration, pass)
+	if st.ConfigError != "" {
+		fmt.Fprintf(w, "configuration REJECTED, the one loaded %s (%s ago) runs: %s\n",
+			st.ConfigLoadedAt.Format(time.DateTime), ago(now, st.ConfigLoadedAt), st.ConfigError)
+	}
 	if !st.KernelAsOf.IsZero() && now.Sub(st.KernelAsOf) > time.Second {
 		fmt.Fprintf(w, "kernel numbers as of that pass (over %d IPVS services: --service NAME reads them now)\n", agent.FreshLimit)
 	}
