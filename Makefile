@@ -10,7 +10,7 @@ OUT ?= $(CURDIR)/e2e/out
 RUN ?= .
 E2E_TIMEOUT ?= 20m
 
-.PHONY: all build vet unit fuzz fuzz-short e2e test demo bench ecmp-bench clean vm-setup package package-check
+.PHONY: all build vet unit examples-check fuzz fuzz-short e2e test demo bench ecmp-bench clean vm-setup package package-check
 
 all: build
 
@@ -28,6 +28,13 @@ vet:
 unit:
 	$(GO) test -count=1 -v ./... | grep -vE "^\s*=== (RUN|PAUSE|CONT|NAME)" ; exit $${PIPESTATUS[0]}
 	$(MAKE) --no-print-directory fuzz-short
+	$(MAKE) --no-print-directory examples-check
+
+# The Prometheus alert rules: promtool check rules and their unit tests
+# (installs Debian's prometheus package for promtool when missing). The
+# dashboard's and the rules' series are checked by `go test ./cmd/lvsd`.
+examples-check:
+	$(CURDIR)/examples/prometheus/check
 
 # Native Go fuzz targets, one "package:FuzzName" per entry; add yours here.
 # `make fuzz` runs each for FUZZTIME (long runs, by hand), `make unit` each
