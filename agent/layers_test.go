@@ -25,7 +25,7 @@ var layers = []layer{
 	{pkg: "agent/policy"}, {pkg: "agent/statefile"}, {pkg: "agent/api"}, {pkg: "agent/sdnotify"}, {pkg: "agent/histogram"}, {pkg: "agent/metrics"},
 	{pkg: "agent/health", mayUse: []string{"agent/histogram"}, mayNot3: kernelLibraries},
 	{pkg: "agent/config", mayUse: []string{"agent/policy", "ipvs", "cluster/..."}, mayNot3: kernelLibraries},
-	{pkg: "agent", mayUse: []string{"agent/config", "agent/policy", "agent/health", "agent/histogram", "agent/api", "agent/statefile",
+	{pkg: "agent", mayUse: []string{"agent/config", "agent/policy", "agent/health", "agent/histogram", "agent/metrics", "agent/api", "agent/statefile",
 		"ipvs", "nat", "arp", "cluster/..."}, mayNot3: kernelLibraries},
 	{pkg: "agent/realserver", mayUse: []string{"agent/config", "agent/api", "agent/statefile", "agent/metrics", "arp", "nat"},
 		mayNot3: kernelLibraries},

@@ -2,13 +2,13 @@ package agent
 
 import (
 	"context"
-	"runtime"
 	"slices"
 	"time"
 
 	"github.com/lvsd/lvsd/agent/config"
 	"github.com/lvsd/lvsd/agent/health"
 	"github.com/lvsd/lvsd/agent/histogram"
+	"github.com/lvsd/lvsd/agent/metrics"
 	"github.com/lvsd/lvsd/ipvs"
 	"github.com/prometheus/client_golang/prometheus"
 )
@@ -142,15 +142,12 @@ var (
 	backendLabels = []string{"service", "ipvs_service", "backend"}
 )
 
-func desc(name, help string, labels ...string) *prometheus.Desc {
-	return prometheus.NewDesc("lvsd_"+name, help, labels, nil)
-}
+var desc = metrics.Desc
 
 // Metric descriptions (docs/operations.md lists them with examples).
 var (
-	descBuildInfo = desc("build_info", "Always 1; the labels say which lvsd runs.", "version", "goversion")
-	descReady     = desc("ready", "1 once the first reconcile pass has finished.")
-	descPasses    = desc("reconcile_duration_seconds",
+	descReady  = desc("ready", "1 once the first reconcile pass has finished.")
+	descPasses = desc("reconcile_duration_seconds",
 		"How long reconcile passes took (read the kernel, plan, apply); the count is the number of passes.")
 	descErrors = desc("reconcile_errors_total",
 		"Reconcile passes that ended with an error (kernel read or some change failed); they are retried.")
@@ -206,12 +203,12 @@ func NewCollector(a *Agent, version string) *Collector {
 
 // Describe implements prometheus.Collector.
 func (c *Collector) Describe(ch chan<- *prometheus.Desc) {
-	for _, d := range []*prometheus.Desc{descBuildInfo, descReady, descPasses, descErrors, descResets, descLastPass, descLastOK,
+	for _, d := range []*prometheus.Desc{descReady, descPasses, descErrors, descResets, descLastPass, descLastOK,
 		descServiceInfo, descServiceInKernel, descVIPHeld, descEligible, descHealthy, descWeight, descConfiguredWeight, descDraining,
 		descConns, descConnsTotal, descPackets, descBytes} {
 		ch <- d
 	}
-	for _, d := range slices.Concat(clusterDescs, bgpDescs, healthDescs) {
+	for _, d := range slices.Concat(metrics.Common, clusterDescs, bgpDescs, healthDescs) {
 		ch <- d
 	}
 }
@@ -226,7 +223,7 @@ func (c *Collector) Collect(ch chan<- prometheus.Metric) {
 	counter := func(d *prometheus.Desc, v uint64, labels ...string) {
 		ch <- prometheus.MustNewConstMetric(d, prometheus.CounterValue, float64(v), labels...)
 	}
-	gauge(descBuildInfo, 1, c.version, runtime.Version())
+	metrics.CollectBuildInfo(ch, c.version)
 	r, ok := c.a.Reconciles()
 	if !ok {
 		gauge(descReady, 0)
@@ -234,7 +231,7 @@ func (c *Collector) Collect(ch chan<- prometheus.Metric) {
 	}
 	gauge(descReady, 1)
 	snap := c.a.snap.Load()
-	collectConfig(snap.loaded, gauge)
+	metrics.CollectConfigLoad(ch, snap.loaded.Err == "", snap.loaded.LastGood)
 	collectHealth(snap.cfg, c.a.healthStates(), ch, gauge, counter)
 	ch <- prometheus.MustNewConstHistogram(descPasses, r.Durations.Count(), r.Durations.Sum(), r.Durations.Buckets())
 	counter(descErrors, r.Failed)
@@ -297,9 +294,4 @@ func (c *Collector) Collect(ch chan<- prometheus.Metric) {
 	}
 }
 
-func b2f(b bool) float64 {
-	if b {
-		return 1
-	}
-	return 0
-}
+var b2f = metrics.Bool

@@ -9,15 +9,10 @@ import (
 	"github.com/lvsd/lvsd/agent/histogram"
 )
 
-// Metrics of the configuration and of health checking (docs/operations.md).
+// Metrics of health checking (docs/operations.md).
 // Health series are per backend with checks: backend is its address, with
 // the port when the service file gives one, as in HealthKey.
 var (
-	descConfigOK = desc("config_last_reload_successful", "1 if the last attempt to load the configuration "+
-		"(start, signal or edited file) succeeded; 0: the files on disk were rejected and the previous configuration runs.")
-	descConfigAt = desc("config_last_reload_success_timestamp_seconds",
-		"When the configuration in force was loaded, as a Unix time.")
-
 	descHealthRounds = desc("backend_health_checks_total", "Health-check rounds of the backend (all its checks "+
 		"at once) since it was added, by result: pass or fail.", "service", "backend", "result")
 	descHealthLast = desc("backend_health_check_duration_seconds",
@@ -29,13 +24,8 @@ var (
 		"How long the health-check rounds of the service's backends took.", "service")
 )
 
-var healthDescs = []*prometheus.Desc{descConfigOK, descConfigAt, descHealthRounds, descHealthLast,
+var healthDescs = []*prometheus.Desc{descHealthRounds, descHealthLast,
 	descHealthTransitions, descHealthDurations}
-
-func collectConfig(l ConfigLoad, gauge func(*prometheus.Desc, float64, ...string)) {
-	gauge(descConfigOK, b2f(l.Err == ""))
-	gauge(descConfigAt, float64(l.LastGood.UnixNano())/1e9)
-}
 
 // collectHealth exports the checker's view of every backend with checks of
 // cfg's services.

@@ -2,11 +2,12 @@ package realserver
 
 import (
 	"context"
-	"runtime"
 	"sync/atomic"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/lvsd/lvsd/agent/metrics"
 )
 
 // configLoad is the outcome of the last attempt to load the agent file.
@@ -27,17 +28,10 @@ func (p *probes) count(now time.Time, c *atomic.Uint64) {
 	p.last.Store(now.UnixNano())
 }
 
-func desc(name, help string, labels ...string) *prometheus.Desc {
-	return prometheus.NewDesc("lvsd_"+name, help, labels, nil)
-}
+var desc = metrics.Desc
 
 // Metrics of a real server (docs/operations.md).
 var (
-	descBuildInfo = desc("build_info", "Always 1; the labels say which lvsd runs.", "version", "goversion")
-	descConfigOK  = desc("config_last_reload_successful", "1 if the last attempt to load the configuration "+
-		"(start, signal or edited file) succeeded; 0: the files on disk were rejected and the previous configuration runs.")
-	descConfigAt = desc("config_last_reload_success_timestamp_seconds",
-		"When the configuration in force was loaded, as a Unix time.")
 	descDrained = desc("realserver_drained", "1 while this real server is drained (lvsd drain): its weight "+
 		"endpoint announces weight 0.")
 	descWeight = desc("realserver_announced_weight", "The weight the weight endpoint announces now (0 while "+
@@ -69,8 +63,8 @@ func NewCollector(a *Agent, version string) *Collector { return &Collector{a: a,
 
 // Describe implements prometheus.Collector.
 func (c *Collector) Describe(ch chan<- *prometheus.Desc) {
-	for _, d := range []*prometheus.Desc{descBuildInfo, descConfigOK, descConfigAt, descDrained, descWeight,
-		descConfigured, descHealthy, descVIP, descTun, descCheck, descProbe, descLastProbe} {
+	for _, d := range append([]*prometheus.Desc{descDrained, descWeight, descConfigured, descHealthy, descVIP, descTun,
+		descCheck, descProbe, descLastProbe}, metrics.Common...) {
 		ch <- d
 	}
 }
@@ -80,13 +74,12 @@ func (c *Collector) Collect(ch chan<- prometheus.Metric) {
 	gauge := func(d *prometheus.Desc, v float64, labels ...string) {
 		ch <- prometheus.MustNewConstMetric(d, prometheus.GaugeValue, v, labels...)
 	}
-	gauge(descBuildInfo, 1, c.version, runtime.Version())
+	metrics.CollectBuildInfo(ch, c.version)
 	st := c.a.status.Load()
 	if st == nil {
 		return
 	}
-	gauge(descConfigOK, b2f(st.ConfigError == ""))
-	gauge(descConfigAt, float64(st.ConfigLoadedAt.UnixNano())/1e9)
+	metrics.CollectConfigLoad(ch, st.ConfigError == "", st.ConfigLoadedAt)
 	gauge(descDrained, b2f(st.Drained))
 	gauge(descWeight, float64(st.Weight))
 	gauge(descConfigured, float64(st.ConfiguredWeight))
@@ -115,9 +108,4 @@ func (c *Collector) Collect(ch chan<- prometheus.Metric) {
 	}
 }
 
-func b2f(b bool) float64 {
-	if b {
-		return 1
-	}
-	return 0
-}
+var b2f = metrics.Bool
