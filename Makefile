@@ -30,9 +30,11 @@ unit:
 	$(MAKE) --no-print-directory fuzz-short
 	$(MAKE) --no-print-directory examples-check
 
-# The Prometheus alert rules: promtool check rules and their unit tests
-# (installs Debian's prometheus package for promtool when missing). The
-# dashboard's and the rules' series are checked by `go test ./cmd/lvsd`.
+# The Prometheus alert rules: promtool check rules and their unit tests,
+# and promtool check metrics on the expected scrape (installs Debian's
+# prometheus package for promtool when missing; e2e/systemd lints the real
+# scrape with it too). The dashboard's and the rules' series are checked by
+# `go test ./cmd/lvsd`.
 examples-check:
 	$(CURDIR)/examples/prometheus/check
 
@@ -71,7 +73,7 @@ fuzz-short:
 # the target fails if either did.
 E2E_PKGS ?= ./e2e ./nat ./ipvs ./e2e/ecmplab
 E2E_SYSTEMD_PKGS ?= ./e2e/systemd
-e2e: build vm-setup package-check
+e2e: build vm-setup package-check examples-check
 	@mkdir -p $(OUT)
 	rc=0; \
 	LVSD_BIN=$(BIN)/lvsd LVSD_ECHO_BIN=$(BIN)/lvsd-echo LVSD_E2E_OUT=$(OUT) \

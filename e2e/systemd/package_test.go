@@ -68,7 +68,8 @@ func TestPackageSystemd(t *testing.T) {
 	}
 	for _, f := range []string{"/usr/sbin/lvsd", "/usr/lib/systemd/system/lvsd.service", "/usr/lib/modules-load.d/lvsd.conf",
 		"/etc/lvsd/lvsd.yaml", "/etc/lvsd/services.d/example.yaml.sample", "/usr/share/man/man8/lvsd.8.gz",
-		"/usr/share/bash-completion/completions/lvsd"} {
+		"/usr/share/bash-completion/completions/lvsd", "/usr/share/doc/lvsd/examples/prometheus/lvsd-alerts.yaml",
+		"/usr/share/doc/lvsd/examples/prometheus/lvsd-dashboard.json"} {
 		if _, err := os.Stat(f); err != nil {
 			t.Errorf("installed package lacks %s", f)
 		}
@@ -135,6 +136,7 @@ func TestPackageSystemd(t *testing.T) {
 	if got := unitProp(t, "lvsd.service", "ActiveState"); got != "active" {
 		t.Fatalf("lvsd.service is %s after a rejected reload", got)
 	}
+	checkReloadMetric(t, 0)
 	os.Remove("/etc/lvsd/services.d/bad.yaml")
 
 	// An edit and systemctl reload apply the new backend.
@@ -147,6 +149,7 @@ func TestPackageSystemd(t *testing.T) {
 		return nil
 	})
 	expectFrom(t, tp.Client(), 24, "rs1", "rs2")
+	checkReloadMetric(t, 1)
 	phase("reload")
 
 	status := sh(t, "lvsd", "status")
@@ -173,6 +176,7 @@ func TestPackageSystemd(t *testing.T) {
 			t.Errorf("/metrics lacks %q", want)
 		}
 	}
+	checkKernelCounters(t, "10.0.0.11:80")
 	phase("status, metrics")
 	if n := metricValue(metrics, `lvsd_backend_connections_total{backend="10.0.0.11:80",ipvs_service="tcp:10.0.0.50:80",service="web"}`); n < 1 {
 		t.Errorf("lvsd_backend_connections_total for rs1 is %v after traffic", n)
