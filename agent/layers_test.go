@@ -23,16 +23,17 @@ var layers = []layer{
 	{pkg: "arp/...", mayUse: []string{"arp/..."}},
 	{pkg: "cluster/...", mayUse: []string{"cluster/..."}},
 	{pkg: "agent/policy"}, {pkg: "agent/statefile"}, {pkg: "agent/api"}, {pkg: "agent/sdnotify"}, {pkg: "agent/histogram"}, {pkg: "agent/metrics"},
+	{pkg: "agent/maglev"},
 	{pkg: "agent/health", mayUse: []string{"agent/histogram"}, mayNot3: kernelLibraries},
 	{pkg: "agent/config", mayUse: []string{"agent/policy", "ipvs", "cluster/..."}, mayNot3: kernelLibraries},
-	{pkg: "agent", mayUse: []string{"agent/config", "agent/policy", "agent/health", "agent/histogram", "agent/metrics", "agent/api", "agent/statefile",
+	{pkg: "agent", mayUse: []string{"agent/config", "agent/policy", "agent/health", "agent/histogram", "agent/metrics", "agent/maglev", "agent/api", "agent/statefile",
 		"ipvs", "nat", "arp", "cluster/..."}, mayNot3: kernelLibraries},
 	{pkg: "agent/realserver", mayUse: []string{"agent/config", "agent/api", "agent/statefile", "agent/metrics", "arp", "nat"},
 		mayNot3: kernelLibraries},
 	{pkg: "agent/director", mayUse: []string{"agent", "agent/config", "agent/health", "agent/api", "agent/sdnotify", "agent/metrics",
 		"arp", "cluster/..."}, mayNot3: kernelLibraries},
 	{pkg: "cmd/...", mayUse: []string{"agent/...", "ipvs", "nat", "arp", "cluster/..."}, mayNot3: append(kernelLibraries, "golang.org/x/sys/unix")},
-	{pkg: "e2e/...", mayUse: []string{"e2e/...", "ipvs", "arp", "agent/health", "cluster/bgp", "cluster/bfd"}},
+	{pkg: "e2e/...", mayUse: []string{"e2e/...", "ipvs", "arp", "agent/health", "agent/maglev", "cluster/bgp", "cluster/bfd"}},
 }
 
 type layer struct {
