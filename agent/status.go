@@ -242,8 +242,10 @@ func (a *Agent) Status(ctx context.Context, q StatusQuery) (Status, error) {
 // APIHandler serves the director's local API:
 //
 //	GET /v1/status[?service=NAME...]  the Status (Status, StatusQuery)
+//	GET /v1/explain?client=&virtual=&protocol=  an Explanation (explain.go)
 func (a *Agent) APIHandler() http.Handler {
 	mux := http.NewServeMux()
+	mux.HandleFunc("GET "+RouteExplain, a.serveExplain)
 	mux.HandleFunc("GET "+RouteStatus, func(w http.ResponseWriter, r *http.Request) {
 		st, err := a.Status(r.Context(), StatusQuery{Services: r.URL.Query()["service"]})
 		if err != nil {

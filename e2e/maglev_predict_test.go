@@ -24,16 +24,8 @@ import (
 // destination at weight 0 keeps its slots; mh-fallback rehashes its flows).
 // This is what `lvsd explain` builds on.
 func TestMaglevPrediction(t *testing.T) {
-	tp := topo.New(t, topo.WithRealServers(4), topo.WithClientSources(1))
-	vip := netip.MustParseAddr("10.0.0.50")
-	rss := tp.RealServers()
-	holdVIPOnLoopback(t, vip, rss...)
-	servers := serveEcho(t, echo.Config{TCP: []uint16{80}, HTTP: []uint16{8080}}, rss...)
-	d := newDirector(t, tp.Director(1), map[string]string{"web": weightedService(vip, rss, 1, 2, 1, 3)})
-	d.start()
-	d.waitServices(1, 4)
-	k := d.ipvs()
-	key := ipvs.ServiceKey{Protocol: ipvs.TCP, Addr: vip, Port: 80}
+	tp, d, servers := startWeighted(t)
+	vip, rss, k, key := weightedVIP, tp.RealServers(), d.ipvs(), weightedKey
 	names := map[netip.Addr]string{}
 	for _, rs := range rss {
 		names[rs.V4] = rs.ID
@@ -112,6 +104,26 @@ func TestMaglevPrediction(t *testing.T) {
 	check("rs3 weight 1 -> 5", map[string]int{"rs1": 1, "rs2": 2, "rs3": 5, "rs4": 3})
 	servers["rs2"].SetHealthy(false)
 	check("rs2 unhealthy", map[string]int{"rs1": 1, "rs2": 0, "rs3": 5, "rs4": 3})
+}
+
+// The service of TestMaglevPrediction and TestExplain.
+var (
+	weightedVIP = netip.MustParseAddr("10.0.0.50")
+	weightedKey = ipvs.ServiceKey{Protocol: ipvs.TCP, Addr: weightedVIP, Port: 80}
+)
+
+// startWeighted starts a director with service web (weightedService) over
+// four echo real servers at weights 1, 2, 1 and 3, and one client source.
+func startWeighted(t *testing.T) (*topo.Topology, *lvsd, map[string]*echo.Server) {
+	t.Helper()
+	tp := topo.New(t, topo.WithRealServers(4), topo.WithClientSources(1))
+	rss := tp.RealServers()
+	holdVIPOnLoopback(t, weightedVIP, rss...)
+	servers := serveEcho(t, echo.Config{TCP: []uint16{80}, HTTP: []uint16{8080}}, rss...)
+	d := newDirector(t, tp.Director(1), map[string]string{"web": weightedService(weightedVIP, rss, 1, 2, 1, 3)})
+	d.start()
+	d.waitServices(1, 4)
+	return tp, d, servers
 }
 
 // weightedService is a service web on vip with rss as backends at weights,
