@@ -80,6 +80,12 @@ func (a *Agent) Explain(ctx context.Context, q ExplainQuery) (Explanation, error
 	}
 	vs, ok := explainedService(s.cfg.Desired.Services, q)
 	if !ok {
+		for _, m := range s.cfg.Desired.Services {
+			if m.ServiceKey.FWMark != 0 && m.VIP == q.Virtual.Addr() {
+				return Explanation{}, fmt.Errorf("%s %s: service %s is a firewall-mark service (%s), which lvsd explain "+
+					"does not resolve yet", q.Protocol, q.Virtual, m.Name, m.ServiceKey)
+			}
+		}
 		return Explanation{}, fmt.Errorf("%s %s: %w", q.Protocol, q.Virtual, errNoService)
 	}
 	actual, err := a.opts.Kernel.readServices(ctx, []ipvs.ServiceKey{vs.ServiceKey})

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"net/netip"
+	"strings"
 	"testing"
 	"time"
 
@@ -67,6 +68,19 @@ func TestExplain(t *testing.T) {
 	_, err = a.Explain(ctx, ExplainQuery{Client: client, Virtual: netip.MustParseAddrPort("10.0.0.50:81"), Protocol: ipvs.TCP})
 	if !errors.Is(err, errNoService) {
 		t.Errorf("port 81: %v, want %v", err, errNoService)
+	}
+}
+
+// A firewall-mark service is named, not passed off as no service.
+func TestExplainFirewallMark(t *testing.T) {
+	e := newEnv(t)
+	e.service("web", "service: web\nvip: 10.0.0.50\nports: [\"8000-8010\"]\nbackends: [{address: 10.0.0.11}]\n")
+	a := e.agent()
+	e.reconcile(a)
+	_, err := a.Explain(context.Background(), ExplainQuery{Client: netip.MustParseAddrPort("192.0.2.7:40000"),
+		Virtual: netip.MustParseAddrPort("10.0.0.50:8005"), Protocol: ipvs.TCP})
+	if err == nil || !strings.Contains(err.Error(), "service web is a firewall-mark service (fwmark:") {
+		t.Errorf("got %v, want it to name the firewall-mark service", err)
 	}
 }
 
