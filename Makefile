@@ -4,7 +4,8 @@ GO ?= go
 export PATH := /usr/local/go/bin:$(PATH)
 
 VERSION ?= $(shell git describe --tags --always --dirty 2>/dev/null || echo dev)
-LDFLAGS := -s -w -X main.version=$(VERSION)
+COMMIT ?= $(shell git rev-parse --short=12 HEAD 2>/dev/null)
+LDFLAGS := -s -w -X main.version=$(VERSION) -X main.commit=$(COMMIT)
 BIN := $(CURDIR)/bin
 OUT ?= $(CURDIR)/e2e/out
 RUN ?= .

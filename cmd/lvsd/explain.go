@@ -25,12 +25,12 @@ func init() {
 // explain asks the running director which backend a flow gets.
 func explain(ctx context.Context, e *env) error {
 	if len(e.args) != 2 {
-		return fmt.Errorf("usage: lvsd explain CLIENT[:PORT] VIP:PORT[/PROTO] (e.g. 192.0.2.7:51000 10.0.0.50:443/tcp)")
+		return usagef("usage: lvsd explain CLIENT[:PORT] VIP:PORT[/PROTO] (e.g. 192.0.2.7:51000 10.0.0.50:443/tcp)")
 	}
 	virtual, proto, _ := strings.Cut(e.args[1], "/")
 	q, err := agent.ParseExplainQuery(e.args[0], virtual, proto)
 	if err != nil {
-		return err
+		return usageError{err}
 	}
 	socket, err := apiSocket(e, "explain")
 	if err != nil {
