@@ -4,13 +4,14 @@ GO ?= go
 export PATH := /usr/local/go/bin:$(PATH)
 
 VERSION ?= $(shell git describe --tags --always --dirty 2>/dev/null || echo dev)
-LDFLAGS := -s -w -X main.version=$(VERSION)
+COMMIT ?= $(shell git rev-parse --short=12 HEAD 2>/dev/null)
+LDFLAGS := -s -w -X main.version=$(VERSION) -X main.commit=$(COMMIT)
 BIN := $(CURDIR)/bin
 OUT ?= $(CURDIR)/e2e/out
 RUN ?= .
 E2E_TIMEOUT ?= 20m
 
-.PHONY: all build vet unit fuzz fuzz-short e2e test demo bench ecmp-bench clean vm-setup package package-check
+.PHONY: all build vet unit examples-check fuzz fuzz-short e2e test demo bench ecmp-bench clean vm-setup package package-check
 
 all: build
 
@@ -28,6 +29,15 @@ vet:
 unit:
 	$(GO) test -race -count=1 -v ./... | grep -vE "^\s*=== (RUN|PAUSE|CONT|NAME)" ; exit $${PIPESTATUS[0]}
 	$(MAKE) --no-print-directory fuzz-short
+	$(MAKE) --no-print-directory examples-check
+
+# The Prometheus alert rules: promtool check rules and their unit tests,
+# and promtool check metrics on the expected scrape (installs Debian's
+# prometheus package for promtool when missing; e2e/systemd lints the real
+# scrape with it too). The dashboard's and the rules' series are checked by
+# `go test ./cmd/lvsd`.
+examples-check:
+	$(CURDIR)/examples/prometheus/check
 
 # Native Go fuzz targets, one "package:FuzzName" per entry; add yours here.
 # `make fuzz` runs each for FUZZTIME (long runs, by hand), `make unit` each
@@ -70,7 +80,7 @@ fuzz-short:
 # the target fails if either did.
 E2E_PKGS ?= ./e2e ./nat ./ipvs ./e2e/ecmplab
 E2E_SYSTEMD_PKGS ?= ./e2e/systemd
-e2e: build vm-setup package-check
+e2e: build vm-setup package-check examples-check
 	@mkdir -p $(OUT)
 	rc=0; \
 	LVSD_BIN=$(BIN)/lvsd LVSD_ECHO_BIN=$(BIN)/lvsd-echo LVSD_E2E_OUT=$(OUT) \

@@ -99,6 +99,7 @@ type Agent struct {
 	// last planned: a pass that fails before planning keeps it, so a
 	// transition it saw is not lost.
 	applied map[string]Eligibility
+	loaded  ConfigLoad // the last attempt to load the configuration (metrics.go)
 }
 
 // New returns an agent; Run starts it.
@@ -178,6 +179,7 @@ func (a *Agent) start() error {
 		}
 	}
 	a.setConfig(cfg)
+	a.loadedConfig(a.opts.Now(), nil)
 	var err error
 	if a.owned, err = LoadOwnedServices(cfg.Agent.StateDir); err != nil {
 		return fmt.Errorf("reading ownership record: %w", err)
@@ -205,6 +207,7 @@ func (a *Agent) setConfig(cfg *Config) {
 
 func (a *Agent) reload(why string) {
 	cfg, err := LoadConfig(a.opts.ConfigPath)
+	a.loadedConfig(a.opts.Now(), err)
 	if err != nil {
 		// Remember the broken files' fingerprint so the error is logged once,
 		// not at every tick, and the last good configuration stays.

@@ -2,21 +2,23 @@ package agent
 
 import (
 	"context"
-	"runtime"
+	"slices"
 	"time"
 
 	"github.com/lvsd/lvsd/agent/config"
 	"github.com/lvsd/lvsd/agent/health"
+	"github.com/lvsd/lvsd/agent/histogram"
+	"github.com/lvsd/lvsd/agent/metrics"
 	"github.com/lvsd/lvsd/ipvs"
 	"github.com/prometheus/client_golang/prometheus"
 )
 
 // ReconcileStats counts the reconciler's passes since the agent started.
 type ReconcileStats struct {
-	Passes       uint64        // passes run
-	Failed       uint64        // passes that ended with an error
-	Total        time.Duration // time spent in all passes
-	Last         time.Time     // start of the last pass; zero before the first
+	Passes       uint64              // passes run
+	Failed       uint64              // passes that ended with an error
+	Durations    histogram.Durations // of every pass
+	Last         time.Time           // start of the last pass; zero before the first
 	LastDuration time.Duration
 	LastError    string // "" when the last pass succeeded
 	Services     int    // IPVS services the last pass wanted
@@ -36,11 +38,29 @@ func (prev *snapshot) next(s *snapshot) ReconcileStats {
 	if s.err != "" {
 		r.Failed++
 	}
-	r.Total += s.duration
+	r.Durations.Observe(s.duration)
 	r.Last, r.LastDuration, r.LastError = s.at, s.duration, s.err
 	r.Services = len(s.desired.Services)
 	r.Resets += s.resets
 	return r
+}
+
+// ConfigLoad is the outcome of the last attempt to load the configuration
+// (at start, at a signal, after an edit).
+type ConfigLoad struct {
+	At       time.Time // of the attempt
+	Err      string    // why it was rejected; "" when it was taken
+	LastGood time.Time // when the configuration in force was loaded
+}
+
+// loadedConfig records an attempt to load the configuration at now.
+func (a *Agent) loadedConfig(now time.Time, err error) {
+	a.loaded.At = now
+	if err != nil {
+		a.loaded.Err = err.Error()
+		return
+	}
+	a.loaded.Err, a.loaded.LastGood = "", now
 }
 
 // Reconciles returns the pass counts; ok is false before the first pass has
@@ -122,16 +142,13 @@ var (
 	backendLabels = []string{"service", "ipvs_service", "backend"}
 )
 
-func desc(name, help string, labels ...string) *prometheus.Desc {
-	return prometheus.NewDesc("lvsd_"+name, help, labels, nil)
-}
+var desc = metrics.Desc
 
 // Metric descriptions (docs/operations.md lists them with examples).
 var (
-	descBuildInfo = desc("build_info", "Always 1; the labels say which lvsd runs.", "version", "goversion")
-	descReady     = desc("ready", "1 once the first reconcile pass has finished.")
-	descPasses    = desc("reconcile_duration_seconds",
-		"Time spent in reconcile passes (read the kernel, plan, apply); the count is the number of passes.")
+	descReady  = desc("ready", "1 once the first reconcile pass has finished.")
+	descPasses = desc("reconcile_duration_seconds",
+		"How long reconcile passes took (read the kernel, plan, apply); the count is the number of passes.")
 	descErrors = desc("reconcile_errors_total",
 		"Reconcile passes that ended with an error (kernel read or some change failed); they are retried.")
 	descResets = desc("connection_resets_total",
@@ -156,7 +173,7 @@ var (
 		"Absent when it is no longer configured (draining).", backendLabels...)
 	descDraining = desc("backend_draining_seconds", "How long a removed backend has been draining "+
 		"(weight 0, waiting for its connections to end). Absent when it is not draining.", backendLabels...)
-	descConns = desc("backend_connections", "IPVS connection entries of the backend now, by state "+
+	descConns = desc("backend_connection_entries", "IPVS connection entries of the backend now, by state "+
 		"(active: established TCP; inactive: everything else, UDP included).",
 		append(backendLabels[:3:3], "state")...)
 	descConnsTotal = desc("backend_connections_total",
@@ -186,12 +203,12 @@ func NewCollector(a *Agent, version string) *Collector {
 
 // Describe implements prometheus.Collector.
 func (c *Collector) Describe(ch chan<- *prometheus.Desc) {
-	for _, d := range []*prometheus.Desc{descBuildInfo, descReady, descPasses, descErrors, descResets, descLastPass, descLastOK,
+	for _, d := range []*prometheus.Desc{descReady, descPasses, descErrors, descResets, descLastPass, descLastOK,
 		descServiceInfo, descServiceInKernel, descVIPHeld, descEligible, descHealthy, descWeight, descConfiguredWeight, descDraining,
 		descConns, descConnsTotal, descPackets, descBytes} {
 		ch <- d
 	}
-	for _, d := range append(clusterDescs, bgpDescs...) {
+	for _, d := range slices.Concat(metrics.Common, clusterDescs, bgpDescs, healthDescs) {
 		ch <- d
 	}
 }
@@ -206,14 +223,17 @@ func (c *Collector) Collect(ch chan<- prometheus.Metric) {
 	counter := func(d *prometheus.Desc, v uint64, labels ...string) {
 		ch <- prometheus.MustNewConstMetric(d, prometheus.CounterValue, float64(v), labels...)
 	}
-	gauge(descBuildInfo, 1, c.version, runtime.Version())
+	metrics.CollectBuildInfo(ch, c.version)
 	r, ok := c.a.Reconciles()
 	if !ok {
 		gauge(descReady, 0)
 		return
 	}
 	gauge(descReady, 1)
-	ch <- prometheus.MustNewConstSummary(descPasses, r.Passes, r.Total.Seconds(), nil)
+	snap := c.a.snap.Load()
+	metrics.CollectConfigLoad(ch, snap.loaded.Err == "", snap.loaded.LastGood)
+	collectHealth(snap.cfg, c.a.healthStates(), ch, gauge, counter)
+	ch <- prometheus.MustNewConstHistogram(descPasses, r.Durations.Count(), r.Durations.Sum(), r.Durations.Buckets())
 	counter(descErrors, r.Failed)
 	counter(descResets, r.Resets)
 	gauge(descLastPass, float64(r.Last.Add(r.LastDuration).UnixNano())/1e9)
@@ -274,9 +294,4 @@ func (c *Collector) Collect(ch chan<- prometheus.Metric) {
 	}
 }
 
-func b2f(b bool) float64 {
-	if b {
-		return 1
-	}
-	return 0
-}
+var b2f = metrics.Bool

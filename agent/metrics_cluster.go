@@ -26,13 +26,34 @@ var (
 		"(includes the directors' clock offset): of the last message, and the largest seen.", "which")
 )
 
-var clusterDescs = []*prometheus.Desc{descClusterLive, descQuorum, descStalls, descSyncRecords, descSyncDropped,
-	descSyncCache, descSyncPushes, descSyncLag}
+// Ownership as one director sees it; across directors, max by (vip) of the
+// holders says whether a VIP has no owner or several.
+var (
+	descClusterInfo = desc("cluster_info", "Always 1; mode is active-standby, active-active or ecmp (where every "+
+		"ready director holds every VIP).", "mode")
+	descClusterState = desc("cluster_state", "1 for the state this director is in, 0 for the others: starting "+
+		"(start-up hold), active (holds VIPs), standby (holds none), no-quorum (too few directors seen), leaving.", "state")
+	descVIPHolders = desc("cluster_vip_holders", "Directors that claim the VIP in their heartbeats, as this "+
+		"director hears them: 1 is normal (all ready directors under ecmp), 0 no owner, more split ownership.", "vip")
+)
+
+// clusterStates are the values of cluster.View.State.
+var clusterStates = []string{"starting", "active", "standby", "no-quorum", "leaving"}
+
+var clusterDescs = []*prometheus.Desc{descClusterLive, descQuorum, descStalls, descClusterInfo, descClusterState,
+	descVIPHolders, descSyncRecords, descSyncDropped, descSyncCache, descSyncPushes, descSyncLag}
 
 func collectCluster(v *cluster.View, gauge func(*prometheus.Desc, float64, ...string), counter func(*prometheus.Desc, uint64, ...string)) {
 	gauge(descClusterLive, float64(v.Live))
 	gauge(descQuorum, float64(v.Quorum))
 	counter(descStalls, uint64(v.Stalls))
+	gauge(descClusterInfo, 1, string(v.Mode))
+	for _, s := range clusterStates {
+		gauge(descClusterState, b2f(v.State == s), s)
+	}
+	for _, vip := range v.VIPs {
+		gauge(descVIPHolders, float64(len(vip.Holders)), vip.VIP)
+	}
 }
 
 func collectConnSync(s *connsync.Stats, gauge func(*prometheus.Desc, float64, ...string), counter func(*prometheus.Desc, uint64, ...string)) {

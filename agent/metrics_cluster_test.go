@@ -33,14 +33,30 @@ func TestMetricsCluster(t *testing.T) {
 	a := e.agent()
 	c := NewCollector(a, "dev")
 	e.reconcile(a)
-	names := []string{"lvsd_cluster_live_directors", "lvsd_conn_sync_records_total", "lvsd_conn_sync_lag_seconds", "lvsd_conn_sync_pushes_total"}
+	names := []string{"lvsd_cluster_live_directors", "lvsd_conn_sync_records_total", "lvsd_conn_sync_lag_seconds", "lvsd_conn_sync_pushes_total",
+		"lvsd_cluster_info", "lvsd_cluster_state", "lvsd_cluster_vip_holders"}
 	if n := testutil.CollectAndCount(c, names...); n != 0 {
 		t.Fatalf("without a cluster: %d cluster series", n)
 	}
-	a.opts.Cluster = fixedView{Live: 2, Quorum: 2, Stalls: 3}
+	a.opts.Cluster = fixedView{Live: 2, Quorum: 2, Stalls: 3, Mode: cluster.ActiveStandby, State: "standby",
+		VIPs: []cluster.VIPView{{VIP: "10.0.0.50", Owner: "d2", Holders: []string{"d2"}}, {VIP: "10.0.0.51"}}}
 	a.opts.ConnSync = fixedSyncStats{MasterRecords: 10, SentRecords: 12, ReplayedRecords: 2, ReceivedRecords: 5,
 		AppliedRecords: 5, DroppedInvalid: 1, CacheSize: 7, Pushes: 4, LastLag: 3 * time.Millisecond, MaxLag: 40 * time.Millisecond}
 	want := `
+# HELP lvsd_cluster_info Always 1; mode is active-standby, active-active or ecmp (where every ready director holds every VIP).
+# TYPE lvsd_cluster_info gauge
+lvsd_cluster_info{mode="active-standby"} 1
+# HELP lvsd_cluster_state 1 for the state this director is in, 0 for the others: starting (start-up hold), active (holds VIPs), standby (holds none), no-quorum (too few directors seen), leaving.
+# TYPE lvsd_cluster_state gauge
+lvsd_cluster_state{state="active"} 0
+lvsd_cluster_state{state="leaving"} 0
+lvsd_cluster_state{state="no-quorum"} 0
+lvsd_cluster_state{state="standby"} 1
+lvsd_cluster_state{state="starting"} 0
+# HELP lvsd_cluster_vip_holders Directors that claim the VIP in their heartbeats, as this director hears them: 1 is normal (all ready directors under ecmp), 0 no owner, more split ownership.
+# TYPE lvsd_cluster_vip_holders gauge
+lvsd_cluster_vip_holders{vip="10.0.0.50"} 1
+lvsd_cluster_vip_holders{vip="10.0.0.51"} 0
 # HELP lvsd_cluster_live_directors Directors this one counts for the quorum, itself included.
 # TYPE lvsd_cluster_live_directors gauge
 lvsd_cluster_live_directors 2

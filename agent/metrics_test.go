@@ -3,21 +3,85 @@ package agent
 import (
 	"context"
 	"errors"
+	"flag"
 	"fmt"
 	"net/netip"
+	"os"
+	"path/filepath"
 	"runtime"
 	"slices"
 	"strings"
 	"testing"
 	"time"
 
-	"github.com/lvsd/lvsd/agent/health"
-	"github.com/lvsd/lvsd/ipvs"
+	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/testutil"
+	"github.com/prometheus/common/expfmt"
+
+	"github.com/lvsd/lvsd/agent/health"
+	"github.com/lvsd/lvsd/agent/histogram"
+	"github.com/lvsd/lvsd/ipvs"
 )
 
+var update = flag.Bool("update", false, "rewrite testdata/*.golden from the current output")
+
+// golden compares got with testdata/name, or rewrites it with -update.
+func golden(t *testing.T, name, got string) {
+	t.Helper()
+	path := filepath.Join("testdata", name)
+	if *update {
+		if err := os.WriteFile(path, []byte(got), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	want, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got != string(want) {
+		t.Errorf("%s differs (go test -run %s -update rewrites it):\n%s", path, t.Name(), lineDiff(string(want), got))
+	}
+}
+
+// lineDiff lists the lines only in want (-) or only in got (+).
+func lineDiff(want, got string) string {
+	w, g := strings.Split(want, "\n"), strings.Split(got, "\n")
+	var out []string
+	for _, l := range w {
+		if !slices.Contains(g, l) {
+			out = append(out, "- "+l)
+		}
+	}
+	for _, l := range g {
+		if !slices.Contains(w, l) {
+			out = append(out, "+ "+l)
+		}
+	}
+	return strings.Join(out, "\n")
+}
+
+// scrape renders c in the Prometheus text format.
+func scrape(t *testing.T, c prometheus.Collector) string {
+	t.Helper()
+	reg := prometheus.NewPedanticRegistry()
+	reg.MustRegister(c)
+	families, err := reg.Gather()
+	if err != nil {
+		t.Fatal(err)
+	}
+	var b strings.Builder
+	for _, f := range families {
+		if _, err := expfmt.MetricFamilyToText(&b, f); err != nil {
+			t.Fatal(err)
+		}
+	}
+	return strings.ReplaceAll(b.String(), runtime.Version(), "GOVERSION")
+}
+
 // TestMetrics: names, units, labels and values of the series after two
-// passes, one of which left a backend draining.
+// passes, one of which left a backend draining, with health checks
+// (testdata/metrics.golden). The pedantic registry checks the
+// descriptions against what is collected.
 func TestMetrics(t *testing.T) {
 	e := newEnv(t)
 	e.service("web", webTwo)
@@ -35,85 +99,20 @@ lvsd_ready 0
 	svc := ipvs.ServiceKey{Protocol: ipvs.TCP, Addr: netip.MustParseAddr("10.0.0.50"), Port: 80}
 	rs2 := ipvs.DestinationKey{Addr: netip.MustParseAddr("10.0.0.12"), Port: 80}
 	e.ipvs.SetConns(svc, rs2, 2, 1)
-	e.ipvs.SetStats(svc, rs2, ipvs.Stats{Connections: 9, PacketsIn: 120, PacketsOut: 0, BytesIn: 6400})
-	e.service("web", "service: web\nvip: 10.0.0.50\nports: [80]\nbackends:\n  - {address: 10.0.0.11, weight: 3}\n")
+	e.ipvs.SetStats(svc, rs2, ipvs.Stats{Connections: 9, PacketsIn: 5 << 32, PacketsOut: 0, BytesIn: 6400})
+	e.service("web", "service: web\nvip: 10.0.0.50\nports: [80]\nbackends:\n  - {address: 10.0.0.11, weight: 3, "+
+		"health: {checks: [{type: tcp}]}}\n")
 	e.reload(a)
+	var rounds histogram.Durations
+	rounds.Observe(3 * time.Millisecond)
+	rounds.Observe(40 * time.Millisecond)
+	a.opts.Health = &fakeHealth{states: map[string]health.State{"web/10.0.0.11": {Known: true, Healthy: true, Weight: -1,
+		Rounds: 2, FailedRounds: 1, Transitions: 1, Durations: rounds, LastDuration: 40 * time.Millisecond}}}
 	e.now = e.now.Add(time.Second)
 	e.reconcile(a)
 	e.now = e.now.Add(7 * time.Second)
 
-	want := `
-# HELP lvsd_backend_bytes_total Bytes IPVS forwarded for the backend since it was added, by direction as for lvsd_backend_packets_total.
-# TYPE lvsd_backend_bytes_total counter
-lvsd_backend_bytes_total{backend="10.0.0.11:80",direction="in",ipvs_service="tcp:10.0.0.50:80",service="web"} 0
-lvsd_backend_bytes_total{backend="10.0.0.11:80",direction="out",ipvs_service="tcp:10.0.0.50:80",service="web"} 0
-lvsd_backend_bytes_total{backend="10.0.0.12:80",direction="in",ipvs_service="tcp:10.0.0.50:80",service="web"} 6400
-lvsd_backend_bytes_total{backend="10.0.0.12:80",direction="out",ipvs_service="tcp:10.0.0.50:80",service="web"} 0
-# HELP lvsd_backend_configured_weight The backend's weight in the service file. Absent when it is no longer configured (draining).
-# TYPE lvsd_backend_configured_weight gauge
-lvsd_backend_configured_weight{backend="10.0.0.11:80",ipvs_service="tcp:10.0.0.50:80",service="web"} 3
-# HELP lvsd_backend_connections IPVS connection entries of the backend now, by state (active: established TCP; inactive: everything else, UDP included).
-# TYPE lvsd_backend_connections gauge
-lvsd_backend_connections{backend="10.0.0.11:80",ipvs_service="tcp:10.0.0.50:80",service="web",state="active"} 0
-lvsd_backend_connections{backend="10.0.0.11:80",ipvs_service="tcp:10.0.0.50:80",service="web",state="inactive"} 0
-lvsd_backend_connections{backend="10.0.0.12:80",ipvs_service="tcp:10.0.0.50:80",service="web",state="active"} 2
-lvsd_backend_connections{backend="10.0.0.12:80",ipvs_service="tcp:10.0.0.50:80",service="web",state="inactive"} 1
-# HELP lvsd_backend_connections_total Connections IPVS scheduled to the backend since it was added.
-# TYPE lvsd_backend_connections_total counter
-lvsd_backend_connections_total{backend="10.0.0.11:80",ipvs_service="tcp:10.0.0.50:80",service="web"} 0
-lvsd_backend_connections_total{backend="10.0.0.12:80",ipvs_service="tcp:10.0.0.50:80",service="web"} 9
-# HELP lvsd_backend_draining_seconds How long a removed backend has been draining (weight 0, waiting for its connections to end). Absent when it is not draining.
-# TYPE lvsd_backend_draining_seconds gauge
-lvsd_backend_draining_seconds{backend="10.0.0.12:80",ipvs_service="tcp:10.0.0.50:80",service="web"} 7
-# HELP lvsd_backend_packets_total Packets IPVS forwarded for the backend since it was added; direction in is client to server, out is the replies (0 for DR and tunnel, which bypass the director).
-# TYPE lvsd_backend_packets_total counter
-lvsd_backend_packets_total{backend="10.0.0.11:80",direction="in",ipvs_service="tcp:10.0.0.50:80",service="web"} 0
-lvsd_backend_packets_total{backend="10.0.0.11:80",direction="out",ipvs_service="tcp:10.0.0.50:80",service="web"} 0
-lvsd_backend_packets_total{backend="10.0.0.12:80",direction="in",ipvs_service="tcp:10.0.0.50:80",service="web"} 120
-lvsd_backend_packets_total{backend="10.0.0.12:80",direction="out",ipvs_service="tcp:10.0.0.50:80",service="web"} 0
-# HELP lvsd_backend_weight The backend's weight in the kernel now (the effective weight; 0 while it drains). Absent when it is not in the kernel.
-# TYPE lvsd_backend_weight gauge
-lvsd_backend_weight{backend="10.0.0.11:80",ipvs_service="tcp:10.0.0.50:80",service="web"} 3
-lvsd_backend_weight{backend="10.0.0.12:80",ipvs_service="tcp:10.0.0.50:80",service="web"} 0
-# HELP lvsd_build_info Always 1; the labels say which lvsd runs.
-# TYPE lvsd_build_info gauge
-lvsd_build_info{goversion="GOVERSION",version="1.2.3"} 1
-# HELP lvsd_connection_resets_total Destinations whose connections lvsd dropped: unhealthy where connections do not persist (persistence_on_unhealthy), or every destination of a service at failover with drain_on_failover false.
-# TYPE lvsd_connection_resets_total counter
-lvsd_connection_resets_total 0
-# HELP lvsd_last_reconcile_success 1 if the last reconcile pass succeeded, else 0.
-# TYPE lvsd_last_reconcile_success gauge
-lvsd_last_reconcile_success 1
-# HELP lvsd_last_reconcile_timestamp_seconds When the last reconcile pass finished, as a Unix time.
-# TYPE lvsd_last_reconcile_timestamp_seconds gauge
-lvsd_last_reconcile_timestamp_seconds 1001
-# HELP lvsd_ready 1 once the first reconcile pass has finished.
-# TYPE lvsd_ready gauge
-lvsd_ready 1
-# HELP lvsd_reconcile_duration_seconds Time spent in reconcile passes (read the kernel, plan, apply); the count is the number of passes.
-# TYPE lvsd_reconcile_duration_seconds summary
-lvsd_reconcile_duration_seconds_sum 0
-lvsd_reconcile_duration_seconds_count 2
-# HELP lvsd_reconcile_errors_total Reconcile passes that ended with an error (kernel read or some change failed); they are retried.
-# TYPE lvsd_reconcile_errors_total counter
-lvsd_reconcile_errors_total 0
-# HELP lvsd_service_eligible_backends Backends taking new connections now (kernel weight above 0); 0 means the service refuses new clients.
-# TYPE lvsd_service_eligible_backends gauge
-lvsd_service_eligible_backends{ipvs_service="tcp:10.0.0.50:80",service="web"} 1
-# HELP lvsd_service_in_kernel 1 if the IPVS service is in the kernel now.
-# TYPE lvsd_service_in_kernel gauge
-lvsd_service_in_kernel{ipvs_service="tcp:10.0.0.50:80",service="web"} 1
-# HELP lvsd_service_info Always 1; the labels describe the IPVS service lvsd wants.
-# TYPE lvsd_service_info gauge
-lvsd_service_info{flags="mh-fallback,mh-port",ipvs_service="tcp:10.0.0.50:80",scheduler="mh",service="web",vip="10.0.0.50"} 1
-# HELP lvsd_service_vip_held 1 if this node holds the service's VIP on its interface now.
-# TYPE lvsd_service_vip_held gauge
-lvsd_service_vip_held{ipvs_service="tcp:10.0.0.50:80",service="web"} 1
-`
-	want = strings.ReplaceAll(want, "GOVERSION", runtime.Version())
-	if err := testutil.CollectAndCompare(c, strings.NewReader(want)); err != nil {
-		t.Fatal(err)
-	}
+	golden(t, "metrics.golden", scrape(t, c))
 	// promlint: base units, _total on counters, no camelCase, …
 	problems, err := testutil.CollectAndLint(c)
 	if err != nil {
@@ -122,6 +121,48 @@ lvsd_service_vip_held{ipvs_service="tcp:10.0.0.50:80",service="web"} 1
 	for _, p := range problems {
 		t.Errorf("lint: %s: %s", p.Metric, p.Text)
 	}
+}
+
+// TestMetricsNoNameClash: no gauge or histogram is named like a counter
+// without its _total (OpenMetrics parses a counter foo_total as family
+// foo), and no two families share a name once _total, _bucket, _sum or
+// _count are cut off.
+func TestMetricsNoNameClash(t *testing.T) {
+	seen := map[string]string{}
+	for _, d := range describe(NewCollector(nil, "")) {
+		name := descName(d)
+		base := name
+		for _, suffix := range []string{"_total", "_bucket", "_sum", "_count", "_created"} {
+			base = strings.TrimSuffix(base, suffix)
+		}
+		if other, ok := seen[base]; ok {
+			t.Errorf("%s and %s are one family to OpenMetrics", other, name)
+		}
+		seen[base] = name
+	}
+	if len(seen) < 30 {
+		t.Errorf("only %d metrics described", len(seen))
+	}
+}
+
+// describe lists what c describes.
+func describe(c prometheus.Collector) []*prometheus.Desc {
+	ch := make(chan *prometheus.Desc, 256)
+	c.Describe(ch)
+	close(ch)
+	var out []*prometheus.Desc
+	for d := range ch {
+		out = append(out, d)
+	}
+	return out
+}
+
+// descName is the fqName of d (the client library does not expose it).
+func descName(d *prometheus.Desc) string {
+	s := d.String()
+	_, rest, _ := strings.Cut(s, `fqName: "`)
+	name, _, _ := strings.Cut(rest, `"`)
+	return name
 }
 
 // TestMetricsCountFailedPasses: a pass that fails counts as an error and
@@ -227,4 +268,43 @@ lvsd_service_eligible_backends{ipvs_service="tcp:10.0.0.50:80",service="web"} 2
 	if !slices.Equal(got, wantStatus) {
 		t.Errorf("status destinations:\n got %q\nwant %q", got, wantStatus)
 	}
+}
+
+// TestMetricsConfigRejected: a rejected edit turns
+// lvsd_config_last_reload_successful to 0 and keeps the time of the
+// configuration in force; lvsd status says why. A good edit turns it back.
+func TestMetricsConfigRejected(t *testing.T) {
+	e := newEnv(t)
+	e.service("web", webTwo)
+	a := e.agent()
+	c := NewCollector(a, "dev")
+	e.reconcile(a)
+	e.now = e.now.Add(time.Minute)
+	e.service("web", "service: web\nvip: 10.0.0.50\nports: [80]\nbackends:\n  - {address: 10.0.0.11, wieght: 2}\n")
+	e.reload(a)
+	e.reconcile(a)
+	check := func(ok int, at int) {
+		t.Helper()
+		want := fmt.Sprintf(`
+# HELP lvsd_config_last_reload_success_timestamp_seconds When the configuration in force was loaded, as a Unix time.
+# TYPE lvsd_config_last_reload_success_timestamp_seconds gauge
+lvsd_config_last_reload_success_timestamp_seconds %d
+# HELP lvsd_config_last_reload_successful 1 if the last attempt to load the configuration (start, signal or edited file) succeeded; 0: the files on disk were rejected and the previous configuration runs.
+# TYPE lvsd_config_last_reload_successful gauge
+lvsd_config_last_reload_successful %d
+`, at, ok)
+		if err := testutil.CollectAndCompare(c, strings.NewReader(want), "lvsd_config_last_reload_successful",
+			"lvsd_config_last_reload_success_timestamp_seconds"); err != nil {
+			t.Fatal(err)
+		}
+	}
+	check(0, 1000)
+	st, err := a.Status(context.Background(), StatusQuery{})
+	if err != nil || !strings.Contains(st.ConfigError, `unknown key "wieght"`) || st.ConfigLoadedAt.Unix() != 1000 {
+		t.Errorf("status: config error %q, loaded at %v (%v)", st.ConfigError, st.ConfigLoadedAt, err)
+	}
+	e.service("web", webTwo)
+	e.reload(a)
+	e.reconcile(a)
+	check(1, 1060)
 }

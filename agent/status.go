@@ -48,6 +48,11 @@ type Status struct {
 	Drained   bool            `json:"drained,omitempty"`
 	DrainedAt time.Time       `json:"drained_at,omitzero"`
 	ConnSync  *connsync.Stats `json:"conn_sync,omitempty"`
+	// ConfigLoadedAt is when the configuration in force was loaded;
+	// ConfigError says why the last attempt since was rejected (the files
+	// on disk are not what runs).
+	ConfigLoadedAt time.Time `json:"config_loaded_at"`
+	ConfigError    string    `json:"config_error,omitempty"`
 }
 
 // ServiceStatus is one IPVS service lvsd wants.
@@ -104,12 +109,13 @@ type snapshot struct {
 	eligibility map[string]Eligibility
 	resets      uint64         // destinations this pass reset
 	passes      ReconcileStats // counts up to and including this pass (metrics.go)
+	loaded      ConfigLoad     // the last attempt to load the configuration
 	actual      Actual         // the kernel as this pass left it (read, then its ops)
 }
 
 func (a *Agent) publish(desired Desired, actual Actual, start time.Time, err error, ops ...Op) {
 	s := &snapshot{cfg: a.cfg, desired: desired, drains: maps.Clone(a.drains), actual: actual,
-		at: start, duration: a.opts.Now().Sub(start), eligibility: a.eligibility}
+		at: start, duration: a.opts.Now().Sub(start), eligibility: a.eligibility, loaded: a.loaded}
 	for _, op := range ops {
 		if op.Kind == AwaitExpiry {
 			s.resets += uint64(len(op.Expiring.Dests))
@@ -163,7 +169,8 @@ func (a *Agent) Status(ctx context.Context, q StatusQuery) (Status, error) {
 		return Status{}, err
 	}
 	st := Status{Node: s.cfg.Agent.Node, Role: string(s.cfg.Agent.Role), Config: a.opts.ConfigPath, KernelAsOf: asOf,
-		LastReconcile: s.at, LastDuration: s.duration.String(), LastError: s.err}
+		LastReconcile: s.at, LastDuration: s.duration.String(), LastError: s.err,
+		ConfigLoadedAt: s.loaded.LastGood, ConfigError: s.loaded.Err}
 	now := a.opts.Now()
 	states := a.healthStates()
 	checked := checkedBackends(s.cfg.Services)
@@ -235,8 +242,10 @@ func (a *Agent) Status(ctx context.Context, q StatusQuery) (Status, error) {
 // APIHandler serves the director's local API:
 //
 //	GET /v1/status[?service=NAME...]  the Status (Status, StatusQuery)
+//	GET /v1/explain?client=&virtual=&protocol=  an Explanation (explain.go)
 func (a *Agent) APIHandler() http.Handler {
 	mux := http.NewServeMux()
+	mux.HandleFunc("GET "+RouteExplain, a.serveExplain)
 	mux.HandleFunc("GET "+RouteStatus, func(w http.ResponseWriter, r *http.Request) {
 		st, err := a.Status(r.Context(), StatusQuery{Services: r.URL.Query()["service"]})
 		if err != nil {

@@ -25,6 +25,9 @@ type Kernel struct {
 	// tunnelAttrsWork says a tunnel type written through lvsd's own
 	// netlink was read back (tunnel_linux.go); guarded by mu.
 	tunnelAttrsWork bool
+	// dump is the generic netlink socket kept for reading destinations
+	// (dest_linux.go); guarded by mu.
+	dump *genlConn
 }
 
 var _ Interface = (*Kernel)(nil)
@@ -73,6 +76,9 @@ func Probe() error {
 
 // Close releases the netlink socket and the namespace handle.
 func (k *Kernel) Close() {
+	k.mu.Lock()
+	k.closeDump()
+	k.mu.Unlock()
 	k.h.Close()
 	if k.ns.IsOpen() {
 		k.ns.Close()
@@ -90,37 +96,6 @@ func (k *Kernel) Services(ctx context.Context) ([]Service, error) {
 	out := make([]Service, 0, len(raw))
 	for _, s := range raw {
 		out = append(out, fromMobyService(s))
-	}
-	return out, nil
-}
-
-// Destinations implements Interface.
-func (k *Kernel) Destinations(ctx context.Context, svc ServiceKey) ([]Destination, error) {
-	k.mu.Lock()
-	raw, err := k.h.GetDestinations(toMobyService(Service{ServiceKey: svc}))
-	k.mu.Unlock()
-	if err != nil {
-		return nil, fmt.Errorf("listing destinations of %s: %w", svc, kernelErr(err))
-	}
-	out := make([]Destination, 0, len(raw))
-	tunnels := false
-	for _, d := range raw {
-		out = append(out, fromMobyDestination(d))
-		tunnels = tunnels || d.ConnectionFlags&mobyipvs.ConnectionFlagFwdMask == uint32(Tunnel)
-	}
-	if !tunnels {
-		return out, nil
-	}
-	// moby/ipvs does not read the tunnel type: a second dump, for services
-	// with tunnel destinations only.
-	opts, err := k.tunnelOptions(ctx, svc)
-	if err != nil {
-		return nil, fmt.Errorf("listing tunnel destinations of %s: %w", svc, err)
-	}
-	for i := range out {
-		if out[i].Forwarding == Tunnel {
-			out[i].Tunnel = opts[out[i].DestinationKey]
-		}
 	}
 	return out, nil
 }
@@ -288,22 +263,11 @@ func toMobyDestination(d Destination) *mobyipvs.Destination {
 		Weight:          d.Weight,
 		ConnectionFlags: uint32(d.Forwarding),
 		AddressFamily:   syscall.AF_INET,
+		UpperThreshold:  d.UpperThreshold,
+		LowerThreshold:  d.LowerThreshold,
 	}
 	if d.Addr.Is6() {
 		m.AddressFamily = syscall.AF_INET6
 	}
 	return m
-}
-
-func fromMobyDestination(m *mobyipvs.Destination) Destination {
-	a, _ := netip.AddrFromSlice(m.Address)
-	return Destination{
-		DestinationKey: DestinationKey{Addr: a.Unmap(), Port: m.Port},
-		Weight:         m.Weight,
-		Forwarding:     Forwarding(m.ConnectionFlags & 0x7),
-		ActiveConns:    m.ActiveConnections,
-		InactiveConns:  m.InactiveConnections,
-		Stats: Stats{Connections: uint64(m.Stats.Connections), PacketsIn: uint64(m.Stats.PacketsIn),
-			PacketsOut: uint64(m.Stats.PacketsOut), BytesIn: m.Stats.BytesIn, BytesOut: m.Stats.BytesOut},
-	}
 }

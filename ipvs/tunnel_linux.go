@@ -73,18 +73,6 @@ func (k *Kernel) writeTunnelDestination(ctx context.Context, cmd uint8, svc Serv
 	return nil
 }
 
-// tunnelOptions reads the tunnel attributes of svc's destinations.
-func (k *Kernel) tunnelOptions(ctx context.Context, svc ServiceKey) (map[DestinationKey]TunnelOptions, error) {
-	k.mu.Lock()
-	defer k.mu.Unlock()
-	c, err := k.genl(ctx)
-	if err != nil {
-		return nil, err
-	}
-	defer c.s.Close()
-	return c.tunnels(svc)
-}
-
 func (c *genlConn) tunnels(svc ServiceKey) (map[DestinationKey]TunnelOptions, error) {
 	msgs, err := c.exec(genlCmdGetDest, unix.NLM_F_DUMP, encodeServiceKey(svc))
 	if err != nil {
@@ -128,8 +116,8 @@ func encodeDestination(d Destination) *nl.RtAttr {
 	n.AddRtAttr(destAttrPort, networkUint16(d.Port))
 	n.AddRtAttr(destAttrFwdMethod, nl.Uint32Attr(uint32(d.Forwarding)))
 	n.AddRtAttr(destAttrWeight, nl.Uint32Attr(uint32(d.Weight)))
-	n.AddRtAttr(destAttrUThresh, nl.Uint32Attr(0))
-	n.AddRtAttr(destAttrLThresh, nl.Uint32Attr(0))
+	n.AddRtAttr(destAttrUThresh, nl.Uint32Attr(d.UpperThreshold))
+	n.AddRtAttr(destAttrLThresh, nl.Uint32Attr(d.LowerThreshold))
 	n.AddRtAttr(destAttrAddrFamily, nl.Uint16Attr(fam))
 	n.AddRtAttr(destAttrTunType, nl.Uint8Attr(uint8(d.Tunnel.Type)))
 	n.AddRtAttr(destAttrTunPort, networkUint16(d.Tunnel.Port))
@@ -149,70 +137,16 @@ func addrBytes(a netip.Addr) []byte {
 
 func networkUint16(v uint16) []byte { return binary.BigEndian.AppendUint16(nil, v) }
 
-// destAttrSize is the payload size of the fixed-size attributes read back.
-var destAttrSize = map[uint16]int{destAttrAddr: 4, destAttrPort: 2, destAttrAddrFamily: 2,
-	destAttrTunType: 1, destAttrTunPort: 2, destAttrTunFlags: 2}
-
-// parseTunnels reads GET_DEST replies, one message per destination, into
-// each destination's tunnel attributes (zero where the kernel sends none).
-// fam is the service's family, which a kernel before 3.18 gives its
-// destinations without saying so.
+// parseTunnels reads GET_DEST replies into each destination's tunnel
+// attributes (zero where the kernel sends none).
 func parseTunnels(msgs [][]byte, fam uint16) (map[DestinationKey]TunnelOptions, error) {
-	nests, err := genlNests(msgs, genlAttrDest)
+	dests, err := parseDestinations(msgs, fam)
 	if err != nil {
-		return nil, fmt.Errorf("parsing destination reply: %w", err)
+		return nil, err
 	}
-	out := make(map[DestinationKey]TunnelOptions, len(nests))
-	for _, n := range nests {
-		k, t, err := parseTunnel(n, fam)
-		if err != nil {
-			return nil, err
-		}
-		out[k] = t
+	out := make(map[DestinationKey]TunnelOptions, len(dests))
+	for _, d := range dests {
+		out[d.DestinationKey] = d.Tunnel
 	}
 	return out, nil
-}
-
-func parseTunnel(b []byte, fam uint16) (DestinationKey, TunnelOptions, error) {
-	attrs, err := nl.ParseRouteAttr(b)
-	if err != nil {
-		return DestinationKey{}, TunnelOptions{}, fmt.Errorf("parsing destination attributes: %w", err)
-	}
-	var (
-		k    DestinationKey
-		t    TunnelOptions
-		raw  []byte
-		ne   = nl.NativeEndian()
-		seen bool
-	)
-	for _, a := range attrs {
-		typ, v := a.Attr.Type&nlaTypeMask, a.Value
-		if size := destAttrSize[typ]; len(v) < size {
-			return DestinationKey{}, TunnelOptions{}, fmt.Errorf("destination attribute %d has %d bytes, want %d", typ, len(v), size)
-		}
-		switch typ {
-		case destAttrAddr:
-			raw, seen = v, true
-		case destAttrPort:
-			k.Port = binary.BigEndian.Uint16(v)
-		case destAttrAddrFamily:
-			fam = ne.Uint16(v)
-		case destAttrTunType:
-			t.Type = TunnelType(v[0])
-		case destAttrTunPort:
-			t.Port = binary.BigEndian.Uint16(v)
-		case destAttrTunFlags:
-			t.Flags = TunnelFlags(ne.Uint16(v))
-		}
-	}
-	if !seen {
-		return DestinationKey{}, TunnelOptions{}, fmt.Errorf("destination without an address")
-	}
-	// The kernel sends a union of 16 bytes; an IPv4 address is the first 4.
-	if fam == syscall.AF_INET6 && len(raw) >= 16 {
-		k.Addr = netip.AddrFrom16([16]byte(raw[:16])).Unmap()
-	} else {
-		k.Addr = netip.AddrFrom4([4]byte(raw[:4]))
-	}
-	return k, t, nil
 }

@@ -5,10 +5,13 @@ package ipvs
 import (
 	"context"
 	"errors"
+	"fmt"
+	"net"
 	"net/netip"
 	"strings"
 	"syscall"
 	"testing"
+	"time"
 )
 
 // The kernel and the Fake agree on tunnel destinations: GUE and GRE
@@ -77,5 +80,76 @@ func TestVMTunnelDestinations(t *testing.T) {
 	}
 	if got, err := k.Destinations(ctx, svc6.ServiceKey); err != nil || len(got) != 1 || got[0].DestinationKey != dst6.DestinationKey || !got[0].SameOptions(dst6) {
 		t.Errorf("IPv6 tunnel destination: %+v, %v", got, err)
+	}
+}
+
+// Destinations read through lvsd's own dump match what ipvsadm shows: the
+// kernel's list order (a new destination goes to the head), the
+// thresholds, and the 64-bit counters of real packets.
+func TestVMDestinationReadBack(t *testing.T) {
+	ctx := context.Background()
+	ns := newVMNS(t)
+	run(t, "ip", "-n", ns.name, "link", "set", "lo", "up")
+	run(t, "ip", "-n", ns.name, "link", "add", "v0", "type", "veth", "peer", "name", "v1")
+	run(t, "ip", "-n", ns.name, "addr", "add", "10.0.2.1/24", "dev", "v0")
+	run(t, "ip", "-n", ns.name, "link", "set", "v0", "up")
+	run(t, "ip", "-n", ns.name, "link", "set", "v1", "up")
+	run(t, "ip", "-n", ns.name, "route", "add", "10.0.0.50/32", "dev", "v0")
+	k := openVM(t, ns.path)
+	svc := Service{ServiceKey: ServiceKey{Protocol: UDP, Addr: netip.MustParseAddr("10.0.0.50"), Port: 5353}, Scheduler: "rr"}
+	if err := k.AddService(ctx, svc); err != nil {
+		t.Fatal(err)
+	}
+	var added []Destination
+	for i, a := range []string{"10.0.2.11", "10.0.2.12", "10.0.2.13"} {
+		d := Destination{DestinationKey: DestinationKey{Addr: netip.MustParseAddr(a), Port: 5353}, Weight: i + 1,
+			Forwarding: DirectRoute, UpperThreshold: uint32(10 * (i + 1)), LowerThreshold: uint32(i)}
+		if err := k.AddDestination(ctx, svc.ServiceKey, d); err != nil {
+			t.Fatal(err)
+		}
+		added = append([]Destination{d}, added...) // the kernel's order: newest first
+	}
+	const packets = 300
+	ns.in(t, func() {
+		c, err := net.Dial("udp", "10.0.0.50:5353")
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer c.Close()
+		for range packets {
+			c.Write([]byte("lvsd"))
+		}
+	})
+	// The kernel folds its per-CPU counters into what it reports every
+	// 2 s (its rate estimator): wait for them.
+	var got []Destination
+	for deadline := time.Now().Add(10 * time.Second); ; time.Sleep(200 * time.Millisecond) {
+		var err error
+		if got, err = k.Destinations(ctx, svc.ServiceKey); err != nil {
+			t.Fatal(err)
+		}
+		var n uint64
+		for _, d := range got {
+			n += d.Stats.PacketsIn
+		}
+		if n == packets || time.Now().After(deadline) {
+			break
+		}
+	}
+	out := run(t, "ip", "netns", "exec", ns.name, "ipvsadm", "-Ln", "--stats", "--exact")
+	t.Logf("ipvsadm -Ln --stats --exact:\n%s", out)
+	var total uint64
+	for i, d := range got {
+		if d.DestinationKey != added[i].DestinationKey || !d.SameOptions(added[i]) {
+			t.Errorf("destination %d: got %+v, want %+v", i, d, added[i])
+		}
+		line := fmt.Sprintf("%s:%d %d %d", d.Addr, d.Port, d.Stats.Connections, d.Stats.PacketsIn)
+		if !strings.Contains(strings.Join(strings.Fields(out), " "), line) {
+			t.Errorf("ipvsadm does not show %q", line)
+		}
+		total += d.Stats.PacketsIn
+	}
+	if total != packets {
+		t.Errorf("packets in: %d, want %d", total, packets)
 	}
 }

@@ -170,30 +170,45 @@ func (k DestinationKey) Compare(o DestinationKey) int {
 	return cmpInt(k.Port, o.Port)
 }
 
-// Destination is a real server of a service. ActiveConns, InactiveConns and
-// Stats are read from the kernel and ignored when writing.
+// Destination is a real server of a service. ActiveConns, InactiveConns,
+// PersistentConns and Stats are read from the kernel and ignored when
+// writing.
 type Destination struct {
 	DestinationKey
 	Weight     int
 	Forwarding Forwarding
 	// Tunnel is the encapsulation of a Tunnel destination (zero: IPIP).
-	Tunnel        TunnelOptions
-	ActiveConns   int
-	InactiveConns int
-	Stats         Stats
+	Tunnel TunnelOptions
+	// UpperThreshold and LowerThreshold are IPVS's connection limits
+	// (0: none): at UpperThreshold connections (active + inactive) the
+	// destination takes no new ones until it drops below LowerThreshold
+	// (when 0: below three quarters of UpperThreshold).
+	UpperThreshold, LowerThreshold uint32
+	ActiveConns                    int
+	InactiveConns                  int
+	PersistentConns                int // persistence templates pointing at it
+	Stats                          Stats
 }
 
-// Stats are a destination's IPVS traffic counters since it was added. The
-// kernel sends the connection and packet counts as 32-bit values, which wrap
-// (a counter reset to Prometheus). Replies of DR and tunnel services bypass
-// the director, so their Out counters stay 0.
+// Stats are a destination's IPVS traffic counters since it was added, 64-bit
+// on Linux 4.1 and later (earlier kernels send 32-bit connection and packet
+// counts, which wrap: a counter reset to Prometheus). Replies of DR and
+// tunnel services bypass the director, so their Out counters stay 0.
 type Stats struct {
 	Connections, PacketsIn, PacketsOut, BytesIn, BytesOut uint64
+	// Rates are the kernel's estimates, averaged over a few seconds.
+	Rates Rates
+}
+
+// Rates are IPVS's rate estimates of a destination (ipvsadm --rate).
+type Rates struct {
+	ConnectionsPerSecond, PacketsInPerSecond, PacketsOutPerSecond, BytesInPerSecond, BytesOutPerSecond uint64
 }
 
 // SameOptions reports whether d and o need no update to match.
 func (d Destination) SameOptions(o Destination) bool {
-	return d.Weight == o.Weight && d.Forwarding == o.Forwarding && d.Tunnel == o.Tunnel
+	return d.Weight == o.Weight && d.Forwarding == o.Forwarding && d.Tunnel == o.Tunnel &&
+		d.UpperThreshold == o.UpperThreshold && d.LowerThreshold == o.LowerThreshold
 }
 
 // Method names how packets reach the destination: "route", "masq",

@@ -62,6 +62,10 @@ func Serve(ctx context.Context, l net.Listener, h http.Handler) error {
 	return err
 }
 
+// ErrNotRunning is Do's error when no agent answers on the socket (the CLI
+// exits 3 then, as LSB status does for a service that is not running).
+var ErrNotRunning = errors.New("no lvsd agent is answering")
+
 // Client talks to an agent's socket.
 type Client struct {
 	Path string
@@ -90,7 +94,7 @@ func (c *Client) Do(ctx context.Context, method, route string, out any) error {
 	if err != nil {
 		var ne *net.OpError
 		if errors.As(err, &ne) && (errors.Is(err, os.ErrNotExist) || strings.Contains(err.Error(), "connection refused")) {
-			return fmt.Errorf("no lvsd agent is answering on %s (is it running?)", c.Path)
+			return fmt.Errorf("%w on %s (is it running?)", ErrNotRunning, c.Path)
 		}
 		return fmt.Errorf("talking to the agent on %s: %w", c.Path, err)
 	}

@@ -6,7 +6,6 @@ import (
 	"io/fs"
 	"os"
 	"path/filepath"
-	"strings"
 )
 
 // Role says what an lvsd agent does on its host.
@@ -129,14 +128,9 @@ func loadAgent(path string, data []byte) (*Agent, error) {
 		}
 		a.servicesDirAt = d.servicesDirAt(raw.ServicesDir != "")
 	case RoleRealServer:
-		// Keys only a director reads would be ignored without a word.
-		for _, k := range []struct {
-			set  bool
-			path string
-		}{{raw.ServicesDir != "", "$.services_dir"}, {raw.Metrics.Listen != "", "$.metrics"}} {
-			if k.set {
-				d.errorf(k.path, "%s is for role director; a real server does not read it", strings.TrimPrefix(k.path, "$."))
-			}
+		// A key only a director reads would be ignored without a word.
+		if raw.ServicesDir != "" {
+			d.errorf("$.services_dir", "services_dir is for role director; a real server does not read it")
 		}
 	default:
 		d.errorf("$.role", "role %q is not one of director, realserver", raw.Role)

@@ -175,8 +175,7 @@ func TestAgentFileRejects(t *testing.T) {
 		{"interface name", "interface: eth0/1\nservices_dir: services.d\n", "lvsd.yaml:1:12: \"eth0/1\" is not an interface name (1-15 characters, no spaces, slashes or colons)"},
 		{"interface too long", "interface: abcdefghijklmnop\n", "lvsd.yaml:1:12: \"abcdefghijklmnop\" is not an interface name (1-15 characters, no spaces, slashes or colons)"},
 		{"services_dir on a real server", "role: realserver\nservices_dir: services.d\nmetrics: {listen: off}\n",
-			"lvsd.yaml:2:15: services_dir is for role director; a real server does not read it\n" +
-				"lvsd.yaml:3:11: metrics is for role director; a real server does not read it"},
+			"lvsd.yaml:2:15: services_dir is for role director; a real server does not read it"},
 		{"sync port wraps", head + "cluster:\n  insecure: true\n  conn_sync: {port: 65534}\n", "lvsd.yaml:5:21: port 65534 is not in 1-65533 (connection sync also uses the next two ports)"},
 		{"nice range", head + "cluster:\n  insecure: true\n  nice: 99999999999999999999\n", "lvsd.yaml:5:9: nice 99999999999999999999 is not in -20-19"},
 		{"numeric node name", "node: 0x1F\n" + head, "lvsd.yaml:1:7: node: 0x1F is a number, not text: write \"0x1F\" in quotes if you mean the text"},

@@ -11,13 +11,13 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
-	"net"
 	"sync"
 	"time"
 
 	"github.com/lvsd/lvsd/agent"
 	"github.com/lvsd/lvsd/agent/api"
 	"github.com/lvsd/lvsd/agent/health"
+	"github.com/lvsd/lvsd/agent/metrics"
 	"github.com/lvsd/lvsd/agent/sdnotify"
 	"github.com/lvsd/lvsd/arp"
 	"github.com/lvsd/lvsd/cluster"
@@ -187,15 +187,8 @@ func serve(ctx context.Context, wg *sync.WaitGroup, cfg *agent.Config, a *agent.
 			log.Error("local API stopped", "socket", cfg.Agent.APISocket, "err", err)
 		}
 	})
-	if addr := cfg.Agent.MetricsListen; addr != "" {
-		// A busy port must not stop the director from keeping the kernel in
-		// step: Prometheus then shows the target down.
-		ml, err := net.Listen("tcp", addr)
-		if err != nil {
-			log.Error("cannot serve metrics; going on without them", "listen", addr, "err", err)
-			return nil
-		}
-		wg.Go(func() { serveMetrics(ctx, ml, a, version, log) })
+	if ml := metrics.Listen(cfg.Agent.MetricsListen, log); ml != nil {
+		wg.Go(func() { metrics.Serve(ctx, ml, log, agent.NewCollector(a, version)) })
 	}
 	return nil
 }

@@ -8,6 +8,8 @@ import (
 	"reflect"
 	"slices"
 	"time"
+
+	"github.com/lvsd/lvsd/agent/histogram"
 )
 
 // WeightHeader is the response header through which a backend asks for a
@@ -106,6 +108,14 @@ type State struct {
 	Since         time.Time // of the last transition (or of the first round)
 	LastError     string    // reason of the last failing round
 	Passes, Fails int       // consecutive passing / failing rounds
+
+	// Rounds and FailedRounds count the rounds since the target was
+	// added; Durations are their wall times (a round runs its checks
+	// at once, so the slowest check's), LastDuration the last one's.
+	// Transitions counts the changes of Healthy after the first round.
+	Rounds, FailedRounds, Transitions uint64
+	Durations                         histogram.Durations
+	LastDuration                      time.Duration
 }
 
 // Result is the outcome of one run of one check.

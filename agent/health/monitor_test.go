@@ -446,3 +446,34 @@ func TestMonitorRoundsKeepPhase(t *testing.T) {
 		t.Errorf("next round in %v, want %v", d, tick)
 	}
 }
+
+// Every round is counted, failed ones apart, with its duration (the
+// slowest check's): what lvsd's health-check metrics export.
+func TestMonitorCountsRounds(t *testing.T) {
+	clock := newFakeClock()
+	results := seq("+--+")
+	var calls int
+	m := NewMonitor(nil, WithClock(clock), WithJitter(func(time.Duration) time.Duration { return 0 }),
+		WithFactory(func(*Target, *Check) Checker {
+			return CheckerFunc(func(context.Context) Result {
+				clock.Advance(30 * time.Millisecond) // the check takes 30 ms
+				calls++
+				return results[min(calls, len(results))-1]
+			})
+		}))
+	m.Set([]Target{target("a", 1, 1)})
+	runMonitor(t, m)
+	clock.awaitAfters(t, 1)
+	for i := 2; i <= len(results); i++ {
+		clock.Advance(tick)
+		clock.awaitAfters(t, i)
+	}
+	st := m.Snapshot()["a"]
+	if st.Rounds != 4 || st.FailedRounds != 2 || st.Durations.Count() != 4 || st.LastDuration != 30*time.Millisecond {
+		t.Errorf("rounds %d, failed %d, durations %d, last %v; want 4, 2, 4, 30ms", st.Rounds, st.FailedRounds,
+			st.Durations.Count(), st.LastDuration)
+	}
+	if b := st.Durations.Buckets(); b[0.025] != 0 || b[0.05] != 4 {
+		t.Errorf("buckets %v: want all four rounds in le=0.05", b)
+	}
+}

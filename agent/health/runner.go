@@ -70,11 +70,12 @@ func (r *runner) loop(ctx context.Context) {
 			case <-clock.After(d):
 			}
 		}
+		start := clock.Now()
 		r.round(ctx)
 		if ctx.Err() != nil {
 			return // stopped: the verdict of an aborted round means nothing
 		}
-		r.record()
+		r.record(clock.Now().Sub(start))
 		next = r.m.align(nextSlot(next, r.interval, clock.Now()), r.interval)
 	}
 }
@@ -153,13 +154,22 @@ func (r *runner) checkName(i int) string {
 	return c.Type + " :" + strconv.Itoa(int(r.t.dst(c).Port()))
 }
 
-// record folds the round's results into r.st, logs what changed and
-// publishes the new State.
-func (r *runner) record() {
+// record folds the round's results, which took took, into r.st, logs what
+// changed and publishes the new State.
+func (r *runner) record(took time.Duration) {
 	pass, reason := r.verdict()
 	prev := r.st
 	st, flipped := step(prev, pass, reason, r.t.Rise, r.t.Fall, r.m.clock.Now())
 	st.Weight = r.weight(prev.Weight)
+	st.Rounds++
+	if !pass {
+		st.FailedRounds++
+	}
+	st.Durations.Observe(took)
+	st.LastDuration = took
+	if flipped && prev.Known {
+		st.Transitions++
+	}
 	r.st = st
 
 	log := r.m.log

@@ -17,6 +17,7 @@ import (
 
 	"github.com/lvsd/lvsd/agent/api"
 	"github.com/lvsd/lvsd/agent/config"
+	"github.com/lvsd/lvsd/agent/metrics"
 )
 
 // Defaults of the real-server agent.
@@ -40,6 +41,10 @@ type Options struct {
 	// Dial runs the local checks; nil: a net.Dialer.
 	Dial func(ctx context.Context, network, addr string) (net.Conn, error)
 	Now  func() time.Time
+	// Metrics is where /metrics is served (metrics.Listen); nil: not at
+	// all. Version labels lvsd_build_info.
+	Metrics net.Listener
+	Version string
 }
 
 // Agent keeps a real server's VIPs and sysctls in step with the agent file
@@ -55,10 +60,12 @@ type Agent struct {
 	fingerprint   [32]byte
 	rec           Record
 	missingLogged string
+	loaded        configLoad // the last attempt to load the agent file
 
 	status   atomic.Pointer[Status] // published by Run, read by the handlers
 	requests chan drainRequest      // from the API handlers to Run
 	stopping chan struct{}          // closed when Run stops taking requests
+	probes   probes                 // counted by the weight endpoint (metrics.go)
 }
 
 type drainRequest struct {
@@ -110,6 +117,10 @@ func (a *Agent) Run(ctx context.Context, reload <-chan struct{}, apiL, healthL n
 	}()
 	a.serve(&wg, "api", apiL, func() error { return api.Serve(srvCtx, apiL, a.APIHandler()) })
 	a.serve(&wg, "health", healthL, func() error { return serveEndpoint(srvCtx, healthL, a.HealthHandler()) })
+	a.serve(&wg, "metrics", a.opts.Metrics, func() error {
+		metrics.Serve(srvCtx, a.opts.Metrics, a.log, NewCollector(a, a.opts.Version))
+		return nil
+	})
 
 	a.reconcile(ctx)
 	st := a.status.Load()
@@ -158,6 +169,7 @@ func (a *Agent) start() error {
 		return fmt.Errorf("%s: role is %s, not realserver", a.opts.ConfigPath, cfg.Role)
 	}
 	a.setConfig(cfg)
+	a.loaded = configLoad{At: a.opts.Now(), LastGood: a.opts.Now()}
 	var err error
 	if a.rec, err = LoadRecord(cfg.StateDir); err != nil {
 		return fmt.Errorf("reading the real-server record: %w", err)
@@ -199,13 +211,17 @@ func (a *Agent) reload(why string) {
 	if err == nil && cfg.Role != config.RoleRealServer {
 		err = fmt.Errorf("role changed to %s: restart lvsd to change roles", cfg.Role)
 	}
+	a.loaded.At, a.loaded.Err = a.opts.Now(), ""
 	if err != nil {
 		// Remember the broken file's fingerprint so the error is logged
 		// once, not at every tick; the last good configuration stays.
 		a.fingerprint = a.configFingerprint()
 		a.log.Error("configuration rejected; keeping the last good one", "trigger", why, "err", err)
+		a.loaded.Err = err.Error()
+		a.republish()
 		return
 	}
+	a.loaded.LastGood = a.loaded.At
 	old := a.cfg
 	a.setConfig(cfg)
 	if cfg.APISocket != old.APISocket || cfg.RealServer.Health.Listen != old.RealServer.Health.Listen {
@@ -371,6 +387,10 @@ type Status struct {
 	HealthListen     string         `json:"health_listen,omitempty"`
 	HealthPath       string         `json:"health_path,omitempty"`
 	Checks           []CheckResult  `json:"checks,omitempty"` // filled per request
+	// ConfigLoadedAt is when the agent file in force was loaded;
+	// ConfigError says why the last attempt since was rejected.
+	ConfigLoadedAt time.Time `json:"config_loaded_at"`
+	ConfigError    string    `json:"config_error,omitempty"`
 
 	checks []config.LocalCheck
 }
@@ -399,6 +419,8 @@ func (a *Agent) publish(missing []netip.Addr, down []string) {
 		OwnedSysctls:     slices.Clone(a.rec.Sysctls),
 		HealthListen:     rs.Health.Listen,
 		HealthPath:       rs.Health.Path,
+		ConfigLoadedAt:   a.loaded.LastGood,
+		ConfigError:      a.loaded.Err,
 		checks:           slices.Clone(rs.Health.Checks),
 	}
 	if st.Drained {

@@ -98,17 +98,20 @@ func (a *Agent) HealthHandler() http.Handler {
 		}
 		w.Header().Set("Cache-Control", "no-store")
 		w.Header().Set("Content-Type", "text/plain; charset=utf-8")
+		now := a.opts.Now()
 		if len(problems) > 0 {
+			a.probes.count(now, &a.probes.unhealthy)
 			w.Header().Set(WeightHeader, "0")
 			w.WriteHeader(http.StatusServiceUnavailable)
 			fmt.Fprintf(w, "unhealthy: %s (lvsd status on this server says why)\n", strings.Join(problems, "; "))
 			return
 		}
 		w.Header().Set(WeightHeader, strconv.Itoa(st.Weight))
-		state := "ok"
+		state, counter := "ok", &a.probes.ok
 		if st.Drained {
-			state = "drained"
+			state, counter = "drained", &a.probes.drained
 		}
+		a.probes.count(now, counter)
 		fmt.Fprintf(w, "%s weight=%d\n", state, st.Weight)
 	})
 }

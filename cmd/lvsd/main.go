@@ -38,8 +38,8 @@ type env struct {
 
 // commands maps a name to its subcommand; files add theirs in init.
 var commands = map[string]command{
-	"version": {usage: "print the version", run: func(_ context.Context, e *env) error {
-		fmt.Fprintln(e.stdout, "lvsd", version)
+	"version": {usage: "print the version, commit and Go version (also --version, -V)", run: func(_ context.Context, e *env) error {
+		fmt.Fprintln(e.stdout, versionLine())
 		return nil
 	}},
 }
@@ -51,12 +51,10 @@ func main() {
 	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGINT, syscall.SIGTERM)
 	err := run(ctx, os.Args[1:], os.Stdout, os.Stderr)
 	stop()
-	if err != nil {
-		if !errors.Is(err, flag.ErrHelp) {
-			fmt.Fprintln(os.Stderr, "lvsd:", err)
-		}
-		os.Exit(1)
+	if err != nil && !errors.Is(err, flag.ErrHelp) {
+		fmt.Fprintln(os.Stderr, "lvsd:", err)
 	}
+	os.Exit(exitCode(err))
 }
 
 func usage(w io.Writer) {
@@ -78,14 +76,17 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 		return flag.ErrHelp
 	}
 	name, args := args[0], args[1:]
-	if name == "help" || name == "-h" || name == "--help" {
+	switch name {
+	case "help", "-h", "--help":
 		usage(stdout)
 		return nil
+	case "--version", "-V":
+		name = "version"
 	}
 	cmd, ok := commands[name]
 	if !ok {
 		usage(stderr)
-		return fmt.Errorf("unknown command %q", name)
+		return usageError{fmt.Errorf("unknown command %q", name)}
 	}
 	fs := flag.NewFlagSet("lvsd "+name, flag.ContinueOnError)
 	fs.SetOutput(stderr)
@@ -94,7 +95,10 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 		setup(fs)
 	}
 	if err := fs.Parse(args); err != nil {
-		return err
+		if errors.Is(err, flag.ErrHelp) {
+			return nil // -h: the flag package printed the usage
+		}
+		return usageError{err}
 	}
 	return cmd.run(ctx, &env{flags: fs, config: *cfg, args: fs.Args(), stdout: stdout, stderr: stderr})
 }

@@ -10,6 +10,7 @@ import (
 	"github.com/lvsd/lvsd/agent"
 	"github.com/lvsd/lvsd/agent/api"
 	"github.com/lvsd/lvsd/agent/config"
+	"github.com/lvsd/lvsd/agent/metrics"
 	"github.com/lvsd/lvsd/agent/realserver"
 	"github.com/lvsd/lvsd/agent/sdnotify"
 	"github.com/lvsd/lvsd/arp"
@@ -43,7 +44,8 @@ func runRealServer(ctx context.Context, e *env, a *config.Agent, reload <-chan s
 			return fmt.Errorf("realserver.health.listen: %w", err)
 		}
 	}
-	ag := realserver.New(realserver.Options{ConfigPath: e.config, Config: a, Host: realServerHost(), Log: log})
+	ag := realserver.New(realserver.Options{ConfigPath: e.config, Config: a, Host: realServerHost(), Log: log,
+		Metrics: metrics.Listen(a.MetricsListen, log), Version: version})
 	go sdnotify.Run(ctx, log, systemd{}, sdnotify.SocketLiveness(a.APISocket))
 	return ag.Run(ctx, reload, apiL, healthL)
 }

@@ -30,17 +30,26 @@ func init() {
 	}
 }
 
+// apiSocket is the running agent's socket: --socket, else api.socket of the
+// agent file.
+func apiSocket(e *env, command string) (string, error) {
+	if socket := e.flags.Lookup("socket").Value.String(); socket != "" {
+		return socket, nil
+	}
+	a, err := config.LoadAgent(e.config)
+	if err != nil {
+		return "", fmt.Errorf("%w\n(lvsd %s reads the socket path from the agent file; --socket PATH skips it)", err, command)
+	}
+	return a.APISocket, nil
+}
+
 // status asks the running agent (either role) over its local socket. The
 // agent file only names the socket, so --socket works without one.
 func status(ctx context.Context, e *env) error {
 	asJSON := e.flags.Lookup("json").Value.String() == "true"
-	socket := e.flags.Lookup("socket").Value.String()
-	if socket == "" {
-		a, err := config.LoadAgent(e.config)
-		if err != nil {
-			return fmt.Errorf("%w\n(lvsd status reads the socket path from the agent file; --socket PATH skips it)", err)
-		}
-		socket = a.APISocket
+	socket, err := apiSocket(e, "status")
+	if err != nil {
+		return err
 	}
 	route := agent.RouteStatus
 	if names := e.flags.Lookup("service").Value.String(); names != "" {
@@ -91,6 +100,10 @@ func writeDirectorStatus(w io.Writer, st agent.Status, now time.Time) error {
 	}
 	fmt.Fprintf(w, "last reconcile %s (%s ago, took %s): %s\n", st.LastReconcile.Format(time.DateTime),
 		ago(now, st.LastReconcile), st.LastDuration, pass)
+	if st.ConfigError != "" {
+		fmt.Fprintf(w, "configuration REJECTED, the one loaded %s (%s ago) runs: %s\n",
+			st.ConfigLoadedAt.Format(time.DateTime), ago(now, st.ConfigLoadedAt), st.ConfigError)
+	}
 	if !st.KernelAsOf.IsZero() && now.Sub(st.KernelAsOf) > time.Second {
 		fmt.Fprintf(w, "kernel numbers as of that pass (over %d IPVS services: --service NAME reads them now)\n", agent.FreshLimit)
 	}

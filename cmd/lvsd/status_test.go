@@ -75,6 +75,20 @@ func TestWriteDirectorStatusFailedPass(t *testing.T) {
 	}
 }
 
+// A rejected configuration is said under the header, with the time of
+// the one still in force.
+func TestWriteDirectorStatusConfigRejected(t *testing.T) {
+	st := agent.Status{Node: "lvs1", Config: "c.yaml", LastReconcile: statusNow, LastDuration: "1ms",
+		ConfigLoadedAt: statusNow.Add(-time.Hour), ConfigError: `web.yaml:5:26: service "web": unknown key "wieght"`}
+	var b bytes.Buffer
+	writeDirectorStatus(&b, st, statusNow)
+	want := "configuration REJECTED, the one loaded 2025-06-01 11:00:10 (1h0m0s ago) runs: " +
+		"web.yaml:5:26: service \"web\": unknown key \"wieght\"\n"
+	if !strings.Contains(b.String(), want) {
+		t.Errorf("got:\n%s\nwant a line\n%s", b.String(), want)
+	}
+}
+
 func realServerStatus() realserver.Status {
 	return realserver.Status{Node: "rs1", Drained: true, DrainedAt: statusNow.Add(-90 * time.Second),
 		ConfiguredWeight: 100, Weight: 0,

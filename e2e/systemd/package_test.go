@@ -67,8 +67,9 @@ func TestPackageSystemd(t *testing.T) {
 		t.Errorf("postinst did not tell the operator how to start lvsd:\n%s", out)
 	}
 	for _, f := range []string{"/usr/sbin/lvsd", "/usr/lib/systemd/system/lvsd.service", "/usr/lib/modules-load.d/lvsd.conf",
-		"/etc/lvsd/lvsd.yaml", "/etc/lvsd/services.d/example.yaml.sample", "/usr/share/man/man8/lvsd.8.gz",
-		"/usr/share/bash-completion/completions/lvsd"} {
+		"/etc/lvsd/lvsd.yaml", "/usr/share/man/man8/lvsd.8.gz", "/usr/share/doc/lvsd/examples/services.d/web.yaml",
+		"/usr/share/bash-completion/completions/lvsd", "/usr/share/doc/lvsd/examples/prometheus/lvsd-alerts.yaml",
+		"/usr/share/doc/lvsd/examples/prometheus/lvsd-dashboard.json"} {
 		if _, err := os.Stat(f); err != nil {
 			t.Errorf("installed package lacks %s", f)
 		}
@@ -135,6 +136,7 @@ func TestPackageSystemd(t *testing.T) {
 	if got := unitProp(t, "lvsd.service", "ActiveState"); got != "active" {
 		t.Fatalf("lvsd.service is %s after a rejected reload", got)
 	}
+	checkReloadMetric(t, 0)
 	os.Remove("/etc/lvsd/services.d/bad.yaml")
 
 	// An edit and systemctl reload apply the new backend.
@@ -147,6 +149,7 @@ func TestPackageSystemd(t *testing.T) {
 		return nil
 	})
 	expectFrom(t, tp.Client(), 24, "rs1", "rs2")
+	checkReloadMetric(t, 1)
 	phase("reload")
 
 	status := sh(t, "lvsd", "status")
@@ -173,6 +176,7 @@ func TestPackageSystemd(t *testing.T) {
 			t.Errorf("/metrics lacks %q", want)
 		}
 	}
+	checkKernelCounters(t, "10.0.0.11:80")
 	phase("status, metrics")
 	if n := metricValue(metrics, `lvsd_backend_connections_total{backend="10.0.0.11:80",ipvs_service="tcp:10.0.0.50:80",service="web"}`); n < 1 {
 		t.Errorf("lvsd_backend_connections_total for rs1 is %v after traffic", n)
@@ -199,16 +203,24 @@ func TestPackageSystemd(t *testing.T) {
 	checkWatchdog(t)
 	phase("watchdog")
 
-	// Purge: the unit is stopped and gone; the kernel state stays (the
-	// director's traffic goes on until the operator removes it).
+	checkRemoveReinstall(t, deb)
+	expectFrom(t, tp.Client(), 12, "rs1", "rs2")
+	phase("remove, reinstall")
+
+	// Purge: the unit is stopped, disabled and gone with all of /etc/lvsd;
+	// the kernel state stays (the director's traffic goes on until the
+	// operator removes it).
 	sh(t, "dpkg", "--purge", "lvsd")
+	if _, err := os.Lstat(wantsLink); err == nil {
+		t.Errorf("dpkg --purge left %s: the unit stays enabled", wantsLink)
+	}
 	if _, err := os.Stat("/usr/lib/systemd/system/lvsd.service"); err == nil {
 		t.Error("the unit file survived dpkg --purge")
 	}
 	if got := unitProp(t, "lvsd.service", "ActiveState"); got != "inactive" {
 		t.Errorf("after purge lvsd.service is %s", got)
 	}
-	for _, gone := range []string{"/etc/lvsd/lvsd.yaml", "/var/lib/lvsd"} {
+	for _, gone := range []string{"/etc/lvsd", "/var/lib/lvsd"} {
 		if _, err := os.Stat(gone); err == nil {
 			t.Errorf("%s survived dpkg --purge", gone)
 		}
@@ -403,5 +415,38 @@ func checkSandbox(t *testing.T) {
 	}
 	if err := in("cat /proc/sys/kernel/core_pattern > /proc/sys/kernel/core_pattern"); err == nil {
 		t.Error("lvsd's mount namespace can write /proc/sys/kernel/core_pattern; ProtectKernelTunables is not in force")
+	}
+}
+
+// wantsLink is what systemctl enable lvsd makes.
+const wantsLink = "/etc/systemd/system/multi-user.target.wants/lvsd.service"
+
+// checkRemoveReinstall: dpkg -r stops lvsd but keeps it enabled and keeps
+// the configuration, as Debian packages do until purge; a reinstall finds
+// it enabled, says how to start it, and systemctl start brings it back.
+func checkRemoveReinstall(t *testing.T, deb string) {
+	t.Helper()
+	sh(t, "dpkg", "-r", "lvsd")
+	if got := unitProp(t, "lvsd.service", "ActiveState"); got != "inactive" {
+		t.Errorf("after dpkg -r lvsd.service is %s", got)
+	}
+	if _, err := os.Lstat(wantsLink); err != nil {
+		t.Errorf("dpkg -r dropped the enabled state: %v", err)
+	}
+	for _, kept := range []string{"/etc/lvsd/lvsd.yaml", "/etc/lvsd/services.d/web.yaml"} {
+		if _, err := os.Stat(kept); err != nil {
+			t.Errorf("dpkg -r removed %s", kept)
+		}
+	}
+	out := sh(t, "dpkg", "-i", deb)
+	if !strings.Contains(out, "'systemctl start lvsd' starts it now") {
+		t.Errorf("the reinstall did not say lvsd.service is still enabled:\n%s", out)
+	}
+	if got := unitProp(t, "lvsd.service", "UnitFileState"); got != "enabled" {
+		t.Errorf("after the reinstall lvsd.service is %q, want enabled", got)
+	}
+	sh(t, "systemctl", "start", "lvsd.service")
+	if got := unitProp(t, "lvsd.service", "ActiveState"); got != "active" {
+		t.Fatalf("lvsd.service is %s after systemctl start", got)
 	}
 }

@@ -25,8 +25,15 @@ if [ -d /run/systemd/system ]; then
 	fi
 fi
 
-if [ "$action" = install ]; then
-	echo "lvsd: set the interface in /etc/lvsd/lvsd.yaml, add services to /etc/lvsd/services.d/,"
-	echo "lvsd: check them with 'lvsd check', then run 'systemctl enable --now lvsd'."
+if [ -d /run/systemd/system ] && systemctl is-enabled --quiet lvsd.service 2>/dev/null &&
+	! systemctl is-active --quiet lvsd.service; then
+	# Reinstalled after a removal that kept the unit enabled (and the
+	# configuration): it starts at the next boot; it is not started behind
+	# the operator's back now.
+	echo "lvsd: lvsd.service is enabled (kept from before the removal): 'systemctl start lvsd' starts it now."
+elif [ "$action" = install ]; then
+	echo "lvsd: set the interface in /etc/lvsd/lvsd.yaml, add services to /etc/lvsd/services.d/"
+	echo "lvsd: (examples in /usr/share/doc/lvsd/examples/), check them with 'lvsd check',"
+	echo "lvsd: then run 'systemctl enable --now lvsd'."
 fi
 exit 0

@@ -1,4 +1,7 @@
-package director
+// Package metrics serves an agent's Prometheus metrics over HTTP, for both
+// roles: the collectors come from the role (agent.Collector,
+// realserver.Collector); the Go runtime and process collectors are added.
+package metrics
 
 import (
 	"context"
@@ -12,16 +15,14 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/collectors"
 	"github.com/prometheus/client_golang/prometheus/promhttp"
-
-	"github.com/lvsd/lvsd/agent"
 )
 
-// serveMetrics answers GET /metrics on l (agent.Collector plus the Go
-// runtime and process collectors) until ctx ends.
-func serveMetrics(ctx context.Context, l net.Listener, a *agent.Agent, version string, log *slog.Logger) {
+// Serve answers GET /metrics on l with cs plus the Go runtime and process
+// collectors until ctx ends.
+func Serve(ctx context.Context, l net.Listener, log *slog.Logger, cs ...prometheus.Collector) {
 	reg := prometheus.NewRegistry()
-	reg.MustRegister(agent.NewCollector(a, version), collectors.NewGoCollector(),
-		collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
+	reg.MustRegister(append(cs, collectors.NewGoCollector(),
+		collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))...)
 	mux := http.NewServeMux()
 	mux.Handle("GET /metrics", promhttp.HandlerFor(reg, promhttp.HandlerOpts{
 		ErrorLog:            slog.NewLogLogger(log.Handler(), slog.LevelError),
@@ -45,4 +46,19 @@ func serveMetrics(ctx context.Context, l net.Listener, a *agent.Agent, version s
 		log.Error("metrics server stopped", "err", err)
 	}
 	<-stopped
+}
+
+// Listen opens addr for Serve. A port that cannot be opened is logged and
+// nil returned: an agent's job comes first, and Prometheus shows the
+// target down.
+func Listen(addr string, log *slog.Logger) net.Listener {
+	if addr == "" {
+		return nil
+	}
+	l, err := net.Listen("tcp", addr)
+	if err != nil {
+		log.Error("cannot serve metrics; going on without them", "listen", addr, "err", err)
+		return nil
+	}
+	return l
 }

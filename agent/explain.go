@@ -1,0 +1,274 @@
+package agent
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net/http"
+	"net/netip"
+	"net/url"
+
+	"github.com/lvsd/lvsd/agent/api"
+	"github.com/lvsd/lvsd/agent/maglev"
+	"github.com/lvsd/lvsd/ipvs"
+)
+
+// RouteExplain is the API route of Explain.
+const RouteExplain = "/v1/explain"
+
+// ExplainQuery names a flow: a client (port 0: any) to a VIP and port.
+type ExplainQuery struct {
+	Client   netip.AddrPort
+	Virtual  netip.AddrPort
+	Protocol ipvs.Protocol
+}
+
+// Explanation says which backend a flow gets and why, from the kernel's
+// live state: an existing connection entry (which wins), a persistence
+// template, else the Maglev slot the kernel's ip_vs_mh computes from the
+// live destination list.
+type Explanation struct {
+	Client      string `json:"client"`
+	Service     string `json:"service"`
+	IPVSService string `json:"ipvs_service"`
+	Scheduler   string `json:"scheduler"`
+	Flags       string `json:"flags,omitempty"`
+	Rule        string `json:"eligibility_rule,omitempty"`
+	// Backend is the destination the flow's next packet reaches; "" when
+	// it is dropped or the scheduler's choice cannot be computed.
+	Backend string `json:"backend"`
+	// Decided says what decided: connection, persistence, maglev, none
+	// (no destination can take it) or unknown (a scheduler with state).
+	Decided    string         `json:"decided_by"`
+	Connection *ExplainedConn `json:"connection,omitempty"`
+	// Slot is the flow's Maglev slot, SlotOwner the destination holding
+	// it; Rehashed counts the mh-fallback lookups past it (the owner takes
+	// no new flows). HashesPort: the source port is part of the hash.
+	Slot         int                `json:"slot"`
+	SlotOwner    string             `json:"slot_owner,omitempty"`
+	Rehashed     int                `json:"rehashed,omitempty"`
+	HashesPort   bool               `json:"hashes_port"`
+	Destinations []ExplainedBackend `json:"destinations"`
+}
+
+// ExplainedConn is the IPVS connection entry (or persistence template) that
+// decides a flow.
+type ExplainedConn struct {
+	Backend string  `json:"backend"`
+	State   string  `json:"state"`
+	Expires float64 `json:"expires_seconds"`
+}
+
+// ExplainedBackend is one destination in the kernel's list order, which
+// the Maglev table depends on.
+type ExplainedBackend struct {
+	DestinationStatus
+	// SlotWeight is the weight its Maglev slots come from (the kernel's
+	// last non-zero weight); Slots how many of the table's it holds.
+	SlotWeight int `json:"slot_weight"`
+	Slots      int `json:"slots"`
+}
+
+// errNoService is Explain's answer for a flow no service of lvsd's takes.
+var errNoService = errors.New("no IPVS service of lvsd's takes this flow")
+
+// Explain says which backend a new flow q would get now, and why.
+func (a *Agent) Explain(ctx context.Context, q ExplainQuery) (Explanation, error) {
+	s := a.snap.Load()
+	if s == nil {
+		return Explanation{}, errors.New("no reconcile pass has finished yet")
+	}
+	vs, ok := explainedService(s.cfg.Desired.Services, q)
+	if !ok {
+		for _, m := range s.cfg.Desired.Services {
+			if m.ServiceKey.FWMark != 0 && m.VIP == q.Virtual.Addr() {
+				return Explanation{}, fmt.Errorf("%s %s: service %s is a firewall-mark service (%s), which lvsd explain "+
+					"does not resolve yet", q.Protocol, q.Virtual, m.Name, m.ServiceKey)
+			}
+		}
+		return Explanation{}, fmt.Errorf("%s %s: %w", q.Protocol, q.Virtual, errNoService)
+	}
+	actual, err := a.opts.Kernel.readServices(ctx, []ipvs.ServiceKey{vs.ServiceKey})
+	if err != nil {
+		return Explanation{}, err
+	}
+	cur, inKernel := actual.Services[vs.ServiceKey]
+	if !inKernel {
+		return Explanation{}, fmt.Errorf("%s (service %s) is not in the kernel", vs.ServiceKey, vs.Name)
+	}
+	e := Explanation{Client: q.Client.String(), Service: vs.Name, IPVSService: vs.ServiceKey.String(),
+		Scheduler: cur.Scheduler, Flags: cur.Flags.String(), Rule: s.eligibility[vs.Name].Rule, Slot: -1,
+		HashesPort: cur.Flags&ipvs.FlagMHPort != 0}
+	mds := explainDestinations(a, s, vs, cur, &e)
+	if a.opts.Kernel.Conns != nil {
+		conns, err := a.opts.Kernel.Conns.Connections(ctx)
+		if err != nil {
+			return Explanation{}, err
+		}
+		if c, by, ok := deciding(conns, cur.Service, q); ok {
+			e.Backend, e.Decided = c.Dest.String(), by
+			e.Connection = &ExplainedConn{Backend: c.Dest.String(), State: c.State, Expires: c.Expires.Seconds()}
+		}
+	}
+	if cur.Scheduler != "mh" {
+		if e.Decided == "" {
+			e.Decided = "unknown"
+		}
+		return e, nil
+	}
+	table := maglev.New(mds)
+	for i, n := range table.Slots() {
+		e.Destinations[i].Slots = n
+	}
+	port := uint16(0)
+	if e.HashesPort {
+		port = q.Client.Port()
+	}
+	c := table.Pick(q.Client.Addr(), port, cur.Flags&ipvs.FlagMHFallback != 0)
+	e.Slot, e.Rehashed = c.Slot, c.Rehashed
+	if c.Owner >= 0 {
+		e.SlotOwner = e.Destinations[c.Owner].Address
+	}
+	if e.Decided != "" {
+		return e, nil
+	}
+	e.Decided = "none"
+	if c.Dest >= 0 {
+		e.Backend, e.Decided = e.Destinations[c.Dest].Address, "maglev"
+	}
+	return e, nil
+}
+
+// explainedService finds the IPVS service lvsd wants for q's VIP, port and
+// protocol.
+func explainedService(services []VirtualService, q ExplainQuery) (VirtualService, bool) {
+	for _, vs := range services {
+		k := vs.ServiceKey
+		if !vs.Internal && k.FWMark == 0 && k.Protocol == q.Protocol && k.Addr == q.Virtual.Addr() && k.Port == q.Virtual.Port() {
+			return vs, true
+		}
+	}
+	return VirtualService{}, false
+}
+
+// explainDestinations fills e.Destinations from the kernel's list and
+// returns them as the Maglev scheduler sees them. A destination's slot
+// weight is its kernel weight, or at weight 0 the weight lvsd gave it last
+// (its configured slot weight; 1 for one no longer configured).
+func explainDestinations(a *Agent, s *snapshot, vs VirtualService, cur ActualService, e *Explanation) []maglev.Destination {
+	wanted := map[ipvs.DestinationKey]Destination{}
+	for _, d := range vs.Destinations {
+		wanted[d.DestinationKey] = d
+	}
+	states, checked := a.healthStates(), checkedBackends(s.cfg.Services)
+	var mds []maglev.Destination
+	for _, k := range cur.Destinations {
+		ds := DestinationStatus{Address: k.DestinationKey.String(), Forwarding: k.Method(), ConfiguredWeight: -1,
+			Weight: k.Weight, ActiveConns: k.ActiveConns, InactiveConns: k.InactiveConns}
+		slotWeight := k.Weight
+		if w, ok := wanted[k.DestinationKey]; ok {
+			ds.ConfiguredWeight = w.Weight
+			ds.setHealth(states, s.eligibility, checked, vs.Name, w.Backend)
+			if slotWeight == 0 {
+				slotWeight = max(w.SlotWeight, w.Weight)
+			}
+		}
+		if slotWeight == 0 {
+			slotWeight = 1
+		}
+		ds.setStats(k.Stats)
+		overloaded := k.UpperThreshold > 0 && uint32(k.ActiveConns+k.InactiveConns) >= k.UpperThreshold
+		e.Destinations = append(e.Destinations, ExplainedBackend{DestinationStatus: ds, SlotWeight: slotWeight})
+		mds = append(mds, maglev.Destination{Addr: k.Addr, Port: k.Port, Weight: k.Weight, LastWeight: slotWeight,
+			Overloaded: overloaded})
+	}
+	return mds
+}
+
+// deciding finds the connection entry q's next packet belongs to (for a
+// client with a port), else the persistence template of a persistent
+// service: what decides before the scheduler does.
+func deciding(conns []ipvs.Connection, svc ipvs.Service, q ExplainQuery) (ipvs.Connection, string, bool) {
+	if q.Client.Port() != 0 {
+		for _, c := range conns {
+			if c.Protocol == q.Protocol && c.Client == q.Client && c.Virtual == q.Virtual {
+				return c, "connection", true
+			}
+		}
+	}
+	if svc.Flags&ipvs.FlagPersistent == 0 {
+		return ipvs.Connection{}, "", false
+	}
+	bits := svc.Netmask
+	if bits == 0 {
+		bits = q.Client.Addr().BitLen()
+	}
+	masked, err := q.Client.Addr().Prefix(bits)
+	if err != nil {
+		return ipvs.Connection{}, "", false
+	}
+	for _, c := range conns {
+		if c.Protocol == 0 && c.Client.Addr() == masked.Addr() && c.Virtual.Addr() == q.Virtual.Addr() &&
+			(c.Virtual.Port() == 0 || c.Virtual.Port() == q.Virtual.Port()) {
+			return c, "persistence", true
+		}
+	}
+	return ipvs.Connection{}, "", false
+}
+
+// serveExplain answers GET /v1/explain?client=ADDR[:PORT]&virtual=VIP:PORT&protocol=tcp.
+func (a *Agent) serveExplain(w http.ResponseWriter, r *http.Request) {
+	q, err := ParseExplainQuery(r.URL.Query().Get("client"), r.URL.Query().Get("virtual"), r.URL.Query().Get("protocol"))
+	if err != nil {
+		http.Error(w, err.Error(), http.StatusBadRequest)
+		return
+	}
+	e, err := a.Explain(r.Context(), q)
+	switch {
+	case errors.Is(err, errNoService):
+		http.Error(w, err.Error(), http.StatusNotFound)
+	case err != nil:
+		http.Error(w, err.Error(), http.StatusServiceUnavailable)
+	default:
+		api.WriteJSON(w, e)
+	}
+}
+
+// ParseExplainQuery parses a client (ADDR or ADDR:PORT), a VIP:PORT and a
+// protocol (tcp, udp or sctp; "" is tcp).
+func ParseExplainQuery(client, virtual, protocol string) (ExplainQuery, error) {
+	var q ExplainQuery
+	var err error
+	if q.Client, err = netip.ParseAddrPort(client); err != nil {
+		addr, aerr := netip.ParseAddr(client)
+		if aerr != nil {
+			return q, fmt.Errorf("client %q is not an address or address:port", client)
+		}
+		q.Client = netip.AddrPortFrom(addr, 0)
+	}
+	if q.Virtual, err = netip.ParseAddrPort(virtual); err != nil {
+		return q, fmt.Errorf("%q is not VIP:PORT", virtual)
+	}
+	switch protocol {
+	case "", "tcp":
+		q.Protocol = ipvs.TCP
+	case "udp":
+		q.Protocol = ipvs.UDP
+	case "sctp":
+		q.Protocol = ipvs.SCTP
+	default:
+		return q, fmt.Errorf("protocol %q is not tcp, udp or sctp", protocol)
+	}
+	q.Client = netip.AddrPortFrom(q.Client.Addr().Unmap(), q.Client.Port())
+	q.Virtual = netip.AddrPortFrom(q.Virtual.Addr().Unmap(), q.Virtual.Port())
+	return q, nil
+}
+
+// ExplainValues are the query parameters of RouteExplain for q.
+func ExplainValues(q ExplainQuery) url.Values {
+	client := q.Client.String()
+	if q.Client.Port() == 0 {
+		client = q.Client.Addr().String()
+	}
+	return url.Values{"client": {client}, "virtual": {q.Virtual.String()}, "protocol": {q.Protocol.String()}}
+}

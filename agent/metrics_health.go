@@ -1,0 +1,60 @@
+package agent
+
+import (
+	"strings"
+
+	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/lvsd/lvsd/agent/health"
+	"github.com/lvsd/lvsd/agent/histogram"
+)
+
+// Metrics of health checking (docs/operations.md).
+// Health series are per backend with checks: backend is its address, with
+// the port when the service file gives one, as in HealthKey.
+var (
+	descHealthRounds = desc("backend_health_checks_total", "Health-check rounds of the backend (all its checks "+
+		"at once) since it was added, by result: pass or fail.", "service", "backend", "result")
+	descHealthLast = desc("backend_health_check_duration_seconds",
+		"How long the backend's last health-check round took (its slowest check).", "service", "backend")
+	descHealthTransitions = desc("backend_health_transitions_total",
+		"Times the backend turned healthy or unhealthy after its first round (rise and fall included).",
+		"service", "backend")
+	descHealthDurations = desc("health_check_duration_seconds",
+		"How long the health-check rounds of the service's backends took.", "service")
+)
+
+var healthDescs = []*prometheus.Desc{descHealthRounds, descHealthLast,
+	descHealthTransitions, descHealthDurations}
+
+// collectHealth exports the checker's view of every backend with checks of
+// cfg's services.
+func collectHealth(cfg *Config, states map[string]health.State, ch chan<- prometheus.Metric,
+	gauge func(*prometheus.Desc, float64, ...string), counter func(*prometheus.Desc, uint64, ...string)) {
+	if len(states) == 0 {
+		return
+	}
+	for _, s := range cfg.Services {
+		var rounds histogram.Durations
+		checked := false
+		for _, b := range s.Backends {
+			key := HealthKey(s.Name, b)
+			st, ok := states[key]
+			if b.Health == nil || !ok {
+				continue
+			}
+			checked = true
+			backend := strings.TrimPrefix(key, s.Name+"/")
+			counter(descHealthRounds, st.Rounds-st.FailedRounds, s.Name, backend, "pass")
+			counter(descHealthRounds, st.FailedRounds, s.Name, backend, "fail")
+			counter(descHealthTransitions, st.Transitions, s.Name, backend)
+			if st.Rounds > 0 {
+				gauge(descHealthLast, st.LastDuration.Seconds(), s.Name, backend)
+			}
+			rounds.Merge(st.Durations)
+		}
+		if checked {
+			ch <- prometheus.MustNewConstHistogram(descHealthDurations, rounds.Count(), rounds.Sum(), rounds.Buckets(), s.Name)
+		}
+	}
+}

@@ -1,0 +1,102 @@
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"flag"
+	"fmt"
+	"io"
+	"strings"
+
+	"github.com/lvsd/lvsd/agent"
+	"github.com/lvsd/lvsd/agent/api"
+	"github.com/lvsd/lvsd/agent/maglev"
+)
+
+func init() {
+	commands["explain"] = command{usage: "CLIENT[:PORT] VIP:PORT[/PROTO]: the backend a new connection gets now, and why (--json)",
+		run: explain}
+	flagSetup["explain"] = func(fs *flag.FlagSet) {
+		fs.Bool("json", false, "print the explanation as JSON, for scripts")
+		fs.String("socket", "", "the agent's local API socket (default: api.socket of the agent file)")
+	}
+}
+
+// explain asks the running director which backend a flow gets.
+func explain(ctx context.Context, e *env) error {
+	if len(e.args) != 2 {
+		return usagef("usage: lvsd explain CLIENT[:PORT] VIP:PORT[/PROTO] (e.g. 192.0.2.7:51000 10.0.0.50:443/tcp)")
+	}
+	virtual, proto, _ := strings.Cut(e.args[1], "/")
+	q, err := agent.ParseExplainQuery(e.args[0], virtual, proto)
+	if err != nil {
+		return usageError{err}
+	}
+	socket, err := apiSocket(e, "explain")
+	if err != nil {
+		return err
+	}
+	var raw json.RawMessage
+	if err := api.NewClient(socket).Do(ctx, "GET", agent.RouteExplain+"?"+agent.ExplainValues(q).Encode(), &raw); err != nil {
+		return err
+	}
+	if e.flags.Lookup("json").Value.String() == "true" {
+		_, err := fmt.Fprintf(e.stdout, "%s\n", raw)
+		return err
+	}
+	var x agent.Explanation
+	if err := json.Unmarshal(raw, &x); err != nil {
+		return fmt.Errorf("agent explanation: %w", err)
+	}
+	return writeExplanation(e.stdout, x)
+}
+
+// writeExplanation prints x for a person: the verdict first, then the
+// destinations in the kernel's order.
+func writeExplanation(w io.Writer, x agent.Explanation) error {
+	fmt.Fprintf(w, "service %s (%s, scheduler %s %s)\n", x.Service, x.IPVSService, x.Scheduler, x.Flags)
+	if x.Rule != "" {
+		fmt.Fprintf(w, "eligibility: %s\n", x.Rule)
+	}
+	switch x.Decided {
+	case "connection", "persistence":
+		what := "an existing connection entry"
+		if x.Decided == "persistence" {
+			what = "a persistence template"
+		}
+		fmt.Fprintf(w, "%s -> %s: %s (%s, expires in %.0fs) decides, whatever the scheduler would choose\n",
+			x.Client, x.Backend, what, x.Connection.State, x.Connection.Expires)
+	case "maglev":
+		fmt.Fprintf(w, "%s -> %s: Maglev slot %d of %d%s\n", x.Client, x.Backend, x.Slot, maglev.TableSize, hashed(x))
+	case "none":
+		fmt.Fprintf(w, "%s -> dropped: no destination can take it (slot %d%s)\n", x.Client, x.Slot, hashed(x))
+	default:
+		fmt.Fprintf(w, "%s -> cannot be computed: scheduler %s keeps state of its own (use mh)\n", x.Client, x.Scheduler)
+	}
+	if x.Rehashed > 0 {
+		fmt.Fprintf(w, "the slot's holder %s takes no new connections: mh-fallback looked %d more times\n", x.SlotOwner, x.Rehashed)
+	}
+	fmt.Fprintln(w, "destinations in the kernel's order (the Maglev table depends on it):")
+	for _, d := range x.Destinations {
+		state := "takes new connections"
+		if d.Weight == 0 {
+			state = "weight 0: no new connections"
+		}
+		if d.Health != "" {
+			state += ", " + d.Health
+		}
+		if d.HealthError != "" {
+			state += " (" + d.HealthError + ")"
+		}
+		fmt.Fprintf(w, "  %-22s weight %d, slot weight %d, %d slots; %s\n", d.Address, d.Weight, d.SlotWeight, d.Slots, state)
+	}
+	return nil
+}
+
+// hashed says what of the client the slot comes from.
+func hashed(x agent.Explanation) string {
+	if x.HashesPort {
+		return ", from the client's address and source port"
+	}
+	return ", from the client's address"
+}
