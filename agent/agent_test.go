@@ -106,16 +106,37 @@ func (e *testEnv) kernel() Kernel {
 	return Kernel{IPVS: e.ipvs, Daemons: e.ipvs, Conns: e.conns, Addrs: e.addrs, NAT: e.nat, Sysctls: e.sysctls}
 }
 
-// reconcile runs one pass and returns the kernel calls it made.
+// reconcile runs what the agent's loop would run at a Check tick (drains
+// and the audit step when due, with what is pending) and returns the kernel
+// calls it made.
 func (e *testEnv) reconcile(a *Agent) []string {
 	e.t.Helper()
+	a.tick()
 	a.reconcile(context.Background())
 	return append(e.ipvs.Ops(), e.addrs.Ops()...)
 }
 
+// resync runs a pass that reads back and plans everything, as the first
+// pass does, and returns the kernel calls it made.
+func (e *testEnv) resync(a *Agent) []string {
+	e.t.Helper()
+	a.pending.merge(scope{all: true, globals: true, holder: true})
+	return e.reconcile(a)
+}
+
+// ownershipChanged runs what the VIP holder's loop runs when the cluster
+// says ownership changed, and returns the address calls it made.
+func (e *testEnv) ownershipChanged(a *Agent) []string {
+	e.t.Helper()
+	if _, err := a.holder.pass(context.Background()); err != nil {
+		e.t.Fatal(err)
+	}
+	return e.addrs.Ops()
+}
+
 func (e *testEnv) reload(a *Agent) {
 	e.t.Helper()
-	a.reload("test")
+	a.reload("test", nil)
 }
 
 const webTwo = "service: web\nvip: 10.0.0.50\nports: [80]\nbackends:\n  - {address: 10.0.0.12}\n  - {address: 10.0.0.11}\n"
@@ -311,11 +332,11 @@ func TestVIPOwnershipMovesOnlyAddresses(t *testing.T) {
 		t.Fatalf("served %v, want %v: the cluster decides about programmed VIPs", own.served, want)
 	}
 	own.held[netip.MustParseAddr("10.0.0.50")] = true
-	if got := e.reconcile(a); !slices.Equal(got, []string{"add-address eth0 10.0.0.50/32"}) {
+	if got := e.ownershipChanged(a); !slices.Equal(got, []string{"add-address eth0 10.0.0.50/32"}) {
 		t.Fatalf("takeover: got %q", got)
 	}
 	own.held = map[netip.Addr]bool{}
-	if got := e.reconcile(a); !slices.Equal(got, []string{"delete-address eth0 10.0.0.50/32"}) {
+	if got := e.ownershipChanged(a); !slices.Equal(got, []string{"delete-address eth0 10.0.0.50/32"}) {
 		t.Fatalf("release: got %q", got)
 	}
 }

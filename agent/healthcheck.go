@@ -71,17 +71,18 @@ func backendHealth(states map[string]health.State) map[string]BackendHealth {
 	return out
 }
 
-// logEligibility logs every service whose eligible set or rule changed.
-func (a *Agent) logEligibility(decisions map[string]Eligibility) {
+// logEligibility logs every service of decided whose eligible set or rule
+// changed from a.eligibility.
+func (a *Agent) logEligibility(decisions map[string]Eligibility, decided map[string]bool) {
 	var changed []string
-	for name, e := range decisions {
+	for name := range decided {
+		e := decisions[name]
 		prev, ok := a.eligibility[name]
 		if !ok || prev.Rule != e.Rule || !maps.Equal(prev.Eligible, e.Eligible) {
 			changed = append(changed, name)
 		}
 	}
 	first := a.eligibility == nil
-	a.eligibility = decisions
 	if len(changed) == 0 {
 		return
 	}
