@@ -78,7 +78,7 @@ func (au *audit) measured(n int, took time.Duration) {
 		return
 	}
 	au.started = false
-	if n > 0 {
+	if n > 0 && took > 0 { // a clock that did not move measured nothing
 		per := took / time.Duration(n)
 		if au.perRead == 0 {
 			au.perRead = per

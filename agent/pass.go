@@ -6,7 +6,6 @@ import (
 	"maps"
 	"reflect"
 	"slices"
-	"time"
 
 	"github.com/lvsd/lvsd/ipvs"
 )
@@ -18,7 +17,7 @@ import (
 func (a *Agent) pass(ctx context.Context, sc scope) []Op {
 	start := a.opts.Now()
 	desired := a.desired
-	readStart := time.Now()
+	readStart := a.opts.Now()
 	actual, keys, err := a.readBack(ctx, desired, sc)
 	if err != nil {
 		a.log.Error("reading kernel state", "err", err)
@@ -27,7 +26,7 @@ func (a *Agent) pass(ctx context.Context, sc scope) []Op {
 		a.publish(desired, a.actual, start, err)
 		return nil
 	}
-	a.audit.measured(len(keys), time.Since(readStart))
+	a.audit.measured(len(keys), a.opts.Now().Sub(readStart))
 	names, resetServices := a.unappliedServices()
 	resets, applied := connectionResets(a.applied, a.eligibility, resetServices)
 	in := PlanInput{Desired: desired, Actual: actual, Owned: a.owned, Drains: a.drains,
