@@ -8,7 +8,6 @@ import (
 	"io/fs"
 	"log/slog"
 	"net/netip"
-	"os"
 	"path/filepath"
 	"reflect"
 	"slices"
@@ -116,9 +115,13 @@ type Agent struct {
 	programmed Programmed
 	audit      audit
 	reconciled bool // a pass has logged "reconciled"
-	// fingerprint is the configuration files' stamps as last loaded, when
-	// they are scanned rather than watched.
+	// watch names the configuration files that changed (nil: scan them
+	// every Check). fingerprint is the files' stamps as last loaded,
+	// scanned as last scanned; nextScan when the scan is due with a watch.
+	watch       *configWatch
 	fingerprint [32]byte
+	scanned     [32]byte
+	nextScan    time.Time
 }
 
 // New returns an agent; Run starts it.
@@ -153,7 +156,8 @@ func (a *Agent) Run(ctx context.Context, reload <-chan struct{}) error {
 		return err
 	}
 	a.reconcile(ctx)
-	pending := a.fingerprint
+	a.watch = a.watchConfig()
+	defer a.watch.close()
 
 	tick := time.NewTicker(a.opts.Check)
 	defer tick.Stop()
@@ -169,19 +173,58 @@ func (a *Agent) Run(ctx context.Context, reload <-chan struct{}) error {
 		case <-reload:
 			a.reload("signal", nil)
 		case <-healthChanged:
+		case ev := <-a.watch.events():
+			a.watch.note(ev)
+			continue
+		case err := <-a.watch.errors():
+			a.log.Warn("configuration watch lost events; checking every file", "err", err)
+			a.watch.lost()
+			continue
 		case <-tick.C:
-			// A file is reloaded once it stayed the same for a whole check
-			// period: an editor's truncate-then-write must not be read half
-			// way (an empty file is a valid file with no services).
-			fp := a.configFingerprint()
-			settled := fp == pending
-			pending = fp
-			if fp != a.fingerprint && settled {
-				a.reload("file change", nil)
-			}
+			a.checkFiles()
 			a.tick()
 		}
 		a.reconcile(ctx)
+	}
+}
+
+// watchConfig watches the configuration files, or returns nil when it
+// cannot: the agent then scans them every Check.
+func (a *Agent) watchConfig() *configWatch {
+	w, err := newConfigWatch(a.opts.ConfigPath, a.cfg.Agent.ServicesDir)
+	if err != nil {
+		a.log.Warn("cannot watch the configuration files; scanning them every check interval instead",
+			"err", err, "check", a.opts.Check.String())
+		return nil
+	}
+	return w
+}
+
+// checkFiles reloads the configuration files that changed: those the
+// watch names, and what a scan of every file finds, every Resync with a
+// watch (the safety net for what inotify cannot see) and every Check
+// without one. A file is reloaded once it stayed the same for a whole
+// period: an editor's truncate-then-write must not be read half way (an
+// empty file is a valid file with no services).
+func (a *Agent) checkFiles() {
+	if a.watch != nil {
+		if paths, rescan, ok := a.watch.take(); ok {
+			if rescan {
+				paths = nil
+			}
+			a.reload("file change", paths)
+		}
+		now := a.opts.Now()
+		if now.Before(a.nextScan) {
+			return
+		}
+		a.nextScan = now.Add(a.opts.Resync)
+	}
+	fp := a.configFingerprint()
+	settled := fp == a.scanned
+	a.scanned = fp
+	if fp != a.fingerprint && settled {
+		a.reload("file change", nil)
 	}
 }
 
@@ -199,6 +242,8 @@ func (a *Agent) start() error {
 		a.loader = NewLoader(a.opts.ConfigPath)
 	}
 	a.setConfig(cfg, Changes{All: true})
+	a.fingerprint = a.configFingerprint()
+	a.scanned = a.fingerprint
 	var err error
 	if a.owned, err = LoadOwnedServices(cfg.Agent.StateDir); err != nil {
 		return fmt.Errorf("reading ownership record: %w", err)
@@ -219,7 +264,6 @@ func (a *Agent) start() error {
 func (a *Agent) setConfig(cfg *Config, ch Changes) {
 	prev := a.cfg
 	a.cfg = cfg
-	a.fingerprint = a.configFingerprint()
 	if a.opts.Health != nil && (ch.All || len(ch.Services) > 0) {
 		a.opts.Health.Set(HealthTargets(cfg.Services))
 	}
@@ -239,11 +283,14 @@ func (a *Agent) setConfig(cfg *Config, ch Changes) {
 // reload reads the configuration again: the files in changed, or every
 // file when changed is nil.
 func (a *Agent) reload(why string, changed []string) {
+	if changed == nil {
+		// Every file is stat'ed anyway; remember their fingerprint so a
+		// broken file's error is logged once, not at every scan, and the
+		// scan does not reload what this did.
+		a.fingerprint = a.configFingerprint()
+	}
 	cfg, ch, err := a.loader.Load(a.cfg, changed)
 	if err != nil {
-		// Remember the broken files' fingerprint so the error is logged once,
-		// not at every tick, and the last good configuration stays.
-		a.fingerprint = a.configFingerprint()
 		a.log.Error("configuration rejected; keeping the last good one", "trigger", why, "err", err)
 		return
 	}
@@ -254,11 +301,22 @@ func (a *Agent) reload(why string, changed []string) {
 			"the sync daemons follow conn_sync now", "trigger", why)
 	}
 	a.setConfig(cfg, ch)
+	if a.watch != nil {
+		if err := a.watch.follow(cfg.Agent.ServicesDir); err != nil {
+			a.log.Warn("cannot watch the services directory; scanning it every check interval instead", "err", err)
+			a.watch.close()
+			a.watch = nil
+		}
+	}
 	changedN := len(ch.Services)
 	if ch.All {
 		changedN = len(cfg.Services)
 	}
-	a.log.Info("configuration reloaded", "trigger", why, "services", len(cfg.Services),
+	level := slog.LevelInfo
+	if changedN == 0 && why != "signal" {
+		level = slog.LevelDebug // a scan found files touched, not changed
+	}
+	a.log.Log(context.Background(), level, "configuration reloaded", "trigger", why, "services", len(cfg.Services),
 		"ipvs_services", len(cfg.Desired.Services), "changed", changedN)
 }
 
@@ -411,17 +469,19 @@ func (a *Agent) forgetResetConnections(ops []Op) {
 }
 
 // configFingerprint hashes the names, sizes and modification times of the
-// agent file and the service files, cheaply detecting edits.
+// agent file and the service files, cheaply detecting edits. It stats
+// through the loader's cache, whose calls tests count.
 func (a *Agent) configFingerprint() [32]byte {
 	h := sha256.New()
+	fsys := a.loader.cache
 	add := func(path string) {
-		if fi, err := os.Stat(path); err == nil {
+		if fi, err := fsys.Stat(path); err == nil {
 			fmt.Fprintf(h, "%s %d %d\n", path, fi.Size(), fi.ModTime().UnixNano())
 		}
 	}
 	add(a.opts.ConfigPath)
 	if a.cfg != nil && a.cfg.Agent.ServicesDir != "" {
-		entries, err := os.ReadDir(a.cfg.Agent.ServicesDir)
+		entries, err := fsys.ReadDir(a.cfg.Agent.ServicesDir)
 		if err != nil && !errors.Is(err, fs.ErrNotExist) {
 			fmt.Fprintf(h, "error %v\n", err)
 		}

@@ -111,7 +111,7 @@ func (c *Cache) scan(dir string, changed []string) ([]candidate, List) {
 		}
 	}
 	for p := range dirty {
-		if filepath.Dir(p) != dir || !isServiceFile(filepath.Base(p)) {
+		if filepath.Dir(p) != dir || !IsServiceFile(filepath.Base(p)) {
 			continue
 		}
 		fi, err := c.Stat(p)
@@ -149,7 +149,7 @@ func (c *Cache) serviceFiles(dir string) ([]candidate, List) {
 	var errs List
 	listed := map[string]bool{}
 	for _, e := range entries {
-		if !isServiceFile(e.Name()) {
+		if !IsServiceFile(e.Name()) {
 			continue
 		}
 		path := filepath.Join(dir, e.Name())
@@ -189,7 +189,9 @@ func isLink(p string) bool {
 	return err == nil && fi.Mode()&fs.ModeSymlink != 0
 }
 
-func isServiceFile(name string) bool {
+// IsServiceFile reports whether a file so named in the services directory
+// is read: *.yaml or *.yml, not hidden.
+func IsServiceFile(name string) bool {
 	return !strings.HasPrefix(name, ".") && (strings.HasSuffix(name, ".yaml") || strings.HasSuffix(name, ".yml"))
 }
 
