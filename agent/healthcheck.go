@@ -9,7 +9,6 @@ import (
 
 	"github.com/lvsd/lvsd/agent/config"
 	"github.com/lvsd/lvsd/agent/health"
-	"github.com/lvsd/lvsd/ipvs"
 )
 
 // HealthChecker checks backends; agent/health.Monitor is the real one.
@@ -117,15 +116,12 @@ func (a *Agent) logEligibility(decisions map[string]Eligibility, decided map[str
 // service, the destinations and why: from the ops, so a reset the plan
 // skipped (no connection entries, not in the kernel) is not reported.
 func (a *Agent) logResets(d Desired, ops []Op) {
-	names := map[ipvs.ServiceKey]string{}
-	for _, vs := range d.Services {
-		names[vs.ServiceKey] = vs.Name
-	}
 	for _, op := range ops {
 		if op.Kind != AwaitExpiry {
 			continue
 		}
-		a.log.Warn("dropping connections", "event", "reset", "service", names[op.Service.ServiceKey],
+		vs, _ := findService(d, op.Service.ServiceKey) // not a map of every service per pass
+		a.log.Warn("dropping connections", "event", "reset", "service", vs.Name,
 			"ipvs_service", op.Service.ServiceKey.String(), "destinations", fmt.Sprint(op.Expiring.Dests), "reason", op.Reason)
 	}
 }
