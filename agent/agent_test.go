@@ -134,6 +134,16 @@ func (e *testEnv) ownershipChanged(a *Agent) []string {
 	return e.addrs.Ops()
 }
 
+// bulkServices writes n services s0, s1, … on VIP 10.0.1.1, ports 1000 and
+// up, each with backends (a YAML flow list's items), into one file.
+func (e *testEnv) bulkServices(n int, backends string) {
+	var b strings.Builder
+	for i := range n {
+		fmt.Fprintf(&b, "---\nservice: s%d\nvip: 10.0.1.1\nports: [%d]\nbackends: [%s]\n", i, 1000+i, backends)
+	}
+	e.service("bulk", b.String())
+}
+
 func (e *testEnv) reload(a *Agent) {
 	e.t.Helper()
 	a.reload("test", nil)
@@ -387,11 +397,7 @@ func (c *countingIPVS) Destinations(ctx context.Context, k ipvs.ServiceKey) ([]i
 // read-back, without a dump; a query for one service reads that one now.
 func TestStatusAtScale(t *testing.T) {
 	e := newEnv(t)
-	var b strings.Builder
-	for i := range FreshLimit + 10 {
-		fmt.Fprintf(&b, "---\nservice: s%d\nvip: 10.0.1.1\nports: [%d]\nbackends: [{address: 10.0.0.11}]\n", i, 1000+i)
-	}
-	e.service("bulk", b.String())
+	e.bulkServices(FreshLimit+10, "{address: 10.0.0.11}")
 	a := e.agent()
 	e.reconcile(a)
 	counting := &countingIPVS{Interface: e.ipvs}

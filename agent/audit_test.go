@@ -2,7 +2,6 @@ package agent
 
 import (
 	"context"
-	"fmt"
 	"net/netip"
 	"slices"
 	"strings"
@@ -18,11 +17,7 @@ import (
 // service back.
 func TestAuditCorrectsDrift(t *testing.T) {
 	e := newEnv(t)
-	var b strings.Builder
-	for i := range 40 {
-		fmt.Fprintf(&b, "---\nservice: s%d\nvip: 10.0.1.1\nports: [%d]\nbackends: [{address: 10.0.0.11}, {address: 10.0.0.12}]\n", i, 1000+i)
-	}
-	e.service("bulk", b.String())
+	e.bulkServices(40, "{address: 10.0.0.11}, {address: 10.0.0.12}")
 	a := e.agent()
 	e.reconcile(a)
 	key := func(port uint16) ipvs.ServiceKey {
@@ -63,12 +58,8 @@ func TestAuditCorrectsDrift(t *testing.T) {
 // table, and a cycle reads every service.
 func TestAuditStepIsBounded(t *testing.T) {
 	e := newEnv(t)
-	var b strings.Builder
 	n := 2500
-	for i := range n {
-		fmt.Fprintf(&b, "---\nservice: s%d\nvip: 10.0.1.1\nports: [%d]\nbackends: [{address: 10.0.0.11}]\n", i, 1000+i)
-	}
-	e.service("bulk", b.String())
+	e.bulkServices(n, "{address: 10.0.0.11}")
 	a := e.agent()
 	e.reconcile(a)
 	counting := &countingIPVS{Interface: e.ipvs}
