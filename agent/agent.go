@@ -155,9 +155,11 @@ func (a *Agent) Run(ctx context.Context, reload <-chan struct{}) error {
 	if err := a.start(); err != nil {
 		return err
 	}
-	a.reconcile(ctx)
+	// Watched before the first pass, which takes minutes at 10,000
+	// services: an edit made meanwhile waits in the inotify queue.
 	a.watch = a.watchConfig()
 	defer a.watch.close()
+	a.reconcile(ctx)
 
 	tick := time.NewTicker(a.opts.Check)
 	defer tick.Stop()
