@@ -393,8 +393,9 @@ func (c *countingIPVS) Destinations(ctx context.Context, k ipvs.ServiceKey) ([]i
 	return c.Interface.Destinations(ctx, k)
 }
 
-// Over FreshLimit IPVS services the status answers from the last pass's
-// read-back, without a dump; a query for one service reads that one now.
+// Over FreshLimit IPVS services the status answers from the passes'
+// read-back, without a dump, and says how old its oldest numbers are; a
+// query for one service reads that one now.
 func TestStatusAtScale(t *testing.T) {
 	e := newEnv(t)
 	e.bulkServices(FreshLimit+10, "{address: 10.0.0.11}")
@@ -418,5 +419,18 @@ func TestStatusAtScale(t *testing.T) {
 	}
 	if len(st.Services) != 1 || st.Services[0].Name != "s7" || counting.dumps != 1 {
 		t.Errorf("one service: %d services, %d dumps", len(st.Services), counting.dumps)
+	}
+
+	// A later pass that reads one service back does not make the others'
+	// numbers look newer than they are.
+	first := e.now
+	e.now = e.now.Add(time.Minute)
+	a.pending.add(ipvs.ServiceKey{Protocol: ipvs.TCP, Addr: netip.MustParseAddr("10.0.1.1"), Port: 1003})
+	e.reconcile(a)
+	if st, err = a.Status(context.Background(), StatusQuery{}); err != nil {
+		t.Fatal(err)
+	}
+	if !st.KernelAsOf.Equal(first) || !st.LastReconcile.Equal(e.now) {
+		t.Errorf("after reading one service back: numbers as of %v, last pass %v; want %v, %v", st.KernelAsOf, st.LastReconcile, first, e.now)
 	}
 }

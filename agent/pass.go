@@ -40,7 +40,13 @@ func (a *Agent) pass(ctx context.Context, sc scope) []Op {
 	a.logResets(desired, ops)
 	errs, applyErr := a.apply(ctx, desired, ops, in.Scope)
 	a.forgetResetConnections(ops)
-	a.actual = actual.After(ops, errs)
+	a.actual = actual.After(ops, errs) // a new map: ours until published
+	for _, k := range keys {
+		if cur, ok := a.actual.Services[k]; ok && cur.ReadAt.IsZero() {
+			cur.ReadAt = start // made by this pass: its numbers are as new
+			a.actual.Services[k] = cur
+		}
+	}
 	a.retry(ops, errs)
 
 	held, holdErr := a.syncHolder(ctx, desired, actual, ops, errs, sc.holder || sc.all)
@@ -66,7 +72,7 @@ func (a *Agent) pass(ctx context.Context, sc scope) []Op {
 // sc.all every service lvsd wants or owns. Only services lvsd wants or owns
 // get their destinations read: another user's thousands cost nothing.
 func (a *Agent) readBack(ctx context.Context, d Desired, sc scope) (Actual, []ipvs.ServiceKey, error) {
-	k := a.opts.Kernel
+	k, now := a.opts.Kernel, a.opts.Now()
 	view := a.actual
 	view.Services = maps.Clone(a.actual.Services)
 	if view.Services == nil {
@@ -132,7 +138,7 @@ func (a *Agent) readBack(ctx context.Context, d Desired, sc scope) (Actual, []ip
 		if err != nil {
 			return Actual{}, nil, err
 		}
-		cur.Destinations = dsts
+		cur.Destinations, cur.ReadAt = dsts, now
 		view.Services[key] = cur
 	}
 	if sc.all || sc.globals {

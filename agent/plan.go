@@ -22,6 +22,10 @@ type Actual struct {
 type ActualService struct {
 	ipvs.Service
 	Destinations []ipvs.Destination
+	// ReadAt is when a pass read the destinations back or made the
+	// service (zero: not by a pass): passes read only what they look at,
+	// so the numbers of one service can be older than those of another.
+	ReadAt time.Time
 }
 
 // Drains records, for every destination lvsd no longer wants, when it
