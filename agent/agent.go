@@ -158,7 +158,7 @@ func (a *Agent) Run(ctx context.Context, reload <-chan struct{}) error {
 	// Watched before the first pass, which takes minutes at 10,000
 	// services: an edit made meanwhile waits in the inotify queue.
 	a.watch = a.watchConfig()
-	defer a.watch.close()
+	defer func() { a.watch.close() }() // the one in use then (nil-safe)
 	a.reconcile(ctx)
 
 	tick := time.NewTicker(a.opts.Check)
@@ -175,10 +175,18 @@ func (a *Agent) Run(ctx context.Context, reload <-chan struct{}) error {
 		case <-reload:
 			a.reload("signal", nil)
 		case <-healthChanged:
-		case ev := <-a.watch.events():
+		case ev, ok := <-a.watch.events():
+			if !ok {
+				a.stopWatching("configuration watch stopped", nil)
+				continue
+			}
 			a.watch.note(ev)
 			continue
-		case err := <-a.watch.errors():
+		case err, ok := <-a.watch.errors():
+			if !ok {
+				a.stopWatching("configuration watch stopped", nil)
+				continue
+			}
 			a.log.Warn("configuration watch lost events; checking every file", "err", err)
 			a.watch.lost()
 			continue
@@ -200,6 +208,15 @@ func (a *Agent) watchConfig() *configWatch {
 		return nil
 	}
 	return w
+}
+
+// stopWatching falls back to scanning the files every Check: the watch
+// cannot follow the services directory, or its channels closed under it
+// (a closed channel would be picked forever).
+func (a *Agent) stopWatching(why string, err error) {
+	a.log.Warn(why+"; scanning the files every check interval instead", "err", err)
+	a.watch.close()
+	a.watch = nil
 }
 
 // checkFiles reloads the configuration files that changed: those the
@@ -305,9 +322,7 @@ func (a *Agent) reload(why string, changed []string) {
 	a.setConfig(cfg, ch)
 	if a.watch != nil {
 		if err := a.watch.follow(cfg.Agent.ServicesDir); err != nil {
-			a.log.Warn("cannot watch the services directory; scanning it every check interval instead", "err", err)
-			a.watch.close()
-			a.watch = nil
+			a.stopWatching("cannot watch the services directory", err)
 		}
 	}
 	changedN := len(ch.Services)
