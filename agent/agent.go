@@ -8,7 +8,6 @@ import (
 	"io/fs"
 	"log/slog"
 	"net/netip"
-	"os"
 	"path/filepath"
 	"reflect"
 	"slices"
@@ -16,7 +15,6 @@ import (
 	"sync/atomic"
 	"time"
 
-	"github.com/lvsd/lvsd/agent/health"
 	"github.com/lvsd/lvsd/cluster"
 	"github.com/lvsd/lvsd/cluster/bgp"
 	"github.com/lvsd/lvsd/cluster/connsync"
@@ -84,22 +82,50 @@ type ClusterViewer interface {
 // nftables, sysctls, sync daemons; after each pass it hands what it
 // programmed to the VIP holder. Its state is owned by the goroutine running
 // Run; nothing else may touch it.
+//
+// A pass costs what changed, not what exists: the agent keeps the
+// configuration as read (Loader), the desired state with health applied,
+// and the kernel as last read, and each trigger adds to the next pass only
+// what it may have changed (scope.go). A rotating audit reads the rest back
+// at a bounded share of the time (audit.go).
 type Agent struct {
-	opts        Options
-	log         *slog.Logger
-	holder      *Holder
-	cfg         *Config
-	fingerprint [32]byte
-	owned       Ownership
-	drains      Drains
-	snap        atomic.Pointer[snapshot] // the last pass, for Status on other goroutines
-	eligibility map[string]Eligibility   // last decision per service, to log changes
-	reconciled  bool                     // a pass has logged "reconciled"
+	opts   Options
+	log    *slog.Logger
+	holder *Holder
+	loader *Loader
+	cfg    *Config
+	owned  Ownership
+	drains Drains
+	snap   atomic.Pointer[snapshot] // the last pass, for Status on other goroutines
+
+	// desired is cfg.Desired with health applied (applyHealth); health
+	// the backends' health it was computed with.
+	desired Desired
+	health  map[string]BackendHealth
+	// eligibility is the last decision per service, replaced (never
+	// modified) when one changes: the snapshot shares it.
+	eligibility map[string]Eligibility
 	// applied is the decision per service whose connection resets were
-	// last planned: a pass that fails before planning keeps it, so a
-	// transition it saw is not lost.
-	applied map[string]Eligibility
-	loaded  ConfigLoad // the last attempt to load the configuration (metrics.go)
+	// last planned, and unapplied the services decided anew since: a pass
+	// that fails before planning keeps them, so a transition it saw is not
+	// lost.
+	applied   map[string]Eligibility
+	unapplied map[string]bool
+	loaded    ConfigLoad // the last attempt to load the configuration (metrics.go)
+	// actual is the kernel as last read back, with the ops applied since;
+	// replaced, never modified (the snapshot shares it).
+	actual     Actual
+	pending    scope // what the next pass looks at
+	programmed Programmed
+	audit      audit
+	reconciled bool // a pass has logged "reconciled"
+	// watch names the configuration files that changed (nil: scan them
+	// every Check). fingerprint is the files' stamps as last loaded,
+	// scanned as last scanned; nextScan when the scan is due with a watch.
+	watch       *configWatch
+	fingerprint [32]byte
+	scanned     [32]byte
+	nextScan    time.Time
 }
 
 // New returns an agent; Run starts it.
@@ -124,18 +150,20 @@ func New(opts Options) *Agent {
 
 // Run loads the configuration, adopts what lvsd owns in the kernel, and
 // reconciles until ctx ends: at once, on every value from reload (SIGHUP),
-// when a configuration file changes (checked every Check), every Check while
-// destinations drain, and every Resync to correct drift. Reading the kernel
-// back is the costly part (one dump per service), hence the two periods. A
-// configuration that fails to load at start is an error; at a reload it is
-// logged and the last good one stays in force. Stopping leaves the kernel as
-// it is, so a restart costs no connection.
+// when a configuration file changes (checked every Check), when health
+// changes, every Check while destinations drain, and every Resync for a
+// step of the audit. A configuration that fails to load at start is an
+// error; at a reload it is logged and the last good one stays in force.
+// Stopping leaves the kernel as it is, so a restart costs no connection.
 func (a *Agent) Run(ctx context.Context, reload <-chan struct{}) error {
 	if err := a.start(); err != nil {
 		return err
 	}
+	// Watched before the first pass, which takes minutes at 10,000
+	// services: an edit made meanwhile waits in the inotify queue.
+	a.watch = a.watchConfig()
+	defer func() { a.watch.close() }() // the one in use then (nil-safe)
 	a.reconcile(ctx)
-	lastFull, pending := a.opts.Now(), a.fingerprint
 
 	tick := time.NewTicker(a.opts.Check)
 	defer tick.Stop()
@@ -149,23 +177,77 @@ func (a *Agent) Run(ctx context.Context, reload <-chan struct{}) error {
 			a.log.Info("stopping; kernel state left in place")
 			return nil
 		case <-reload:
-			a.reload("signal")
+			a.reload("signal", nil)
 		case <-healthChanged:
-		case <-tick.C:
-			// A file is reloaded once it stayed the same for a whole check
-			// period: an editor's truncate-then-write must not be read half
-			// way (an empty file is a valid file with no services).
-			fp := a.configFingerprint()
-			settled := fp == pending
-			pending = fp
-			if fp != a.fingerprint && settled {
-				a.reload("file change")
-			} else if len(a.drains) == 0 && a.opts.Now().Sub(lastFull) < a.opts.Resync {
+		case ev, ok := <-a.watch.events():
+			if !ok {
+				a.stopWatching("configuration watch stopped", nil)
 				continue
 			}
+			a.watch.note(ev)
+			continue
+		case err, ok := <-a.watch.errors():
+			if !ok {
+				a.stopWatching("configuration watch stopped", nil)
+				continue
+			}
+			a.log.Warn("configuration watch lost events; checking every file", "err", err)
+			a.watch.lost()
+			continue
+		case <-tick.C:
+			a.checkFiles()
+			a.tick()
 		}
 		a.reconcile(ctx)
-		lastFull = a.opts.Now()
+	}
+}
+
+// watchConfig watches the configuration files, or returns nil when it
+// cannot: the agent then scans them every Check.
+func (a *Agent) watchConfig() *configWatch {
+	w, err := newConfigWatch(a.opts.ConfigPath, a.cfg.Agent.ServicesDir)
+	if err != nil {
+		a.log.Warn("cannot watch the configuration files; scanning them every check interval instead",
+			"err", err, "check", a.opts.Check.String())
+		return nil
+	}
+	return w
+}
+
+// stopWatching falls back to scanning the files every Check: the watch
+// cannot follow the services directory, or its channels closed under it
+// (a closed channel would be picked forever).
+func (a *Agent) stopWatching(why string, err error) {
+	a.log.Warn(why+"; scanning the files every check interval instead", "err", err)
+	a.watch.close()
+	a.watch = nil
+}
+
+// checkFiles reloads the configuration files that changed: those the
+// watch names, and what a scan of every file finds, every Resync with a
+// watch (the safety net for what inotify cannot see) and every Check
+// without one. A file is reloaded once it stayed the same for a whole
+// period: an editor's truncate-then-write must not be read half way (an
+// empty file is a valid file with no services).
+func (a *Agent) checkFiles() {
+	if a.watch != nil {
+		if paths, rescan, ok := a.watch.take(); ok {
+			if rescan {
+				paths = nil
+			}
+			a.reload("file change", paths)
+		}
+		now := a.opts.Now()
+		if now.Before(a.nextScan) {
+			return
+		}
+		a.nextScan = now.Add(a.opts.Resync)
+	}
+	fp := a.configFingerprint()
+	settled := fp == a.scanned
+	a.scanned = fp
+	if fp != a.fingerprint && settled {
+		a.reload("file change", nil)
 	}
 }
 
@@ -178,8 +260,14 @@ func (a *Agent) start() error {
 			return err
 		}
 	}
-	a.setConfig(cfg)
+	a.loader = cfg.loader
+	if a.loader == nil {
+		a.loader = NewLoader(a.opts.ConfigPath)
+	}
+	a.setConfig(cfg, Changes{All: true})
 	a.loadedConfig(a.opts.Now(), nil)
+	a.fingerprint = a.configFingerprint()
+	a.scanned = a.fingerprint
 	var err error
 	if a.owned, err = LoadOwnedServices(cfg.Agent.StateDir); err != nil {
 		return fmt.Errorf("reading ownership record: %w", err)
@@ -189,29 +277,48 @@ func (a *Agent) start() error {
 			return fmt.Errorf("reading address record: %w", err)
 		}
 	}
+	a.audit = audit{next: a.opts.Now().Add(a.opts.Resync)}
 	a.log.Info("starting", "config", a.opts.ConfigPath, "services", len(cfg.Services),
 		"ipvs_services", len(cfg.Desired.Services), "owned_services", len(a.owned.Services))
 	return nil
 }
 
-func (a *Agent) setConfig(cfg *Config) {
+// setConfig puts cfg in force; ch says what changed since the last one.
+// What changed goes into the next pass.
+func (a *Agent) setConfig(cfg *Config, ch Changes) {
+	prev := a.cfg
 	a.cfg = cfg
-	a.fingerprint = a.configFingerprint()
-	if a.opts.Health != nil {
+	if a.opts.Health != nil && (ch.All || len(ch.Services) > 0) {
 		a.opts.Health.Set(HealthTargets(cfg.Services))
 	}
-	if a.opts.ConnSync != nil {
+	if a.opts.ConnSync != nil && (ch.All || prev == nil || len(ch.Services) > 0) {
 		a.opts.ConnSync.SetServices(SyncServices(cfg.Desired))
+	}
+	if ch.All || prev == nil {
+		a.applyHealth(nil)
+		a.pending.merge(scope{all: true, globals: true, holder: true})
+		return
+	}
+	a.applyHealth(ch.Services)
+	a.pending.add(servicesOf(prev.Desired, ch.Services)...) // what they were
+	a.pending.add(servicesOf(cfg.Desired, ch.Services)...)  // what they are
+	if !sameGlobals(prev.Desired, cfg.Desired) {
+		a.pending.merge(scope{globals: true, holder: true})
 	}
 }
 
-func (a *Agent) reload(why string) {
-	cfg, err := LoadConfig(a.opts.ConfigPath)
+// reload reads the configuration again: the files in changed, or every
+// file when changed is nil.
+func (a *Agent) reload(why string, changed []string) {
+	if changed == nil {
+		// Every file is stat'ed anyway; remember their fingerprint so a
+		// broken file's error is logged once, not at every scan, and the
+		// scan does not reload what this did.
+		a.fingerprint = a.configFingerprint()
+	}
+	cfg, ch, err := a.loader.Load(a.cfg, changed)
 	a.loadedConfig(a.opts.Now(), err)
 	if err != nil {
-		// Remember the broken files' fingerprint so the error is logged once,
-		// not at every tick, and the last good configuration stays.
-		a.fingerprint = a.configFingerprint()
 		a.log.Error("configuration rejected; keeping the last good one", "trigger", why, "err", err)
 		return
 	}
@@ -221,63 +328,65 @@ func (a *Agent) reload(why string) {
 		a.log.Warn("cluster settings changed: the cluster node and connection-sync relay keep the old ones until lvsd restarts; "+
 			"the sync daemons follow conn_sync now", "trigger", why)
 	}
-	a.setConfig(cfg)
-	a.log.Info("configuration reloaded", "trigger", why, "services", len(cfg.Services),
-		"ipvs_services", len(cfg.Desired.Services))
+	a.setConfig(cfg, ch)
+	if a.watch != nil {
+		if err := a.watch.follow(cfg.Agent.ServicesDir); err != nil {
+			a.stopWatching("cannot watch the services directory", err)
+		}
+	}
+	changedN := len(ch.Services)
+	if ch.All {
+		changedN = len(cfg.Services)
+	}
+	level := slog.LevelInfo
+	if changedN == 0 && why != "signal" {
+		level = slog.LevelDebug // a scan found files touched, not changed
+	}
+	a.log.Log(context.Background(), level, "configuration reloaded", "trigger", why, "services", len(cfg.Services),
+		"ipvs_services", len(cfg.Desired.Services), "changed", changedN)
 }
 
-// reconcile brings the data plane to the desired state once, then hands
-// it to the VIP holder, and returns the ops both applied. Failures are
-// logged and retried at the next trigger.
-func (a *Agent) reconcile(ctx context.Context) []Op {
-	start := a.opts.Now()
-	var states map[string]health.State
-	if a.opts.Health != nil {
-		states = a.opts.Health.Snapshot()
+// tick adds what is due at a Check tick to the next pass: the services
+// with destinations draining (their connections are counted again), a
+// step of the audit.
+func (a *Agent) tick() {
+	for k := range a.drains {
+		a.pending.add(k.Service)
 	}
-	desired, decisions := WithHealth(a.cfg.Desired, a.cfg.Services, backendHealth(states))
-	a.logEligibility(decisions)
-	resets, applied := connectionResets(a.applied, decisions, a.cfg.Services)
-	actual, err := a.opts.Kernel.ReadActual(ctx, desired)
-	if err != nil {
-		a.log.Error("reading kernel state", "err", err)
-		var last Actual
-		if prev := a.snap.Load(); prev != nil {
-			last = prev.actual
-		}
-		a.publish(desired, last, start, err)
+	if now := a.opts.Now(); !now.Before(a.audit.next) {
+		a.pending.merge(a.audit.step(a.desired, a.owned, now, a.opts.Resync))
+	}
+}
+
+// reconcile takes in the backends' health, then brings the data plane to
+// the desired state for what is pending (nothing pending: no pass), hands
+// it to the VIP holder, and returns the ops both applied. Failures are
+// logged and what failed is retried at the next Check.
+func (a *Agent) reconcile(ctx context.Context) []Op {
+	a.refreshHealth()
+	if a.pending.empty() {
 		return nil
 	}
-	ops, drains := Plan(PlanInput{Desired: desired, Actual: actual, Owned: a.owned, Drains: a.drains,
-		Now: a.opts.Now(), DrainTimeout: a.opts.DrainTimeout, Resets: resets})
-	a.applied, a.drains = applied, drains
-	a.logResets(desired, ops)
-	errs, applyErr := a.apply(ctx, desired, ops)
-	a.forgetResetConnections(ops)
-	held, holdErr := a.holder.Sync(ctx, Programmed{Desired: Served(desired, actual, ops, errs),
-		InUse: AddressesInUse(desired, actual, ops), Eligible: EligibleVIPs(desired)})
-	after := actual.After(ops, errs)
-	ops = append(ops, held...)
-	if err := errors.Join(applyErr, holdErr); err != nil {
-		applyErr = err
-		a.log.Error("some changes failed; will retry", "err", err)
-	}
-	a.publish(desired, after, start, applyErr, ops...)
-	// Passes that change nothing stay quiet, except the first: after a
-	// restart it says the kernel was adopted as it was.
-	if len(ops) > 0 || !a.reconciled {
-		a.reconciled = true
-		a.log.Info("reconciled", "ops", len(ops), "changes", summarize(ops), "duration", a.opts.Now().Sub(start).String())
-	}
-	return ops
+	sc := a.pending
+	a.pending = scope{}
+	return a.pass(ctx, sc)
 }
 
 // apply runs the data-plane ops with the ownership record written ahead
-// and returns each op's error and all of them joined.
-func (a *Agent) apply(ctx context.Context, d Desired, ops []Op) ([]error, error) {
-	keys := make([]ipvs.ServiceKey, len(d.Services))
-	for i, vs := range d.Services {
-		keys[i] = vs.ServiceKey // configured: lvsd's from now on, adopted if found
+// and returns each op's error and all of them joined. The configured
+// services among scope (nil: all) are lvsd's from now on, adopted if found.
+func (a *Agent) apply(ctx context.Context, d Desired, ops []Op, scope []ipvs.ServiceKey) ([]error, error) {
+	var keys []ipvs.ServiceKey
+	if scope == nil {
+		keys = make([]ipvs.ServiceKey, len(d.Services))
+		for i, vs := range d.Services {
+			keys[i] = vs.ServiceKey
+		}
+	}
+	for _, k := range scope {
+		if _, ok := findService(d, k); ok {
+			keys = append(keys, k)
+		}
 	}
 	intended := a.owned.Intend(ops).Adopt(keys)
 	if err := a.saveOwned(intended); err != nil {
@@ -386,17 +495,19 @@ func (a *Agent) forgetResetConnections(ops []Op) {
 }
 
 // configFingerprint hashes the names, sizes and modification times of the
-// agent file and the service files, cheaply detecting edits.
+// agent file and the service files, cheaply detecting edits. It stats
+// through the loader's cache, whose calls tests count.
 func (a *Agent) configFingerprint() [32]byte {
 	h := sha256.New()
+	fsys := a.loader.cache
 	add := func(path string) {
-		if fi, err := os.Stat(path); err == nil {
+		if fi, err := fsys.Stat(path); err == nil {
 			fmt.Fprintf(h, "%s %d %d\n", path, fi.Size(), fi.ModTime().UnixNano())
 		}
 	}
 	add(a.opts.ConfigPath)
 	if a.cfg != nil && a.cfg.Agent.ServicesDir != "" {
-		entries, err := os.ReadDir(a.cfg.Agent.ServicesDir)
+		entries, err := fsys.ReadDir(a.cfg.Agent.ServicesDir)
 		if err != nil && !errors.Is(err, fs.ErrNotExist) {
 			fmt.Fprintf(h, "error %v\n", err)
 		}

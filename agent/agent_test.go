@@ -106,16 +106,47 @@ func (e *testEnv) kernel() Kernel {
 	return Kernel{IPVS: e.ipvs, Daemons: e.ipvs, Conns: e.conns, Addrs: e.addrs, NAT: e.nat, Sysctls: e.sysctls}
 }
 
-// reconcile runs one pass and returns the kernel calls it made.
+// reconcile runs what the agent's loop would run at a Check tick (drains
+// and the audit step when due, with what is pending) and returns the kernel
+// calls it made.
 func (e *testEnv) reconcile(a *Agent) []string {
 	e.t.Helper()
+	a.tick()
 	a.reconcile(context.Background())
 	return append(e.ipvs.Ops(), e.addrs.Ops()...)
 }
 
+// resync runs a pass that reads back and plans everything, as the first
+// pass does, and returns the kernel calls it made.
+func (e *testEnv) resync(a *Agent) []string {
+	e.t.Helper()
+	a.pending.merge(scope{all: true, globals: true, holder: true})
+	return e.reconcile(a)
+}
+
+// ownershipChanged runs what the VIP holder's loop runs when the cluster
+// says ownership changed, and returns the address calls it made.
+func (e *testEnv) ownershipChanged(a *Agent) []string {
+	e.t.Helper()
+	if _, err := a.holder.pass(context.Background()); err != nil {
+		e.t.Fatal(err)
+	}
+	return e.addrs.Ops()
+}
+
+// bulkServices writes n services s0, s1, … on VIP 10.0.1.1, ports 1000 and
+// up, each with backends (a YAML flow list's items), into one file.
+func (e *testEnv) bulkServices(n int, backends string) {
+	var b strings.Builder
+	for i := range n {
+		fmt.Fprintf(&b, "---\nservice: s%d\nvip: 10.0.1.1\nports: [%d]\nbackends: [%s]\n", i, 1000+i, backends)
+	}
+	e.service("bulk", b.String())
+}
+
 func (e *testEnv) reload(a *Agent) {
 	e.t.Helper()
-	a.reload("test")
+	a.reload("test", nil)
 }
 
 const webTwo = "service: web\nvip: 10.0.0.50\nports: [80]\nbackends:\n  - {address: 10.0.0.12}\n  - {address: 10.0.0.11}\n"
@@ -311,11 +342,11 @@ func TestVIPOwnershipMovesOnlyAddresses(t *testing.T) {
 		t.Fatalf("served %v, want %v: the cluster decides about programmed VIPs", own.served, want)
 	}
 	own.held[netip.MustParseAddr("10.0.0.50")] = true
-	if got := e.reconcile(a); !slices.Equal(got, []string{"add-address eth0 10.0.0.50/32"}) {
+	if got := e.ownershipChanged(a); !slices.Equal(got, []string{"add-address eth0 10.0.0.50/32"}) {
 		t.Fatalf("takeover: got %q", got)
 	}
 	own.held = map[netip.Addr]bool{}
-	if got := e.reconcile(a); !slices.Equal(got, []string{"delete-address eth0 10.0.0.50/32"}) {
+	if got := e.ownershipChanged(a); !slices.Equal(got, []string{"delete-address eth0 10.0.0.50/32"}) {
 		t.Fatalf("release: got %q", got)
 	}
 }
@@ -362,15 +393,12 @@ func (c *countingIPVS) Destinations(ctx context.Context, k ipvs.ServiceKey) ([]i
 	return c.Interface.Destinations(ctx, k)
 }
 
-// Over FreshLimit IPVS services the status answers from the last pass's
-// read-back, without a dump; a query for one service reads that one now.
+// Over FreshLimit IPVS services the status answers from the passes'
+// read-back, without a dump, and says how old its oldest numbers are; a
+// query for one service reads that one now.
 func TestStatusAtScale(t *testing.T) {
 	e := newEnv(t)
-	var b strings.Builder
-	for i := range FreshLimit + 10 {
-		fmt.Fprintf(&b, "---\nservice: s%d\nvip: 10.0.1.1\nports: [%d]\nbackends: [{address: 10.0.0.11}]\n", i, 1000+i)
-	}
-	e.service("bulk", b.String())
+	e.bulkServices(FreshLimit+10, "{address: 10.0.0.11}")
 	a := e.agent()
 	e.reconcile(a)
 	counting := &countingIPVS{Interface: e.ipvs}
@@ -391,5 +419,18 @@ func TestStatusAtScale(t *testing.T) {
 	}
 	if len(st.Services) != 1 || st.Services[0].Name != "s7" || counting.dumps != 1 {
 		t.Errorf("one service: %d services, %d dumps", len(st.Services), counting.dumps)
+	}
+
+	// A later pass that reads one service back does not make the others'
+	// numbers look newer than they are.
+	first := e.now
+	e.now = e.now.Add(time.Minute)
+	a.pending.add(ipvs.ServiceKey{Protocol: ipvs.TCP, Addr: netip.MustParseAddr("10.0.1.1"), Port: 1003})
+	e.reconcile(a)
+	if st, err = a.Status(context.Background(), StatusQuery{}); err != nil {
+		t.Fatal(err)
+	}
+	if !st.KernelAsOf.Equal(first) || !st.LastReconcile.Equal(e.now) {
+		t.Errorf("after reading one service back: numbers as of %v, last pass %v; want %v, %v", st.KernelAsOf, st.LastReconcile, first, e.now)
 	}
 }

@@ -1,9 +1,7 @@
 package agent
 
 import (
-	"fmt"
 	"hash/fnv"
-	"maps"
 	"net/netip"
 	"slices"
 	"time"
@@ -100,83 +98,6 @@ func tunnelOptions(s config.Service) ipvs.TunnelOptions {
 		return ipvs.TunnelOptions{}
 	}
 	return ipvs.TunnelOptions{Type: tunnelTypes[s.Tunnel.Encap], Port: s.Tunnel.Port, Flags: tunnelFlags[s.Tunnel.Checksum]}
-}
-
-// Build computes the desired state of a director from its configuration,
-// every backend at its configured weight (WithHealth applies health). It is
-// pure: same input, same output, no host access.
-func Build(agent *config.Agent, services []config.Service) (Desired, error) {
-	d := Desired{Interface: agent.Interface, VIPDevice: agent.Interface, Sysctls: map[string]string{}}
-	if agent.BGP != nil {
-		d.VIPDevice, d.Announce = "lo", announcePolicy(agent.BGP, services)
-	}
-	var spec nat.Spec
-	marks := map[uint32]string{}
-	vips := map[netip.Addr]map[netip.Prefix]bool{}
-	var forwardV4, forwardV6, fullnat bool
-	ecmp := agent.Cluster != nil && agent.Cluster.Mode == config.ModeECMP
-	for _, s := range services {
-		if ecmp && s.Forwarding != config.DR {
-			return Desired{}, fmt.Errorf("%s:%d: service %q: forwarding %s does not work with cluster mode ecmp yet: %s",
-				s.File, s.Line, s.Name, s.Forwarding, ecmpForwarding[s.Forwarding])
-		}
-		mark := FirewallMark(s.Name)
-		if other, ok := marks[mark]; ok {
-			return Desired{}, fmt.Errorf("%s:%d: services %q and %q get the same firewall mark %#x; rename one", s.File, s.Line, other, s.Name, mark)
-		}
-		marks[mark] = s.Name
-		vss, rules := buildService(s, mark)
-		d.Services = append(d.Services, vss...)
-		spec.Marks = append(spec.Marks, rules.Marks...)
-		spec.SNAT = append(spec.SNAT, rules.SNAT...)
-		if vips[s.VIP] == nil {
-			vips[s.VIP] = map[netip.Prefix]bool{}
-		}
-		for _, a := range s.Addresses() {
-			vips[s.VIP][netip.PrefixFrom(a, a.BitLen())] = true
-		}
-		if s.Forwarding == config.NAT || s.Forwarding == config.FullNAT {
-			forwardV4 = forwardV4 || s.VIP.Is4()
-			forwardV6 = forwardV6 || s.VIP.Is6()
-		}
-		fullnat = fullnat || s.Forwarding == config.FullNAT
-	}
-	for _, vip := range slices.SortedFunc(maps.Keys(vips), netip.Addr.Compare) {
-		addrs := slices.SortedFunc(maps.Keys(vips[vip]), func(a, b netip.Prefix) int { return a.Addr().Compare(b.Addr()) })
-		d.VIPs = append(d.VIPs, VIPAddresses{VIP: vip, Addresses: addrs})
-	}
-	spec.DropRedirects6 = forwardV6
-	if agent.BGP != nil {
-		// The VIPs are on lo: the director must not answer ARP for them on
-		// its link (the routers reach it by its own address), as a DR real
-		// server does not. The kernel takes the larger of "all" and the
-		// interface's value.
-		d.Sysctls["net/ipv4/conf/"+agent.Interface+"/arp_ignore"] = "1"
-		d.Sysctls["net/ipv4/conf/"+agent.Interface+"/arp_announce"] = "2"
-	}
-	maps.Copy(d.Sysctls, nat.ForwardingSysctls(forwardV4, forwardV6, agent.Interface))
-	if fullnat {
-		maps.Copy(d.Sysctls, nat.FullNATSysctls())
-	}
-	if len(services) > 0 {
-		maps.Copy(d.Sysctls, ipvs.ConnectionExpirySysctls())
-	}
-	if c := agent.Cluster; c != nil {
-		// sloppy_tcp lets a new owner pick up connections from their next
-		// packet, with or without sync; the sync thresholds matter only with it.
-		maps.Copy(d.Sysctls, ipvs.RecommendedSyncSysctls().Sysctls())
-		if c.ConnSync.Enabled {
-			spec.SyncPorts, spec.SyncGroup = []uint16{c.ConnSync.Port, c.ConnSync.Port + 1}, ipvs.DefaultSyncGroup
-			d.Daemons = syncDaemons(c.ConnSync)
-			d.Services = append(d.Services, pusherService(c.ConnSync))
-		}
-	}
-	var err error
-	if d.NAT, err = nat.Render(spec); err != nil {
-		return Desired{}, fmt.Errorf("rendering nftables rules: %w", err)
-	}
-	slices.SortFunc(d.Services, func(a, b VirtualService) int { return a.ServiceKey.Compare(b.ServiceKey) })
-	return d, nil
 }
 
 // Addresses lists every address of vips, sorted and without repeats (an

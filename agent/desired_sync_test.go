@@ -23,7 +23,7 @@ func TestRelayGetsConfiguredServices(t *testing.T) {
 	e.service("web", "service: web\nvip: 10.0.0.50\nports: [80]\nforwarding: nat\nbackends: [{address: 10.0.0.11}, {address: 10.0.0.12, port: 8080}]\n")
 	relay := &forgetfulRelay{}
 	a := e.agentWith(Options{ConnSync: relay})
-	a.setConfig(a.cfg)
+	a.setConfig(a.cfg, Changes{All: true})
 	vip := netip.MustParseAddr("10.0.0.50")
 	want := []connsync.Service{{VIP: vip, Protocol: 6, Port: 80,
 		Dests: []netip.AddrPort{netip.MustParseAddrPort("10.0.0.11:80"), netip.MustParseAddrPort("10.0.0.12:8080")}}}

@@ -109,7 +109,7 @@ func TestIneligibleBackendAddedWithSlots(t *testing.T) {
 	checker := &fakeHealth{states: map[string]health.State{"web/10.0.0.11": {Weight: health.NoWeight},
 		"web/10.0.0.12": {Healthy: true, Weight: health.NoWeight}}}
 	a.opts.Health = checker
-	a.setConfig(a.cfg)
+	a.setConfig(a.cfg, Changes{All: true})
 	if len(checker.targets) != 2 || checker.targets[0].Key != "web/10.0.0.11" || checker.targets[0].Port != 80 {
 		t.Fatalf("health targets: %+v", checker.targets)
 	}

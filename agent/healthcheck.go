@@ -9,7 +9,6 @@ import (
 
 	"github.com/lvsd/lvsd/agent/config"
 	"github.com/lvsd/lvsd/agent/health"
-	"github.com/lvsd/lvsd/ipvs"
 )
 
 // HealthChecker checks backends; agent/health.Monitor is the real one.
@@ -71,17 +70,18 @@ func backendHealth(states map[string]health.State) map[string]BackendHealth {
 	return out
 }
 
-// logEligibility logs every service whose eligible set or rule changed.
-func (a *Agent) logEligibility(decisions map[string]Eligibility) {
+// logEligibility logs every service of decided whose eligible set or rule
+// changed from a.eligibility.
+func (a *Agent) logEligibility(decisions map[string]Eligibility, decided map[string]bool) {
 	var changed []string
-	for name, e := range decisions {
+	for name := range decided {
+		e := decisions[name]
 		prev, ok := a.eligibility[name]
 		if !ok || prev.Rule != e.Rule || !maps.Equal(prev.Eligible, e.Eligible) {
 			changed = append(changed, name)
 		}
 	}
 	first := a.eligibility == nil
-	a.eligibility = decisions
 	if len(changed) == 0 {
 		return
 	}
@@ -116,15 +116,12 @@ func (a *Agent) logEligibility(decisions map[string]Eligibility) {
 // service, the destinations and why: from the ops, so a reset the plan
 // skipped (no connection entries, not in the kernel) is not reported.
 func (a *Agent) logResets(d Desired, ops []Op) {
-	names := map[ipvs.ServiceKey]string{}
-	for _, vs := range d.Services {
-		names[vs.ServiceKey] = vs.Name
-	}
 	for _, op := range ops {
 		if op.Kind != AwaitExpiry {
 			continue
 		}
-		a.log.Warn("dropping connections", "event", "reset", "service", names[op.Service.ServiceKey],
+		vs, _ := findService(d, op.Service.ServiceKey) // not a map of every service per pass
+		a.log.Warn("dropping connections", "event", "reset", "service", vs.Name,
 			"ipvs_service", op.Service.ServiceKey.String(), "destinations", fmt.Sprint(op.Expiring.Dests), "reason", op.Reason)
 	}
 }

@@ -58,13 +58,18 @@ const expiryTimeout = 2 * time.Second
 
 // ReadActual reads back the data plane d is made of: all IPVS services with
 // their destinations, the digest of lvsd's nft tables, the sysctls d sets
-// and the sync daemons.
+// and the sync daemons (`lvsd plan`; the agent reads back what it must,
+// readBack).
 func (k Kernel) ReadActual(ctx context.Context, d Desired) (Actual, error) {
-	a := Actual{Services: map[ipvs.ServiceKey]ActualService{}, Sysctls: map[string]string{}}
+	a, err := k.readGlobals(ctx, d)
+	if err != nil {
+		return Actual{}, err
+	}
 	svcs, err := k.IPVS.Services(ctx)
 	if err != nil {
 		return Actual{}, err
 	}
+	a.Services = make(map[ipvs.ServiceKey]ActualService, len(svcs))
 	for _, s := range svcs {
 		dsts, err := k.IPVS.Destinations(ctx, s.ServiceKey)
 		if err != nil {
@@ -72,6 +77,14 @@ func (k Kernel) ReadActual(ctx context.Context, d Desired) (Actual, error) {
 		}
 		a.Services[s.ServiceKey] = ActualService{Service: s, Destinations: dsts}
 	}
+	return a, nil
+}
+
+// readGlobals reads back what is not IPVS services: the digest of lvsd's
+// nft tables, the sysctls d sets and the sync daemons.
+func (k Kernel) readGlobals(ctx context.Context, d Desired) (Actual, error) {
+	a := Actual{Sysctls: map[string]string{}}
+	var err error
 	if a.NATDigest, err = k.NAT.Installed(ctx); err != nil {
 		return Actual{}, err
 	}
@@ -86,7 +99,6 @@ func (k Kernel) ReadActual(ctx context.Context, d Desired) (Actual, error) {
 		a.Sysctls[key] = v
 	}
 	if k.Daemons != nil { // also without connection sync: lvsd's daemons must then stop
-
 		if a.Daemons, err = k.Daemons.Daemons(ctx); err != nil {
 			return Actual{}, err
 		}
@@ -94,27 +106,23 @@ func (k Kernel) ReadActual(ctx context.Context, d Desired) (Actual, error) {
 	return a, nil
 }
 
-// readServices reads the IPVS services keys (those in the kernel) with
-// their destinations: one service dump and one destination dump each.
+// readServices reads the IPVS services keys with their destinations, one
+// request each (those not in the kernel are left out).
 func (k Kernel) readServices(ctx context.Context, keys []ipvs.ServiceKey) (Actual, error) {
 	a := Actual{Services: make(map[ipvs.ServiceKey]ActualService, len(keys))}
-	svcs, err := k.IPVS.Services(ctx)
-	if err != nil {
-		return Actual{}, err
-	}
-	want := make(map[ipvs.ServiceKey]bool, len(keys))
 	for _, key := range keys {
-		want[key] = true
-	}
-	for _, s := range svcs {
-		if !want[s.ServiceKey] {
+		s, err := k.IPVS.Service(ctx, key)
+		if errors.Is(err, ipvs.ErrNotFound) {
 			continue
 		}
-		dsts, err := k.IPVS.Destinations(ctx, s.ServiceKey)
 		if err != nil {
 			return Actual{}, err
 		}
-		a.Services[s.ServiceKey] = ActualService{Service: s, Destinations: dsts}
+		dsts, err := k.IPVS.Destinations(ctx, key)
+		if err != nil {
+			return Actual{}, err
+		}
+		a.Services[key] = ActualService{Service: s, Destinations: dsts}
 	}
 	return a, nil
 }

@@ -3,6 +3,8 @@ package agent
 import (
 	"context"
 	"net/netip"
+	"reflect"
+	"slices"
 
 	"github.com/lvsd/lvsd/agent/config"
 )
@@ -13,26 +15,122 @@ type Config struct {
 	Agent    *config.Agent
 	Services []config.Service
 	Desired  Desired // every backend at its configured weight
+	files    []*config.File
+	pieces   Pieces
+	loader   *Loader // what read it, with its cache of the files
 }
 
 // LoadConfig reads and validates everything under the agent file at path.
 // It never touches the kernel, so `lvsd check` and a reload can use it freely.
 func LoadConfig(path string) (*Config, error) {
-	a, err := config.LoadAgent(path)
+	c, _, err := NewLoader(path).Load(nil, nil)
+	return c, err
+}
+
+// Loader reads the configuration for the reconciler and keeps what it
+// read, so that a reload reads, parses and builds only what changed. One
+// goroutine owns it.
+type Loader struct {
+	path  string
+	cache *config.Cache
+}
+
+// NewLoader returns a loader of the agent file at path and its services.
+func NewLoader(path string) *Loader {
+	return &Loader{path: path, cache: config.NewCache()}
+}
+
+// Changes says what a reload changed.
+type Changes struct {
+	// All: the agent file changed, so everything may have.
+	All bool
+	// Services are the names of the services added, removed or changed.
+	Services map[string]bool
+}
+
+// Load reads the configuration again: with prev nil from scratch, else
+// the files in changed (paths; nil: check every file) and the rest as
+// prev had them. It returns the configuration and what changed since prev,
+// or what is wrong, in which case prev stays the configuration in force.
+func (l *Loader) Load(prev *Config, changed []string) (*Config, Changes, error) {
+	agent, all, err := l.agent(prev, changed)
 	if err != nil {
-		return nil, err
+		return nil, Changes{}, err
 	}
-	c := &Config{Agent: a}
-	if a.Role != config.RoleDirector {
-		return c, nil
+	c := &Config{Agent: agent, loader: l}
+	if agent.Role != config.RoleDirector {
+		return c, Changes{All: true}, nil
 	}
-	if c.Services, err = a.LoadServices(); err != nil {
-		return nil, err
+	var paths []string // services' files changed; nil: scan them all
+	if changed != nil && !all {
+		paths = slices.DeleteFunc(slices.Clone(changed), func(p string) bool { return p == l.path })
+		if paths == nil {
+			paths = []string{}
+		}
 	}
-	if c.Desired, err = Build(a, c.Services); err != nil {
-		return nil, err
+	set, err := l.cache.Load(agent, paths)
+	if err != nil {
+		return nil, Changes{}, err
 	}
-	return c, nil
+	c.Services, c.files = set.Services, set.Files
+	ch := Changes{All: all}
+	var prevPieces Pieces
+	var prevDesired Desired
+	if !all {
+		ch.Services = changedServices(prev.files, set.Files)
+		prevPieces, prevDesired = prev.pieces, prev.Desired
+	}
+	if c.Desired, c.pieces, err = Rebuild(agent, c.Services, prevPieces, prevDesired, ch.Services); err != nil {
+		return nil, Changes{}, err
+	}
+	return c, ch, nil
+}
+
+// agent reads the agent file when it may have changed, and reports
+// whether it did (or there is no previous configuration).
+func (l *Loader) agent(prev *Config, changed []string) (*config.Agent, bool, error) {
+	if prev != nil && changed != nil && !slices.Contains(changed, l.path) {
+		return prev.Agent, false, nil
+	}
+	a, err := config.LoadAgent(l.path)
+	if err != nil {
+		return nil, false, err
+	}
+	if prev != nil && reflect.DeepEqual(a, prev.Agent) {
+		return prev.Agent, false, nil
+	}
+	return a, true, nil
+}
+
+// changedServices names the services of every file that is not the same
+// reading in old and new (both sorted by path): what they held before and
+// what they hold now.
+func changedServices(old, new []*config.File) map[string]bool {
+	out := map[string]bool{}
+	add := func(f *config.File) {
+		for _, s := range f.Services {
+			out[s.Name] = true
+		}
+	}
+	i, j := 0, 0
+	for i < len(old) || j < len(new) {
+		switch {
+		case j == len(new) || i < len(old) && old[i].Path < new[j].Path:
+			add(old[i])
+			i++
+		case i == len(old) || new[j].Path < old[i].Path:
+			add(new[j])
+			j++
+		default:
+			if old[i] != new[j] {
+				add(old[i])
+				add(new[j])
+			}
+			i++
+			j++
+		}
+	}
+	return out
 }
 
 // PlanFor returns what a pass with cfg would change on this host now,

@@ -174,7 +174,7 @@ func TestMetricsCountFailedPasses(t *testing.T) {
 	c := NewCollector(a, "dev")
 	e.reconcile(a)
 	a.opts.Kernel.IPVS = brokenIPVS{e.ipvs}
-	e.reconcile(a)
+	e.resync(a)
 	a.opts.Kernel.IPVS = e.ipvs
 	check := func(want string) {
 		t.Helper()

@@ -127,6 +127,12 @@ func (o Ownership) clone() Ownership {
 	return Ownership{Services: slices.Clone(o.Services), Addresses: slices.Clone(o.Addresses)}
 }
 
+// owns reports whether k is in the record.
+func (o Ownership) owns(k ipvs.ServiceKey) bool {
+	_, found := slices.BinarySearchFunc(o.Services, k, ipvs.ServiceKey.Compare)
+	return found
+}
+
 // addService keeps Services sorted, so lookups and inserts stay cheap when a
 // cold start adds thousands.
 func (o *Ownership) addService(k ipvs.ServiceKey) {

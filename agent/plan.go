@@ -22,6 +22,10 @@ type Actual struct {
 type ActualService struct {
 	ipvs.Service
 	Destinations []ipvs.Destination
+	// ReadAt is when a pass read the destinations back or made the
+	// service (zero: not by a pass): passes read only what they look at,
+	// so the numbers of one service can be older than those of another.
+	ReadAt time.Time
 }
 
 // Drains records, for every destination lvsd no longer wants, when it
@@ -48,6 +52,14 @@ type PlanInput struct {
 	// Resets are the connection resets the last health decision asks for
 	// (connectionResets).
 	Resets map[string]reset
+	// Scope limits the IPVS part of the plan to these services (sorted):
+	// the desired ones among them and those owned and no longer desired.
+	// The others are taken as they are, and their drain records kept; their
+	// entries in Actual need not have been read. nil: every service.
+	Scope []ipvs.ServiceKey
+	// SkipGlobals leaves the sysctls, the sync daemons and the nftables
+	// tables out, for a pass that did not read them back.
+	SkipGlobals bool
 }
 
 // Plan returns the changes that take the data plane from in.Actual to
@@ -65,14 +77,27 @@ type PlanInput struct {
 // and only once its connections are gone or its drain timed out is it deleted.
 func Plan(in PlanInput) ([]Op, Drains) {
 	p := planner{in: in, drains: Drains{}}
-	ops := planSysctls(in.Desired, in.Actual)
-	stop, start := planDaemons(in.Desired, in.Actual)
-	ops = append(ops, stop...)
+	if in.Scope != nil {
+		for k, t := range in.Drains {
+			if _, in := slices.BinarySearchFunc(in.Scope, k.Service, ipvs.ServiceKey.Compare); !in {
+				p.drains[k] = t
+			}
+		}
+	}
+	var ops, start []Op
+	if !in.SkipGlobals {
+		var stop []Op
+		ops = planSysctls(in.Desired, in.Actual)
+		stop, start = planDaemons(in.Desired, in.Actual)
+		ops = append(ops, stop...)
+	}
 	ops = append(ops, p.services()...)
-	nft := planNAT(in.Desired, in.Actual)
-	ops = append(ops, nft...)
-	if len(nft) > 0 || in.Actual.NATDigest == in.Desired.NAT.Digest() {
-		ops = append(ops, start...) // never a daemon without its guard
+	if !in.SkipGlobals {
+		nft := planNAT(in.Desired, in.Actual)
+		ops = append(ops, nft...)
+		if len(nft) > 0 || in.Actual.NATDigest == in.Desired.NAT.Digest() {
+			ops = append(ops, start...) // never a daemon without its guard
+		}
 	}
 	ops = append(ops, planResets(in.Desired, in.Actual, in.Resets)...)
 	return ops, p.drains
@@ -87,7 +112,18 @@ func (p *planner) services() []Op {
 	var ops []Op
 	d, a := p.in.Desired, p.in.Actual
 	wanted := make(map[ipvs.ServiceKey]bool, len(d.Services))
-	for _, vs := range d.Services {
+	desired, owned := d.Services, p.in.Owned.Services
+	if p.in.Scope != nil {
+		desired, owned = nil, nil
+		for _, k := range p.in.Scope {
+			if vs, ok := findService(d, k); ok {
+				desired = append(desired, vs)
+			} else {
+				owned = append(owned, k) // planned below if owned
+			}
+		}
+	}
+	for _, vs := range desired {
 		wanted[vs.ServiceKey] = true
 		cur, ok := a.Services[vs.ServiceKey]
 		if !ok {
@@ -99,9 +135,9 @@ func (p *planner) services() []Op {
 		}
 		ops = append(ops, p.destinations(vs, cur, vs.DrainTimeout)...)
 	}
-	for _, k := range p.in.Owned.Services {
+	for _, k := range owned {
 		cur, ok := a.Services[k]
-		if wanted[k] || !ok {
+		if wanted[k] || !ok || !p.in.Owned.owns(k) {
 			continue
 		}
 		drain := p.destinations(VirtualService{Service: cur.Service}, cur, p.in.DrainTimeout)

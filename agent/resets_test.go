@@ -121,7 +121,7 @@ func TestResetThroughTheKernel(t *testing.T) {
 	a.opts.Health = &fakeHealth{states: states}
 	relay := &forgetfulRelay{}
 	a.opts.ConnSync = relay
-	a.setConfig(a.cfg)
+	a.setConfig(a.cfg, Changes{All: true})
 	e.reconcile(a)
 	if v := e.sysctls.Values(); v["net/ipv4/vs/expire_nodest_conn"] != "1" || v["net/ipv4/vs/expire_quiescent_template"] != "1" {
 		t.Errorf("sysctls %q lack connection expiry", v)

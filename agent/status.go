@@ -32,8 +32,9 @@ var errNotReady = errors.New("the agent has not finished its first pass yet")
 type Status struct {
 	Node string `json:"node"`
 	// KernelAsOf is when the kernel's numbers (weights, connections,
-	// counters) were read: now, or at the last pass when the query selects
-	// more than FreshLimit IPVS services.
+	// counters) were read: now, or when the query selects more than
+	// FreshLimit IPVS services, the oldest read-back among them (a pass
+	// reads only what it looks at; the audit reads every service in turn).
 	KernelAsOf    time.Time       `json:"kernel_as_of"`
 	Role          string          `json:"role"`
 	Config        string          `json:"config"`
@@ -128,6 +129,21 @@ func (a *Agent) publish(desired Desired, actual Actual, start time.Time, err err
 	a.snap.Store(s)
 }
 
+// oldestRead returns when the oldest numbers of the selected services in a
+// were read back, or at if none was read by a pass.
+func oldestRead(a Actual, selected []VirtualService, at time.Time) time.Time {
+	var oldest time.Time
+	for _, vs := range selected {
+		if t := a.Services[vs.ServiceKey].ReadAt; !t.IsZero() && (oldest.IsZero() || t.Before(oldest)) {
+			oldest = t
+		}
+	}
+	if oldest.IsZero() {
+		return at
+	}
+	return oldest
+}
+
 // FreshLimit is how many IPVS services Status reads from the kernel at the
 // time of the query; a larger selection is answered from the last pass's
 // read-back (at 10,000 services a fresh read is seconds, and the status and
@@ -152,7 +168,7 @@ func (a *Agent) Status(ctx context.Context, q StatusQuery) (Status, error) {
 			selected = append(selected, vs)
 		}
 	}
-	actual, asOf := s.actual, s.at
+	actual, asOf := s.actual, oldestRead(s.actual, selected, s.at)
 	if len(selected) <= FreshLimit {
 		keys := make([]ipvs.ServiceKey, len(selected))
 		for i, vs := range selected {

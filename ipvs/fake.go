@@ -14,6 +14,7 @@ import (
 type Fake struct {
 	mu       sync.Mutex // guards all following fields
 	services []fakeService
+	index    map[ServiceKey]int // position in services: tests run it with tens of thousands
 	ops      []string
 	daemons  fakeDaemons // sync daemons, daemon_fake.go
 }
@@ -26,7 +27,7 @@ type fakeService struct {
 var _ Interface = (*Fake)(nil)
 
 // NewFake returns an empty table.
-func NewFake() *Fake { return &Fake{} }
+func NewFake() *Fake { return &Fake{index: map[ServiceKey]int{}} }
 
 // Ops returns the mutating calls made so far, one line each, and forgets them.
 func (f *Fake) Ops() []string {
@@ -38,7 +39,21 @@ func (f *Fake) Ops() []string {
 }
 
 func (f *Fake) find(k ServiceKey) int {
-	return slices.IndexFunc(f.services, func(s fakeService) bool { return s.svc.ServiceKey == k })
+	if i, ok := f.index[k]; ok {
+		return i
+	}
+	return -1
+}
+
+// Service implements Interface.
+func (f *Fake) Service(ctx context.Context, k ServiceKey) (Service, error) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	i := f.find(k)
+	if i < 0 {
+		return Service{}, fmt.Errorf("getting service %s: %w", k, ErrNotFound)
+	}
+	return f.services[i].svc, nil
 }
 
 // Services implements Interface.
@@ -74,6 +89,10 @@ func (f *Fake) AddService(ctx context.Context, svc Service) error {
 		return fmt.Errorf("adding service %s: empty scheduler: %w", svc, ErrNotFound)
 	}
 	svc.Flags &^= flagHashed
+	if f.index == nil {
+		f.index = map[ServiceKey]int{}
+	}
+	f.index[svc.ServiceKey] = len(f.services)
 	f.services = append(f.services, fakeService{svc: svc})
 	f.ops = append(f.ops, "add-service "+svc.String())
 	return nil
@@ -101,6 +120,10 @@ func (f *Fake) DeleteService(ctx context.Context, k ServiceKey) error {
 		return fmt.Errorf("deleting service %s: %w", k, ErrNotFound)
 	}
 	f.services = slices.Delete(f.services, i, i+1)
+	delete(f.index, k)
+	for j := i; j < len(f.services); j++ {
+		f.index[f.services[j].svc.ServiceKey] = j
+	}
 	f.ops = append(f.ops, "delete-service "+k.String())
 	return nil
 }

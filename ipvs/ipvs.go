@@ -10,6 +10,9 @@ import (
 type Interface interface {
 	// Services lists every virtual service in the kernel, lvsd's or not.
 	Services(ctx context.Context) ([]Service, error)
+	// Service reads one virtual service; an error wrapping ErrNotFound
+	// when it is not in the kernel. One request, whatever the table's size.
+	Service(ctx context.Context, svc ServiceKey) (Service, error)
 	// Destinations lists a service's destinations in the kernel's list order.
 	Destinations(ctx context.Context, svc ServiceKey) ([]Destination, error)
 

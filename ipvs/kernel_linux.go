@@ -100,6 +100,17 @@ func (k *Kernel) Services(ctx context.Context) ([]Service, error) {
 	return out, nil
 }
 
+// Service implements Interface.
+func (k *Kernel) Service(ctx context.Context, svc ServiceKey) (Service, error) {
+	k.mu.Lock()
+	raw, err := k.h.GetService(toMobyService(Service{ServiceKey: svc}))
+	k.mu.Unlock()
+	if err != nil {
+		return Service{}, fmt.Errorf("getting service %s: %w", svc, kernelErr(err))
+	}
+	return fromMobyService(raw), nil
+}
+
 // AddService implements Interface.
 func (k *Kernel) AddService(ctx context.Context, svc Service) error {
 	return k.do(func() error { return k.h.NewService(toMobyService(svc)) },

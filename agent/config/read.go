@@ -6,8 +6,6 @@ import (
 	"io"
 	"io/fs"
 	"os"
-	"path/filepath"
-	"slices"
 	"strings"
 	"syscall"
 
@@ -108,94 +106,48 @@ func byteSize(n int64) string {
 	return fmt.Sprintf("%d bytes", n)
 }
 
-// serviceFiles lists the service files of dir in name order: every entry
-// named *.yaml or *.yml whose name does not start with a dot (editors'
-// swap and lock files do). Such an entry that is not a regular file (after
-// following symbolic links) is an error, not skipped: an operator who put
-// it there meant it to be read.
-func serviceFiles(dir string) ([]string, List) {
-	entries, err := os.ReadDir(dir)
-	if err != nil {
-		var pe *fs.PathError
-		if errors.As(err, &pe) && errors.Is(pe.Err, syscall.ENOTDIR) {
-			err = errors.New("is not a directory")
-		} else {
-			err = fileError(err)
-		}
-		return nil, List{{File: dir, Msg: "services directory " + err.Error()}}
-	}
-	var files []string
-	var errs List
-	for _, e := range entries {
-		name := e.Name()
-		if strings.HasPrefix(name, ".") || !(strings.HasSuffix(name, ".yaml") || strings.HasSuffix(name, ".yml")) {
-			continue
-		}
-		path := filepath.Join(dir, name)
-		fi, err := os.Stat(path)
-		switch {
-		case err != nil:
-			errs = append(errs, &Error{File: path, Msg: fileError(err).Error()})
-		case !fi.Mode().IsRegular():
-			errs = append(errs, &Error{File: path, Msg: fmt.Sprintf("is %s, not a regular file: lvsd reads only regular files from the services directory", kindOfFile(fi.Mode()))})
-		default:
-			files = append(files, path)
-		}
-	}
-	slices.Sort(files)
-	return files, errs
-}
-
-// LoadServices reads every service file of dir (see serviceFiles), in
-// name order, and validates each service and the set as a whole.
+// LoadServices reads every service file of dir (see Cache.serviceFiles),
+// in name order, and validates each service and the set as a whole.
 func LoadServices(dir string) ([]Service, error) {
-	files, errs := serviceFiles(dir)
-	return loadServiceFiles(files, errs)
+	set, err := NewCache().LoadDir(dir)
+	return set.Services, err
 }
 
-// LoadServices reads the agent's services directory (LoadServices); a
-// problem with the directory itself is reported where the agent file
-// names it.
+// LoadServices reads the agent's services directory (LoadServices).
 func (a *Agent) LoadServices() ([]Service, error) {
-	files, errs := serviceFiles(a.ServicesDir)
-	if at := a.servicesDirAt; at != nil {
-		for i, e := range errs {
-			if e.File == a.ServicesDir {
-				where := *at
-				where.Msg = "services_dir " + e.File + " " + strings.TrimPrefix(e.Msg, "services directory ")
-				if at.Line == 0 {
-					where.Msg = "services_dir (by default " + e.File + ") " + strings.TrimPrefix(e.Msg, "services directory ")
-				}
-				errs[i] = &where
+	set, err := NewCache().Load(a, nil)
+	return set.Services, err
+}
+
+// placeDirError reports a problem with the services directory itself where
+// the agent file names it.
+func (a *Agent) placeDirError(errs List) List {
+	at := a.servicesDirAt
+	if at == nil {
+		return errs
+	}
+	for i, e := range errs {
+		if e.File == a.ServicesDir {
+			where := *at
+			where.Msg = "services_dir " + e.File + " " + strings.TrimPrefix(e.Msg, "services directory ")
+			if at.Line == 0 {
+				where.Msg = "services_dir (by default " + e.File + ") " + strings.TrimPrefix(e.Msg, "services directory ")
 			}
+			errs[i] = &where
 		}
 	}
-	return loadServiceFiles(files, errs)
+	return errs
 }
 
 // LoadServiceFiles reads and validates the named service files as one set.
 func LoadServiceFiles(files ...string) ([]Service, error) {
-	return loadServiceFiles(files, nil)
-}
-
-func loadServiceFiles(files []string, errs List) ([]Service, error) {
-	var all []Service
-	for _, f := range files {
-		if len(errs) >= maxProblems {
-			break
-		}
-		data, err := readFile(f)
-		if err != nil {
-			errs = append(errs, &Error{File: f, Msg: err.Error()})
-			continue
-		}
-		all = append(all, parseServices(f, data, &errs)...)
+	c := NewCache()
+	cands := make([]candidate, len(files))
+	for i, f := range files {
+		cands[i] = candidate{path: f}
 	}
-	checkSet(all, &errs)
-	if len(errs) > 0 {
-		return nil, errs
-	}
-	return all, nil
+	set, err := c.assemble(cands, nil)
+	return set.Services, err
 }
 
 func parseServices(file string, data []byte, errs *List) []Service {

@@ -1,0 +1,190 @@
+package agent
+
+import (
+	"fmt"
+	"maps"
+	"net/netip"
+	"slices"
+
+	"github.com/lvsd/lvsd/agent/config"
+	"github.com/lvsd/lvsd/ipvs"
+	"github.com/lvsd/lvsd/nat"
+)
+
+// piece is what Build makes of one configured service on its own: its IPVS
+// services, its nftables rules, and the addresses that move with its VIP.
+// Pieces are kept between reloads, so a reload builds only the services
+// that changed and adds the pieces up again.
+type piece struct {
+	services []VirtualService // sorted by key
+	spec     nat.Spec
+	mark     uint32
+	addrs    []netip.Prefix // the service's Addresses as host prefixes
+	forwards bool           // NAT or FULLNAT: the director forwards the replies
+	fullnat  bool
+}
+
+// Pieces are the pieces of a configuration's services, by service name.
+type Pieces map[string]*piece
+
+// Build computes the desired state of a director from its configuration,
+// every backend at its configured weight (WithHealth applies health). It is
+// pure: same input, same output, no host access.
+func Build(agent *config.Agent, services []config.Service) (Desired, error) {
+	d, _, err := Rebuild(agent, services, nil, Desired{}, nil)
+	return d, err
+}
+
+// Rebuild is Build reusing what it made of the services not in changed:
+// prev are the pieces and prevDesired the desired state of the previous
+// configuration, with the same agent file. changed names every service
+// added, removed or modified since (nil with prev nil: build everything).
+// It returns the desired state and the pieces to keep; prev is not
+// modified.
+func Rebuild(agent *config.Agent, services []config.Service, prev Pieces, prevDesired Desired, changed map[string]bool) (Desired, Pieces, error) {
+	pieces := make(Pieces, len(services))
+	var added []VirtualService
+	for _, s := range services {
+		if p, ok := prev[s.Name]; ok && !changed[s.Name] {
+			pieces[s.Name] = p
+			continue
+		}
+		p, err := buildPiece(agent, s)
+		if err != nil {
+			return Desired{}, nil, err
+		}
+		pieces[s.Name] = p
+		added = append(added, p.services...)
+	}
+	if err := checkMarks(services, pieces); err != nil {
+		return Desired{}, nil, err
+	}
+	d, err := assemble(agent, services, pieces)
+	if err != nil {
+		return Desired{}, nil, err
+	}
+	slices.SortFunc(added, func(a, b VirtualService) int { return a.ServiceKey.Compare(b.ServiceKey) })
+	if prev == nil {
+		d.Services = added
+		if c := agent.Cluster; c != nil && c.ConnSync.Enabled {
+			d.Services = insertService(d.Services, pusherService(c.ConnSync))
+		}
+	} else {
+		d.Services = mergeServices(prevDesired.Services, changed, added)
+	}
+	return d, pieces, nil
+}
+
+func buildPiece(agent *config.Agent, s config.Service) (*piece, error) {
+	if agent.Cluster != nil && agent.Cluster.Mode == config.ModeECMP && s.Forwarding != config.DR {
+		return nil, fmt.Errorf("%s:%d: service %q: forwarding %s does not work with cluster mode ecmp yet: %s",
+			s.File, s.Line, s.Name, s.Forwarding, ecmpForwarding[s.Forwarding])
+	}
+	p := &piece{mark: FirewallMark(s.Name), forwards: s.Forwarding == config.NAT || s.Forwarding == config.FullNAT,
+		fullnat: s.Forwarding == config.FullNAT}
+	p.services, p.spec = buildService(s, p.mark)
+	slices.SortFunc(p.services, func(a, b VirtualService) int { return a.ServiceKey.Compare(b.ServiceKey) })
+	for _, a := range s.Addresses() {
+		p.addrs = append(p.addrs, netip.PrefixFrom(a, a.BitLen()))
+	}
+	return p, nil
+}
+
+// checkMarks refuses two services whose names hash to the same firewall
+// mark, naming the later one.
+func checkMarks(services []config.Service, pieces Pieces) error {
+	marks := make(map[uint32]string, len(services))
+	for _, s := range services {
+		mark := pieces[s.Name].mark
+		if other, ok := marks[mark]; ok {
+			return fmt.Errorf("%s:%d: services %q and %q get the same firewall mark %#x; rename one", s.File, s.Line, other, s.Name, mark)
+		}
+		marks[mark] = s.Name
+	}
+	return nil
+}
+
+// assemble adds the pieces up to everything of the desired state but its
+// IPVS services: the VIPs and their addresses, the nftables ruleset, the
+// sysctls, the sync daemons and the BGP announcements.
+func assemble(agent *config.Agent, services []config.Service, pieces Pieces) (Desired, error) {
+	d := Desired{Interface: agent.Interface, VIPDevice: agent.Interface, Sysctls: map[string]string{}}
+	if agent.BGP != nil {
+		d.VIPDevice, d.Announce = "lo", announcePolicy(agent.BGP, services)
+	}
+	var spec nat.Spec
+	vips := map[netip.Addr]map[netip.Prefix]bool{}
+	var forwardV4, forwardV6, fullnat bool
+	for _, s := range services {
+		p := pieces[s.Name]
+		spec.Marks = append(spec.Marks, p.spec.Marks...)
+		spec.SNAT = append(spec.SNAT, p.spec.SNAT...)
+		if vips[s.VIP] == nil {
+			vips[s.VIP] = map[netip.Prefix]bool{}
+		}
+		for _, a := range p.addrs {
+			vips[s.VIP][a] = true
+		}
+		forwardV4 = forwardV4 || p.forwards && s.VIP.Is4()
+		forwardV6 = forwardV6 || p.forwards && s.VIP.Is6()
+		fullnat = fullnat || p.fullnat
+	}
+	for _, vip := range slices.SortedFunc(maps.Keys(vips), netip.Addr.Compare) {
+		addrs := slices.SortedFunc(maps.Keys(vips[vip]), func(a, b netip.Prefix) int { return a.Addr().Compare(b.Addr()) })
+		d.VIPs = append(d.VIPs, VIPAddresses{VIP: vip, Addresses: addrs})
+	}
+	spec.DropRedirects6 = forwardV6
+	if agent.BGP != nil {
+		// The VIPs are on lo: the director must not answer ARP for them on
+		// its link (the routers reach it by its own address), as a DR real
+		// server does not. The kernel takes the larger of "all" and the
+		// interface's value.
+		d.Sysctls["net/ipv4/conf/"+agent.Interface+"/arp_ignore"] = "1"
+		d.Sysctls["net/ipv4/conf/"+agent.Interface+"/arp_announce"] = "2"
+	}
+	maps.Copy(d.Sysctls, nat.ForwardingSysctls(forwardV4, forwardV6, agent.Interface))
+	if fullnat {
+		maps.Copy(d.Sysctls, nat.FullNATSysctls())
+	}
+	if len(services) > 0 {
+		maps.Copy(d.Sysctls, ipvs.ConnectionExpirySysctls())
+	}
+	if c := agent.Cluster; c != nil {
+		// sloppy_tcp lets a new owner pick up connections from their next
+		// packet, with or without sync; the sync thresholds matter only with it.
+		maps.Copy(d.Sysctls, ipvs.RecommendedSyncSysctls().Sysctls())
+		if c.ConnSync.Enabled {
+			spec.SyncPorts, spec.SyncGroup = []uint16{c.ConnSync.Port, c.ConnSync.Port + 1}, ipvs.DefaultSyncGroup
+			d.Daemons = syncDaemons(c.ConnSync)
+		}
+	}
+	var err error
+	if d.NAT, err = nat.Render(spec); err != nil {
+		return Desired{}, fmt.Errorf("rendering nftables rules: %w", err)
+	}
+	return d, nil
+}
+
+// mergeServices returns prev without the services of the changed names,
+// merged with added (sorted): one pass, no sort of the whole list. The
+// internal services (the pusher) come from the agent file and stay.
+func mergeServices(prev []VirtualService, changed map[string]bool, added []VirtualService) []VirtualService {
+	out := make([]VirtualService, 0, len(prev)+len(added))
+	i := 0
+	for _, vs := range prev {
+		if changed[vs.Name] && !vs.Internal {
+			continue
+		}
+		for i < len(added) && added[i].ServiceKey.Compare(vs.ServiceKey) < 0 {
+			out = append(out, added[i])
+			i++
+		}
+		out = append(out, vs)
+	}
+	return append(out, added[i:]...)
+}
+
+func insertService(s []VirtualService, vs VirtualService) []VirtualService {
+	i, _ := slices.BinarySearchFunc(s, vs.ServiceKey, func(x VirtualService, k ipvs.ServiceKey) int { return x.ServiceKey.Compare(k) })
+	return slices.Insert(s, i, vs)
+}

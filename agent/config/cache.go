@@ -1,0 +1,255 @@
+package config
+
+import (
+	"crypto/sha256"
+	"errors"
+	"io/fs"
+	"os"
+	"path/filepath"
+	"slices"
+	"strings"
+	"syscall"
+	"time"
+)
+
+// File is one service file as the loader last read it: its services, or
+// the problems that kept them out. Its exported fields are never modified
+// once made, so a reload tells the files that changed from those that did
+// not by comparing pointers.
+type File struct {
+	Path     string
+	Services []Service
+	Problems List
+	stamp    stamp
+	sum      [sha256.Size]byte
+}
+
+// stamp is what a stat says of a file: a file whose stamp is the same has
+// not been written since (ctime changes on every write, rename and chmod,
+// and no tool can set it back).
+type stamp struct {
+	size         int64
+	mtime, ctime int64 // nanoseconds
+	ino, dev     uint64
+}
+
+func stampOf(fi fs.FileInfo) stamp {
+	s := stamp{size: fi.Size(), mtime: fi.ModTime().UnixNano()}
+	if st, ok := fi.Sys().(*syscall.Stat_t); ok {
+		s.ctime = time.Unix(st.Ctim.Unix()).UnixNano()
+		s.ino, s.dev = st.Ino, uint64(st.Dev)
+	}
+	return s
+}
+
+// Cache keeps the service files of a directory as last read, so that a
+// reload costs what changed: a file is read again only when its stamp
+// (size, times, inode) changed, and parsed again only when its content
+// (SHA-256) did. It is not safe for concurrent use: one goroutine (the
+// reconciler) owns it.
+type Cache struct {
+	files map[string]*File // by path
+	// Stat and Read reach the file system; tests count them.
+	Stat func(path string) (fs.FileInfo, error)
+	Read func(path string) ([]byte, error)
+	// ReadDir lists the directory on a full scan.
+	ReadDir func(dir string) ([]fs.DirEntry, error)
+}
+
+// NewCache returns an empty cache on the real file system.
+func NewCache() *Cache {
+	return &Cache{files: map[string]*File{}, Stat: os.Stat, Read: readFile, ReadDir: os.ReadDir}
+}
+
+// Set is the services of a directory as one reading: every file in name
+// order, and their services as one validated set.
+type Set struct {
+	Files    []*File // by path
+	Services []Service
+}
+
+// Load reads the services directory of agent a: a full scan when changed is
+// nil (list the directory, stat every file), else only the paths in changed
+// (files created, written, renamed or deleted since the last Load) and the
+// rest as cached. It returns the files and the validated set, or every
+// problem found; the cache keeps what it read either way.
+func (c *Cache) Load(a *Agent, changed []string) (Set, error) {
+	files, errs := c.scan(a.ServicesDir, changed)
+	return c.assemble(files, a.placeDirError(errs))
+}
+
+// LoadDir is Load for a directory named directly, always a full scan.
+func (c *Cache) LoadDir(dir string) (Set, error) {
+	return c.assemble(c.scan(dir, nil))
+}
+
+// candidate is a service file to read, with what a stat said of it (nil:
+// not stat'ed yet), or its reading when it is known not to have changed.
+type candidate struct {
+	path      string
+	fi        fs.FileInfo
+	unchanged *File
+}
+
+// scan returns the service files of dir in name order, with the problems of
+// the directory and of entries that are not regular files. With changed,
+// only those paths are looked at; the others are the cached files of dir,
+// taken as they are.
+func (c *Cache) scan(dir string, changed []string) ([]candidate, List) {
+	if changed == nil {
+		return c.serviceFiles(dir)
+	}
+	dirty := make(map[string]bool, len(changed))
+	for _, p := range changed {
+		dirty[p] = true
+	}
+	var files []candidate
+	var errs List
+	for p, f := range c.files {
+		if filepath.Dir(p) == dir && !dirty[p] {
+			files = append(files, candidate{path: p, unchanged: f})
+		}
+	}
+	for p := range dirty {
+		if filepath.Dir(p) != dir || !IsServiceFile(filepath.Base(p)) {
+			continue
+		}
+		fi, err := c.Stat(p)
+		if errors.Is(err, fs.ErrNotExist) && !isLink(p) {
+			delete(c.files, p) // removed, or renamed away
+			continue
+		}
+		if e := checkEntry(p, fi, err); e != nil {
+			errs = append(errs, e)
+			continue
+		}
+		files = append(files, candidate{path: p, fi: fi})
+	}
+	slices.SortFunc(files, func(a, b candidate) int { return strings.Compare(a.path, b.path) })
+	return files, errs
+}
+
+// serviceFiles lists the service files of dir in name order: every entry
+// named *.yaml or *.yml whose name does not start with a dot (editors'
+// swap and lock files do). Such an entry that is not a regular file (after
+// following symbolic links) is an error, not skipped: an operator who put
+// it there meant it to be read. Cached files no longer listed are dropped.
+func (c *Cache) serviceFiles(dir string) ([]candidate, List) {
+	entries, err := c.ReadDir(dir)
+	if err != nil {
+		var pe *fs.PathError
+		if errors.As(err, &pe) && errors.Is(pe.Err, syscall.ENOTDIR) {
+			err = errors.New("is not a directory")
+		} else {
+			err = fileError(err)
+		}
+		return nil, List{{File: dir, Msg: "services directory " + err.Error()}}
+	}
+	var files []candidate
+	var errs List
+	listed := map[string]bool{}
+	for _, e := range entries {
+		if !IsServiceFile(e.Name()) {
+			continue
+		}
+		path := filepath.Join(dir, e.Name())
+		listed[path] = true
+		fi, err := c.Stat(path)
+		if e := checkEntry(path, fi, err); e != nil {
+			errs = append(errs, e)
+			continue
+		}
+		files = append(files, candidate{path: path, fi: fi})
+	}
+	for p := range c.files {
+		if filepath.Dir(p) == dir && !listed[p] {
+			delete(c.files, p)
+		}
+	}
+	slices.SortFunc(files, func(a, b candidate) int { return strings.Compare(a.path, b.path) })
+	return files, errs
+}
+
+// checkEntry says what is wrong with a directory entry that is no regular
+// file, from its stat.
+func checkEntry(path string, fi fs.FileInfo, err error) *Error {
+	switch {
+	case err != nil:
+		return &Error{File: path, Msg: fileError(err).Error()}
+	case !fi.Mode().IsRegular():
+		return &Error{File: path, Msg: "is " + kindOfFile(fi.Mode()) + ", not a regular file: lvsd reads only regular files from the services directory"}
+	}
+	return nil
+}
+
+// isLink reports whether p is a symbolic link: a dangling one stats as
+// missing, but it is an entry an operator put there.
+func isLink(p string) bool {
+	fi, err := os.Lstat(p)
+	return err == nil && fi.Mode()&fs.ModeSymlink != 0
+}
+
+// IsServiceFile reports whether a file so named in the services directory
+// is read: *.yaml or *.yml, not hidden.
+func IsServiceFile(name string) bool {
+	return !strings.HasPrefix(name, ".") && (strings.HasSuffix(name, ".yaml") || strings.HasSuffix(name, ".yml"))
+}
+
+// assemble reads the files not cached or changed, and validates the whole
+// set. Past maxProblems no further file is read.
+func (c *Cache) assemble(files []candidate, errs List) (Set, error) {
+	set := Set{Files: make([]*File, 0, len(files))}
+	n := 0
+	for _, cand := range files {
+		if len(errs) >= maxProblems {
+			break
+		}
+		f := c.file(cand)
+		set.Files = append(set.Files, f)
+		errs = append(errs, f.Problems...)
+		n += len(f.Services)
+	}
+	set.Services = make([]Service, 0, n)
+	for _, f := range set.Files {
+		set.Services = append(set.Services, f.Services...)
+	}
+	checkSet(set.Services, &errs)
+	if len(errs) > 0 {
+		return Set{}, errs
+	}
+	return set, nil
+}
+
+// file returns the cached reading of a candidate whose stamp is the same,
+// or whose content is; else it reads and parses it again.
+func (c *Cache) file(cand candidate) *File {
+	if cand.unchanged != nil {
+		return cand.unchanged
+	}
+	old := c.files[cand.path]
+	fi := cand.fi
+	if fi == nil {
+		fi, _ = c.Stat(cand.path) // a failure shows in the read
+	}
+	var st stamp
+	if fi != nil {
+		st = stampOf(fi)
+	}
+	if old != nil && fi != nil && st == old.stamp {
+		return old
+	}
+	data, err := c.Read(cand.path)
+	if err != nil {
+		delete(c.files, cand.path)
+		return &File{Path: cand.path, Problems: List{{File: cand.path, Msg: err.Error()}}}
+	}
+	sum := sha256.Sum256(data)
+	if old != nil && old.sum == sum {
+		old.stamp = st // touched, not changed: the same reading
+		return old
+	}
+	f := &File{Path: cand.path, stamp: st, sum: sum}
+	f.Services = parseServices(cand.path, data, &f.Problems)
+	c.files[cand.path] = f
+	return f
+}

@@ -1,0 +1,120 @@
+package config
+
+import (
+	"fmt"
+	"io/fs"
+	"os"
+	"path/filepath"
+	"testing"
+	"time"
+)
+
+// countingCache is a Cache on the real file system that counts what it
+// asks of it.
+type countingCache struct {
+	*Cache
+	stats, reads, lists int
+}
+
+func newCountingCache() *countingCache {
+	c := &countingCache{Cache: NewCache()}
+	c.Stat = func(p string) (fs.FileInfo, error) { c.stats++; return os.Stat(p) }
+	c.Read = func(p string) ([]byte, error) { c.reads++; return readFile(p) }
+	c.ReadDir = func(d string) ([]fs.DirEntry, error) { c.lists++; return os.ReadDir(d) }
+	return c
+}
+
+func (c *countingCache) reset() { c.stats, c.reads, c.lists = 0, 0, 0 }
+
+// A reload reads only the files whose stamp changed and parses only those
+// whose content did; with the changed paths known it stats only those.
+func TestCacheReadsWhatChanged(t *testing.T) {
+	dir := t.TempDir()
+	body := func(i, weight int) string {
+		return fmt.Sprintf("service: s%d\nvip: 10.0.0.50\nports: [%d]\nbackends: [{address: 10.0.0.11, weight: %d}]\n", i, 1000+i, weight)
+	}
+	for i := range 5 {
+		writeFile(t, dir, fmt.Sprintf("s%d.yaml", i), body(i, 1))
+	}
+	c := newCountingCache()
+	first, err := c.LoadDir(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(first.Services) != 5 || c.reads != 5 {
+		t.Fatalf("cold: %d services, %d reads", len(first.Services), c.reads)
+	}
+
+	c.reset()
+	again, err := c.LoadDir(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if c.lists != 1 || c.stats != 5 || c.reads != 0 {
+		t.Errorf("unchanged scan: %d lists, %d stats, %d reads; want 1, 5, 0", c.lists, c.stats, c.reads)
+	}
+	for i := range again.Files {
+		if again.Files[i] != first.Files[i] {
+			t.Errorf("unchanged %s is a new reading", again.Files[i].Path)
+		}
+	}
+
+	// Touched, same content: read (the stamp changed), not parsed again.
+	touched := filepath.Join(dir, "s1.yaml")
+	later := time.Now().Add(time.Minute)
+	if err := os.Chtimes(touched, later, later); err != nil {
+		t.Fatal(err)
+	}
+	c.reset()
+	set, err := c.Load(&Agent{ServicesDir: dir}, []string{touched})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if c.lists != 0 || c.stats != 1 || c.reads != 1 || set.Files[1] != first.Files[1] {
+		t.Errorf("touched: %d lists, %d stats, %d reads, same reading %v; want 0, 1, 1, true",
+			c.lists, c.stats, c.reads, set.Files[1] == first.Files[1])
+	}
+
+	// Changed, a file added, a file removed: only those are looked at.
+	changed := writeFile(t, dir, "s2.yaml", body(2, 7))
+	added := writeFile(t, dir, "s9.yaml", body(9, 1))
+	removed := filepath.Join(dir, "s0.yaml")
+	if err := os.Remove(removed); err != nil {
+		t.Fatal(err)
+	}
+	c.reset()
+	set, err = c.Load(&Agent{ServicesDir: dir}, []string{changed, added, removed})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if c.lists != 0 || c.stats != 3 || c.reads != 2 {
+		t.Errorf("edits: %d lists, %d stats, %d reads; want 0, 3, 2", c.lists, c.stats, c.reads)
+	}
+	var names []string
+	for _, s := range set.Services {
+		names = append(names, fmt.Sprintf("%s/%d", s.Name, s.Backends[0].Weight))
+	}
+	if fmt.Sprint(names) != "[s1/1 s2/7 s3/1 s4/1 s9/1]" {
+		t.Errorf("services %v", names)
+	}
+	if set.Files[0] != first.Files[1] || set.Files[1] == first.Files[2] {
+		t.Error("the unchanged file was read anew, or the changed one was not")
+	}
+}
+
+// A file that fails to parse is reported again at every load, until it is
+// fixed, even when it did not change.
+func TestCacheKeepsProblems(t *testing.T) {
+	dir := t.TempDir()
+	bad := writeFile(t, dir, "bad.yaml", "service: web\nvip: nonsense\n")
+	c := newCountingCache()
+	for range 2 {
+		if _, err := c.LoadDir(dir); err == nil {
+			t.Fatal("a broken file loaded")
+		}
+	}
+	writeFile(t, dir, "bad.yaml", "service: web\nvip: 10.0.0.50\nports: [80]\nbackends: [{address: 10.0.0.11}]\n")
+	if _, err := c.Load(&Agent{ServicesDir: dir}, []string{bad}); err != nil {
+		t.Fatalf("fixed: %v", err)
+	}
+}

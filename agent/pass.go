@@ -1,0 +1,200 @@
+package agent
+
+import (
+	"context"
+	"errors"
+	"maps"
+	"reflect"
+	"slices"
+
+	"github.com/lvsd/lvsd/ipvs"
+)
+
+// pass brings the part of the data plane sc names to the desired state and
+// returns the ops it and the VIP holder applied: read back what sc names,
+// plan it against the desired state with health applied, apply, hand the
+// VIP holder what changed for it.
+func (a *Agent) pass(ctx context.Context, sc scope) []Op {
+	start := a.opts.Now()
+	desired := a.desired
+	readStart := a.opts.Now()
+	actual, keys, err := a.readBack(ctx, desired, sc)
+	if err != nil {
+		a.log.Error("reading kernel state", "err", err)
+		sc.table = true // something is not as the agent thinks: look at all of it next time
+		a.pending.merge(sc)
+		a.publish(desired, a.actual, start, err)
+		return nil
+	}
+	a.audit.measured(len(keys), a.opts.Now().Sub(readStart))
+	names, resetServices := a.unappliedServices()
+	resets, applied := connectionResets(a.applied, a.eligibility, resetServices)
+	in := PlanInput{Desired: desired, Actual: actual, Owned: a.owned, Drains: a.drains,
+		Now: a.opts.Now(), DrainTimeout: a.opts.DrainTimeout, Resets: resets, SkipGlobals: !sc.all && !sc.globals}
+	if !sc.all {
+		in.Scope = keys
+	}
+	ops, drains := Plan(in)
+	a.drains = drains
+	a.markApplied(names, applied)
+	a.logResets(desired, ops)
+	errs, applyErr := a.apply(ctx, desired, ops, in.Scope)
+	a.forgetResetConnections(ops)
+	a.actual = actual.After(ops, errs) // a new map: ours until published
+	for _, k := range keys {
+		if cur, ok := a.actual.Services[k]; ok && cur.ReadAt.IsZero() {
+			cur.ReadAt = start // made by this pass: its numbers are as new
+			a.actual.Services[k] = cur
+		}
+	}
+	a.retry(ops, errs)
+
+	held, holdErr := a.syncHolder(ctx, desired, actual, ops, errs, sc.holder || sc.all)
+	ops = append(ops, held...)
+	if err := errors.Join(applyErr, holdErr); err != nil {
+		applyErr = err
+		a.log.Error("some changes failed; will retry", "err", err)
+	}
+	a.publish(desired, a.actual, start, applyErr, ops...)
+	// Passes that change nothing stay quiet, except the first: after a
+	// restart it says the kernel was adopted as it was.
+	if len(ops) > 0 || !a.reconciled {
+		a.reconciled = true
+		a.log.Info("reconciled", "ops", len(ops), "changes", summarize(ops), "services_read", len(keys),
+			"duration", a.opts.Now().Sub(start).String())
+	}
+	return ops
+}
+
+// readBack reads what sc names into a copy of the agent's view of the
+// kernel and returns it with the IPVS services to plan, sorted: those of
+// sc, the ones the service table showed missing, changed or new, and with
+// sc.all every service lvsd wants or owns. Only services lvsd wants or owns
+// get their destinations read: another user's thousands cost nothing.
+func (a *Agent) readBack(ctx context.Context, d Desired, sc scope) (Actual, []ipvs.ServiceKey, error) {
+	k, now := a.opts.Kernel, a.opts.Now()
+	view := a.actual
+	view.Services = maps.Clone(a.actual.Services)
+	if view.Services == nil {
+		view.Services = map[ipvs.ServiceKey]ActualService{}
+	}
+	keys := maps.Clone(sc.keys)
+	if keys == nil {
+		keys = map[ipvs.ServiceKey]bool{}
+	}
+	ours := func(key ipvs.ServiceKey) bool {
+		_, wanted := findService(d, key)
+		return wanted || a.owned.owns(key)
+	}
+	listed := sc.all || sc.table
+	if listed {
+		svcs, err := k.IPVS.Services(ctx)
+		if err != nil {
+			return Actual{}, nil, err
+		}
+		table := make(map[ipvs.ServiceKey]ipvs.Service, len(svcs))
+		for _, s := range svcs {
+			table[s.ServiceKey] = s
+			cur, known := view.Services[s.ServiceKey]
+			if (sc.all || !known || !cur.SameOptions(s)) && ours(s.ServiceKey) {
+				keys[s.ServiceKey] = true
+			}
+			cur.Service = s
+			view.Services[s.ServiceKey] = cur
+		}
+		for key := range view.Services {
+			if _, ok := table[key]; !ok {
+				delete(view.Services, key)
+				if ours(key) {
+					keys[key] = true // gone: add it back
+				}
+			}
+		}
+		if sc.all {
+			for _, vs := range d.Services {
+				keys[vs.ServiceKey] = true
+			}
+		}
+	}
+	for key := range keys {
+		if !listed {
+			s, err := k.IPVS.Service(ctx, key)
+			if errors.Is(err, ipvs.ErrNotFound) {
+				delete(view.Services, key)
+				continue
+			}
+			if err != nil {
+				return Actual{}, nil, err
+			}
+			cur := view.Services[key]
+			cur.Service = s
+			view.Services[key] = cur
+		}
+		cur, ok := view.Services[key]
+		if !ok {
+			continue // not in the kernel: nothing to read
+		}
+		dsts, err := k.IPVS.Destinations(ctx, key)
+		if err != nil {
+			return Actual{}, nil, err
+		}
+		cur.Destinations, cur.ReadAt = dsts, now
+		view.Services[key] = cur
+	}
+	if sc.all || sc.globals {
+		g, err := k.readGlobals(ctx, d)
+		if err != nil {
+			return Actual{}, nil, err
+		}
+		view.NATDigest, view.Sysctls, view.Daemons = g.NATDigest, g.Sysctls, g.Daemons
+	}
+	return view, slices.SortedFunc(maps.Keys(keys), ipvs.ServiceKey.Compare), nil
+}
+
+// retry puts what failed into the next pass (at the next Check): the
+// services of failed ops, with the service table, since a failure often
+// means the kernel is not as the agent thought; the globals for a failed
+// sysctl, daemon or nftables op.
+func (a *Agent) retry(ops []Op, errs []error) {
+	for i, op := range ops {
+		if errs[i] == nil {
+			continue
+		}
+		switch op.Kind {
+		case SetSysctl, StartDaemon, StopDaemon, ReplaceNAT, RemoveNAT:
+			a.pending.globals = true
+		default:
+			a.pending.add(op.Service.ServiceKey)
+			a.pending.table = true
+		}
+	}
+}
+
+// syncHolder hands the VIP holder the data plane as programmed when that
+// changed for it (or always, with force) and returns the address ops that
+// followed.
+func (a *Agent) syncHolder(ctx context.Context, d Desired, actual Actual, ops []Op, errs []error, force bool) ([]Op, error) {
+	p := Programmed{Desired: Served(d, actual, ops, errs), InUse: AddressesInUse(d, a.actual, ops),
+		Eligible: EligibleVIPs(d)}
+	if !force && sameProgrammed(p, a.programmed) {
+		return nil, nil
+	}
+	a.programmed = p
+	return a.holder.Sync(ctx, p)
+}
+
+// sameProgrammed reports whether the holder would see p and q alike.
+func sameProgrammed(p, q Programmed) bool {
+	pd, qd := p.Desired, q.Desired
+	return pd.Interface == qd.Interface && pd.VIPDevice == qd.VIPDevice && reflect.DeepEqual(pd.Announce, qd.Announce) &&
+		pd.NAT.Digest() == qd.NAT.Digest() && maps.Equal(p.InUse, q.InUse) && maps.Equal(p.Eligible, q.Eligible) &&
+		slices.EqualFunc(pd.VIPs, qd.VIPs, func(a, b VIPAddresses) bool {
+			return a.VIP == b.VIP && slices.Equal(a.Addresses, b.Addresses)
+		})
+}
+
+// sameGlobals reports whether the parts of the data plane outside IPVS
+// services are the same in d and e: sysctls, sync daemons, nftables.
+func sameGlobals(d, e Desired) bool {
+	return maps.Equal(d.Sysctls, e.Sysctls) && slices.Equal(d.Daemons, e.Daemons) && d.NAT.Digest() == e.NAT.Digest()
+}

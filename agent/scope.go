@@ -1,0 +1,78 @@
+package agent
+
+import (
+	"slices"
+
+	"github.com/lvsd/lvsd/ipvs"
+)
+
+// scope is what the next pass reads back and plans. Passes cost what they
+// look at, so each trigger adds only what it may have changed: a reload
+// the services of the files that changed, a health change the services of
+// the backends that changed, a drain its service, the audit its share of
+// the table (docs/architecture.md, "Incremental passes").
+type scope struct {
+	// all: read every service lvsd wants or owns back and plan them all
+	// (the first pass, and after the agent file changed).
+	all bool
+	// keys are the IPVS services to read back (the service and its
+	// destinations) and plan.
+	keys map[ipvs.ServiceKey]bool
+	// table: dump the whole service table (one request) and plan every
+	// service found missing, changed or new there.
+	table bool
+	// globals: read back and plan the sysctls, the sync daemons and the
+	// nftables tables.
+	globals bool
+	// holder: hand the VIP holder the programmed state even if it did not
+	// change, so it reads its addresses back.
+	holder bool
+}
+
+func (s *scope) add(keys ...ipvs.ServiceKey) {
+	if s.keys == nil {
+		s.keys = map[ipvs.ServiceKey]bool{}
+	}
+	for _, k := range keys {
+		s.keys[k] = true
+	}
+}
+
+// merge adds o to s.
+func (s *scope) merge(o scope) {
+	s.all = s.all || o.all
+	s.table = s.table || o.table
+	s.globals = s.globals || o.globals
+	s.holder = s.holder || o.holder
+	for k := range o.keys {
+		s.add(k)
+	}
+}
+
+func (s scope) empty() bool {
+	return !s.all && !s.table && !s.globals && !s.holder && len(s.keys) == 0
+}
+
+// servicesOf returns the keys of the IPVS services of the named
+// configured services in d (sorted by key).
+func servicesOf(d Desired, names map[string]bool) []ipvs.ServiceKey {
+	var out []ipvs.ServiceKey
+	if len(names) == 0 {
+		return nil
+	}
+	for _, vs := range d.Services {
+		if names[vs.Name] && !vs.Internal {
+			out = append(out, vs.ServiceKey)
+		}
+	}
+	return out
+}
+
+// findService returns the service of d with key k (d.Services is sorted).
+func findService(d Desired, k ipvs.ServiceKey) (VirtualService, bool) {
+	i, ok := slices.BinarySearchFunc(d.Services, k, func(vs VirtualService, k ipvs.ServiceKey) int { return vs.ServiceKey.Compare(k) })
+	if !ok {
+		return VirtualService{}, false
+	}
+	return d.Services[i], true
+}

@@ -1,0 +1,48 @@
+package agent
+
+import (
+	"slices"
+	"testing"
+
+	"github.com/fsnotify/fsnotify"
+)
+
+// The watch names the service files events name, once they settled for a
+// tick, and asks for a scan of every file when an event names no single
+// one.
+func TestConfigWatchNamesChangedFiles(t *testing.T) {
+	cw := &configWatch{agentFile: "/etc/lvsd/lvsd.yaml", agentDir: "/etc/lvsd", dir: "/etc/lvsd/services.d", dirty: map[string]bool{}}
+	ev := func(name string, op fsnotify.Op) { cw.note(fsnotify.Event{Name: name, Op: op}) }
+	for _, c := range []struct {
+		name   string
+		events func()
+		paths  []string
+		rescan bool
+	}{
+		{"nothing", func() {}, nil, false},
+		{"a service file written", func() { ev("/etc/lvsd/services.d/web.yaml", fsnotify.Write) }, []string{"/etc/lvsd/services.d/web.yaml"}, false},
+		{"editor swap files ignored", func() {
+			ev("/etc/lvsd/services.d/.web.yaml.swp", fsnotify.Create)
+			ev("/etc/lvsd/services.d/web.yaml~", fsnotify.Create)
+		}, nil, false},
+		{"renamed into place", func() {
+			ev("/etc/lvsd/services.d/.web.yaml.tmp", fsnotify.Create)
+			ev("/etc/lvsd/services.d/api.yml", fsnotify.Create)
+			ev("/etc/lvsd/services.d/old.yaml", fsnotify.Remove)
+		}, []string{"/etc/lvsd/services.d/api.yml", "/etc/lvsd/services.d/old.yaml"}, false},
+		{"the agent file", func() { ev("/etc/lvsd/lvsd.yaml", fsnotify.Write) }, []string{"/etc/lvsd/lvsd.yaml"}, false},
+		{"a directory swap", func() { ev("/etc/lvsd/services.d/..data", fsnotify.Create) }, nil, true},
+		{"another file next to the agent file", func() { ev("/etc/lvsd/key.pem", fsnotify.Write) }, nil, true},
+		{"events lost", func() { cw.lost() }, nil, true},
+	} {
+		c.events()
+		if _, _, ok := cw.take(); ok {
+			t.Errorf("%s: taken before the events settled for a tick", c.name)
+		}
+		paths, rescan, ok := cw.take()
+		slices.Sort(paths)
+		if ok != (len(c.paths) > 0 || c.rescan) || !slices.Equal(paths, c.paths) || rescan != c.rescan {
+			t.Errorf("%s: got %q rescan %v ok %v, want %q rescan %v", c.name, paths, rescan, ok, c.paths, c.rescan)
+		}
+	}
+}
