@@ -9,7 +9,7 @@ LDFLAGS := -s -w -X main.version=$(VERSION) -X main.commit=$(COMMIT)
 BIN := $(CURDIR)/bin
 OUT ?= $(CURDIR)/e2e/out
 RUN ?= .
-E2E_TIMEOUT ?= 20m
+E2E_TIMEOUT ?= 28m
 
 .PHONY: all build vet unit examples-check fuzz fuzz-short e2e test demo bench ecmp-bench clean vm-setup package package-check
 
@@ -85,7 +85,7 @@ e2e: build vm-setup package-check examples-check
 	rc=0; \
 	LVSD_BIN=$(BIN)/lvsd LVSD_ECHO_BIN=$(BIN)/lvsd-echo LVSD_E2E_OUT=$(OUT) \
 	  $(GO) test -tags 'e2e vmtest' -count=1 -p 1 -timeout $(E2E_TIMEOUT) -v \
-	  -exec '$(CURDIR)/e2e/vm/run --timeout 900 --rw $(OUT) --' $(E2E_PKGS) -run '$(RUN)' || rc=1; \
+	  -exec '$(CURDIR)/e2e/vm/run --timeout 1500 --rw $(OUT) --' $(E2E_PKGS) -run '$(RUN)' || rc=1; \
 	if [ -n '$(E2E_SYSTEMD_PKGS)' ]; then \
 	  LVSD_PKG_DIR=$(PKG_OUT) LVSD_E2E_OUT=$(OUT) \
 	  $(GO) test -tags 'e2e vmtest' -count=1 -p 1 -timeout $(E2E_TIMEOUT) -v \
