@@ -15,6 +15,7 @@ import (
 
 	"github.com/lvsd/lvsd/agent"
 	"github.com/lvsd/lvsd/cluster/connsync"
+	"github.com/lvsd/lvsd/cluster"
 	"github.com/lvsd/lvsd/e2e/topo"
 )
 
@@ -71,17 +72,33 @@ func TestNoFalseFailover(t *testing.T) {
 	if strings.Count(tl.String(), " on [") != 1 {
 		t.Errorf("the VIP moved under CPU load (timeline above)")
 	}
+	texts, stalls := map[string]string{}, map[string][]stall{}
 	for i, l := range ds {
-		text := l.logSince(marks[i])
+		texts[l.host.ID] = l.logSince(marks[i])
+		stalls[l.host.ID] = stallsIn(texts[l.host.ID])
+	}
+	for _, l := range ds {
+		text := texts[l.host.ID]
+		// A failure declared while the declared director itself did not
+		// run (its own log says so) was true: what follows from it is the
+		// cluster working, not a false failover.
+		excused := 0
+		for _, f := range failureDeclarations(text) {
+			if stallExcused(f, stalls[f.peer], cluster.DefaultHeartbeatInterval) {
+				excused++
+				t.Logf("%s declared %s failed after %v of silence, during which %s logged it was not scheduled: a true failure",
+					l.host.ID, f.peer, f.silence, f.peer)
+			}
+		}
 		for _, what := range []string{"taking VIP", "releasing VIP", "quorum lost"} {
-			if k := countLines(text, what); k > 0 {
-				t.Errorf("%s logged %q %d times under CPU load", l.host.ID, what, k)
+			if k := countLines(text, what); k > excused {
+				t.Errorf("%s logged %q %d times under CPU load (%d after true failures)", l.host.ID, what, k, excused)
 			}
 		}
 		// A standby declared failed moves nothing; it is reported, not
 		// failed on (the owner declared failed fails the test above).
-		t.Logf("%s: %d scheduling stalls absorbed, %d peers declared failed", l.host.ID,
-			countLines(text, "failure detection postponed"), countLines(text, "director failed"))
+		t.Logf("%s: %d scheduling stalls absorbed, %d peers declared failed (%d while they did not run)", l.host.ID,
+			countLines(text, "failure detection postponed"), countLines(text, "director failed"), excused)
 	}
 	if g := p.gap(start, time.Now()); g > time.Second {
 		t.Errorf("clients saw a gap of %v under CPU load", g)
