@@ -14,8 +14,8 @@ import (
 	"time"
 
 	"github.com/lvsd/lvsd/agent"
-	"github.com/lvsd/lvsd/cluster/connsync"
 	"github.com/lvsd/lvsd/cluster"
+	"github.com/lvsd/lvsd/cluster/connsync"
 	"github.com/lvsd/lvsd/e2e/topo"
 )
 
