@@ -54,7 +54,7 @@ FUZZ_TARGETS := \
 	./cluster/connsync:FuzzParseDatagram \
 	./cluster/bfd:FuzzParsePacket
 FUZZTIME ?= 10m
-FUZZ_SHORT ?= 5s
+FUZZ_SHORT ?= 3s
 define run-fuzz
 	@set -e; for t in $(FUZZ_TARGETS); do \
 	  pkg=$${t%%:*}; name=$${t##*:}; \

@@ -15,14 +15,14 @@ import (
 
 // scaleServices is how many services every director holds in
 // TestFailoverGapAtScale besides the one the client probes:
-// E2E_SCALE_SERVICES, by default 2,000. Issue 16's figure is 10,000, which
+// E2E_SCALE_SERVICES, by default 1,000 (2,000 gave the same ratio, 1.04, in 110 s). Issue 16's figure is 10,000, which
 // three directors in one emulated VM take longer to program than the e2e
 // package's VM may run (15 min); run it on its own for that:
 //
 //	go test -tags 'e2e vmtest' -c -o /tmp/e2e.test ./e2e
 //	E2E_SCALE_SERVICES=10000 e2e/vm/run --timeout 3600 --rw $PWD/e2e/out -- /tmp/e2e.test -test.run TestFailoverGapAtScale -test.v
 func scaleServices(t *testing.T) int {
-	n := 2000
+	n := 1000
 	if s := os.Getenv("E2E_SCALE_SERVICES"); s != "" {
 		if _, err := fmt.Sscan(s, &n); err != nil || n < 1 {
 			t.Fatalf("E2E_SCALE_SERVICES=%q: want a positive number", s)

@@ -71,10 +71,11 @@ func survModes(tp *topo.Topology) []survMode {
 // failure, 20 less than a second before it (the young connections are the
 // hard case for connection sync). The owner's switch port is cut and the
 // connections keep exchanging for 10 s; a connection survived if it never
-// failed and still exchanged in the last second. Everything runs twice,
-// each time in a fresh topology: with cluster.conn_sync enabled every
-// connection must survive; with it disabled the run only reports what
-// Maglev consistency and sloppy_tcp alone give. Last, DR with sync once
+// failed and still exchanged in the last second. With cluster.conn_sync
+// enabled every connection must survive. With E2E_SURVIVAL_SYNC_OFF=1
+// everything runs once more in a fresh topology with it disabled, which
+// only reports what Maglev consistency and sloppy_tcp alone give (the
+// figures of docs/performance.md). Last, DR with sync once
 // more with three directors (the state must reach every standby; the next
 // in line takes over). The table goes to the log and to conn-survival.txt
 // in the output folder. The four methods share a topology: after each
@@ -83,7 +84,15 @@ func TestConnSurvival(t *testing.T) {
 	fdLimit(t, 4096)
 	res := &survivalResults{}
 	defer func() { t.Logf("connection survival:\n%s", res) }()
-	for _, syncOn := range []bool{true, false} {
+	settings := []bool{true}
+	if os.Getenv("E2E_SURVIVAL_SYNC_OFF") != "" {
+		settings = append(settings, false)
+	} else {
+		// What Maglev alone keeps is a figure for docs/performance.md, not
+		// a claim: it costs a third of this test, so it runs by hand.
+		t.Log("sync-off rows not run (E2E_SURVIVAL_SYNC_OFF=1 adds them)")
+	}
+	for _, syncOn := range settings {
 		t.Run(syncName(syncOn), func(t *testing.T) {
 			tp := topo.New(t, topo.WithDirectors(2), topo.WithClientSources(4))
 			modes := survModes(tp)

@@ -18,7 +18,7 @@ import (
 
 // TestMaglevPrediction: agent/maglev names, from the kernel's live
 // destination list, the real server the kernel's ip_vs_mh picks for each of
-// 1,000 new flows (source ports hashed: affinity none), as the kernel's
+// 500 new flows per phase (source ports hashed: affinity none), as the kernel's
 // connection table shows the choice, every time: as
 // configured, after a weight change, and after a health change (a
 // destination at weight 0 keeps its slots; mh-fallback rehashes its flows).
@@ -48,7 +48,7 @@ func TestMaglevPrediction(t *testing.T) {
 			order = append(order, fmt.Sprintf("%s w%d/%d", names[dst.Addr], dst.Weight, lastWeight[dst.Addr]))
 		}
 		table := maglev.New(mds)
-		results := ask(t, tp.Client(), tp.ClientSources(false), netip.AddrPortFrom(vip, 80), echo.TCP, 1000)
+		results := ask(t, tp.Client(), tp.ClientSources(false), netip.AddrPortFrom(vip, 80), echo.TCP, 500)
 		conns, err := k.Connections(context.Background())
 		if err != nil {
 			t.Fatal(err)

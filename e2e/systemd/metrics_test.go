@@ -8,6 +8,7 @@ import (
 	"strconv"
 	"strings"
 	"testing"
+	"time"
 )
 
 // scrape returns lvsd.service's /metrics after promtool check metrics has
@@ -27,9 +28,14 @@ func scrape(t *testing.T) string {
 // checkReloadMetric: lvsd_config_last_reload_successful is want.
 func checkReloadMetric(t *testing.T, want float64) {
 	t.Helper()
-	if got := metricValue(scrape(t), "lvsd_config_last_reload_successful"); got != want {
-		t.Errorf("lvsd_config_last_reload_successful = %v, want %v", got, want)
-	}
+	// lvsd reads an edited file by itself once it stayed the same for a
+	// check interval (2 s): a rejected `systemctl reload` never signals it.
+	eventually(t, 10*time.Second, "lvsd_config_last_reload_successful", func() error {
+		if got := metricValue(scrape(t), "lvsd_config_last_reload_successful"); got != want {
+			return fmt.Errorf("lvsd_config_last_reload_successful = %v, want %v", got, want)
+		}
+		return nil
+	})
 }
 
 // checkKernelCounters: lvsd's counters of backend (connections, packets
