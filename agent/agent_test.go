@@ -292,6 +292,11 @@ func TestBadReloadKeepsLastGood(t *testing.T) {
 	e.reconcile(a)
 	e.service("web", webTwo+"  - {address: 10.0.0.999}\n")
 	e.reload(a)
+	// No pass follows a rejected load: the status and the metrics
+	// (lvsd_config_last_reload_successful) must show it anyway.
+	if s := a.snap.Load(); s == nil || s.loaded.Err == "" {
+		t.Fatal("the rejected reload is not published before the next pass")
+	}
 	if got := e.reconcile(a); len(got) != 0 {
 		t.Fatalf("bad config changed the kernel: %q", got)
 	}

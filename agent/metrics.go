@@ -58,9 +58,16 @@ func (a *Agent) loadedConfig(now time.Time, err error) {
 	a.loaded.At = now
 	if err != nil {
 		a.loaded.Err = err.Error()
-		return
+	} else {
+		a.loaded.Err, a.loaded.LastGood = "", now
 	}
-	a.loaded.Err, a.loaded.LastGood = "", now
+	// A rejected (or unchanged) configuration runs no pass, which is what
+	// publishes: the status and the metrics must see the attempt anyway.
+	if prev := a.snap.Load(); prev != nil {
+		s := *prev
+		s.loaded = a.loaded
+		a.snap.Store(&s)
+	}
 }
 
 // Reconciles returns the pass counts; ok is false before the first pass has

@@ -261,3 +261,34 @@ func (p *newConnProber) count(from, to, settled time.Time) (n, slow int, failedA
 	}
 	return n, slow, failedAfter
 }
+
+// waitSynced waits until every running director's IPVS table has at least
+// n established connections to the VIP's fleet ports: its own and the
+// others' through connection sync. A drain or a re-hash moves flows, and
+// a flow that moves before its entry arrived is a sync-latency miss, not
+// what the subtest is about (measured apart in DirectorLoss and Join).
+func (l *ecmpLab) waitSynced(t *testing.T, n int, timeout time.Duration) {
+	t.Helper()
+	deadline := time.Now().Add(timeout)
+	for _, d := range l.ds {
+		for {
+			conns, err := d.ipvs().Connections(t.Context())
+			if err != nil {
+				t.Fatal(err)
+			}
+			k := 0
+			for _, c := range conns {
+				if c.Virtual.Addr() == ecmpVIP && (c.Virtual.Port() == survEcho || c.Virtual.Port() == survTick) && c.State == "ESTABLISHED" {
+					k++
+				}
+			}
+			if k >= n {
+				break
+			}
+			if time.Now().After(deadline) {
+				t.Fatalf("%s has %d established connections to %s, want %d: connection sync is behind", d.host.ID, k, ecmpVIP, n)
+			}
+			time.Sleep(200 * time.Millisecond)
+		}
+	}
+}

@@ -195,6 +195,7 @@ func (l *ecmpLab) drain(t *testing.T) {
 		t.Fatal(err)
 	}
 	f.waitExchanged(time.Now(), 10*time.Second)
+	l.waitSynced(t, 40, 10*time.Second)
 	out, code := runLVSD(t, d.host, "drain", "--config", d.config())
 	if code != 0 || !strings.Contains(out, "drained") {
 		t.Fatalf("lvsd drain: exit %d: %s", code, out)
