@@ -21,7 +21,12 @@ import (
 const (
 	ecmpFleetInterval = 500 * time.Millisecond
 	ecmpProbePeriod   = 100 * time.Millisecond
-	ecmpSettle        = 6 * time.Second
+	// ecmpSettle is how long after the router's change a connection has
+	// to exchange again: a segment lost at the change waits for its
+	// retransmission timer, which doubles with each loss (a flow lost for
+	// 3 s is retried about 3 and 6 s in; 6 s left one in its backoff at the
+	// end in one CI run, counted stalled though it was alive).
+	ecmpSettle = 10 * time.Second
 )
 
 // TestECMP: every director serves the same VIP, announced over BGP with
