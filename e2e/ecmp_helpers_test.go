@@ -277,22 +277,23 @@ func (l *ecmpLab) waitSynced(t *testing.T, n int, timeout time.Duration) {
 	t.Helper()
 	deadline := time.Now().Add(timeout)
 	for _, d := range l.ds {
+		k := d.ipvs() // one netlink handle per director, not one per poll
 		for {
-			conns, err := d.ipvs().Connections(t.Context())
+			conns, err := k.Connections(t.Context())
 			if err != nil {
 				t.Fatal(err)
 			}
-			k := 0
+			established := 0
 			for _, c := range conns {
 				if c.Virtual.Addr() == ecmpVIP && (c.Virtual.Port() == survEcho || c.Virtual.Port() == survTick) && c.State == "ESTABLISHED" {
-					k++
+					established++
 				}
 			}
-			if k >= n {
+			if established >= n {
 				break
 			}
 			if time.Now().After(deadline) {
-				t.Fatalf("%s has %d established connections to %s, want %d: connection sync is behind", d.host.ID, k, ecmpVIP, n)
+				t.Fatalf("%s has %d established connections to %s, want %d: connection sync is behind", d.host.ID, established, ecmpVIP, n)
 			}
 			time.Sleep(200 * time.Millisecond)
 		}
