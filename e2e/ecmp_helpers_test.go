@@ -8,6 +8,7 @@ import (
 	"net/netip"
 	"os"
 	"path/filepath"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -87,6 +88,12 @@ func newECMPLab(t *testing.T, o ecmpOptions) *ecmpLab {
 	t.Cleanup(func() {
 		if t.Failed() {
 			t.Logf("router bgpd log:\n%s\nbfdd log:\n%s", f.Log("bgpd"), f.Log("bfdd"))
+		}
+		if outDir != "" { // next to the directors' logs, to line them up
+			keep := filepath.Join(outDir, strings.ReplaceAll(t.Name(), "/", "_"))
+			for _, name := range []string{"bgpd", "bfdd", "zebra"} {
+				_ = os.WriteFile(filepath.Join(keep, "router-"+name+".log"), []byte(f.Log(name)), 0o644)
+			}
 		}
 		_ = f.Stop()
 	})
@@ -266,6 +273,31 @@ func (p *newConnProber) count(from, to, settled time.Time) (n, slow int, failedA
 		}
 	}
 	return n, slow, failedAfter
+}
+
+// timeline says, per second from from to to, how many probes started and
+// how many of those were slow ("3/10 1/10 …"): whether new connections
+// suffered before the router's change (the machines were busy) or after it.
+func (p *newConnProber) timeline(from, to time.Time) string {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	secs := int(to.Sub(from)/time.Second) + 1
+	started, slow := make([]int, secs), make([]int, secs)
+	for _, r := range p.runs {
+		if r.start.Before(from) || r.start.After(to) {
+			continue
+		}
+		i := int(r.start.Sub(from) / time.Second)
+		started[i]++
+		if r.err != nil || r.done.Sub(r.start) > 900*time.Millisecond {
+			slow[i]++
+		}
+	}
+	var b strings.Builder
+	for i := range secs {
+		fmt.Fprintf(&b, "%d/%d ", slow[i], started[i])
+	}
+	return strings.TrimSpace(b.String())
 }
 
 // waitSynced waits until every running director's IPVS table has at least

@@ -123,17 +123,21 @@ func (l *ecmpLab) directorJoin(t *testing.T) {
 // change is what became of the traffic around a change of the paths.
 type change struct {
 	row         survivalRow
+	at          time.Time     // the change, to line up with the logs
 	routed      time.Duration // from the change to the router's route change
 	probes      int           // new connections opened from the change on
 	slow        int           // … of those that failed or needed a retransmit
 	failedAfter []string      // … that failed, started a second after routed
+	timeline    string        // slow/started probes per second from the change
 }
 
 func (c change) String() string {
-	return fmt.Sprintf("%d/%d survived (young %d/%d), longest stall %v; router's route changed %v after; "+
-		"of %d new connections %d failed or retransmitted, %d failed a second after the route change\n%s",
+	return fmt.Sprintf("%d/%d survived (young %d/%d), longest stall %v; change at %s, router's route changed %v after; "+
+		"of %d new connections %d failed or retransmitted, %d failed a second after the route change\n"+
+		"new connections slow/started per second from the change: %s\n%s",
 		c.row.survived, c.row.total, c.row.youngOK, c.row.young, c.row.longest.Round(time.Millisecond),
-		c.routed.Round(time.Millisecond), c.probes, c.slow, len(c.failedAfter), strings.Join(slices.Concat(c.row.notes, c.row.failures, c.failedAfter), "\n"))
+		c.at.UTC().Format("15:04:05.000"), c.routed.Round(time.Millisecond), c.probes, c.slow, len(c.failedAfter),
+		c.timeline, strings.Join(slices.Concat(c.row.notes, c.row.failures, c.failedAfter), "\n"))
 }
 
 // survive opens a fleet, runs change, waits until the router has paths
@@ -186,8 +190,9 @@ func (l *ecmpLab) survive(t *testing.T, run func(), paths int) change {
 	f.stop(t, end.Add(ecmpGrace)) // exchanges go on: analyse counts those after end for the stalled only
 	p.close()
 	l.srv.drop(t)
-	c := change{row: f.analyse(at, end), routed: routedAt.Sub(at)}
+	c := change{row: f.analyse(at, end), at: at, routed: routedAt.Sub(at)}
 	c.probes, c.slow, c.failedAfter = p.count(at, end, routedAt.Add(time.Second))
+	c.timeline = p.timeline(at, end)
 	return c
 }
 
