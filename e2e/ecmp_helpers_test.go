@@ -37,9 +37,11 @@ const (
 	labBFDInterval   = time.Second
 	labBFDMultiplier = 3
 	labBFDDetection  = labBFDInterval * labBFDMultiplier
-	// BFD detects failures; the BGP hold time only backs it up, and 3 s
-	// expired under the same stalls.
-	labHoldTime = 9 * time.Second
+	// BFD detects failures; the BGP hold time only backs it up (3 s
+	// expired under the same stalls), and is long enough that a path
+	// taken away within 6 s of a cut was taken by BFD: the hold timer
+	// fires 10-15 s after it.
+	labHoldTime = 15 * time.Second
 )
 
 // ecmpLab is one ECMP topology with its router.

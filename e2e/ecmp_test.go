@@ -92,10 +92,12 @@ func (l *ecmpLab) directorLoss(t *testing.T) {
 	if c.row.survived < c.row.total-1 {
 		t.Errorf("%d/%d connections survived the loss of %s, want at least %d", c.row.survived, c.row.total, cut.ID, c.row.total-1)
 	}
-	// BFD's detection time, and a second for the router to install the
-	// route under the VM's load.
-	if c.routed > labBFDDetection+time.Second {
-		t.Errorf("the router dropped the path %v after the cut, want at most %v (BFD detection + 1 s)", c.routed, labBFDDetection+time.Second)
+	// BFD, not the BGP hold timer, must take the path away: BFD's
+	// detection time and up to 3 s for the router to act under the VM's
+	// load (seen: 2.7-3.8 s on a quiet host), still short of the hold time.
+	// How fast the production profile detects is e2e/ecmplab's measure.
+	if bound := labBFDDetection + 3*time.Second; c.routed > bound {
+		t.Errorf("the router dropped the path %v after the cut, want at most %v (BFD detection + 3 s; the hold time is %v)", c.routed, bound, labHoldTime)
 	}
 	if len(c.failedAfter) > 0 {
 		t.Errorf("%d new connections failed that started a second after the router's change", len(c.failedAfter))
