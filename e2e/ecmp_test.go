@@ -131,15 +131,16 @@ type change struct {
 	slow        int           // … of those that failed or needed a retransmit
 	failedAfter []string      // … that failed, started a second after routed
 	timeline    string        // slow/started probes per second from the change
+	cpu         string        // where the VM's CPU went, before and during the change
 }
 
 func (c change) String() string {
 	return fmt.Sprintf("%d/%d survived (young %d/%d), longest stall %v; change at %s, router's route changed %v after; "+
 		"of %d new connections %d failed or retransmitted, %d failed a second after the route change\n"+
-		"new connections slow/started per second from the change: %s\n%s",
+		"new connections slow/started per second from the change: %s\n%s\n%s",
 		c.row.survived, c.row.total, c.row.youngOK, c.row.young, c.row.longest.Round(time.Millisecond),
 		c.at.UTC().Format("15:04:05.000"), c.routed.Round(time.Millisecond), c.probes, c.slow, len(c.failedAfter),
-		c.timeline, strings.Join(slices.Concat(c.row.notes, c.row.failures, c.failedAfter), "\n"))
+		c.timeline, c.cpu, strings.Join(slices.Concat(c.row.notes, c.row.failures, c.failedAfter), "\n"))
 }
 
 // survive opens a fleet, runs change, waits until the router has paths
@@ -154,7 +155,9 @@ func (l *ecmpLab) survive(t *testing.T, run func(), paths int) change {
 	if broken, waiting := f.waitExchanged(start, 20*time.Second); len(broken) > 0 || waiting > 0 {
 		t.Fatalf("before the change: %d broken, %d not exchanging:\n%s", len(broken), waiting, strings.Join(broken, "\n"))
 	}
+	steady := readCPUUse()
 	time.Sleep(survWarm)
+	steadyCPU := readCPUUse().since(steady)
 	young := time.Now()
 	if err := f.open(survYoung, true); err != nil {
 		t.Fatal(err)
@@ -166,6 +169,7 @@ func (l *ecmpLab) survive(t *testing.T, run func(), paths int) change {
 		t.Fatal(err)
 	}
 	time.Sleep(300 * time.Millisecond)
+	cpu := readCPUUse()
 	at := time.Now()
 	run()
 	var routedAt time.Time
@@ -189,12 +193,14 @@ func (l *ecmpLab) survive(t *testing.T, run func(), paths int) change {
 		end = e
 	}
 	time.Sleep(time.Until(end))
+	changeCPU := readCPUUse().since(cpu)
 	f.stop(t, end.Add(ecmpGrace)) // exchanges go on: analyse counts those after end for the stalled only
 	p.close()
 	l.srv.drop(t)
 	c := change{row: f.analyse(at, end), at: at, routed: routedAt.Sub(at)}
 	c.probes, c.slow, c.failedAfter = p.count(at, end, routedAt.Add(time.Second))
 	c.timeline = p.timeline(at, end)
+	c.cpu = "steady fleet: " + steadyCPU + "\nchange: " + changeCPU
 	return c
 }
 
