@@ -148,9 +148,9 @@ func (c change) String() string {
 func (l *ecmpLab) survive(t *testing.T, run func(), paths int) change {
 	t.Helper()
 	f := newFleet(t, l.tp.Client(), l.tp.Client().V4, ecmpVIP, survEcho, survTick, ecmpFleetInterval)
-	start := time.Now()
+	start, startCPU := time.Now(), readCPUUse()
 	if err := f.open(survOld, false); err != nil {
-		t.Fatal(err)
+		t.Fatalf("%v\n%s", err, readCPUUse().since(startCPU))
 	}
 	if broken, waiting := f.waitExchanged(start, 20*time.Second); len(broken) > 0 || waiting > 0 {
 		t.Fatalf("before the change: %d broken, %d not exchanging:\n%s", len(broken), waiting, strings.Join(broken, "\n"))
@@ -160,7 +160,7 @@ func (l *ecmpLab) survive(t *testing.T, run func(), paths int) change {
 	steadyCPU := readCPUUse().since(steady)
 	young := time.Now()
 	if err := f.open(survYoung, true); err != nil {
-		t.Fatal(err)
+		t.Fatalf("%v\n%s", err, readCPUUse().since(startCPU))
 	}
 	f.waitExchanged(young, survYoungCut)
 	p := startNewConnProber(t, l.tp.Client(), ecmpProbePeriod)
