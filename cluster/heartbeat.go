@@ -170,35 +170,42 @@ func decodeHeartbeat(b []byte) (heartbeat, error) {
 	for i := range k {
 		hb.Heard = append(hb.Heard, binary.BigEndian.Uint64(rest[1+8*i:]))
 	}
-	rest = rest[1+8*k:]
-	n := int(binary.BigEndian.Uint16(rest))
-	rest = rest[2:]
+	var err error
+	hb.VIPs, err = decodeClaims(rest[1+8*k:])
+	return hb, err
+}
+
+// decodeClaims parses a heartbeat's VIP claims: a count, then the claims,
+// and nothing after them.
+func decodeClaims(b []byte) ([]vipClaim, error) {
+	n := int(binary.BigEndian.Uint16(b))
+	b = b[2:]
 	// Each claim takes at least 5 bytes: a count beyond what is there is
 	// a lie, not a reason to allocate.
-	if n > len(rest)/5 {
-		return hb, errShort
+	if n > len(b)/5 {
+		return nil, errShort
 	}
-	hb.VIPs = make([]vipClaim, 0, n)
+	claims := make([]vipClaim, 0, n)
 	for range n {
-		if len(rest) < 1 {
-			return hb, errShort
+		if len(b) < 1 {
+			return nil, errShort
 		}
-		if rest[0]&^(claimHeld|claimV6) != 0 {
-			return hb, fmt.Errorf("heartbeat claim with unknown flags %#x", rest[0])
+		if b[0]&^(claimHeld|claimV6) != 0 {
+			return nil, fmt.Errorf("heartbeat claim with unknown flags %#x", b[0])
 		}
 		size := 4
-		if rest[0]&claimV6 != 0 {
+		if b[0]&claimV6 != 0 {
 			size = 16
 		}
-		if len(rest) < 1+size {
-			return hb, errShort
+		if len(b) < 1+size {
+			return nil, errShort
 		}
-		a, _ := netip.AddrFromSlice(rest[1 : 1+size])
-		hb.VIPs = append(hb.VIPs, vipClaim{VIP: a, Held: rest[0]&claimHeld != 0})
-		rest = rest[1+size:]
+		a, _ := netip.AddrFromSlice(b[1 : 1+size])
+		claims = append(claims, vipClaim{VIP: a, Held: b[0]&claimHeld != 0})
+		b = b[1+size:]
 	}
-	if len(rest) != 0 {
-		return hb, fmt.Errorf("%d bytes after the heartbeat", len(rest))
+	if len(b) != 0 {
+		return nil, fmt.Errorf("%d bytes after the heartbeat", len(b))
 	}
-	return hb, nil
+	return claims, nil
 }
