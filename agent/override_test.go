@@ -15,6 +15,7 @@ import (
 
 	"github.com/lvsd/lvsd/agent/config"
 	"github.com/lvsd/lvsd/ipvs"
+	"github.com/prometheus/client_golang/prometheus/testutil"
 )
 
 func TestOverridesWith(t *testing.T) {
@@ -265,5 +266,50 @@ func TestBackendChangeErrorsChangeNothing(t *testing.T) {
 	}
 	if _, err := os.Stat(filepath.Join(e.dir, "state", overridesFile)); !errors.Is(err, os.ErrNotExist) {
 		t.Errorf("refused changes wrote the record: %v", err)
+	}
+}
+
+// `lvsd plan` plans with the recorded overrides: a drained backend at
+// weight 0 in the kernel is no change.
+func TestPlanForTakesOverridesIn(t *testing.T) {
+	e := newEnv(t)
+	e.service("web", webTwo)
+	a := e.agent()
+	e.reconcile(a)
+	e.change(a, ActionDrain, "web", "10.0.0.11", 0)
+	cfg, err := LoadConfig(filepath.Join(e.dir, "lvsd.yaml"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	ops, err := PlanFor(context.Background(), cfg, e.kernel(), nil)
+	if err != nil || len(ops) != 0 {
+		t.Errorf("plan with the backend drained: %v, %v; want nothing", ops, err)
+	}
+}
+
+// The overrides show in the metrics: the drain and the weight, next to the
+// kernel's and the file's weights.
+func TestMetricsOverrides(t *testing.T) {
+	e := newEnv(t)
+	e.service("web", webTwo)
+	a := e.agent()
+	e.reconcile(a)
+	e.change(a, ActionDrain, "web", "10.0.0.11", 0)
+	e.change(a, ActionWeight, "web", "10.0.0.12", 3)
+	want := `
+# HELP lvsd_backend_override_drained 1 while an operator drains the backend at run time (lvsd backend drain: weight 0, its connections go on). Absent otherwise.
+# TYPE lvsd_backend_override_drained gauge
+lvsd_backend_override_drained{backend="10.0.0.11:80",ipvs_service="tcp:10.0.0.50:80",service="web"} 1
+# HELP lvsd_backend_override_weight The weight an operator set at run time (lvsd backend weight), which replaces the file's. Absent without one.
+# TYPE lvsd_backend_override_weight gauge
+lvsd_backend_override_weight{backend="10.0.0.12:80",ipvs_service="tcp:10.0.0.50:80",service="web"} 3
+# HELP lvsd_backend_weight The backend's weight in the kernel now (the effective weight; 0 while it drains). Absent when it is not in the kernel.
+# TYPE lvsd_backend_weight gauge
+lvsd_backend_weight{backend="10.0.0.11:80",ipvs_service="tcp:10.0.0.50:80",service="web"} 0
+lvsd_backend_weight{backend="10.0.0.12:80",ipvs_service="tcp:10.0.0.50:80",service="web"} 3
+`
+	if err := testutil.CollectAndCompare(NewCollector(a, "dev"), strings.NewReader(want),
+		"lvsd_backend_override_drained", "lvsd_backend_override_weight", "lvsd_backend_weight"); err != nil {
+		t.Fatal(err)
 	}
 }
