@@ -6,6 +6,8 @@ import (
 	"errors"
 	"flag"
 	"io"
+	"os"
+	"path/filepath"
 	"slices"
 	"strings"
 	"testing"
@@ -106,5 +108,18 @@ func TestDestinationStateOverride(t *testing.T) {
 		if got := destinationState(c.d, statusNow); got != c.want {
 			t.Errorf("%+v: %q, want %q", c.d, got, c.want)
 		}
+	}
+}
+
+func TestBackendOnARealServer(t *testing.T) {
+	dir := t.TempDir()
+	cfg := filepath.Join(dir, "lvsd.yaml")
+	if err := os.WriteFile(cfg, []byte("role: realserver\nrealserver: {vips: [10.0.0.50]}\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	var out bytes.Buffer
+	err := run(context.Background(), []string{"backend", "--config", cfg, "drain", "web", "10.0.0.11"}, &out, &out)
+	if err == nil || !strings.Contains(err.Error(), "this host's role is realserver") {
+		t.Errorf("lvsd backend on a real server: %v", err)
 	}
 }

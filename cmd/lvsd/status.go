@@ -69,6 +69,10 @@ func sockets(e *env, command string) (control, readOnly string, err error) {
 	if err != nil {
 		return "", "", fmt.Errorf("%w\n(lvsd %s reads the socket path from the agent file; --socket PATH skips it)", err, command)
 	}
+	if strings.HasPrefix(command, "backend") && a.Role != config.RoleDirector {
+		return "", "", fmt.Errorf("lvsd %s changes a director's backends; this host's role is %s (lvsd drain takes a real server out)",
+			command, a.Role)
+	}
 	if a.ReadOnlyAPI != nil {
 		readOnly = a.ReadOnlyAPI.Socket
 	}
