@@ -126,6 +126,12 @@ type Agent struct {
 	fingerprint [32]byte
 	scanned     [32]byte
 	nextScan    time.Time
+	// overrides are the operator's (`lvsd backend`), as recorded in
+	// state_dir; reqs carries their changes to the loop, which closes
+	// stopped when it returns.
+	overrides Overrides
+	reqs      chan backendRequest
+	stopped   chan struct{}
 }
 
 // New returns an agent; Run starts it.
@@ -145,17 +151,20 @@ func New(opts Options) *Agent {
 	if opts.Log == nil {
 		opts.Log = slog.Default()
 	}
-	return &Agent{opts: opts, log: opts.Log, holder: opts.Holder, drains: Drains{}}
+	return &Agent{opts: opts, log: opts.Log, holder: opts.Holder, drains: Drains{},
+		reqs: make(chan backendRequest), stopped: make(chan struct{})}
 }
 
 // Run loads the configuration, adopts what lvsd owns in the kernel, and
 // reconciles until ctx ends: at once, on every value from reload (SIGHUP),
 // when a configuration file changes (checked every Check), when health
-// changes, every Check while destinations drain, and every Resync for a
-// step of the audit. A configuration that fails to load at start is an
+// changes, every Check while destinations drain, every Resync for a
+// step of the audit, and for the service of every operator change
+// (ChangeBackend). A configuration that fails to load at start is an
 // error; at a reload it is logged and the last good one stays in force.
 // Stopping leaves the kernel as it is, so a restart costs no connection.
 func (a *Agent) Run(ctx context.Context, reload <-chan struct{}) error {
+	defer close(a.stopped)
 	if err := a.start(); err != nil {
 		return err
 	}
@@ -178,6 +187,10 @@ func (a *Agent) Run(ctx context.Context, reload <-chan struct{}) error {
 			return nil
 		case <-reload:
 			a.reload("signal", nil)
+		case r := <-a.reqs:
+			st, err := a.changeBackend(ctx, r.change) // runs its pass
+			r.reply <- backendReply{st, err}
+			continue
 		case <-healthChanged:
 		case ev, ok := <-a.watch.events():
 			if !ok {
@@ -264,11 +277,14 @@ func (a *Agent) start() error {
 	if a.loader == nil {
 		a.loader = NewLoader(a.opts.ConfigPath)
 	}
+	var err error
+	if a.overrides, err = LoadOverrides(cfg.Agent.StateDir); err != nil {
+		return fmt.Errorf("reading the backend overrides: %w", err)
+	}
 	a.setConfig(cfg, Changes{All: true})
 	a.loadedConfig(a.opts.Now(), nil)
 	a.fingerprint = a.configFingerprint()
 	a.scanned = a.fingerprint
-	var err error
 	if a.owned, err = LoadOwnedServices(cfg.Agent.StateDir); err != nil {
 		return fmt.Errorf("reading ownership record: %w", err)
 	}
@@ -279,7 +295,8 @@ func (a *Agent) start() error {
 	}
 	a.audit = audit{next: a.opts.Now().Add(a.opts.Resync)}
 	a.log.Info("starting", "config", a.opts.ConfigPath, "services", len(cfg.Services),
-		"ipvs_services", len(cfg.Desired.Services), "owned_services", len(a.owned.Services))
+		"ipvs_services", len(cfg.Desired.Services), "owned_services", len(a.owned.Services),
+		"backend_overrides", len(a.overrides))
 	return nil
 }
 
@@ -288,6 +305,7 @@ func (a *Agent) start() error {
 func (a *Agent) setConfig(cfg *Config, ch Changes) {
 	prev := a.cfg
 	a.cfg = cfg
+	a.pruneOverrides()
 	if a.opts.Health != nil && (ch.All || len(ch.Services) > 0) {
 		a.opts.Health.Set(HealthTargets(cfg.Services))
 	}

@@ -69,13 +69,15 @@ type weights struct{ kernel, slot int }
 // which stops new connections and keeps established ones, while mh-fallback
 // hands its share to the others. Backends configured at weight 0 are
 // administratively out and never eligible. A backend missing from health
-// counts as healthy. Destinations find their backend by its key
-// (Destination.Backend). d is not modified.
-func WithHealth(d Desired, services []config.Service, health map[string]BackendHealth) (Desired, map[string]Eligibility) {
+// counts as healthy. The operator's overrides replace a backend's weight,
+// and a drained backend is administratively out like one at weight 0.
+// Destinations find their backend by its key (Destination.Backend). d is
+// not modified.
+func WithHealth(d Desired, services []config.Service, health map[string]BackendHealth, overrides Overrides) (Desired, map[string]Eligibility) {
 	decisions := make(map[string]Eligibility, len(services))
 	byBackend := map[string]weights{}
 	for _, s := range services {
-		decisions[s.Name] = serviceWeights(s, health, byBackend)
+		decisions[s.Name] = serviceWeights(s, health, overrides, byBackend)
 	}
 	out := d
 	out.Services = make([]VirtualService, len(d.Services))
@@ -91,9 +93,10 @@ func WithHealth(d Desired, services []config.Service, health map[string]BackendH
 	return out, decisions
 }
 
-// serviceWeights decides the eligible backends of s, records each one's
-// kernel and slot weight in out by HealthKey, and returns the decision.
-func serviceWeights(s config.Service, health map[string]BackendHealth, out map[string]weights) Eligibility {
+// serviceWeights decides the eligible backends of s with the operator's
+// overrides, records each one's kernel and slot weight in out by
+// HealthKey, and returns the decision.
+func serviceWeights(s config.Service, health map[string]BackendHealth, overrides Overrides, out map[string]weights) Eligibility {
 	weighted := slices.ContainsFunc(s.Backends, func(b config.Backend) bool { return b.Health != nil && b.Health.WeightHeader })
 	p := policy.Policy{Failover: s.Failover.Configured, Weighted: weighted, Ratio: s.Failover.Ratio,
 		DropIfNoneHealthy: s.Failover.DropIfNoneHealthy}
@@ -106,21 +109,26 @@ func serviceWeights(s config.Service, health map[string]BackendHealth, out map[s
 		if !ok || b.Health == nil {
 			h = BackendHealth{Healthy: true, Weight: -1}
 		}
-		slot := max(b.Weight, 1)
+		ov := overrides[key]
+		weight := ov.weight(b.Weight)
+		slot := max(weight, 1)
+		if weight == 0 {
+			slot = max(b.Weight, 1) // an override to 0 keeps the file's slots, as a drain does
+		}
 		if weighted && h.Weight > 0 {
 			slot = h.Weight
 		}
 		out[key] = weights{kernel: 0, slot: slot}
-		if b.Weight == 0 {
+		if weight == 0 || ov.Drained {
 			continue // administratively out
 		}
-		w := b.Weight
+		w := weight
 		if weighted && h.Weight >= 0 {
 			w = h.Weight
 		}
 		in = append(in, policy.Backend{Failover: b.Failover, Healthy: h.Healthy, Weight: w})
 		keys = append(keys, key)
-		configured = append(configured, b.Weight)
+		configured = append(configured, weight)
 	}
 	r := policy.Eligible(p, in)
 	e := Eligibility{Rule: r.Rule, Eligible: map[string]bool{}, Healthy: map[string]bool{}}

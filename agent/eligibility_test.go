@@ -64,7 +64,7 @@ func TestWithHealth(t *testing.T) {
 		t.Run(c.name, func(t *testing.T) {
 			cfg := loadOne(t, c.yaml)
 			before := weightsOf(cfg.Desired)
-			d, decisions := WithHealth(cfg.Desired, cfg.Services, c.health)
+			d, decisions := WithHealth(cfg.Desired, cfg.Services, c.health, nil)
 			if got := weightsOf(d); !slices.Equal(got, c.weights) {
 				t.Errorf("weights %v, want %v (rule %q)", got, c.weights, decisions["web"].Rule)
 			}
@@ -89,7 +89,7 @@ func TestWithHealthKeyedByBackend(t *testing.T) {
 		slices.Reverse(d.Services[i].Destinations)
 	}
 	d.Services = append(d.Services, pusherService(config.ConnSync{Port: 8848})) // a service without backends
-	out, _ := WithHealth(d, cfg.Services, map[string]BackendHealth{"web/10.0.0.11": {Healthy: false, Weight: -1}, "web/10.0.0.12": {Healthy: true, Weight: -1}})
+	out, _ := WithHealth(d, cfg.Services, map[string]BackendHealth{"web/10.0.0.11": {Healthy: false, Weight: -1}, "web/10.0.0.12": {Healthy: true, Weight: -1}}, nil)
 	for _, vs := range out.Services {
 		for _, dst := range vs.Destinations {
 			want := map[string]int{"10.0.0.11": 0, "10.0.0.12": 5, "127.0.0.1": 1}[dst.Addr.String()]

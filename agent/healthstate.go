@@ -56,7 +56,7 @@ func (a *Agent) applyHealth(names map[string]bool) {
 	decided := map[string]bool{}
 	for _, s := range cfg.Services {
 		if names == nil || names[s.Name] {
-			decisions[s.Name] = serviceWeights(s, a.health, byBackend)
+			decisions[s.Name] = serviceWeights(s, a.health, a.overrides, byBackend)
 			decided[s.Name] = true
 		}
 	}

@@ -136,14 +136,20 @@ func changedServices(old, new []*config.File) map[string]bool {
 // PlanFor returns what a pass with cfg would change on this host now,
 // without changing anything (`lvsd plan`): the data plane, then the
 // addresses of the VIPs held (held says which; nil: all). It assumes every
-// backend healthy (only the running agent knows health); destinations
-// already at weight 0 that are still draining are shown as staying.
+// backend healthy (only the running agent knows health) but takes the
+// operator's overrides in (`lvsd backend`); destinations already at weight
+// 0 that are still draining are shown as staying.
 func PlanFor(ctx context.Context, cfg *Config, k Kernel, held func(netip.Addr) bool) ([]Op, error) {
 	owned, err := LoadOwnedServices(cfg.Agent.StateDir)
 	if err != nil {
 		return nil, err
 	}
-	desired, _ := WithHealth(cfg.Desired, cfg.Services, nil)
+	overrides, err := LoadOverrides(cfg.Agent.StateDir)
+	if err != nil {
+		return nil, err
+	}
+	overrides, _ = overrides.Pruned(cfg.Services)
+	desired, _ := WithHealth(cfg.Desired, cfg.Services, nil, overrides)
 	actual, err := k.ReadActual(ctx, desired)
 	if err != nil {
 		return nil, err

@@ -62,12 +62,8 @@ func (a *Agent) loadedConfig(now time.Time, err error) {
 		a.loaded.Err, a.loaded.LastGood = "", now
 	}
 	// A rejected (or unchanged) configuration runs no pass, which is what
-	// publishes: the status and the metrics must see the attempt anyway.
-	if prev := a.snap.Load(); prev != nil {
-		s := *prev
-		s.loaded = a.loaded
-		a.snap.Store(&s)
-	}
+	// publishes.
+	a.republish()
 }
 
 // Reconciles returns the pass counts; ok is false before the first pass has
@@ -178,6 +174,10 @@ var (
 		"0 while it drains). Absent when it is not in the kernel.", backendLabels...)
 	descConfiguredWeight = desc("backend_configured_weight", "The backend's weight in the service file. "+
 		"Absent when it is no longer configured (draining).", backendLabels...)
+	descOverrideDrained = desc("backend_override_drained", "1 while an operator drains the backend at run time "+
+		"(lvsd backend drain: weight 0, its connections go on). Absent otherwise.", backendLabels...)
+	descOverrideWeight = desc("backend_override_weight", "The weight an operator set at run time (lvsd backend weight), "+
+		"which replaces the file's. Absent without one.", backendLabels...)
 	descDraining = desc("backend_draining_seconds", "How long a removed backend has been draining "+
 		"(weight 0, waiting for its connections to end). Absent when it is not draining.", backendLabels...)
 	descConns = desc("backend_connection_entries", "IPVS connection entries of the backend now, by state "+
@@ -212,6 +212,7 @@ func NewCollector(a *Agent, version string) *Collector {
 func (c *Collector) Describe(ch chan<- *prometheus.Desc) {
 	for _, d := range []*prometheus.Desc{descReady, descPasses, descErrors, descResets, descLastPass, descLastOK,
 		descServiceInfo, descServiceInKernel, descVIPHeld, descEligible, descHealthy, descWeight, descConfiguredWeight, descDraining,
+		descOverrideDrained, descOverrideWeight,
 		descConns, descConnsTotal, descPackets, descBytes} {
 		ch <- d
 	}
@@ -280,6 +281,12 @@ func (c *Collector) Collect(ch chan<- prometheus.Metric) {
 			}
 			if d.ConfiguredWeight >= 0 {
 				gauge(descConfiguredWeight, float64(d.ConfiguredWeight), l...)
+			}
+			if ov := d.Override; ov != nil && ov.Drained {
+				gauge(descOverrideDrained, 1, l...)
+			}
+			if ov := d.Override; ov != nil && ov.Weight != nil {
+				gauge(descOverrideWeight, float64(*ov.Weight), l...)
 			}
 			if d.DrainingFor != "" {
 				if since, err := time.ParseDuration(d.DrainingFor); err == nil {

@@ -23,7 +23,7 @@ func decide(t *testing.T, services []config.Service, states string) map[string]E
 	for i, c := range states {
 		h[HealthKey("web", services[0].Backends[i])] = BackendHealth{Healthy: c == '+', Weight: -1}
 	}
-	_, decisions := WithHealth(Desired{}, services, h)
+	_, decisions := WithHealth(Desired{}, services, h, nil)
 	return decisions
 }
 

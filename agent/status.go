@@ -87,6 +87,9 @@ type DestinationStatus struct {
 	// ReportedWeight is its X-Load-Balancing-Endpoint-Weight (-1: none).
 	Eligible       bool `json:"eligible"`
 	ReportedWeight int  `json:"reported_weight"`
+	// Override is the operator's (`lvsd backend drain|weight`), with when
+	// it was set; ConfiguredWeight stays the file's.
+	Override *BackendOverride `json:"override,omitempty"`
 	// Traffic counters from IPVS since the destination was added (0 when
 	// it is not in the kernel); DR and tunnel replies bypass the director.
 	Connections uint64 `json:"connections_total"`
@@ -112,11 +115,13 @@ type snapshot struct {
 	passes      ReconcileStats // counts up to and including this pass (metrics.go)
 	loaded      ConfigLoad     // the last attempt to load the configuration
 	actual      Actual         // the kernel as this pass left it (read, then its ops)
+	overrides   Overrides      // the operator's, in force now (replaced, never modified)
 }
 
 func (a *Agent) publish(desired Desired, actual Actual, start time.Time, err error, ops ...Op) {
 	s := &snapshot{cfg: a.cfg, desired: desired, drains: maps.Clone(a.drains), actual: actual,
-		at: start, duration: a.opts.Now().Sub(start), eligibility: a.eligibility, loaded: a.loaded}
+		at: start, duration: a.opts.Now().Sub(start), eligibility: a.eligibility, loaded: a.loaded,
+		overrides: a.overrides}
 	for _, op := range ops {
 		if op.Kind == AwaitExpiry {
 			s.resets += uint64(len(op.Expiring.Dests))
@@ -127,6 +132,17 @@ func (a *Agent) publish(desired Desired, actual Actual, start time.Time, err err
 	}
 	s.passes = a.snap.Load().next(s)
 	a.snap.Store(s)
+}
+
+// republish shows what changed outside a pass (a configuration rejected or
+// unchanged, an override that planned nothing) in the last pass's
+// snapshot: the status and the metrics must see it at once.
+func (a *Agent) republish() {
+	if prev := a.snap.Load(); prev != nil {
+		s := *prev
+		s.loaded, s.overrides = a.loaded, a.overrides
+		a.snap.Store(&s)
+	}
 }
 
 // oldestRead returns when the oldest numbers of the selected services in a
@@ -205,6 +221,9 @@ func (a *Agent) Status(ctx context.Context, q StatusQuery) (Status, error) {
 			ds := DestinationStatus{Address: d.DestinationKey.String(), Forwarding: d.Method(),
 				ConfiguredWeight: d.Weight, Weight: -1}
 			ds.setHealth(states, s.eligibility, checked, vs.Name, d.Backend)
+			if ov, ok := s.overrides[d.Backend]; ok {
+				ds.Override = &ov
+			}
 			if k, ok := kernel[d.DestinationKey]; ok {
 				ds.Weight, ds.ActiveConns, ds.InactiveConns = k.Weight, k.ActiveConns, k.InactiveConns
 				ds.setStats(k.Stats)
@@ -259,9 +278,13 @@ func (a *Agent) Status(ctx context.Context, q StatusQuery) (Status, error) {
 //
 //	GET /v1/status[?service=NAME...]  the Status (Status, StatusQuery)
 //	GET /v1/explain?client=&virtual=&protocol=  an Explanation (explain.go)
+//	GET /v1/backends  the operator's overrides (backends.go)
+//	POST /v1/backends/{drain,undrain,weight,clear}?service=&backend=[&weight=]
+//	POST /v1/drain, /v1/undrain  the director (the VIP holder)
 func (a *Agent) APIHandler() http.Handler {
 	mux := http.NewServeMux()
 	mux.HandleFunc("GET "+RouteExplain, a.serveExplain)
+	a.serveBackends(mux)
 	mux.HandleFunc("GET "+RouteStatus, func(w http.ResponseWriter, r *http.Request) {
 		st, err := a.Status(r.Context(), StatusQuery{Services: r.URL.Query()["service"]})
 		if err != nil {

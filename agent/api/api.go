@@ -1,7 +1,8 @@
 // Package api is lvsd's local control socket: HTTP over a unix socket that
 // only root may open (mode 0600). The running agent serves it; the CLI
-// (`lvsd status`, `lvsd drain`, …) is its client. Nothing here listens on
-// the network.
+// (`lvsd status`, `lvsd drain`, …) is its client. An optional second
+// socket, mode 0660 with a configured group, answers only what reads
+// (ReadOnly), for monitoring tools. Nothing here listens on the network.
 package api
 
 import (
@@ -20,7 +21,16 @@ import (
 
 // Listen creates the socket at path with mode 0600, replacing a stale socket
 // left by a dead agent but refusing to take over one a live agent answers on.
-func Listen(path string) (net.Listener, error) {
+func Listen(path string) (net.Listener, error) { return listen(path, -1) }
+
+// ListenGroup creates the socket at path as Listen does, then hands it to
+// group gid with mode 0660: the group's members may connect. Serve it with
+// a ReadOnly handler.
+func ListenGroup(path string, gid int) (net.Listener, error) { return listen(path, gid) }
+
+// listen creates the socket at path, mode 0600, or 0660 owned by group gid
+// (gid >= 0).
+func listen(path string, gid int) (net.Listener, error) {
 	if err := os.MkdirAll(filepath.Dir(path), 0o750); err != nil {
 		return nil, err
 	}
@@ -39,11 +49,34 @@ func Listen(path string) (net.Listener, error) {
 	if err != nil {
 		return nil, err
 	}
-	if err := os.Chmod(path, 0o600); err != nil {
+	// Created 0600 and given to the group before it opens: at no time may
+	// anyone else connect.
+	mode := os.FileMode(0o600)
+	if gid >= 0 {
+		mode = 0o660
+		if err := os.Chown(path, -1, gid); err != nil {
+			l.Close()
+			return nil, err
+		}
+	}
+	if err := os.Chmod(path, mode); err != nil {
 		l.Close()
 		return nil, err
 	}
 	return l, nil
+}
+
+// ReadOnly serves only the GET (and HEAD) requests of h; anything else is
+// answered 403: a change needs the control socket.
+func ReadOnly(h http.Handler) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.Method != http.MethodGet && r.Method != http.MethodHead {
+			http.Error(w, fmt.Sprintf("%s %s: this socket is read-only; changes need the control socket (api.socket, root)",
+				r.Method, r.URL.Path), http.StatusForbidden)
+			return
+		}
+		h.ServeHTTP(w, r)
+	})
 }
 
 // Serve answers requests on l with h until ctx ends, then removes the socket.

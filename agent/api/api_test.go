@@ -4,9 +4,12 @@ import (
 	"context"
 	"net"
 	"net/http"
+	"net/http/httptest"
 	"os"
 	"path/filepath"
 	"strings"
+	"sync/atomic"
+	"syscall"
 	"testing"
 )
 
@@ -57,5 +60,73 @@ func TestSocketIsPrivateAndServes(t *testing.T) {
 	l2.Close()
 	if err := NewClient(filepath.Join(t.TempDir(), "none.sock")).Do(context.Background(), "GET", "/v1/ping", nil); err == nil || !strings.Contains(err.Error(), "is it running") {
 		t.Fatalf("client error for a missing agent: %v", err)
+	}
+}
+
+// The read-only socket is mode 0660 with the configured group, answers
+// what reads and refuses every change with 403.
+func TestReadOnlySocket(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "run", "lvsd-ro.sock")
+	gid := os.Getgid()
+	if os.Geteuid() == 0 {
+		gid = 4242 // root may give it any group: prove it is not its own
+	}
+	l, err := ListenGroup(path, gid)
+	if err != nil {
+		t.Fatal(err)
+	}
+	fi, err := os.Stat(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if mode := fi.Mode().Perm(); mode != 0o660 {
+		t.Errorf("socket mode %o, want 660", mode)
+	}
+	if got := int(fi.Sys().(*syscall.Stat_t).Gid); got != gid {
+		t.Errorf("socket group %d, want %d", got, gid)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	var changed atomic.Bool
+	mux := http.NewServeMux()
+	mux.HandleFunc("GET /v1/status", func(w http.ResponseWriter, r *http.Request) { WriteJSON(w, map[string]string{"ok": "yes"}) })
+	for _, route := range []string{"POST /v1/drain", "PUT /v1/drain", "DELETE /v1/drain", "POST /v1/backends/drain"} {
+		mux.HandleFunc(route, func(w http.ResponseWriter, r *http.Request) { changed.Store(true) })
+	}
+	go func() { done <- Serve(ctx, l, ReadOnly(mux)) }()
+
+	c := NewClient(path)
+	var out map[string]string
+	if err := c.Do(ctx, "GET", "/v1/status", &out); err != nil || out["ok"] != "yes" {
+		t.Errorf("GET on the read-only socket: %v %v", out, err)
+	}
+	for _, m := range []struct{ method, route string }{
+		{"POST", "/v1/drain"}, {"PUT", "/v1/drain"}, {"DELETE", "/v1/drain"}, {"POST", "/v1/backends/drain?service=web&backend=10.0.0.11"},
+	} {
+		err := c.Do(ctx, m.method, m.route, nil)
+		if err == nil || !strings.Contains(err.Error(), "this socket is read-only") {
+			t.Errorf("%s %s on the read-only socket: %v, want a refusal", m.method, m.route, err)
+		}
+	}
+	if changed.Load() {
+		t.Error("a change reached the handler through the read-only socket")
+	}
+	cancel()
+	if err := <-done; err != nil {
+		t.Fatal(err)
+	}
+}
+
+func TestReadOnlyAnswers403(t *testing.T) {
+	h := ReadOnly(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { w.WriteHeader(http.StatusNoContent) }))
+	for _, c := range []struct {
+		method string
+		want   int
+	}{{"GET", 204}, {"HEAD", 204}, {"POST", 403}, {"PUT", 403}, {"PATCH", 403}, {"DELETE", 403}} {
+		w := httptest.NewRecorder()
+		h.ServeHTTP(w, httptest.NewRequest(c.method, "/v1/backends/drain", nil))
+		if w.Code != c.want {
+			t.Errorf("%s: %d, want %d", c.method, w.Code, c.want)
+		}
 	}
 }

@@ -26,11 +26,12 @@ type Agent struct {
 	ServicesDir string
 	StateDir    string
 	APISocket   string
-	LogFormat   string     // text | json
-	LogLevel    string     // debug | info | warn | error
-	RealServer  RealServer // role realserver only (realserver.go)
-	Cluster     *Cluster   // role director only; nil: no cluster, this director holds every VIP (cluster.go)
-	BGP         *BGP       // role director only; nil: VIPs are announced on the link (ARP), not over BGP (bgp.go)
+	ReadOnlyAPI *ReadOnlyAPI // nil: no read-only socket (api.go)
+	LogFormat   string       // text | json
+	LogLevel    string       // debug | info | warn | error
+	RealServer  RealServer   // role realserver only (realserver.go)
+	Cluster     *Cluster     // role director only; nil: no cluster, this director holds every VIP (cluster.go)
+	BGP         *BGP         // role director only; nil: VIPs are announced on the link (ARP), not over BGP (bgp.go)
 	// MetricsListen is the TCP address /metrics is served on; "" = off (metrics.go).
 	MetricsListen string
 
@@ -50,10 +51,8 @@ type rawAgent struct {
 	Interface   string `yaml:"interface"`
 	ServicesDir string `yaml:"services_dir"`
 	StateDir    string `yaml:"state_dir"`
-	API         struct {
-		Socket string `yaml:"socket"`
-	} `yaml:"api"`
-	Log struct {
+	API         rawAPI `yaml:"api"`
+	Log         struct {
 		Format string `yaml:"format"`
 		Level  string `yaml:"level"`
 	} `yaml:"log"`
@@ -111,6 +110,7 @@ func loadAgent(path string, data []byte) (*Agent, error) {
 		LogFormat:   orDefault(raw.Log.Format, "text"),
 		LogLevel:    orDefault(raw.Log.Level, "info"),
 	}
+	a.ReadOnlyAPI = d.readOnlyAPI(raw.API, path, a.APISocket)
 	a.RealServer = d.realServer(a.Role, raw.RealServer, raw.Interface)
 	a.MetricsListen = d.metricsListen(raw.Metrics.Listen)
 	a.Cluster = d.cluster(a.Role, raw.Cluster, path)

@@ -187,6 +187,17 @@ func serve(ctx context.Context, wg *sync.WaitGroup, cfg *agent.Config, a *agent.
 			log.Error("local API stopped", "socket", cfg.Agent.APISocket, "err", err)
 		}
 	})
+	if ro := cfg.Agent.ReadOnlyAPI; ro != nil {
+		rl, err := api.ListenGroup(ro.Socket, ro.GID)
+		if err != nil {
+			return fmt.Errorf("read-only API socket: %w", err)
+		}
+		wg.Go(func() {
+			if err := api.Serve(ctx, rl, api.ReadOnly(a.APIHandler())); err != nil {
+				log.Error("read-only API stopped", "socket", ro.Socket, "err", err)
+			}
+		})
+	}
 	if ml := metrics.Listen(cfg.Agent.MetricsListen, log); ml != nil {
 		wg.Go(func() { metrics.Serve(ctx, ml, log, agent.NewCollector(a, version)) })
 	}

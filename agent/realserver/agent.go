@@ -45,6 +45,9 @@ type Options struct {
 	// all. Version labels lvsd_build_info.
 	Metrics net.Listener
 	Version string
+	// ReadOnlyAPI is the read-only socket (api.ListenGroup), served with
+	// what reads of the API only; nil: none.
+	ReadOnlyAPI net.Listener
 }
 
 // Agent keeps a real server's VIPs and sysctls in step with the agent file
@@ -116,6 +119,9 @@ func (a *Agent) Run(ctx context.Context, reload <-chan struct{}, apiL, healthL n
 		wg.Wait()
 	}()
 	a.serve(&wg, "api", apiL, func() error { return api.Serve(srvCtx, apiL, a.APIHandler()) })
+	a.serve(&wg, "read-only api", a.opts.ReadOnlyAPI, func() error {
+		return api.Serve(srvCtx, a.opts.ReadOnlyAPI, api.ReadOnly(a.APIHandler()))
+	})
 	a.serve(&wg, "health", healthL, func() error { return serveEndpoint(srvCtx, healthL, a.HealthHandler()) })
 	a.serve(&wg, "metrics", a.opts.Metrics, func() error {
 		metrics.Serve(srvCtx, a.opts.Metrics, a.log, NewCollector(a, a.opts.Version))

@@ -231,10 +231,10 @@ the agent file
 service files, every *.yaml and *.yml
 .TP
 .I /var/lib/lvsd/
-state: the record of the kernel objects lvsd created
+state: the record of the kernel objects lvsd created, and the operator's backend overrides
 .TP
 .I /run/lvsd/lvsd.sock
-local API socket (mode 0600) used by status, drain and undrain
+local API socket (mode 0600) used by status, explain, drain, undrain and backend
 .SH EXIT STATUS
 0 on success, 1 on any error (with a message on stderr).
 .SH SEE ALSO

@@ -32,7 +32,7 @@ func explain(ctx context.Context, e *env) error {
 	if err != nil {
 		return usageError{err}
 	}
-	socket, err := apiSocket(e, "explain")
+	socket, err := readSocket(e, "explain")
 	if err != nil {
 		return err
 	}

@@ -37,15 +37,25 @@ func runRealServer(ctx context.Context, e *env, a *config.Agent, reload <-chan s
 	if err != nil {
 		return fmt.Errorf("api socket: %w", err)
 	}
+	var readOnlyL net.Listener
+	if ro := a.ReadOnlyAPI; ro != nil {
+		if readOnlyL, err = api.ListenGroup(ro.Socket, ro.GID); err != nil {
+			apiL.Close()
+			return fmt.Errorf("read-only api socket: %w", err)
+		}
+	}
 	var healthL net.Listener
 	if addr := a.RealServer.Health.Listen; addr != "" {
 		if healthL, err = net.Listen("tcp", addr); err != nil {
 			apiL.Close()
+			if readOnlyL != nil {
+				readOnlyL.Close()
+			}
 			return fmt.Errorf("realserver.health.listen: %w", err)
 		}
 	}
 	ag := realserver.New(realserver.Options{ConfigPath: e.config, Config: a, Host: realServerHost(), Log: log,
-		Metrics: metrics.Listen(a.MetricsListen, log), Version: version})
+		Metrics: metrics.Listen(a.MetricsListen, log), Version: version, ReadOnlyAPI: readOnlyL})
 	go sdnotify.Run(ctx, log, systemd{}, sdnotify.SocketLiveness(a.APISocket))
 	return ag.Run(ctx, reload, apiL, healthL)
 }

@@ -4,11 +4,14 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"errors"
 	"flag"
 	"fmt"
 	"io"
+	"net"
 	"net/netip"
 	"net/url"
+	"os"
 	"strconv"
 	"strings"
 	"text/tabwriter"
@@ -33,21 +36,54 @@ func init() {
 // apiSocket is the running agent's socket: --socket, else api.socket of the
 // agent file.
 func apiSocket(e *env, command string) (string, error) {
-	if socket := e.flags.Lookup("socket").Value.String(); socket != "" {
+	socket, _, err := sockets(e, command)
+	return socket, err
+}
+
+// readSocket is the socket of a command that only reads: apiSocket, or the
+// read-only socket of the agent file (api.read_only_socket) when this user
+// may not open the control socket.
+func readSocket(e *env, command string) (string, error) {
+	socket, readOnly, err := sockets(e, command)
+	if err != nil || readOnly == "" {
+		return socket, err
+	}
+	c, err := net.DialTimeout("unix", socket, time.Second)
+	if err == nil {
+		c.Close()
 		return socket, nil
+	}
+	if errors.Is(err, os.ErrPermission) {
+		return readOnly, nil
+	}
+	return socket, nil // let the request say what is wrong
+}
+
+// sockets are the control socket (--socket, else api.socket of the agent
+// file) and the read-only one ("" with --socket or none configured).
+func sockets(e *env, command string) (control, readOnly string, err error) {
+	if socket := e.flags.Lookup("socket").Value.String(); socket != "" {
+		return socket, "", nil
 	}
 	a, err := config.LoadAgent(e.config)
 	if err != nil {
-		return "", fmt.Errorf("%w\n(lvsd %s reads the socket path from the agent file; --socket PATH skips it)", err, command)
+		return "", "", fmt.Errorf("%w\n(lvsd %s reads the socket path from the agent file; --socket PATH skips it)", err, command)
 	}
-	return a.APISocket, nil
+	if strings.HasPrefix(command, "backend") && a.Role != config.RoleDirector {
+		return "", "", fmt.Errorf("lvsd %s changes a director's backends; this host's role is %s (lvsd drain takes a real server out)",
+			command, a.Role)
+	}
+	if a.ReadOnlyAPI != nil {
+		readOnly = a.ReadOnlyAPI.Socket
+	}
+	return a.APISocket, readOnly, nil
 }
 
 // status asks the running agent (either role) over its local socket. The
 // agent file only names the socket, so --socket works without one.
 func status(ctx context.Context, e *env) error {
 	asJSON := e.flags.Lookup("json").Value.String() == "true"
-	socket, err := apiSocket(e, "status")
+	socket, err := readSocket(e, "status")
 	if err != nil {
 		return err
 	}
@@ -143,7 +179,7 @@ func writeDirectorStatus(w io.Writer, st agent.Status, now time.Time) error {
 		for _, d := range s.Destinations {
 			rows = append(rows, []string{"", "  -> " + d.Address, forwardName(d.Forwarding), weight(d.Weight),
 				weight(d.ConfiguredWeight), strconv.Itoa(d.ActiveConns), strconv.Itoa(d.InactiveConns),
-				destinationState(d)})
+				destinationState(d, now)})
 		}
 	}
 	if err := writeTable(w, "", rows); err != nil {
@@ -197,7 +233,7 @@ func serviceState(s agent.ServiceStatus) string {
 
 // destinationState says what is special about a backend: health first,
 // then why its kernel weight is not the configured one.
-func destinationState(d agent.DestinationStatus) string {
+func destinationState(d agent.DestinationStatus, now time.Time) string {
 	var parts []string
 	switch d.Health {
 	case "unhealthy":
@@ -215,6 +251,8 @@ func destinationState(d agent.DestinationStatus) string {
 		parts = append(parts, "removed, draining for "+d.DrainingFor)
 	case d.ConfiguredWeight < 0:
 		parts = append(parts, "removed, draining")
+	case d.Override != nil:
+		parts = append(parts, overrideWords(*d.Override, now)+" (lvsd backend)")
 	case d.Weight == 0 && d.ConfiguredWeight > 0 && d.Health != "unhealthy":
 		parts = append(parts, "not eligible (failover policy)")
 	case d.Weight != d.ConfiguredWeight && d.Weight > 0:

@@ -1,0 +1,315 @@
+package agent
+
+import (
+	"context"
+	"errors"
+	"maps"
+	"net/netip"
+	"os"
+	"path/filepath"
+	"slices"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/lvsd/lvsd/agent/config"
+	"github.com/lvsd/lvsd/ipvs"
+	"github.com/prometheus/client_golang/prometheus/testutil"
+)
+
+func TestOverridesWith(t *testing.T) {
+	web := config.Service{Name: "web", Ports: []config.PortRange{{From: 80, To: 80}}, Backends: []config.Backend{
+		{Addr: netip.MustParseAddr("10.0.0.11"), Weight: 100},
+		{Addr: netip.MustParseAddr("10.0.0.12"), Port: 8080, Weight: 100},
+		{Addr: netip.MustParseAddr("10.0.0.12"), Port: 8081, Weight: 100},
+		{Addr: netip.MustParseAddr("2001:db8::1"), Port: 80, Weight: 100},
+	}}
+	services := []config.Service{web, {Name: "dns"}}
+	now := time.Unix(5000, 0)
+	seven := 7
+	drained := Overrides{"web/10.0.0.11": {Service: "web", Backend: "10.0.0.11", Drained: true, DrainedAt: time.Unix(1, 0)}}
+	for _, c := range []struct {
+		name     string
+		in       Overrides
+		change   BackendChange
+		want     BackendOverride
+		wantErr  string // substring; "" = no error
+		notFound bool
+	}{
+		{name: "drain by address", change: BackendChange{Action: ActionDrain, Service: "web", Backend: "10.0.0.11"},
+			want: BackendOverride{Service: "web", Backend: "10.0.0.11", Drained: true, DrainedAt: now}},
+		{name: "drain by the kernel's address:port of a backend without port",
+			change: BackendChange{Action: ActionDrain, Service: "web", Backend: "10.0.0.11:80"},
+			want:   BackendOverride{Service: "web", Backend: "10.0.0.11", Drained: true, DrainedAt: now}},
+		{name: "drain again keeps the first time", in: drained,
+			change: BackendChange{Action: ActionDrain, Service: "web", Backend: "10.0.0.11"},
+			want:   drained["web/10.0.0.11"]},
+		{name: "undrain", in: drained, change: BackendChange{Action: ActionUndrain, Service: "web", Backend: "10.0.0.11"},
+			want: BackendOverride{Service: "web", Backend: "10.0.0.11"}},
+		{name: "weight", change: BackendChange{Action: ActionWeight, Service: "web", Backend: "10.0.0.12:8081", Weight: 7},
+			want: BackendOverride{Service: "web", Backend: "10.0.0.12:8081", Weight: &seven, WeightAt: now}},
+		{name: "weight of an IPv6 backend", change: BackendChange{Action: ActionWeight, Service: "web", Backend: "[2001:db8::1]:80", Weight: 7},
+			want: BackendOverride{Service: "web", Backend: "[2001:db8::1]:80", Weight: &seven, WeightAt: now}},
+		{name: "clear", in: drained, change: BackendChange{Action: ActionClear, Service: "web", Backend: "10.0.0.11"},
+			want: BackendOverride{Service: "web", Backend: "10.0.0.11"}},
+		{name: "unknown service", change: BackendChange{Action: ActionDrain, Service: "mail", Backend: "10.0.0.11"},
+			wantErr: `no service "mail" is configured (configured: dns, web)`, notFound: true},
+		{name: "unknown backend", change: BackendChange{Action: ActionDrain, Service: "web", Backend: "10.0.0.99"},
+			wantErr:  `service "web" has no backend 10.0.0.99 (its backends: 10.0.0.11, 10.0.0.12:8080, 10.0.0.12:8081, [2001:db8::1]:80)`,
+			notFound: true},
+		{name: "a port the service does not listen on", change: BackendChange{Action: ActionDrain, Service: "web", Backend: "10.0.0.11:443"},
+			wantErr: `has no backend 10.0.0.11:443`, notFound: true},
+		{name: "ambiguous address", change: BackendChange{Action: ActionDrain, Service: "web", Backend: "10.0.0.12"},
+			wantErr: "ambiguous: name one of 10.0.0.12:8080, 10.0.0.12:8081"},
+		{name: "not an address", change: BackendChange{Action: ActionDrain, Service: "web", Backend: "web-1"},
+			wantErr: `backend "web-1" is not an address or address:port`},
+		{name: "weight out of range", change: BackendChange{Action: ActionWeight, Service: "web", Backend: "10.0.0.11", Weight: 65536},
+			wantErr: "weight 65536 is out of range 0-65535"},
+		{name: "negative weight", change: BackendChange{Action: ActionWeight, Service: "web", Backend: "10.0.0.11", Weight: -1},
+			wantErr: "weight -1 is out of range"},
+		{name: "unknown action", change: BackendChange{Action: "maint", Service: "web", Backend: "10.0.0.11"},
+			wantErr: `action "maint" is not one of`},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			before := maps.Clone(c.in)
+			out, got, err := c.in.With(services, c.change, now)
+			if !maps.EqualFunc(before, c.in, sameOverride) {
+				t.Errorf("the input map was modified: %v, was %v", c.in, before)
+			}
+			if c.wantErr != "" {
+				var ce *ChangeError
+				if err == nil || !strings.Contains(err.Error(), c.wantErr) || !errors.As(err, &ce) || ce.NotFound != c.notFound {
+					t.Fatalf("err = %v, want one with %q (not found: %v)", err, c.wantErr, c.notFound)
+				}
+				return
+			}
+			if err != nil {
+				t.Fatal(err)
+			}
+			if !sameOverride(got, c.want) {
+				t.Fatalf("override %+v, want %+v", got, c.want)
+			}
+			if stored, ok := out[got.key()]; ok != !got.empty() || ok && !sameOverride(stored, got) {
+				t.Errorf("in the map: %+v (present %v) for %+v", stored, ok, got)
+			}
+		})
+	}
+}
+
+func sameOverride(a, b BackendOverride) bool {
+	wa, wb := a.Weight, b.Weight
+	a.Weight, b.Weight = nil, nil
+	return a == b && (wa == nil) == (wb == nil) && (wa == nil || *wa == *wb)
+}
+
+// change changes a backend of a on the caller's goroutine (what the
+// loop runs for ChangeBackend) and fails the test on error.
+func (e *testEnv) change(a *Agent, action, service, backend string, weight int) BackendState {
+	e.t.Helper()
+	st, err := a.changeBackend(context.Background(), BackendChange{Action: action, Service: service, Backend: backend, Weight: weight})
+	if err != nil {
+		e.t.Fatal(err)
+	}
+	return st
+}
+
+const webWeighted = "service: web\nvip: 10.0.0.50\nports: [80, 443]\nbackends:\n  - {address: 10.0.0.11, weight: 100}\n  - {address: 10.0.0.12, weight: 100}\n"
+
+// An override goes through the eligibility policy like health: one weight
+// update per IPVS service, never a delete; it stays across a restart, a
+// file change of the backend's weight, and goes with undrain, clear, or the
+// backend leaving the file.
+func TestBackendOverrideAppliedKeptCleared(t *testing.T) {
+	e := newEnv(t)
+	e.service("web", webWeighted)
+	a := e.agent()
+	e.reconcile(a)
+	updates := func(w int) []string {
+		return []string{
+			"update-destination tcp:10.0.0.50:80 10.0.0.11:80 weight=" + strconv.Itoa(w) + " route",
+			"update-destination tcp:10.0.0.50:443 10.0.0.11:443 weight=" + strconv.Itoa(w) + " route",
+		}
+	}
+	for _, step := range []struct {
+		name   string
+		do     func() *Agent // returns the agent from then on
+		want   []string      // IPVS ops of the step
+		kernel int           // 10.0.0.11's kernel weight after it; -1: gone
+		drain  bool          // 10.0.0.11 drained in the status
+		config int           // its configured weight in the status
+	}{
+		{name: "drain", do: func() *Agent { e.change(a, ActionDrain, "web", "10.0.0.11", 0); return a },
+			want: updates(0), kernel: 0, drain: true, config: 100},
+		{name: "restart adopts", do: func() *Agent { a = e.agent(); e.reconcile(a); return a },
+			kernel: 0, drain: true, config: 100},
+		{name: "file changes the weight: the drain stays", do: func() *Agent {
+			e.service("web", strings.Replace(webWeighted, "10.0.0.11, weight: 100", "10.0.0.11, weight: 40", 1))
+			e.reload(a)
+			e.reconcile(a)
+			return a
+		}, kernel: 0, drain: true, config: 40},
+		{name: "weight while drained", do: func() *Agent { e.change(a, ActionWeight, "web", "10.0.0.11", 7); return a },
+			kernel: 0, drain: true, config: 40},
+		{name: "undrain keeps the weight override", do: func() *Agent { e.change(a, ActionUndrain, "web", "10.0.0.11", 0); return a },
+			want: updates(7), kernel: 7, config: 40},
+		{name: "clear: the file's weight", do: func() *Agent { e.change(a, ActionClear, "web", "10.0.0.11", 0); return a },
+			want: updates(40), kernel: 40, config: 40},
+		{name: "drain again", do: func() *Agent { e.change(a, ActionDrain, "web", "10.0.0.11", 0); return a },
+			want: updates(0), kernel: 0, drain: true, config: 40},
+	} {
+		a = step.do()
+		if got := e.ipvs.Ops(); !slices.Equal(got, step.want) {
+			t.Errorf("%s: IPVS ops %q, want %q", step.name, got, step.want)
+		}
+		if got := e.reconcile(a); len(got) != 0 {
+			t.Errorf("%s: the next pass made calls: %q", step.name, got)
+		}
+		checkBackendStatus(t, step.name, a, step.kernel, step.drain, step.config)
+	}
+
+	// The backend leaves the file: the override goes (the record too), and
+	// the backend drains as any removed one does.
+	e.service("web", strings.Replace(webWeighted, "  - {address: 10.0.0.11, weight: 100}\n", "", 1))
+	e.reload(a)
+	e.reconcile(a)
+	if len(a.overrides) != 0 {
+		t.Errorf("after the backend left the file: overrides %v", a.overrides)
+	}
+	if got, err := LoadOverrides(filepath.Join(e.dir, "state")); err != nil || len(got) != 0 {
+		t.Errorf("after the backend left the file: record %v, %v", got, err)
+	}
+	// Back in the file, it does not get the override back.
+	e.service("web", webWeighted)
+	e.reload(a)
+	e.reconcile(a)
+	checkBackendStatus(t, "back in the file", a, 100, false, 100)
+}
+
+// checkBackendStatus checks 10.0.0.11 in every IPVS service of the status.
+func checkBackendStatus(t *testing.T, step string, a *Agent, kernel int, drained bool, configured int) {
+	t.Helper()
+	st, err := a.Status(context.Background(), StatusQuery{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, s := range st.Services {
+		for _, d := range s.Destinations {
+			if !strings.HasPrefix(d.Address, "10.0.0.11:") {
+				continue
+			}
+			gotDrained := d.Override != nil && d.Override.Drained
+			if d.Weight != kernel || gotDrained != drained || d.ConfiguredWeight != configured {
+				t.Errorf("%s: %s %s: kernel weight %d, drained %v, configured %d; want %d, %v, %d",
+					step, s.Key, d.Address, d.Weight, gotDrained, d.ConfiguredWeight, kernel, drained, configured)
+			}
+		}
+	}
+}
+
+// A drained backend on an empty kernel (a reboot) is added with its
+// file's weight, then set to 0: it keeps its Maglev slots, as every other
+// director has them.
+func TestDrainedBackendAfterReboot(t *testing.T) {
+	e := newEnv(t)
+	e.service("web", webTwo)
+	a := e.agent()
+	e.reconcile(a)
+	e.change(a, ActionDrain, "web", "10.0.0.11", 0)
+	e.ipvs = ipvs.NewFake()
+	a = e.agent()
+	got := e.reconcile(a)
+	want := []string{
+		"add-service tcp:10.0.0.50:80 mh flags=mh-fallback,mh-port",
+		"add-destination tcp:10.0.0.50:80 10.0.0.11:80 weight=1 route",
+		"update-destination tcp:10.0.0.50:80 10.0.0.11:80 weight=0 route",
+		"add-destination tcp:10.0.0.50:80 10.0.0.12:80 weight=1 route",
+	}
+	if got = slices.DeleteFunc(got, func(op string) bool { return strings.Contains(op, "address") }); !slices.Equal(got, want) {
+		t.Fatalf("after a reboot:\n got %q\nwant %q", got, want)
+	}
+}
+
+// A change is a pass of its service only: among 1,000 services it reads
+// one IPVS service back and updates one destination, and reads no file.
+func TestBackendChangeIsTargeted(t *testing.T) {
+	e, a, c := countedDirector(t, 1000)
+	st := e.change(a, ActionDrain, "s00500", "10.1.0.3", 0)
+	if got, want := e.ipvs.Ops(), []string{"update-destination tcp:10.0.0.1:1500 10.1.0.3:1500 weight=0 route"}; !slices.Equal(got, want) {
+		t.Errorf("ops %q, want %q", got, want)
+	}
+	if c.ipvs > 3 || c.stats+c.reads+c.lists+c.nat+c.sysctls+c.daemons != 0 {
+		t.Errorf("one drain cost %v; want at most 3 IPVS calls and nothing else", *c)
+	}
+	want := []KernelWeight{{IPVSService: "tcp:10.0.0.1:1500", Destination: "10.1.0.3:1500", Weight: 0}}
+	if !slices.Equal(st.Kernel, want) || st.ConfiguredWeight != 1 || !st.Drained || st.PassError != "" {
+		t.Errorf("answer %+v, want kernel %v, configured 1, drained", st, want)
+	}
+}
+
+func TestBackendChangeErrorsChangeNothing(t *testing.T) {
+	e := newEnv(t)
+	e.service("web", webTwo)
+	a := e.agent()
+	e.reconcile(a)
+	for _, c := range []BackendChange{
+		{Action: ActionDrain, Service: "mail", Backend: "10.0.0.11"},
+		{Action: ActionDrain, Service: "web", Backend: "10.0.0.13"},
+		{Action: ActionWeight, Service: "web", Backend: "10.0.0.11", Weight: 1 << 20},
+	} {
+		if _, err := a.changeBackend(context.Background(), c); err == nil {
+			t.Errorf("%+v: no error", c)
+		}
+	}
+	if got := e.ipvs.Ops(); len(got) != 0 || len(a.overrides) != 0 {
+		t.Errorf("refused changes made ops %q, overrides %v", got, a.overrides)
+	}
+	if _, err := os.Stat(filepath.Join(e.dir, "state", overridesFile)); !errors.Is(err, os.ErrNotExist) {
+		t.Errorf("refused changes wrote the record: %v", err)
+	}
+}
+
+// `lvsd plan` plans with the recorded overrides: a drained backend at
+// weight 0 in the kernel is no change.
+func TestPlanForTakesOverridesIn(t *testing.T) {
+	e := newEnv(t)
+	e.service("web", webTwo)
+	a := e.agent()
+	e.reconcile(a)
+	e.change(a, ActionDrain, "web", "10.0.0.11", 0)
+	cfg, err := LoadConfig(filepath.Join(e.dir, "lvsd.yaml"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	ops, err := PlanFor(context.Background(), cfg, e.kernel(), nil)
+	if err != nil || len(ops) != 0 {
+		t.Errorf("plan with the backend drained: %v, %v; want nothing", ops, err)
+	}
+}
+
+// The overrides show in the metrics: the drain and the weight, next to the
+// kernel's and the file's weights.
+func TestMetricsOverrides(t *testing.T) {
+	e := newEnv(t)
+	e.service("web", webTwo)
+	a := e.agent()
+	e.reconcile(a)
+	e.change(a, ActionDrain, "web", "10.0.0.11", 0)
+	e.change(a, ActionWeight, "web", "10.0.0.12", 3)
+	want := `
+# HELP lvsd_backend_override_drained 1 while an operator drains the backend at run time (lvsd backend drain: weight 0, its connections go on). Absent otherwise.
+# TYPE lvsd_backend_override_drained gauge
+lvsd_backend_override_drained{backend="10.0.0.11:80",ipvs_service="tcp:10.0.0.50:80",service="web"} 1
+# HELP lvsd_backend_override_weight The weight an operator set at run time (lvsd backend weight), which replaces the file's. Absent without one.
+# TYPE lvsd_backend_override_weight gauge
+lvsd_backend_override_weight{backend="10.0.0.12:80",ipvs_service="tcp:10.0.0.50:80",service="web"} 3
+# HELP lvsd_backend_weight The backend's weight in the kernel now (the effective weight; 0 while it drains). Absent when it is not in the kernel.
+# TYPE lvsd_backend_weight gauge
+lvsd_backend_weight{backend="10.0.0.11:80",ipvs_service="tcp:10.0.0.50:80",service="web"} 0
+lvsd_backend_weight{backend="10.0.0.12:80",ipvs_service="tcp:10.0.0.50:80",service="web"} 3
+`
+	if err := testutil.CollectAndCompare(NewCollector(a, "dev"), strings.NewReader(want),
+		"lvsd_backend_override_drained", "lvsd_backend_override_weight", "lvsd_backend_weight"); err != nil {
+		t.Fatal(err)
+	}
+}
