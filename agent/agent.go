@@ -2,14 +2,10 @@ package agent
 
 import (
 	"context"
-	"crypto/sha256"
 	"errors"
 	"fmt"
-	"io/fs"
 	"log/slog"
 	"net/netip"
-	"path/filepath"
-	"reflect"
 	"slices"
 	"strings"
 	"sync/atomic"
@@ -215,55 +211,6 @@ func (a *Agent) Run(ctx context.Context, reload <-chan struct{}) error {
 	}
 }
 
-// watchConfig watches the configuration files, or returns nil when it
-// cannot: the agent then scans them every Check.
-func (a *Agent) watchConfig() *configWatch {
-	w, err := newConfigWatch(a.opts.ConfigPath, a.cfg.Agent.ServicesDir, a.cfg.Agent.ReadFiles())
-	if err != nil {
-		a.log.Warn("cannot watch the configuration files; scanning them every check interval instead",
-			"err", err, "check", a.opts.Check.String())
-		return nil
-	}
-	return w
-}
-
-// stopWatching falls back to scanning the files every Check: the watch
-// cannot follow the services directory, or its channels closed under it
-// (a closed channel would be picked forever).
-func (a *Agent) stopWatching(why string, err error) {
-	a.log.Warn(why+"; scanning the files every check interval instead", "err", err)
-	a.watch.close()
-	a.watch = nil
-}
-
-// checkFiles reloads the configuration files that changed: those the
-// watch names, and what a scan of every file finds, every Resync with a
-// watch (the safety net for what inotify cannot see) and every Check
-// without one. A file is reloaded once it stayed the same for a whole
-// period: an editor's truncate-then-write must not be read half way (an
-// empty file is a valid file with no services).
-func (a *Agent) checkFiles() {
-	if a.watch != nil {
-		if paths, rescan, ok := a.watch.take(); ok {
-			if rescan {
-				paths = nil
-			}
-			a.reload("file change", paths)
-		}
-		now := a.opts.Now()
-		if now.Before(a.nextScan) {
-			return
-		}
-		a.nextScan = now.Add(a.opts.Resync)
-	}
-	fp := a.configFingerprint()
-	settled := fp == a.scanned
-	a.scanned = fp
-	if fp != a.fingerprint && settled {
-		a.reload("file change", nil)
-	}
-}
-
 // start loads the configuration and the ownership record.
 func (a *Agent) start() error {
 	cfg := a.opts.Config
@@ -323,45 +270,6 @@ func (a *Agent) setConfig(cfg *Config, ch Changes) {
 	if !sameGlobals(prev.Desired, cfg.Desired) {
 		a.pending.merge(scope{globals: true, holder: true})
 	}
-}
-
-// reload reads the configuration again: the files in changed, or every
-// file when changed is nil.
-func (a *Agent) reload(why string, changed []string) {
-	if changed == nil {
-		// Every file is stat'ed anyway; remember their fingerprint so a
-		// broken file's error is logged once, not at every scan, and the
-		// scan does not reload what this did.
-		a.fingerprint = a.configFingerprint()
-	}
-	cfg, ch, err := a.loader.Load(a.cfg, changed)
-	a.loadedConfig(a.opts.Now(), err)
-	if err != nil {
-		a.log.Error("configuration rejected; keeping the last good one", "trigger", why, "err", err)
-		return
-	}
-	if old := a.cfg.Agent.Cluster; !reflect.DeepEqual(old, cfg.Agent.Cluster) {
-		// The cluster node and the relay keep the settings they started with;
-		// only the kernel side (sync daemons, sysctls, guard) follows now.
-		a.log.Warn("cluster settings changed: the cluster node and connection-sync relay keep the old ones until lvsd restarts; "+
-			"the sync daemons follow conn_sync now", "trigger", why)
-	}
-	a.setConfig(cfg, ch)
-	if a.watch != nil {
-		if err := a.watch.follow(cfg.Agent.ServicesDir, cfg.Agent.ReadFiles()); err != nil {
-			a.stopWatching("cannot watch the services directory", err)
-		}
-	}
-	changedN := len(ch.Services)
-	if ch.All {
-		changedN = len(cfg.Services)
-	}
-	level := slog.LevelInfo
-	if changedN == 0 && why != "signal" {
-		level = slog.LevelDebug // a scan found files touched, not changed
-	}
-	a.log.Log(context.Background(), level, "configuration reloaded", "trigger", why, "services", len(cfg.Services),
-		"ipvs_services", len(cfg.Desired.Services), "changed", changedN)
 }
 
 // tick adds what is due at a Check tick to the next pass: the services
@@ -510,30 +418,4 @@ func (a *Agent) forgetResetConnections(ops []Op) {
 		}
 		a.opts.ConnSync.ForgetDestinations(op.Expiring.VIP, dests)
 	}
-}
-
-// configFingerprint hashes the names, sizes and modification times of the
-// agent file and the service files, cheaply detecting edits. It stats
-// through the loader's cache, whose calls tests count.
-func (a *Agent) configFingerprint() [32]byte {
-	h := sha256.New()
-	fsys := a.loader.cache
-	add := func(path string) {
-		if fi, err := fsys.Stat(path); err == nil {
-			fmt.Fprintf(h, "%s %d %d\n", path, fi.Size(), fi.ModTime().UnixNano())
-		}
-	}
-	add(a.opts.ConfigPath)
-	if a.cfg != nil && a.cfg.Agent.ServicesDir != "" {
-		entries, err := fsys.ReadDir(a.cfg.Agent.ServicesDir)
-		if err != nil && !errors.Is(err, fs.ErrNotExist) {
-			fmt.Fprintf(h, "error %v\n", err)
-		}
-		for _, e := range entries {
-			add(filepath.Join(a.cfg.Agent.ServicesDir, e.Name()))
-		}
-	}
-	var sum [32]byte
-	copy(sum[:], h.Sum(nil))
-	return sum
 }
