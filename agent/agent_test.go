@@ -20,7 +20,7 @@ import (
 
 // testEnv is a director whose kernel is the stateful fakes.
 type testEnv struct {
-	t       *testing.T
+	t       testing.TB
 	dir     string
 	ipvs    *ipvs.Fake
 	addrs   *arp.Fake
@@ -43,7 +43,7 @@ func freshSysctls() *arp.FakeSysctls {
 	})
 }
 
-func newEnv(t *testing.T) *testEnv {
+func newEnv(t testing.TB) *testEnv {
 	dir := t.TempDir()
 	os.MkdirAll(filepath.Join(dir, "services.d"), 0o755)
 	writeTestFile(t, filepath.Join(dir, "lvsd.yaml"), "node: d1\ninterface: eth0\nservices_dir: services.d\nstate_dir: state\n")
@@ -51,7 +51,7 @@ func newEnv(t *testing.T) *testEnv {
 		sysctls: freshSysctls(), now: time.Unix(1000, 0)}
 }
 
-func writeTestFile(t *testing.T, path, body string) {
+func writeTestFile(t testing.TB, path, body string) {
 	t.Helper()
 	if err := os.WriteFile(path, []byte(body), 0o644); err != nil {
 		t.Fatal(err)

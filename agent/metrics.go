@@ -109,21 +109,12 @@ func (a *Agent) healthStates() map[string]health.State {
 // setHealth fills in the health of the backend with HealthKey key of the
 // service named name.
 func (d *DestinationStatus) setHealth(states map[string]health.State, elig map[string]Eligibility, checked map[string]bool, name, key string) {
-	d.Eligible, d.ReportedWeight = elig[name].Eligible[key], health.NoWeight
-	if !checked[key] {
-		return
-	}
-	st, ok := states[key]
-	if ok {
-		d.ReportedWeight = st.Weight
-	}
-	switch {
-	case !ok || !st.Known:
-		d.Health = "pending"
-	case st.Healthy:
-		d.Health = "healthy"
-	default:
-		d.Health, d.HealthError = "unhealthy", st.LastError
+	var st health.State
+	d.Eligible = elig[name].Eligible[key]
+	d.Health, st = healthOf(states, checked, key)
+	d.ReportedWeight = st.Weight
+	if d.Health == healthUnhealthy {
+		d.HealthError = st.LastError
 	}
 }
 
