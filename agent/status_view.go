@@ -219,33 +219,47 @@ type statusReader struct {
 // with their kernel counterpart (k nil: not in the kernel), then those the
 // kernel still has that are no longer configured (d nil).
 func eachDestination(vs *VirtualService, cur ActualService, f func(d *Destination, k *ipvs.Destination)) {
-	found := make([]bool, len(cur.Destinations))
-	index := map[ipvs.DestinationKey]int(nil)
-	if len(cur.Destinations) > 16 { // a linear search is cheaper for the usual few
-		index = make(map[ipvs.DestinationKey]int, len(cur.Destinations))
-		for i, k := range cur.Destinations {
-			index[k.DestinationKey] = i
-		}
-	}
+	kernel := cur.Destinations
+	found := make([]bool, len(kernel))
+	var index map[ipvs.DestinationKey]int
 	for i := range vs.Destinations {
 		d := &vs.Destinations[i]
-		j, ok := index[d.DestinationKey]
-		if index == nil {
-			j = slices.IndexFunc(cur.Destinations, func(k ipvs.Destination) bool { return k.DestinationKey == d.DestinationKey })
-			ok = j >= 0
+		j := kernelPosition(kernel, d.DestinationKey, len(vs.Destinations)-1-i)
+		if j < 0 && len(kernel) > 16 { // a search is cheaper for the usual few
+			if index == nil {
+				index = make(map[ipvs.DestinationKey]int, len(kernel))
+				for i, k := range kernel {
+					index[k.DestinationKey] = i
+				}
+			}
+			if at, ok := index[d.DestinationKey]; ok {
+				j = at
+			}
+		} else if j < 0 {
+			j = slices.IndexFunc(kernel, func(k ipvs.Destination) bool { return k.DestinationKey == d.DestinationKey })
 		}
-		if !ok {
+		if j < 0 {
 			f(d, nil)
 			continue
 		}
 		found[j] = true
-		f(d, &cur.Destinations[j])
+		f(d, &kernel[j])
 	}
-	for j := range cur.Destinations {
+	for j := range kernel {
 		if !found[j] {
-			f(nil, &cur.Destinations[j])
+			f(nil, &kernel[j])
 		}
 	}
+}
+
+// kernelPosition returns where key is in kernel if it is at guess, -1 if
+// not. The kernel lists destinations newest first and lvsd adds them in
+// canonical order, so the configured i-th of n is usually (n-1-i)-th.
+func kernelPosition(kernel []ipvs.Destination, key ipvs.DestinationKey, guess int) int {
+	if guess >= 0 && guess < len(kernel) && kernel[guess].DestinationKey == key {
+		return guess
+	}
+	return -1
 }
 
 // count adds up the destinations of vs.

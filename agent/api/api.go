@@ -72,13 +72,14 @@ type Client struct {
 	// MaxAnswer is the largest answer read (default 16 MiB): the full
 	// status of 10,000 services is about 30 MB.
 	MaxAnswer int64
-	http      *http.Client
+	// Timeout bounds a request and the reading of its answer (default 10 s).
+	Timeout time.Duration
+	http    *http.Client
 }
 
 // NewClient returns a client for the socket at path.
 func NewClient(path string) *Client {
-	return &Client{Path: path, MaxAnswer: 16 << 20, http: &http.Client{
-		Timeout: 10 * time.Second,
+	return &Client{Path: path, MaxAnswer: 16 << 20, Timeout: 10 * time.Second, http: &http.Client{
 		Transport: &http.Transport{DialContext: func(ctx context.Context, _, _ string) (net.Conn, error) {
 			var d net.Dialer
 			return d.DialContext(ctx, "unix", path)
@@ -98,6 +99,8 @@ func (c *Client) Do(ctx context.Context, method, route string, out any) error {
 
 // Fetch sends a request to the agent and returns its answer as sent.
 func (c *Client) Fetch(ctx context.Context, method, route string) ([]byte, error) {
+	ctx, cancel := context.WithTimeout(ctx, c.Timeout)
+	defer cancel()
 	req, err := http.NewRequestWithContext(ctx, method, "http://lvsd"+route, nil)
 	if err != nil {
 		return nil, err

@@ -87,7 +87,9 @@ func status(ctx context.Context, e *env) error {
 		}
 	}
 	c := api.NewClient(socket)
-	c.MaxAnswer = 1 << 30
+	// The full status of 10,000 services is 28 MB, seconds to build on a
+	// slow machine.
+	c.MaxAnswer, c.Timeout = 1<<30, time.Minute
 	raw, err := c.Fetch(ctx, "GET", agent.RouteStatus+"?"+q.Encode())
 	if err != nil {
 		return err
