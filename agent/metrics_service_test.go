@@ -16,14 +16,8 @@ import (
 // lvsd_backend_, lvsd_health_, …).
 func seriesByPrefix(t *testing.T, c prometheus.Collector) map[string]int {
 	t.Helper()
-	reg := prometheus.NewPedanticRegistry()
-	reg.MustRegister(c)
-	families, err := reg.Gather()
-	if err != nil {
-		t.Fatal(err)
-	}
 	out := map[string]int{}
-	for _, f := range families {
+	for _, f := range gather(t, c) {
 		parts := strings.SplitN(f.GetName(), "_", 3)
 		n := len(f.GetMetric())
 		if h := f.GetMetric()[0].GetHistogram(); h != nil {

@@ -21,15 +21,7 @@ import (
 //	go test -tags 'e2e vmtest' -c -o /tmp/e2e.test ./e2e
 //	E2E_STATUS_SERVICES=10000 LVSD_BIN=$PWD/bin/lvsd e2e/vm/run --timeout 3600 --rw $PWD/e2e/out -- \
 //	  /tmp/e2e.test -test.run TestStatusAtScale -test.v -test.timeout 60m
-func statusServices(t *testing.T) int {
-	n := 1000
-	if s := os.Getenv("E2E_STATUS_SERVICES"); s != "" {
-		if _, err := fmt.Sscan(s, &n); err != nil || n < 2 {
-			t.Fatalf("E2E_STATUS_SERVICES=%q: want a number above 1", s)
-		}
-	}
-	return n
-}
+func statusServices(t *testing.T) int { return envCount(t, "E2E_STATUS_SERVICES", 1000, 2) }
 
 // statusBackends is how many real servers each service of TestStatusAtScale
 // has (issue 16: 10).
@@ -93,14 +85,7 @@ func TestStatusAtScale(t *testing.T) {
 	tp := topo.New(t, topo.WithRealServers(0), topo.WithClientSources(0))
 	host := tp.Director(1)
 	d := newDirector(t, host, scaleServiceFiles(0, 1))
-	agentFile := filepath.Join(d.dir, "lvsd.yaml")
-	b, err := os.ReadFile(agentFile)
-	if err != nil {
-		t.Fatal(err)
-	}
-	// Info level: a debug line per kernel op would slow the agent down under
-	// emulation, which is not what is measured.
-	writeFile(t, agentFile, strings.Replace(string(b), "log: {level: debug}", "log: {level: info}", 1))
+	d.logAtInfo()
 	d.start()
 	d.waitServices(1, statusBackends)
 

@@ -139,17 +139,7 @@ func TestStatusCommand(t *testing.T) {
 		{"realserver", realServerStatus(), "drained since"},
 	} {
 		t.Run(c.name, func(t *testing.T) {
-			sock := filepath.Join(t.TempDir(), "lvsd.sock")
-			l, err := api.Listen(sock)
-			if err != nil {
-				t.Fatal(err)
-			}
-			ctx, cancel := context.WithCancel(context.Background())
-			defer cancel()
-			mux := http.NewServeMux()
-			mux.HandleFunc("GET "+agent.RouteStatus, func(w http.ResponseWriter, _ *http.Request) { api.WriteJSON(w, c.body) })
-			go api.Serve(ctx, l, mux)
-
+			ctx, sock := fakeStatusAgent(t, func(w http.ResponseWriter, _ *http.Request) { api.WriteJSON(w, c.body) })
 			var out, errOut bytes.Buffer
 			if err := run(ctx, []string{"status", "--socket", sock}, &out, &errOut); err != nil {
 				t.Fatalf("status: %v (%s)", err, errOut.String())
@@ -167,6 +157,23 @@ func TestStatusCommand(t *testing.T) {
 			}
 		})
 	}
+}
+
+// fakeStatusAgent serves GET /v1/status with answer on a socket until the
+// test ends; it returns a context for the test's commands and the socket.
+func fakeStatusAgent(t *testing.T, answer http.HandlerFunc) (context.Context, string) {
+	t.Helper()
+	sock := filepath.Join(t.TempDir(), "lvsd.sock")
+	l, err := api.Listen(sock)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	t.Cleanup(cancel)
+	mux := http.NewServeMux()
+	mux.HandleFunc("GET "+agent.RouteStatus, answer)
+	go api.Serve(ctx, l, mux)
+	return ctx, sock
 }
 
 func TestStatusCommandNoAgent(t *testing.T) {
@@ -234,20 +241,11 @@ lvsd status --service NAME shows services with their backends (globs: 'web-*'), 
 // auto (full up to agent.SummaryAbove services), --json for everything.
 // The agent answers compact JSON; --json prints it indented.
 func TestStatusCommandViews(t *testing.T) {
-	sock := filepath.Join(t.TempDir(), "lvsd.sock")
-	l, err := api.Listen(sock)
-	if err != nil {
-		t.Fatal(err)
-	}
-	ctx, cancel := context.WithCancel(context.Background())
-	defer cancel()
 	var asked []string
-	mux := http.NewServeMux()
-	mux.HandleFunc("GET "+agent.RouteStatus, func(w http.ResponseWriter, r *http.Request) {
+	ctx, sock := fakeStatusAgent(t, func(w http.ResponseWriter, r *http.Request) {
 		asked = append(asked, r.URL.RawQuery)
 		api.WriteCompactJSON(w, directorStatus())
 	})
-	go api.Serve(ctx, l, mux)
 	for _, c := range []struct {
 		args  []string
 		query string // "": a usage error
