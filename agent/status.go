@@ -255,10 +255,7 @@ func (a *Agent) addAgentState(ctx context.Context, st *Status) error {
 		st.BGP = &b
 	}
 	if a.holder != nil {
-		hs, err := a.holder.State(ctx)
-		if err != nil {
-			return err
-		}
+		hs := a.holder.State()
 		st.Drained, st.DrainedAt = hs.Drained, hs.DrainedAt
 	}
 	return nil

@@ -9,6 +9,7 @@ import (
 	"net/netip"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/lvsd/lvsd/agent/health"
 	"github.com/lvsd/lvsd/ipvs"
@@ -182,5 +183,33 @@ func TestStatusSelection(t *testing.T) {
 	a.APIHandler().ServeHTTP(rec, httptest.NewRequest("GET", RouteStatus+"?service=nothing", nil))
 	if rec.Code != http.StatusBadRequest || !strings.Contains(rec.Body.String(), `"nothing"`) {
 		t.Errorf("unknown service over the API: %d %s", rec.Code, rec.Body)
+	}
+}
+
+// The status does not wait for the VIP holder's goroutine, which may be in
+// a long takeover (reading the connection table for FULLNAT).
+func TestStatusDoesNotWaitForHolder(t *testing.T) {
+	e := newEnv(t)
+	e.service("web", webTwo)
+	a := e.agent()
+	e.reconcile(a)
+	ctx, cancel := context.WithCancel(context.Background())
+	wait := a.holder.Start(ctx)
+	defer wait()
+	defer cancel()
+	busy, release := make(chan struct{}), make(chan struct{})
+	go a.holder.do(ctx, func(context.Context) ([]Op, error) {
+		close(busy)
+		<-release
+		return nil, nil
+	})
+	<-busy
+	defer close(release)
+	// A guard against a hang, not a timing: waiting would never end.
+	guard, stop := context.WithTimeout(ctx, time.Minute)
+	defer stop()
+	st, err := a.Status(guard, StatusQuery{})
+	if err != nil || len(st.Services) != 1 {
+		t.Fatalf("status while the holder is busy: %v, %+v", err, st)
 	}
 }
