@@ -61,6 +61,9 @@ type Holder struct {
 
 	reqs    chan request
 	running atomic.Bool
+	// shown is state as last changed, for State: the status never waits
+	// behind a takeover or a pass of the holder's goroutine.
+	shown atomic.Pointer[HolderState]
 
 	// Owned by the goroutine running the loop (or the caller, see above).
 	owned     Ownership
@@ -108,8 +111,10 @@ func NewHolder(k Kernel, vips VIPOwnership, stateDir string, log *slog.Logger) (
 	if log == nil {
 		log = slog.New(slog.DiscardHandler)
 	}
-	return &Holder{k: k, vips: vips, stateDir: stateDir, log: log, reqs: make(chan request), owned: owned,
-		announced: map[netip.Prefix]bgp.Route{}, state: st}, nil
+	h := &Holder{k: k, vips: vips, stateDir: stateDir, log: log, reqs: make(chan request), owned: owned,
+		announced: map[netip.Prefix]bgp.Route{}, state: st}
+	h.shown.Store(&st)
+	return h, nil
 }
 
 // Start runs the holder's goroutine until ctx ends: ownership changes take
@@ -200,6 +205,7 @@ func (h *Holder) Drain(ctx context.Context, on bool, now time.Time) (HolderState
 				return nil, err
 			}
 			h.state = next
+			h.shown.Store(&next)
 			h.log.Info("director drain", "drained", on)
 		}
 		st = h.state
@@ -211,13 +217,9 @@ func (h *Holder) Drain(ctx context.Context, on bool, now time.Time) (HolderState
 	return st, err
 }
 
-// State returns what the holder keeps across restarts; call it only where
-// Drain would run (it reads the holder's state).
-func (h *Holder) State(ctx context.Context) (HolderState, error) {
-	var st HolderState
-	_, err := h.do(ctx, func(context.Context) ([]Op, error) { st = h.state; return nil, nil })
-	return st, err
-}
+// State returns what the holder keeps across restarts, as last changed.
+// Safe to call from any goroutine; it does not wait for the holder's.
+func (h *Holder) State() HolderState { return *h.shown.Load() }
 
 // ReleaseStale removes every address a previous run left (a cluster
 // director holds nothing until the cluster gives it VIPs). Call it before

@@ -62,8 +62,12 @@ func (a *Agent) loadedConfig(now time.Time, err error) {
 		a.loaded.Err, a.loaded.LastGood = "", now
 	}
 	// A rejected (or unchanged) configuration runs no pass, which is what
-	// publishes.
-	a.republish()
+	// publishes: the status and the metrics must see the attempt anyway.
+	if prev := a.snap.Load(); prev != nil {
+		s := *prev
+		s.loaded = a.loaded
+		a.snap.Store(&s)
+	}
 }
 
 // Reconciles returns the pass counts; ok is false before the first pass has
@@ -105,21 +109,12 @@ func (a *Agent) healthStates() map[string]health.State {
 // setHealth fills in the health of the backend with HealthKey key of the
 // service named name.
 func (d *DestinationStatus) setHealth(states map[string]health.State, elig map[string]Eligibility, checked map[string]bool, name, key string) {
-	d.Eligible, d.ReportedWeight = elig[name].Eligible[key], health.NoWeight
-	if !checked[key] {
-		return
-	}
-	st, ok := states[key]
-	if ok {
-		d.ReportedWeight = st.Weight
-	}
-	switch {
-	case !ok || !st.Known:
-		d.Health = "pending"
-	case st.Healthy:
-		d.Health = "healthy"
-	default:
-		d.Health, d.HealthError = "unhealthy", st.LastError
+	var st health.State
+	d.Eligible = elig[name].Eligible[key]
+	d.Health, st = healthOf(states, checked, key)
+	d.ReportedWeight = st.Weight
+	if d.Health == healthUnhealthy {
+		d.HealthError = st.LastError
 	}
 }
 
@@ -159,42 +154,13 @@ var (
 			"(persistence_on_unhealthy), or every destination of a service at failover with drain_on_failover false.")
 	descLastPass = desc("last_reconcile_timestamp_seconds", "When the last reconcile pass finished, as a Unix time.")
 	descLastOK   = desc("last_reconcile_success", "1 if the last reconcile pass succeeded, else 0.")
-
-	descServiceInfo = desc("service_info", "Always 1; the labels describe the IPVS service lvsd wants.",
-		"service", "ipvs_service", "vip", "scheduler", "flags")
-	descServiceInKernel = desc("service_in_kernel", "1 if the IPVS service is in the kernel now.", serviceLabels...)
-	descVIPHeld         = desc("service_vip_held", "1 if this node holds the service's VIP on its interface now.",
-		serviceLabels...)
-	descEligible = desc("service_eligible_backends", "Backends taking new connections now (kernel weight above 0); "+
-		"0 means the service refuses new clients.", serviceLabels...)
-	descHealthy = desc("backend_healthy", "0 if the backend fails its health checks, else 1 (backends start "+
-		"healthy, before their first round). Absent for backends without checks.", backendLabels...)
-
-	descWeight = desc("backend_weight", "The backend's weight in the kernel now (the effective weight; "+
-		"0 while it drains). Absent when it is not in the kernel.", backendLabels...)
-	descConfiguredWeight = desc("backend_configured_weight", "The backend's weight in the service file. "+
-		"Absent when it is no longer configured (draining).", backendLabels...)
-	descOverrideDrained = desc("backend_override_drained", "1 while an operator drains the backend at run time "+
-		"(lvsd backend drain: weight 0, its connections go on). Absent otherwise.", backendLabels...)
-	descOverrideWeight = desc("backend_override_weight", "The weight an operator set at run time (lvsd backend weight), "+
-		"which replaces the file's. Absent without one.", backendLabels...)
-	descDraining = desc("backend_draining_seconds", "How long a removed backend has been draining "+
-		"(weight 0, waiting for its connections to end). Absent when it is not draining.", backendLabels...)
-	descConns = desc("backend_connection_entries", "IPVS connection entries of the backend now, by state "+
-		"(active: established TCP; inactive: everything else, UDP included).",
-		append(backendLabels[:3:3], "state")...)
-	descConnsTotal = desc("backend_connections_total",
-		"Connections IPVS scheduled to the backend since it was added.", backendLabels...)
-	descPackets = desc("backend_packets_total", "Packets IPVS forwarded for the backend since it was added; "+
-		"direction in is client to server, out is the replies (0 for DR and tunnel, which bypass the director).",
-		append(backendLabels[:3:3], "direction")...)
-	descBytes = desc("backend_bytes_total", "Bytes IPVS forwarded for the backend since it was added, "+
-		"by direction as for lvsd_backend_packets_total.", append(backendLabels[:3:3], "direction")...)
 )
 
 // Collector exports an agent's state to Prometheus. It keeps nothing: each
-// scrape reads Status (the kernel, now) and Reconciles, so the agent's owner
-// goroutine stays the only owner of the state.
+// scrape reads Status (the kernel, now, or the last pass's read-back above
+// FreshLimit services) and Reconciles, so the agent's owner goroutine stays
+// the only owner of the state. metrics.per_backend: false leaves out the
+// series per backend (metrics_service.go).
 type Collector struct {
 	a       *Agent
 	version string
@@ -210,13 +176,10 @@ func NewCollector(a *Agent, version string) *Collector {
 
 // Describe implements prometheus.Collector.
 func (c *Collector) Describe(ch chan<- *prometheus.Desc) {
-	for _, d := range []*prometheus.Desc{descReady, descPasses, descErrors, descResets, descLastPass, descLastOK,
-		descServiceInfo, descServiceInKernel, descVIPHeld, descEligible, descHealthy, descWeight, descConfiguredWeight, descDraining,
-		descOverrideDrained, descOverrideWeight,
-		descConns, descConnsTotal, descPackets, descBytes} {
+	for _, d := range []*prometheus.Desc{descReady, descPasses, descErrors, descResets, descLastPass, descLastOK} {
 		ch <- d
 	}
-	for _, d := range slices.Concat(metrics.Common, clusterDescs, bgpDescs, healthDescs) {
+	for _, d := range slices.Concat(metrics.Common, serviceDescs, backendDescs, clusterDescs, bgpDescs, healthDescs) {
 		ch <- d
 	}
 }
@@ -240,7 +203,8 @@ func (c *Collector) Collect(ch chan<- prometheus.Metric) {
 	gauge(descReady, 1)
 	snap := c.a.snap.Load()
 	metrics.CollectConfigLoad(ch, snap.loaded.Err == "", snap.loaded.LastGood)
-	collectHealth(snap.cfg, c.a.healthStates(), ch, gauge, counter)
+	perBackend := snap.cfg.Agent.MetricsPerBackend
+	collectHealth(snap.cfg, c.a.healthStates(), perBackend, ch, gauge, counter)
 	ch <- prometheus.MustNewConstHistogram(descPasses, r.Durations.Count(), r.Durations.Sum(), r.Durations.Buckets())
 	counter(descErrors, r.Failed)
 	counter(descResets, r.Resets)
@@ -249,7 +213,11 @@ func (c *Collector) Collect(ch chan<- prometheus.Metric) {
 
 	ctx, cancel := context.WithTimeout(context.Background(), c.timeout)
 	defer cancel()
-	st, err := c.a.Status(ctx, StatusQuery{})
+	view := ViewServices // counts per service, no destination formatted
+	if perBackend {
+		view = ViewFull
+	}
+	st, err := c.a.Status(ctx, StatusQuery{View: view})
 	if err != nil {
 		ch <- prometheus.NewInvalidMetric(descServiceInKernel, err)
 		return
@@ -264,46 +232,9 @@ func (c *Collector) Collect(ch chan<- prometheus.Metric) {
 		collectBGP(st.BGP, st.Drained, gauge, counter)
 	}
 	for _, s := range st.Services {
-		gauge(descServiceInfo, 1, s.Name, s.Key, s.VIP, s.Scheduler, s.Flags)
-		gauge(descServiceInKernel, b2f(s.InKernel), s.Name, s.Key)
-		gauge(descVIPHeld, b2f(s.VIPHeld), s.Name, s.Key)
-		eligible := 0
-		for _, d := range s.Destinations {
-			if d.Weight > 0 {
-				eligible++
-			}
-		}
-		gauge(descEligible, float64(eligible), s.Name, s.Key)
-		for _, d := range s.Destinations {
-			l := []string{s.Name, s.Key, d.Address}
-			if d.Health != "" {
-				gauge(descHealthy, b2f(d.Health != "unhealthy"), l...)
-			}
-			if d.ConfiguredWeight >= 0 {
-				gauge(descConfiguredWeight, float64(d.ConfiguredWeight), l...)
-			}
-			if ov := d.Override; ov != nil && ov.Drained {
-				gauge(descOverrideDrained, 1, l...)
-			}
-			if ov := d.Override; ov != nil && ov.Weight != nil {
-				gauge(descOverrideWeight, float64(*ov.Weight), l...)
-			}
-			if d.DrainingFor != "" {
-				if since, err := time.ParseDuration(d.DrainingFor); err == nil {
-					gauge(descDraining, since.Seconds(), l...)
-				}
-			}
-			if d.Weight < 0 { // not in the kernel: no kernel numbers
-				continue
-			}
-			gauge(descWeight, float64(d.Weight), l...)
-			gauge(descConns, float64(d.ActiveConns), append(l, "active")...)
-			gauge(descConns, float64(d.InactiveConns), append(l, "inactive")...)
-			counter(descConnsTotal, d.Connections, l...)
-			counter(descPackets, d.PacketsIn, append(l, "in")...)
-			counter(descPackets, d.PacketsOut, append(l, "out")...)
-			counter(descBytes, d.BytesIn, append(l, "in")...)
-			counter(descBytes, d.BytesOut, append(l, "out")...)
+		collectService(s, gauge, counter)
+		if perBackend {
+			collectBackends(s, gauge, counter)
 		}
 	}
 }

@@ -28,8 +28,8 @@ var healthDescs = []*prometheus.Desc{descHealthRounds, descHealthLast,
 	descHealthTransitions, descHealthDurations}
 
 // collectHealth exports the checker's view of every backend with checks of
-// cfg's services.
-func collectHealth(cfg *Config, states map[string]health.State, ch chan<- prometheus.Metric,
+// cfg's services: per backend unless perBackend is false, per service.
+func collectHealth(cfg *Config, states map[string]health.State, perBackend bool, ch chan<- prometheus.Metric,
 	gauge func(*prometheus.Desc, float64, ...string), counter func(*prometheus.Desc, uint64, ...string)) {
 	if len(states) == 0 {
 		return
@@ -44,6 +44,10 @@ func collectHealth(cfg *Config, states map[string]health.State, ch chan<- promet
 				continue
 			}
 			checked = true
+			rounds.Merge(st.Durations)
+			if !perBackend {
+				continue
+			}
 			backend := strings.TrimPrefix(key, s.Name+"/")
 			counter(descHealthRounds, st.Rounds-st.FailedRounds, s.Name, backend, "pass")
 			counter(descHealthRounds, st.FailedRounds, s.Name, backend, "fail")
@@ -51,7 +55,6 @@ func collectHealth(cfg *Config, states map[string]health.State, ch chan<- promet
 			if st.Rounds > 0 {
 				gauge(descHealthLast, st.LastDuration.Seconds(), s.Name, backend)
 			}
-			rounds.Merge(st.Durations)
 		}
 		if checked {
 			ch <- prometheus.MustNewConstHistogram(descHealthDurations, rounds.Count(), rounds.Sum(), rounds.Buckets(), s.Name)

@@ -16,6 +16,7 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/testutil"
+	dto "github.com/prometheus/client_model/go"
 	"github.com/prometheus/common/expfmt"
 
 	"github.com/lvsd/lvsd/agent/health"
@@ -60,8 +61,9 @@ func lineDiff(want, got string) string {
 	return strings.Join(out, "\n")
 }
 
-// scrape renders c in the Prometheus text format.
-func scrape(t *testing.T, c prometheus.Collector) string {
+// gather collects c through a pedantic registry, which checks the
+// descriptions against what is collected.
+func gather(t *testing.T, c prometheus.Collector) []*dto.MetricFamily {
 	t.Helper()
 	reg := prometheus.NewPedanticRegistry()
 	reg.MustRegister(c)
@@ -69,8 +71,14 @@ func scrape(t *testing.T, c prometheus.Collector) string {
 	if err != nil {
 		t.Fatal(err)
 	}
+	return families
+}
+
+// scrape renders c in the Prometheus text format.
+func scrape(t *testing.T, c prometheus.Collector) string {
+	t.Helper()
 	var b strings.Builder
-	for _, f := range families {
+	for _, f := range gather(t, c) {
 		if _, err := expfmt.MetricFamilyToText(&b, f); err != nil {
 			t.Fatal(err)
 		}

@@ -21,11 +21,28 @@ import (
 //
 //	go test -tags 'e2e vmtest' -c -o /tmp/e2e.test ./e2e
 //	E2E_SCALE_SERVICES=10000 e2e/vm/run --timeout 3600 --rw $PWD/e2e/out -- /tmp/e2e.test -test.run TestFailoverGapAtScale -test.v
-func scaleServices(t *testing.T) int {
-	n := 1000
-	if s := os.Getenv("E2E_SCALE_SERVICES"); s != "" {
-		if _, err := fmt.Sscan(s, &n); err != nil || n < 1 {
-			t.Fatalf("E2E_SCALE_SERVICES=%q: want a positive number", s)
+func scaleServices(t *testing.T) int { return envCount(t, "E2E_SCALE_SERVICES", 1000, 1) }
+
+// logAtInfo sets the log level of l's agent file to info: at scale, tens of
+// thousands of debug lines would slow lvsd down under TCG, which is not
+// what the scale tests measure.
+func (l *lvsd) logAtInfo() {
+	l.t.Helper()
+	agentFile := filepath.Join(l.dir, "lvsd.yaml")
+	b, err := os.ReadFile(agentFile)
+	if err != nil {
+		l.t.Fatal(err)
+	}
+	writeFile(l.t, agentFile, strings.Replace(string(b), "log: {level: debug}", "log: {level: info}", 1))
+}
+
+// envCount is the number in the environment variable name, at least least,
+// or def when it is not set.
+func envCount(t *testing.T, name string, def, least int) int {
+	n := def
+	if s := os.Getenv(name); s != "" {
+		if _, err := fmt.Sscan(s, &n); err != nil || n < least {
+			t.Fatalf("%s=%q: want a number of at least %d", name, s, least)
 		}
 	}
 	return n
@@ -44,14 +61,7 @@ func TestFailoverGapAtScale(t *testing.T) {
 	var ds []*lvsd
 	for i, d := range tp.Directors() {
 		l := newClusterDirector(t, tp, d, key, fmt.Sprintf("  priority: %d\n", 250-50*i), vip)
-		// Info level: tens of thousands of debug lines would slow every
-		// director down under TCG, which is not what is measured.
-		agentFile := filepath.Join(l.dir, "lvsd.yaml")
-		b, err := os.ReadFile(agentFile)
-		if err != nil {
-			t.Fatal(err)
-		}
-		writeFile(t, agentFile, strings.Replace(string(b), "log: {level: debug}", "log: {level: info}", 1))
+		l.logAtInfo()
 		l.start()
 		ds = append(ds, l)
 	}

@@ -102,13 +102,17 @@ var ErrNotRunning = errors.New("no lvsd agent is answering")
 // Client talks to an agent's socket.
 type Client struct {
 	Path string
-	http *http.Client
+	// MaxAnswer is the largest answer read (default 16 MiB): the full
+	// status of 10,000 services is about 30 MB.
+	MaxAnswer int64
+	// Timeout bounds a request and the reading of its answer (default 10 s).
+	Timeout time.Duration
+	http    *http.Client
 }
 
 // NewClient returns a client for the socket at path.
 func NewClient(path string) *Client {
-	return &Client{Path: path, http: &http.Client{
-		Timeout: 10 * time.Second,
+	return &Client{Path: path, MaxAnswer: 16 << 20, Timeout: 10 * time.Second, http: &http.Client{
 		Transport: &http.Transport{DialContext: func(ctx context.Context, _, _ string) (net.Conn, error) {
 			var d net.Dialer
 			return d.DialContext(ctx, "unix", path)
@@ -119,36 +123,58 @@ func NewClient(path string) *Client {
 // Do sends a request to the agent and decodes a JSON answer into out (if
 // non-nil). Errors say whether the agent is not running.
 func (c *Client) Do(ctx context.Context, method, route string, out any) error {
+	body, err := c.Fetch(ctx, method, route)
+	if err != nil || out == nil {
+		return err
+	}
+	return json.Unmarshal(body, out)
+}
+
+// Fetch sends a request to the agent and returns its answer as sent.
+func (c *Client) Fetch(ctx context.Context, method, route string) ([]byte, error) {
+	ctx, cancel := context.WithTimeout(ctx, c.Timeout)
+	defer cancel()
 	req, err := http.NewRequestWithContext(ctx, method, "http://lvsd"+route, nil)
 	if err != nil {
-		return err
+		return nil, err
 	}
 	resp, err := c.http.Do(req)
 	if err != nil {
 		var ne *net.OpError
 		if errors.As(err, &ne) && (errors.Is(err, os.ErrNotExist) || strings.Contains(err.Error(), "connection refused")) {
-			return fmt.Errorf("%w on %s (is it running?)", ErrNotRunning, c.Path)
+			return nil, fmt.Errorf("%w on %s (is it running?)", ErrNotRunning, c.Path)
 		}
-		return fmt.Errorf("talking to the agent on %s: %w", c.Path, err)
+		return nil, fmt.Errorf("talking to the agent on %s: %w", c.Path, err)
 	}
 	defer resp.Body.Close()
-	body, err := io.ReadAll(io.LimitReader(resp.Body, 16<<20))
+	body, err := io.ReadAll(io.LimitReader(resp.Body, c.MaxAnswer+1))
 	if err != nil {
-		return err
+		return nil, err
 	}
 	if resp.StatusCode/100 != 2 {
-		return fmt.Errorf("agent: %s", strings.TrimSpace(string(body)))
+		return nil, fmt.Errorf("agent: %s", strings.TrimSpace(string(body)))
 	}
-	if out == nil {
-		return nil
+	if int64(len(body)) > c.MaxAnswer {
+		return nil, fmt.Errorf("agent: the answer is larger than %d MiB", c.MaxAnswer>>20)
 	}
-	return json.Unmarshal(body, out)
+	return body, nil
 }
 
 // WriteJSON answers with v as indented JSON.
 func WriteJSON(w http.ResponseWriter, v any) {
+	writeJSON(w, v, "  ")
+}
+
+// WriteCompactJSON answers with v as JSON without indentation: for large
+// answers, where indenting costs more than encoding (the client indents
+// what it prints).
+func WriteCompactJSON(w http.ResponseWriter, v any) {
+	writeJSON(w, v, "")
+}
+
+func writeJSON(w http.ResponseWriter, v any, indent string) {
 	w.Header().Set("Content-Type", "application/json")
 	enc := json.NewEncoder(w)
-	enc.SetIndent("", "  ")
+	enc.SetIndent("", indent)
 	enc.Encode(v)
 }

@@ -34,6 +34,9 @@ type Agent struct {
 	BGP         *BGP         // role director only; nil: VIPs are announced on the link (ARP), not over BGP (bgp.go)
 	// MetricsListen is the TCP address /metrics is served on; "" = off (metrics.go).
 	MetricsListen string
+	// MetricsPerBackend: a director exports series per backend (the
+	// default) or, when false, per service only (metrics.go).
+	MetricsPerBackend bool
 
 	servicesDirAt *Error // where ServicesDir comes from, for its errors
 }
@@ -57,7 +60,8 @@ type rawAgent struct {
 		Level  string `yaml:"level"`
 	} `yaml:"log"`
 	Metrics struct {
-		Listen string `yaml:"listen"`
+		Listen     string `yaml:"listen"`
+		PerBackend *bool  `yaml:"per_backend"`
 	} `yaml:"metrics"`
 	RealServer *rawRealServer `yaml:"realserver"`
 	Cluster    *rawCluster    `yaml:"cluster"`
@@ -113,6 +117,7 @@ func loadAgent(path string, data []byte) (*Agent, error) {
 	a.ReadOnlyAPI = d.readOnlyAPI(raw.API, path, a.APISocket)
 	a.RealServer = d.realServer(a.Role, raw.RealServer, raw.Interface)
 	a.MetricsListen = d.metricsListen(raw.Metrics.Listen)
+	a.MetricsPerBackend = d.metricsPerBackend(a.Role, raw.Metrics.PerBackend)
 	a.Cluster = d.cluster(a.Role, raw.Cluster, path)
 	a.BGP = d.bgpBlock(a.Role, raw.BGP, path)
 	if a.Cluster != nil && a.Cluster.Mode == ModeECMP && a.BGP == nil {

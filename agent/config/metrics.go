@@ -31,3 +31,17 @@ func (d *doc) metricsListen(s string) string {
 	}
 	return s
 }
+
+// metricsPerBackend is metrics.per_backend, true unless set: a director's
+// series per backend, ten of them each, are a million at 10,000 services ×
+// 10 backends; false keeps the per-service ones only. A real server has
+// no backends, so the key is a director's only.
+func (d *doc) metricsPerBackend(role Role, perBackend *bool) bool {
+	if perBackend == nil {
+		return true
+	}
+	if role != RoleDirector {
+		d.errorf("$.metrics.per_backend", "metrics.per_backend is for role director; a real server exports no backends")
+	}
+	return *perBackend
+}

@@ -6,13 +6,20 @@ import (
 )
 
 func TestMetricsListen(t *testing.T) {
-	for _, c := range []struct{ block, want, err string }{
-		{"", DefaultMetricsListen, ""},
-		{"metrics: {listen: off}\n", "", ""},
-		{"metrics: {listen: \":9610\"}\n", ":9610", ""},
-		{"metrics: {listen: \"[::1]:9610\"}\n", "[::1]:9610", ""},
-		{"metrics: {listen: \"localhost:9610\"}\n", "", `lvsd.yaml:3:19: metrics listen "localhost:9610" is not ":port", "IP:port" or "off"`},
-		{"metrics: {listen: \"10.0.0.1\"}\n", "", `metrics listen "10.0.0.1" is not`},
+	for _, c := range []struct {
+		block, want, err string
+		perBackend       bool
+	}{
+		{"", DefaultMetricsListen, "", true},
+		{"metrics: {listen: off}\n", "", "", true},
+		{"metrics: {listen: \":9610\"}\n", ":9610", "", true},
+		{"metrics: {listen: \"[::1]:9610\"}\n", "[::1]:9610", "", true},
+		{"metrics: {listen: \"localhost:9610\"}\n", "", `lvsd.yaml:3:19: metrics listen "localhost:9610" is not ":port", "IP:port" or "off"`, true},
+		{"metrics: {listen: \"10.0.0.1\"}\n", "", `metrics listen "10.0.0.1" is not`, true},
+		{"metrics: {per_backend: false}\n", DefaultMetricsListen, "", false},
+		{"metrics: {per_backend: true}\n", DefaultMetricsListen, "", true},
+		{"metrics: {per_backend: no}\n", "", `lvsd.yaml:3:24:`, false},
+		{"role: realserver\nmetrics: {per_backend: false}\n", "", `lvsd.yaml:4:24: metrics.per_backend is for role director`, false},
 	} {
 		dir := t.TempDir()
 		p := writeFile(t, dir, "lvsd.yaml", "node: d1\ninterface: eth0\n"+c.block)
@@ -27,8 +34,9 @@ func TestMetricsListen(t *testing.T) {
 			t.Errorf("%q: %v", c.block, err)
 			continue
 		}
-		if a.MetricsListen != c.want {
-			t.Errorf("%q: MetricsListen %q, want %q", c.block, a.MetricsListen, c.want)
+		if a.MetricsListen != c.want || a.MetricsPerBackend != c.perBackend {
+			t.Errorf("%q: MetricsListen %q, MetricsPerBackend %v; want %q, %v", c.block, a.MetricsListen, a.MetricsPerBackend,
+				c.want, c.perBackend)
 		}
 	}
 }

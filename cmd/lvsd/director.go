@@ -190,7 +190,9 @@ func heldVIPs(ctx context.Context, cfg *agent.Config, takeover bool) (func(netip
 	}
 	var st agent.Status
 	held := map[netip.Addr]bool{}
-	if err := api.NewClient(cfg.Agent.APISocket).Do(ctx, "GET", agent.RouteStatus, &st); err == nil && st.Cluster != nil {
+	// The summary: the cluster part is all this needs, not every service.
+	route := agent.RouteStatus + "?view=" + string(agent.ViewSummary)
+	if err := api.NewClient(cfg.Agent.APISocket).Do(ctx, "GET", route, &st); err == nil && st.Cluster != nil {
 		for _, v := range st.Cluster.VIPs {
 			if v.Held {
 				held[netip.MustParseAddr(v.VIP)] = true

@@ -1,6 +1,7 @@
 package main
 
 import (
+	"bufio"
 	"bytes"
 	"context"
 	"encoding/json"
@@ -12,6 +13,7 @@ import (
 	"net/netip"
 	"net/url"
 	"os"
+	"slices"
 	"strconv"
 	"strings"
 	"text/tabwriter"
@@ -24,13 +26,36 @@ import (
 )
 
 func init() {
-	commands["status"] = command{usage: "show the running agent's services and backends, as the kernel has them now (--json)",
-		run: status}
+	commands["status"] = command{usage: "show the running agent's services and backends, as the kernel has them now " +
+		"(a summary above " + strconv.Itoa(agent.SummaryAbove) + " IPVS services; --all, --service, --json)", run: status}
 	flagSetup["status"] = func(fs *flag.FlagSet) {
-		fs.Bool("json", false, "print the agent's status as JSON, for scripts")
+		fs.Bool("json", false, "print the agent's status as JSON, for scripts (every selected service unless --summary or --problems)")
 		fs.String("socket", "", "the agent's local API socket (default: api.socket of the agent file)")
-		fs.String("service", "", "only these services (comma-separated names)")
+		fs.String("service", "", "only these services: comma-separated names or globs (web-*)")
+		fs.Bool("all", false, "every selected service with its backends, however many")
+		fs.Bool("summary", false, "the totals and the worst services only, however few")
+		fs.Bool("problems", false, "the totals and every service with a problem")
 	}
+}
+
+// statusView is the view the flags ask for: --all, --summary, --problems
+// (at most one), else full for --json and auto for the table.
+func statusView(e *env, asJSON bool) (agent.View, error) {
+	var asked []string
+	view := agent.ViewAuto
+	if asJSON {
+		view = agent.ViewFull
+	}
+	for flagName, v := range map[string]agent.View{"all": agent.ViewFull, "summary": agent.ViewSummary, "problems": agent.ViewProblems} {
+		if e.flags.Lookup(flagName).Value.String() == "true" {
+			asked, view = append(asked, "--"+flagName), v
+		}
+	}
+	if len(asked) > 1 {
+		slices.Sort(asked)
+		return "", usagef("lvsd status: %s: choose one", strings.Join(asked, " and "))
+	}
+	return view, nil
 }
 
 // apiSocket is the running agent's socket: --socket, else api.socket of the
@@ -83,45 +108,60 @@ func sockets(e *env, command string) (control, readOnly string, err error) {
 // agent file only names the socket, so --socket works without one.
 func status(ctx context.Context, e *env) error {
 	asJSON := e.flags.Lookup("json").Value.String() == "true"
+	view, err := statusView(e, asJSON)
+	if err != nil {
+		return err
+	}
 	socket, err := readSocket(e, "status")
 	if err != nil {
 		return err
 	}
-	route := agent.RouteStatus
+	q := url.Values{"view": {string(view)}}
 	if names := e.flags.Lookup("service").Value.String(); names != "" {
-		q := url.Values{}
 		for _, n := range strings.Split(names, ",") {
 			q.Add("service", strings.TrimSpace(n))
 		}
-		route += "?" + q.Encode()
 	}
-	var raw json.RawMessage
-	if err := api.NewClient(socket).Do(ctx, "GET", route, &raw); err != nil {
+	c := api.NewClient(socket)
+	// The full status of 10,000 services is 28 MB, seconds to build on a
+	// slow machine.
+	c.MaxAnswer, c.Timeout = 1<<30, time.Minute
+	raw, err := c.Fetch(ctx, "GET", agent.RouteStatus+"?"+q.Encode())
+	if err != nil {
 		return err
 	}
+	out := bufio.NewWriterSize(e.stdout, 64<<10) // a line per write would be a syscall per line
+	if err := printStatus(out, raw, asJSON, time.Now()); err != nil {
+		return err
+	}
+	return out.Flush()
+}
+
+// printStatus prints the agent's answer: as indented JSON, or as the
+// director's or real server's table.
+func printStatus(w io.Writer, raw []byte, asJSON bool, now time.Time) error {
 	if asJSON {
-		_, err := fmt.Fprintf(e.stdout, "%s\n", raw)
-		return err
-	}
-	// Both roles serve GET /v1/status; only a director's has services.
-	var shape struct {
-		Services *json.RawMessage `json:"services"`
-	}
-	if err := json.Unmarshal(raw, &shape); err != nil {
-		return fmt.Errorf("agent status: %w", err)
-	}
-	if shape.Services == nil {
-		var st realserver.Status
-		if err := json.Unmarshal(raw, &st); err != nil {
+		var b bytes.Buffer
+		if err := json.Indent(&b, bytes.TrimSpace(raw), "", "  "); err != nil {
 			return fmt.Errorf("agent status: %w", err)
 		}
-		return writeRealServerStatus(e.stdout, st, time.Now())
+		b.WriteByte('\n')
+		_, err := b.WriteTo(w)
+		return err
 	}
+	// Both roles serve GET /v1/status; only a director's says its role.
 	var st agent.Status
 	if err := json.Unmarshal(raw, &st); err != nil {
 		return fmt.Errorf("agent status: %w", err)
 	}
-	return writeDirectorStatus(e.stdout, st, time.Now())
+	if st.Role != string(config.RoleDirector) {
+		var rs realserver.Status
+		if err := json.Unmarshal(raw, &rs); err != nil {
+			return fmt.Errorf("agent status: %w", err)
+		}
+		return writeRealServerStatus(w, rs, now)
+	}
+	return writeDirectorStatus(w, st, now)
 }
 
 // writeDirectorStatus prints a director's status as a table in the manner of
@@ -159,13 +199,37 @@ func writeDirectorStatus(w io.Writer, st agent.Status, now time.Time) error {
 			return err
 		}
 	}
-	if len(st.Services) == 0 {
+	summary := st.View == agent.ViewSummary || st.View == agent.ViewProblems
+	if summary {
+		writeStatusTotals(w, st.Totals)
+		fmt.Fprintf(w, "\n%s\n", problemHeading(st))
+	}
+	if len(st.Services) == 0 && !summary {
 		fmt.Fprintln(w, "no services configured")
 		return nil
 	}
-	rows := [][]string{{"SERVICE", "PROT LOCAL/REMOTE ADDRESS:PORT", "SCHED/FORWARD", "WEIGHT", "CONFIGURED", "ACTIVE",
-		"INACTIVE", "STATE"}}
-	for _, s := range st.Services {
+	if len(st.Services) > 0 {
+		if err := writeServiceTable(w, st.Services, summary, now); err != nil {
+			return err
+		}
+		if err := writeRules(w, st.Services); err != nil {
+			return err
+		}
+	}
+	if summary {
+		return writeSummaryHint(w, st)
+	}
+	return nil
+}
+
+// writeServiceTable prints services as `ipvsadm -Ln` does, a row per
+// service and one per destination; withProblem adds each service's problem
+// to its state.
+func writeServiceTable(w io.Writer, services []agent.ServiceStatus, withProblem bool, now time.Time) error {
+	rows := make([][]string, 0, 1+len(services)*11)
+	rows = append(rows, []string{"SERVICE", "PROT LOCAL/REMOTE ADDRESS:PORT", "SCHED/FORWARD", "WEIGHT", "CONFIGURED", "ACTIVE",
+		"INACTIVE", "STATE"})
+	for _, s := range services {
 		active, inactive := 0, 0
 		for _, d := range s.Destinations {
 			active, inactive = active+d.ActiveConns, inactive+d.InactiveConns
@@ -174,18 +238,19 @@ func writeDirectorStatus(w io.Writer, st agent.Status, now time.Time) error {
 		if s.Flags != "" {
 			sched += " (" + s.Flags + ")"
 		}
+		state := serviceState(s)
+		if withProblem && s.Problem != "" && s.InKernel { // else the state says NOT IN KERNEL already
+			state = strings.ToUpper(s.Problem) + ", " + state
+		}
 		rows = append(rows, []string{s.Name, serviceAddress(s.Key), sched, "", "", strconv.Itoa(active),
-			strconv.Itoa(inactive), serviceState(s)})
+			strconv.Itoa(inactive), state})
 		for _, d := range s.Destinations {
 			rows = append(rows, []string{"", "  -> " + d.Address, forwardName(d.Forwarding), weight(d.Weight),
 				weight(d.ConfiguredWeight), strconv.Itoa(d.ActiveConns), strconv.Itoa(d.InactiveConns),
 				destinationState(d, now)})
 		}
 	}
-	if err := writeTable(w, "", rows); err != nil {
-		return err
-	}
-	return writeRules(w, st.Services)
+	return writeTable(w, "", rows)
 }
 
 // writeRules prints, once per service, the rule of seed 000's eligibility

@@ -7,6 +7,7 @@ import (
 	"net/http"
 	"net/netip"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -138,17 +139,7 @@ func TestStatusCommand(t *testing.T) {
 		{"realserver", realServerStatus(), "drained since"},
 	} {
 		t.Run(c.name, func(t *testing.T) {
-			sock := filepath.Join(t.TempDir(), "lvsd.sock")
-			l, err := api.Listen(sock)
-			if err != nil {
-				t.Fatal(err)
-			}
-			ctx, cancel := context.WithCancel(context.Background())
-			defer cancel()
-			mux := http.NewServeMux()
-			mux.HandleFunc("GET "+agent.RouteStatus, func(w http.ResponseWriter, _ *http.Request) { api.WriteJSON(w, c.body) })
-			go api.Serve(ctx, l, mux)
-
+			ctx, sock := fakeStatusAgent(t, func(w http.ResponseWriter, _ *http.Request) { api.WriteJSON(w, c.body) })
 			var out, errOut bytes.Buffer
 			if err := run(ctx, []string{"status", "--socket", sock}, &out, &errOut); err != nil {
 				t.Fatalf("status: %v (%s)", err, errOut.String())
@@ -168,10 +159,125 @@ func TestStatusCommand(t *testing.T) {
 	}
 }
 
+// fakeStatusAgent serves GET /v1/status with answer on a socket until the
+// test ends; it returns a context for the test's commands and the socket.
+func fakeStatusAgent(t *testing.T, answer http.HandlerFunc) (context.Context, string) {
+	t.Helper()
+	sock := filepath.Join(t.TempDir(), "lvsd.sock")
+	l, err := api.Listen(sock)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	t.Cleanup(cancel)
+	mux := http.NewServeMux()
+	mux.HandleFunc("GET "+agent.RouteStatus, answer)
+	go api.Serve(ctx, l, mux)
+	return ctx, sock
+}
+
 func TestStatusCommandNoAgent(t *testing.T) {
 	var out, errOut bytes.Buffer
 	err := run(context.Background(), []string{"status", "--socket", filepath.Join(t.TempDir(), "none.sock")}, &out, &errOut)
 	if err == nil || !strings.Contains(err.Error(), "is it running?") {
 		t.Errorf("err = %v, want it to say no agent is running", err)
+	}
+}
+
+// Above agent.SummaryAbove services the agent answers a summary: totals,
+// then the services with a problem (their problem first in the state),
+// then what was left out and how to see it.
+func TestWriteDirectorStatusSummary(t *testing.T) {
+	st := directorStatus()
+	st.View = agent.ViewSummary
+	st.Totals = agent.StatusTotals{Services: 9000, IPVSServices: 10000, InKernel: 9999, VIPs: 1000, VIPsHeld: 1000, Problems: 57,
+		Backends: agent.BackendCounts{Total: 100000, Eligible: 99990, Unhealthy: 4, Draining: 1, NotInKernel: 1, ActiveConns: 14, InactiveConns: 8}}
+	st.Services[0].Problem = "1 backend not in the kernel"
+	st.Services[1].Problem = "not in the kernel"
+	st.Services[0], st.Services[1] = st.Services[1], st.Services[0]
+	var b bytes.Buffer
+	if err := writeDirectorStatus(&b, st, statusNow); err != nil {
+		t.Fatal(err)
+	}
+	want := `director lvs1, config /etc/lvsd/lvsd.yaml
+last reconcile 2025-06-01 12:00:06 (4s ago, took 3.2ms): ok
+
+services: 9000 (10000 IPVS services, 9999 in the kernel); VIPs: 1000 (1000 held here)
+backends: 100000: 99990 take new connections, 4 unhealthy, 1 draining, 1 NOT IN KERNEL
+connections: 14 active, 8 inactive
+
+57 IPVS services with a problem, worst first:
+SERVICE  PROT LOCAL/REMOTE ADDRESS:PORT  SCHED/FORWARD             WEIGHT  CONFIGURED  ACTIVE  INACTIVE  STATE
+dns      FWM  7 (ipv6)                   rr                                            0       0         NOT IN KERNEL, VIP not held
+           -> [fd00::11]:0               Masq                      -       1           0       0         NOT IN KERNEL
+web      TCP  10.0.0.50:80               mh (mh-fallback,mh-port)                      14      8         1 BACKEND NOT IN THE KERNEL, VIP held
+           -> 10.0.0.11:80               Route                     3       3           12      4
+           -> 10.0.0.13:80               Route                     -       1           0       0         NOT IN KERNEL
+           -> 10.0.0.14:80               Route                     0       1           0       3         UNHEALTHY (http: status 503)
+           -> 10.0.0.15:80               Route                     0       1           0       0         not eligible (failover policy)
+           -> 10.0.0.12:80               Route                     0       -           2       1         removed, draining for 7s
+
+eligible backends by:
+  web: failover policy, unweighted: healthy primaries at or above the ratio
+
+the 2 worst of 57 IPVS services with a problem are shown; lvsd status --problems lists them all
+
+lvsd status --service NAME shows services with their backends (globs: 'web-*'), --all every one, --json all of it for scripts
+`
+	if got := b.String(); got != want {
+		t.Errorf("got:\n%s\nwant:\n%s", got, want)
+	}
+
+	st.Services, st.Totals.Problems = nil, 0
+	b.Reset()
+	writeDirectorStatus(&b, st, statusNow)
+	if want := "\n\nno problems: every IPVS service is in the kernel with its backends, and some take new connections\n\n" +
+		"lvsd status --service NAME"; !strings.Contains(b.String(), want) {
+		t.Errorf("without problems:\n%s", b.String())
+	}
+}
+
+// The flags choose the view the agent is asked for; the table asks for
+// auto (full up to agent.SummaryAbove services), --json for everything.
+// The agent answers compact JSON; --json prints it indented.
+func TestStatusCommandViews(t *testing.T) {
+	var asked []string
+	ctx, sock := fakeStatusAgent(t, func(w http.ResponseWriter, r *http.Request) {
+		asked = append(asked, r.URL.RawQuery)
+		api.WriteCompactJSON(w, directorStatus())
+	})
+	for _, c := range []struct {
+		args  []string
+		query string // "": a usage error
+	}{
+		{nil, "view=auto"},
+		{[]string{"--json"}, "view=full"},
+		{[]string{"--all"}, "view=full"},
+		{[]string{"--summary"}, "view=summary"},
+		{[]string{"--problems", "--json"}, "view=problems"},
+		{[]string{"--service", "web, api-*"}, "service=web&service=api-%2A&view=auto"},
+		{[]string{"--all", "--problems"}, ""},
+	} {
+		asked = nil
+		var out, errOut bytes.Buffer
+		err := run(ctx, append([]string{"status", "--socket", sock}, c.args...), &out, &errOut)
+		if c.query == "" {
+			if exitCode(err) != exitUsage || !strings.Contains(err.Error(), "--all and --problems: choose one") {
+				t.Errorf("%v: %v, want a usage error", c.args, err)
+			}
+			continue
+		}
+		if err != nil {
+			t.Fatalf("%v: %v", c.args, err)
+		}
+		if len(asked) != 1 || asked[0] != c.query {
+			t.Errorf("%v asked %q, want %q", c.args, asked, c.query)
+		}
+		if slices.Contains(c.args, "--json") {
+			want, _ := json.MarshalIndent(directorStatus(), "", "  ")
+			if out.String() != string(want)+"\n" {
+				t.Errorf("%v printed:\n%s\nwant:\n%s", c.args, out.String(), want)
+			}
+		}
 	}
 }

@@ -1,0 +1,215 @@
+package agent
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net/http"
+	"net/http/httptest"
+	"net/netip"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/lvsd/lvsd/agent/health"
+	"github.com/lvsd/lvsd/ipvs"
+)
+
+// problemDirector is a director of five services, four with a problem
+// each, reconciled, with the kernel then changed behind its back.
+func problemDirector(t *testing.T) (*testEnv, *Agent) {
+	t.Helper()
+	e := newEnv(t)
+	svc := func(name, vip string, port int, backends ...string) {
+		e.service(name, fmt.Sprintf("service: %s\nvip: %s\nports: [%d]\nbackends:\n  - %s\n", name, vip, port,
+			strings.Join(backends, "\n  - ")))
+	}
+	svc("web", "10.0.0.50", 80, "{address: 10.0.0.11}", "{address: 10.0.0.12}")
+	svc("zero", "10.0.0.50", 81, "{address: 10.0.0.11, weight: 0}")
+	svc("gone", "10.0.0.51", 80, "{address: 10.0.0.11}")
+	svc("lost", "10.0.0.51", 81, "{address: 10.0.0.11}", "{address: 10.0.0.12}")
+	svc("sick", "10.0.0.52", 80, "{address: 10.0.0.11, health: {checks: [{type: tcp}]}}", "{address: 10.0.0.12}")
+	a := e.agent()
+	a.opts.Health = &fakeHealth{states: map[string]health.State{ // fakeHealth: eligibility_test.go
+		"sick/10.0.0.11": {Known: true, Weight: health.NoWeight, LastError: "connection refused"}}}
+	e.reconcile(a)
+	key := func(vip string, port uint16) ipvs.ServiceKey {
+		return ipvs.ServiceKey{Protocol: ipvs.TCP, Addr: netip.MustParseAddr(vip), Port: port}
+	}
+	if err := e.ipvs.DeleteService(context.Background(), key("10.0.0.51", 80)); err != nil {
+		t.Fatal(err)
+	}
+	lost := ipvs.DestinationKey{Addr: netip.MustParseAddr("10.0.0.12"), Port: 81}
+	if err := e.ipvs.DeleteDestination(context.Background(), key("10.0.0.51", 81), lost); err != nil {
+		t.Fatal(err)
+	}
+	if err := e.ipvs.SetConns(key("10.0.0.50", 80), ipvs.DestinationKey{Addr: netip.MustParseAddr("10.0.0.11"), Port: 80}, 3, 2); err != nil {
+		t.Fatal(err)
+	}
+	return e, a
+}
+
+func names(services []ServiceStatus) string {
+	var out []string
+	for _, s := range services {
+		out = append(out, fmt.Sprintf("%s(%d)", s.Name, len(s.Destinations)))
+	}
+	return strings.Join(out, " ")
+}
+
+// Each view lists what it promises: every service in the order of their
+// IPVS keys, or the ones with a problem worst first; the totals are the same
+// whatever the view.
+func TestStatusViews(t *testing.T) {
+	_, a := problemDirector(t)
+	for _, c := range []struct {
+		view View
+		want string // names(Services)
+	}{
+		{"", "web(2) zero(1) gone(1) lost(2) sick(2)"},
+		{ViewFull, "web(2) zero(1) gone(1) lost(2) sick(2)"},
+		{ViewAuto, "web(2) zero(1) gone(1) lost(2) sick(2)"}, // up to SummaryAbove: full
+		{ViewServices, "web(0) zero(0) gone(0) lost(0) sick(0)"},
+		{ViewSummary, "gone(1) zero(1) lost(2) sick(2)"},
+		{ViewProblems, "gone(1) zero(1) lost(2) sick(2)"},
+	} {
+		st, err := a.Status(context.Background(), StatusQuery{View: c.view})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if got := names(st.Services); got != c.want {
+			t.Errorf("view %q: services %s, want %s", c.view, got, c.want)
+		}
+		want := StatusTotals{Services: 5, IPVSServices: 5, InKernel: 4, VIPs: 3, VIPsHeld: 3, Problems: 4,
+			Backends: BackendCounts{Total: 8, Eligible: 4, Unhealthy: 1, NotInKernel: 2, ActiveConns: 3, InactiveConns: 2}}
+		if st.Totals != want {
+			t.Errorf("view %q: totals\n %+v\nwant\n %+v", c.view, st.Totals, want)
+		}
+	}
+	st, err := a.Status(context.Background(), StatusQuery{View: ViewSummary})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var problems []string
+	for _, s := range st.Services {
+		problems = append(problems, s.Name+": "+s.Problem)
+	}
+	want := "gone: not in the kernel, zero: no backend takes new connections, lost: 1 backend not in the kernel, " +
+		"sick: 1 backend unhealthy"
+	if got := strings.Join(problems, ", "); got != want {
+		t.Errorf("problems: %s\nwant %s", got, want)
+	}
+	sick := st.Services[3]
+	if sick.Backends != (BackendCounts{Total: 2, Eligible: 1, Unhealthy: 1}) || sick.Destinations[0].Health != "unhealthy" ||
+		sick.Destinations[0].HealthError != "connection refused" {
+		t.Errorf("sick: %+v", sick)
+	}
+}
+
+// The summary lists ProblemsListed services with a problem at most, the
+// problems view all of them, and auto gives the summary above
+// SummaryAbove IPVS services.
+func TestStatusSummaryAtScale(t *testing.T) {
+	e := newEnv(t)
+	e.bulkServices(SummaryAbove+ProblemsListed+5, "{address: 10.0.0.11, weight: 0}")
+	e.service("ok", "service: ok\nvip: 10.0.0.60\nports: [80]\nbackends: [{address: 10.0.0.11}]\n")
+	a := e.agent()
+	e.reconcile(a)
+	n := SummaryAbove + ProblemsListed + 6
+	for _, c := range []struct {
+		view   View
+		want   View
+		listed int
+	}{
+		{ViewAuto, ViewSummary, ProblemsListed},
+		{ViewSummary, ViewSummary, ProblemsListed},
+		{ViewProblems, ViewProblems, n - 1},
+		{ViewFull, ViewFull, n},
+	} {
+		st, err := a.Status(context.Background(), StatusQuery{View: c.view})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if st.View != c.want || len(st.Services) != c.listed || st.Totals.Problems != n-1 || st.Totals.IPVSServices != n {
+			t.Errorf("view %q: answered %q with %d services, totals %+v; want %q, %d, %d problems of %d",
+				c.view, st.View, len(st.Services), st.Totals, c.want, c.listed, n-1, n)
+		}
+	}
+	// Selected down to SummaryAbove, auto shows them in full.
+	st, err := a.Status(context.Background(), StatusQuery{View: ViewAuto, Services: []string{"s1*", "ok"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := 1 // ok
+	for i := range n - 1 {
+		if strings.HasPrefix(fmt.Sprint("s", i), "s1") {
+			want++
+		}
+	}
+	if st.View != ViewFull || st.Totals.Services != want || len(st.Services) != want {
+		t.Errorf("s1* and ok: view %q, %d services, totals %+v", st.View, len(st.Services), st.Totals)
+	}
+}
+
+// --service takes names and globs; a pattern that matches nothing, a bad
+// pattern or an unknown view is the caller's mistake (HTTP 400), said so.
+func TestStatusSelection(t *testing.T) {
+	_, a := problemDirector(t)
+	for _, c := range []struct {
+		services []string
+		view     View
+		want     string // names(Services), or the error
+	}{
+		{[]string{"web"}, "", "web(2)"},
+		{[]string{"s*", "web"}, "", "web(2) sick(2)"},
+		{[]string{"?o*"}, "", "gone(1) lost(2)"},
+		{[]string{"web", "nothing", "x*"}, "", `no configured service is named or matches "nothing", "x*"`},
+		{[]string{"[w"}, "", `service pattern "[w": syntax error in pattern`},
+		{nil, "everything", `view "everything" is not full, services, summary, problems or auto`},
+	} {
+		st, err := a.Status(context.Background(), StatusQuery{Services: c.services, View: c.view})
+		got := names(st.Services)
+		if err != nil {
+			if !errors.Is(err, errBadQuery) {
+				t.Errorf("%q: %v is not errBadQuery", c.services, err)
+			}
+			got = strings.TrimPrefix(err.Error(), errBadQuery.Error()+": ")
+		}
+		if got != c.want {
+			t.Errorf("%q view %q: %s, want %s", c.services, c.view, got, c.want)
+		}
+	}
+	rec := httptest.NewRecorder()
+	a.APIHandler().ServeHTTP(rec, httptest.NewRequest("GET", RouteStatus+"?service=nothing", nil))
+	if rec.Code != http.StatusBadRequest || !strings.Contains(rec.Body.String(), `"nothing"`) {
+		t.Errorf("unknown service over the API: %d %s", rec.Code, rec.Body)
+	}
+}
+
+// The status does not wait for the VIP holder's goroutine, which may be in
+// a long takeover (reading the connection table for FULLNAT).
+func TestStatusDoesNotWaitForHolder(t *testing.T) {
+	e := newEnv(t)
+	e.service("web", webTwo)
+	a := e.agent()
+	e.reconcile(a)
+	ctx, cancel := context.WithCancel(context.Background())
+	wait := a.holder.Start(ctx)
+	defer wait()
+	defer cancel()
+	busy, release := make(chan struct{}), make(chan struct{})
+	go a.holder.do(ctx, func(context.Context) ([]Op, error) {
+		close(busy)
+		<-release
+		return nil, nil
+	})
+	<-busy
+	defer close(release)
+	// A guard against a hang, not a timing: waiting would never end.
+	guard, stop := context.WithTimeout(ctx, time.Minute)
+	defer stop()
+	st, err := a.Status(guard, StatusQuery{})
+	if err != nil || len(st.Services) != 1 {
+		t.Fatalf("status while the holder is busy: %v, %+v", err, st)
+	}
+}
