@@ -95,6 +95,19 @@ func (t Timeouts) Differs(want Timeouts) Timeouts {
 	return out
 }
 
+// Only returns the fields of t that are set in mask: what t held of the
+// timeouts mask sets.
+func (t Timeouts) Only(mask Timeouts) Timeouts {
+	var out Timeouts
+	for _, f := range []struct{ mask, have, out *time.Duration }{
+		{&mask.TCP, &t.TCP, &out.TCP}, {&mask.TCPFin, &t.TCPFin, &out.TCPFin}, {&mask.UDP, &t.UDP, &out.UDP}} {
+		if *f.mask != 0 {
+			*f.out = *f.have
+		}
+	}
+	return out
+}
+
 // String lists the set fields as "tcp=60s tcp_fin=60s udp=60s", the names
 // of lvsd's configuration; "none" when nothing is set.
 func (t Timeouts) String() string {
