@@ -135,7 +135,7 @@ func TestSorryServerLifecycle(t *testing.T) {
 		e.now = e.now.Add(s.advance)
 		setHealth(s.h1, s.h2)
 		_ = e.ipvs.SetConns(webKey, sorry, s.conns, 0) // fails before it is added: nothing to set then
-		a.pending.add(webKey) // a drain in progress is looked at every Check
+		a.pending.add(webKey)                          // a drain in progress is looked at every Check
 		if got := e.reconcile(a); !slices.Equal(got, s.want) {
 			t.Fatalf("%s:\n got %q\nwant %q", s.name, got, s.want)
 		}
