@@ -2,6 +2,7 @@ package agent
 
 import (
 	"context"
+	"fmt"
 	"net/netip"
 	"path/filepath"
 	"slices"
@@ -120,16 +121,17 @@ func TestSorryServerLifecycle(t *testing.T) {
 		advance time.Duration
 		conns   int // on the sorry server
 		want    []string
+		status  string // the sorry server's row in lvsd status: configured weight/kernel weight/eligible
 	}{
 		{"both unhealthy: the sorry server comes", false, false, 0, 0, []string{
 			"update-destination tcp:10.0.0.50:80 10.0.0.11:80 weight=0 route",
 			"update-destination tcp:10.0.0.50:80 10.0.0.12:80 weight=0 route",
-			"add-destination tcp:10.0.0.50:80 10.0.0.99:80 weight=1 route"}},
+			"add-destination tcp:10.0.0.50:80 10.0.0.99:80 weight=1 route"}, "1/1/true"},
 		{"one recovers: the sorry server drains", true, false, time.Second, 2, []string{
 			"update-destination tcp:10.0.0.50:80 10.0.0.11:80 weight=1 route",
-			"update-destination tcp:10.0.0.50:80 10.0.0.99:80 weight=0 route"}},
-		{"its connections go on", true, false, 10 * time.Second, 2, nil},
-		{"they are gone: deleted", true, false, time.Second, 0, []string{"delete-destination tcp:10.0.0.50:80 10.0.0.99:80"}},
+			"update-destination tcp:10.0.0.50:80 10.0.0.99:80 weight=0 route"}, "-1/0/false"},
+		{"its connections go on", true, false, 10 * time.Second, 2, nil, "-1/0/false"},
+		{"they are gone: deleted", true, false, time.Second, 0, []string{"delete-destination tcp:10.0.0.50:80 10.0.0.99:80"}, ""},
 	}
 	for _, s := range steps {
 		e.now = e.now.Add(s.advance)
@@ -139,6 +141,9 @@ func TestSorryServerLifecycle(t *testing.T) {
 		if got := e.reconcile(a); !slices.Equal(got, s.want) {
 			t.Fatalf("%s:\n got %q\nwant %q", s.name, got, s.want)
 		}
+		if got := sorryRow(t, a); got != s.status {
+			t.Errorf("%s: status of the sorry server %q, want %q", s.name, got, s.status)
+		}
 	}
 	dsts, _ := e.ipvs.Destinations(context.Background(), webKey)
 	if len(dsts) != 2 {
@@ -147,4 +152,20 @@ func TestSorryServerLifecycle(t *testing.T) {
 	if rule := a.eligibility["web"].Rule; strings.Contains(rule, "sorry") {
 		t.Errorf("rule with a healthy backend: %q", rule)
 	}
+}
+
+// sorryRow is the sorry server's destination in lvsd status as
+// "configured/kernel/eligible"; "" when it has none.
+func sorryRow(t *testing.T, a *Agent) string {
+	t.Helper()
+	st, err := a.Status(context.Background(), StatusQuery{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, d := range st.Services[0].Destinations {
+		if d.Sorry {
+			return fmt.Sprintf("%d/%d/%v", d.ConfiguredWeight, d.Weight, d.Eligible)
+		}
+	}
+	return ""
 }

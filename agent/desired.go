@@ -198,6 +198,11 @@ func destinations(s config.Service, servicePort uint16) ([]Destination, *Destina
 	return out, &Destination{Destination: sorry, Backend: SorryKey(s.Name), SlotWeight: 1}
 }
 
+// isSorry reports whether k is the service's sorry server.
+func (vs VirtualService) isSorry(k ipvs.DestinationKey) bool {
+	return vs.Sorry != nil && vs.Sorry.DestinationKey == k
+}
+
 // SorryKey names a service's sorry server where destinations name their
 // backend (Destination.Backend); it is no HealthKey, so health never
 // finds it.

@@ -87,6 +87,9 @@ type DestinationStatus struct {
 	// ReportedWeight is its X-Load-Balancing-Endpoint-Weight (-1: none).
 	Eligible       bool `json:"eligible"`
 	ReportedWeight int  `json:"reported_weight"`
+	// Sorry says it is the service's sorry server: in the kernel while no
+	// backend is eligible, draining (weight 0) once one is again.
+	Sorry bool `json:"sorry_server,omitempty"`
 	// Traffic counters from IPVS since the destination was added (0 when
 	// it is not in the kernel); DR and tunnel replies bypass the director.
 	Connections uint64 `json:"connections_total"`
@@ -212,13 +215,16 @@ func (a *Agent) Status(ctx context.Context, q StatusQuery) (Status, error) {
 			}
 			ss.Destinations = append(ss.Destinations, ds)
 		}
-		for _, k := range cur.Destinations { // still in the kernel, no longer configured
+		for _, k := range cur.Destinations { // still in the kernel, no longer configured (or the sorry server)
 			if _, left := kernel[k.DestinationKey]; !left {
 				continue
 			}
 			ds := DestinationStatus{Address: k.DestinationKey.String(), Forwarding: k.Method(),
 				ConfiguredWeight: -1, Weight: k.Weight, ActiveConns: k.ActiveConns, InactiveConns: k.InactiveConns,
-				ReportedWeight: health.NoWeight}
+				ReportedWeight: health.NoWeight, Sorry: vs.isSorry(k.DestinationKey)}
+			if ds.Sorry && sorryWanted(s.desired, vs.ServiceKey) {
+				ds.ConfiguredWeight, ds.Eligible = vs.Sorry.Weight, true // no backend is
+			}
 			ds.setStats(k.Stats)
 			if since, ok := s.drains[DrainKey{vs.ServiceKey, k.DestinationKey}]; ok {
 				ds.DrainingFor = now.Sub(since).Round(time.Second).String()
@@ -253,6 +259,13 @@ func (a *Agent) Status(ctx context.Context, q StatusQuery) (Status, error) {
 		st.Drained, st.DrainedAt = hs.Drained, hs.DrainedAt
 	}
 	return st, nil
+}
+
+// sorryWanted reports whether the service with key k has its sorry server
+// among its destinations in d (with health applied): no backend is eligible.
+func sorryWanted(d Desired, k ipvs.ServiceKey) bool {
+	vs, ok := findService(d, k)
+	return ok && vs.Sorry != nil && slices.ContainsFunc(vs.Destinations, func(dst Destination) bool { return vs.isSorry(dst.DestinationKey) })
 }
 
 // APIHandler serves the director's local API:
