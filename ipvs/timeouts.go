@@ -74,38 +74,39 @@ func ValidateTimeout(d time.Duration) error {
 // Over returns t with the non-zero fields of o: what the kernel holds
 // after SetTimeouts(o) when it held t.
 func (t Timeouts) Over(o Timeouts) Timeouts {
-	for _, f := range []struct{ dst, src *time.Duration }{{&t.TCP, &o.TCP}, {&t.TCPFin, &o.TCPFin}, {&t.UDP, &o.UDP}} {
-		if *f.src != 0 {
-			*f.dst = *f.src
+	return t.combine(o, func(have, set time.Duration) time.Duration {
+		if set != 0 {
+			return set
 		}
-	}
-	return t
+		return have
+	})
 }
 
 // Differs returns the fields of want that are set and differ from t; zero
 // when t already has every timeout want sets.
 func (t Timeouts) Differs(want Timeouts) Timeouts {
-	var out Timeouts
-	for _, f := range []struct{ want, have, out *time.Duration }{
-		{&want.TCP, &t.TCP, &out.TCP}, {&want.TCPFin, &t.TCPFin, &out.TCPFin}, {&want.UDP, &t.UDP, &out.UDP}} {
-		if *f.want != 0 && *f.want != *f.have {
-			*f.out = *f.want
+	return t.combine(want, func(have, w time.Duration) time.Duration {
+		if w != 0 && w != have {
+			return w
 		}
-	}
-	return out
+		return 0
+	})
 }
 
 // Only returns the fields of t that are set in mask: what t held of the
 // timeouts mask sets.
 func (t Timeouts) Only(mask Timeouts) Timeouts {
-	var out Timeouts
-	for _, f := range []struct{ mask, have, out *time.Duration }{
-		{&mask.TCP, &t.TCP, &out.TCP}, {&mask.TCPFin, &t.TCPFin, &out.TCPFin}, {&mask.UDP, &t.UDP, &out.UDP}} {
-		if *f.mask != 0 {
-			*f.out = *f.have
+	return t.combine(mask, func(have, m time.Duration) time.Duration {
+		if m != 0 {
+			return have
 		}
-	}
-	return out
+		return 0
+	})
+}
+
+// combine applies f to each timeout of t and the same one of o.
+func (t Timeouts) combine(o Timeouts, f func(mine, other time.Duration) time.Duration) Timeouts {
+	return Timeouts{TCP: f(t.TCP, o.TCP), TCPFin: f(t.TCPFin, o.TCPFin), UDP: f(t.UDP, o.UDP)}
 }
 
 // String lists the set fields as "tcp=60s tcp_fin=60s udp=60s", the names
