@@ -103,7 +103,7 @@ func (e *testEnv) agentWith(opts Options) *Agent {
 
 // kernel is the director's host: the fakes.
 func (e *testEnv) kernel() Kernel {
-	return Kernel{IPVS: e.ipvs, Daemons: e.ipvs, Conns: e.conns, Addrs: e.addrs, NAT: e.nat, Sysctls: e.sysctls}
+	return Kernel{IPVS: e.ipvs, Daemons: e.ipvs, Timeouts: e.ipvs, Conns: e.conns, Addrs: e.addrs, NAT: e.nat, Sysctls: e.sysctls}
 }
 
 // reconcile runs what the agent's loop would run at a Check tick (drains

@@ -108,7 +108,7 @@ func checkMarks(services []config.Service, pieces Pieces) error {
 // IPVS services: the VIPs and their addresses, the nftables ruleset, the
 // sysctls, the sync daemons and the BGP announcements.
 func assemble(agent *config.Agent, services []config.Service, pieces Pieces) (Desired, error) {
-	d := Desired{Interface: agent.Interface, VIPDevice: agent.Interface, Sysctls: map[string]string{}}
+	d := Desired{Interface: agent.Interface, VIPDevice: agent.Interface, Sysctls: map[string]string{}, Timeouts: agent.IPVS.Timeouts}
 	if agent.BGP != nil {
 		d.VIPDevice, d.Announce = "lo", announcePolicy(agent.BGP, services)
 	}

@@ -32,6 +32,10 @@ type Desired struct {
 	// Daemons are the kernel's connection-sync daemons (master, backup);
 	// none without connection sync.
 	Daemons []ipvs.Daemon
+	// Timeouts are the IPVS idle timeouts the agent file sets (ipvs.timeouts);
+	// a zero field leaves the kernel's value alone, as lvsd does with
+	// everything in the namespace it was not asked to change.
+	Timeouts ipvs.Timeouts
 }
 
 // VirtualService is one IPVS service lvsd wants, with its destinations in
@@ -46,6 +50,10 @@ type VirtualService struct {
 	// Internal marks a service lvsd needs for itself (the connection-sync
 	// pusher), not one of the configuration's.
 	Internal bool
+	// Sorry is the sorry server as a destination (nil: none). It is not
+	// in Destinations as built: health (withWeights) appends it, last,
+	// while no backend is eligible.
+	Sorry *Destination
 }
 
 // Destination is one destination lvsd wants, with the backend it comes from.
@@ -152,42 +160,53 @@ func buildService(s config.Service, mark uint32) ([]VirtualService, nat.Spec) {
 		spec.Marks = append(spec.Marks, nat.MarkRule{Match: match, Mark: mark, Comment: s.Name})
 		vs := VirtualService{Service: base, Name: s.Name, VIP: s.VIP, DrainTimeout: s.DrainTimeout}
 		vs.ServiceKey = ipvs.ServiceKey{FWMark: mark, IPv6: s.VIP.Is6()}
-		vs.Destinations = destinations(s, 0) // port 0: keep the client's destination port
+		vs.Destinations, vs.Sorry = destinations(s, 0) // port 0: keep the client's destination port
 		return []VirtualService{vs}, spec
 	}
 	var out []VirtualService
 	for _, r := range s.Ports {
 		vs := VirtualService{Service: base, Name: s.Name, VIP: s.VIP, DrainTimeout: s.DrainTimeout}
 		vs.ServiceKey = ipvs.ServiceKey{Protocol: protocolNumbers[s.Protocol], Addr: s.VIP, Port: r.From, IPv6: s.VIP.Is6()}
-		vs.Destinations = destinations(s, r.From)
+		vs.Destinations, vs.Sorry = destinations(s, r.From)
 		out = append(out, vs)
 	}
 	return out, spec
 }
 
 // destinations lists the backends as IPVS destinations, in the order of
-// s.Backends (the configuration sorts them); a backend without a port of
-// its own gets servicePort.
-func destinations(s config.Service, servicePort uint16) []Destination {
-	out := make([]Destination, 0, len(s.Backends))
-	for _, b := range s.Backends {
-		port := b.Port
+// s.Backends (the configuration sorts them), and the sorry server (nil:
+// none); one without a port of its own gets servicePort.
+func destinations(s config.Service, servicePort uint16) ([]Destination, *Destination) {
+	dst := func(addr netip.Addr, port uint16) ipvs.Destination {
 		if port == 0 {
 			port = servicePort
 		}
-		out = append(out, Destination{
-			Destination: ipvs.Destination{
-				DestinationKey: ipvs.DestinationKey{Addr: b.Addr, Port: port},
-				Weight:         b.Weight,
-				Forwarding:     forwardingMethods[s.Forwarding],
-				Tunnel:         tunnelOptions(s),
-			},
-			Backend:    HealthKey(s.Name, b),
-			SlotWeight: max(b.Weight, 1),
-		})
+		return ipvs.Destination{DestinationKey: ipvs.DestinationKey{Addr: addr, Port: port},
+			Forwarding: forwardingMethods[s.Forwarding], Tunnel: tunnelOptions(s)}
 	}
-	return out
+	out := make([]Destination, 0, len(s.Backends))
+	for _, b := range s.Backends {
+		d := dst(b.Addr, b.Port)
+		d.Weight, d.UpperThreshold, d.LowerThreshold = b.Weight, b.UpperThreshold, b.LowerThreshold
+		out = append(out, Destination{Destination: d, Backend: HealthKey(s.Name, b), SlotWeight: max(b.Weight, 1)})
+	}
+	if !s.SorryServer.IsValid() {
+		return out, nil
+	}
+	sorry := dst(s.SorryServer.Addr(), s.SorryServer.Port())
+	sorry.Weight = 1
+	return out, &Destination{Destination: sorry, Backend: SorryKey(s.Name), SlotWeight: 1}
 }
+
+// isSorry reports whether k is the service's sorry server.
+func (vs VirtualService) isSorry(k ipvs.DestinationKey) bool {
+	return vs.Sorry != nil && vs.Sorry.DestinationKey == k
+}
+
+// SorryKey names a service's sorry server where destinations name their
+// backend (Destination.Backend); it is no HealthKey, so health never
+// finds it.
+func SorryKey(service string) string { return service + "/sorry" }
 
 // schedulerFlags maps affinity to Maglev flags. mh-fallback is always on so a
 // destination set to weight 0 hands its flows to the others instead of

@@ -82,13 +82,7 @@ func WithHealth(d Desired, services []config.Service, health map[string]BackendH
 	out := d
 	out.Services = make([]VirtualService, len(d.Services))
 	for i, vs := range d.Services {
-		vs.Destinations = slices.Clone(vs.Destinations)
-		for j, dst := range vs.Destinations {
-			if w, ok := byBackend[dst.Backend]; ok {
-				vs.Destinations[j].Weight, vs.Destinations[j].SlotWeight = w.kernel, w.slot
-			}
-		}
-		out.Services[i] = vs
+		out.Services[i] = withWeights(vs, byBackend)
 	}
 	return out, decisions
 }
@@ -98,8 +92,10 @@ func WithHealth(d Desired, services []config.Service, health map[string]BackendH
 // HealthKey, and returns the decision.
 func serviceWeights(s config.Service, health map[string]BackendHealth, overrides Overrides, out map[string]weights) Eligibility {
 	weighted := slices.ContainsFunc(s.Backends, func(b config.Backend) bool { return b.Health != nil && b.Health.WeightHeader })
+	// A sorry server stands in for the seed's last resort: with nothing
+	// healthy no backend is eligible, and it takes the new connections.
 	p := policy.Policy{Failover: s.Failover.Configured, Weighted: weighted, Ratio: s.Failover.Ratio,
-		DropIfNoneHealthy: s.Failover.DropIfNoneHealthy}
+		DropIfNoneHealthy: s.Failover.DropIfNoneHealthy || s.SorryServer.IsValid()}
 	var in []policy.Backend
 	var keys []string    // HealthKey of each policy input
 	var configured []int // its configured weight
@@ -132,6 +128,9 @@ func serviceWeights(s config.Service, health map[string]BackendHealth, overrides
 	}
 	r := policy.Eligible(p, in)
 	e := Eligibility{Rule: r.Rule, Eligible: map[string]bool{}, Healthy: map[string]bool{}}
+	if s.SorryServer.IsValid() && r.Count() == 0 {
+		e.Rule += "; the sorry server takes new connections"
+	}
 	if p.Failover {
 		e.Pool = r.Pool(in)
 	}

@@ -59,6 +59,17 @@ func TestWithHealth(t *testing.T) {
 			map[string]BackendHealth{"web/10.0.0.11": {}, "web/10.0.0.21": {}}, []int{0, 0}, "drop new connections"},
 		{"configured weight 0 is never eligible", svc + checks + "backends: [{address: 10.0.0.11, weight: 0}, {address: 10.0.0.12}]\n",
 			map[string]BackendHealth{"web/10.0.0.11": {Healthy: true}, "web/10.0.0.12": {}}, []int{0, 1}, "none healthy"},
+		{"sorry server: none healthy, it comes last", svc + checks + "sorry_server: 10.0.0.99\nbackends: [{address: 10.0.0.11}, {address: 10.0.0.12}]\n",
+			map[string]BackendHealth{"web/10.0.0.11": {}, "web/10.0.0.12": {}}, []int{0, 0, 1}, "none healthy, drop new connections; the sorry server takes new connections"},
+		{"sorry server: one healthy, no sorry server", svc + checks + "sorry_server: 10.0.0.99\nbackends: [{address: 10.0.0.11}, {address: 10.0.0.12}]\n",
+			map[string]BackendHealth{"web/10.0.0.11": {}, "web/10.0.0.12": {Healthy: true}}, []int{0, 1}, "all healthy backends"},
+		{"sorry server: every backend administratively out", svc + "sorry_server: 10.0.0.99\nbackends: [{address: 10.0.0.11, weight: 0}]\n",
+			nil, []int{0, 1}, "sorry server"},
+		{"sorry server, weighted: every backend reports 0", svc + "health: {weight_header: true, checks: [{type: http}]}\nsorry_server: 10.0.0.99\nbackends: [{address: 10.0.0.11}, {address: 10.0.0.12}]\n",
+			map[string]BackendHealth{"web/10.0.0.11": {Healthy: true, Weight: 0}, "web/10.0.0.12": {Healthy: true, Weight: 0}},
+			[]int{0, 0, 1}, "sorry server"},
+		{"sorry server with a failover policy: none healthy", svc + checks + "sorry_server: 10.0.0.99\nbackends: [{address: 10.0.0.11}, {address: 10.0.0.21, failover: true}]\n",
+			map[string]BackendHealth{"web/10.0.0.11": {}, "web/10.0.0.21": {}}, []int{0, 0, 1}, "sorry server"},
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {

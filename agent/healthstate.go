@@ -96,18 +96,22 @@ func (a *Agent) applyHealth(names map[string]bool) {
 	}
 }
 
-// withWeights returns vs with the weights of byBackend (by backend key).
-// A service whose weights are all as configured shares its destinations
-// with the configuration's desired state.
+// withWeights returns vs with the weights of byBackend (by backend key),
+// and its sorry server appended while none of its destinations takes new
+// connections. A service whose weights are all as configured shares its
+// destinations with the configuration's desired state.
 func withWeights(vs VirtualService, byBackend map[string]weights) VirtualService {
-	same := true
+	same, eligible := true, false
 	for _, dst := range vs.Destinations {
-		if w, ok := byBackend[dst.Backend]; ok && (w.kernel != dst.Weight || w.slot != dst.SlotWeight) {
-			same = false
-			break
+		w, ok := byBackend[dst.Backend]
+		if !ok {
+			w = weights{kernel: dst.Weight, slot: dst.SlotWeight}
 		}
+		same = same && w.kernel == dst.Weight && w.slot == dst.SlotWeight
+		eligible = eligible || w.kernel > 0
 	}
-	if same {
+	sorry := vs.Sorry != nil && !eligible
+	if same && !sorry {
 		return vs
 	}
 	vs.Destinations = slices.Clone(vs.Destinations)
@@ -115,6 +119,11 @@ func withWeights(vs VirtualService, byBackend map[string]weights) VirtualService
 		if w, ok := byBackend[dst.Backend]; ok {
 			vs.Destinations[j].Weight, vs.Destinations[j].SlotWeight = w.kernel, w.slot
 		}
+	}
+	if sorry {
+		// Last, so that a service made while it is needed has the kernel
+		// list of one that got it later (the kernel adds at the head).
+		vs.Destinations = append(vs.Destinations, *vs.Sorry)
 	}
 	return vs
 }

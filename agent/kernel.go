@@ -25,7 +25,10 @@ type Kernel struct {
 	IPVS    ipvs.Interface
 	Daemons ipvs.SyncDaemons      // the sync daemons; nil: connection sync impossible
 	Conns   ipvs.ConnectionLister // the connection table, read by resets and FULLNAT restores
-	NAT     nat.Interface
+	// Timeouts reads and sets the IPVS timeouts; nil: the agent file
+	// must set none.
+	Timeouts ipvs.TimeoutConfig
+	NAT      nat.Interface
 	// Conntrack restores FULLNAT connections' conntrack entries on
 	// takeover; nil: no restore.
 	Conntrack nat.ConntrackRestorer
@@ -81,7 +84,8 @@ func (k Kernel) ReadActual(ctx context.Context, d Desired) (Actual, error) {
 }
 
 // readGlobals reads back what is not IPVS services: the digest of lvsd's
-// nft tables, the sysctls d sets and the sync daemons.
+// nft tables, the sysctls d sets, the IPVS timeouts when d sets one and
+// the sync daemons.
 func (k Kernel) readGlobals(ctx context.Context, d Desired) (Actual, error) {
 	a := Actual{Sysctls: map[string]string{}}
 	var err error
@@ -97,6 +101,14 @@ func (k Kernel) readGlobals(ctx context.Context, d Desired) (Actual, error) {
 			return Actual{}, err
 		}
 		a.Sysctls[key] = v
+	}
+	if !d.Timeouts.IsZero() {
+		if k.Timeouts == nil {
+			return Actual{}, errors.New("this IPVS handle cannot read or set timeouts")
+		}
+		if a.Timeouts, err = k.Timeouts.Timeouts(ctx); err != nil {
+			return Actual{}, err
+		}
 	}
 	if k.Daemons != nil { // also without connection sync: lvsd's daemons must then stop
 		if a.Daemons, err = k.Daemons.Daemons(ctx); err != nil {
@@ -170,6 +182,11 @@ func (k Kernel) apply(ctx context.Context, op Op) error {
 	switch op.Kind {
 	case SetSysctl:
 		return sysctlError(k.Sysctls.Set(ctx, op.Key, op.Value))
+	case SetTimeouts:
+		if k.Timeouts == nil {
+			return errors.New("this IPVS handle cannot set timeouts")
+		}
+		return k.Timeouts.SetTimeouts(ctx, op.Timeouts)
 	case AddService:
 		return k.IPVS.AddService(ctx, op.Service)
 	case UpdateService:

@@ -15,6 +15,8 @@ type OpKind int
 // Kinds of change, in the order a plan of the data plane runs them.
 const (
 	SetSysctl OpKind = iota
+	// SetTimeouts sets IPVS idle timeouts (namespace-wide).
+	SetTimeouts
 	AddService
 	UpdateService
 	AddDestination
@@ -51,7 +53,7 @@ const (
 	WithdrawRoute
 )
 
-var opNames = [...]string{"set-sysctl", "add-service", "update-service", "add-destination",
+var opNames = [...]string{"set-sysctl", "set-ipvs-timeouts", "add-service", "update-service", "add-destination",
 	"update-destination", "delete-destination", "delete-service", "replace-nft-tables",
 	"remove-nft-tables", "await-expiry", "start-daemon", "stop-daemon", "restore-conntrack", "add-address",
 	"announce", "delete-address", "release-connections", "announce-route", "withdraw-route"}
@@ -72,7 +74,10 @@ type Op struct {
 	Route       bgp.Route     // AnnounceRoute; WithdrawRoute: its Prefix
 	Key, Value  string        // SetSysctl
 	Previous    string        // SetSysctl: the value found
-	Reason      string
+	// Timeouts are the IPVS timeouts a SetTimeouts op sets (the others
+	// zero) and PreviousTimeouts what it found of them.
+	Timeouts, PreviousTimeouts ipvs.Timeouts
+	Reason                     string
 }
 
 func (o Op) String() string {
@@ -87,6 +92,8 @@ func (o Op) describe() string {
 	switch o.Kind {
 	case SetSysctl:
 		return fmt.Sprintf("%s %s=%s (was %s)", o.Kind, o.Key, o.Value, o.Previous)
+	case SetTimeouts:
+		return fmt.Sprintf("%s %s (was %s)", o.Kind, o.Timeouts, o.PreviousTimeouts)
 	case AddAddress, DeleteAddress, Announce:
 		return fmt.Sprintf("%s %s dev %s", o.Kind, o.Address, o.Interface)
 	case AddService, UpdateService:
@@ -112,8 +119,12 @@ func (o Op) describe() string {
 	case WithdrawRoute:
 		return fmt.Sprintf("%s %s", o.Kind, o.Route.Prefix)
 	}
-	return fmt.Sprintf("%s %s -> %s weight %d %s", o.Kind, o.Service.ServiceKey, o.Destination.DestinationKey,
+	s := fmt.Sprintf("%s %s -> %s weight %d %s", o.Kind, o.Service.ServiceKey, o.Destination.DestinationKey,
 		o.Destination.Weight, o.Destination.Method())
+	if t := o.Destination.Thresholds(); t != "" {
+		s += " " + t
+	}
+	return s
 }
 
 // routeAttrs lists a route's attributes that are set, for lvsd plan.

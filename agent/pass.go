@@ -146,7 +146,7 @@ func (a *Agent) readBack(ctx context.Context, d Desired, sc scope) (Actual, []ip
 		if err != nil {
 			return Actual{}, nil, err
 		}
-		view.NATDigest, view.Sysctls, view.Daemons = g.NATDigest, g.Sysctls, g.Daemons
+		view.NATDigest, view.Sysctls, view.Daemons, view.Timeouts = g.NATDigest, g.Sysctls, g.Daemons, g.Timeouts
 	}
 	return view, slices.SortedFunc(maps.Keys(keys), ipvs.ServiceKey.Compare), nil
 }
@@ -161,7 +161,7 @@ func (a *Agent) retry(ops []Op, errs []error) {
 			continue
 		}
 		switch op.Kind {
-		case SetSysctl, StartDaemon, StopDaemon, ReplaceNAT, RemoveNAT:
+		case SetSysctl, SetTimeouts, StartDaemon, StopDaemon, ReplaceNAT, RemoveNAT:
 			a.pending.globals = true
 		default:
 			a.pending.add(op.Service.ServiceKey)
@@ -194,7 +194,9 @@ func sameProgrammed(p, q Programmed) bool {
 }
 
 // sameGlobals reports whether the parts of the data plane outside IPVS
-// services are the same in d and e: sysctls, sync daemons, nftables.
+// services are the same in d and e: sysctls, sync daemons, nftables, IPVS
+// timeouts.
 func sameGlobals(d, e Desired) bool {
-	return maps.Equal(d.Sysctls, e.Sysctls) && slices.Equal(d.Daemons, e.Daemons) && d.NAT.Digest() == e.NAT.Digest()
+	return maps.Equal(d.Sysctls, e.Sysctls) && slices.Equal(d.Daemons, e.Daemons) && d.NAT.Digest() == e.NAT.Digest() &&
+		d.Timeouts == e.Timeouts
 }

@@ -16,6 +16,9 @@ type Actual struct {
 	NATDigest string            // digest of the ruleset in lvsd's nft tables; "" if none
 	Sysctls   map[string]string // the desired keys that exist, with their values
 	Daemons   []ipvs.Daemon     // running sync daemons
+	// Timeouts are the IPVS timeouts in force; read only when the desired
+	// state sets one (zero otherwise).
+	Timeouts ipvs.Timeouts
 }
 
 // ActualService is a kernel service and its destinations in kernel list order.
@@ -87,7 +90,7 @@ func Plan(in PlanInput) ([]Op, Drains) {
 	var ops, start []Op
 	if !in.SkipGlobals {
 		var stop []Op
-		ops = planSysctls(in.Desired, in.Actual)
+		ops = append(planSysctls(in.Desired, in.Actual), planTimeouts(in.Desired, in.Actual)...)
 		stop, start = planDaemons(in.Desired, in.Actual)
 		ops = append(ops, stop...)
 	}
@@ -250,6 +253,17 @@ func planSysctls(d Desired, a Actual) []Op {
 	return ops
 }
 
+// planTimeouts sets the IPVS timeouts the desired state sets and the
+// kernel does not have, and only those: the others are someone else's to
+// choose. The op names what it found, for the log and lvsd plan.
+func planTimeouts(d Desired, a Actual) []Op {
+	set := a.Timeouts.Differs(d.Timeouts)
+	if set.IsZero() {
+		return nil
+	}
+	return []Op{{Kind: SetTimeouts, Timeouts: set, PreviousTimeouts: a.Timeouts.Only(set)}}
+}
+
 // planNAT replaces lvsd's nftables tables when their digest differs, or
 // removes them when nothing needs them.
 func planNAT(d Desired, a Actual) []Op {
@@ -325,6 +339,8 @@ func (a Actual) After(ops []Op, errs []error) Actual {
 		key := op.Service.ServiceKey
 		cur := out.Services[key]
 		switch op.Kind {
+		case SetTimeouts:
+			out.Timeouts = out.Timeouts.Over(op.Timeouts)
 		case AddService, UpdateService:
 			cur.Service = op.Service
 			out.Services[key] = cur
@@ -333,7 +349,9 @@ func (a Actual) After(ops []Op, errs []error) Actual {
 		case AddDestination, UpdateDestination:
 			dsts := slices.Clone(cur.Destinations)
 			if j := slices.IndexFunc(dsts, func(d ipvs.Destination) bool { return d.DestinationKey == op.Destination.DestinationKey }); j >= 0 {
-				dsts[j].Weight, dsts[j].Forwarding = op.Destination.Weight, op.Destination.Forwarding
+				d := &dsts[j]
+				d.Weight, d.Forwarding, d.Tunnel = op.Destination.Weight, op.Destination.Forwarding, op.Destination.Tunnel
+				d.UpperThreshold, d.LowerThreshold = op.Destination.UpperThreshold, op.Destination.LowerThreshold
 			} else {
 				dsts = append([]ipvs.Destination{op.Destination}, dsts...) // the kernel adds at the head
 			}

@@ -97,6 +97,9 @@ type DestinationStatus struct {
 	// Override is the operator's (`lvsd backend drain|weight`), with when
 	// it was set; ConfiguredWeight stays the file's.
 	Override *BackendOverride `json:"override,omitempty"`
+	// Sorry says it is the service's sorry server: in the kernel while no
+	// backend is eligible, draining (weight 0) once one is again.
+	Sorry bool `json:"sorry_server,omitempty"`
 	// Traffic counters from IPVS since the destination was added (0 when
 	// it is not in the kernel); DR and tunnel replies bypass the director.
 	Connections uint64 `json:"connections_total"`

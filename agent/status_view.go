@@ -394,9 +394,12 @@ func (r *statusReader) destination(vs *VirtualService, d *Destination, k *ipvs.D
 		if ov, ok := r.s.overrides[d.Backend]; ok {
 			ds.Override = &ov
 		}
-	} else { // still in the kernel, no longer configured
+	} else { // still in the kernel, no longer configured (or the sorry server)
 		ds = DestinationStatus{Address: k.DestinationKey.String(), Forwarding: k.Method(), ConfiguredWeight: -1,
-			ReportedWeight: health.NoWeight}
+			ReportedWeight: health.NoWeight, Sorry: vs.isSorry(k.DestinationKey)}
+		if ds.Sorry && sorryWanted(r.s.desired, vs.ServiceKey) {
+			ds.ConfiguredWeight, ds.Eligible = vs.Sorry.Weight, true // no backend is
+		}
 		if since, ok := r.s.drains[DrainKey{vs.ServiceKey, k.DestinationKey}]; ok {
 			ds.DrainingFor = now.Sub(since).Round(time.Second).String()
 		}
@@ -406,4 +409,11 @@ func (r *statusReader) destination(vs *VirtualService, d *Destination, k *ipvs.D
 		ds.setStats(k.Stats)
 	}
 	return ds
+}
+
+// sorryWanted reports whether the service with key k has its sorry server
+// among its destinations in d (with health applied): no backend is eligible.
+func sorryWanted(d Desired, k ipvs.ServiceKey) bool {
+	vs, ok := findService(d, k)
+	return ok && vs.Sorry != nil && slices.ContainsFunc(vs.Destinations, func(dst Destination) bool { return vs.isSorry(dst.DestinationKey) })
 }

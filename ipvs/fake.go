@@ -2,6 +2,7 @@ package ipvs
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"slices"
 	"sync"
@@ -17,6 +18,7 @@ type Fake struct {
 	index    map[ServiceKey]int // position in services: tests run it with tens of thousands
 	ops      []string
 	daemons  fakeDaemons // sync daemons, daemon_fake.go
+	timeouts Timeouts    // set so far over DefaultTimeouts, timeouts_fake.go
 }
 
 type fakeService struct {
@@ -142,12 +144,12 @@ func (f *Fake) AddDestination(ctx context.Context, k ServiceKey, d Destination) 
 	if slices.ContainsFunc(f.services[i].dests, func(x Destination) bool { return x.DestinationKey == d.DestinationKey }) {
 		return fmt.Errorf("adding destination %s to %s: %w", d.DestinationKey, k, ErrExists)
 	}
-	if err := d.Tunnel.check(); err != nil {
+	if err := errors.Join(d.Tunnel.check(), d.checkThresholds()); err != nil {
 		return fmt.Errorf("adding destination %s to %s: %w", d.DestinationKey, k, err)
 	}
 	d.ActiveConns, d.InactiveConns, d.Stats = 0, 0, Stats{}
 	f.services[i].dests = slices.Insert(f.services[i].dests, 0, d)
-	f.ops = append(f.ops, fmt.Sprintf("add-destination %s %s weight=%d %s", k, d.DestinationKey, d.Weight, d.Method()))
+	f.ops = append(f.ops, fmt.Sprintf("add-destination %s %s weight=%d %s%s", k, d.DestinationKey, d.Weight, d.Method(), opThresholds(d)))
 	return nil
 }
 
@@ -159,12 +161,13 @@ func (f *Fake) UpdateDestination(ctx context.Context, k ServiceKey, d Destinatio
 	if err != nil {
 		return fmt.Errorf("updating destination: %w", err)
 	}
-	if err := d.Tunnel.check(); err != nil {
+	if err := errors.Join(d.Tunnel.check(), d.checkThresholds()); err != nil {
 		return fmt.Errorf("updating destination %s of %s: %w", d.DestinationKey, k, err)
 	}
 	cur := &f.services[i].dests[j]
 	cur.Weight, cur.Forwarding, cur.Tunnel = d.Weight, d.Forwarding, d.Tunnel
-	f.ops = append(f.ops, fmt.Sprintf("update-destination %s %s weight=%d %s", k, d.DestinationKey, d.Weight, d.Method()))
+	cur.UpperThreshold, cur.LowerThreshold = d.UpperThreshold, d.LowerThreshold
+	f.ops = append(f.ops, fmt.Sprintf("update-destination %s %s weight=%d %s%s", k, d.DestinationKey, d.Weight, d.Method(), opThresholds(d)))
 	return nil
 }
 
@@ -179,6 +182,14 @@ func (f *Fake) DeleteDestination(ctx context.Context, k ServiceKey, dk Destinati
 	f.services[i].dests = slices.Delete(f.services[i].dests, j, j+1)
 	f.ops = append(f.ops, fmt.Sprintf("delete-destination %s %s", k, dk))
 	return nil
+}
+
+// opThresholds is a destination's limits for the op log, when it has any.
+func opThresholds(d Destination) string {
+	if t := d.Thresholds(); t != "" {
+		return " " + t
+	}
+	return ""
 }
 
 // SetConns sets a destination's connection counters, as traffic would.

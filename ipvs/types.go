@@ -180,9 +180,11 @@ type Destination struct {
 	// Tunnel is the encapsulation of a Tunnel destination (zero: IPIP).
 	Tunnel TunnelOptions
 	// UpperThreshold and LowerThreshold are IPVS's connection limits
-	// (0: none): at UpperThreshold connections (active + inactive) the
-	// destination takes no new ones until it drops below LowerThreshold
-	// (when 0: below three quarters of UpperThreshold).
+	// (0: none): once a new connection brings the destination's entries
+	// (active + inactive, not persistence templates) to UpperThreshold it
+	// is overloaded and takes no new ones until an entry that expires
+	// leaves fewer than LowerThreshold (when 0: fewer than three quarters
+	// of UpperThreshold). Lower above upper is refused (ERANGE).
 	UpperThreshold, LowerThreshold uint32
 	ActiveConns                    int
 	InactiveConns                  int
@@ -209,6 +211,25 @@ type Rates struct {
 func (d Destination) SameOptions(o Destination) bool {
 	return d.Weight == o.Weight && d.Forwarding == o.Forwarding && d.Tunnel == o.Tunnel &&
 		d.UpperThreshold == o.UpperThreshold && d.LowerThreshold == o.LowerThreshold
+}
+
+// Thresholds describes the connection limits, "upper 2 lower 1"; "" when
+// none is set.
+func (d Destination) Thresholds() string {
+	if d.UpperThreshold == 0 && d.LowerThreshold == 0 {
+		return ""
+	}
+	return fmt.Sprintf("upper %d lower %d", d.UpperThreshold, d.LowerThreshold)
+}
+
+// checkThresholds refuses what the kernel refuses with ERANGE
+// (ip_vs_add_dest, ip_vs_edit_dest): a lower threshold above the upper
+// one, which includes a lower threshold without an upper one.
+func (d Destination) checkThresholds() error {
+	if d.LowerThreshold > d.UpperThreshold {
+		return fmt.Errorf("lower threshold %d above upper threshold %d: %w", d.LowerThreshold, d.UpperThreshold, syscall.ERANGE)
+	}
+	return nil
 }
 
 // Method names how packets reach the destination: "route", "masq",

@@ -32,6 +32,7 @@ type Agent struct {
 	RealServer  RealServer   // role realserver only (realserver.go)
 	Cluster     *Cluster     // role director only; nil: no cluster, this director holds every VIP (cluster.go)
 	BGP         *BGP         // role director only; nil: VIPs are announced on the link (ARP), not over BGP (bgp.go)
+	IPVS        IPVS         // role director only: namespace-wide IPVS settings (ipvs.go)
 	// MetricsListen is the TCP address /metrics is served on; "" = off (metrics.go).
 	MetricsListen string
 	// MetricsPerBackend: a director exports series per backend (the
@@ -66,6 +67,7 @@ type rawAgent struct {
 	RealServer *rawRealServer `yaml:"realserver"`
 	Cluster    *rawCluster    `yaml:"cluster"`
 	BGP        *rawBGP        `yaml:"bgp"`
+	IPVS       *rawIPVS       `yaml:"ipvs"`
 }
 
 // LoadAgent reads and validates the agent file at path. A relative
@@ -120,6 +122,7 @@ func loadAgent(path string, data []byte) (*Agent, error) {
 	a.MetricsPerBackend = d.metricsPerBackend(a.Role, raw.Metrics.PerBackend)
 	a.Cluster = d.cluster(a.Role, raw.Cluster, path)
 	a.BGP = d.bgpBlock(a.Role, raw.BGP, path)
+	a.IPVS = d.ipvsBlock(a.Role, raw.IPVS)
 	if a.Cluster != nil && a.Cluster.Mode == ModeECMP && a.BGP == nil {
 		d.errorf("$.cluster.mode", "mode ecmp needs a bgp block: every director announces every VIP to the routers, which spread the flows")
 	}

@@ -72,6 +72,10 @@ type Service struct {
 	DrainTimeout           time.Duration
 	Health                 *Health // nil: backends are not checked (always healthy)
 	Failover               Failover
+	// SorryServer takes new connections while no backend is eligible
+	// (docs/health.md); invalid: none, new connections are dropped then.
+	// Port 0: the client's destination port.
+	SorryServer netip.AddrPort
 	// Announce, with a bgp block, replaces its default path attributes for
 	// this service's VIP (every service on a VIP must agree); nil: the
 	// defaults.
@@ -104,6 +108,9 @@ type Backend struct {
 	Weight   int
 	Failover bool    // in the failover pool (seed 000)
 	Health   *Health // the service's, or the backend's own override; nil: not checked
+	// UpperThreshold and LowerThreshold are IPVS's connection limits (0:
+	// none; ipvs.Destination says what the kernel counts).
+	UpperThreshold, LowerThreshold uint32
 }
 
 // Weight bounds of a backend (IPVS accepts any non-negative int; Maglev
@@ -122,6 +129,8 @@ type rawService struct {
 	Scheduler  string       `yaml:"scheduler"`
 	Affinity   string       `yaml:"affinity"`
 	Backends   []rawBackend `yaml:"backends"`
+	// SorryServer is ADDRESS or ADDRESS:PORT.
+	SorryServer string `yaml:"sorry_server"`
 
 	SourceRanges []string `yaml:"source_ranges"`
 	FullNAT      struct {
@@ -143,11 +152,13 @@ type rawService struct {
 }
 
 type rawBackend struct {
-	Address  string     `yaml:"address"`
-	Port     *int       `yaml:"port" range:"1-65535"`
-	Weight   *int       `yaml:"weight" range:"0-65535"` // MaxWeight
-	Failover bool       `yaml:"failover"`
-	Health   *rawHealth `yaml:"health"`
+	Address        string     `yaml:"address"`
+	Port           *int       `yaml:"port" range:"1-65535"`
+	Weight         *int       `yaml:"weight" range:"0-65535"` // MaxWeight
+	Failover       bool       `yaml:"failover"`
+	Health         *rawHealth `yaml:"health"`
+	UpperThreshold *int       `yaml:"upper_threshold" range:"1-2147483647"`
+	LowerThreshold *int       `yaml:"lower_threshold" range:"1-2147483647"`
 }
 
 func (d *doc) service(raw rawService) Service {
@@ -201,6 +212,7 @@ func (d *doc) service(raw rawService) Service {
 	s.Health = d.health("$.health", s.Name, raw.Health, nil)
 	s.Backends = d.backends(s, raw.Backends)
 	s.Failover = d.failover(s.Name, raw.Failover, slices.ContainsFunc(s.Backends, func(b Backend) bool { return b.Failover }))
+	s.SorryServer = d.sorryServer(s, raw.SorryServer)
 	d.checkPorts(s)
 	s.SourceRanges = d.sourceRanges(s, raw.SourceRanges)
 	s.SNATAddresses = d.snatAddresses(s, raw.FullNAT.SourceAddresses)
@@ -441,15 +453,13 @@ func (d *doc) backends(s Service, raw []rawBackend) []Backend {
 		if rb.Port != nil {
 			b.Port = uint16(*rb.Port) // 1-65535: its range tag
 		}
-		if b.Port != 0 && (s.Forwarding == DR || s.Forwarding == Tunnel) && !(len(s.Ports) == 1 && s.Ports[0].From == s.Ports[0].To && s.Ports[0].From == b.Port) {
-			d.errorf(path+".port", "service %q: forwarding %s cannot change the port (backend port %d); real servers receive the service port, so omit port", s.Name, s.Forwarding, b.Port)
-		}
-		if b.Port != 0 && (s.AllPorts || len(s.Ports) > 1 || len(s.Ports) == 1 && s.Ports[0].From != s.Ports[0].To) {
-			d.errorf(path+".port", "service %q: a backend port needs a service with exactly one port", s.Name)
+		if why := portRefused(s, "backend port", b.Port); why != "" {
+			d.errorf(path+".port", "service %q: %s", s.Name, why)
 		}
 		if rb.Weight != nil {
 			b.Weight = *rb.Weight // 0-MaxWeight: its range tag
 		}
+		d.thresholds(path, s.Name, &b, rb)
 		key := netip.AddrPortFrom(b.Addr, b.Port)
 		if seen[key] {
 			d.errorf(path+".address", "service %q: backend %s is listed twice", s.Name, b)
@@ -461,6 +471,22 @@ func (d *doc) backends(s Service, raw []rawBackend) []Backend {
 		return cmp.Or(a.Addr.Compare(b.Addr), cmp.Compare(a.Port, b.Port))
 	})
 	return out
+}
+
+// portRefused says why a backend (or the sorry server, what names it)
+// cannot have port; "" when it can. DR and tunnel real servers receive the
+// service port; a NAT port change needs a single service port to map.
+func portRefused(s Service, what string, port uint16) verbatim {
+	single := len(s.Ports) == 1 && s.Ports[0].From == s.Ports[0].To
+	switch {
+	case port == 0:
+		return ""
+	case (s.Forwarding == DR || s.Forwarding == Tunnel) && !(single && s.Ports[0].From == port):
+		return verbatim(fmt.Sprintf("forwarding %s cannot change the port (%s %d); real servers receive the service port, so omit port", s.Forwarding, what, port))
+	case s.AllPorts || !single:
+		return verbatim(fmt.Sprintf("a %s needs a service with exactly one port", what))
+	}
+	return ""
 }
 
 func (b Backend) String() string {

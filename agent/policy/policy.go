@@ -26,7 +26,9 @@ type Policy struct {
 	// healthy.
 	Ratio float64
 	// DropIfNoneHealthy makes the eligible set empty when nothing is
-	// healthy (new connections are refused) instead of falling back.
+	// healthy (new connections are refused) instead of falling back. The
+	// seed offers it with a failover policy; lvsd also applies it without
+	// one, where a sorry server replaces the fallback.
 	DropIfNoneHealthy bool
 }
 
@@ -51,6 +53,8 @@ func (r Result) Count() int {
 // Eligible applies the policy to bs (in any order; the result is aligned with bs).
 func Eligible(p Policy, bs []Backend) Result {
 	switch {
+	case !p.Failover && p.DropIfNoneHealthy && !anyGood(bs, p.Weighted):
+		return Result{make([]bool, len(bs)), "no failover policy: none healthy, drop new connections"}
 	case !p.Failover && !p.Weighted:
 		return noFailoverUnweighted(bs)
 	case !p.Failover && p.Weighted:
@@ -73,6 +77,17 @@ func Eligible(p Policy, bs []Backend) Result {
 			tier{"unhealthy failover backends, weight 0", func(b Backend) bool { return b.Failover && !b.Healthy && b.Weight == 0 }},
 		)
 	}
+}
+
+// anyGood reports whether a backend is healthy (and, weighted, reports a
+// weight above 0): the first choice of every rule.
+func anyGood(bs []Backend, weighted bool) bool {
+	for _, b := range bs {
+		if b.Healthy && (!weighted || b.Weight > 0) {
+			return true
+		}
+	}
+	return false
 }
 
 // tier is one entry of an ordered list of candidate sets.

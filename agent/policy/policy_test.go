@@ -94,6 +94,12 @@ func TestEligible(t *testing.T) {
 		{"第一个非空集: 所有健康状况不佳且权重为零的故障切换后端", fow(0, false), "F-0 F-0", "11"},
 
 		{"no backends at all", fow(0.5, false), "", ""},
+
+		// lvsd: drop without a failover policy (a sorry server takes the new connections).
+		{"no failover policy, drop: none healthy, none eligible", Policy{DropIfNoneHealthy: true}, "P- P-", "00"},
+		{"no failover policy, drop: one healthy, as without drop", Policy{DropIfNoneHealthy: true}, "P- P+", "01"},
+		{"no failover policy, weighted, drop: healthy at weight 0 is not good", Policy{Weighted: true, DropIfNoneHealthy: true}, "P+0 P-3", "00"},
+		{"no failover policy, weighted, drop: one good", Policy{Weighted: true, DropIfNoneHealthy: true}, "P+0 P+3", "01"},
 	}
 	for _, c := range cases {
 		t.Run(c.rule, func(t *testing.T) {

@@ -134,7 +134,7 @@ func openKernel() (agent.Kernel, error) {
 		return agent.Kernel{}, err
 	}
 	n := nat.NewKernel()
-	return agent.Kernel{IPVS: h, Daemons: h, Conns: h, NAT: n, Conntrack: n, Sysctls: arp.ProcSys{},
+	return agent.Kernel{IPVS: h, Daemons: h, Conns: h, Timeouts: h, NAT: n, Conntrack: n, Sysctls: arp.ProcSys{},
 		Addrs: arp.Kernel{}, Announcer: &arp.Gratuitous{}}, nil
 }
 

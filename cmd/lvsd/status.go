@@ -310,6 +310,12 @@ func destinationState(d agent.DestinationStatus, now time.Time) string {
 		parts = append(parts, "health pending")
 	}
 	switch {
+	case d.Sorry && d.ConfiguredWeight >= 0:
+		parts = append(parts, "sorry server: no backend eligible")
+	case d.Sorry && d.DrainingFor != "":
+		parts = append(parts, "sorry server, draining for "+d.DrainingFor)
+	case d.Sorry:
+		parts = append(parts, "sorry server, draining")
 	case d.Weight < 0:
 		parts = append(parts, "NOT IN KERNEL")
 	case d.ConfiguredWeight < 0 && d.DrainingFor != "":
