@@ -119,6 +119,12 @@ func (l *ecmpLab) newDirector(d *topo.Host, o ecmpOptions) *lvsd {
 	// default 250 ms when one starts (seen: a burst of false failures at
 	// every join), so the lab runs with 1 s, as docs/ecmp.md advises.
 	ld := newClusterDirector(t, l.tp, d, l.key, fmt.Sprintf("  mode: ecmp\n  failure_timeout: 1s\n  conn_sync: {enabled: %t}\n", o.sync))
+	if os.Getenv("E2E_CPU_PROFILE") != "" && outDir != "" {
+		keep := filepath.Join(outDir, strings.ReplaceAll(t.Name(), "/", "_"))
+		if err := os.MkdirAll(keep, 0o755); err == nil {
+			ld.profile = filepath.Join(keep, d.ID+".pprof")
+		}
+	}
 	password := ""
 	if o.bgpPassword != "" {
 		pf := filepath.Join(ld.dir, "bgp.password")

@@ -30,6 +30,9 @@ type lvsd struct {
 	// then what Wait returned.
 	exited  chan struct{}
 	waitErr error
+	// profile, when set, is where lvsd writes a CPU profile of its run
+	// (LVSD_CPU_PROFILE).
+	profile string
 }
 
 // testDir returns a per-test folder on the read-write share, so logs can be
@@ -84,6 +87,9 @@ func (l *lvsd) start() {
 	}
 	l.cmd = exec.Command(lvsdBin, "run", "--config", filepath.Join(l.dir, "lvsd.yaml"))
 	l.cmd.Stdout, l.cmd.Stderr = logFile, logFile
+	if l.profile != "" {
+		l.cmd.Env = append(os.Environ(), "LVSD_CPU_PROFILE="+l.profile)
+	}
 	if err := l.host.Start(l.cmd); err != nil {
 		logFile.Close()
 		l.t.Fatalf("starting lvsd in %v: %v", l.host, err)

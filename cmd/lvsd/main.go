@@ -48,9 +48,11 @@ var commands = map[string]command{
 var flagSetup = map[string]func(*flag.FlagSet){}
 
 func main() {
+	stopProfile := startCPUProfile(os.Getenv("LVSD_CPU_PROFILE"))
 	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGINT, syscall.SIGTERM)
 	err := run(ctx, os.Args[1:], os.Stdout, os.Stderr)
 	stop()
+	stopProfile()
 	if err != nil && !errors.Is(err, flag.ErrHelp) {
 		fmt.Fprintln(os.Stderr, "lvsd:", err)
 	}
