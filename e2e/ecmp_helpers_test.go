@@ -117,8 +117,12 @@ func (l *ecmpLab) newDirector(d *topo.Host, o ecmpOptions) *lvsd {
 	// costs a full replay to the member when it is heard again. Four
 	// directors and a router in one emulated VM stall each other past the
 	// default 250 ms when one starts (seen: a burst of false failures at
-	// every join), so the lab runs with 1 s, as docs/ecmp.md advises.
-	ld := newClusterDirector(t, l.tp, d, l.key, fmt.Sprintf("  mode: ecmp\n  failure_timeout: 1s\n  conn_sync: {enabled: %t}\n", o.sync))
+	// every join), so the lab runs with 1 s, as docs/ecmp.md advises, and
+	// heartbeats every 200 ms: at 50 ms the three directors' heartbeats
+	// alone took a fifth of their CPU in a profile of this lab (a 64 KB
+	// buffer per packet received in memberlist's transport, and the sends),
+	// and the VM was 99 % busy with the fleet.
+	ld := newClusterDirector(t, l.tp, d, l.key, fmt.Sprintf("  mode: ecmp\n  failure_timeout: 1s\n  heartbeat_interval: 200ms\n  conn_sync: {enabled: %t}\n", o.sync))
 	if os.Getenv("E2E_CPU_PROFILE") != "" && outDir != "" {
 		keep := filepath.Join(outDir, strings.ReplaceAll(t.Name(), "/", "_"))
 		if err := os.MkdirAll(keep, 0o755); err == nil {
