@@ -94,12 +94,18 @@ const (
 	DefaultClusterPriority   = 100
 	DefaultHeartbeatInterval = cluster.DefaultHeartbeatInterval
 	DefaultFailureTimeout    = cluster.DefaultFailureTimeout
-	DefaultRejoinInterval    = cluster.DefaultRejoinInterval
-	DefaultAddressLifetime   = 10 * time.Second
-	DefaultClusterNice       = -10
-	DefaultConnSyncPort      = ipvs.DefaultSyncPort
-	DefaultResyncInterval    = connsync.DefaultResyncInterval
-	maxClusterLabel          = 64
+	// Under ECMP the routers' BFD moves the traffic and the cluster's own
+	// failure detection only picks whom connection sync sends to: slower
+	// heartbeats cost a quarter as much (packets, encryption, memberlist's
+	// 64 KB buffer per packet received) and ride out a busy host.
+	DefaultECMPHeartbeatInterval = 200 * time.Millisecond
+	DefaultECMPFailureTimeout    = time.Second
+	DefaultRejoinInterval        = cluster.DefaultRejoinInterval
+	DefaultAddressLifetime       = 10 * time.Second
+	DefaultClusterNice           = -10
+	DefaultConnSyncPort          = ipvs.DefaultSyncPort
+	DefaultResyncInterval        = connsync.DefaultResyncInterval
+	maxClusterLabel              = 64
 )
 
 type rawCluster struct {
@@ -137,17 +143,26 @@ func (d *doc) cluster(role Role, raw *rawCluster, file string) *Cluster {
 		d.errorf("$.cluster", "cluster is only for role director (role is %s)", role)
 		return nil
 	}
-	c := &Cluster{
-		Mode:              ClusterMode(orDefault(raw.Mode, string(ModeActiveStandby))),
-		Label:             DefaultClusterLabel,
-		Priority:          DefaultClusterPriority,
-		Preempt:           true,
-		Insecure:          raw.Insecure,
-		HeartbeatInterval: d.clusterDuration("heartbeat_interval", string(raw.HeartbeatInterval), DefaultHeartbeatInterval, 10*time.Millisecond, time.Second),
-		FailureTimeout:    d.clusterDuration("failure_timeout", string(raw.FailureTimeout), DefaultFailureTimeout, 30*time.Millisecond, time.Minute),
-		RejoinInterval:    d.clusterDuration("rejoin_interval", string(raw.RejoinInterval), DefaultRejoinInterval, time.Second, 10*time.Minute),
-		AddressLifetime:   d.clusterDuration("address_lifetime", string(raw.AddressLifetime), DefaultAddressLifetime, 2*time.Second, 24*time.Hour),
+	mode := ClusterMode(orDefault(raw.Mode, string(ModeActiveStandby)))
+	heartbeat, failure := DefaultHeartbeatInterval, DefaultFailureTimeout
+	if mode == ModeECMP {
+		heartbeat, failure = DefaultECMPHeartbeatInterval, DefaultECMPFailureTimeout
 	}
+	c := &Cluster{
+		Mode:            mode,
+		Label:           DefaultClusterLabel,
+		Priority:        DefaultClusterPriority,
+		Preempt:         true,
+		Insecure:        raw.Insecure,
+		FailureTimeout:  d.clusterDuration("failure_timeout", string(raw.FailureTimeout), failure, 30*time.Millisecond, time.Minute),
+		RejoinInterval:  d.clusterDuration("rejoin_interval", string(raw.RejoinInterval), DefaultRejoinInterval, time.Second, 10*time.Minute),
+		AddressLifetime: d.clusterDuration("address_lifetime", string(raw.AddressLifetime), DefaultAddressLifetime, 2*time.Second, 24*time.Hour),
+	}
+	if mode == ModeECMP && raw.HeartbeatInterval == "" {
+		// A shorter failure_timeout asked for keeps 5 heartbeats in it.
+		heartbeat = max(min(heartbeat, c.FailureTimeout/5), 10*time.Millisecond)
+	}
+	c.HeartbeatInterval = d.clusterDuration("heartbeat_interval", string(raw.HeartbeatInterval), heartbeat, 10*time.Millisecond, time.Second)
 	c.Nice = DefaultClusterNice
 	if raw.Nice != nil {
 		c.Nice = *raw.Nice // -20-19: its range tag

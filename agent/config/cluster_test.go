@@ -127,3 +127,29 @@ func TestClusterBad(t *testing.T) {
 		})
 	}
 }
+
+// Under ECMP the cluster's failure detection moves no traffic (BFD does):
+// slower heartbeats by default, five to a failure timeout when only that
+// is set; active-standby keeps its fast defaults.
+func TestClusterTimingDefaultsByMode(t *testing.T) {
+	const bgp = "bgp: {asn: 65001, peers: [{address: 10.0.0.10, asn: 65000}]}\n"
+	for _, c := range []struct {
+		cluster            string
+		heartbeat, failure time.Duration
+	}{
+		{"{insecure: true}", 50 * time.Millisecond, 250 * time.Millisecond},
+		{"{insecure: true, mode: ecmp}", 200 * time.Millisecond, time.Second},
+		{"{insecure: true, mode: ecmp, failure_timeout: 500ms}", 100 * time.Millisecond, 500 * time.Millisecond},
+		{"{insecure: true, mode: ecmp, failure_timeout: 30ms}", 10 * time.Millisecond, 30 * time.Millisecond},
+		{"{insecure: true, mode: ecmp, heartbeat_interval: 50ms}", 50 * time.Millisecond, time.Second},
+	} {
+		a, err := LoadAgent(writeFile(t, t.TempDir(), "lvsd.yaml", "interface: eth0\ncluster: "+c.cluster+"\n"+bgp))
+		if err != nil {
+			t.Errorf("%s: %v", c.cluster, err)
+			continue
+		}
+		if got := a.Cluster; got.HeartbeatInterval != c.heartbeat || got.FailureTimeout != c.failure {
+			t.Errorf("%s: heartbeat %v, failure timeout %v; want %v, %v", c.cluster, got.HeartbeatInterval, got.FailureTimeout, c.heartbeat, c.failure)
+		}
+	}
+}
