@@ -96,7 +96,7 @@ func TestConnSurvival(t *testing.T) {
 		t.Run(syncName(syncOn), func(t *testing.T) {
 			tp := topo.New(t, topo.WithDirectors(2), topo.WithClientSources(4))
 			modes := survModes(tp)
-			srv := setupSurvivalServers(t, tp, modes)
+			srv := setupSurvivalServers(t, tp, modes, survInterval)
 			ds := startSurvivalDirectors(t, tp, modes, syncOn)
 			for _, m := range modes {
 				t.Run(m.name, func(t *testing.T) { res.add(t, runSurvival(t, tp, srv, ds, m, syncOn)) })
@@ -106,7 +106,7 @@ func TestConnSurvival(t *testing.T) {
 	t.Run("3-directors", func(t *testing.T) { // DR, sync on
 		tp := topo.New(t, topo.WithDirectors(3), topo.WithClientSources(4))
 		dr := survModes(tp)[:1]
-		srv := setupSurvivalServers(t, tp, dr)
+		srv := setupSurvivalServers(t, tp, dr, survInterval)
 		ds := startSurvivalDirectors(t, tp, dr, true)
 		res.add(t, runSurvival(t, tp, srv, ds, dr[0], true))
 	})
@@ -143,15 +143,15 @@ func (s survServers) drop(t *testing.T) {
 	}
 }
 
-// setupSurvivalServers starts the echo and tick servers on both real
-// servers, holds the DR VIP on their lo and routes the NAT clients through
-// the NAT gateway.
-func setupSurvivalServers(t *testing.T, tp *topo.Topology, modes []survMode) survServers {
+// setupSurvivalServers starts the echo and tick servers (a tick every
+// tickEvery) on both real servers, holds the DR VIP on their lo and routes
+// the NAT clients through the NAT gateway.
+func setupSurvivalServers(t *testing.T, tp *topo.Topology, modes []survMode, tickEvery time.Duration) survServers {
 	t.Helper()
 	rss := tp.RealServers()
 	srv := survServers{echo: serveEcho(t, echo.Config{TCP: []uint16{survEcho}}, rss...)}
 	for _, rs := range rss {
-		s, err := echo.ServeTicks(t.Context(), rs, rs.ID, survTick, survInterval)
+		s, err := echo.ServeTicks(t.Context(), rs, rs.ID, survTick, tickEvery)
 		if err != nil {
 			t.Fatal(err)
 		}

@@ -74,7 +74,7 @@ func newECMPLab(t *testing.T, o ecmpOptions) *ecmpLab {
 	}
 	tp := topo.New(t, topo.WithRouter(), topo.WithDirectors(o.directors), topo.WithClientSources(o.sources))
 	l := &ecmpLab{t: t, tp: tp, key: clusterKey(t), ds: map[string]*lvsd{}}
-	l.srv = setupSurvivalServers(t, tp, []survMode{{name: "DR", vip: ecmpVIP}})
+	l.srv = setupSurvivalServers(t, tp, []survMode{{name: "DR", vip: ecmpVIP}}, ecmpFleetInterval)
 	serveEcho(t, echo.Config{TCP: []uint16{80}}, tp.RealServers()...)
 	var ns []ecmplab.Neighbor
 	for _, d := range tp.Directors() {
