@@ -243,7 +243,7 @@ func (f *fleet) waitExchanged(since time.Time, timeout time.Duration) (broken []
 
 // stop ends the run at end: every connection's deadline becomes end, the
 // workers return, and the connections are closed. It fails the test if a
-// worker does not return within 5 s after end.
+// worker does not return within 15 s after end.
 func (f *fleet) stop(t *testing.T, end time.Time) {
 	t.Helper()
 	f.final.Store(true)
@@ -259,9 +259,11 @@ func (f *fleet) stop(t *testing.T, end time.Time) {
 	}()
 	select {
 	case <-done:
-	case <-time.After(time.Until(end) + 5*time.Second):
+	case <-time.After(time.Until(end) + 15*time.Second):
+		// A safety net for a worker that hangs, not a measure: under
+		// emulation a starved VM has woken goroutines seconds late.
 		f.close()
-		t.Fatalf("connection workers still running 5 s after the end of the run")
+		t.Fatalf("connection workers still running 15 s after the end of the run")
 	}
 	f.close()
 }
