@@ -34,6 +34,7 @@ type Agent struct {
 	BGP         *BGP         // role director only; nil: VIPs are announced on the link (ARP), not over BGP (bgp.go)
 	// MetricsListen is the TCP address /metrics is served on; "" = off (metrics.go).
 	MetricsListen string
+	Hooks         *Hooks // role director only; nil: no event hooks (hooks.go)
 
 	servicesDirAt *Error // where ServicesDir comes from, for its errors
 }
@@ -62,6 +63,7 @@ type rawAgent struct {
 	RealServer *rawRealServer `yaml:"realserver"`
 	Cluster    *rawCluster    `yaml:"cluster"`
 	BGP        *rawBGP        `yaml:"bgp"`
+	Hooks      *rawHooks      `yaml:"hooks"`
 }
 
 // LoadAgent reads and validates the agent file at path. A relative
@@ -115,6 +117,7 @@ func loadAgent(path string, data []byte) (*Agent, error) {
 	a.MetricsListen = d.metricsListen(raw.Metrics.Listen)
 	a.Cluster = d.cluster(a.Role, raw.Cluster, path)
 	a.BGP = d.bgpBlock(a.Role, raw.BGP, path)
+	a.Hooks = d.hooks(a.Role, raw.Hooks)
 	if a.Cluster != nil && a.Cluster.Mode == ModeECMP && a.BGP == nil {
 		d.errorf("$.cluster.mode", "mode ecmp needs a bgp block: every director announces every VIP to the routers, which spread the flows")
 	}
