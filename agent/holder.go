@@ -70,6 +70,8 @@ type Holder struct {
 	announced map[netip.Prefix]bgp.Route
 	state     HolderState
 	stopping  bool
+	events    Events              // takes the VIPs taken and released
+	reported  map[netip.Addr]bool // the VIPs held as last reported to events
 }
 
 // HolderState is what the holder keeps across restarts (holder.json).
@@ -109,7 +111,13 @@ func NewHolder(k Kernel, vips VIPOwnership, stateDir string, log *slog.Logger) (
 		log = slog.New(slog.DiscardHandler)
 	}
 	return &Holder{k: k, vips: vips, stateDir: stateDir, log: log, reqs: make(chan request), owned: owned,
-		announced: map[netip.Prefix]bgp.Route{}, state: st}, nil
+		announced: map[netip.Prefix]bgp.Route{}, state: st, events: noEvents{}}, nil
+}
+
+// SetEvents makes the holder report the VIPs it takes and releases to e
+// (the operator's ownership hook). Call it before Start.
+func (h *Holder) SetEvents(e Events) {
+	h.events = e
 }
 
 // Start runs the holder's goroutine until ctx ends: ownership changes take
@@ -259,7 +267,14 @@ func (h *Holder) pass(ctx context.Context) ([]Op, error) {
 	if err != nil {
 		return nil, err
 	}
-	return h.apply(ctx, PlanAddresses(h.input(present, held)))
+	ops, err := h.apply(ctx, PlanAddresses(h.input(present, held)))
+	// After the addresses: the hook hears of a takeover once it is done
+	// (or tried; a failed address is retried by the next pass).
+	for _, ev := range ownershipEvents(h.reported, held) {
+		h.events.Notify(ev)
+	}
+	h.reported = held
+	return ops, err
 }
 
 // present lists the addresses of the holder's devices, or, when that

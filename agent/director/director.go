@@ -17,12 +17,14 @@ import (
 	"github.com/lvsd/lvsd/agent"
 	"github.com/lvsd/lvsd/agent/api"
 	"github.com/lvsd/lvsd/agent/health"
+	"github.com/lvsd/lvsd/agent/hooks"
 	"github.com/lvsd/lvsd/agent/metrics"
 	"github.com/lvsd/lvsd/agent/sdnotify"
 	"github.com/lvsd/lvsd/arp"
 	"github.com/lvsd/lvsd/cluster"
 	"github.com/lvsd/lvsd/cluster/bgp"
 	"github.com/lvsd/lvsd/cluster/connsync"
+	"github.com/prometheus/client_golang/prometheus"
 )
 
 // Options are what a director runs with. Config, Kernel and Log are
@@ -93,6 +95,8 @@ func Run(ctx context.Context, o Options) error {
 
 	checker := health.NewMonitor(log)
 	bg.Go(func() { checker.Run(bgCtx) })
+	events := newHooks(cfg, log)
+	bg.Go(func() { events.Run(bgCtx) })
 	k := o.Kernel
 	k.Log = log
 	if cfg.Agent.Cluster == nil {
@@ -116,7 +120,9 @@ func Run(ctx context.Context, o Options) error {
 		m.leave(log, nil)
 		return fmt.Errorf("reading the address record: %w", err)
 	}
-	opts := agent.Options{ConfigPath: o.ConfigPath, Config: cfg, Kernel: k, Log: log, Health: checker, Holder: holder}
+	holder.SetEvents(events)
+	opts := agent.Options{ConfigPath: o.ConfigPath, Config: cfg, Kernel: k, Log: log, Health: checker, Holder: holder,
+		Events: events}
 	if speaker != nil {
 		opts.BGP = speaker
 	}
@@ -127,7 +133,7 @@ func Run(ctx context.Context, o Options) error {
 		opts.ConnSync = m.relay
 	}
 	a := agent.New(opts)
-	if err := serve(bgCtx, &bg, cfg, a, o.Version, log); err != nil {
+	if err := serve(bgCtx, &bg, cfg, a, events, o.Version, log); err != nil {
 		m.leave(log, nil)
 		return err
 	}
@@ -177,7 +183,7 @@ func (m member) leave(log *slog.Logger, release func(context.Context) error) {
 }
 
 // serve starts the local API and /metrics.
-func serve(ctx context.Context, wg *sync.WaitGroup, cfg *agent.Config, a *agent.Agent, version string, log *slog.Logger) error {
+func serve(ctx context.Context, wg *sync.WaitGroup, cfg *agent.Config, a *agent.Agent, events *hooks.Runner, version string, log *slog.Logger) error {
 	l, err := api.Listen(cfg.Agent.APISocket)
 	if err != nil {
 		return fmt.Errorf("local API socket: %w", err)
@@ -199,7 +205,11 @@ func serve(ctx context.Context, wg *sync.WaitGroup, cfg *agent.Config, a *agent.
 		})
 	}
 	if ml := metrics.Listen(cfg.Agent.MetricsListen, log); ml != nil {
-		wg.Go(func() { metrics.Serve(ctx, ml, log, agent.NewCollector(a, version)) })
+		cs := []prometheus.Collector{agent.NewCollector(a, version)}
+		if events != nil {
+			cs = append(cs, events)
+		}
+		wg.Go(func() { metrics.Serve(ctx, ml, log, cs...) })
 	}
 	return nil
 }
@@ -223,6 +233,17 @@ func liveness(a *agent.Agent) sdnotify.Liveness {
 		}
 		return true, status, nil
 	}
+}
+
+// newHooks returns the runner of the agent file's event hooks; nil
+// without any. They are read at start: a change takes a restart.
+func newHooks(cfg *agent.Config, log *slog.Logger) *hooks.Runner {
+	h := cfg.Agent.Hooks
+	if h == nil {
+		return nil
+	}
+	return hooks.New(hooks.Config{Node: cfg.Agent.Node, Timeout: h.Timeout,
+		Programs: map[hooks.Kind]string{hooks.Ownership: h.OnOwnership, hooks.Health: h.OnHealth}}, log)
 }
 
 var errNoConstructor = errors.New("a cluster needs Options.Leases, StartCluster and (with conn_sync) NewRelay")
