@@ -29,6 +29,15 @@ func (l *eventLog) take() []string {
 	return out
 }
 
+// logged is events as an eventLog records them.
+func logged(events []hooks.Event) []string {
+	var l eventLog
+	for _, e := range events {
+		l.Notify(e)
+	}
+	return l.got
+}
+
 func TestOwnershipEvents(t *testing.T) {
 	a, b, c := netip.MustParseAddr("10.0.0.1"), netip.MustParseAddr("10.0.0.2"), netip.MustParseAddr("10.0.0.3")
 	for _, tc := range []struct {
@@ -43,12 +52,8 @@ func TestOwnershipEvents(t *testing.T) {
 		{"no longer configured", map[netip.Addr]bool{a: true}, map[netip.Addr]bool{}, []string{"ownership released 10.0.0.1"}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			var l eventLog
-			for _, e := range ownershipEvents(tc.before, tc.now) {
-				l.Notify(e)
-			}
-			if !slices.Equal(l.got, tc.want) {
-				t.Errorf("got %q, want %q", l.got, tc.want)
+			if got := logged(ownershipEvents(tc.before, tc.now)); !slices.Equal(got, tc.want) {
+				t.Errorf("got %q, want %q", got, tc.want)
 			}
 		})
 	}
@@ -72,12 +77,8 @@ func TestHealthEvents(t *testing.T) {
 		{"removed: no event", map[string]BackendHealth{"web/10.0.0.11:80": down}, nil, nil},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			var l eventLog
-			for _, e := range healthEvents(tc.before, tc.now) {
-				l.Notify(e)
-			}
-			if !slices.Equal(l.got, tc.want) {
-				t.Errorf("got %q, want %q", l.got, tc.want)
+			if got := logged(healthEvents(tc.before, tc.now)); !slices.Equal(got, tc.want) {
+				t.Errorf("got %q, want %q", got, tc.want)
 			}
 		})
 	}

@@ -1,7 +1,6 @@
 package hooks
 
 import (
-	"bytes"
 	"context"
 	"errors"
 	"fmt"
@@ -9,10 +8,10 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
-	"strings"
-	"sync"
 	"syscall"
 	"time"
+
+	"github.com/lvsd/lvsd/agent/program"
 )
 
 // Outcome is how a run ended (the result label of lvsd_hook_runs_total).
@@ -40,36 +39,35 @@ type Result struct {
 // maxOutput bounds what is kept (and logged) of a run's stdout and stderr.
 const maxOutput = 4096
 
-// run runs program with env, no arguments and no stdin, killing its
-// process group after timeout; it returns the outcome and the start of
-// the output on one line.
-func run(ctx context.Context, program string, env []string, timeout time.Duration) (Result, string) {
-	if err := CheckProgram(program); err != nil {
+// run runs the program at path with env, no arguments and no stdin,
+// killing its process group after timeout; it returns the outcome and the
+// start of the output on one line.
+func run(ctx context.Context, path string, env []string, timeout time.Duration) (Result, string) {
+	if err := CheckProgram(path); err != nil {
 		return Result{Error, err}, ""
 	}
 	ctx, cancel := context.WithTimeout(ctx, timeout)
 	defer cancel()
-	cmd := exec.CommandContext(ctx, program)
+	cmd := exec.CommandContext(ctx, path)
 	cmd.Env = env
 	cmd.Dir = "/"
-	out := &capWriter{max: maxOutput}
+	out := &program.Output{Max: maxOutput}
 	cmd.Stdout, cmd.Stderr = out, out
-	// Its own process group, killed as a whole: a script's children
-	// (sleep, curl ...) must not outlive the run. WaitDelay bounds the wait
-	// for pipes held open by anything that left the group.
-	setProcessGroup(cmd)
+	// WaitDelay bounds the wait for pipes held open by anything that left
+	// the process group.
+	program.KillGroupOnCancel(cmd)
 	cmd.WaitDelay = time.Second
 	err := cmd.Run()
 	var exit *exec.ExitError
 	switch {
 	case err == nil:
-		return Result{OK, nil}, out.String()
+		return Result{OK, nil}, out.Line()
 	case ctx.Err() != nil:
-		return Result{Timeout, fmt.Errorf("killed after %s", timeout)}, out.String()
+		return Result{Timeout, fmt.Errorf("killed after %s", timeout)}, out.Line()
 	case errors.As(err, &exit):
-		return Result{Failed, errors.New(exit.ProcessState.String())}, out.String()
+		return Result{Failed, errors.New(exit.ProcessState.String())}, out.Line()
 	default:
-		return Result{Error, err}, out.String()
+		return Result{Error, err}, out.Line()
 	}
 }
 
@@ -123,28 +121,4 @@ func safeOwner(path string, fi fs.FileInfo) error {
 		return fmt.Errorf("%s is owned by uid %d: it must belong to root or to the account lvsd runs as", path, st.Uid)
 	}
 	return nil
-}
-
-// capWriter keeps the first max bytes written to it; stdout and stderr
-// share one.
-type capWriter struct {
-	mu  sync.Mutex
-	max int
-	buf bytes.Buffer
-}
-
-func (w *capWriter) Write(p []byte) (int, error) {
-	w.mu.Lock()
-	defer w.mu.Unlock()
-	if room := w.max - w.buf.Len(); room > 0 {
-		w.buf.Write(p[:min(len(p), room)])
-	}
-	return len(p), nil
-}
-
-// String is the output on one line.
-func (w *capWriter) String() string {
-	w.mu.Lock()
-	defer w.mu.Unlock()
-	return strings.Join(strings.Fields(w.buf.String()), " ")
 }

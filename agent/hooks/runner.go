@@ -4,10 +4,11 @@ import (
 	"context"
 	"log/slog"
 	"os"
-	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
+
+	"github.com/lvsd/lvsd/agent/program"
 )
 
 // Defaults and bounds of a hook's timeout, and the size of each hook's
@@ -36,7 +37,7 @@ type Runner struct {
 	log     *slog.Logger
 	hooks   map[Kind]*hook
 	seq     atomic.Uint64
-	env     []string // what a hook inherits of lvsd's environment
+	env     []string // what a hook inherits of lvsd's environment (program.Env)
 
 	// ran, when set (tests), is called after every run.
 	ran func(Kind, Result)
@@ -64,7 +65,7 @@ func New(cfg Config, log *slog.Logger) *Runner {
 	if log == nil {
 		log = slog.New(slog.DiscardHandler)
 	}
-	r := &Runner{node: cfg.Node, timeout: cfg.Timeout, log: log, hooks: map[Kind]*hook{}, env: baseEnv(os.Environ())}
+	r := &Runner{node: cfg.Node, timeout: cfg.Timeout, log: log, hooks: map[Kind]*hook{}, env: program.Env(os.Environ(), true)}
 	if r.timeout == 0 {
 		r.timeout = DefaultTimeout
 	}
@@ -155,23 +156,4 @@ func (r *Runner) runOne(ctx context.Context, h *hook, q queued) {
 	if r.ran != nil {
 		r.ran(h.kind, res)
 	}
-}
-
-// baseEnv is what a hook inherits of lvsd's environment: PATH (a fixed one
-// if lvsd has none), the locale and the time zone. Nothing else: under
-// systemd lvsd's environment holds NOTIFY_SOCKET, the credentials
-// directory and whatever an operator set for lvsd alone.
-func baseEnv(agent []string) []string {
-	var env []string
-	path := "PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"
-	for _, kv := range agent {
-		name, _, _ := strings.Cut(kv, "=")
-		switch {
-		case name == "PATH":
-			path = kv
-		case name == "LANG" || name == "TZ" || strings.HasPrefix(name, "LC_"):
-			env = append(env, kv)
-		}
-	}
-	return append(env, path)
 }
