@@ -40,6 +40,9 @@ type Options struct {
 	// Leases are the addresses with lifetimes a cluster director holds its
 	// VIPs with (arp.Kernel); required in a cluster.
 	Leases arp.ExpiringAddresses
+	// Links follows the state of the director's interface (arp.Kernel):
+	// while it is down the director gives its VIPs up. nil: not followed.
+	Links arp.LinkWatcher
 	// StartCluster joins the director cluster (cluster.Start).
 	StartCluster func(cluster.Config) (Node, error)
 	// NewRelay makes the connection-sync relay (connsync.New).
@@ -121,6 +124,7 @@ func Run(ctx context.Context, o Options) error {
 		return fmt.Errorf("reading the address record: %w", err)
 	}
 	holder.SetEvents(events)
+	trackLink(bgCtx, o.Links, holder, cfg.Agent.Interface, log)
 	opts := agent.Options{ConfigPath: o.ConfigPath, Config: cfg, Kernel: k, Log: log, Health: checker, Holder: holder,
 		Events: events}
 	if speaker != nil {
@@ -233,6 +237,21 @@ func liveness(a *agent.Agent) sdnotify.Liveness {
 		}
 		return true, status, nil
 	}
+}
+
+// trackLink makes the holder follow the state of the director's interface
+// until ctx ends. Failing to watch it is no reason not to run: the
+// director then serves as if the link were always up.
+func trackLink(ctx context.Context, links arp.LinkWatcher, holder *agent.Holder, dev string, log *slog.Logger) {
+	if links == nil {
+		return
+	}
+	states, err := links.WatchLink(ctx, dev)
+	if err != nil {
+		log.Error("cannot follow the interface's state; its VIPs stay even when it goes down", "interface", dev, "err", err)
+		return
+	}
+	holder.TrackLink(states)
 }
 
 // newHooks returns the runner of the agent file's event hooks; nil
