@@ -25,7 +25,7 @@ const hookTimeout = 20 * time.Second
 // TestNotifyHook: three directors (priorities 250, 200, 150) share a VIP
 // whose two backends are health-checked. Every director runs the same
 // program as its on_ownership and on_health hook; it appends its
-// environment to a file.
+// environment to a file per hook.
 //
 //  1. The failover gap without hooks, for reference (measureGaps: the
 //     owner's switch port is cut and restored three times).
@@ -72,7 +72,9 @@ func TestNotifyHook(t *testing.T) {
 	}
 	marks := map[*lvsd]int{}
 	for _, l := range ds {
-		writeHook(t, l.hook(), fmt.Sprintf("{ env; echo --; } >> %s", l.events()))
+		// A file per hook: the two hooks run side by side, and their
+		// appends would interleave in one file.
+		writeHook(t, l.hook(), fmt.Sprintf(`{ env; echo --; } >> "%s-$LVSD_EVENT"`, l.events()))
 		agentFile, err := os.ReadFile(l.config())
 		if err != nil {
 			t.Fatal(err)
@@ -155,12 +157,17 @@ func writeHook(t *testing.T, path, body string) {
 }
 
 // hookEvents returns the events the recording hook wrote, as "kind state
-// subject" (subject: the VIP, or service/backend), in the order it ran.
+// subject" (subject: the VIP, or service/backend): the ownership events in
+// the order they ran, then the health events.
 func (l *lvsd) hookEvents(t *testing.T) []string {
 	t.Helper()
-	data, err := os.ReadFile(l.events())
-	if err != nil && !os.IsNotExist(err) {
-		t.Fatal(err)
+	var data []byte
+	for _, kind := range []string{"ownership", "health"} {
+		b, err := os.ReadFile(l.events() + "-" + kind)
+		if err != nil && !os.IsNotExist(err) {
+			t.Fatal(err)
+		}
+		data = append(data, b...)
 	}
 	var out []string
 	for _, block := range strings.Split(string(data), "--\n") {
