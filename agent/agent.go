@@ -46,6 +46,9 @@ type Options struct {
 	ConnSync ConnSync
 	// BGP is the BGP speaker, for the status and the metrics; nil: no BGP.
 	BGP BGPViewer
+	// Events takes the backends' health transitions for the operator's
+	// hooks; nil: none.
+	Events Events
 }
 
 // BGPViewer reports the BGP speaker's sessions and routes.
@@ -146,6 +149,9 @@ func New(opts Options) *Agent {
 	}
 	if opts.Log == nil {
 		opts.Log = slog.Default()
+	}
+	if opts.Events == nil {
+		opts.Events = noEvents{}
 	}
 	return &Agent{opts: opts, log: opts.Log, holder: opts.Holder, drains: Drains{},
 		reqs: make(chan backendRequest), stopped: make(chan struct{})}

@@ -85,3 +85,50 @@ func (d *clusterDirector) takeover(t *testing.T) []string {
 }
 
 func isAddress(op string) bool { return strings.Contains(op, "address") }
+
+// A director whose interface goes down serves no VIP: it deletes the
+// address, the cluster gives the VIP to the standby; when the link is back
+// the VIP returns (preempt) — and the hooks hear of each move once.
+func TestTrackLinkMovesTheVIP(t *testing.T) {
+	vip := netip.MustParseAddr("10.0.0.50")
+	f := cluster.NewFake(cluster.Rules{Mode: cluster.ActiveStandby, Preempt: true, Quorum: 1}, vip)
+	d1, d2 := newClusterDirector(t, f, "d1", 200), newClusterDirector(t, f, "d2", 100)
+	var l1 eventLog
+	d1.agent.holder.SetEvents(&l1)
+	d1.env.reconcile(d1.agent)
+	d2.env.reconcile(d2.agent)
+	if f.Owner(vip) != "d1" {
+		t.Fatalf("owner %q", f.Owner(vip))
+	}
+	linkChanged := func(d *clusterDirector, up bool) []string {
+		t.Helper()
+		if _, err := d.agent.holder.linkChanged(t.Context(), up); err != nil {
+			t.Fatal(err)
+		}
+		return d.env.addrs.Ops()
+	}
+	if got := linkChanged(d1, false); !slices.Equal(got, []string{"delete-address eth0 10.0.0.50/32"}) {
+		t.Fatalf("d1's link down: %q", got)
+	}
+	if got := d2.takeover(t); !slices.Equal(got, []string{"add-address eth0 10.0.0.50/32 valid 10s"}) || f.Owner(vip) != "d2" {
+		t.Fatalf("takeover by d2: %q, owner %q", got, f.Owner(vip))
+	}
+	if got := linkChanged(d1, false); len(got) != 0 {
+		t.Errorf("d1's link down again: %q", got)
+	}
+	if got := d1.takeover(t); len(got) != 0 {
+		t.Errorf("d1 with its link down took %q", got)
+	}
+	// The fake hands the VIP back at once (the real cluster waits until
+	// d2's address is gone).
+	if got := linkChanged(d1, true); !slices.Equal(got, []string{"add-address eth0 10.0.0.50/32 valid 10s"}) || f.Owner(vip) != "d1" {
+		t.Fatalf("d1's link up: %q, owner %q", got, f.Owner(vip))
+	}
+	if got := d2.takeover(t); !slices.Equal(got, []string{"delete-address eth0 10.0.0.50/32"}) {
+		t.Fatalf("handback by d2: %q", got)
+	}
+	want := []string{"ownership taken 10.0.0.50", "ownership released 10.0.0.50", "ownership taken 10.0.0.50"}
+	if !slices.Equal(l1.got, want) {
+		t.Errorf("d1's hook heard %q, want %q", l1.got, want)
+	}
+}

@@ -27,6 +27,9 @@ func (a *Agent) refreshHealth() {
 			changed[serviceOfKey(key)] = true
 		}
 	}
+	for _, ev := range healthEvents(a.health, next) {
+		a.opts.Events.Notify(ev)
+	}
 	a.health = next
 	if len(changed) == 0 {
 		return

@@ -73,6 +73,10 @@ type Holder struct {
 	announced map[netip.Prefix]bgp.Route
 	state     HolderState
 	stopping  bool
+	events    Events              // takes the VIPs taken and released
+	reported  map[netip.Addr]bool // the VIPs held as last reported to events
+	link      <-chan bool         // the interface's state (TrackLink); nil: not tracked
+	linkDown  bool                // the interface cannot carry traffic: serve and hold nothing
 }
 
 // HolderState is what the holder keeps across restarts (holder.json).
@@ -112,9 +116,15 @@ func NewHolder(k Kernel, vips VIPOwnership, stateDir string, log *slog.Logger) (
 		log = slog.New(slog.DiscardHandler)
 	}
 	h := &Holder{k: k, vips: vips, stateDir: stateDir, log: log, reqs: make(chan request), owned: owned,
-		announced: map[netip.Prefix]bgp.Route{}, state: st}
+		announced: map[netip.Prefix]bgp.Route{}, state: st, events: noEvents{}}
 	h.shown.Store(&st)
 	return h, nil
+}
+
+// SetEvents makes the holder report the VIPs it takes and releases to e
+// (the operator's ownership hook). Call it before Start.
+func (h *Holder) SetEvents(e Events) {
+	h.events = e
 }
 
 // Start runs the holder's goroutine until ctx ends: ownership changes take
@@ -139,6 +149,14 @@ func (h *Holder) run(ctx context.Context) {
 		select {
 		case <-ctx.Done():
 			return
+		case up, ok := <-h.link:
+			if !ok {
+				h.link = nil // the watch ended with ctx
+				continue
+			}
+			if _, err := h.linkChanged(ctx, up); err != nil {
+				h.log.Error("some address changes failed; will retry", "err", err)
+			}
 		case r := <-h.reqs:
 			ops, err := r.f(r.ctx)
 			r.reply <- reply{ops, err}
@@ -177,16 +195,52 @@ func (h *Holder) Sync(ctx context.Context, p Programmed) ([]Op, error) {
 
 func (h *Holder) sync(ctx context.Context, p Programmed) ([]Op, error) {
 	h.prog, h.synced = p, true
-	if h.vips != nil {
-		vips := make([]netip.Addr, len(p.Desired.VIPs))
-		for i, v := range p.Desired.VIPs {
-			vips[i] = v.VIP
-		}
-		if !slices.Equal(vips, h.served) {
-			h.vips.Serve(vips)
-			h.served = vips
+	h.serve()
+	return h.pass(ctx)
+}
+
+// serve tells the cluster which VIPs this director can serve: those
+// programmed, none while its interface is down.
+func (h *Holder) serve() {
+	if h.vips == nil {
+		return
+	}
+	vips := []netip.Addr{}
+	if !h.linkDown {
+		for _, v := range h.prog.Desired.VIPs {
+			vips = append(vips, v.VIP)
 		}
 	}
+	if h.served == nil || !slices.Equal(vips, h.served) {
+		h.vips.Serve(vips)
+		h.served = vips
+	}
+}
+
+// TrackLink makes the holder follow the state of the director's interface
+// (arp.LinkWatcher): while it cannot carry traffic the director serves no
+// VIP, so the cluster moves them to directors that can (and with BGP its
+// routes are withdrawn); when it is back they return as the ranking says.
+// Call it before Start.
+func (h *Holder) TrackLink(states <-chan bool) {
+	h.link = states
+}
+
+// linkChanged takes in the interface's state.
+func (h *Holder) linkChanged(ctx context.Context, up bool) ([]Op, error) {
+	if h.linkDown == !up {
+		return nil, nil
+	}
+	h.linkDown = !up
+	if up {
+		h.log.Info("interface up: serving the VIPs again", "interface", h.prog.Desired.Interface)
+	} else {
+		h.log.Warn("interface down: giving the VIPs up", "interface", h.prog.Desired.Interface)
+	}
+	if !h.synced {
+		return nil, nil
+	}
+	h.serve()
 	return h.pass(ctx)
 }
 
@@ -255,13 +309,20 @@ func (h *Holder) Release(ctx context.Context) error {
 func (h *Holder) pass(ctx context.Context) ([]Op, error) {
 	held := make(map[netip.Addr]bool, len(h.prog.Desired.VIPs))
 	for _, v := range h.prog.Desired.VIPs {
-		held[v.VIP] = h.vips == nil || h.vips.Holds(v.VIP)
+		held[v.VIP] = !h.linkDown && (h.vips == nil || h.vips.Holds(v.VIP))
 	}
 	present, err := listPresent(ctx, h.k, h.prog.Desired)
 	if err != nil {
 		return nil, err
 	}
-	return h.apply(ctx, PlanAddresses(h.input(present, held)))
+	ops, err := h.apply(ctx, PlanAddresses(h.input(present, held)))
+	// After the addresses: the hook hears of a takeover once it is done
+	// (or tried; a failed address is retried by the next pass).
+	for _, ev := range ownershipEvents(h.reported, held) {
+		h.events.Notify(ev)
+	}
+	h.reported = held
+	return ops, err
 }
 
 // present lists the addresses of the holder's devices, or, when that

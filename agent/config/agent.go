@@ -38,6 +38,7 @@ type Agent struct {
 	// MetricsPerBackend: a director exports series per backend (the
 	// default) or, when false, per service only (metrics.go).
 	MetricsPerBackend bool
+	Hooks             *Hooks // role director only; nil: no event hooks (hooks.go)
 
 	servicesDirAt *Error // where ServicesDir comes from, for its errors
 }
@@ -68,6 +69,7 @@ type rawAgent struct {
 	Cluster    *rawCluster    `yaml:"cluster"`
 	BGP        *rawBGP        `yaml:"bgp"`
 	IPVS       *rawIPVS       `yaml:"ipvs"`
+	Hooks      *rawHooks      `yaml:"hooks"`
 }
 
 // LoadAgent reads and validates the agent file at path. A relative
@@ -123,6 +125,7 @@ func loadAgent(path string, data []byte) (*Agent, error) {
 	a.Cluster = d.cluster(a.Role, raw.Cluster, path)
 	a.BGP = d.bgpBlock(a.Role, raw.BGP, path)
 	a.IPVS = d.ipvsBlock(a.Role, raw.IPVS)
+	a.Hooks = d.hooks(a.Role, raw.Hooks)
 	if a.Cluster != nil && a.Cluster.Mode == ModeECMP && a.BGP == nil {
 		d.errorf("$.cluster.mode", "mode ecmp needs a bgp block: every director announces every VIP to the routers, which spread the flows")
 	}

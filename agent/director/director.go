@@ -17,12 +17,14 @@ import (
 	"github.com/lvsd/lvsd/agent"
 	"github.com/lvsd/lvsd/agent/api"
 	"github.com/lvsd/lvsd/agent/health"
+	"github.com/lvsd/lvsd/agent/hooks"
 	"github.com/lvsd/lvsd/agent/metrics"
 	"github.com/lvsd/lvsd/agent/sdnotify"
 	"github.com/lvsd/lvsd/arp"
 	"github.com/lvsd/lvsd/cluster"
 	"github.com/lvsd/lvsd/cluster/bgp"
 	"github.com/lvsd/lvsd/cluster/connsync"
+	"github.com/prometheus/client_golang/prometheus"
 )
 
 // Options are what a director runs with. Config, Kernel and Log are
@@ -38,6 +40,9 @@ type Options struct {
 	// Leases are the addresses with lifetimes a cluster director holds its
 	// VIPs with (arp.Kernel); required in a cluster.
 	Leases arp.ExpiringAddresses
+	// Links follows the state of the director's interface (arp.Kernel):
+	// while it is down the director gives its VIPs up. nil: not followed.
+	Links arp.LinkWatcher
 	// StartCluster joins the director cluster (cluster.Start).
 	StartCluster func(cluster.Config) (Node, error)
 	// NewRelay makes the connection-sync relay (connsync.New).
@@ -93,6 +98,8 @@ func Run(ctx context.Context, o Options) error {
 
 	checker := health.NewMonitor(log)
 	bg.Go(func() { checker.Run(bgCtx) })
+	events := newHooks(cfg, log)
+	bg.Go(func() { events.Run(bgCtx) })
 	k := o.Kernel
 	k.Log = log
 	if cfg.Agent.Cluster == nil {
@@ -116,7 +123,10 @@ func Run(ctx context.Context, o Options) error {
 		m.leave(log, nil)
 		return fmt.Errorf("reading the address record: %w", err)
 	}
-	opts := agent.Options{ConfigPath: o.ConfigPath, Config: cfg, Kernel: k, Log: log, Health: checker, Holder: holder}
+	holder.SetEvents(events)
+	trackLink(bgCtx, o.Links, holder, cfg.Agent.Interface, log)
+	opts := agent.Options{ConfigPath: o.ConfigPath, Config: cfg, Kernel: k, Log: log, Health: checker, Holder: holder,
+		Events: events}
 	if speaker != nil {
 		opts.BGP = speaker
 	}
@@ -127,7 +137,7 @@ func Run(ctx context.Context, o Options) error {
 		opts.ConnSync = m.relay
 	}
 	a := agent.New(opts)
-	if err := serve(bgCtx, &bg, cfg, a, o.Version, log); err != nil {
+	if err := serve(bgCtx, &bg, cfg, a, events, o.Version, log); err != nil {
 		m.leave(log, nil)
 		return err
 	}
@@ -177,7 +187,7 @@ func (m member) leave(log *slog.Logger, release func(context.Context) error) {
 }
 
 // serve starts the local API and /metrics.
-func serve(ctx context.Context, wg *sync.WaitGroup, cfg *agent.Config, a *agent.Agent, version string, log *slog.Logger) error {
+func serve(ctx context.Context, wg *sync.WaitGroup, cfg *agent.Config, a *agent.Agent, events *hooks.Runner, version string, log *slog.Logger) error {
 	l, err := api.Listen(cfg.Agent.APISocket)
 	if err != nil {
 		return fmt.Errorf("local API socket: %w", err)
@@ -199,7 +209,11 @@ func serve(ctx context.Context, wg *sync.WaitGroup, cfg *agent.Config, a *agent.
 		})
 	}
 	if ml := metrics.Listen(cfg.Agent.MetricsListen, log); ml != nil {
-		wg.Go(func() { metrics.Serve(ctx, ml, log, agent.NewCollector(a, version)) })
+		cs := []prometheus.Collector{agent.NewCollector(a, version)}
+		if events != nil {
+			cs = append(cs, events)
+		}
+		wg.Go(func() { metrics.Serve(ctx, ml, log, cs...) })
 	}
 	return nil
 }
@@ -223,6 +237,32 @@ func liveness(a *agent.Agent) sdnotify.Liveness {
 		}
 		return true, status, nil
 	}
+}
+
+// trackLink makes the holder follow the state of the director's interface
+// until ctx ends. Failing to watch it is no reason not to run: the
+// director then serves as if the link were always up.
+func trackLink(ctx context.Context, links arp.LinkWatcher, holder *agent.Holder, dev string, log *slog.Logger) {
+	if links == nil {
+		return
+	}
+	states, err := links.WatchLink(ctx, dev)
+	if err != nil {
+		log.Error("cannot follow the interface's state; its VIPs stay even when it goes down", "interface", dev, "err", err)
+		return
+	}
+	holder.TrackLink(states)
+}
+
+// newHooks returns the runner of the agent file's event hooks; nil
+// without any. They are read at start: a change takes a restart.
+func newHooks(cfg *agent.Config, log *slog.Logger) *hooks.Runner {
+	h := cfg.Agent.Hooks
+	if h == nil {
+		return nil
+	}
+	return hooks.New(hooks.Config{Node: cfg.Agent.Node, Timeout: h.Timeout,
+		Programs: map[hooks.Kind]string{hooks.Ownership: h.OnOwnership, hooks.Health: h.OnHealth}}, log)
 }
 
 var errNoConstructor = errors.New("a cluster needs Options.Leases, StartCluster and (with conn_sync) NewRelay")

@@ -1,7 +1,6 @@
 package health
 
 import (
-	"bytes"
 	"context"
 	"errors"
 	"fmt"
@@ -9,10 +8,10 @@ import (
 	"os"
 	"os/exec"
 	"strconv"
-	"strings"
-	"sync"
 	"syscall"
 	"time"
+
+	"github.com/lvsd/lvsd/agent/program"
 )
 
 // execChecker runs a program; exit status 0 passes.
@@ -36,27 +35,11 @@ func newExecChecker(t *Target, dst netip.AddrPort, c *Check) (*execChecker, erro
 	return &execChecker{argv: c.Command, env: env, user: c.ExecUser}, nil
 }
 
-// execEnv is what a check program inherits of the agent's environment:
-// PATH (a fixed one if the agent has none), the locale and the time zone.
-// Nothing else: under systemd the agent's environment holds NOTIFY_SOCKET,
-// the credentials directory, the journal stream, and whatever an operator
-// put there for lvsd alone. A program run as another user gets that
-// user's HOME, USER and LOGNAME.
+// execEnv is what a check program inherits of the agent's environment
+// (program.Env); a program run as another user gets that user's HOME, USER
+// and LOGNAME.
 func execEnv(agent []string, u *ExecUser) []string {
-	var env []string
-	path := "PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"
-	for _, kv := range agent {
-		name, _, _ := strings.Cut(kv, "=")
-		switch {
-		case name == "PATH":
-			path = kv
-		case name == "LANG" || name == "TZ" || strings.HasPrefix(name, "LC_"):
-			env = append(env, kv)
-		case u == nil && (name == "HOME" || name == "USER" || name == "LOGNAME"):
-			env = append(env, kv)
-		}
-	}
-	env = append(env, path)
+	env := program.Env(agent, u == nil)
 	if u != nil {
 		env = append(env, "HOME="+u.Home, "USER="+u.Name, "LOGNAME="+u.Name)
 	}
@@ -66,7 +49,7 @@ func execEnv(agent []string, u *ExecUser) []string {
 func (c *execChecker) Check(ctx context.Context) Result {
 	cmd := exec.CommandContext(ctx, c.argv[0], c.argv[1:]...)
 	cmd.Env = c.env
-	out := &capWriter{max: maxOutputBytes}
+	out := &program.Output{Max: maxOutputBytes}
 	cmd.Stdout, cmd.Stderr = out, out
 	// Own process group, killed as a whole at the timeout: a script's
 	// children (curl, sleep ...) must not outlive the check. WaitDelay
@@ -79,11 +62,11 @@ func (c *execChecker) Check(ctx context.Context) Result {
 		return Result{OK: true}
 	}
 	if ctx.Err() != nil {
-		return failed("exec: timed out, process group killed" + out.tail())
+		return failed("exec: timed out, process group killed" + tail(out))
 	}
 	var exit *exec.ExitError
 	if errors.As(err, &exit) {
-		return failed(fmt.Sprintf("exec: %s%s", exit.ProcessState, out.tail()))
+		return failed(fmt.Sprintf("exec: %s%s", exit.ProcessState, tail(out)))
 	}
 	if c.user != nil && errors.Is(err, syscall.EPERM) {
 		// Running a check as another user needs CAP_SETUID and CAP_SETGID,
@@ -94,30 +77,10 @@ func (c *execChecker) Check(ctx context.Context) Result {
 	return failed("exec: " + err.Error())
 }
 
-// capWriter keeps the first max bytes written to it, for the reason of a
-// failing check; stdout and stderr share one.
-type capWriter struct {
-	mu  sync.Mutex
-	max int
-	buf bytes.Buffer
-}
-
-func (w *capWriter) Write(p []byte) (int, error) {
-	w.mu.Lock()
-	defer w.mu.Unlock()
-	if room := w.max - w.buf.Len(); room > 0 {
-		w.buf.Write(p[:min(len(p), room)])
-	}
-	return len(p), nil
-}
-
 // tail is ": <output>" on one line, or "" when there was none.
-func (w *capWriter) tail() string {
-	w.mu.Lock()
-	defer w.mu.Unlock()
-	s := strings.Join(strings.Fields(w.buf.String()), " ")
-	if s == "" {
-		return ""
+func tail(out *program.Output) string {
+	if s := out.Line(); s != "" {
+		return ": " + strconv.Quote(s)
 	}
-	return ": " + strconv.Quote(s)
+	return ""
 }

@@ -54,7 +54,7 @@ func runAgent(ctx context.Context, e *env) error {
 	}
 	return director.Run(ctx, director.Options{
 		ConfigPath: e.config, Config: cfg, Version: version, Log: log,
-		Kernel: k, Leases: arp.Kernel{},
+		Kernel: k, Leases: arp.Kernel{}, Links: arp.Kernel{},
 		StartCluster:  func(c cluster.Config) (director.Node, error) { return cluster.Start(c) },
 		NewRelay:      func(c connsync.Config) (director.Relay, error) { return connsync.New(c) },
 		StartBGP:      startBGP,

@@ -9,6 +9,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/lvsd/lvsd/agent"
+	"github.com/lvsd/lvsd/agent/hooks"
 	"github.com/lvsd/lvsd/agent/realserver"
 )
 
@@ -18,6 +19,7 @@ func exported(t *testing.T) map[string][]string {
 	ch := make(chan *prometheus.Desc, 512)
 	agent.NewCollector(nil, "").Describe(ch)
 	realserver.NewCollector(nil, "").Describe(ch)
+	(*hooks.Runner)(nil).Describe(ch)
 	close(ch)
 	out := map[string][]string{}
 	for d := range ch {

@@ -1,0 +1,242 @@
+package hooks
+
+import (
+	"context"
+	"fmt"
+	"net/netip"
+	"os"
+	"path/filepath"
+	"slices"
+	"strconv"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+)
+
+// script writes an executable shell script with body into dir.
+func script(t *testing.T, dir, name, body string) string {
+	t.Helper()
+	p := filepath.Join(dir, name)
+	if err := os.WriteFile(p, []byte("#!/bin/sh\n"+body+"\n"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	return p
+}
+
+// started runs r until the test ends and returns a channel that gets each
+// run's kind and result.
+func started(t *testing.T, r *Runner) <-chan ranResult {
+	t.Helper()
+	ran := make(chan ranResult, 1000)
+	r.ran = func(k Kind, res Result) { ran <- ranResult{k, res} }
+	ctx, cancel := context.WithCancel(context.Background())
+	var wg sync.WaitGroup
+	wg.Go(func() { r.Run(ctx) })
+	t.Cleanup(func() { cancel(); wg.Wait() })
+	return ran
+}
+
+type ranResult struct {
+	kind Kind
+	res  Result
+}
+
+// await waits for n runs and returns them.
+func await(t *testing.T, ran <-chan ranResult, n int) []ranResult {
+	t.Helper()
+	var out []ranResult
+	for len(out) < n {
+		select {
+		case r := <-ran:
+			out = append(out, r)
+		case <-time.After(time.Minute): // a liveness bound, not a timing assertion
+			t.Fatalf("%d runs of %d after a minute", len(out), n)
+		}
+	}
+	return out
+}
+
+func TestHookEnvironment(t *testing.T) {
+	at := time.Date(2026, 12, 1, 23, 0, 0, 5, time.UTC)
+	for _, tc := range []struct {
+		name string
+		ev   Event
+		want []string
+	}{
+		{"taken", Event{Kind: Ownership, State: StateTaken, VIP: netip.MustParseAddr("203.0.113.10"), Time: at},
+			[]string{"LVSD_EVENT=ownership", "LVSD_NODE=d1", "LVSD_SEQ=1", "LVSD_STATE=taken",
+				"LVSD_TIME=2026-12-01T23:00:00.000000005Z", "LVSD_VIP=203.0.113.10"}},
+		{"released v6", Event{Kind: Ownership, State: StateReleased, VIP: netip.MustParseAddr("2001:db8::10"), Time: at},
+			[]string{"LVSD_EVENT=ownership", "LVSD_NODE=d1", "LVSD_SEQ=1", "LVSD_STATE=released",
+				"LVSD_TIME=2026-12-01T23:00:00.000000005Z", "LVSD_VIP=2001:db8::10"}},
+		{"unhealthy", Event{Kind: Health, State: StateUnhealthy, Service: "web", Backend: "10.0.0.11:80", Time: at},
+			[]string{"LVSD_BACKEND=10.0.0.11:80", "LVSD_EVENT=health", "LVSD_NODE=d1", "LVSD_SEQ=1",
+				"LVSD_SERVICE=web", "LVSD_STATE=unhealthy", "LVSD_TIME=2026-12-01T23:00:00.000000005Z"}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			dir := t.TempDir()
+			out := filepath.Join(dir, "env")
+			prog := script(t, dir, "hook", "env | grep ^LVSD_ | sort > "+out+"\necho ran; echo oops >&2")
+			r := New(Config{Node: "d1", Programs: map[Kind]string{tc.ev.Kind: prog}}, nil)
+			ran := started(t, r)
+			r.Notify(tc.ev)
+			if got := await(t, ran, 1)[0]; got.res.Outcome != OK {
+				t.Fatalf("run: %v %v", got.res.Outcome, got.res.Err)
+			}
+			data, err := os.ReadFile(out)
+			if err != nil {
+				t.Fatal(err)
+			}
+			got := strings.Fields(string(data))
+			if !slices.Equal(got, tc.want) {
+				t.Errorf("environment\n got %q\nwant %q", got, tc.want)
+			}
+		})
+	}
+}
+
+// TestHookSeesEachEventOnceInOrder: each event runs the hook of its kind
+// once, in the order reported; a kind without a program runs nothing.
+func TestHookSeesEachEventOnceInOrder(t *testing.T) {
+	dir := t.TempDir()
+	log := filepath.Join(dir, "log")
+	prog := script(t, dir, "hook", `echo "$LVSD_EVENT $LVSD_STATE $LVSD_VIP$LVSD_BACKEND" >> `+log)
+	r := New(Config{Node: "d1", Programs: map[Kind]string{Ownership: prog}}, nil)
+	ran := started(t, r)
+	var want []string
+	for i := range 20 {
+		vip := netip.AddrFrom4([4]byte{203, 0, 113, byte(i)})
+		state := []string{StateTaken, StateReleased}[i%2]
+		r.Notify(Event{Kind: Ownership, State: state, VIP: vip})
+		r.Notify(Event{Kind: Health, State: StateHealthy, Backend: "10.0.0.1:80"}) // no health hook
+		want = append(want, "ownership "+state+" "+vip.String())
+	}
+	await(t, ran, 20)
+	data, err := os.ReadFile(log)
+	if err != nil {
+		t.Fatal(err)
+	}
+	got := strings.Split(strings.TrimSpace(string(data)), "\n")
+	if !slices.Equal(got, want) {
+		t.Errorf("runs\n got %q\nwant %q", got, want)
+	}
+	if s := r.Stats(Ownership); s.Runs[OK] != 20 || s.Dropped != 0 {
+		t.Errorf("stats %+v, want 20 ok, none dropped", s)
+	}
+}
+
+// TestHookTimeoutKillsProcessGroup: a hook that outlives its timeout is
+// killed with its children, counted as a timeout, and the next event runs.
+func TestHookTimeoutKillsProcessGroup(t *testing.T) {
+	dir := t.TempDir()
+	pids := filepath.Join(dir, "pids")
+	done := filepath.Join(dir, "done")
+	prog := script(t, dir, "hook", fmt.Sprintf(`if [ "$LVSD_STATE" = taken ]; then
+  sleep 600 & echo $! > %s
+  wait
+fi
+echo "$LVSD_STATE" > %s`, pids, done))
+	r := New(Config{Node: "d1", Programs: map[Kind]string{Ownership: prog}, Timeout: 200 * time.Millisecond}, nil)
+	ran := started(t, r)
+	vip := netip.MustParseAddr("203.0.113.10")
+	r.Notify(Event{Kind: Ownership, State: StateTaken, VIP: vip})
+	r.Notify(Event{Kind: Ownership, State: StateReleased, VIP: vip})
+	got := await(t, ran, 2)
+	if got[0].res.Outcome != Timeout || got[1].res.Outcome != OK {
+		t.Fatalf("outcomes %v, %v; want timeout, ok", got[0].res.Outcome, got[1].res.Outcome)
+	}
+	if data, _ := os.ReadFile(done); strings.TrimSpace(string(data)) != StateReleased {
+		t.Errorf("the run after the timeout wrote %q", data)
+	}
+	data, err := os.ReadFile(pids)
+	if err != nil {
+		t.Fatal(err)
+	}
+	child, err := strconv.Atoi(strings.TrimSpace(string(data)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	// SIGKILL went to the group before the run returned; the child dies
+	// (or is a zombie waiting for its reaper) as soon as it is scheduled.
+	for deadline := time.Now().Add(time.Minute); alive(child); time.Sleep(10 * time.Millisecond) {
+		if time.Now().After(deadline) {
+			t.Fatalf("the hook's child %d is still running a minute after the timeout", child)
+		}
+	}
+	if s := r.Stats(Ownership); s.Runs[Timeout] != 1 || s.Runs[OK] != 1 {
+		t.Errorf("stats %+v", s)
+	}
+}
+
+// alive reports whether pid runs (not gone, not a zombie).
+func alive(pid int) bool {
+	data, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
+	if err != nil {
+		return false
+	}
+	_, rest, _ := strings.Cut(string(data), ") ")
+	return !strings.HasPrefix(rest, "Z") && !strings.HasPrefix(rest, "X")
+}
+
+// TestHangingHookNeitherBlocksNorLoses: while a hook hangs, Notify returns
+// at once; the queue keeps the newest QueueSize events and counts the
+// others as dropped; the other hook kind runs meanwhile.
+func TestHangingHookNeitherBlocksNorLoses(t *testing.T) {
+	dir := t.TempDir()
+	gate := filepath.Join(dir, "gate")
+	log := filepath.Join(dir, "log")
+	// The first run waits until the test opens the gate.
+	hang := script(t, dir, "hang", fmt.Sprintf(`while [ "$LVSD_SEQ" = 1 ] && [ ! -e %s ]; do sleep 0.05; done
+echo "$LVSD_SEQ" >> %s`, gate, log))
+	other := script(t, dir, "other", "exit 3")
+	r := New(Config{Node: "d1", Programs: map[Kind]string{Ownership: hang, Health: other}, Timeout: time.Hour}, nil)
+	ran := started(t, r)
+	vip := netip.MustParseAddr("203.0.113.10")
+	r.Notify(Event{Kind: Ownership, State: StateTaken, VIP: vip}) // seq 1: hangs
+	// Wait until the hanging run took seq 1 out of the queue, so that
+	// what the queue keeps is known.
+	for len(r.hooks[Ownership].queue) > 0 {
+		time.Sleep(time.Millisecond)
+	}
+	extra := 10
+	for range QueueSize + extra {
+		r.Notify(Event{Kind: Ownership, State: StateReleased, VIP: vip})
+	}
+	r.Notify(Event{Kind: Health, State: StateUnhealthy, Service: "web", Backend: "10.0.0.11:80"})
+	if got := await(t, ran, 1)[0]; got.kind != Health || got.res.Outcome != Failed {
+		t.Fatalf("first run %v %v, want the health hook, failed", got.kind, got.res.Outcome)
+	}
+	if err := os.WriteFile(gate, nil, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	await(t, ran, 1+QueueSize)
+	data, err := os.ReadFile(log)
+	if err != nil {
+		t.Fatal(err)
+	}
+	got := strings.Fields(string(data))
+	want := []string{"1"}
+	for seq := 2 + extra; seq < 2+extra+QueueSize; seq++ {
+		want = append(want, strconv.Itoa(seq))
+	}
+	if !slices.Equal(got, want) {
+		t.Errorf("runs by seq\n got %v\nwant %v", got, want)
+	}
+	s := r.Stats(Ownership)
+	if s.Dropped != uint64(extra) || s.Runs[OK] != uint64(1+QueueSize) {
+		t.Errorf("stats %+v, want %d dropped, %d ok", s, extra, 1+QueueSize)
+	}
+	if h := r.Stats(Health); h.Runs[Failed] != 1 {
+		t.Errorf("health stats %+v", h)
+	}
+}
+
+func TestNoProgramsNoRunner(t *testing.T) {
+	r := New(Config{Node: "d1"}, nil)
+	if r != nil {
+		t.Fatal("a runner without programs")
+	}
+	r.Notify(Event{Kind: Ownership}) // a nil runner takes events and does nothing
+	r.Run(context.Background())
+}
