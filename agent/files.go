@@ -18,7 +18,7 @@ import (
 // watchConfig watches the configuration files, or returns nil when it
 // cannot: the agent then scans them every Check.
 func (a *Agent) watchConfig() *configWatch {
-	w, err := newConfigWatch(a.opts.ConfigPath, a.cfg.Agent.ServicesDir, a.cfg.Agent.ReadFiles())
+	w, err := newConfigWatch(a.opts.ConfigPath, a.cfg.Agent.ServicesDir)
 	if err != nil {
 		a.log.Warn("cannot watch the configuration files; scanning them every check interval instead",
 			"err", err, "check", a.opts.Check.String())
@@ -87,7 +87,7 @@ func (a *Agent) reload(why string, changed []string) {
 	}
 	a.setConfig(cfg, ch)
 	if a.watch != nil {
-		if err := a.watch.follow(cfg.Agent.ServicesDir, cfg.Agent.ReadFiles()); err != nil {
+		if err := a.watch.follow(cfg.Agent.ServicesDir); err != nil {
 			a.stopWatching("cannot watch the services directory", err)
 		}
 	}

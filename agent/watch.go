@@ -19,13 +19,7 @@ type configWatch struct {
 	agentFile string
 	agentDir  string
 	dir       string // the services directory watched ("": none)
-	// related are the files next to the agent file that a change of
-	// should reload: the file it links to, the key and password files it
-	// names. Others there (a log, an editor's swap file) are not
-	// configuration: reloading for each write of a log kept in the same
-	// directory would be a loop, as every reload logs.
-	related map[string]bool
-	dirty   map[string]bool
+	dirty     map[string]bool
 	// rescan: an event named no single service file (a directory swapped
 	// as Kubernetes does with ..data, events lost): check every file.
 	rescan bool
@@ -34,8 +28,8 @@ type configWatch struct {
 }
 
 // newConfigWatch watches the agent file's directory and the services
-// directory; related are the files the agent file reads.
-func newConfigWatch(agentFile, servicesDir string, related []string) (*configWatch, error) {
+// directory.
+func newConfigWatch(agentFile, servicesDir string) (*configWatch, error) {
 	w, err := fsnotify.NewWatcher()
 	if err != nil {
 		return nil, err
@@ -46,26 +40,15 @@ func newConfigWatch(agentFile, servicesDir string, related []string) (*configWat
 		w.Close()
 		return nil, err
 	}
-	if err := cw.follow(servicesDir, related); err != nil {
+	if err := cw.follow(servicesDir); err != nil {
 		w.Close()
 		return nil, err
 	}
 	return cw, nil
 }
 
-// follow watches dir as the services directory instead of the one before,
-// and related as the files the agent file reads.
-func (cw *configWatch) follow(dir string, related []string) error {
-	cw.related = map[string]bool{}
-	if target, err := filepath.EvalSymlinks(cw.agentFile); err == nil {
-		// Events name files by the watched directory's path, which may
-		// itself go through a link: the same name there counts too.
-		cw.related[target] = true
-		cw.related[filepath.Join(cw.agentDir, filepath.Base(target))] = true
-	}
-	for _, f := range related {
-		cw.related[filepath.Clean(f)] = true
-	}
+// follow watches dir as the services directory instead of the one before.
+func (cw *configWatch) follow(dir string) error {
 	if dir == "" {
 		return nil // not a director: no services directory
 	}
@@ -122,8 +105,8 @@ func (cw *configWatch) note(ev fsnotify.Event) {
 		cw.dirty[name] = true
 	case strings.HasPrefix(base, ".."):
 		cw.rescan = true // an atomic directory swap (Kubernetes' ..data)
-	case dir == cw.agentDir && dir != cw.dir && cw.related[name]:
-		cw.rescan = true
+	case dir == cw.agentDir && dir != cw.dir:
+		cw.rescan = true // the agent file may be a link through another name
 	}
 }
 

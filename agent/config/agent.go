@@ -187,20 +187,3 @@ func relativeTo(file, p string) string {
 	}
 	return filepath.Join(filepath.Dir(file), p)
 }
-
-// ReadFiles are the files besides itself that the agent file makes lvsd
-// read: a change to one of them is a change of the configuration.
-func (a *Agent) ReadFiles() []string {
-	var files []string
-	if a.Cluster != nil && a.Cluster.KeyFile != "" {
-		files = append(files, a.Cluster.KeyFile)
-	}
-	if a.BGP != nil {
-		for _, p := range a.BGP.Peers {
-			if p.PasswordFile != "" {
-				files = append(files, p.PasswordFile)
-			}
-		}
-	}
-	return files
-}
