@@ -15,13 +15,15 @@ import (
 )
 
 // statusServices is how many services TestStatusAtScale configures:
-// E2E_STATUS_SERVICES, by default 1,000. Issue 16's figure is 10,000, which
+// E2E_STATUS_SERVICES, by default 300 (above the 100 that switch the
+// default view to the summary; make test keeps the CI run under 30 min).
+// Issue 16's figure is 10,000, which
 // takes the VM a few minutes to program; run it on its own:
 //
 //	go test -tags 'e2e vmtest' -c -o /tmp/e2e.test ./e2e
 //	E2E_STATUS_SERVICES=10000 LVSD_BIN=$PWD/bin/lvsd e2e/vm/run --timeout 3600 --rw $PWD/e2e/out -- \
 //	  /tmp/e2e.test -test.run TestStatusAtScale -test.v -test.timeout 60m
-func statusServices(t *testing.T) int { return envCount(t, "E2E_STATUS_SERVICES", 1000, 2) }
+func statusServices(t *testing.T) int { return envCount(t, "E2E_STATUS_SERVICES", 300, 2) }
 
 // statusBackends is how many real servers each service of TestStatusAtScale
 // has (issue 16: 10).
