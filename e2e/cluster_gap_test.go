@@ -86,9 +86,14 @@ func TestFailoverGap(t *testing.T) {
 // after its master-down interval, since a director whose link went down
 // restarts as backup).
 func measureGaps(t *testing.T, tp *topo.Topology, p *prober, vip netip.Addr, who string) []time.Duration {
+	return measureGapsN(t, tp, p, vip, who, gapReps)
+}
+
+// measureGapsN is measureGaps with reps cuts.
+func measureGapsN(t *testing.T, tp *topo.Topology, p *prober, vip netip.Addr, who string, reps int) []time.Duration {
 	t.Helper()
 	var gaps []time.Duration
-	for rep := range gapReps {
+	for rep := range reps {
 		if s := settle(t, tp, vip, 2*time.Second, 30*time.Second); s != "director" {
 			waitHolders(t, tp, vip, 20*time.Second, onlyOn("director"))
 			settle(t, tp, vip, 2*time.Second, 30*time.Second)

@@ -37,11 +37,11 @@ func startCluster(t *testing.T, tp *topo.Topology, key, extra string, vips ...ne
 }
 
 // TestNoFalseFailover: both CPUs busy (one spinning process per core) for
-// 60 s in `make test` (E2E_NO_FALSE_FAILOVER=5m for the longer run of
+// 40 s in `make test` (E2E_NO_FALSE_FAILOVER=5m for the longer run of
 // docs/performance.md), no failure: the VIP never moves and no director is
 // ever declared failed.
 func TestNoFalseFailover(t *testing.T) {
-	d := time.Minute
+	d := 40 * time.Second
 	if s := os.Getenv("E2E_NO_FALSE_FAILOVER"); s != "" {
 		var err error
 		if d, err = time.ParseDuration(s); err != nil {

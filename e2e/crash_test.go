@@ -35,9 +35,9 @@ const crashServices = 1000
 // kill and restart (nothing flushed, nothing re-created). At the end the
 // kernel holds exactly the last configuration.
 func TestCrashDuringApply(t *testing.T) {
-	// 15 in `make test`, where each kill costs a restart and part of a
+	// 10 in `make test`, where each kill costs a restart and part of a
 	// 5 s apply under emulation; E2E_CRASH_KILLS=50 is the issue's figure.
-	kills := 15
+	kills := 10
 	if s := os.Getenv("E2E_CRASH_KILLS"); s != "" {
 		fmt.Sscan(s, &kills)
 	}

@@ -22,6 +22,10 @@ import (
 // next takeover.
 const hookTimeout = 20 * time.Second
 
+// hookCuts is how many times each phase of TestNotifyHook cuts the owner:
+// two per phase keep make test under 30 minutes.
+const hookCuts = 2
+
 // TestNotifyHook: three directors (priorities 250, 200, 150) share a VIP
 // whose two backends are health-checked. Every director runs the same
 // program as its on_ownership and on_health hook; it appends its
@@ -64,7 +68,7 @@ func TestNotifyHook(t *testing.T) {
 	startAll()
 	p := startProber(t, tp.Client(), netip.AddrPortFrom(vip, 80), 50*time.Millisecond)
 	p.waitSuccessAfter(t, time.Now(), 10*time.Second)
-	without := measureGaps(t, tp, p, vip, "no hooks")
+	without := measureGapsN(t, tp, p, vip, "no hooks", hookCuts)
 
 	// The hooks are read at start: restart with them.
 	for _, l := range ds {
@@ -99,7 +103,7 @@ func TestNotifyHook(t *testing.T) {
 	for _, l := range ds {
 		l.waitLog(marks[l], 20*time.Second, `msg="target unhealthy"`, "target="+rs1Key+" ") // still there: the mark is the start
 	}
-	with := measureGaps(t, tp, p, vip, "recording hooks")
+	with := measureGapsN(t, tp, p, vip, "recording hooks", hookCuts)
 	standby := ds[1]
 	for _, l := range ds {
 		log := l.logSince(marks[l])
@@ -115,8 +119,8 @@ func TestNotifyHook(t *testing.T) {
 		}
 		t.Logf("%s's hook saw %d events: %q", l.host.ID, len(got), got)
 	}
-	if n := count(standby.hookEvents(t), "ownership taken "+vip.String()); n < gapReps {
-		t.Errorf("the standby's hook saw %d takeovers in %d cuts", n, gapReps)
+	if n := count(standby.hookEvents(t), "ownership taken "+vip.String()); n < hookCuts {
+		t.Errorf("the standby's hook saw %d takeovers in %d cuts", n, hookCuts)
 	}
 
 	// Hooks that hang: every run lasts until the timeout kills it.
@@ -124,14 +128,14 @@ func TestNotifyHook(t *testing.T) {
 		writeHook(t, l.hook(), "sleep 600 &\nsleep 600")
 	}
 	hangMark := standby.logSize()
-	hanging := measureGaps(t, tp, p, vip, "hanging hooks")
+	hanging := measureGapsN(t, tp, p, vip, "hanging hooks", hookCuts)
 	plain, hung := takeoverTimes(standby.log()[:marks[standby]], vip), takeoverTimes(standby.logSince(hangMark), vip)
 	t.Logf("the standby's takeovers, from deciding to the address added: no hooks %v, hanging hooks %v", plain, hung)
-	if len(hung) < gapReps || slices.Max(hung) > slices.Max(plain)+500*time.Millisecond {
+	if len(hung) < hookCuts || slices.Max(hung) > slices.Max(plain)+500*time.Millisecond {
 		t.Errorf("the standby's takeovers with a hanging hook took %v; without hooks %v", hung, plain)
 	}
 	t.Logf("failover gaps (median of %d): no hooks %v, recording hooks %v, hanging hooks (timeout %v) %v",
-		gapReps, median(without), median(with), hookTimeout, median(hanging))
+		hookCuts, median(without), median(with), hookTimeout, median(hanging))
 	// The gaps are measured on a loaded VM: this catches a takeover that
 	// waits for a hook (which would add up to the timeout), not noise.
 	if m := median(hanging); m > 2*median(without)+time.Second {
