@@ -85,11 +85,7 @@ func newClusterDirector(t *testing.T, tp *topo.Topology, host *topo.Host, key, c
 	}
 	l := &lvsd{t: t, host: host, dir: dir, logf: filepath.Join(dir, "lvsd.log")}
 	t.Cleanup(func() {
-		if outDir == "" {
-			return
-		}
-		keep := filepath.Join(outDir, strings.ReplaceAll(t.Name(), "/", "_"))
-		if err := os.MkdirAll(keep, 0o755); err == nil {
+		if keep := keepDir(t); keep != "" {
 			_ = os.WriteFile(filepath.Join(keep, host.ID+".log"), []byte(l.log()), 0o644)
 			_ = os.WriteFile(filepath.Join(keep, host.ID+".yaml"), []byte(agentFile), 0o644)
 		}

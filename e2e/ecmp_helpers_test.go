@@ -91,8 +91,7 @@ func newECMPLab(t *testing.T, o ecmpOptions) *ecmpLab {
 		if t.Failed() {
 			t.Logf("router bgpd log:\n%s\nbfdd log:\n%s", f.Log("bgpd"), f.Log("bfdd"))
 		}
-		if outDir != "" { // next to the directors' logs, to line them up
-			keep := filepath.Join(outDir, strings.ReplaceAll(t.Name(), "/", "_"))
+		if keep := keepDir(t); keep != "" { // next to the directors' logs, to line them up
 			for _, name := range []string{"bgpd", "bfdd", "zebra"} {
 				_ = os.WriteFile(filepath.Join(keep, "router-"+name+".log"), []byte(f.Log(name)), 0o644)
 			}
@@ -123,11 +122,8 @@ func (l *ecmpLab) newDirector(d *topo.Host, o ecmpOptions) *lvsd {
 	// buffer per packet received in memberlist's transport, and the sends),
 	// and the VM was 99 % busy with the fleet.
 	ld := newClusterDirector(t, l.tp, d, l.key, fmt.Sprintf("  mode: ecmp\n  failure_timeout: 1s\n  heartbeat_interval: 200ms\n  conn_sync: {enabled: %t}\n", o.sync))
-	if os.Getenv("E2E_CPU_PROFILE") != "" && outDir != "" {
-		keep := filepath.Join(outDir, strings.ReplaceAll(t.Name(), "/", "_"))
-		if err := os.MkdirAll(keep, 0o755); err == nil {
-			ld.profile = filepath.Join(keep, d.ID+".pprof")
-		}
+	if keep := keepDir(t); keep != "" && os.Getenv("E2E_CPU_PROFILE") != "" {
+		ld.profile = filepath.Join(keep, d.ID+".pprof")
 	}
 	password := ""
 	if o.bgpPassword != "" {
@@ -230,6 +226,10 @@ type probeRun struct {
 	err         error
 }
 
+// slow: the probe failed or needed a retransmit (longer than 900 ms: its
+// first SYN was lost).
+func (r probeRun) slow() bool { return r.err != nil || r.done.Sub(r.start) > 900*time.Millisecond }
+
 func startNewConnProber(t *testing.T, client *topo.Host, period time.Duration) *newConnProber {
 	p := &newConnProber{stop: make(chan struct{})}
 	dst := netip.AddrPortFrom(ecmpVIP, 80)
@@ -277,7 +277,7 @@ func (p *newConnProber) count(from, to, settled time.Time) (n, slow int, failedA
 			continue
 		}
 		n++
-		if r.err != nil || r.done.Sub(r.start) > 900*time.Millisecond {
+		if r.slow() {
 			slow++
 		}
 		if r.err != nil && r.start.After(settled) {
@@ -301,7 +301,7 @@ func (p *newConnProber) timeline(from, to time.Time) string {
 		}
 		i := int(r.start.Sub(from) / time.Second)
 		started[i]++
-		if r.err != nil || r.done.Sub(r.start) > 900*time.Millisecond {
+		if r.slow() {
 			slow[i]++
 		}
 	}

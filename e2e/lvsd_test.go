@@ -51,6 +51,20 @@ func testDir(t *testing.T) string {
 	return dir
 }
 
+// keepDir returns the test's folder on the read-write share, created and
+// not cleared, for what must outlive the VM next to the logs ("" without a
+// share, or when it cannot be made).
+func keepDir(t *testing.T) string {
+	if outDir == "" {
+		return ""
+	}
+	dir := filepath.Join(outDir, strings.ReplaceAll(t.Name(), "/", "_"))
+	if os.MkdirAll(dir, 0o755) != nil {
+		return ""
+	}
+	return dir
+}
+
 // newDirector writes an agent file for host and the given service files
 // (name → YAML) into a fresh folder. Start it with start.
 func newDirector(t *testing.T, host *topo.Host, services map[string]string) *lvsd {
