@@ -68,13 +68,21 @@ func connectTo(t *testing.T, tp *topo.Topology, dst netip.AddrPort, server strin
 func waitFor(t *testing.T, timeout time.Duration, what string, cond func() bool) time.Duration {
 	t.Helper()
 	start := time.Now()
-	for !cond() {
-		if time.Since(start) > timeout {
-			t.Fatalf("%s: not within %v", what, timeout)
-		}
-		time.Sleep(100 * time.Millisecond)
+	if !eventually(timeout, cond) {
+		t.Fatalf("%s: not within %v", what, timeout)
 	}
 	return time.Since(start)
+}
+
+// eventually polls cond every 100 ms and reports whether it held within
+// timeout.
+func eventually(timeout time.Duration, cond func() bool) bool {
+	for deadline := time.Now().Add(timeout); !cond(); time.Sleep(100 * time.Millisecond) {
+		if time.Now().After(deadline) {
+			return false
+		}
+	}
+	return true
 }
 
 // TestHealthFailRise: when rs1's health endpoint fails, after `fall`

@@ -46,6 +46,7 @@ func run(ctx context.Context, path string, env []string, timeout time.Duration) 
 	if err := CheckProgram(path); err != nil {
 		return Result{Error, err}, ""
 	}
+	parent := ctx
 	ctx, cancel := context.WithTimeout(ctx, timeout)
 	defer cancel()
 	cmd := exec.CommandContext(ctx, path)
@@ -62,6 +63,9 @@ func run(ctx context.Context, path string, env []string, timeout time.Duration) 
 	switch {
 	case err == nil:
 		return Result{OK, nil}, out.Line()
+	case parent.Err() != nil:
+		// Not the hook's fault: lvsd is stopping.
+		return Result{Failed, errors.New("killed: lvsd is stopping")}, out.Line()
 	case ctx.Err() != nil:
 		return Result{Timeout, fmt.Errorf("killed after %s", timeout)}, out.Line()
 	case errors.As(err, &exit):

@@ -124,6 +124,10 @@ func (r *Runner) Run(ctx context.Context) {
 				case <-ctx.Done():
 					return
 				case q := <-h.queue:
+					// Both cases may be ready; stopping wins.
+					if ctx.Err() != nil {
+						return
+					}
 					r.runOne(ctx, h, q)
 				}
 			}

@@ -240,3 +240,40 @@ func TestNoProgramsNoRunner(t *testing.T) {
 	r.Notify(Event{Kind: Ownership}) // a nil runner takes events and does nothing
 	r.Run(context.Background())
 }
+
+// TestStopKillsRunAndDropsQueue: when lvsd stops, the run in progress is
+// killed and reported as such (not as a timeout), and nothing queued
+// starts.
+func TestStopKillsRunAndDropsQueue(t *testing.T) {
+	dir := t.TempDir()
+	log := filepath.Join(dir, "log")
+	prog := script(t, dir, "hang", fmt.Sprintf(`echo "$LVSD_SEQ" >> %s; sleep 600`, log))
+	r := New(Config{Node: "d1", Programs: map[Kind]string{Ownership: prog}, Timeout: time.Hour}, nil)
+	ran := make(chan ranResult, 100)
+	r.ran = func(k Kind, res Result) { ran <- ranResult{k, res} }
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan struct{})
+	go func() { r.Run(ctx); close(done) }()
+	vip := netip.MustParseAddr("203.0.113.10")
+	for range 5 {
+		r.Notify(Event{Kind: Ownership, State: StateTaken, VIP: vip})
+	}
+	for { // until the first run has started
+		if b, _ := os.ReadFile(log); len(b) > 0 {
+			break
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+	cancel()
+	<-done
+	got := await(t, ran, 1)[0]
+	if got.res.Outcome != Failed || !strings.Contains(got.res.Err.Error(), "stopping") {
+		t.Errorf("the run stopped with lvsd: %v %v, want failed, stopping", got.res.Outcome, got.res.Err)
+	}
+	if n := len(ran); n != 0 {
+		t.Errorf("%d more runs after stop", n)
+	}
+	if b, _ := os.ReadFile(log); string(b) != "1\n" {
+		t.Errorf("runs by seq %q, want only 1", b)
+	}
+}
