@@ -29,6 +29,11 @@ type heartbeat struct {
 	Part, Parts int
 	Heard       []uint64
 	VIPs        []vipClaim
+	// SharesHealth: the sender takes part in the health vote (cluster
+	// mode ecmp); Down lists the health targets it sees down, by
+	// HealthID, split over the parts like VIPs.
+	SharesHealth bool
+	Down         []uint64
 }
 
 type vipClaim struct {
@@ -38,9 +43,10 @@ type vipClaim struct {
 
 const (
 	hbMagic = 'H'
-	// hbVersion 2 added Heard; a director does not understand another
-	// version's heartbeats, so directors are upgraded together.
-	hbVersion = 2
+	// hbVersion 2 added Heard, 3 the health vote (flagHealth and each
+	// part's Down list); a director does not understand another version's
+	// heartbeats, so directors are upgraded together.
+	hbVersion = 3
 	// hbMaxBytes keeps a heartbeat in one UDP datagram of memberlist's
 	// default 1400-byte buffer, leaving room for its headers (type, CRC,
 	// AES-GCM, label).
@@ -48,6 +54,7 @@ const (
 	hbHeader    = 2 + 1 + 2 + 8 + 8 + 4
 	flagReady   = 1
 	flagLeaving = 2
+	flagHealth  = 4
 	claimHeld   = 1
 	claimV6     = 2
 	// maxHeard bounds Heard, 8 bytes each in every part.
@@ -75,6 +82,9 @@ func (hb heartbeat) encode() [][]byte {
 	if hb.Leaving {
 		flags |= flagLeaving
 	}
+	if hb.SharesHealth {
+		flags |= flagHealth
+	}
 	head = append(head, flags, 0, 0) // part, parts filled in below
 	head = binary.BigEndian.AppendUint64(head, hb.Incarnation)
 	head = binary.BigEndian.AppendUint64(head, hb.Seq)
@@ -90,11 +100,17 @@ func (hb heartbeat) encode() [][]byte {
 	}
 
 	var parts [][]byte
-	vips := hb.VIPs
+	vips, down := hb.VIPs, hb.Down
+	room := hbMaxBytes // for claims: the health section's count comes after them
+	if hb.SharesHealth {
+		room -= 2
+	} else {
+		down = nil
+	}
 	for {
 		p := append(append(make([]byte, 0, hbMaxBytes), head...), 0, 0)
 		n := 0
-		for ; n < len(vips) && len(p)+17 <= hbMaxBytes; n++ {
+		for ; n < len(vips) && len(p)+17 <= room; n++ {
 			var f byte
 			if vips[n].Held {
 				f |= claimHeld
@@ -106,9 +122,19 @@ func (hb heartbeat) encode() [][]byte {
 			p = append(p, vips[n].VIP.AsSlice()...)
 		}
 		binary.BigEndian.PutUint16(p[len(head):], uint16(n))
-		parts = append(parts, p)
 		vips = vips[n:]
-		if len(vips) == 0 || len(parts) == 255 {
+		if hb.SharesHealth {
+			at := len(p)
+			p = append(p, 0, 0)
+			k := 0
+			for ; k < len(down) && len(p)+8 <= hbMaxBytes; k++ {
+				p = binary.BigEndian.AppendUint64(p, down[k])
+			}
+			binary.BigEndian.PutUint16(p[at:], uint16(k))
+			down = down[k:]
+		}
+		parts = append(parts, p)
+		if len(vips) == 0 && len(down) == 0 || len(parts) == 255 {
 			break
 		}
 	}
@@ -131,10 +157,10 @@ func decodeHeartbeat(b []byte) (heartbeat, error) {
 	if b[1] != hbVersion {
 		return hb, versionError(b[1])
 	}
-	if b[2]&^(flagReady|flagLeaving) != 0 {
+	if b[2]&^(flagReady|flagLeaving|flagHealth) != 0 {
 		return hb, fmt.Errorf("heartbeat with unknown flags %#x", b[2])
 	}
-	hb.Ready, hb.Leaving = b[2]&flagReady != 0, b[2]&flagLeaving != 0
+	hb.Ready, hb.Leaving, hb.SharesHealth = b[2]&flagReady != 0, b[2]&flagLeaving != 0, b[2]&flagHealth != 0
 	hb.Part, hb.Parts = int(b[3]), int(b[4])
 	if hb.Parts == 0 || hb.Part >= hb.Parts {
 		return hb, fmt.Errorf("heartbeat part %d of %d", hb.Part, hb.Parts)
@@ -171,41 +197,62 @@ func decodeHeartbeat(b []byte) (heartbeat, error) {
 		hb.Heard = append(hb.Heard, binary.BigEndian.Uint64(rest[1+8*i:]))
 	}
 	var err error
-	hb.VIPs, err = decodeClaims(rest[1+8*k:])
+	hb.VIPs, rest, err = decodeClaims(rest[1+8*k:])
+	if err == nil && hb.SharesHealth {
+		hb.Down, rest, err = decodeDown(rest)
+	}
+	if err == nil && len(rest) != 0 {
+		err = fmt.Errorf("%d bytes after the heartbeat", len(rest))
+	}
 	return hb, err
 }
 
-// decodeClaims parses a heartbeat's VIP claims: a count, then the claims,
-// and nothing after them.
-func decodeClaims(b []byte) ([]vipClaim, error) {
+// decodeDown parses a part's health section: a count, then as many
+// HealthIDs. It returns what follows.
+func decodeDown(b []byte) ([]uint64, []byte, error) {
+	if len(b) < 2 {
+		return nil, nil, errShort
+	}
+	n := int(binary.BigEndian.Uint16(b))
+	b = b[2:]
+	if n > len(b)/8 {
+		return nil, nil, errShort
+	}
+	down := make([]uint64, n)
+	for i := range down {
+		down[i] = binary.BigEndian.Uint64(b[8*i:])
+	}
+	return down, b[8*n:], nil
+}
+
+// decodeClaims parses a heartbeat's VIP claims: a count, then the claims.
+// It returns what follows them.
+func decodeClaims(b []byte) ([]vipClaim, []byte, error) {
 	n := int(binary.BigEndian.Uint16(b))
 	b = b[2:]
 	// Each claim takes at least 5 bytes: a count beyond what is there is
 	// a lie, not a reason to allocate.
 	if n > len(b)/5 {
-		return nil, errShort
+		return nil, nil, errShort
 	}
 	claims := make([]vipClaim, 0, n)
 	for range n {
 		if len(b) < 1 {
-			return nil, errShort
+			return nil, nil, errShort
 		}
 		if b[0]&^(claimHeld|claimV6) != 0 {
-			return nil, fmt.Errorf("heartbeat claim with unknown flags %#x", b[0])
+			return nil, nil, fmt.Errorf("heartbeat claim with unknown flags %#x", b[0])
 		}
 		size := 4
 		if b[0]&claimV6 != 0 {
 			size = 16
 		}
 		if len(b) < 1+size {
-			return nil, errShort
+			return nil, nil, errShort
 		}
 		a, _ := netip.AddrFromSlice(b[1 : 1+size])
 		claims = append(claims, vipClaim{VIP: a, Held: b[0]&claimHeld != 0})
 		b = b[1+size:]
 	}
-	if len(b) != 0 {
-		return nil, fmt.Errorf("%d bytes after the heartbeat", len(b))
-	}
-	return claims, nil
+	return claims, b, nil
 }

@@ -12,7 +12,8 @@ import (
 
 func TestHeartbeatRoundTrip(t *testing.T) {
 	hb := heartbeat{Name: "director2", Addr: "10.0.0.3:7946", Incarnation: 1 << 60, Seq: 42, Priority: 200, Ready: true,
-		Heard: []uint64{1 << 61, 7}, VIPs: []vipClaim{{netip.MustParseAddr("10.0.0.50"), true}, {netip.MustParseAddr("fd00::50"), false}}}
+		Heard: []uint64{1 << 61, 7}, VIPs: []vipClaim{{netip.MustParseAddr("10.0.0.50"), true}, {netip.MustParseAddr("fd00::50"), false}},
+		SharesHealth: true, Down: []uint64{HealthID("web/10.0.0.11:80"), 1}}
 	parts := hb.encode()
 	if len(parts) != 1 {
 		t.Fatalf("%d parts, want 1", len(parts))
@@ -27,18 +28,23 @@ func TestHeartbeatRoundTrip(t *testing.T) {
 	}
 }
 
-// A VIP list too long for one datagram is split; the peer reassembles it.
+// A VIP list and a health vote too long for one datagram are split; the
+// peer reassembles them.
 func TestHeartbeatParts(t *testing.T) {
-	hb := heartbeat{Name: "d", Addr: "10.0.0.2:7946", Incarnation: 1, Seq: 7, Heard: make([]uint64, maxHeard)}
+	hb := heartbeat{Name: "d", Addr: "10.0.0.2:7946", Incarnation: 1, Seq: 7, Heard: make([]uint64, maxHeard), SharesHealth: true}
 	for i := range 300 {
 		hb.VIPs = append(hb.VIPs, vipClaim{netip.AddrFrom16([16]byte{0xfd, 14: byte(i >> 8), 15: byte(i)}), i%3 == 0})
 	}
+	for i := range MaxDown {
+		hb.Down = append(hb.Down, uint64(i)<<32)
+	}
 	parts := hb.encode()
-	if len(parts) < 5 {
-		t.Fatalf("%d parts for 300 IPv6 VIPs, want at least 5", len(parts))
+	if len(parts) < 5+MaxDown*8/hbMaxBytes {
+		t.Fatalf("%d parts for 300 IPv6 VIPs and %d targets down", len(parts), MaxDown)
 	}
 	p := &peer{}
 	var claims map[netip.Addr]bool
+	var down map[uint64]bool
 	// Newest first, as memberlist hands them over.
 	for i := len(parts) - 1; i >= 0; i-- {
 		if len(parts[i]) > hbMaxBytes {
@@ -52,11 +58,14 @@ func TestHeartbeatParts(t *testing.T) {
 			if i != 0 {
 				t.Fatalf("claims complete after part %d", i)
 			}
-			claims = c
+			claims, down = c.claims, c.health
 		}
 	}
 	if len(claims) != 300 || !claims[hb.VIPs[0].VIP] || claims[hb.VIPs[1].VIP] {
 		t.Errorf("reassembled %d claims", len(claims))
+	}
+	if len(down) != MaxDown || !down[hb.Down[MaxDown-1]] {
+		t.Errorf("reassembled %d targets down, want %d", len(down), MaxDown)
 	}
 	// An older heartbeat no longer changes the claims.
 	old := hb
@@ -99,8 +108,10 @@ func TestHeartbeatDecodeErrors(t *testing.T) {
 		err  string
 	}{
 		{"relay message", []byte("S\x02"), "not a heartbeat"},
-		{"version 1", set(1, 1), "heartbeat of version 1, want 2"},
-		{"unknown flag", set(2, 4), "unknown flags 0x4"},
+		{"version 2", set(1, 2), "heartbeat of version 2, want 3"},
+		{"unknown flag", set(2, 8), "unknown flags 0x8"},
+		{"health section missing", set(2, flagHealth), "truncated"},
+		{"down count beyond the bytes", append(set(2, flagHealth), 0, 1, 0, 0, 0, 0, 0, 0, 0), "truncated"},
 		{"part out of range", set(3, 1), "part 1 of 1"},
 		{"no parts", set(4, 0), "part 0 of 0"},
 		{"no name", append(append(bytes.Clone(good[:hbHeader]), 0), good[hbHeader+2:]...), "without a name"},
@@ -125,6 +136,7 @@ func FuzzDecodeHeartbeat(f *testing.F) {
 	f.Add(heartbeat{Name: "director2", Addr: "10.0.0.3:7946", Incarnation: 1 << 60, Seq: 42, Priority: -3, Ready: true,
 		Heard: []uint64{5}, VIPs: []vipClaim{{netip.MustParseAddr("10.0.0.50"), true}, {netip.MustParseAddr("fd00::50"), false}}}.encode()[0])
 	f.Add(heartbeat{Name: "d", Leaving: true}.encode()[0])
+	f.Add(heartbeat{Name: "d", SharesHealth: true, Down: []uint64{7, 1 << 63}}.encode()[0])
 	f.Fuzz(func(t *testing.T, b []byte) {
 		hb, err := decodeHeartbeat(b)
 		if err != nil {
@@ -143,6 +155,7 @@ func FuzzDecodeHeartbeat(f *testing.F) {
 				t.Fatalf("decoding part %d of the re-encoded heartbeat: %v", i, err)
 			}
 			d.VIPs = append(again.VIPs, d.VIPs...)
+			d.Down = append(again.Down, d.Down...)
 			again = d
 		}
 		again.Part, again.Parts = hb.Part, hb.Parts
@@ -160,6 +173,9 @@ func normal(hb heartbeat) heartbeat {
 	if len(hb.Heard) == 0 {
 		hb.Heard = nil
 	}
+	if len(hb.Down) == 0 {
+		hb.Down = nil
+	}
 	return hb
 }
 
@@ -169,12 +185,12 @@ func TestHeartbeatOtherVersionWarns(t *testing.T) {
 	var buf syncBuffer
 	n := &Node{log: slog.New(slog.NewTextHandler(&buf, nil)), heartbeats: make(chan received, 4)}
 	old := heartbeat{Name: "d", Addr: "a"}.encode()[0]
-	old[1] = 1
+	old[1] = 2
 	for range 3 {
 		delegate{n}.NotifyMsg(old)
 		delegate{n}.NotifyMsg([]byte("garbage"))
 	}
-	if got := strings.Count(buf.String(), "level=WARN"); got != 1 || !strings.Contains(buf.String(), "heartbeat of version 1, want 2") {
+	if got := strings.Count(buf.String(), "level=WARN"); got != 1 || !strings.Contains(buf.String(), "heartbeat of version 2, want 3") {
 		t.Errorf("%d warnings:\n%s", got, buf.String())
 	}
 }

@@ -34,6 +34,11 @@ type loopState struct {
 	// awaitingSync: the start-up hold is over but the connection state of
 	// the other directors has not all arrived (Node.syncCaughtUp).
 	awaitingSync bool
+	// The health vote (health.go): what this node votes, and whether a
+	// peer's vote changed since the last publishVotes.
+	sharesHealth bool
+	down         []uint64
+	healthDirty  bool
 }
 
 func (s *loopState) init(n *Node) {
@@ -94,6 +99,9 @@ func (n *Node) run(ctx context.Context) {
 		if changed {
 			s.evaluate()
 		}
+		if changed || s.healthDirty {
+			s.publishVotes() // who votes follows liveness and readiness
+		}
 	}
 }
 
@@ -102,8 +110,8 @@ func (n *Node) run(ctx context.Context) {
 func (s *loopState) drain() bool {
 	n := s.n
 	n.mu.Lock()
-	served, addrs, evs := n.served, n.addrEvents, n.memberEvs
-	n.served, n.memberEvs = nil, nil
+	served, addrs, evs, share := n.served, n.addrEvents, n.memberEvs, n.share
+	n.served, n.memberEvs, n.share = nil, nil, nil
 	if len(addrs) > 0 {
 		n.addrEvents = map[netip.Addr]bool{}
 	}
@@ -130,8 +138,12 @@ func (s *loopState) drain() bool {
 	for _, ev := range evs {
 		s.onMember(ev)
 	}
-	if changed {
-		s.sendHeartbeat() // claims changed: tell the peers now
+	vote := false
+	if share != nil && (share.votes != s.sharesHealth || !slices.Equal(share.down, s.down)) {
+		s.sharesHealth, s.down, vote = share.votes, share.down, true
+	}
+	if changed || vote {
+		s.sendHeartbeat() // claims or the vote changed: tell the peers now
 	}
 	return changed
 }
@@ -320,6 +332,7 @@ func (s *loopState) heartbeat(leaving bool) heartbeat {
 	hb := heartbeat{Name: n.cfg.Name, Addr: n.ml.LocalNode().Address(), Incarnation: n.incarnation, Seq: s.seq,
 		Priority: n.cfg.Priority, Ready: s.ready && !s.leaving, Leaving: leaving, Heard: s.guard.echo(time.Now())}
 	if !leaving {
+		hb.SharesHealth, hb.Down = s.sharesHealth, s.down
 		for v, held := range s.claims() {
 			hb.VIPs = append(hb.VIPs, vipClaim{v, held})
 		}

@@ -136,13 +136,14 @@ type Node struct {
 	lastCheck   atomic.Int64    // unix nanoseconds of the loop's last liveness check
 	leaving     atomic.Bool
 
-	heartbeats chan received
-	poke       chan struct{} // pending fields changed
-	reqs       chan func()   // run on the loop goroutine
-	joinReq    chan string
-	changed    chan struct{}
-	cancel     context.CancelFunc
-	done       chan struct{}
+	heartbeats   chan received
+	poke         chan struct{} // pending fields changed
+	reqs         chan func()   // run on the loop goroutine
+	joinReq      chan string
+	changed      chan struct{}
+	votesChanged chan struct{} // HealthVotesChanged
+	cancel       context.CancelFunc
+	done         chan struct{}
 
 	mu          sync.Mutex // guards all following fields
 	held        map[netip.Addr]bool
@@ -152,6 +153,8 @@ type Node struct {
 	peerAddrs   []string // resolved Peers without this node
 	lastJoinErr string
 	syncPeers   map[string]syncPeer // the directors sync messages go to, by name
+	share       *healthShare        // set by ShareHealth, not yet seen by the loop
+	votes       Votes               // published by the loop (publishVotes)
 
 	sync atomic.Pointer[SyncReceiver]
 
@@ -174,18 +177,19 @@ func Start(cfg Config) (*Node, error) {
 		return nil, err
 	}
 	n := &Node{
-		cfg:         cfg,
-		log:         cfg.Log,
-		incarnation: uint64(time.Now().UnixNano()),
-		started:     time.Now(),
-		heartbeats:  make(chan received, 256),
-		poke:        make(chan struct{}, 1),
-		reqs:        make(chan func()),
-		joinReq:     make(chan string, 16),
-		changed:     make(chan struct{}, 1),
-		done:        make(chan struct{}),
-		held:        map[netip.Addr]bool{},
-		addrEvents:  map[netip.Addr]bool{},
+		cfg:          cfg,
+		log:          cfg.Log,
+		incarnation:  uint64(time.Now().UnixNano()),
+		started:      time.Now(),
+		heartbeats:   make(chan received, 256),
+		poke:         make(chan struct{}, 1),
+		reqs:         make(chan func()),
+		joinReq:      make(chan string, 16),
+		changed:      make(chan struct{}, 1),
+		votesChanged: make(chan struct{}, 1),
+		done:         make(chan struct{}),
+		held:         map[netip.Addr]bool{},
+		addrEvents:   map[netip.Addr]bool{},
 	}
 	n.st.init(n)
 	n.served = unmapped(cfg.VIPs)

@@ -19,9 +19,12 @@ type peer struct {
 	ready       bool
 	priority    int
 	vips        map[netip.Addr]bool
-	claimSeq    uint64
-	pendSeq     uint64
-	pend        map[int][]vipClaim
+	// health is what the peer votes in the health vote (nil: it does
+	// not vote): the targets it sees down, by HealthID.
+	health   map[uint64]bool
+	claimSeq uint64
+	pendSeq  uint64
+	pend     map[int]heartbeat
 }
 
 // peerState is how this director hears a peer. It moves at each liveness
@@ -151,10 +154,16 @@ func (s *loopState) onHeartbeat(hb heartbeat, at time.Time) bool {
 		p.ready, p.priority = hb.Ready, hb.Priority
 		changed = p.state.live()
 	}
-	if claims := p.assemble(hb); claims != nil && !maps.Equal(claims, p.vips) {
-		p.vips = claims
-		n.auth.set(p.name, claims, at)
-		changed = true // even a rising peer's claims hold back a takeover
+	if a := p.assemble(hb); a != nil {
+		if !maps.Equal(a.claims, p.vips) {
+			p.vips = a.claims
+			n.auth.set(p.name, a.claims, at)
+			changed = true // even a rising peer's claims hold back a takeover
+		}
+		if (a.health == nil) != (p.health == nil) || !maps.Equal(a.health, p.health) {
+			p.health = a.health
+			s.healthDirty = true
+		}
 	}
 	if fresh {
 		s.joinIfNotMember(hb, at)
@@ -176,33 +185,48 @@ func (s *loopState) joinIfNotMember(hb heartbeat, at time.Time) {
 	}
 }
 
-// assemble returns the peer's claims once every part of a heartbeat at
-// least as new as the last one used has arrived (memberlist hands messages
-// over newest first), else nil.
-func (p *peer) assemble(hb heartbeat) map[netip.Addr]bool {
+// assembled is what a whole heartbeat (all its parts) says.
+type assembled struct {
+	claims map[netip.Addr]bool
+	health map[uint64]bool // nil: the sender does not vote
+}
+
+// assemble returns what the peer's heartbeat says once every part of a
+// heartbeat at least as new as the last one used has arrived (memberlist
+// hands messages over newest first), else nil.
+func (p *peer) assemble(hb heartbeat) *assembled {
 	if hb.Seq < p.claimSeq {
 		return nil
 	}
-	var all []vipClaim
-	if hb.Parts == 1 {
-		all = hb.VIPs
-	} else {
+	all := []heartbeat{hb}
+	if hb.Parts > 1 {
 		if p.pendSeq != hb.Seq || p.pend == nil {
-			p.pendSeq, p.pend = hb.Seq, map[int][]vipClaim{}
+			p.pendSeq, p.pend = hb.Seq, map[int]heartbeat{}
 		}
-		p.pend[hb.Part] = hb.VIPs
+		p.pend[hb.Part] = hb
 		if len(p.pend) < hb.Parts {
 			return nil
 		}
+		all = all[:0]
 		for i := range hb.Parts {
-			all = append(all, p.pend[i]...)
+			all = append(all, p.pend[i])
 		}
 		p.pend = nil
 	}
 	p.claimSeq = hb.Seq
-	out := make(map[netip.Addr]bool, len(all))
-	for _, c := range all {
-		out[c.VIP] = c.Held
+	out := &assembled{claims: map[netip.Addr]bool{}}
+	if hb.SharesHealth {
+		out.health = map[uint64]bool{}
+	}
+	for _, part := range all {
+		for _, c := range part.VIPs {
+			out.claims[c.VIP] = c.Held
+		}
+		for _, id := range part.Down {
+			if out.health != nil {
+				out.health[id] = true
+			}
+		}
 	}
 	return out
 }
