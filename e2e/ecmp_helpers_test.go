@@ -72,7 +72,8 @@ func newECMPLab(t *testing.T, o ecmpOptions) *ecmpLab {
 	if o.directors == 0 {
 		o.directors = 3
 	}
-	tp := topo.New(t, topo.WithRouter(), topo.WithDirectors(o.directors), topo.WithClientSources(o.sources))
+	// rs3 is a backend only in TestECMP/HealthDisagreement.
+	tp := topo.New(t, topo.WithRouter(), topo.WithDirectors(o.directors), topo.WithClientSources(o.sources), topo.WithRealServers(3))
 	l := &ecmpLab{t: t, tp: tp, key: clusterKey(t), ds: map[string]*lvsd{}}
 	l.srv = setupSurvivalServers(t, tp, []survMode{{name: "DR", vip: ecmpVIP}}, ecmpFleetInterval)
 	serveEcho(t, echo.Config{TCP: []uint16{80}}, tp.RealServers()...)

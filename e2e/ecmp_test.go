@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/lvsd/lvsd/e2e/echo"
+	"github.com/lvsd/lvsd/e2e/topo"
 )
 
 // The load the ECMP tests put on the VM: lighter than TestConnSurvival's
@@ -44,7 +45,8 @@ func TestECMP(t *testing.T) {
 	t.Run("Spread", l.spread)
 	t.Run("DirectorLoss", l.directorLoss)
 	t.Run("DirectorJoin", l.directorJoin)
-	t.Run("Drain", l.drain)
+	t.Run("HealthDisagreement", l.healthDisagreement)
+	t.Run("Drain", l.drain) // with the disagreement of the subtest before in place
 	t.Run("WithdrawNoBackends", l.withdrawNoBackends)
 	t.Run("AgentCrash", l.agentCrash)
 	t.Run("RouterRestart", l.routerRestart)
@@ -205,6 +207,74 @@ func (l *ecmpLab) survive(t *testing.T, run func(), paths int) change {
 	c.timeline = p.timeline(at, end)
 	c.cpu = "steady fleet: " + steadyCPU + "\nchange: " + changeCPU
 	return c
+}
+
+// healthDisagreement: a third backend, rs3, is health-checked, and only
+// "director" can reach it (the others' checks are dropped on their way
+// out). Every director still builds the same table: the directors' vote
+// (docs/ecmp.md, "Health agreement") takes rs3 out everywhere, the one
+// director whose checks pass included, and says so. The next subtest
+// re-hashes flows (a drain) with this in place.
+func (l *ecmpLab) healthDisagreement(t *testing.T) {
+	rs3 := l.tp.RS(3)
+	for id, d := range l.ds {
+		if id != "director" {
+			runInput(t, d.host, fmt.Sprintf("table ip e2e_block {\n chain out {\n  type filter hook output priority 0;\n"+
+				"  ip daddr %s tcp dport 80 drop\n }\n}\n", rs3.V4), "nft", "-f", "-")
+		}
+	}
+	marks := map[string]int{}
+	for id, d := range l.ds {
+		marks[id] = d.logSize()
+		writeAtomic(t, d.dir+"/services.d/dr.yaml", fmt.Sprintf(
+			"service: dr\nvip: %s\nports: [80, %d, %d]\nhealth: {interval: 500ms, timeout: 400ms, rise: 2, fall: 2, checks: [{type: tcp, port: 80}]}\n"+
+				"backends:\n  - {address: %s}\n  - {address: %s}\n  - {address: %s}\n",
+			ecmpVIP, survEcho, survTick, l.tp.RS(1).V4, l.tp.RS(2).V4, rs3.V4))
+		d.hup()
+	}
+	rs3Key := "dr/" + rs3.V4.String()
+	l.ds["director"].waitLog(marks["director"], 20*time.Second, "the directors' vote overrules this director's health checks",
+		"target="+rs3Key+" ", "local=healthy", "voted=unhealthy")
+	tables := map[string]string{}
+	agree := func() bool {
+		for id, d := range l.ds {
+			tables[id] = savedDestinations(t, d.host, netip.AddrPortFrom(ecmpVIP, 80))
+		}
+		for _, tab := range tables {
+			if tab != tables["director"] || !strings.Contains(tab, "-r "+rs3.V4.String()+":80 -g -w 0") {
+				return false
+			}
+		}
+		return true
+	}
+	if !eventually(20*time.Second, agree) {
+		t.Fatalf("the directors' tables differ or keep %s:\n%v", rs3.V4, tables)
+	}
+	t.Logf("every director's table for %s:80, rs3 reachable from director only:\n%s", ecmpVIP, tables["director"])
+	// Until the others' checks have failed rs3 twice, a director that
+	// saw it fail first is outvoted; in the end only director is.
+	for id, d := range l.ds {
+		log := d.logSince(marks[id])
+		over := strings.LastIndex(log, `overrules this director's health checks" event=health target=`+rs3Key+" ")
+		again := strings.LastIndex(log, `agrees with this director's health checks again" event=health target=`+rs3Key+" ")
+		if id != "director" && over > again {
+			t.Errorf("%s's checks are overruled, though they agree with the vote", id)
+		}
+	}
+}
+
+// savedDestinations are the IPVS destinations of the TCP service at addr,
+// as ipvsadm -Sn lists them: in the kernel's order, which with the weights
+// makes the Maglev table.
+func savedDestinations(t *testing.T, h *topo.Host, addr netip.AddrPort) string {
+	t.Helper()
+	var out []string
+	for _, line := range strings.Split(ipvsSave(t, h), "\n") {
+		if strings.HasPrefix(line, "-a -t "+addr.String()+" ") {
+			out = append(out, line)
+		}
+	}
+	return strings.Join(out, "\n")
 }
 
 // drain: lvsd drain on a director withdraws its route: new connections

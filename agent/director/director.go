@@ -117,6 +117,11 @@ func Run(ctx context.Context, o Options) error {
 	if speaker != nil {
 		k.Routes = newRouteTable(speaker)
 	}
+	var checks agent.HealthChecker = checker
+	if v := newVotedHealth(cfg, m.node, checker, log); v != nil {
+		bg.Go(func() { v.run(bgCtx) })
+		checks = v
+	}
 	holder, err := agent.NewHolder(k, m.vips(), cfg.Agent.StateDir, log)
 	if err != nil {
 		stopSpeaker(speaker, nil, 0, log)
@@ -125,7 +130,7 @@ func Run(ctx context.Context, o Options) error {
 	}
 	holder.SetEvents(events)
 	trackLink(bgCtx, o.Links, holder, cfg.Agent.Interface, log)
-	opts := agent.Options{ConfigPath: o.ConfigPath, Config: cfg, Kernel: k, Log: log, Health: checker, Holder: holder,
+	opts := agent.Options{ConfigPath: o.ConfigPath, Config: cfg, Kernel: k, Log: log, Health: checks, Holder: holder,
 		Events: events}
 	if speaker != nil {
 		opts.BGP = speaker
