@@ -386,6 +386,29 @@ func (l *ecmpLab) routerRestart(t *testing.T) {
 	t.Logf("router restart: 4 paths back after %v", time.Since(restarted).Round(time.Millisecond))
 }
 
+// TestECMPSyncOff: TestECMP's director loss without connection sync: what
+// identical Maglev tables and sloppy_tcp alone give. The routers move the
+// lost director's flows, and re-hash about half of the others', onto
+// directors that have no entry for them; each schedules the flow's next
+// packet through the same table, to the backend that already has the
+// connection (DR: the backend answers the client itself).
+func TestECMPSyncOff(t *testing.T) {
+	l := newECMPLab(t, ecmpOptions{sources: 200})
+	l.start("director", "director2", "director3")
+	cut := l.tp.Director(2)
+	c := l.survive(t, func() {
+		if err := cut.SetPort(false); err != nil {
+			t.Fatal(err)
+		}
+	}, 2)
+	t.Logf("director loss (%s cut, sync off): %s", cut.ID, c)
+	// Maglev alone keeps a flow only if the new director takes its next
+	// packet as a connection: sloppy_tcp lets it, for every TCP state.
+	if c.row.survived < c.row.total-1 {
+		t.Errorf("%d/%d connections survived the loss of %s without sync, want at least %d", c.row.survived, c.row.total, cut.ID, c.row.total-1)
+	}
+}
+
 // TestBGPAuth: a director whose TCP-MD5 password differs from the
 // router's gets no session, and says why; with the right one it does.
 func TestBGPAuth(t *testing.T) {
