@@ -27,6 +27,7 @@ import (
 type cutTransport struct {
 	*memberlist.NetTransport
 	cut     atomic.Bool
+	largest atomic.Int64 // bytes of the largest packet written
 	packets chan *memberlist.Packet
 	streams chan net.Conn
 }
@@ -66,6 +67,11 @@ func (c *cutTransport) StreamCh() <-chan net.Conn           { return c.streams }
 func (c *cutTransport) WriteTo(b []byte, addr string) (time.Time, error) {
 	if c.cut.Load() {
 		return time.Now(), nil // sent into a dead cable
+	}
+	for n := int64(len(b)); ; {
+		if old := c.largest.Load(); n <= old || c.largest.CompareAndSwap(old, n) {
+			break
+		}
 	}
 	return c.NetTransport.WriteTo(b, addr)
 }
