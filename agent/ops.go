@@ -51,12 +51,17 @@ const (
 	// BGP, or withdraw it.
 	AnnounceRoute
 	WithdrawRoute
+
+	// MoveDestination deletes a destination and adds it again at once,
+	// which puts it at the head of the kernel's list (planned to bring the
+	// list to canonical order, orderMoves), keeping its connections.
+	MoveDestination
 )
 
 var opNames = [...]string{"set-sysctl", "set-ipvs-timeouts", "add-service", "update-service", "add-destination",
 	"update-destination", "delete-destination", "delete-service", "replace-nft-tables",
 	"remove-nft-tables", "await-expiry", "start-daemon", "stop-daemon", "restore-conntrack", "add-address",
-	"announce", "delete-address", "release-connections", "announce-route", "withdraw-route"}
+	"announce", "delete-address", "release-connections", "announce-route", "withdraw-route", "move-destination"}
 
 func (k OpKind) String() string { return opNames[k] }
 

@@ -183,6 +183,41 @@ func addDestination(svc ipvs.Service, dst Destination) []Op {
 	}
 }
 
+// canonicalPrefix returns how many of the wanted destinations, from the
+// first, are in the kernel's list in the order a director that made the
+// service now would have them: it adds them in canonical order and the
+// kernel adds at the head, so read from the tail the list is the wanted
+// order. Maglev fills its table visiting destinations in list order, so
+// the order decides the table: directors whose lists differ (one had a
+// backend added later, which went to the head) schedule some flows
+// differently. The destinations from there on are moved (deleted and added
+// again, in order) so that every director's list is the same whatever its
+// history; destinations lvsd no longer wants are left where they are.
+func canonicalPrefix(want []Destination, kernel []ipvs.Destination) int {
+	fromTail := make(map[ipvs.DestinationKey]int, len(kernel))
+	for i, d := range kernel {
+		fromTail[d.DestinationKey] = len(kernel) - 1 - i
+	}
+	last := -1
+	for n, d := range want {
+		at, ok := fromTail[d.DestinationKey]
+		if !ok || at < last {
+			return n
+		}
+		last = at
+	}
+	return len(want)
+}
+
+// moveDestination moves dst to the head of svc's list, keeping its
+// connections (Kernel.move); one wanted at weight 0 comes back with its
+// slot weight and is lowered, as addDestination does.
+func moveDestination(svc ipvs.Service, dst Destination) []Op {
+	ops := addDestination(svc, dst)
+	ops[0].Kind, ops[0].Reason = MoveDestination, "into canonical order"
+	return ops
+}
+
 // destinations plans the destinations of one service: adds and updates for
 // the wanted ones, the drain of the others.
 func (p *planner) destinations(vs VirtualService, cur ActualService, timeout time.Duration) []Op {
@@ -192,12 +227,15 @@ func (p *planner) destinations(vs VirtualService, cur ActualService, timeout tim
 		have[dst.DestinationKey] = dst
 	}
 	want := make(map[ipvs.DestinationKey]bool, len(vs.Destinations))
-	for _, dst := range vs.Destinations {
+	inOrder := canonicalPrefix(vs.Destinations, cur.Destinations)
+	for i, dst := range vs.Destinations {
 		want[dst.DestinationKey] = true
 		old, ok := have[dst.DestinationKey]
 		switch {
 		case !ok:
 			ops = append(ops, addDestination(vs.Service, dst)...)
+		case i >= inOrder:
+			ops = append(ops, moveDestination(vs.Service, dst)...)
 		case !old.SameOptions(dst.Destination):
 			ops = append(ops, Op{Kind: UpdateDestination, Service: vs.Service, Destination: dst.Destination})
 		}
@@ -361,6 +399,18 @@ func (a Actual) After(ops []Op, errs []error) Actual {
 			cur.Destinations = slices.DeleteFunc(slices.Clone(cur.Destinations), func(d ipvs.Destination) bool {
 				return d.DestinationKey == op.Destination.DestinationKey
 			})
+			out.Services[key] = cur
+		case MoveDestination:
+			// Back from the kernel's trash: its connections and counters too.
+			moved := op.Destination
+			if j := slices.IndexFunc(cur.Destinations, func(d ipvs.Destination) bool { return d.DestinationKey == moved.DestinationKey }); j >= 0 {
+				old := cur.Destinations[j]
+				moved.ActiveConns, moved.InactiveConns, moved.Stats = old.ActiveConns, old.InactiveConns, old.Stats
+			}
+			rest := slices.DeleteFunc(slices.Clone(cur.Destinations), func(d ipvs.Destination) bool {
+				return d.DestinationKey == moved.DestinationKey
+			})
+			cur.Destinations = append([]ipvs.Destination{moved}, rest...)
 			out.Services[key] = cur
 		}
 	}

@@ -13,6 +13,7 @@ import (
 
 	"github.com/lvsd/lvsd/e2e/echo"
 	"github.com/lvsd/lvsd/e2e/topo"
+	"github.com/lvsd/lvsd/ipvs"
 )
 
 // The load the ECMP tests put on the VM: lighter than TestConnSurvival's
@@ -238,10 +239,10 @@ func (l *ecmpLab) healthDisagreement(t *testing.T) {
 	tables := map[string]string{}
 	agree := func() bool {
 		for id, d := range l.ds {
-			tables[id] = savedDestinations(t, d.host, netip.AddrPortFrom(ecmpVIP, 80))
+			tables[id] = kernelDestinations(t, d.host, netip.AddrPortFrom(ecmpVIP, 80))
 		}
 		for _, tab := range tables {
-			if tab != tables["director"] || !strings.Contains(tab, "-r "+rs3.V4.String()+":80 -g -w 0") {
+			if tab != tables["director"] || !strings.Contains(tab, rs3.V4.String()+":80 route weight 0") {
 				return false
 			}
 		}
@@ -263,16 +264,23 @@ func (l *ecmpLab) healthDisagreement(t *testing.T) {
 	}
 }
 
-// savedDestinations are the IPVS destinations of the TCP service at addr,
-// as ipvsadm -Sn lists them: in the kernel's order, which with the weights
-// makes the Maglev table.
-func savedDestinations(t *testing.T, h *topo.Host, addr netip.AddrPort) string {
+// kernelDestinations are the destinations of the TCP service at addr in
+// the kernel's list order (head first), which with the weights makes the
+// Maglev table; read over netlink, since ipvsadm sorts them.
+func kernelDestinations(t *testing.T, h *topo.Host, addr netip.AddrPort) string {
 	t.Helper()
+	k, err := ipvs.Open("/run/netns/" + h.Name)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer k.Close()
+	dsts, err := k.Destinations(t.Context(), ipvs.ServiceKey{Protocol: ipvs.TCP, Addr: addr.Addr(), Port: addr.Port()})
+	if err != nil {
+		t.Fatal(err)
+	}
 	var out []string
-	for _, line := range strings.Split(ipvsSave(t, h), "\n") {
-		if strings.HasPrefix(line, "-a -t "+addr.String()+" ") {
-			out = append(out, line)
-		}
+	for _, d := range dsts {
+		out = append(out, fmt.Sprintf("%s %s weight %d", d.DestinationKey, d.Forwarding, d.Weight))
 	}
 	return strings.Join(out, "\n")
 }
