@@ -132,3 +132,31 @@ func TestTrackLinkMovesTheVIP(t *testing.T) {
 		t.Errorf("d1's hook heard %q, want %q", l1.got, want)
 	}
 }
+
+// A failing upstream check grounds a director as its link going down does,
+// and it serves again only when neither holds it back.
+func TestTrackUpstreamMovesTheVIP(t *testing.T) {
+	vip := netip.MustParseAddr("10.0.0.50")
+	f := cluster.NewFake(cluster.Rules{Mode: cluster.ActiveStandby, Preempt: true, Quorum: 1}, vip)
+	d1, d2 := newClusterDirector(t, f, "d1", 200), newClusterDirector(t, f, "d2", 100)
+	d1.env.reconcile(d1.agent)
+	d2.env.reconcile(d2.agent)
+	step := func(name string, change func() ([]Op, error), owner string) {
+		t.Helper()
+		if _, err := change(); err != nil {
+			t.Fatal(err)
+		}
+		d1.env.addrs.Ops()
+		d2.takeover(t)
+		d1.takeover(t)
+		if got := f.Owner(vip); got != owner {
+			t.Errorf("%s: owner %q, want %q", name, got, owner)
+		}
+	}
+	h := d1.agent.holder
+	ctx := t.Context()
+	step("upstream fails", func() ([]Op, error) { return h.upstreamChanged(ctx, false) }, "d2")
+	step("link down too", func() ([]Op, error) { return h.linkChanged(ctx, false) }, "d2")
+	step("upstream passes, link still down", func() ([]Op, error) { return h.upstreamChanged(ctx, true) }, "d2")
+	step("link up", func() ([]Op, error) { return h.linkChanged(ctx, true) }, "d1")
+}

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"log/slog"
 	"maps"
+	"net/netip"
 	"slices"
 
 	"github.com/lvsd/lvsd/agent/config"
@@ -35,23 +36,37 @@ func HealthTargets(services []config.Service) []health.Target {
 			if port == 0 && len(s.Ports) > 0 {
 				port = s.Ports[0].From
 			}
-			t := health.Target{Key: HealthKey(s.Name, b), Addr: b.Addr, Port: port,
-				AtLeast: b.Health.AtLeast, Rise: b.Health.Rise, Fall: b.Health.Fall}
-			for _, c := range b.Health.Checks {
-				t.Checks = append(t.Checks, health.Check{
-					Type: c.Type, Port: c.Port, Interval: c.Interval, Timeout: c.Timeout,
-					Method: c.Method, Path: c.Path, Host: c.Host, ExpectStatus: c.Expect, ExpectBody: c.Body,
-					WeightHeader:  b.Health.WeightHeader && (c.Type == "http" || c.Type == "https"),
-					InsecureTLS:   !c.TLS.Verify, // off by default: config.TLS says why
-					TLSServerName: c.TLS.ServerName, TLSRootCAs: c.TLS.RootCAs,
-					Send: []byte(c.Send), ExpectData: []byte(c.Receive),
-					Query: c.Query, Command: c.Command, ExecUser: execUser(c.User),
-				})
-			}
-			out = append(out, t)
+			out = append(out, healthTarget(HealthKey(s.Name, b), b.Addr, port, b.Health))
 		}
 	}
 	return out
+}
+
+// TrackKey is the health key of the director's upstream check.
+const TrackKey = "track/upstream"
+
+// TrackTarget is the director's upstream check (the agent file's track
+// block) as a health target. Pure.
+func TrackTarget(t *config.Track) health.Target {
+	return healthTarget(TrackKey, t.Address, 0, t.Health)
+}
+
+// healthTarget is a target probing addr (port: the checks' default) with
+// the checks of h.
+func healthTarget(key string, addr netip.Addr, port uint16, h *config.Health) health.Target {
+	t := health.Target{Key: key, Addr: addr, Port: port, AtLeast: h.AtLeast, Rise: h.Rise, Fall: h.Fall}
+	for _, c := range h.Checks {
+		t.Checks = append(t.Checks, health.Check{
+			Type: c.Type, Port: c.Port, Interval: c.Interval, Timeout: c.Timeout,
+			Method: c.Method, Path: c.Path, Host: c.Host, ExpectStatus: c.Expect, ExpectBody: c.Body,
+			WeightHeader:  h.WeightHeader && (c.Type == "http" || c.Type == "https"),
+			InsecureTLS:   !c.TLS.Verify, // off by default: config.TLS says why
+			TLSServerName: c.TLS.ServerName, TLSRootCAs: c.TLS.RootCAs,
+			Send: []byte(c.Send), ExpectData: []byte(c.Receive),
+			Query: c.Query, Command: c.Command, ExecUser: execUser(c.User),
+		})
+	}
+	return t
 }
 
 func execUser(u *config.User) *health.ExecUser {

@@ -77,6 +77,8 @@ type Holder struct {
 	reported  map[netip.Addr]bool // the VIPs held as last reported to events
 	link      <-chan bool         // the interface's state (TrackLink); nil: not tracked
 	linkDown  bool                // the interface cannot carry traffic: serve and hold nothing
+	upstream  <-chan bool         // the upstream check's verdict (TrackUpstream); nil: none
+	upDown    bool                // the upstream check fails: serve and hold nothing
 }
 
 // HolderState is what the holder keeps across restarts (holder.json).
@@ -157,6 +159,14 @@ func (h *Holder) run(ctx context.Context) {
 			if _, err := h.linkChanged(ctx, up); err != nil {
 				h.log.Error("some address changes failed; will retry", "err", err)
 			}
+		case ok, open := <-h.upstream:
+			if !open {
+				h.upstream = nil
+				continue
+			}
+			if _, err := h.upstreamChanged(ctx, ok); err != nil {
+				h.log.Error("some address changes failed; will retry", "err", err)
+			}
 		case r := <-h.reqs:
 			ops, err := r.f(r.ctx)
 			r.reply <- reply{ops, err}
@@ -206,7 +216,7 @@ func (h *Holder) serve() {
 		return
 	}
 	vips := []netip.Addr{}
-	if !h.linkDown {
+	if !h.grounded() {
 		for _, v := range h.prog.Desired.VIPs {
 			vips = append(vips, v.VIP)
 		}
@@ -226,6 +236,17 @@ func (h *Holder) TrackLink(states <-chan bool) {
 	h.link = states
 }
 
+// TrackUpstream makes the holder follow the director's upstream check
+// (the agent file's track block): while it fails the director serves no
+// VIP, as while its interface is down. Call it before Start.
+func (h *Holder) TrackUpstream(verdicts <-chan bool) {
+	h.upstream = verdicts
+}
+
+// grounded reports whether the director cannot forward: its interface is
+// down or its upstream check fails.
+func (h *Holder) grounded() bool { return h.linkDown || h.upDown }
+
 // linkChanged takes in the interface's state.
 func (h *Holder) linkChanged(ctx context.Context, up bool) ([]Op, error) {
 	if h.linkDown == !up {
@@ -237,6 +258,25 @@ func (h *Holder) linkChanged(ctx context.Context, up bool) ([]Op, error) {
 	} else {
 		h.log.Warn("interface down: giving the VIPs up", "interface", h.prog.Desired.Interface)
 	}
+	return h.groundedChanged(ctx)
+}
+
+// upstreamChanged takes in the upstream check's verdict.
+func (h *Holder) upstreamChanged(ctx context.Context, ok bool) ([]Op, error) {
+	if h.upDown == !ok {
+		return nil, nil
+	}
+	h.upDown = !ok
+	if ok {
+		h.log.Info("upstream check passes: serving the VIPs again")
+	} else {
+		h.log.Warn("upstream check fails: giving the VIPs up")
+	}
+	return h.groundedChanged(ctx)
+}
+
+// groundedChanged serves and holds what the director can now.
+func (h *Holder) groundedChanged(ctx context.Context) ([]Op, error) {
 	if !h.synced {
 		return nil, nil
 	}
@@ -309,7 +349,7 @@ func (h *Holder) Release(ctx context.Context) error {
 func (h *Holder) pass(ctx context.Context) ([]Op, error) {
 	held := make(map[netip.Addr]bool, len(h.prog.Desired.VIPs))
 	for _, v := range h.prog.Desired.VIPs {
-		held[v.VIP] = !h.linkDown && (h.vips == nil || h.vips.Holds(v.VIP))
+		held[v.VIP] = !h.grounded() && (h.vips == nil || h.vips.Holds(v.VIP))
 	}
 	present, err := listPresent(ctx, h.k, h.prog.Desired)
 	if err != nil {

@@ -20,6 +20,11 @@ import (
 // keep the VIP and the traffic it can no longer forward; with it the owner
 // gives the VIP up and the next director takes it within the failover
 // bound. When the link is back, the VIP returns (preempt).
+//
+// Then the upstream check (track: ping the client's network, here the
+// client itself): the owner's pings are dropped on their way out, its link
+// stays up; it gives the VIP up as well, and takes it back when the pings
+// pass again.
 func TestTrackInterface(t *testing.T) {
 	vip := netip.MustParseAddr("10.0.0.50")
 	tp := clusterSetup(t, vip)
@@ -38,6 +43,7 @@ func TestTrackInterface(t *testing.T) {
 		}
 		y := strings.Replace(string(agentFile), "  bind: "+d.V4.String()+"\n", "  bind: "+clAddr[d.ID].String()+"\n", 1)
 		y = y[:strings.Index(y, "  peers: [")] + "  peers: [" + strings.Join(peers, ", ") + "]" + y[strings.Index(y, "]\n")+1:]
+		y += fmt.Sprintf("track: {address: %s, interval: 300ms, timeout: 250ms, rise: 2, fall: 2, checks: [{type: icmp}]}\n", tp.Client().V4)
 		writeFile(t, l.config(), y)
 		l.start()
 		ds = append(ds, l)
@@ -76,6 +82,25 @@ func TestTrackInterface(t *testing.T) {
 	ds[0].waitLog(mark, 5*time.Second, "interface up: serving the VIPs again")
 	p.waitSuccessAfter(t, time.Now(), 10*time.Second)
 	t.Logf("client link of %s back: VIP back after %v", owner.ID, time.Since(restored).Round(10*time.Millisecond))
+
+	// The upstream check fails while the link stays up.
+	mark = ds[0].logSize()
+	blocked := time.Now()
+	runInput(t, owner, fmt.Sprintf("table ip e2e_track {\n chain out {\n  type filter hook output priority 0;\n"+
+		"  ip daddr %s icmp type echo-request drop\n }\n}\n", tp.Client().V4), "nft", "-f", "-")
+	waitHolders(t, tp, vip, 10*time.Second, onlyOn(next.ID))
+	t.Logf("pings of %s to the client dropped: VIP on %s after %v (track: 2 failed pings 300 ms apart)",
+		owner.ID, next.ID, time.Since(blocked).Round(time.Millisecond))
+	ds[0].waitLog(mark, 5*time.Second, "upstream check failing", "target=track/upstream")
+	ds[0].waitLog(mark, 5*time.Second, "upstream check fails: giving the VIPs up")
+	if strings.Contains(ds[0].logSince(mark), "interface down") {
+		t.Error("the owner's interface went down: only its pings were to fail")
+	}
+	p.waitSuccessAfter(t, time.Now(), 10*time.Second)
+	run(t, owner, "nft", "delete", "table", "ip", "e2e_track")
+	waitHolders(t, tp, vip, 20*time.Second, onlyOn(owner.ID))
+	ds[0].waitLog(mark, 5*time.Second, "upstream check passes: serving the VIPs again")
+	p.waitSuccessAfter(t, time.Now(), 10*time.Second)
 }
 
 // clusterNetwork joins the directors of tp on a second bridge, 10.9.0.0/24,

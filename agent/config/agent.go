@@ -39,6 +39,7 @@ type Agent struct {
 	// default) or, when false, per service only (metrics.go).
 	MetricsPerBackend bool
 	Hooks             *Hooks // role director only; nil: no event hooks (hooks.go)
+	Track             *Track // role director only; nil: no upstream check (track.go)
 
 	servicesDirAt *Error // where ServicesDir comes from, for its errors
 }
@@ -70,6 +71,7 @@ type rawAgent struct {
 	BGP        *rawBGP        `yaml:"bgp"`
 	IPVS       *rawIPVS       `yaml:"ipvs"`
 	Hooks      *rawHooks      `yaml:"hooks"`
+	Track      *rawTrack      `yaml:"track"`
 }
 
 // LoadAgent reads and validates the agent file at path. A relative
@@ -126,6 +128,7 @@ func loadAgent(path string, data []byte) (*Agent, error) {
 	a.BGP = d.bgpBlock(a.Role, raw.BGP, path)
 	a.IPVS = d.ipvsBlock(a.Role, raw.IPVS)
 	a.Hooks = d.hooks(a.Role, raw.Hooks)
+	a.Track = d.track(a.Role, raw.Track)
 	if a.Cluster != nil && a.Cluster.Mode == ModeECMP && a.BGP == nil {
 		d.errorf("$.cluster.mode", "mode ecmp needs a bgp block: every director announces every VIP to the routers, which spread the flows")
 	}

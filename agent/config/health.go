@@ -118,7 +118,7 @@ type rawFailover struct {
 }
 
 // health validates a health block found at path ("$.health" or a backend's).
-func (d *doc) health(path, name string, raw *rawHealth, inherit *Health) *Health {
+func (d *doc) health(path, subject string, raw *rawHealth, inherit *Health) *Health {
 	if raw == nil {
 		return inherit
 	}
@@ -132,24 +132,24 @@ func (d *doc) health(path, name string, raw *rawHealth, inherit *Health) *Health
 	if raw.Fall != nil {
 		h.Fall = *raw.Fall
 	}
-	interval := d.duration(path+".interval", name, "interval", string(raw.Interval), DefaultInterval)
-	timeout := d.duration(path+".timeout", name, "timeout", string(raw.Timeout), DefaultTimeout)
+	interval := d.duration(path+".interval", subject, "interval", string(raw.Interval), DefaultInterval)
+	timeout := d.duration(path+".timeout", subject, "timeout", string(raw.Timeout), DefaultTimeout)
 	if len(raw.Checks) == 0 {
-		d.errorf(path, "service %q: health needs at least one check (e.g. checks: [{type: tcp}])", name)
+		d.errorf(path, "%s: health needs at least one check (e.g. checks: [{type: tcp}])", subject)
 	}
 	httpChecks := 0
 	for i, rc := range raw.Checks {
-		c := d.check(fmt.Sprintf("%s.checks[%d]", path, i), name, rc, interval, timeout)
+		c := d.check(fmt.Sprintf("%s.checks[%d]", path, i), subject, rc, interval, timeout)
 		if c.Type == "http" || c.Type == "https" {
 			httpChecks++
 		}
 		h.Checks = append(h.Checks, c)
 	}
 	if h.AtLeast < 0 || h.AtLeast > len(h.Checks) {
-		d.errorf(path+".at_least", "service %q: at_least %d is not in 0-%d (0 means all checks)", name, h.AtLeast, len(h.Checks))
+		d.errorf(path+".at_least", "%s: at_least %d is not in 0-%d (0 means all checks)", subject, h.AtLeast, len(h.Checks))
 	}
 	if raw.WeightHeader && httpChecks == 0 && len(raw.Checks) > 0 {
-		d.errorf(path+".weight_header", "service %q: weight_header needs an http or https check (the weight comes in its response)", name)
+		d.errorf(path+".weight_header", "%s: weight_header needs an http or https check (the weight comes in its response)", subject)
 	}
 	// A backend's own checks keep reading the weight header if the
 	// service's do and they can (they have an http check).

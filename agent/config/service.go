@@ -209,7 +209,7 @@ func (d *doc) service(raw rawService) Service {
 	if s.Protocol == "any" && !s.AllPorts && len(s.Ports) > 0 {
 		d.errorf("$.ports", "service %q: protocol any takes every port: write ports: [all]", s.Name)
 	}
-	s.Health = d.health("$.health", s.Name, raw.Health, nil)
+	s.Health = d.health("$.health", serviceSubject(s.Name), raw.Health, nil)
 	s.Backends = d.backends(s, raw.Backends)
 	s.Failover = d.failover(s.Name, raw.Failover, slices.ContainsFunc(s.Backends, func(b Backend) bool { return b.Failover }))
 	s.SorryServer = d.sorryServer(s, raw.SorryServer)
@@ -218,9 +218,9 @@ func (d *doc) service(raw rawService) Service {
 	s.SNATAddresses = d.snatAddresses(s, raw.FullNAT.SourceAddresses)
 	s.Gateway = d.gateway(s, raw.NAT.Gateway)
 	s.Tunnel = d.tunnel(s, raw.Tunnel)
-	s.DrainTimeout = d.duration("$.drain_timeout", s.Name, "drain_timeout", string(raw.DrainTimeout), DefaultDrainTimeout)
+	s.DrainTimeout = d.duration("$.drain_timeout", serviceSubject(s.Name), "drain_timeout", string(raw.DrainTimeout), DefaultDrainTimeout)
 	if p := raw.Persistence; p != nil {
-		s.Persistence.Timeout = d.duration("$.persistence.timeout", s.Name, "persistence timeout", string(p.Timeout), 300*time.Second)
+		s.Persistence.Timeout = d.duration("$.persistence.timeout", serviceSubject(s.Name), "persistence timeout", string(p.Timeout), 300*time.Second)
 		if s.Persistence.Timeout < time.Second {
 			d.errorf("$.persistence.timeout", "service %q: persistence timeout must be at least 1s", s.Name)
 		}
@@ -357,13 +357,16 @@ func (s Service) Addresses() []netip.Addr {
 	return out
 }
 
-func (d *doc) duration(path, name, what, raw string, def time.Duration) time.Duration {
+// serviceSubject is how messages about a service's keys begin.
+func serviceSubject(name string) string { return fmt.Sprintf("service %q", name) }
+
+func (d *doc) duration(path, subject, what, raw string, def time.Duration) time.Duration {
 	if raw == "" {
 		return def
 	}
 	v, err := time.ParseDuration(raw)
 	if err != nil || v < 0 {
-		d.errorf(path, "service %q: %s %q is not a duration like 30s or 5m", name, what, raw)
+		d.errorf(path, "%s: %s %q is not a duration like 30s or 5m", subject, what, raw)
 		return def
 	}
 	return v
@@ -440,7 +443,7 @@ func (d *doc) backends(s Service, raw []rawBackend) []Backend {
 		}
 		addr = addr.Unmap()
 		b := Backend{Addr: addr, Weight: DefaultWeight, Failover: rb.Failover,
-			Health: d.health(path+".health", s.Name, rb.Health, s.Health)}
+			Health: d.health(path+".health", serviceSubject(s.Name), rb.Health, s.Health)}
 		if s.VIP.IsValid() && addr.Is4() != s.VIP.Is4() {
 			why := ""
 			if s.Forwarding == Tunnel {

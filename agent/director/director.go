@@ -130,6 +130,7 @@ func Run(ctx context.Context, o Options) error {
 	}
 	holder.SetEvents(events)
 	trackLink(bgCtx, o.Links, holder, cfg.Agent.Interface, log)
+	trackUpstream(bgCtx, &bg, cfg.Agent.Track, holder, log)
 	opts := agent.Options{ConfigPath: o.ConfigPath, Config: cfg, Kernel: k, Log: log, Health: checks, Holder: holder,
 		Events: events}
 	if speaker != nil {
