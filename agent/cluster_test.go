@@ -141,7 +141,8 @@ func TestTrackUpstreamMovesTheVIP(t *testing.T) {
 	d1, d2 := newClusterDirector(t, f, "d1", 200), newClusterDirector(t, f, "d2", 100)
 	d1.env.reconcile(d1.agent)
 	d2.env.reconcile(d2.agent)
-	step := func(name string, change func() ([]Op, error), owner string) {
+	h := d1.agent.holder
+	step := func(name string, change func() ([]Op, error), owner, grounded string) {
 		t.Helper()
 		if _, err := change(); err != nil {
 			t.Fatal(err)
@@ -152,11 +153,13 @@ func TestTrackUpstreamMovesTheVIP(t *testing.T) {
 		if got := f.Owner(vip); got != owner {
 			t.Errorf("%s: owner %q, want %q", name, got, owner)
 		}
+		if got := h.State().Grounded; got != grounded {
+			t.Errorf("%s: status says grounded by %q, want %q", name, got, grounded)
+		}
 	}
-	h := d1.agent.holder
 	ctx := t.Context()
-	step("upstream fails", func() ([]Op, error) { return h.upstreamChanged(ctx, false) }, "d2")
-	step("link down too", func() ([]Op, error) { return h.linkChanged(ctx, false) }, "d2")
-	step("upstream passes, link still down", func() ([]Op, error) { return h.upstreamChanged(ctx, true) }, "d2")
-	step("link up", func() ([]Op, error) { return h.linkChanged(ctx, true) }, "d1")
+	step("upstream fails", func() ([]Op, error) { return h.upstreamChanged(ctx, false) }, "d2", "upstream check failing")
+	step("link down too", func() ([]Op, error) { return h.linkChanged(ctx, false) }, "d2", "interface down, upstream check failing")
+	step("upstream passes, link still down", func() ([]Op, error) { return h.upstreamChanged(ctx, true) }, "d2", "interface down")
+	step("link up", func() ([]Op, error) { return h.linkChanged(ctx, true) }, "d1", "")
 }

@@ -7,6 +7,7 @@ import (
 	"maps"
 	"net/netip"
 	"slices"
+	"strings"
 	"sync/atomic"
 	"time"
 
@@ -87,6 +88,10 @@ type HolderState struct {
 	// depreferred), its established connections go on.
 	Drained   bool      `json:"drained"`
 	DrainedAt time.Time `json:"drained_at,omitzero"`
+	// Grounded says why the director serves no VIP now ("interface
+	// down", "upstream check failing"); "" when nothing holds it back.
+	// Not kept across restarts.
+	Grounded string `json:"-"`
 }
 
 const holderFile = "holder.json"
@@ -277,6 +282,7 @@ func (h *Holder) upstreamChanged(ctx context.Context, ok bool) ([]Op, error) {
 
 // groundedChanged serves and holds what the director can now.
 func (h *Holder) groundedChanged(ctx context.Context) ([]Op, error) {
+	h.publish()
 	if !h.synced {
 		return nil, nil
 	}
@@ -299,7 +305,7 @@ func (h *Holder) Drain(ctx context.Context, on bool, now time.Time) (HolderState
 				return nil, err
 			}
 			h.state = next
-			h.shown.Store(&next)
+			h.publish()
 			h.log.Info("director drain", "drained", on)
 		}
 		st = h.state
@@ -311,9 +317,24 @@ func (h *Holder) Drain(ctx context.Context, on bool, now time.Time) (HolderState
 	return st, err
 }
 
-// State returns what the holder keeps across restarts, as last changed.
-// Safe to call from any goroutine; it does not wait for the holder's.
+// State returns what the holder keeps across restarts and why it is
+// grounded, as last changed. Safe to call from any goroutine; it does not
+// wait for the holder's.
 func (h *Holder) State() HolderState { return *h.shown.Load() }
+
+// publish makes State show the holder's state now.
+func (h *Holder) publish() {
+	st := h.state
+	var why []string
+	if h.linkDown {
+		why = append(why, "interface down")
+	}
+	if h.upDown {
+		why = append(why, "upstream check failing")
+	}
+	st.Grounded = strings.Join(why, ", ")
+	h.shown.Store(&st)
+}
 
 // ReleaseStale removes every address a previous run left (a cluster
 // director holds nothing until the cluster gives it VIPs). Call it before

@@ -49,9 +49,12 @@ type Status struct {
 	BGP      *bgp.Status     `json:"bgp,omitempty"`
 	// Drained: `lvsd drain` on this director (its routes withdrawn or
 	// depreferred, its connections going on).
-	Drained   bool            `json:"drained,omitempty"`
-	DrainedAt time.Time       `json:"drained_at,omitzero"`
-	ConnSync  *connsync.Stats `json:"conn_sync,omitempty"`
+	Drained   bool      `json:"drained,omitempty"`
+	DrainedAt time.Time `json:"drained_at,omitzero"`
+	// Grounded says why this director serves no VIP now (interface down,
+	// upstream check failing); empty when nothing holds it back.
+	Grounded string          `json:"grounded,omitempty"`
+	ConnSync *connsync.Stats `json:"conn_sync,omitempty"`
 	// ConfigLoadedAt is when the configuration in force was loaded;
 	// ConfigError says why the last attempt since was rejected (the files
 	// on disk are not what runs).
@@ -275,7 +278,7 @@ func (a *Agent) addAgentState(ctx context.Context, st *Status) error {
 	}
 	if a.holder != nil {
 		hs := a.holder.State()
-		st.Drained, st.DrainedAt = hs.Drained, hs.DrainedAt
+		st.Drained, st.DrainedAt, st.Grounded = hs.Drained, hs.DrainedAt, hs.Grounded
 	}
 	return nil
 }

@@ -96,6 +96,9 @@ func TestTrackInterface(t *testing.T) {
 	if strings.Contains(ds[0].logSince(mark), "interface down") {
 		t.Error("the owner's interface went down: only its pings were to fail")
 	}
+	if out, _ := runLVSD(t, owner, "status", "--config", ds[0].config()); !strings.Contains(out, "serving NO VIP: upstream check failing") {
+		t.Errorf("lvsd status on the owner does not say why it serves no VIP:\n%s", out)
+	}
 	p.waitSuccessAfter(t, time.Now(), 10*time.Second)
 	run(t, owner, "nft", "delete", "table", "ip", "e2e_track")
 	waitHolders(t, tp, vip, 20*time.Second, onlyOn(owner.ID))

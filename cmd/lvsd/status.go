@@ -180,6 +180,9 @@ func writeDirectorStatus(w io.Writer, st agent.Status, now time.Time) error {
 		fmt.Fprintf(w, "configuration REJECTED, the one loaded %s (%s ago) runs: %s\n",
 			st.ConfigLoadedAt.Format(time.DateTime), ago(now, st.ConfigLoadedAt), st.ConfigError)
 	}
+	if st.Grounded != "" {
+		fmt.Fprintf(w, "serving NO VIP: %s (the VIPs return when it clears)\n", st.Grounded)
+	}
 	if !st.KernelAsOf.IsZero() && now.Sub(st.KernelAsOf) > time.Second {
 		fmt.Fprintf(w, "kernel numbers as of that pass (over %d IPVS services: --service NAME reads them now)\n", agent.FreshLimit)
 	}
