@@ -193,8 +193,21 @@ func Start(cfg Config) (*Node, error) {
 	}
 	n.st.init(n)
 	n.served = unmapped(cfg.VIPs)
-	ml, err := memberlist.Create(n.memberlistConfig())
+	mc := n.memberlistConfig()
+	var own *transport
+	if bind, err := netip.ParseAddrPort(cfg.Bind); mc.Transport == nil && err == nil && !bind.Addr().IsUnspecified() {
+		// One address (lvsd's default): lvsd's transport. A wildcard bind
+		// keeps memberlist's, which finds an address to advertise.
+		if own, err = newTransport(bind, n.log); err != nil {
+			return nil, err
+		}
+		mc.Transport = own
+	}
+	ml, err := memberlist.Create(mc)
 	if err != nil {
+		if own != nil {
+			_ = own.Shutdown()
+		}
 		return nil, fmt.Errorf("cluster: starting memberlist on %s: %w", cfg.Bind, err)
 	}
 	n.ml = ml
