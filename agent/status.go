@@ -107,6 +107,28 @@ type DestinationStatus struct {
 	PacketsOut  uint64 `json:"packets_out"`
 	BytesIn     uint64 `json:"bytes_in"`
 	BytesOut    uint64 `json:"bytes_out"`
+	Rates       Rates  `json:"rates"`
+}
+
+// Rates are IPVS's rate estimates (ipvsadm --rate), per second: the
+// kernel averages each destination's traffic over a few seconds (its
+// estimator runs every 2 s with a time constant of about 8 s).
+type Rates struct {
+	Connections uint64 `json:"connections_per_second"`
+	PacketsIn   uint64 `json:"packets_in_per_second"`
+	PacketsOut  uint64 `json:"packets_out_per_second"`
+	BytesIn     uint64 `json:"bytes_in_per_second"`
+	BytesOut    uint64 `json:"bytes_out_per_second"`
+}
+
+func ratesOf(r ipvs.Rates) Rates {
+	return Rates{Connections: r.ConnectionsPerSecond, PacketsIn: r.PacketsInPerSecond, PacketsOut: r.PacketsOutPerSecond,
+		BytesIn: r.BytesInPerSecond, BytesOut: r.BytesOutPerSecond}
+}
+
+func (r *Rates) add(o Rates) {
+	r.Connections, r.PacketsIn, r.PacketsOut = r.Connections+o.Connections, r.PacketsIn+o.PacketsIn, r.PacketsOut+o.PacketsOut
+	r.BytesIn, r.BytesOut = r.BytesIn+o.BytesIn, r.BytesOut+o.BytesOut
 }
 
 // snapshot is what the owner goroutine publishes after each pass for readers

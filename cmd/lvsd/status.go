@@ -27,7 +27,7 @@ import (
 
 func init() {
 	commands["status"] = command{usage: "show the running agent's services and backends, as the kernel has them now " +
-		"(a summary above " + strconv.Itoa(agent.SummaryAbove) + " IPVS services; --all, --service, --json)", run: status}
+		"(a summary above " + strconv.Itoa(agent.SummaryAbove) + " IPVS services; --all, --service, --stats, --rate, --json)", run: status}
 	flagSetup["status"] = func(fs *flag.FlagSet) {
 		fs.Bool("json", false, "print the agent's status as JSON, for scripts (every selected service unless --summary or --problems)")
 		fs.String("socket", "", "the agent's local API socket (default: api.socket of the agent file)")
@@ -35,6 +35,10 @@ func init() {
 		fs.Bool("all", false, "every selected service with its backends, however many")
 		fs.Bool("summary", false, "the totals and the worst services only, however few")
 		fs.Bool("problems", false, "the totals and every service with a problem")
+		fs.Bool("stats", false, "the kernel's counters per service and backend instead of weights and state "+
+			"(connections, packets and bytes in and out, as ipvsadm -Ln --stats)")
+		fs.Bool("rate", false, "the kernel's rate estimates per service and backend instead of weights and state "+
+			"(connections, packets and bytes per second, as ipvsadm -Ln --rate)")
 	}
 }
 
@@ -56,6 +60,21 @@ func statusView(e *env, asJSON bool) (agent.View, error) {
 		return "", usagef("lvsd status: %s: choose one", strings.Join(asked, " and "))
 	}
 	return view, nil
+}
+
+// statusTable is what the table's columns show: --stats or --rate (not
+// both), else weights and state.
+func statusTable(e *env) (statusColumns, error) {
+	stats, rate := e.flags.Lookup("stats").Value.String() == "true", e.flags.Lookup("rate").Value.String() == "true"
+	switch {
+	case stats && rate:
+		return 0, usagef("lvsd status: --rate and --stats: choose one")
+	case stats:
+		return columnsStats, nil
+	case rate:
+		return columnsRate, nil
+	}
+	return columnsState, nil
 }
 
 // apiSocket is the running agent's socket: --socket, else api.socket of the
@@ -112,6 +131,10 @@ func status(ctx context.Context, e *env) error {
 	if err != nil {
 		return err
 	}
+	cols, err := statusTable(e)
+	if err != nil {
+		return err
+	}
 	socket, err := readSocket(e, "status")
 	if err != nil {
 		return err
@@ -131,15 +154,15 @@ func status(ctx context.Context, e *env) error {
 		return err
 	}
 	out := bufio.NewWriterSize(e.stdout, 64<<10) // a line per write would be a syscall per line
-	if err := printStatus(out, raw, asJSON, time.Now()); err != nil {
+	if err := printStatus(out, raw, asJSON, cols, time.Now()); err != nil {
 		return err
 	}
 	return out.Flush()
 }
 
 // printStatus prints the agent's answer: as indented JSON, or as the
-// director's or real server's table.
-func printStatus(w io.Writer, raw []byte, asJSON bool, now time.Time) error {
+// director's (with cols) or real server's table.
+func printStatus(w io.Writer, raw []byte, asJSON bool, cols statusColumns, now time.Time) error {
 	if asJSON {
 		var b bytes.Buffer
 		if err := json.Indent(&b, bytes.TrimSpace(raw), "", "  "); err != nil {
@@ -161,14 +184,14 @@ func printStatus(w io.Writer, raw []byte, asJSON bool, now time.Time) error {
 		}
 		return writeRealServerStatus(w, rs, now)
 	}
-	return writeDirectorStatus(w, st, now)
+	return writeDirectorStatus(w, st, cols, now)
 }
 
 // writeDirectorStatus prints a director's status as a table in the manner of
 // `ipvsadm -Ln`: a line per IPVS service, then its real servers, with the
 // configured next to the kernel's (effective) weight, connections and
-// drain progress.
-func writeDirectorStatus(w io.Writer, st agent.Status, now time.Time) error {
+// drain progress; or with cols, their counters or rates.
+func writeDirectorStatus(w io.Writer, st agent.Status, cols statusColumns, now time.Time) error {
 	fmt.Fprintf(w, "director %s, config %s\n", st.Node, st.Config)
 	pass := "ok"
 	if st.LastError != "" {
@@ -208,7 +231,11 @@ func writeDirectorStatus(w io.Writer, st agent.Status, now time.Time) error {
 		fmt.Fprintln(w, "no services configured")
 		return nil
 	}
-	if len(st.Services) > 0 {
+	if len(st.Services) > 0 && cols != columnsState {
+		if err := writeCounterTable(w, st.Services, cols); err != nil {
+			return err
+		}
+	} else if len(st.Services) > 0 {
 		if err := writeServiceTable(w, st.Services, summary, now); err != nil {
 			return err
 		}

@@ -42,7 +42,7 @@ func directorStatus() agent.Status {
 
 func TestWriteDirectorStatus(t *testing.T) {
 	var b bytes.Buffer
-	if err := writeDirectorStatus(&b, directorStatus(), statusNow); err != nil {
+	if err := writeDirectorStatus(&b, directorStatus(), columnsState, statusNow); err != nil {
 		t.Fatal(err)
 	}
 	want := `director lvs1, config /etc/lvsd/lvsd.yaml
@@ -70,7 +70,7 @@ func TestWriteDirectorStatusFailedPass(t *testing.T) {
 	st := agent.Status{Node: "lvs1", Config: "c.yaml", LastReconcile: statusNow.Add(-3 * time.Minute),
 		LastDuration: "1s", LastError: "adding destination 10.0.0.11:80: file exists"}
 	var b bytes.Buffer
-	writeDirectorStatus(&b, st, statusNow)
+	writeDirectorStatus(&b, st, columnsState, statusNow)
 	if want := "(3m0s ago, took 1s): FAILED: adding destination 10.0.0.11:80: file exists\n\nno services configured\n"; !strings.HasSuffix(b.String(), want) {
 		t.Errorf("got:\n%s", b.String())
 	}
@@ -82,7 +82,7 @@ func TestWriteDirectorStatusConfigRejected(t *testing.T) {
 	st := agent.Status{Node: "lvs1", Config: "c.yaml", LastReconcile: statusNow, LastDuration: "1ms",
 		ConfigLoadedAt: statusNow.Add(-time.Hour), ConfigError: `web.yaml:5:26: service "web": unknown key "wieght"`}
 	var b bytes.Buffer
-	writeDirectorStatus(&b, st, statusNow)
+	writeDirectorStatus(&b, st, columnsState, statusNow)
 	want := "configuration REJECTED, the one loaded 2025-06-01 11:00:10 (1h0m0s ago) runs: " +
 		"web.yaml:5:26: service \"web\": unknown key \"wieght\"\n"
 	if !strings.Contains(b.String(), want) {
@@ -196,7 +196,7 @@ func TestWriteDirectorStatusSummary(t *testing.T) {
 	st.Services[1].Problem = "not in the kernel"
 	st.Services[0], st.Services[1] = st.Services[1], st.Services[0]
 	var b bytes.Buffer
-	if err := writeDirectorStatus(&b, st, statusNow); err != nil {
+	if err := writeDirectorStatus(&b, st, columnsState, statusNow); err != nil {
 		t.Fatal(err)
 	}
 	want := `director lvs1, config /etc/lvsd/lvsd.yaml
@@ -230,7 +230,7 @@ lvsd status --service NAME shows services with their backends (globs: 'web-*'), 
 
 	st.Services, st.Totals.Problems = nil, 0
 	b.Reset()
-	writeDirectorStatus(&b, st, statusNow)
+	writeDirectorStatus(&b, st, columnsState, statusNow)
 	if want := "\n\nno problems: every IPVS service is in the kernel with its backends, and some take new connections\n\n" +
 		"lvsd status --service NAME"; !strings.Contains(b.String(), want) {
 		t.Errorf("without problems:\n%s", b.String())
