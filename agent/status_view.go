@@ -405,7 +405,7 @@ func (r *statusReader) destination(vs *VirtualService, d *Destination, k *ipvs.D
 			ds.ConfiguredWeight, ds.Eligible = vs.Sorry.Weight, true // no backend is
 		}
 		if since, ok := r.s.drains[DrainKey{vs.ServiceKey, k.DestinationKey}]; ok {
-			ds.DrainingFor = now.Sub(since).Round(time.Second).String()
+			ds.DrainingFor = now.Sub(since).Round(time.Second).Seconds()
 		}
 	}
 	if k != nil {

@@ -379,6 +379,7 @@ func (a *Agent) configFingerprint() [32]byte {
 
 // Status is what the agent publishes for its handlers and `lvsd drain`.
 type Status struct {
+	Schema           int            `json:"schema"` // api.SchemaVersion
 	Node             string         `json:"node"`
 	Drained          bool           `json:"drained"`
 	DrainedAt        time.Time      `json:"drained_at,omitzero"`
@@ -412,6 +413,7 @@ func (a *Agent) republish() {
 func (a *Agent) publish(missing []netip.Addr, down []string) {
 	rs := a.cfg.RealServer
 	st := &Status{
+		Schema:           api.SchemaVersion,
 		Node:             a.cfg.Node,
 		Drained:          a.rec.Drained,
 		DrainedAt:        a.rec.DrainedAt,

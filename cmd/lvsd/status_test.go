@@ -21,7 +21,7 @@ var statusNow = time.Date(2025, 6, 1, 12, 0, 10, 0, time.UTC)
 
 func directorStatus() agent.Status {
 	return agent.Status{Node: "lvs1", Role: "director", Config: "/etc/lvsd/lvsd.yaml",
-		LastReconcile: statusNow.Add(-4 * time.Second), LastDuration: "3.2ms",
+		LastReconcile: statusNow.Add(-4 * time.Second), LastDuration: 0.0032,
 		Services: []agent.ServiceStatus{
 			{Name: "web", Key: "tcp:10.0.0.50:80", VIP: "10.0.0.50", Scheduler: "mh", Flags: "mh-fallback,mh-port",
 				Rule:     "failover policy, unweighted: healthy primaries at or above the ratio",
@@ -31,7 +31,7 @@ func directorStatus() agent.Status {
 					{Address: "10.0.0.14:80", Forwarding: "route", ConfiguredWeight: 1, Weight: 0, Health: "unhealthy",
 						HealthError: "http: status 503", InactiveConns: 3},
 					{Address: "10.0.0.15:80", Forwarding: "route", ConfiguredWeight: 1, Weight: 0, Health: "healthy"},
-					{Address: "10.0.0.12:80", Forwarding: "route", ConfiguredWeight: -1, Weight: 0, ActiveConns: 2, InactiveConns: 1, DrainingFor: "7s"},
+					{Address: "10.0.0.12:80", Forwarding: "route", ConfiguredWeight: -1, Weight: 0, ActiveConns: 2, InactiveConns: 1, DrainingFor: 7},
 				}},
 			{Name: "dns", Key: "fwmark:7/ipv6", VIP: "fd00::53", Scheduler: "rr",
 				InKernel: false, VIPHeld: false, Destinations: []agent.DestinationStatus{
@@ -68,7 +68,7 @@ eligible backends by:
 
 func TestWriteDirectorStatusFailedPass(t *testing.T) {
 	st := agent.Status{Node: "lvs1", Config: "c.yaml", LastReconcile: statusNow.Add(-3 * time.Minute),
-		LastDuration: "1s", LastError: "adding destination 10.0.0.11:80: file exists"}
+		LastDuration: 1, LastError: "adding destination 10.0.0.11:80: file exists"}
 	var b bytes.Buffer
 	writeDirectorStatus(&b, st, columnsState, statusNow)
 	if want := "(3m0s ago, took 1s): FAILED: adding destination 10.0.0.11:80: file exists\n\nno services configured\n"; !strings.HasSuffix(b.String(), want) {
@@ -79,7 +79,7 @@ func TestWriteDirectorStatusFailedPass(t *testing.T) {
 // A rejected configuration is said under the header, with the time of
 // the one still in force.
 func TestWriteDirectorStatusConfigRejected(t *testing.T) {
-	st := agent.Status{Node: "lvs1", Config: "c.yaml", LastReconcile: statusNow, LastDuration: "1ms",
+	st := agent.Status{Node: "lvs1", Config: "c.yaml", LastReconcile: statusNow, LastDuration: 0.001,
 		ConfigLoadedAt: statusNow.Add(-time.Hour), ConfigError: `web.yaml:5:26: service "web": unknown key "wieght"`}
 	var b bytes.Buffer
 	writeDirectorStatus(&b, st, columnsState, statusNow)
