@@ -146,12 +146,8 @@ func (a *Agent) Run(ctx context.Context, reload <-chan struct{}, apiL, healthL n
 		case <-reload:
 			a.reload("signal")
 		case <-tick.C:
-			// Reload a file only once it stayed the same for a whole period:
-			// an editor's truncate-then-write must not be read half way.
-			fp := a.configFingerprint()
-			settled := fp == pending
-			pending = fp
-			if fp != a.fingerprint && settled {
+			// reload.watch: false: only a reload request reads the files.
+			if a.cfg.WatchFiles && a.settledEdit(&pending) {
 				a.reload("file change")
 			} else if a.opts.Now().Sub(lastFull) < a.opts.Resync {
 				continue
@@ -160,6 +156,17 @@ func (a *Agent) Run(ctx context.Context, reload <-chan struct{}, apiL, healthL n
 		a.reconcile(ctx)
 		lastFull = a.opts.Now()
 	}
+}
+
+// settledEdit reports whether the files changed since they were loaded
+// and stayed the same for a whole tick since pending, their fingerprint at
+// the tick before: an editor's truncate-then-write must not be read half
+// way.
+func (a *Agent) settledEdit(pending *[32]byte) bool {
+	fp := a.configFingerprint()
+	settled := fp == *pending
+	*pending = fp
+	return fp != a.fingerprint && settled
 }
 
 // start loads the configuration and the record of what lvsd added.
