@@ -167,12 +167,5 @@ func (a *Agent) serveConnections(w http.ResponseWriter, r *http.Request) {
 		q.Limit = n
 	}
 	list, err := a.Connections(r.Context(), q)
-	switch {
-	case errors.Is(err, errBadQuery):
-		http.Error(w, err.Error(), http.StatusBadRequest)
-	case err != nil:
-		http.Error(w, err.Error(), http.StatusServiceUnavailable)
-	default:
-		api.WriteCompactJSON(w, list)
-	}
+	writeQueryAnswer(w, list, err)
 }

@@ -304,6 +304,20 @@ func (a *Agent) addAgentState(ctx context.Context, st *Status) error {
 	return nil
 }
 
+// writeQueryAnswer answers a read as compact JSON (it may be large), or
+// with its error: 400 for a query that cannot be answered as asked, else
+// 503 (the agent is not ready, the kernel could not be read).
+func writeQueryAnswer(w http.ResponseWriter, answer any, err error) {
+	switch {
+	case errors.Is(err, errBadQuery):
+		http.Error(w, err.Error(), http.StatusBadRequest)
+	case err != nil:
+		http.Error(w, err.Error(), http.StatusServiceUnavailable)
+	default:
+		api.WriteCompactJSON(w, answer)
+	}
+}
+
 // APIHandler serves the director's local API:
 //
 //	GET /v1/status[?service=NAME|GLOB...][&view=VIEW]  the Status (Status, StatusQuery), compact JSON
@@ -320,14 +334,7 @@ func (a *Agent) APIHandler() http.Handler {
 	mux.HandleFunc("GET "+RouteStatus, func(w http.ResponseWriter, r *http.Request) {
 		q := r.URL.Query()
 		st, err := a.Status(r.Context(), StatusQuery{Services: q["service"], View: View(q.Get("view"))})
-		switch {
-		case errors.Is(err, errBadQuery):
-			http.Error(w, err.Error(), http.StatusBadRequest)
-		case err != nil:
-			http.Error(w, err.Error(), http.StatusServiceUnavailable)
-		default:
-			api.WriteCompactJSON(w, st)
-		}
+		writeQueryAnswer(w, st, err)
 	})
 	for route, on := range map[string]bool{RouteDrain: true, RouteUndrain: false} {
 		mux.HandleFunc("POST "+route, func(w http.ResponseWriter, r *http.Request) {

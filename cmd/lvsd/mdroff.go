@@ -42,27 +42,21 @@ func roffText(s string) string {
 // code and bold become bold; a line starting with a dot is protected.
 func roffInline(s string) string {
 	s = mdLink.ReplaceAllString(s, "$1")
-	var b strings.Builder
-	last := 0
-	for _, m := range mdCode.FindAllStringSubmatchIndex(s, -1) {
-		b.WriteString(roffBold(s[last:m[0]]))
-		b.WriteString(`\fB` + roffText(s[m[2]:m[3]]) + `\fR`)
-		last = m[1]
-	}
-	b.WriteString(roffBold(s[last:]))
-	return protectLine(b.String())
+	roffBold := func(s string) string { return emboldened(s, mdBold, roffText) } // outside code spans
+	return protectLine(emboldened(s, mdCode, roffBold))
 }
 
-// roffBold converts **bold** in text outside code spans.
-func roffBold(s string) string {
+// emboldened sets what re's first group matches in bold, converting the
+// text between the matches with outside.
+func emboldened(s string, re *regexp.Regexp, outside func(string) string) string {
 	var b strings.Builder
 	last := 0
-	for _, m := range mdBold.FindAllStringSubmatchIndex(s, -1) {
-		b.WriteString(roffText(s[last:m[0]]))
+	for _, m := range re.FindAllStringSubmatchIndex(s, -1) {
+		b.WriteString(outside(s[last:m[0]]))
 		b.WriteString(`\fB` + roffText(s[m[2]:m[3]]) + `\fR`)
 		last = m[1]
 	}
-	b.WriteString(roffText(s[last:]))
+	b.WriteString(outside(s[last:]))
 	return b.String()
 }
 

@@ -4,7 +4,6 @@ import (
 	"bytes"
 	"context"
 	"net/http"
-	"path/filepath"
 	"strings"
 	"testing"
 
@@ -42,19 +41,10 @@ func TestWriteConnections(t *testing.T) {
 // service and limit; it cannot be combined with the other tables.
 func TestStatusConnectionsCommand(t *testing.T) {
 	var asked []string
-	sock := filepath.Join(t.TempDir(), "lvsd.sock")
-	l, err := api.Listen(sock)
-	if err != nil {
-		t.Fatal(err)
-	}
-	ctx, cancel := context.WithCancel(context.Background())
-	t.Cleanup(cancel)
-	mux := http.NewServeMux()
-	mux.HandleFunc("GET "+agent.RouteConnections, func(w http.ResponseWriter, r *http.Request) {
+	ctx, sock := fakeAgent(t, agent.RouteConnections, func(w http.ResponseWriter, r *http.Request) {
 		asked = append(asked, r.URL.RawQuery)
 		api.WriteCompactJSON(w, connectionList())
 	})
-	go api.Serve(ctx, l, mux)
 	for _, c := range []struct {
 		args  []string
 		query string // "": a usage error saying usage

@@ -163,6 +163,12 @@ func TestStatusCommand(t *testing.T) {
 // test ends; it returns a context for the test's commands and the socket.
 func fakeStatusAgent(t *testing.T, answer http.HandlerFunc) (context.Context, string) {
 	t.Helper()
+	return fakeAgent(t, agent.RouteStatus, answer)
+}
+
+// fakeAgent serves answer on GET route of a local socket, as the agent's API.
+func fakeAgent(t *testing.T, route string, answer http.HandlerFunc) (context.Context, string) {
+	t.Helper()
 	sock := filepath.Join(t.TempDir(), "lvsd.sock")
 	l, err := api.Listen(sock)
 	if err != nil {
@@ -171,7 +177,7 @@ func fakeStatusAgent(t *testing.T, answer http.HandlerFunc) (context.Context, st
 	ctx, cancel := context.WithCancel(context.Background())
 	t.Cleanup(cancel)
 	mux := http.NewServeMux()
-	mux.HandleFunc("GET "+agent.RouteStatus, answer)
+	mux.HandleFunc("GET "+route, answer)
 	go api.Serve(ctx, l, mux)
 	return ctx, sock
 }
