@@ -42,11 +42,15 @@ func commandFlags(name string) []*flag.Flag {
 	return out
 }
 
-// takesValue: every lvsd flag but the booleans takes a value (a path).
+// takesValue: every lvsd flag but the booleans takes a value.
 func takesValue(f *flag.Flag) bool {
 	b, ok := f.Value.(interface{ IsBoolFlag() bool })
 	return !ok || !b.IsBoolFlag()
 }
+
+// pathFlags take a file's path, which the shells complete; the other
+// values (a number, service names) they leave to the user.
+var pathFlags = map[string]bool{"config": true, "socket": true}
 
 // completionArgs are the words a subcommand takes besides flags.
 var completionArgs = map[string][]string{"completion": {"bash", "zsh", "fish"}, "man": {"8", "5", "lvsd.yaml"}}
@@ -76,9 +80,10 @@ _lvsd() {
 	fi
 	case $prev in
 	%s) mapfile -t COMPREPLY < <(compgen -f -- "$cur") && compopt -o filenames && return ;;
+	%s) COMPREPLY=() && return ;;
 	esac
 	case ${COMP_WORDS[1]} in
-`, strings.Join(commandNames(), " "), strings.Join(valueFlags(), "|"))
+`, strings.Join(commandNames(), " "), strings.Join(valueFlags(true), "|"), strings.Join(valueFlags(false), "|"))
 	for _, n := range commandNames() {
 		var words []string
 		for _, f := range commandFlags(n) {
@@ -95,14 +100,14 @@ complete -F _lvsd lvsd
 	return err
 }
 
-// valueFlags are the flags (of any subcommand) that take a path, as the
-// shell sees them: --config, -config, ….
-func valueFlags() []string {
+// valueFlags are the flags (of any subcommand) that take a path (paths)
+// or another value (!paths), as the shell sees them: --config, -config, ….
+func valueFlags(paths bool) []string {
 	seen := map[string]bool{}
 	var out []string
 	for _, n := range commandNames() {
 		for _, f := range commandFlags(n) {
-			if takesValue(f) && !seen[f.Name] {
+			if takesValue(f) && pathFlags[f.Name] == paths && !seen[f.Name] {
 				seen[f.Name] = true
 				out = append(out, "--"+f.Name, "-"+f.Name)
 			}
@@ -122,8 +127,11 @@ func zshCompletion(w io.Writer) error {
 		fmt.Fprintf(w, "%s)\n\t_arguments", n)
 		for _, f := range commandFlags(n) {
 			spec := fmt.Sprintf("--%s[%s]", f.Name, esc.Replace(f.Usage))
-			if takesValue(f) {
+			switch {
+			case pathFlags[f.Name]:
 				spec += ":file:_files"
+			case takesValue(f):
+				spec += ":value: "
 			}
 			fmt.Fprintf(w, " '%s'", spec)
 		}
@@ -148,8 +156,11 @@ func fishCompletion(w io.Writer) error {
 		cond := q("__fish_seen_subcommand_from " + n)
 		for _, f := range commandFlags(n) {
 			extra := ""
-			if takesValue(f) {
+			switch {
+			case pathFlags[f.Name]:
 				extra = " -r -F"
+			case takesValue(f):
+				extra = " -x" // a value, not a file
 			}
 			fmt.Fprintf(w, "complete -c lvsd -n %s -l %s%s -d %s\n", cond, f.Name, extra, q(f.Usage))
 		}

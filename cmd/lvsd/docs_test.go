@@ -49,6 +49,7 @@ func TestBashCompletionCompletes(t *testing.T) {
 		"lvsd status --j":                       "--json",
 		"lvsd completion z":                     "zsh",
 		"lvsd check --config /etc/lvsd/lvsd.ya": "", // files: whatever exists
+		"lvsd status --connections --l":         "--limit",
 	} {
 		words := strings.Fields(line)
 		prog := script.String() + `
@@ -135,5 +136,25 @@ func checkRoff(t *testing.T, page string) {
 	check.Stdin = strings.NewReader(page)
 	if msg, err := check.CombinedOutput(); err != nil || len(msg) > 0 {
 		t.Errorf("groff -man -ww: %v\n%s", err, msg)
+	}
+}
+
+// A flag whose value is not a path (--limit N, --service NAMES) gets no
+// completion: neither files nor the command's flags.
+func TestBashCompletionNoValueWords(t *testing.T) {
+	var script bytes.Buffer
+	bashCompletion(&script)
+	for _, flagName := range []string{"--limit", "--service"} {
+		prog := script.String() + `
+COMP_WORDS=(lvsd status ` + flagName + ` "")
+COMP_CWORD=3
+compopt() { :; }
+_lvsd
+echo "${#COMPREPLY[@]}"
+`
+		out, err := exec.Command("bash", "-c", prog).CombinedOutput()
+		if err != nil || strings.TrimSpace(string(out)) != "0" {
+			t.Errorf("after %s: %v, %s words offered, want none", flagName, err, out)
+		}
 	}
 }
