@@ -146,8 +146,7 @@ func (a *Agent) Run(ctx context.Context, reload <-chan struct{}, apiL, healthL n
 		case <-reload:
 			a.reload("signal")
 		case <-tick.C:
-			// reload.watch: false: only a reload request reads the files.
-			if a.cfg.WatchFiles && a.settledEdit(&pending) {
+			if a.editToReload(&pending) {
 				a.reload("file change")
 			} else if a.opts.Now().Sub(lastFull) < a.opts.Resync {
 				continue
@@ -156,6 +155,13 @@ func (a *Agent) Run(ctx context.Context, reload <-chan struct{}, apiL, healthL n
 		a.reconcile(ctx)
 		lastFull = a.opts.Now()
 	}
+}
+
+// editToReload reports whether an edit of the files is to be reloaded now:
+// never with reload.watch: false (only a reload request reads the files),
+// else once it settled (settledEdit).
+func (a *Agent) editToReload(pending *[32]byte) bool {
+	return a.cfg.WatchFiles && a.settledEdit(pending)
 }
 
 // settledEdit reports whether the files changed since they were loaded
