@@ -380,7 +380,7 @@ func TestStatusShowsKernelAndDrains(t *testing.T) {
 	}
 	want := []DestinationStatus{
 		{Address: "10.0.0.11:80", Forwarding: "route", ConfiguredWeight: 1, Weight: 1, Eligible: true, ReportedWeight: -1},
-		{Address: "10.0.0.12:80", Forwarding: "route", ConfiguredWeight: -1, Weight: 0, ActiveConns: 2, InactiveConns: 1, DrainingFor: "7s", ReportedWeight: -1},
+		{Address: "10.0.0.12:80", Forwarding: "route", ConfiguredWeight: -1, Weight: 0, ActiveConns: 2, InactiveConns: 1, DrainingFor: 7, ReportedWeight: -1},
 	}
 	if got := st.Services[0].Destinations; !slices.Equal(got, want) {
 		t.Fatalf("destinations:\n got %+v\nwant %+v", got, want)

@@ -36,6 +36,19 @@ type BackendState struct {
 	PassError string `json:"pass_error,omitempty"`
 }
 
+// BackendList is the answer of GET /v1/backends: every backend with an
+// override.
+type BackendList struct {
+	Schema   int            `json:"schema"` // api.SchemaVersion
+	Backends []BackendState `json:"backends"`
+}
+
+// BackendAnswer is the answer to a change: the backend's state after it.
+type BackendAnswer struct {
+	Schema int `json:"schema"` // api.SchemaVersion
+	BackendState
+}
+
 // KernelWeight is a destination's weight in one IPVS service; -1: not in
 // the kernel.
 type KernelWeight struct {
@@ -178,7 +191,7 @@ func (a *Agent) serveBackends(mux *http.ServeMux) {
 			http.Error(w, err.Error(), http.StatusServiceUnavailable)
 			return
 		}
-		api.WriteJSON(w, list)
+		api.WriteJSON(w, BackendList{Schema: api.SchemaVersion, Backends: list})
 	})
 	mux.HandleFunc("POST "+RouteBackend+"{action}", func(w http.ResponseWriter, r *http.Request) {
 		q := r.URL.Query()
@@ -203,7 +216,7 @@ func (a *Agent) serveBackends(mux *http.ServeMux) {
 		case err != nil:
 			http.Error(w, err.Error(), http.StatusInternalServerError)
 		default:
-			api.WriteJSON(w, st)
+			api.WriteJSON(w, BackendAnswer{Schema: api.SchemaVersion, BackendState: st})
 		}
 	})
 }

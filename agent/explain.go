@@ -28,6 +28,7 @@ type ExplainQuery struct {
 // template, else the Maglev slot the kernel's ip_vs_mh computes from the
 // live destination list.
 type Explanation struct {
+	Schema      int    `json:"schema"` // api.SchemaVersion
 	Client      string `json:"client"`
 	Service     string `json:"service"`
 	IPVSService string `json:"ipvs_service"`
@@ -96,7 +97,7 @@ func (a *Agent) Explain(ctx context.Context, q ExplainQuery) (Explanation, error
 	if !inKernel {
 		return Explanation{}, fmt.Errorf("%s (service %s) is not in the kernel", vs.ServiceKey, vs.Name)
 	}
-	e := Explanation{Client: q.Client.String(), Service: vs.Name, IPVSService: vs.ServiceKey.String(),
+	e := Explanation{Schema: api.SchemaVersion, Client: q.Client.String(), Service: vs.Name, IPVSService: vs.ServiceKey.String(),
 		Scheduler: cur.Scheduler, Flags: cur.Flags.String(), Rule: s.eligibility[vs.Name].Rule, Slot: -1,
 		HashesPort: cur.Flags&ipvs.FlagMHPort != 0}
 	mds := explainDestinations(a, s, vs, cur, &e)

@@ -18,6 +18,9 @@ import (
 // watchConfig watches the configuration files, or returns nil when it
 // cannot: the agent then scans them every Check.
 func (a *Agent) watchConfig() *configWatch {
+	if !a.cfg.Agent.WatchFiles {
+		return nil // nor scanned: checkFiles does nothing
+	}
 	w, err := newConfigWatch(a.opts.ConfigPath, a.cfg.Agent.ServicesDir)
 	if err != nil {
 		a.log.Warn("cannot watch the configuration files; scanning them every check interval instead",
@@ -36,13 +39,17 @@ func (a *Agent) stopWatching(why string, err error) {
 	a.watch = nil
 }
 
-// checkFiles reloads the configuration files that changed: those the
+// checkFiles reloads the configuration files that changed, unless the
+// agent file says reload.watch: false: those the
 // watch names, and what a scan of every file finds, every Resync with a
 // watch (the safety net for what inotify cannot see) and every Check
 // without one. A file is reloaded once it stayed the same for a whole
 // period: an editor's truncate-then-write must not be read half way (an
 // empty file is a valid file with no services).
 func (a *Agent) checkFiles() {
+	if !a.cfg.Agent.WatchFiles {
+		return // reload.watch: false, only a reload request reads the files
+	}
 	if a.watch != nil {
 		if paths, rescan, ok := a.watch.take(); ok {
 			if rescan {
@@ -86,6 +93,11 @@ func (a *Agent) reload(why string, changed []string) {
 			"the sync daemons follow conn_sync now", "trigger", why)
 	}
 	a.setConfig(cfg, ch)
+	if a.watch != nil && !cfg.Agent.WatchFiles {
+		a.log.Info("reload.watch is false: file edits wait for a reload request (SIGHUP, systemctl reload)")
+		a.watch.close()
+		a.watch = nil
+	}
 	if a.watch != nil {
 		if err := a.watch.follow(cfg.Agent.ServicesDir); err != nil {
 			a.stopWatching("cannot watch the services directory", err)

@@ -24,6 +24,7 @@ var layers = []layer{
 	{pkg: "cluster/...", mayUse: []string{"cluster/..."}},
 	{pkg: "agent/policy"}, {pkg: "agent/statefile"}, {pkg: "agent/api"}, {pkg: "agent/sdnotify"}, {pkg: "agent/histogram"}, {pkg: "agent/metrics"},
 	{pkg: "agent/maglev"},
+	{pkg: "docs"}, // the operator docs, embedded for lvsd.yaml(5)
 	{pkg: "agent/program", mayNot3: kernelLibraries},
 	{pkg: "agent/health", mayUse: []string{"agent/histogram", "agent/program"}, mayNot3: kernelLibraries},
 	{pkg: "agent/hooks", mayUse: []string{"agent/metrics", "agent/program"}, mayNot3: kernelLibraries},
@@ -34,7 +35,7 @@ var layers = []layer{
 		mayNot3: kernelLibraries},
 	{pkg: "agent/director", mayUse: []string{"agent", "agent/config", "agent/health", "agent/hooks", "agent/api", "agent/sdnotify", "agent/metrics",
 		"arp", "cluster/..."}, mayNot3: kernelLibraries},
-	{pkg: "cmd/...", mayUse: []string{"agent/...", "ipvs", "nat", "arp", "cluster/..."}, mayNot3: append(kernelLibraries, "golang.org/x/sys/unix")},
+	{pkg: "cmd/...", mayUse: []string{"agent/...", "ipvs", "nat", "arp", "cluster/...", "docs"}, mayNot3: append(kernelLibraries, "golang.org/x/sys/unix")},
 	{pkg: "e2e/...", mayUse: []string{"e2e/...", "ipvs", "arp", "agent/health", "agent/maglev", "cluster/bgp", "cluster/bfd"}},
 }
 

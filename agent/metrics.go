@@ -96,6 +96,7 @@ func (a *Agent) Stalled(now time.Time) bool {
 func (d *DestinationStatus) setStats(s ipvs.Stats) {
 	d.Connections, d.PacketsIn, d.PacketsOut, d.BytesIn, d.BytesOut =
 		s.Connections, s.PacketsIn, s.PacketsOut, s.BytesIn, s.BytesOut
+	d.Rates = ratesOf(s.Rates)
 }
 
 // healthStates is the checker's view now; nil without health checking.

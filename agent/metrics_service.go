@@ -1,8 +1,6 @@
 package agent
 
 import (
-	"time"
-
 	"github.com/prometheus/client_golang/prometheus"
 )
 
@@ -102,10 +100,8 @@ func collectBackends(s ServiceStatus, gauge func(*prometheus.Desc, float64, ...s
 		if ov := d.Override; ov != nil && ov.Weight != nil {
 			gauge(descOverrideWeight, float64(*ov.Weight), l...)
 		}
-		if d.DrainingFor != "" {
-			if since, err := time.ParseDuration(d.DrainingFor); err == nil {
-				gauge(descDraining, since.Seconds(), l...)
-			}
+		if d.DrainingFor > 0 {
+			gauge(descDraining, d.DrainingFor, l...)
 		}
 		if d.Weight < 0 { // not in the kernel: no kernel numbers
 			continue

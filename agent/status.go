@@ -29,7 +29,8 @@ var errNotReady = errors.New("the agent has not finished its first pass yet")
 // view says) with their destinations as the kernel has them now, the totals
 // over all of them, and the reconciler's last pass.
 type Status struct {
-	Node string `json:"node"`
+	Schema int    `json:"schema"` // api.SchemaVersion
+	Node   string `json:"node"`
 	// KernelAsOf is when the kernel's numbers (weights, connections,
 	// counters) were read: now, or when the query selects more than
 	// FreshLimit IPVS services, the oldest read-back among them (a pass
@@ -38,7 +39,7 @@ type Status struct {
 	Role          string    `json:"role"`
 	Config        string    `json:"config"`
 	LastReconcile time.Time `json:"last_reconcile"`
-	LastDuration  string    `json:"last_duration"`
+	LastDuration  float64   `json:"last_duration_seconds"`
 	LastError     string    `json:"last_error,omitempty"`
 	// View is the view answered (ViewAuto becomes full or summary); with
 	// summary and problems, Services holds only services with a problem.
@@ -88,7 +89,8 @@ type DestinationStatus struct {
 	Weight           int    `json:"weight"`            // in the kernel; -1: not in the kernel
 	ActiveConns      int    `json:"active_conns"`
 	InactiveConns    int    `json:"inactive_conns"`
-	DrainingFor      string `json:"draining_for,omitempty"`
+	// DrainingFor is how long a removed destination has been draining.
+	DrainingFor float64 `json:"draining_seconds,omitempty"`
 	// Health of a backend with checks: healthy, unhealthy, or pending (no
 	// round finished yet); "" without checks. HealthError says why it fails.
 	Health      string `json:"health,omitempty"`
@@ -110,6 +112,28 @@ type DestinationStatus struct {
 	PacketsOut  uint64 `json:"packets_out"`
 	BytesIn     uint64 `json:"bytes_in"`
 	BytesOut    uint64 `json:"bytes_out"`
+	Rates       Rates  `json:"rates"`
+}
+
+// Rates are IPVS's rate estimates (ipvsadm --rate), per second: the
+// kernel averages each destination's traffic over a few seconds (its
+// estimator runs every 2 s with a time constant of about 8 s).
+type Rates struct {
+	Connections uint64 `json:"connections_per_second"`
+	PacketsIn   uint64 `json:"packets_in_per_second"`
+	PacketsOut  uint64 `json:"packets_out_per_second"`
+	BytesIn     uint64 `json:"bytes_in_per_second"`
+	BytesOut    uint64 `json:"bytes_out_per_second"`
+}
+
+func ratesOf(r ipvs.Rates) Rates {
+	return Rates{Connections: r.ConnectionsPerSecond, PacketsIn: r.PacketsInPerSecond, PacketsOut: r.PacketsOutPerSecond,
+		BytesIn: r.BytesInPerSecond, BytesOut: r.BytesOutPerSecond}
+}
+
+func (r *Rates) add(o Rates) {
+	r.Connections, r.PacketsIn, r.PacketsOut = r.Connections+o.Connections, r.PacketsIn+o.PacketsIn, r.PacketsOut+o.PacketsOut
+	r.BytesIn, r.BytesOut = r.BytesIn+o.BytesIn, r.BytesOut+o.BytesOut
 }
 
 // snapshot is what the owner goroutine publishes after each pass for readers
@@ -215,8 +239,8 @@ func (a *Agent) Status(ctx context.Context, q StatusQuery) (Status, error) {
 	if err != nil {
 		return Status{}, err
 	}
-	st := Status{Node: s.cfg.Agent.Node, Role: string(s.cfg.Agent.Role), Config: a.opts.ConfigPath, KernelAsOf: asOf,
-		LastReconcile: s.at, LastDuration: s.duration.String(), LastError: s.err,
+	st := Status{Schema: api.SchemaVersion, Node: s.cfg.Agent.Node, Role: string(s.cfg.Agent.Role), Config: a.opts.ConfigPath, KernelAsOf: asOf,
+		LastReconcile: s.at, LastDuration: s.duration.Seconds(), LastError: s.err,
 		ConfigLoadedAt: s.loaded.LastGood, ConfigError: s.loaded.Err, View: view}
 	st.Totals, st.Services = r.services(selected, view, a.opts.Now())
 	st.Totals.Services = names
@@ -283,28 +307,37 @@ func (a *Agent) addAgentState(ctx context.Context, st *Status) error {
 	return nil
 }
 
+// writeQueryAnswer answers a read as compact JSON (it may be large), or
+// with its error: 400 for a query that cannot be answered as asked, else
+// 503 (the agent is not ready, the kernel could not be read).
+func writeQueryAnswer(w http.ResponseWriter, answer any, err error) {
+	switch {
+	case errors.Is(err, errBadQuery):
+		http.Error(w, err.Error(), http.StatusBadRequest)
+	case err != nil:
+		http.Error(w, err.Error(), http.StatusServiceUnavailable)
+	default:
+		api.WriteCompactJSON(w, answer)
+	}
+}
+
 // APIHandler serves the director's local API:
 //
 //	GET /v1/status[?service=NAME|GLOB...][&view=VIEW]  the Status (Status, StatusQuery), compact JSON
 //	GET /v1/explain?client=&virtual=&protocol=  an Explanation (explain.go)
+//	GET /v1/connections[?service=NAME|GLOB...][&limit=N]  a ConnectionList (connections.go)
 //	GET /v1/backends  the operator's overrides (backends.go)
 //	POST /v1/backends/{drain,undrain,weight,clear}?service=&backend=[&weight=]
 //	POST /v1/drain, /v1/undrain  the director (the VIP holder)
 func (a *Agent) APIHandler() http.Handler {
 	mux := http.NewServeMux()
 	mux.HandleFunc("GET "+RouteExplain, a.serveExplain)
+	mux.HandleFunc("GET "+RouteConnections, a.serveConnections)
 	a.serveBackends(mux)
 	mux.HandleFunc("GET "+RouteStatus, func(w http.ResponseWriter, r *http.Request) {
 		q := r.URL.Query()
 		st, err := a.Status(r.Context(), StatusQuery{Services: q["service"], View: View(q.Get("view"))})
-		switch {
-		case errors.Is(err, errBadQuery):
-			http.Error(w, err.Error(), http.StatusBadRequest)
-		case err != nil:
-			http.Error(w, err.Error(), http.StatusServiceUnavailable)
-		default:
-			api.WriteCompactJSON(w, st)
-		}
+		writeQueryAnswer(w, st, err)
 	})
 	for route, on := range map[string]bool{RouteDrain: true, RouteUndrain: false} {
 		mux.HandleFunc("POST "+route, func(w http.ResponseWriter, r *http.Request) {

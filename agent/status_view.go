@@ -97,6 +97,8 @@ type BackendCounts struct {
 	PacketsOut    uint64 `json:"packets_out"`
 	BytesIn       uint64 `json:"bytes_in"`
 	BytesOut      uint64 `json:"bytes_out"`
+	// Rates add up the destinations' rate estimates, as the counters.
+	Rates Rates `json:"rates"`
 }
 
 func (c *BackendCounts) add(o BackendCounts) {
@@ -105,6 +107,7 @@ func (c *BackendCounts) add(o BackendCounts) {
 	c.ActiveConns, c.InactiveConns = c.ActiveConns+o.ActiveConns, c.InactiveConns+o.InactiveConns
 	c.addStats(ipvs.Stats{Connections: o.Connections, PacketsIn: o.PacketsIn, PacketsOut: o.PacketsOut,
 		BytesIn: o.BytesIn, BytesOut: o.BytesOut})
+	c.Rates.add(o.Rates)
 }
 
 func (c *BackendCounts) addStats(s ipvs.Stats) {
@@ -287,6 +290,7 @@ func (r *statusReader) count(vs *VirtualService) (BackendCounts, bool) {
 		}
 		c.ActiveConns, c.InactiveConns = c.ActiveConns+k.ActiveConns, c.InactiveConns+k.InactiveConns
 		c.addStats(k.Stats)
+		c.Rates.add(ratesOf(k.Stats.Rates))
 	})
 	return c, inKernel
 }
@@ -401,7 +405,7 @@ func (r *statusReader) destination(vs *VirtualService, d *Destination, k *ipvs.D
 			ds.ConfiguredWeight, ds.Eligible = vs.Sorry.Weight, true // no backend is
 		}
 		if since, ok := r.s.drains[DrainKey{vs.ServiceKey, k.DestinationKey}]; ok {
-			ds.DrainingFor = now.Sub(since).Round(time.Second).String()
+			ds.DrainingFor = now.Sub(since).Round(time.Second).Seconds()
 		}
 	}
 	if k != nil {

@@ -213,3 +213,49 @@ func TestStatusDoesNotWaitForHolder(t *testing.T) {
 		t.Fatalf("status while the holder is busy: %v, %+v", err, st)
 	}
 }
+
+// The kernel's counters and rate estimates reach the status per
+// destination, and the service adds up its destinations (lvsd status
+// --stats and --rate).
+func TestStatusStatsAndRates(t *testing.T) {
+	e, a := problemDirector(t)
+	svc := ipvs.ServiceKey{Protocol: ipvs.TCP, Addr: netip.MustParseAddr("10.0.0.50"), Port: 80}
+	rs := func(addr string) ipvs.DestinationKey {
+		return ipvs.DestinationKey{Addr: netip.MustParseAddr(addr), Port: 80}
+	}
+	for addr, st := range map[string]ipvs.Stats{
+		"10.0.0.11": {Connections: 10, PacketsIn: 100, PacketsOut: 90, BytesIn: 1000, BytesOut: 9000,
+			Rates: ipvs.Rates{ConnectionsPerSecond: 1, PacketsInPerSecond: 2, PacketsOutPerSecond: 3, BytesInPerSecond: 4, BytesOutPerSecond: 5}},
+		"10.0.0.12": {Connections: 5, PacketsIn: 1 << 33, BytesIn: 1 << 40,
+			Rates: ipvs.Rates{ConnectionsPerSecond: 10, PacketsInPerSecond: 20, BytesInPerSecond: 40}},
+	} {
+		if err := e.ipvs.SetStats(svc, rs(addr), st); err != nil {
+			t.Fatal(err)
+		}
+	}
+	st, err := a.Status(context.Background(), StatusQuery{Services: []string{"web"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	web := st.Services[0]
+	wantSum := BackendCounts{Connections: 15, PacketsIn: 100 + 1<<33, PacketsOut: 90, BytesIn: 1000 + 1<<40, BytesOut: 9000,
+		Rates: Rates{Connections: 11, PacketsIn: 22, PacketsOut: 3, BytesIn: 44, BytesOut: 5}}
+	got := web.Backends
+	got.Total, got.Eligible, got.ActiveConns, got.InactiveConns = 0, 0, 0, 0
+	if got != wantSum {
+		t.Errorf("service sums %+v, want %+v", got, wantSum)
+	}
+	byAddr := map[string]DestinationStatus{}
+	for _, d := range web.Destinations {
+		byAddr[d.Address] = d
+	}
+	if d := byAddr["10.0.0.11:80"]; d.Connections != 10 || d.BytesOut != 9000 || d.Rates != (Rates{1, 2, 3, 4, 5}) {
+		t.Errorf("10.0.0.11: %+v", d)
+	}
+	if d := byAddr["10.0.0.12:80"]; d.PacketsIn != 1<<33 || d.Rates.BytesIn != 40 {
+		t.Errorf("10.0.0.12: %+v", d)
+	}
+	if st.Totals.Backends.Rates.Connections != 11 {
+		t.Errorf("totals' rates %+v, want the sums over the selection", st.Totals.Backends.Rates)
+	}
+}

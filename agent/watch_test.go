@@ -1,6 +1,7 @@
 package agent
 
 import (
+	"path/filepath"
 	"slices"
 	"testing"
 
@@ -44,5 +45,41 @@ func TestConfigWatchNamesChangedFiles(t *testing.T) {
 		if ok != (len(c.paths) > 0 || c.rescan) || !slices.Equal(paths, c.paths) || rescan != c.rescan {
 			t.Errorf("%s: got %q rescan %v ok %v, want %q rescan %v", c.name, paths, rescan, ok, c.paths, c.rescan)
 		}
+	}
+}
+
+// With reload.watch: false an edit is not applied however long it
+// settles, only at a reload request (SIGHUP); by default it is applied
+// once it settled for a check interval.
+func TestReloadWatchOff(t *testing.T) {
+	for _, c := range []struct {
+		name      string
+		agentFile string
+		byEdit    bool // the edit is applied without a reload request
+	}{
+		{"default", "", true},
+		{"watch on", "reload: {watch: true}\n", true},
+		{"watch off", "reload: {watch: false}\n", false},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			e := newEnv(t)
+			writeTestFile(t, filepath.Join(e.dir, "lvsd.yaml"),
+				"node: d1\ninterface: eth0\nservices_dir: services.d\nstate_dir: state\n"+c.agentFile)
+			e.service("web", webTwo)
+			a := e.agent()
+			e.reconcile(a)
+			e.service("api", "service: api\nvip: 10.0.0.51\nports: [80]\nbackends:\n  - {address: 10.0.0.11}\n")
+			for range 5 { // settled for several check intervals, and past a resync
+				e.now = e.now.Add(a.opts.Resync)
+				a.checkFiles()
+			}
+			if got := len(a.cfg.Services); got != map[bool]int{true: 2, false: 1}[c.byEdit] {
+				t.Fatalf("after the edit settled: %d services configured, want the edit applied: %v", got, c.byEdit)
+			}
+			a.reload("signal", nil)
+			if got := len(a.cfg.Services); got != 2 {
+				t.Fatalf("after a reload request: %d services, want 2", got)
+			}
+		})
 	}
 }

@@ -41,6 +41,13 @@ type ConnectionLister interface {
 	Connections(ctx context.Context) ([]Connection, error)
 }
 
+// ConnectionWalker calls f for each entry of the IPVS connection table
+// without keeping the table (Kernel and ConnFake implement it): what a
+// listing bounded to a few entries of millions needs.
+type ConnectionWalker interface {
+	EachConnection(ctx context.Context, f func(Connection)) error
+}
+
 // protoNames are ip_vs_proto_name's names of the protocols lvsd balances.
 var protoNames = map[string]Protocol{"TCP": TCP, "UDP": UDP, "SCTP": SCTP, "IP": 0}
 
@@ -56,29 +63,40 @@ var protoNames = map[string]Protocol{"TCP": TCP, "UDP": UDP, "SCTP": SCTP, "IP":
 // other protocols (ICMP) are skipped.
 func ParseConnections(r io.Reader) ([]Connection, error) {
 	var out []Connection
+	err := ScanConnections(r, func(c Connection) { out = append(out, c) })
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+// ScanConnections reads the text of /proc/net/ip_vs_conn as
+// ParseConnections does, calling f for each entry instead of keeping them:
+// a table of a million entries is read in constant memory.
+func ScanConnections(r io.Reader, f func(Connection)) error {
 	sc := bufio.NewScanner(r)
 	for n := 1; sc.Scan(); n++ {
-		f := strings.Fields(sc.Text())
-		if len(f) == 0 || n == 1 && f[0] == "Pro" {
+		fields := strings.Fields(sc.Text())
+		if len(fields) == 0 || n == 1 && fields[0] == "Pro" {
 			continue
 		}
-		if len(f) < 9 {
-			return nil, fmt.Errorf("ip_vs_conn line %d: %d fields, want at least 9: %q", n, len(f), sc.Text())
+		if len(fields) < 9 {
+			return fmt.Errorf("ip_vs_conn line %d: %d fields, want at least 9: %q", n, len(fields), sc.Text())
 		}
-		proto, ok := protoNames[f[0]]
+		proto, ok := protoNames[fields[0]]
 		if !ok {
 			continue
 		}
-		c, err := parseConnection(proto, f)
+		c, err := parseConnection(proto, fields)
 		if err != nil {
-			return nil, fmt.Errorf("ip_vs_conn line %d: %w: %q", n, err, sc.Text())
+			return fmt.Errorf("ip_vs_conn line %d: %w: %q", n, err, sc.Text())
 		}
-		out = append(out, c)
+		f(c)
 	}
 	if err := sc.Err(); err != nil {
-		return nil, fmt.Errorf("reading ip_vs_conn: %w", err)
+		return fmt.Errorf("reading ip_vs_conn: %w", err)
 	}
-	return out, nil
+	return nil
 }
 
 func parseConnection(proto Protocol, f []string) (Connection, error) {
@@ -128,7 +146,10 @@ type ConnFake struct {
 	calls int
 }
 
-var _ ConnectionLister = (*ConnFake)(nil)
+var (
+	_ ConnectionLister = (*ConnFake)(nil)
+	_ ConnectionWalker = (*ConnFake)(nil)
+)
 
 // Set replaces the table; a non-nil err makes Connections fail instead.
 func (f *ConnFake) Set(conns []Connection, err error) {
@@ -153,4 +174,16 @@ func (f *ConnFake) Connections(ctx context.Context) ([]Connection, error) {
 		return nil, f.err
 	}
 	return slices.Clone(f.conns), nil
+}
+
+// EachConnection implements ConnectionWalker.
+func (f *ConnFake) EachConnection(ctx context.Context, each func(Connection)) error {
+	conns, err := f.Connections(ctx)
+	if err != nil {
+		return err
+	}
+	for _, c := range conns {
+		each(c)
+	}
+	return nil
 }

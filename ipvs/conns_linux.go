@@ -9,7 +9,10 @@ import (
 	"github.com/vishvananda/netns"
 )
 
-var _ ConnectionLister = (*Kernel)(nil)
+var (
+	_ ConnectionLister = (*Kernel)(nil)
+	_ ConnectionWalker = (*Kernel)(nil)
+)
 
 // Connections implements ConnectionLister: it parses the connection table of
 // the Kernel's network namespace. /proc/thread-self/net is the namespace of
@@ -17,15 +20,25 @@ var _ ConnectionLister = (*Kernel)(nil)
 // another namespace the file is opened on a locked thread switched into it;
 // the kernel keeps the namespace of the opener for the whole read.
 func (k *Kernel) Connections(ctx context.Context) ([]Connection, error) {
-	if err := ctx.Err(); err != nil {
+	var out []Connection
+	if err := k.EachConnection(ctx, func(c Connection) { out = append(out, c) }); err != nil {
 		return nil, err
+	}
+	return out, nil
+}
+
+// EachConnection implements ConnectionWalker: Connections without keeping
+// the table.
+func (k *Kernel) EachConnection(ctx context.Context, each func(Connection)) error {
+	if err := ctx.Err(); err != nil {
+		return err
 	}
 	f, err := openInNS(k.ns, "/proc/thread-self/net/ip_vs_conn")
 	if err != nil {
-		return nil, fmt.Errorf("reading the IPVS connection table: %w", err)
+		return fmt.Errorf("reading the IPVS connection table: %w", err)
 	}
 	defer f.Close()
-	return ParseConnections(f)
+	return ScanConnections(f, each)
 }
 
 // openInNS opens path with the calling thread in ns (None: as it is).

@@ -1,8 +1,10 @@
 package ipvs
 
 import (
+	"bytes"
 	"context"
 	"errors"
+	"fmt"
 	"net/netip"
 	"reflect"
 	"strings"
@@ -77,4 +79,23 @@ func TestConnFake(t *testing.T) {
 	if f.Calls() != 3 {
 		t.Errorf("Calls = %d", f.Calls())
 	}
+}
+
+// BenchmarkScanConnections: reading a connection table, per entry (the
+// cost of lvsd status --connections on a table of millions).
+func BenchmarkScanConnections(b *testing.B) {
+	var table bytes.Buffer
+	table.WriteString("Pro FromIP   FPrt ToIP     TPrt DestIP   DPrt State       Expires PEName PEData\n")
+	for i := range 100_000 {
+		fmt.Fprintf(&table, "TCP %08X %04X 0A000034 0050 0A00000B 0050 ESTABLISHED     899\n", 0xC0000200+i, 1024+i%60000)
+	}
+	b.SetBytes(int64(table.Len()))
+	b.ResetTimer()
+	for range b.N {
+		n := 0
+		if err := ScanConnections(bytes.NewReader(table.Bytes()), func(Connection) { n++ }); err != nil || n != 100_000 {
+			b.Fatal(n, err)
+		}
+	}
+	b.ReportMetric(float64(b.Elapsed().Nanoseconds())/float64(b.N*100_000), "ns/entry")
 }

@@ -19,6 +19,13 @@ import (
 	"time"
 )
 
+// SchemaVersion is the "schema" of every JSON object the local API answers
+// (and `lvsd ... --json` prints). It goes up when a field is removed or
+// renamed, or changes its meaning or unit; adding a field does not change
+// it, so readers must ignore fields they do not know. Durations are numbers
+// of seconds in fields named *_seconds; times are RFC 3339.
+const SchemaVersion = 1
+
 // Listen creates the socket at path with mode 0600, replacing a stale socket
 // left by a dead agent but refusing to take over one a live agent answers on.
 func Listen(path string) (net.Listener, error) { return listen(path, -1) }

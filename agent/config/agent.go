@@ -40,6 +40,10 @@ type Agent struct {
 	MetricsPerBackend bool
 	Hooks             *Hooks // role director only; nil: no event hooks (hooks.go)
 	Track             *Track // role director only; nil: no upstream check (track.go)
+	// WatchFiles (reload.watch, the default): an edit of the agent file or
+	// a service file is applied once it settles. false: only a reload
+	// request (SIGHUP, systemctl reload) reads the files again.
+	WatchFiles bool
 
 	servicesDirAt *Error // where ServicesDir comes from, for its errors
 }
@@ -72,6 +76,9 @@ type rawAgent struct {
 	IPVS       *rawIPVS       `yaml:"ipvs"`
 	Hooks      *rawHooks      `yaml:"hooks"`
 	Track      *rawTrack      `yaml:"track"`
+	Reload     struct {
+		Watch *bool `yaml:"watch"`
+	} `yaml:"reload"`
 }
 
 // LoadAgent reads and validates the agent file at path. A relative
@@ -119,6 +126,7 @@ func loadAgent(path string, data []byte) (*Agent, error) {
 		APISocket:   relativeTo(path, orDefault(raw.API.Socket, DefaultAPISocket)),
 		LogFormat:   orDefault(raw.Log.Format, "text"),
 		LogLevel:    orDefault(raw.Log.Level, "info"),
+		WatchFiles:  raw.Reload.Watch == nil || *raw.Reload.Watch,
 	}
 	a.ReadOnlyAPI = d.readOnlyAPI(raw.API, path, a.APISocket)
 	a.RealServer = d.realServer(a.Role, raw.RealServer, raw.Interface)

@@ -68,9 +68,10 @@ func TestBackendControlOverSockets(t *testing.T) {
 		}
 	}
 
-	var list []agent.BackendState
-	if err := readOnly.Do(ctx, "GET", agent.RouteBackends, &list); err != nil || len(list) != 1 || !list[0].Drained {
-		t.Errorf("overrides on the read-only socket: %+v, %v", list, err)
+	var answer agent.BackendList
+	err = readOnly.Do(ctx, "GET", agent.RouteBackends, &answer)
+	if list := answer.Backends; err != nil || answer.Schema != api.SchemaVersion || len(list) != 1 || !list[0].Drained {
+		t.Errorf("overrides on the read-only socket: %+v, %v", answer, err)
 	}
 	if err := readOnly.Do(ctx, "GET", agent.RouteStatus, &st); err != nil {
 		t.Fatal(err)

@@ -146,12 +146,7 @@ func (a *Agent) Run(ctx context.Context, reload <-chan struct{}, apiL, healthL n
 		case <-reload:
 			a.reload("signal")
 		case <-tick.C:
-			// Reload a file only once it stayed the same for a whole period:
-			// an editor's truncate-then-write must not be read half way.
-			fp := a.configFingerprint()
-			settled := fp == pending
-			pending = fp
-			if fp != a.fingerprint && settled {
+			if a.editToReload(&pending) {
 				a.reload("file change")
 			} else if a.opts.Now().Sub(lastFull) < a.opts.Resync {
 				continue
@@ -160,6 +155,24 @@ func (a *Agent) Run(ctx context.Context, reload <-chan struct{}, apiL, healthL n
 		a.reconcile(ctx)
 		lastFull = a.opts.Now()
 	}
+}
+
+// editToReload reports whether an edit of the files is to be reloaded now:
+// never with reload.watch: false (only a reload request reads the files),
+// else once it settled (settledEdit).
+func (a *Agent) editToReload(pending *[32]byte) bool {
+	return a.cfg.WatchFiles && a.settledEdit(pending)
+}
+
+// settledEdit reports whether the files changed since they were loaded
+// and stayed the same for a whole tick since pending, their fingerprint at
+// the tick before: an editor's truncate-then-write must not be read half
+// way.
+func (a *Agent) settledEdit(pending *[32]byte) bool {
+	fp := a.configFingerprint()
+	settled := fp == *pending
+	*pending = fp
+	return fp != a.fingerprint && settled
 }
 
 // start loads the configuration and the record of what lvsd added.
@@ -379,6 +392,7 @@ func (a *Agent) configFingerprint() [32]byte {
 
 // Status is what the agent publishes for its handlers and `lvsd drain`.
 type Status struct {
+	Schema           int            `json:"schema"` // api.SchemaVersion
 	Node             string         `json:"node"`
 	Drained          bool           `json:"drained"`
 	DrainedAt        time.Time      `json:"drained_at,omitzero"`
@@ -412,6 +426,7 @@ func (a *Agent) republish() {
 func (a *Agent) publish(missing []netip.Addr, down []string) {
 	rs := a.cfg.RealServer
 	st := &Status{
+		Schema:           api.SchemaVersion,
 		Node:             a.cfg.Node,
 		Drained:          a.rec.Drained,
 		DrainedAt:        a.rec.DrainedAt,

@@ -386,3 +386,28 @@ func TestStopLeavesEverything(t *testing.T) {
 		t.Errorf("stopping changed the host")
 	}
 }
+
+// An edit is reloaded once it stayed the same for a tick, unless the agent
+// file says reload.watch: false: then only a reload request reads it.
+func TestReloadWatch(t *testing.T) {
+	for _, c := range []struct {
+		reload string // the agent file's reload block
+		byEdit bool
+	}{
+		{"", true},
+		{"reload: {watch: false}\n", false},
+	} {
+		e := newEnv(t, "  vips: [10.0.0.50]\n"+c.reload)
+		a := e.agent()
+		pending := a.fingerprint
+		e.write("  vips: [10.0.0.50, 10.0.0.51]\n" + c.reload)
+		if a.editToReload(&pending) {
+			t.Errorf("%q: reloaded before the edit settled for a tick", c.reload)
+		}
+		for range 3 {
+			if got := a.editToReload(&pending); got != c.byEdit {
+				t.Errorf("%q: settled edit to be reloaded: %v, want %v", c.reload, got, c.byEdit)
+			}
+		}
+	}
+}

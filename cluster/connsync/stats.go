@@ -2,6 +2,7 @@ package connsync
 
 import (
 	"context"
+	"encoding/json"
 	"log/slog"
 	"sync/atomic"
 	"time"
@@ -44,8 +45,36 @@ type Stats struct {
 
 	// LastLag and MaxLag are receive time minus the sender's send time of
 	// relay messages, so they include the clock offset between directors.
-	LastLag time.Duration `json:"last_lag_ns"`
-	MaxLag  time.Duration `json:"max_lag_ns"`
+	// JSON has them as numbers of seconds (MarshalJSON).
+	LastLag time.Duration `json:"-"`
+	MaxLag  time.Duration `json:"-"`
+}
+
+// statsJSON is Stats as JSON: durations in seconds, as everywhere in
+// lvsd's JSON (api.SchemaVersion).
+type statsJSON struct {
+	plainStats
+	LastLag float64 `json:"last_lag_seconds"`
+	MaxLag  float64 `json:"max_lag_seconds"`
+}
+
+type plainStats Stats // without the methods: no recursion
+
+// MarshalJSON writes s with its lags in seconds.
+func (s Stats) MarshalJSON() ([]byte, error) {
+	return json.Marshal(statsJSON{plainStats(s), s.LastLag.Seconds(), s.MaxLag.Seconds()})
+}
+
+// UnmarshalJSON reads what MarshalJSON writes.
+func (s *Stats) UnmarshalJSON(b []byte) error {
+	var j statsJSON
+	if err := json.Unmarshal(b, &j); err != nil {
+		return err
+	}
+	*s = Stats(j.plainStats)
+	s.LastLag = time.Duration(j.LastLag * float64(time.Second))
+	s.MaxLag = time.Duration(j.MaxLag * float64(time.Second))
+	return nil
 }
 
 // counters is Stats kept with atomics: Run updates it, Deliver and Stats

@@ -58,8 +58,8 @@ func backend(ctx context.Context, e *env) error {
 		if err := api.NewClient(socket).Do(ctx, "GET", agent.RouteBackends, &raw); err != nil {
 			return err
 		}
-		return printOr(e.stdout, raw, asJSON, func(w io.Writer, list []agent.BackendState) error {
-			return writeBackends(w, list, time.Now())
+		return printOr(e.stdout, raw, asJSON, func(w io.Writer, list agent.BackendList) error {
+			return writeBackends(w, list.Backends, time.Now())
 		})
 	}
 	q := url.Values{"service": {args[0]}, "backend": {args[1]}}

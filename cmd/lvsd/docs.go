@@ -7,6 +7,8 @@ import (
 	"io"
 	"sort"
 	"strings"
+
+	"github.com/lvsd/lvsd/docs"
 )
 
 // The shell completions and the man page are generated from commands and
@@ -14,7 +16,8 @@ import (
 // what the built binary prints.
 func init() {
 	commands["completion"] = command{usage: "print a shell completion script: completion bash|zsh|fish", run: completion}
-	commands["man"] = command{usage: "print the lvsd(8) man page (roff)", run: manPage}
+	commands["man"] = command{usage: "print the lvsd(8) man page (roff); man 5 (or man lvsd.yaml): lvsd.yaml(5), the configuration files",
+		run: manPage}
 }
 
 // commandNames lists the subcommands in order.
@@ -39,14 +42,18 @@ func commandFlags(name string) []*flag.Flag {
 	return out
 }
 
-// takesValue: every lvsd flag but the booleans takes a value (a path).
+// takesValue: every lvsd flag but the booleans takes a value.
 func takesValue(f *flag.Flag) bool {
 	b, ok := f.Value.(interface{ IsBoolFlag() bool })
 	return !ok || !b.IsBoolFlag()
 }
 
+// pathFlags take a file's path, which the shells complete; the other
+// values (a number, service names) they leave to the user.
+var pathFlags = map[string]bool{"config": true, "socket": true}
+
 // completionArgs are the words a subcommand takes besides flags.
-var completionArgs = map[string][]string{"completion": {"bash", "zsh", "fish"}}
+var completionArgs = map[string][]string{"completion": {"bash", "zsh", "fish"}, "man": {"8", "5", "lvsd.yaml"}}
 
 func completion(_ context.Context, e *env) error {
 	if len(e.args) != 1 {
@@ -73,9 +80,10 @@ _lvsd() {
 	fi
 	case $prev in
 	%s) mapfile -t COMPREPLY < <(compgen -f -- "$cur") && compopt -o filenames && return ;;
+	%s) COMPREPLY=() && return ;;
 	esac
 	case ${COMP_WORDS[1]} in
-`, strings.Join(commandNames(), " "), strings.Join(valueFlags(), "|"))
+`, strings.Join(commandNames(), " "), strings.Join(valueFlags(true), "|"), strings.Join(valueFlags(false), "|"))
 	for _, n := range commandNames() {
 		var words []string
 		for _, f := range commandFlags(n) {
@@ -92,14 +100,14 @@ complete -F _lvsd lvsd
 	return err
 }
 
-// valueFlags are the flags (of any subcommand) that take a path, as the
-// shell sees them: --config, -config, ….
-func valueFlags() []string {
+// valueFlags are the flags (of any subcommand) that take a path (paths)
+// or another value (!paths), as the shell sees them: --config, -config, ….
+func valueFlags(paths bool) []string {
 	seen := map[string]bool{}
 	var out []string
 	for _, n := range commandNames() {
 		for _, f := range commandFlags(n) {
-			if takesValue(f) && !seen[f.Name] {
+			if takesValue(f) && pathFlags[f.Name] == paths && !seen[f.Name] {
 				seen[f.Name] = true
 				out = append(out, "--"+f.Name, "-"+f.Name)
 			}
@@ -119,8 +127,11 @@ func zshCompletion(w io.Writer) error {
 		fmt.Fprintf(w, "%s)\n\t_arguments", n)
 		for _, f := range commandFlags(n) {
 			spec := fmt.Sprintf("--%s[%s]", f.Name, esc.Replace(f.Usage))
-			if takesValue(f) {
+			switch {
+			case pathFlags[f.Name]:
 				spec += ":file:_files"
+			case takesValue(f):
+				spec += ":value: "
 			}
 			fmt.Fprintf(w, " '%s'", spec)
 		}
@@ -145,8 +156,11 @@ func fishCompletion(w io.Writer) error {
 		cond := q("__fish_seen_subcommand_from " + n)
 		for _, f := range commandFlags(n) {
 			extra := ""
-			if takesValue(f) {
+			switch {
+			case pathFlags[f.Name]:
 				extra = " -r -F"
+			case takesValue(f):
+				extra = " -x" // a value, not a file
 			}
 			fmt.Fprintf(w, "complete -c lvsd -n %s -l %s%s -d %s\n", cond, f.Name, extra, q(f.Usage))
 		}
@@ -157,7 +171,6 @@ func fishCompletion(w io.Writer) error {
 	return nil
 }
 
-// manPage prints lvsd(8) in man(7) roff.
 // writeManCommands writes the COMMANDS section's entries: each command
 // with its usage and flags.
 func writeManCommands(w io.Writer, roff *strings.Replacer) {
@@ -176,8 +189,40 @@ func writeManCommands(w io.Writer, roff *strings.Replacer) {
 	}
 }
 
+// manPage prints lvsd(8), or with "5" or "lvsd.yaml" lvsd.yaml(5), in
+// man(7) roff.
 func manPage(_ context.Context, e *env) error {
-	w := e.stdout
+	switch strings.Join(e.args, " ") {
+	case "", "8", "lvsd":
+		return lvsd8(e.stdout)
+	case "5", "lvsd.yaml":
+		return lvsdYAML5(e.stdout)
+	}
+	return usagef("usage: lvsd man [8 | 5 | lvsd.yaml]")
+}
+
+// lvsdYAML5 prints lvsd.yaml(5): docs/configuration.md in roff.
+func lvsdYAML5(w io.Writer) error {
+	fmt.Fprintf(w, ".TH LVSD.YAML 5 \"\" \"lvsd %s\" \"File Formats\"\n", roffText(version))
+	fmt.Fprint(w, `.SH NAME
+lvsd.yaml \- configuration of lvsd: the agent file and the service files
+.SH SYNOPSIS
+.I /etc/lvsd/lvsd.yaml
+.br
+.IR /etc/lvsd/services.d/ *.yaml
+.SH DESCRIPTION
+`)
+	mdToRoff(w, docs.Configuration)
+	_, err := fmt.Fprint(w, `.SH SEE ALSO
+.BR lvsd (8),
+.BR ipvsadm (8),
+/usr/share/doc/lvsd/configuration.md (this page, with its links)
+`)
+	return err
+}
+
+// lvsd8 prints lvsd(8).
+func lvsd8(w io.Writer) error {
 	roff := strings.NewReplacer(`\`, `\e`, "-", `\-`, "'", `\(aq`)
 	fmt.Fprintf(w, ".TH LVSD 8 \"\" \"lvsd %s\" \"System Administration\"\n", roff.Replace(version))
 	fmt.Fprint(w, `.SH NAME
@@ -236,8 +281,10 @@ state: the record of the kernel objects lvsd created, and the operator's backend
 .I /run/lvsd/lvsd.sock
 local API socket (mode 0600) used by status, explain, drain, undrain and backend
 .SH EXIT STATUS
-0 on success, 1 on any error (with a message on stderr).
+0 on success; 1 on any error (with a message on stderr); 2 for a wrong command line (unknown command,
+flag or arguments); 3 when no agent answers on the local socket (as an LSB init script\(aqs status action).
 .SH SEE ALSO
+.BR lvsd.yaml (5),
 .BR ipvsadm (8),
 .BR systemctl (1),
 .BR journalctl (1),

@@ -3,6 +3,7 @@ package main
 import (
 	"bytes"
 	"context"
+	"os"
 	"os/exec"
 	"strconv"
 	"strings"
@@ -48,6 +49,7 @@ func TestBashCompletionCompletes(t *testing.T) {
 		"lvsd status --j":                       "--json",
 		"lvsd completion z":                     "zsh",
 		"lvsd check --config /etc/lvsd/lvsd.ya": "", // files: whatever exists
+		"lvsd status --connections --l":         "--limit",
 	} {
 		words := strings.Fields(line)
 		prog := script.String() + `
@@ -78,6 +80,54 @@ func TestManPage(t *testing.T) {
 			t.Errorf("the man page lacks %q", want)
 		}
 	}
+	checkRoff(t, page)
+}
+
+// TestMarkdownToRoff: the Markdown docs/configuration.md uses, in roff
+// (testdata/mdroff.md, mdroff.golden).
+func TestMarkdownToRoff(t *testing.T) {
+	md, err := os.ReadFile("testdata/mdroff.md")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var b bytes.Buffer
+	mdToRoff(&b, string(md))
+	checkGolden(t, "mdroff.golden", b.Bytes())
+}
+
+// TestManPage5: lvsd man 5 (and lvsd man lvsd.yaml) prints lvsd.yaml(5)
+// from docs/configuration.md, which groff reads without a warning; other
+// arguments are a usage error.
+func TestManPage5(t *testing.T) {
+	var pages []string
+	for _, args := range [][]string{{"man", "5"}, {"man", "lvsd.yaml"}} {
+		var out, errOut bytes.Buffer
+		if err := run(context.Background(), args, &out, &errOut); err != nil {
+			t.Fatal(err)
+		}
+		pages = append(pages, out.String())
+	}
+	if pages[0] != pages[1] {
+		t.Error("man 5 and man lvsd.yaml differ")
+	}
+	page := pages[0]
+	for _, want := range []string{".TH LVSD.YAML 5", ".SH NAME", ".SH AGENT FILE", ".SH SERVICE FILES", `\fBreload.watch\fR`,
+		`\fBrealserver.tunnel.mtu\fR`, ".SS IPVS timeouts", ".BR lvsd (8)"} {
+		if !strings.Contains(page, want) {
+			t.Errorf("lvsd.yaml(5) lacks %q", want)
+		}
+	}
+	var out, errOut bytes.Buffer
+	if err := run(context.Background(), []string{"man", "7"}, &out, &errOut); exitCode(err) != exitUsage {
+		t.Errorf("man 7: %v, want a usage error", err)
+	}
+	checkRoff(t, page)
+}
+
+// checkRoff has groff read page, which must pass without a warning (skipped
+// without groff).
+func checkRoff(t *testing.T, page string) {
+	t.Helper()
 	groff, err := exec.LookPath("groff")
 	if err != nil {
 		t.Skip("groff not installed; roff not checked")
@@ -86,5 +136,25 @@ func TestManPage(t *testing.T) {
 	check.Stdin = strings.NewReader(page)
 	if msg, err := check.CombinedOutput(); err != nil || len(msg) > 0 {
 		t.Errorf("groff -man -ww: %v\n%s", err, msg)
+	}
+}
+
+// A flag whose value is not a path (--limit N, --service NAMES) gets no
+// completion: neither files nor the command's flags.
+func TestBashCompletionNoValueWords(t *testing.T) {
+	var script bytes.Buffer
+	bashCompletion(&script)
+	for _, flagName := range []string{"--limit", "--service"} {
+		prog := script.String() + `
+COMP_WORDS=(lvsd status ` + flagName + ` "")
+COMP_CWORD=3
+compopt() { :; }
+_lvsd
+echo "${#COMPREPLY[@]}"
+`
+		out, err := exec.Command("bash", "-c", prog).CombinedOutput()
+		if err != nil || strings.TrimSpace(string(out)) != "0" {
+			t.Errorf("after %s: %v, %s words offered, want none", flagName, err, out)
+		}
 	}
 }

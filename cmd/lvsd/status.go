@@ -27,7 +27,7 @@ import (
 
 func init() {
 	commands["status"] = command{usage: "show the running agent's services and backends, as the kernel has them now " +
-		"(a summary above " + strconv.Itoa(agent.SummaryAbove) + " IPVS services; --all, --service, --json)", run: status}
+		"(a summary above " + strconv.Itoa(agent.SummaryAbove) + " IPVS services; --all, --service, --stats, --rate, --connections, --json)", run: status}
 	flagSetup["status"] = func(fs *flag.FlagSet) {
 		fs.Bool("json", false, "print the agent's status as JSON, for scripts (every selected service unless --summary or --problems)")
 		fs.String("socket", "", "the agent's local API socket (default: api.socket of the agent file)")
@@ -35,6 +35,13 @@ func init() {
 		fs.Bool("all", false, "every selected service with its backends, however many")
 		fs.Bool("summary", false, "the totals and the worst services only, however few")
 		fs.Bool("problems", false, "the totals and every service with a problem")
+		fs.Bool("stats", false, "the kernel's counters per service and backend instead of weights and state "+
+			"(connections, packets and bytes in and out, as ipvsadm -Ln --stats)")
+		fs.Bool("connections", false, "the kernel's IPVS connection entries (as ipvsadm -Lnc), of --service only if given, "+
+			"at most --limit of them")
+		fs.Int("limit", agent.DefaultConnectionLimit, "with --connections: list at most this many entries")
+		fs.Bool("rate", false, "the kernel's rate estimates per service and backend instead of weights and state "+
+			"(connections, packets and bytes per second, as ipvsadm -Ln --rate)")
 	}
 }
 
@@ -56,6 +63,21 @@ func statusView(e *env, asJSON bool) (agent.View, error) {
 		return "", usagef("lvsd status: %s: choose one", strings.Join(asked, " and "))
 	}
 	return view, nil
+}
+
+// statusTable is what the table's columns show: --stats or --rate (not
+// both), else weights and state.
+func statusTable(e *env) (statusColumns, error) {
+	stats, rate := e.flags.Lookup("stats").Value.String() == "true", e.flags.Lookup("rate").Value.String() == "true"
+	switch {
+	case stats && rate:
+		return 0, usagef("lvsd status: --rate and --stats: choose one")
+	case stats:
+		return columnsStats, nil
+	case rate:
+		return columnsRate, nil
+	}
+	return columnsState, nil
 }
 
 // apiSocket is the running agent's socket: --socket, else api.socket of the
@@ -108,7 +130,14 @@ func sockets(e *env, command string) (control, readOnly string, err error) {
 // agent file only names the socket, so --socket works without one.
 func status(ctx context.Context, e *env) error {
 	asJSON := e.flags.Lookup("json").Value.String() == "true"
+	if e.flags.Lookup("connections").Value.String() == "true" {
+		return statusConnections(ctx, e, asJSON)
+	}
 	view, err := statusView(e, asJSON)
+	if err != nil {
+		return err
+	}
+	cols, err := statusTable(e)
 	if err != nil {
 		return err
 	}
@@ -117,10 +146,8 @@ func status(ctx context.Context, e *env) error {
 		return err
 	}
 	q := url.Values{"view": {string(view)}}
-	if names := e.flags.Lookup("service").Value.String(); names != "" {
-		for _, n := range strings.Split(names, ",") {
-			q.Add("service", strings.TrimSpace(n))
-		}
+	for _, n := range serviceFlag(e) {
+		q.Add("service", n)
 	}
 	c := api.NewClient(socket)
 	// The full status of 10,000 services is 28 MB, seconds to build on a
@@ -131,23 +158,17 @@ func status(ctx context.Context, e *env) error {
 		return err
 	}
 	out := bufio.NewWriterSize(e.stdout, 64<<10) // a line per write would be a syscall per line
-	if err := printStatus(out, raw, asJSON, time.Now()); err != nil {
+	if err := printStatus(out, raw, asJSON, cols, time.Now()); err != nil {
 		return err
 	}
 	return out.Flush()
 }
 
 // printStatus prints the agent's answer: as indented JSON, or as the
-// director's or real server's table.
-func printStatus(w io.Writer, raw []byte, asJSON bool, now time.Time) error {
+// director's (with cols) or real server's table.
+func printStatus(w io.Writer, raw []byte, asJSON bool, cols statusColumns, now time.Time) error {
 	if asJSON {
-		var b bytes.Buffer
-		if err := json.Indent(&b, bytes.TrimSpace(raw), "", "  "); err != nil {
-			return fmt.Errorf("agent status: %w", err)
-		}
-		b.WriteByte('\n')
-		_, err := b.WriteTo(w)
-		return err
+		return printIndented(w, raw)
 	}
 	// Both roles serve GET /v1/status; only a director's says its role.
 	var st agent.Status
@@ -161,21 +182,32 @@ func printStatus(w io.Writer, raw []byte, asJSON bool, now time.Time) error {
 		}
 		return writeRealServerStatus(w, rs, now)
 	}
-	return writeDirectorStatus(w, st, now)
+	return writeDirectorStatus(w, st, cols, now)
+}
+
+// printIndented prints the agent's compact JSON indented.
+func printIndented(w io.Writer, raw []byte) error {
+	var b bytes.Buffer
+	if err := json.Indent(&b, bytes.TrimSpace(raw), "", "  "); err != nil {
+		return fmt.Errorf("agent answer: %w", err)
+	}
+	b.WriteByte('\n')
+	_, err := b.WriteTo(w)
+	return err
 }
 
 // writeDirectorStatus prints a director's status as a table in the manner of
 // `ipvsadm -Ln`: a line per IPVS service, then its real servers, with the
 // configured next to the kernel's (effective) weight, connections and
-// drain progress.
-func writeDirectorStatus(w io.Writer, st agent.Status, now time.Time) error {
+// drain progress; or with cols, their counters or rates.
+func writeDirectorStatus(w io.Writer, st agent.Status, cols statusColumns, now time.Time) error {
 	fmt.Fprintf(w, "director %s, config %s\n", st.Node, st.Config)
 	pass := "ok"
 	if st.LastError != "" {
 		pass = "FAILED: " + st.LastError
 	}
 	fmt.Fprintf(w, "last reconcile %s (%s ago, took %s): %s\n", st.LastReconcile.Format(time.DateTime),
-		ago(now, st.LastReconcile), st.LastDuration, pass)
+		ago(now, st.LastReconcile), seconds(st.LastDuration), pass)
 	if st.ConfigError != "" {
 		fmt.Fprintf(w, "configuration REJECTED, the one loaded %s (%s ago) runs: %s\n",
 			st.ConfigLoadedAt.Format(time.DateTime), ago(now, st.ConfigLoadedAt), st.ConfigError)
@@ -211,7 +243,11 @@ func writeDirectorStatus(w io.Writer, st agent.Status, now time.Time) error {
 		fmt.Fprintln(w, "no services configured")
 		return nil
 	}
-	if len(st.Services) > 0 {
+	if len(st.Services) > 0 && cols != columnsState {
+		if err := writeCounterTable(w, st.Services, cols); err != nil {
+			return err
+		}
+	} else if len(st.Services) > 0 {
 		if err := writeServiceTable(w, st.Services, summary, now); err != nil {
 			return err
 		}
@@ -315,14 +351,14 @@ func destinationState(d agent.DestinationStatus, now time.Time) string {
 	switch {
 	case d.Sorry && d.ConfiguredWeight >= 0:
 		parts = append(parts, "sorry server: no backend eligible")
-	case d.Sorry && d.DrainingFor != "":
-		parts = append(parts, "sorry server, draining for "+d.DrainingFor)
+	case d.Sorry && d.DrainingFor > 0:
+		parts = append(parts, "sorry server, draining for "+seconds(d.DrainingFor))
 	case d.Sorry:
 		parts = append(parts, "sorry server, draining")
 	case d.Weight < 0:
 		parts = append(parts, "NOT IN KERNEL")
-	case d.ConfiguredWeight < 0 && d.DrainingFor != "":
-		parts = append(parts, "removed, draining for "+d.DrainingFor)
+	case d.ConfiguredWeight < 0 && d.DrainingFor > 0:
+		parts = append(parts, "removed, draining for "+seconds(d.DrainingFor))
 	case d.ConfiguredWeight < 0:
 		parts = append(parts, "removed, draining")
 	case d.Override != nil:
@@ -355,6 +391,11 @@ func weight(w int) string {
 		return "-"
 	}
 	return strconv.Itoa(w)
+}
+
+// seconds shows a JSON duration the way Go prints one: "7s", "3.2ms".
+func seconds(s float64) string {
+	return time.Duration(s * float64(time.Second)).Round(time.Microsecond).String()
 }
 
 // ago is an age in whole seconds: "4s", "3m12s".

@@ -59,7 +59,7 @@ func BenchmarkPrintStatus(b *testing.B) {
 				b.ReportAllocs()
 				b.ReportMetric(float64(len(raw)), "answer-bytes")
 				for b.Loop() {
-					if err := printStatus(io.Discard, raw, c.asJSON, statusNow); err != nil {
+					if err := printStatus(io.Discard, raw, c.asJSON, columnsState, statusNow); err != nil {
 						b.Fatal(err)
 					}
 				}

@@ -25,7 +25,7 @@ func TestWriteDirectorStatusCluster(t *testing.T) {
 	st.ConnSync = &connsync.Stats{MasterRecords: 120, Pushes: 7, SentRecords: 130, ReplayedRecords: 10, ReceivedRecords: 4,
 		AppliedRecords: 4, CacheSize: 100, LastLag: 2100 * time.Microsecond, MaxLag: 41 * time.Millisecond, DroppedInvalid: 1}
 	var b bytes.Buffer
-	if err := writeDirectorStatus(&b, st, statusNow); err != nil {
+	if err := writeDirectorStatus(&b, st, columnsState, statusNow); err != nil {
 		t.Fatal(err)
 	}
 	want := `cluster: active, active-standby, encrypted, quorum 2, 2 live, 1 scheduling stalls

@@ -21,7 +21,7 @@ var statusNow = time.Date(2025, 6, 1, 12, 0, 10, 0, time.UTC)
 
 func directorStatus() agent.Status {
 	return agent.Status{Node: "lvs1", Role: "director", Config: "/etc/lvsd/lvsd.yaml",
-		LastReconcile: statusNow.Add(-4 * time.Second), LastDuration: "3.2ms",
+		LastReconcile: statusNow.Add(-4 * time.Second), LastDuration: 0.0032,
 		Services: []agent.ServiceStatus{
 			{Name: "web", Key: "tcp:10.0.0.50:80", VIP: "10.0.0.50", Scheduler: "mh", Flags: "mh-fallback,mh-port",
 				Rule:     "failover policy, unweighted: healthy primaries at or above the ratio",
@@ -31,7 +31,7 @@ func directorStatus() agent.Status {
 					{Address: "10.0.0.14:80", Forwarding: "route", ConfiguredWeight: 1, Weight: 0, Health: "unhealthy",
 						HealthError: "http: status 503", InactiveConns: 3},
 					{Address: "10.0.0.15:80", Forwarding: "route", ConfiguredWeight: 1, Weight: 0, Health: "healthy"},
-					{Address: "10.0.0.12:80", Forwarding: "route", ConfiguredWeight: -1, Weight: 0, ActiveConns: 2, InactiveConns: 1, DrainingFor: "7s"},
+					{Address: "10.0.0.12:80", Forwarding: "route", ConfiguredWeight: -1, Weight: 0, ActiveConns: 2, InactiveConns: 1, DrainingFor: 7},
 				}},
 			{Name: "dns", Key: "fwmark:7/ipv6", VIP: "fd00::53", Scheduler: "rr",
 				InKernel: false, VIPHeld: false, Destinations: []agent.DestinationStatus{
@@ -42,7 +42,7 @@ func directorStatus() agent.Status {
 
 func TestWriteDirectorStatus(t *testing.T) {
 	var b bytes.Buffer
-	if err := writeDirectorStatus(&b, directorStatus(), statusNow); err != nil {
+	if err := writeDirectorStatus(&b, directorStatus(), columnsState, statusNow); err != nil {
 		t.Fatal(err)
 	}
 	want := `director lvs1, config /etc/lvsd/lvsd.yaml
@@ -68,9 +68,9 @@ eligible backends by:
 
 func TestWriteDirectorStatusFailedPass(t *testing.T) {
 	st := agent.Status{Node: "lvs1", Config: "c.yaml", LastReconcile: statusNow.Add(-3 * time.Minute),
-		LastDuration: "1s", LastError: "adding destination 10.0.0.11:80: file exists"}
+		LastDuration: 1, LastError: "adding destination 10.0.0.11:80: file exists"}
 	var b bytes.Buffer
-	writeDirectorStatus(&b, st, statusNow)
+	writeDirectorStatus(&b, st, columnsState, statusNow)
 	if want := "(3m0s ago, took 1s): FAILED: adding destination 10.0.0.11:80: file exists\n\nno services configured\n"; !strings.HasSuffix(b.String(), want) {
 		t.Errorf("got:\n%s", b.String())
 	}
@@ -79,10 +79,10 @@ func TestWriteDirectorStatusFailedPass(t *testing.T) {
 // A rejected configuration is said under the header, with the time of
 // the one still in force.
 func TestWriteDirectorStatusConfigRejected(t *testing.T) {
-	st := agent.Status{Node: "lvs1", Config: "c.yaml", LastReconcile: statusNow, LastDuration: "1ms",
+	st := agent.Status{Node: "lvs1", Config: "c.yaml", LastReconcile: statusNow, LastDuration: 0.001,
 		ConfigLoadedAt: statusNow.Add(-time.Hour), ConfigError: `web.yaml:5:26: service "web": unknown key "wieght"`}
 	var b bytes.Buffer
-	writeDirectorStatus(&b, st, statusNow)
+	writeDirectorStatus(&b, st, columnsState, statusNow)
 	want := "configuration REJECTED, the one loaded 2025-06-01 11:00:10 (1h0m0s ago) runs: " +
 		"web.yaml:5:26: service \"web\": unknown key \"wieght\"\n"
 	if !strings.Contains(b.String(), want) {
@@ -163,6 +163,12 @@ func TestStatusCommand(t *testing.T) {
 // test ends; it returns a context for the test's commands and the socket.
 func fakeStatusAgent(t *testing.T, answer http.HandlerFunc) (context.Context, string) {
 	t.Helper()
+	return fakeAgent(t, agent.RouteStatus, answer)
+}
+
+// fakeAgent serves answer on GET route of a local socket, as the agent's API.
+func fakeAgent(t *testing.T, route string, answer http.HandlerFunc) (context.Context, string) {
+	t.Helper()
 	sock := filepath.Join(t.TempDir(), "lvsd.sock")
 	l, err := api.Listen(sock)
 	if err != nil {
@@ -171,7 +177,7 @@ func fakeStatusAgent(t *testing.T, answer http.HandlerFunc) (context.Context, st
 	ctx, cancel := context.WithCancel(context.Background())
 	t.Cleanup(cancel)
 	mux := http.NewServeMux()
-	mux.HandleFunc("GET "+agent.RouteStatus, answer)
+	mux.HandleFunc("GET "+route, answer)
 	go api.Serve(ctx, l, mux)
 	return ctx, sock
 }
@@ -196,7 +202,7 @@ func TestWriteDirectorStatusSummary(t *testing.T) {
 	st.Services[1].Problem = "not in the kernel"
 	st.Services[0], st.Services[1] = st.Services[1], st.Services[0]
 	var b bytes.Buffer
-	if err := writeDirectorStatus(&b, st, statusNow); err != nil {
+	if err := writeDirectorStatus(&b, st, columnsState, statusNow); err != nil {
 		t.Fatal(err)
 	}
 	want := `director lvs1, config /etc/lvsd/lvsd.yaml
@@ -230,7 +236,7 @@ lvsd status --service NAME shows services with their backends (globs: 'web-*'), 
 
 	st.Services, st.Totals.Problems = nil, 0
 	b.Reset()
-	writeDirectorStatus(&b, st, statusNow)
+	writeDirectorStatus(&b, st, columnsState, statusNow)
 	if want := "\n\nno problems: every IPVS service is in the kernel with its backends, and some take new connections\n\n" +
 		"lvsd status --service NAME"; !strings.Contains(b.String(), want) {
 		t.Errorf("without problems:\n%s", b.String())
