@@ -88,16 +88,7 @@ func (l *ecmpLab) spread(t *testing.T) {
 // the others continue every connection the router moves to them; new
 // connections stop reaching the lost director once BFD tells the router.
 func (l *ecmpLab) directorLoss(t *testing.T) {
-	cut := l.tp.Director(2)
-	c := l.survive(t, func() {
-		if err := cut.SetPort(false); err != nil {
-			t.Fatal(err)
-		}
-	}, 2)
-	t.Logf("director loss (%s cut, sync on): %s", cut.ID, c)
-	if c.row.survived < c.row.total-1 {
-		t.Errorf("%d/%d connections survived the loss of %s, want at least %d", c.row.survived, c.row.total, cut.ID, c.row.total-1)
-	}
+	cut, c := l.loseDirector(t, 2, "sync on")
 	// BFD, not the BGP hold timer, must take the path away: BFD's
 	// detection time and up to 3 s for the router to act under the VM's
 	// load (seen: 2.7-3.8 s on a quiet host), still short of the hold time.
@@ -403,18 +394,27 @@ func (l *ecmpLab) routerRestart(t *testing.T) {
 func TestECMPSyncOff(t *testing.T) {
 	l := newECMPLab(t, ecmpOptions{sources: 200})
 	l.start("director", "director2", "director3")
-	cut := l.tp.Director(2)
+	// Maglev alone keeps a flow only if the new director takes its next
+	// packet as a connection: sloppy_tcp lets it, for every TCP state.
+	l.loseDirector(t, 2, "sync off")
+}
+
+// loseDirector cuts the link of director i (of three) under a fleet of
+// connections, logs what became of them (how says how the lab runs), and
+// fails the test unless all but one survived.
+func (l *ecmpLab) loseDirector(t *testing.T, i int, how string) (*topo.Host, change) {
+	t.Helper()
+	cut := l.tp.Director(i)
 	c := l.survive(t, func() {
 		if err := cut.SetPort(false); err != nil {
 			t.Fatal(err)
 		}
 	}, 2)
-	t.Logf("director loss (%s cut, sync off): %s", cut.ID, c)
-	// Maglev alone keeps a flow only if the new director takes its next
-	// packet as a connection: sloppy_tcp lets it, for every TCP state.
+	t.Logf("director loss (%s cut, %s): %s", cut.ID, how, c)
 	if c.row.survived < c.row.total-1 {
-		t.Errorf("%d/%d connections survived the loss of %s without sync, want at least %d", c.row.survived, c.row.total, cut.ID, c.row.total-1)
+		t.Errorf("%d/%d connections survived the loss of %s (%s), want at least %d", c.row.survived, c.row.total, cut.ID, how, c.row.total-1)
 	}
+	return cut, c
 }
 
 // TestBGPAuth: a director whose TCP-MD5 password differs from the

@@ -1,8 +1,11 @@
 // Command lvsd-bench measures lvsd against ipvsadm -R inside the test VM
-// (`make bench`): a cold apply of many services with many real servers each,
-// then one weight change. Both tools program the same set in the same
-// network namespace in one run, so the ratio is what counts; absolute times
-// under emulation are noise.
+// (`make bench`): for each size, a cold apply of many services with many
+// real servers each, one file per service; then, on the last round, one
+// weight changed in one file (edit + SIGHUP → reconciled), lvsd's memory,
+// its idle CPU and `lvsd status`. Both tools program the same set in the
+// same network namespace in one run, so the ratios are what count;
+// absolute times under emulation are noise. It ends with the scale table
+// of docs/performance.md.
 package main
 
 import (
@@ -14,6 +17,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"slices"
+	"strconv"
 	"strings"
 	"syscall"
 	"time"
@@ -23,97 +27,203 @@ import (
 
 const vip = "10.0.0.50"
 
+// profile is the -profile flag.
+var profile string
+
 func main() {
 	lvsdBin := flag.String("lvsd", "bin/lvsd", "the lvsd binary")
-	services := flag.Int("services", 1000, "services (one port each)")
+	sizes := flag.String("services", "1000", "service counts to measure, comma-separated (one port and one file each)")
 	backends := flag.Int("backends", 10, "real servers per service")
-	rounds := flag.Int("rounds", 2, "measurements of each tool")
+	rounds := flag.Int("rounds", 2, "measurements of each tool per size")
+	idle := flag.Duration("idle", 20*time.Second, "window for lvsd's idle CPU")
+	flag.StringVar(&profile, "profile", "", "write a CPU profile of lvsd's last run of each size to FILE.SIZE (LVSD_CPU_PROFILE)")
 	flag.Parse()
-	if err := bench(*lvsdBin, *services, *backends, *rounds); err != nil {
-		fmt.Fprintln(os.Stderr, "bench failed:", err)
-		os.Exit(1)
+	var rows []row
+	for _, s := range strings.Split(*sizes, ",") {
+		n, err := strconv.Atoi(strings.TrimSpace(s))
+		if err != nil || n < 1 {
+			fmt.Fprintf(os.Stderr, "bench: -services %q: want counts like 1000,5000,10000\n", *sizes)
+			os.Exit(2)
+		}
+		r, err := bench(*lvsdBin, n, *backends, *rounds, *idle)
+		if err != nil {
+			fmt.Fprintln(os.Stderr, "bench failed:", err)
+			os.Exit(1)
+		}
+		rows = append(rows, r)
+	}
+	printTable(rows, *backends)
+}
+
+// row is one size's figures.
+type row struct {
+	services        int
+	lvsd, ipvsadm   time.Duration // cold apply, medians
+	change          time.Duration // one weight in one file: SIGHUP → reconciled
+	changeOps       int
+	rssKiB          int
+	idleCPU         float64 // share of one core
+	status          time.Duration
+	statusAll       time.Duration
+	statusAllOutput int
+}
+
+func printTable(rows []row, backends int) {
+	fmt.Printf("\nscale table (× %d real servers, one file per service; ratios against ipvsadm -R of the same set):\n", backends)
+	fmt.Println("services  lvsd cold  ipvsadm -R  ratio  one change  (ops)  change/cold  RSS MiB  idle CPU  status  status --all")
+	for _, r := range rows {
+		fmt.Printf("%8d  %8.2fs  %9.2fs  %5.2f  %9.3fs  %5d  %10.2f%%  %7.1f  %7.2f%%  %5.2fs  %6.2fs\n",
+			r.services, r.lvsd.Seconds(), r.ipvsadm.Seconds(), r.lvsd.Seconds()/r.ipvsadm.Seconds(),
+			r.change.Seconds(), r.changeOps, 100*r.change.Seconds()/r.lvsd.Seconds(), float64(r.rssKiB)/1024,
+			100*r.idleCPU, r.status.Seconds(), r.statusAll.Seconds())
 	}
 }
 
-func bench(lvsdBin string, nServices, nBackends, rounds int) error {
+func bench(lvsdBin string, nServices, nBackends, rounds int, idle time.Duration) (row, error) {
+	out := row{services: nServices}
 	kernel, _ := exec.Command("uname", "-r").Output()
-	fmt.Printf("lvsd benchmark: %d services × %d real servers (mh, DR), kernel %s", nServices, nBackends, kernel)
+	fmt.Printf("\nlvsd benchmark: %d services × %d real servers (mh, DR), one file each, kernel %s", nServices, nBackends, kernel)
 	tp, err := topo.Build(topo.WithRealServers(0), topo.WithClientSources(0))
 	if err != nil {
-		return err
+		return out, err
 	}
 	defer tp.Close()
 	director := tp.Director(1)
 
 	dir, err := os.MkdirTemp("", "lvsd-bench")
 	if err != nil {
-		return err
+		return out, err
 	}
 	defer os.RemoveAll(dir)
-	servicesFile := filepath.Join(dir, "services.d", "bench.yaml")
-	os.MkdirAll(filepath.Dir(servicesFile), 0o755)
-	yaml, restore := generate(nServices, nBackends, 1)
-	if err := os.WriteFile(servicesFile, []byte(yaml), 0o644); err != nil {
-		return err
+	servicesDir := filepath.Join(dir, "services.d")
+	os.MkdirAll(servicesDir, 0o755)
+	files, restore := generate(nServices, nBackends)
+	for name, body := range files {
+		if err := os.WriteFile(filepath.Join(servicesDir, name), []byte(body), 0o644); err != nil {
+			return out, err
+		}
 	}
 	agentFile := filepath.Join(dir, "lvsd.yaml")
-	os.WriteFile(agentFile, []byte(fmt.Sprintf("node: bench\ninterface: %s\nservices_dir: services.d\nstate_dir: state\n", director.Link)), 0o644)
+	os.WriteFile(agentFile, []byte(fmt.Sprintf("node: bench\ninterface: %s\nservices_dir: services.d\nstate_dir: state\napi: {socket: %s}\n",
+		director.Link, filepath.Join(dir, "lvsd.sock"))), 0o644)
 
 	var lvsdTimes, refTimes []time.Duration
 	for r := 0; r < rounds; r++ {
 		if err := reset(director, dir); err != nil {
-			return err
+			return out, err
 		}
-		l, elapsed, err := startLVSD(director, lvsdBin, agentFile)
+		var env []string
+		if profile != "" && r == rounds-1 {
+			env = []string{fmt.Sprintf("LVSD_CPU_PROFILE=%s.%d", profile, nServices)}
+		}
+		l, elapsed, err := startLVSD(director, lvsdBin, agentFile, env...)
 		if err != nil {
-			return err
+			return out, err
 		}
 		lvsdTimes = append(lvsdTimes, elapsed)
-		last := r == rounds-1
-		if last {
-			if err := weightChange(l, servicesFile, nServices, nBackends); err != nil {
+		if r == rounds-1 {
+			if err := measureRunning(&out, l, lvsdBin, agentFile, servicesDir, idle); err != nil {
 				l.stop()
-				return err
+				return out, err
 			}
 		}
 		l.stop()
 
 		if err := reset(director, dir); err != nil {
-			return err
+			return out, err
 		}
 		start := time.Now()
 		cmd := exec.Command("ipvsadm", "-R")
 		cmd.Stdin = strings.NewReader(restore)
 		if out, err := runIn(director, cmd); err != nil {
-			return fmt.Errorf("ipvsadm -R: %v: %s", err, out)
+			return row{}, fmt.Errorf("ipvsadm -R: %v: %s", err, out)
 		}
 		refTimes = append(refTimes, time.Since(start))
 		fmt.Printf("round %d: lvsd cold apply %.2fs, ipvsadm -R %.2fs\n", r+1, lvsdTimes[r].Seconds(), refTimes[r].Seconds())
 	}
-	lm, rm := median(lvsdTimes), median(refTimes)
-	fmt.Printf("\ncold apply, median of %d: lvsd %.2fs, ipvsadm -R %.2fs, ratio lvsd/ipvsadm = %.2f\n",
-		rounds, lm.Seconds(), rm.Seconds(), lm.Seconds()/rm.Seconds())
-	return reset(director, dir)
+	out.lvsd, out.ipvsadm = median(lvsdTimes), median(refTimes)
+	fmt.Printf("cold apply, median of %d: lvsd %.2fs, ipvsadm -R %.2fs, ratio lvsd/ipvsadm = %.2f\n",
+		rounds, out.lvsd.Seconds(), out.ipvsadm.Seconds(), out.lvsd.Seconds()/out.ipvsadm.Seconds())
+	return out, reset(director, dir)
 }
 
-// generate returns the service file and the equivalent ipvsadm -R input, in
-// the order lvsd adds destinations (sorted by address).
-func generate(nServices, nBackends, weight int) (string, string) {
-	var y, r strings.Builder
-	for s := 0; s < nServices; s++ {
-		port := 1000 + s
-		fmt.Fprintf(&y, "---\nservice: svc%d\nvip: %s\nports: [%d]\nbackends:\n", s, vip, port)
-		fmt.Fprintf(&r, "-A -t %s:%d -s mh -b mh-fallback,mh-port\n", vip, port)
-		for b := 1; b <= nBackends; b++ {
-			w := weight
-			if s == 0 && b == 1 {
-				w = 1 // the weight-change step edits this one
-			}
-			fmt.Fprintf(&y, "  - {address: 10.3.%d.%d, weight: %d}\n", b/250, b%250+1, w)
-			fmt.Fprintf(&r, "-a -t %s:%d -r 10.3.%d.%d:%d -g -w %d\n", vip, port, b/250, b%250+1, port, w)
+// measureRunning takes the figures of a running, reconciled lvsd: memory,
+// idle CPU, lvsd status, one weight change.
+func measureRunning(out *row, l *lvsd, bin, agentFile, servicesDir string, idle time.Duration) error {
+	pid := l.cmd.Process.Pid
+	// Right after the cold start the process still returns its start-up
+	// garbage; the figures kept are those of a later window.
+	for i, what := range []string{"right after the start", "after that"} {
+		out.rssKiB = rssKiB(pid)
+		before, at := cpuTicks(pid), time.Now()
+		time.Sleep(idle)
+		out.idleCPU = float64(cpuTicks(pid)-before) / 100 / time.Since(at).Seconds() // USER_HZ 100
+		fmt.Printf("idle window %d (%s): RSS %.1f MiB at its start, CPU %.2f%% of a core over %v\n",
+			i+1, what, float64(out.rssKiB)/1024, 100*out.idleCPU, idle)
+	}
+	for _, args := range [][]string{{"status"}, {"status", "--all"}} {
+		start := time.Now()
+		cmd := exec.Command(bin, append(args, "--config", agentFile)...)
+		text, err := cmd.CombinedOutput()
+		if err != nil {
+			return fmt.Errorf("lvsd %s: %v: %s", strings.Join(args, " "), err, text)
+		}
+		if len(args) == 1 {
+			out.status = time.Since(start)
+		} else {
+			out.statusAll, out.statusAllOutput = time.Since(start), len(text)
 		}
 	}
-	return y.String(), r.String()
+	fmt.Printf("running: RSS %.1f MiB, idle CPU %.2f%% of a core over %v, lvsd status %.2fs, status --all %.2fs (%d bytes)\n",
+		float64(out.rssKiB)/1024, 100*out.idleCPU, idle, out.status.Seconds(), out.statusAll.Seconds(), out.statusAllOutput)
+	var err error
+	out.change, out.changeOps, err = weightChange(l, servicesDir)
+	return err
+}
+
+// rssKiB reads a process's resident set size.
+func rssKiB(pid int) int {
+	b, _ := os.ReadFile(fmt.Sprintf("/proc/%d/status", pid))
+	for _, line := range strings.Split(string(b), "\n") {
+		if f := strings.Fields(line); len(f) >= 2 && f[0] == "VmRSS:" {
+			n, _ := strconv.Atoi(f[1])
+			return n
+		}
+	}
+	return 0
+}
+
+// cpuTicks reads a process's user + system CPU time in clock ticks.
+func cpuTicks(pid int) int {
+	b, _ := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
+	s := string(b)
+	f := strings.Fields(s[strings.LastIndexByte(s, ')')+2:]) // after "pid (comm) "
+	if len(f) < 13 {
+		return 0
+	}
+	u, _ := strconv.Atoi(f[11])
+	k, _ := strconv.Atoi(f[12])
+	return u + k
+}
+
+// generate returns one service file per service, by name, and the
+// equivalent ipvsadm -R input, in the order lvsd adds destinations (sorted
+// by address).
+func generate(nServices, nBackends int) (map[string]string, string) {
+	files := map[string]string{}
+	var r strings.Builder
+	for s := 0; s < nServices; s++ {
+		var y strings.Builder
+		port := 1000 + s
+		fmt.Fprintf(&y, "service: svc%d\nvip: %s\nports: [%d]\nbackends:\n", s, vip, port)
+		fmt.Fprintf(&r, "-A -t %s:%d -s mh -b mh-fallback,mh-port\n", vip, port)
+		for b := 1; b <= nBackends; b++ {
+			fmt.Fprintf(&y, "  - {address: 10.3.%d.%d, weight: 1}\n", b/250, b%250+1)
+			fmt.Fprintf(&r, "-a -t %s:%d -r 10.3.%d.%d:%d -g -w 1\n", vip, port, b/250, b%250+1, port)
+		}
+		files[fmt.Sprintf("svc%05d.yaml", s)] = y.String()
+	}
+	return files, r.String()
 }
 
 // reset empties the bench namespace's IPVS table and lvsd's state, so each
@@ -143,8 +253,9 @@ type lvsd struct {
 
 // startLVSD starts lvsd and returns once its first reconcile is logged, with
 // the time from exec to that line.
-func startLVSD(h *topo.Host, bin, cfg string) (*lvsd, time.Duration, error) {
+func startLVSD(h *topo.Host, bin, cfg string, env ...string) (*lvsd, time.Duration, error) {
 	cmd := exec.Command(bin, "run", "--config", cfg)
+	cmd.Env = append(os.Environ(), env...)
 	pr, pw := io.Pipe()
 	cmd.Stderr, cmd.Stdout = pw, pw
 	l := &lvsd{cmd: cmd, lines: make(chan string, 1024)}
@@ -161,7 +272,7 @@ func startLVSD(h *topo.Host, bin, cfg string) (*lvsd, time.Duration, error) {
 		return nil, 0, err
 	}
 	go func() { cmd.Wait(); pw.Close() }()
-	if _, err := l.waitReconciled(5 * time.Minute); err != nil {
+	if _, err := l.waitReconciled(10 * time.Minute); err != nil {
 		l.stop()
 		return nil, 0, err
 	}
@@ -199,30 +310,35 @@ func (l *lvsd) waitReconciled(timeout time.Duration) ([]string, error) {
 
 func (l *lvsd) stop() {
 	l.cmd.Process.Signal(syscall.SIGTERM)
-	for range l.lines {
+	for range l.lines { // closed once the process has exited (and written its profile)
 	}
 }
 
-// weightChange edits one backend's weight, reloads and reports the time and
-// the number of kernel operations it took.
-func weightChange(l *lvsd, servicesFile string, nServices, nBackends int) error {
-	yaml, _ := generate(nServices, nBackends, 1)
-	edited := strings.Replace(yaml, "{address: 10.3.0.2, weight: 1}", "{address: 10.3.0.2, weight: 5}", 1)
-	if err := os.WriteFile(servicesFile, []byte(edited), 0o644); err != nil {
-		return err
+// weightChange edits one backend's weight in one file (the first
+// service's), reloads and returns the time and the kernel operations it
+// took; the file is put back after.
+func weightChange(l *lvsd, servicesDir string) (time.Duration, int, error) {
+	file := filepath.Join(servicesDir, "svc00000.yaml")
+	orig, err := os.ReadFile(file)
+	if err != nil {
+		return 0, 0, err
+	}
+	edited := strings.Replace(string(orig), "{address: 10.3.0.2, weight: 1}", "{address: 10.3.0.2, weight: 5}", 1)
+	if err := os.WriteFile(file, []byte(edited), 0o644); err != nil {
+		return 0, 0, err
 	}
 	start := time.Now()
 	l.cmd.Process.Signal(syscall.SIGHUP)
 	applied, err := l.waitReconciled(2 * time.Minute)
 	if err != nil {
-		return err
+		return 0, 0, err
 	}
-	fmt.Printf("weight change: reload + reconcile in %.2fs, %d kernel operation(s):\n", time.Since(start).Seconds(), len(applied))
+	took := time.Since(start)
+	fmt.Printf("weight change: reload + reconcile in %.3fs, %d kernel operation(s):\n", took.Seconds(), len(applied))
 	for _, a := range applied {
 		fmt.Printf("  %s\n", a[strings.Index(a, "msg="):])
 	}
-	os.WriteFile(servicesFile, []byte(yaml), 0o644)
-	return nil
+	return took, len(applied), os.WriteFile(file, orig, 0o644)
 }
 
 func median(ds []time.Duration) time.Duration {
