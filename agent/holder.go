@@ -254,34 +254,28 @@ func (h *Holder) grounded() bool { return h.linkDown || h.upDown }
 
 // linkChanged takes in the interface's state.
 func (h *Holder) linkChanged(ctx context.Context, up bool) ([]Op, error) {
-	if h.linkDown == !up {
-		return nil, nil
-	}
-	h.linkDown = !up
-	if up {
-		h.log.Info("interface up: serving the VIPs again", "interface", h.prog.Desired.Interface)
-	} else {
-		h.log.Warn("interface down: giving the VIPs up", "interface", h.prog.Desired.Interface)
-	}
-	return h.groundedChanged(ctx)
+	return h.trackChanged(ctx, &h.linkDown, up, "interface down: giving the VIPs up",
+		"interface up: serving the VIPs again", "interface", h.prog.Desired.Interface)
 }
 
 // upstreamChanged takes in the upstream check's verdict.
 func (h *Holder) upstreamChanged(ctx context.Context, ok bool) ([]Op, error) {
-	if h.upDown == !ok {
-		return nil, nil
-	}
-	h.upDown = !ok
-	if ok {
-		h.log.Info("upstream check passes: serving the VIPs again")
-	} else {
-		h.log.Warn("upstream check fails: giving the VIPs up")
-	}
-	return h.groundedChanged(ctx)
+	return h.trackChanged(ctx, &h.upDown, ok, "upstream check fails: giving the VIPs up",
+		"upstream check passes: serving the VIPs again")
 }
 
-// groundedChanged serves and holds what the director can now.
-func (h *Holder) groundedChanged(ctx context.Context) ([]Op, error) {
+// trackChanged takes in one tracker's verdict (down is its flag), logs a
+// change with lost or back, and serves and holds what the director can now.
+func (h *Holder) trackChanged(ctx context.Context, down *bool, ok bool, lost, back string, attrs ...any) ([]Op, error) {
+	if *down == !ok {
+		return nil, nil
+	}
+	*down = !ok
+	if ok {
+		h.log.Info(back, attrs...)
+	} else {
+		h.log.Warn(lost, attrs...)
+	}
 	h.publish()
 	if !h.synced {
 		return nil, nil

@@ -239,27 +239,24 @@ func (k Kernel) apply(ctx context.Context, op Op) error {
 	return fmt.Errorf("unknown op %v", op.Kind)
 }
 
-// expireNodestConn is the sysctl that makes the kernel drop the
-// connections of a deleted destination (ipvs.ConnectionExpirySysctls).
-const expireNodestConn = ipvs.SysctlPrefix + "expire_nodest_conn"
-
 // move deletes a destination and adds it again, which puts it at the head
 // of the kernel's list. The kernel keeps a deleted destination in its trash
 // with its connections, and an add of the same one takes it back; but with
 // expire_nodest_conn set the delete also queues the expiry of those
 // connections, due a jiffy later. So the sysctl is held at 0 across the
 // pair (a packet in between is dropped, not the connection), then set
-// back; not moved at all if it cannot be held.
+// back to what lvsd wants; not moved at all if it cannot be held.
 func (k Kernel) move(ctx context.Context, op Op) error {
-	if err := k.Sysctls.Set(ctx, expireNodestConn, "0"); err != nil {
-		return fmt.Errorf("not moved: holding %s: %w", expireNodestConn, sysctlError(err))
+	if err := k.Sysctls.Set(ctx, ipvs.ExpireNodestConn, "0"); err != nil {
+		return fmt.Errorf("not moved: holding %s: %w", ipvs.ExpireNodestConn, sysctlError(err))
 	}
 	key := op.Service.ServiceKey
 	err := ignore(k.IPVS.DeleteDestination(ctx, key, op.Destination.DestinationKey), ipvs.ErrNotFound)
 	if err == nil {
 		err = k.IPVS.AddDestination(ctx, key, op.Destination)
 	}
-	return errors.Join(err, sysctlError(k.Sysctls.Set(ctx, expireNodestConn, "1")))
+	wanted := ipvs.ConnectionExpirySysctls()[ipvs.ExpireNodestConn]
+	return errors.Join(err, sysctlError(k.Sysctls.Set(ctx, ipvs.ExpireNodestConn, wanted)))
 }
 
 func (k Kernel) applyDaemon(ctx context.Context, op Op) error {

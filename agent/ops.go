@@ -54,7 +54,7 @@ const (
 
 	// MoveDestination deletes a destination and adds it again at once,
 	// which puts it at the head of the kernel's list (planned to bring the
-	// list to canonical order, orderMoves), keeping its connections.
+	// list to canonical order, canonicalPrefix), keeping its connections.
 	MoveDestination
 )
 

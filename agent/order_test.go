@@ -125,7 +125,7 @@ func TestKernelMove(t *testing.T) {
 	a, b := dest(1, 1).Destination, dest(2, 1).Destination
 	setup := func() (Kernel, *ipvs.Fake, *arp.FakeSysctls) {
 		fake := ipvs.NewFake()
-		sysctls := arp.NewFakeSysctls(map[string]string{expireNodestConn: "1"})
+		sysctls := arp.NewFakeSysctls(map[string]string{ipvs.ExpireNodestConn: "1"})
 		for _, err := range []error{fake.AddService(ctx, svc), fake.AddDestination(ctx, webKey, a), fake.AddDestination(ctx, webKey, b)} {
 			if err != nil {
 				t.Fatal(err)
@@ -140,7 +140,7 @@ func TestKernelMove(t *testing.T) {
 	if errs := k.Apply(ctx, []Op{move}); errs[0] != nil {
 		t.Fatal(errs[0])
 	}
-	if got, want := sysctls.Ops(), []string{"set " + expireNodestConn + "=0", "set " + expireNodestConn + "=1"}; !slices.Equal(got, want) {
+	if got, want := sysctls.Ops(), []string{"set " + ipvs.ExpireNodestConn + "=0", "set " + ipvs.ExpireNodestConn + "=1"}; !slices.Equal(got, want) {
 		t.Errorf("sysctl writes %q, want %q", got, want)
 	}
 	if got := fake.Ops(); !slices.Equal(got, []string{
@@ -152,7 +152,7 @@ func TestKernelMove(t *testing.T) {
 	}
 
 	k, fake, sysctls = setup()
-	sysctls.SetReadOnly(expireNodestConn)
+	sysctls.SetReadOnly(ipvs.ExpireNodestConn)
 	if errs, calls := k.Apply(ctx, []Op{move}), fake.Ops(); errs[0] == nil || len(calls) != 0 {
 		t.Errorf("with the sysctl read-only: err %v, ipvs calls %q", errs[0], calls)
 	}

@@ -396,23 +396,33 @@ func (a Actual) After(ops []Op, errs []error) Actual {
 			cur.Destinations = dsts
 			out.Services[key] = cur
 		case DeleteDestination:
-			cur.Destinations = slices.DeleteFunc(slices.Clone(cur.Destinations), func(d ipvs.Destination) bool {
-				return d.DestinationKey == op.Destination.DestinationKey
-			})
+			cur.Destinations, _ = withoutDestination(cur.Destinations, op.Destination.DestinationKey)
 			out.Services[key] = cur
 		case MoveDestination:
 			// Back from the kernel's trash: its connections and counters too.
 			moved := op.Destination
-			if j := slices.IndexFunc(cur.Destinations, func(d ipvs.Destination) bool { return d.DestinationKey == moved.DestinationKey }); j >= 0 {
-				old := cur.Destinations[j]
+			rest, old := withoutDestination(cur.Destinations, moved.DestinationKey)
+			if old != nil {
 				moved.ActiveConns, moved.InactiveConns, moved.Stats = old.ActiveConns, old.InactiveConns, old.Stats
 			}
-			rest := slices.DeleteFunc(slices.Clone(cur.Destinations), func(d ipvs.Destination) bool {
-				return d.DestinationKey == moved.DestinationKey
-			})
 			cur.Destinations = append([]ipvs.Destination{moved}, rest...)
 			out.Services[key] = cur
 		}
 	}
 	return out
+}
+
+// withoutDestination returns a copy of dsts without the destination k,
+// and that destination (nil when it was not there).
+func withoutDestination(dsts []ipvs.Destination, k ipvs.DestinationKey) ([]ipvs.Destination, *ipvs.Destination) {
+	out := make([]ipvs.Destination, 0, len(dsts))
+	var found *ipvs.Destination
+	for i := range dsts {
+		if dsts[i].DestinationKey == k {
+			found = &dsts[i]
+			continue
+		}
+		out = append(out, dsts[i])
+	}
+	return out, found
 }

@@ -33,8 +33,12 @@ import (
 //     so per-session clients follow the eligibility policy (an ineligible
 //     backend gets no new connection) while their established ones go on.
 func ConnectionExpirySysctls() map[string]string {
-	return map[string]string{SysctlPrefix + "expire_nodest_conn": "1", SysctlPrefix + "expire_quiescent_template": "1"}
+	return map[string]string{ExpireNodestConn: "1", SysctlPrefix + "expire_quiescent_template": "1"}
 }
+
+// ExpireNodestConn is the sysctl that makes the kernel drop the
+// connections of a deleted destination.
+const ExpireNodestConn = SysctlPrefix + "expire_nodest_conn"
 
 // Expiring names the connection entries a reset waits for: those of the
 // service at VIP (Port 0: any port, as for a firewall-mark service) whose
