@@ -121,6 +121,13 @@ var testKey = bytes.Repeat([]byte{7}, 32)
 // knowing all the others as peers, with short timers.
 func startNodes(t *testing.T, rules Rules, key []byte, vips []netip.Addr, names ...string) []*testNode {
 	t.Helper()
+	return startNodesWith(t, func(*Config) {}, rules, key, vips, names...)
+}
+
+// startNodesWith is startNodes with each node's Config changed by tweak
+// before it starts.
+func startNodesWith(t *testing.T, tweak func(*Config), rules Rules, key []byte, vips []netip.Addr, names ...string) []*testNode {
+	t.Helper()
 	var trs []*cutTransport
 	var peers []string
 	for range names {
@@ -131,10 +138,12 @@ func startNodes(t *testing.T, rules Rules, key []byte, vips []netip.Addr, names 
 	var out []*testNode
 	for i, name := range names {
 		buf := &syncBuffer{}
-		n, err := Start(Config{Name: name, Rules: rules, Priority: 300 - 100*i, Bind: peers[i], Peers: peers,
+		cfg := Config{Name: name, Rules: rules, Priority: 300 - 100*i, Bind: peers[i], Peers: peers,
 			Keys: [][]byte{key}, Label: "test", HeartbeatInterval: 20 * time.Millisecond, FailureTimeout: 150 * time.Millisecond,
 			StartupHold: 400 * time.Millisecond, RejoinInterval: time.Second, VIPs: vips, Transport: trs[i],
-			Log: slog.New(slog.NewTextHandler(buf, &slog.HandlerOptions{Level: slog.LevelDebug}))})
+			Log: slog.New(slog.NewTextHandler(buf, &slog.HandlerOptions{Level: slog.LevelDebug}))}
+		tweak(&cfg)
+		n, err := Start(cfg)
 		if err != nil {
 			t.Fatal(err)
 		}

@@ -222,8 +222,8 @@ func (p *peer) assemble(hb heartbeat) *assembled {
 		for _, c := range part.VIPs {
 			out.claims[c.VIP] = c.Held
 		}
-		for _, id := range part.Down {
-			if out.health != nil {
+		if out.health != nil {
+			for _, id := range part.Down {
 				out.health[id] = true
 			}
 		}
