@@ -442,10 +442,7 @@ func secs(d time.Duration) string { return fmt.Sprintf("%.2fs", d.Seconds()) }
 // and would hide the order.
 func mhTable(t *testing.T, h *topo.Host) string {
 	t.Helper()
-	k, err := ipvs.Open("/run/netns/" + h.Name)
-	if err != nil {
-		t.Fatal(err)
-	}
+	k := openIPVS(t, h)
 	defer k.Close()
 	svcs, err := k.Services(t.Context())
 	if err != nil {
@@ -454,12 +451,8 @@ func mhTable(t *testing.T, h *topo.Host) string {
 	slices.SortFunc(svcs, func(a, b ipvs.Service) int { return a.ServiceKey.Compare(b.ServiceKey) })
 	var b strings.Builder
 	for _, s := range svcs {
-		dsts, err := k.Destinations(t.Context(), s.ServiceKey)
-		if err != nil {
-			t.Fatal(err)
-		}
 		b.WriteString(s.String() + "\n")
-		for _, d := range dsts {
+		for _, d := range destinations(t, k, s.ServiceKey) {
 			fmt.Fprintf(&b, "  -> %s %s %d\n", d.DestinationKey, d.Forwarding, d.Weight)
 		}
 	}

@@ -260,17 +260,10 @@ func (l *ecmpLab) healthDisagreement(t *testing.T) {
 // Maglev table; read over netlink, since ipvsadm sorts them.
 func kernelDestinations(t *testing.T, h *topo.Host, addr netip.AddrPort) string {
 	t.Helper()
-	k, err := ipvs.Open("/run/netns/" + h.Name)
-	if err != nil {
-		t.Fatal(err)
-	}
+	k := openIPVS(t, h)
 	defer k.Close()
-	dsts, err := k.Destinations(t.Context(), ipvs.ServiceKey{Protocol: ipvs.TCP, Addr: addr.Addr(), Port: addr.Port()})
-	if err != nil {
-		t.Fatal(err)
-	}
 	var out []string
-	for _, d := range dsts {
+	for _, d := range destinations(t, k, ipvs.ServiceKey{Protocol: ipvs.TCP, Addr: addr.Addr(), Port: addr.Port()}) {
 		out = append(out, fmt.Sprintf("%s %s weight %d", d.DestinationKey, d.Forwarding, d.Weight))
 	}
 	return strings.Join(out, "\n")

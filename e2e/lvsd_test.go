@@ -150,11 +150,18 @@ func (l *lvsd) log() string {
 // programmed.
 func (l *lvsd) ipvs() *ipvs.Kernel {
 	l.t.Helper()
-	k, err := ipvs.Open("/run/netns/" + l.host.Name)
-	if err != nil {
-		l.t.Fatal(err)
-	}
+	k := openIPVS(l.t, l.host)
 	l.t.Cleanup(k.Close)
+	return k
+}
+
+// openIPVS opens the IPVS table of h's namespace; the caller closes it.
+func openIPVS(t testing.TB, h *topo.Host) *ipvs.Kernel {
+	t.Helper()
+	k, err := ipvs.Open("/run/netns/" + h.Name)
+	if err != nil {
+		t.Fatal(err)
+	}
 	return k
 }
 
