@@ -13,6 +13,7 @@ import (
 	"io"
 	"net"
 	"net/http"
+	"net/http/pprof"
 	"os"
 	"path/filepath"
 	"strings"
@@ -184,4 +185,19 @@ func writeJSON(w http.ResponseWriter, v any, indent string) {
 	enc := json.NewEncoder(w)
 	enc.SetIndent("", indent)
 	enc.Encode(v)
+}
+
+// WithProfiling adds Go's runtime profiles under /debug/pprof/ to h (`curl
+// --unix-socket SOCKET http://lvsd/debug/pprof/heap`): where a director's
+// memory and CPU go, measured on the running agent. Only for the control
+// socket: a profile shows the agent's internals and costs CPU to take.
+func WithProfiling(h http.Handler) http.Handler {
+	mux := http.NewServeMux()
+	mux.Handle("/", h)
+	mux.HandleFunc("/debug/pprof/", pprof.Index) // heap, goroutine, allocs, … by name
+	mux.HandleFunc("/debug/pprof/cmdline", pprof.Cmdline)
+	mux.HandleFunc("/debug/pprof/profile", pprof.Profile)
+	mux.HandleFunc("/debug/pprof/symbol", pprof.Symbol)
+	mux.HandleFunc("/debug/pprof/trace", pprof.Trace)
+	return mux
 }

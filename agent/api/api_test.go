@@ -2,6 +2,7 @@ package api
 
 import (
 	"context"
+	"io"
 	"net"
 	"net/http"
 	"net/http/httptest"
@@ -127,6 +128,23 @@ func TestReadOnlyAnswers403(t *testing.T) {
 		h.ServeHTTP(w, httptest.NewRequest(c.method, "/v1/backends/drain", nil))
 		if w.Code != c.want {
 			t.Errorf("%s: %d, want %d", c.method, w.Code, c.want)
+		}
+	}
+}
+
+func TestWithProfiling(t *testing.T) {
+	h := WithProfiling(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { io.WriteString(w, "agent "+r.URL.Path) }))
+	for _, c := range []struct {
+		path, want string
+	}{
+		{"/v1/status", "agent /v1/status"},
+		{"/debug/pprof/heap?debug=1", "heap profile:"},
+		{"/debug/pprof/goroutine?debug=1", "goroutine profile:"},
+	} {
+		w := httptest.NewRecorder()
+		h.ServeHTTP(w, httptest.NewRequest(http.MethodGet, c.path, nil))
+		if w.Code != http.StatusOK || !strings.HasPrefix(w.Body.String(), c.want) {
+			t.Errorf("GET %s: %d %.40q, want 200 %q…", c.path, w.Code, w.Body.String(), c.want)
 		}
 	}
 }

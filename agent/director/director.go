@@ -199,7 +199,7 @@ func serve(ctx context.Context, wg *sync.WaitGroup, cfg *agent.Config, a *agent.
 		return fmt.Errorf("local API socket: %w", err)
 	}
 	wg.Go(func() {
-		if err := api.Serve(ctx, l, a.APIHandler()); err != nil {
+		if err := api.Serve(ctx, l, api.WithProfiling(a.APIHandler())); err != nil {
 			log.Error("local API stopped", "socket", cfg.Agent.APISocket, "err", err)
 		}
 	})

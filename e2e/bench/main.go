@@ -10,9 +10,12 @@ package main
 
 import (
 	"bufio"
+	"context"
 	"flag"
 	"fmt"
 	"io"
+	"net"
+	"net/http"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -27,8 +30,11 @@ import (
 
 const vip = "10.0.0.50"
 
-// profile is the -profile flag.
-var profile string
+// profile, idleProfile and reference are the flags of those names.
+var (
+	profile, idleProfile string
+	reference            bool
+)
 
 func main() {
 	lvsdBin := flag.String("lvsd", "bin/lvsd", "the lvsd binary")
@@ -36,7 +42,9 @@ func main() {
 	backends := flag.Int("backends", 10, "real servers per service")
 	rounds := flag.Int("rounds", 2, "measurements of each tool per size")
 	idle := flag.Duration("idle", 20*time.Second, "window for lvsd's idle CPU")
-	flag.StringVar(&profile, "profile", "", "write a CPU profile of lvsd's last run of each size to FILE.SIZE (LVSD_CPU_PROFILE)")
+	flag.StringVar(&profile, "profile", "", "write a CPU profile of lvsd's last run of each size to FILE.SIZE (LVSD_CPU_PROFILE) and its heap after the idle windows to FILE.heap.SIZE")
+	flag.StringVar(&idleProfile, "idle-profile", "", "instead of -profile's CPU profile, one of the second idle window to FILE.SIZE")
+	flag.BoolVar(&reference, "reference", true, "also time ipvsadm -R of the same set (false: lvsd alone, for profiling)")
 	flag.Parse()
 	var rows []row
 	for _, s := range strings.Split(*sizes, ",") {
@@ -113,10 +121,13 @@ func bench(lvsdBin string, nServices, nBackends, rounds int, idle time.Duration)
 			return out, err
 		}
 		var env []string
-		if profile != "" && r == rounds-1 {
+		if profile != "" && idleProfile == "" && r == rounds-1 {
 			env = []string{fmt.Sprintf("LVSD_CPU_PROFILE=%s.%d", profile, nServices)}
 		}
 		l, elapsed, err := startLVSD(director, lvsdBin, agentFile, env...)
+		if l != nil {
+			l.socket = filepath.Join(dir, "lvsd.sock")
+		}
 		if err != nil {
 			return out, err
 		}
@@ -128,6 +139,10 @@ func bench(lvsdBin string, nServices, nBackends, rounds int, idle time.Duration)
 			}
 		}
 		l.stop()
+		if !reference {
+			refTimes = append(refTimes, 0)
+			continue
+		}
 
 		if err := reset(director, dir); err != nil {
 			return out, err
@@ -156,7 +171,13 @@ func measureRunning(out *row, l *lvsd, bin, agentFile, servicesDir string, idle 
 	for i, what := range []string{"right after the start", "after that"} {
 		out.rssKiB = rssKiB(pid)
 		before, at := cpuTicks(pid), time.Now()
-		time.Sleep(idle)
+		if i == 1 && idleProfile != "" {
+			if err := saveProfile(l.socket, fmt.Sprintf("profile?seconds=%d", int(idle.Seconds())), fmt.Sprintf("%s.%d", idleProfile, out.services)); err != nil {
+				return err
+			}
+		} else {
+			time.Sleep(idle)
+		}
 		out.idleCPU = float64(cpuTicks(pid)-before) / 100 / time.Since(at).Seconds() // USER_HZ 100
 		fmt.Printf("idle window %d (%s): RSS %.1f MiB at its start, CPU %.2f%% of a core over %v\n",
 			i+1, what, float64(out.rssKiB)/1024, 100*out.idleCPU, idle)
@@ -174,11 +195,37 @@ func measureRunning(out *row, l *lvsd, bin, agentFile, servicesDir string, idle 
 			out.statusAll, out.statusAllOutput = time.Since(start), len(text)
 		}
 	}
+	if profile != "" {
+		if err := saveProfile(l.socket, "heap?gc=1", fmt.Sprintf("%s.heap.%d", profile, out.services)); err != nil {
+			return err
+		}
+	}
 	fmt.Printf("running: RSS %.1f MiB, idle CPU %.2f%% of a core over %v, lvsd status %.2fs, status --all %.2fs (%d bytes)\n",
 		float64(out.rssKiB)/1024, 100*out.idleCPU, idle, out.status.Seconds(), out.statusAll.Seconds(), out.statusAllOutput)
 	var err error
 	out.change, out.changeOps, err = weightChange(l, servicesDir)
 	return err
+}
+
+// saveProfile writes the runtime profile lvsd's control socket serves
+// under /debug/pprof/what to file.
+func saveProfile(socket, what, file string) error {
+	c := http.Client{Transport: &http.Transport{DialContext: func(ctx context.Context, _, _ string) (net.Conn, error) {
+		return (&net.Dialer{}).DialContext(ctx, "unix", socket)
+	}}}
+	resp, err := c.Get("http://lvsd/debug/pprof/" + what)
+	if err != nil {
+		return fmt.Errorf("profile %s: %w", what, err)
+	}
+	defer resp.Body.Close()
+	b, err := io.ReadAll(resp.Body)
+	if err == nil && resp.StatusCode != http.StatusOK {
+		err = fmt.Errorf("%s: %s", resp.Status, b)
+	}
+	if err != nil {
+		return fmt.Errorf("profile %s: %w", what, err)
+	}
+	return os.WriteFile(file, b, 0o644)
 }
 
 // rssKiB reads a process's resident set size.
@@ -247,8 +294,9 @@ func runIn(h *topo.Host, cmd *exec.Cmd) (string, error) {
 }
 
 type lvsd struct {
-	cmd   *exec.Cmd
-	lines chan string
+	cmd    *exec.Cmd
+	lines  chan string
+	socket string // the control socket
 }
 
 // startLVSD starts lvsd and returns once its first reconcile is logged, with
