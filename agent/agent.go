@@ -118,9 +118,12 @@ type Agent struct {
 	programmed Programmed
 	audit      audit
 	reconciled bool // a pass has logged "reconciled"
+	// loadGarbage says a full load happened since the last pass: the pass
+	// after it returns the load's memory (memory.go).
+	loadGarbage bool
 	// watch names the configuration files that changed (nil: scan them
 	// every Check). fingerprint is the files' stamps as last loaded,
-	// scanned as last scanned; nextScan when the scan is due with a watch.
+	// scanned as last scanned; nextScan when the next scan is due.
 	watch       *configWatch
 	fingerprint [32]byte
 	scanned     [32]byte
@@ -266,6 +269,7 @@ func (a *Agent) setConfig(cfg *Config, ch Changes) {
 		a.opts.ConnSync.SetServices(SyncServices(cfg.Desired))
 	}
 	if ch.All || prev == nil {
+		a.loadGarbage = true
 		a.applyHealth(nil)
 		a.pending.merge(scope{all: true, globals: true, holder: true})
 		return

@@ -1,9 +1,13 @@
 package agent
 
 import (
+	"fmt"
+	"io/fs"
+	"os"
 	"path/filepath"
 	"slices"
 	"testing"
+	"time"
 
 	"github.com/fsnotify/fsnotify"
 )
@@ -81,5 +85,52 @@ func TestReloadWatchOff(t *testing.T) {
 				t.Fatalf("after a reload request: %d services, want 2", got)
 			}
 		})
+	}
+}
+
+func TestScanInterval(t *testing.T) {
+	for _, c := range []struct{ every, cost, want time.Duration }{
+		{0, 0, 0}, // no watch, a free scan: every Check
+		{0, 5 * time.Millisecond, 500 * time.Millisecond},              // still every Check (2 s)
+		{30 * time.Second, 40 * time.Millisecond, 30 * time.Second},    // 10,000 files natively
+		{30 * time.Second, 1800 * time.Millisecond, 180 * time.Second}, // 10,000 files under emulation
+	} {
+		if got := scanInterval(c.every, c.cost); got != c.want {
+			t.Errorf("scanInterval(%v, %v) = %v, want %v", c.every, c.cost, got, c.want)
+		}
+	}
+}
+
+// A scan that takes long puts the next one off: the stat of every file
+// may not cost more than scanShare of the time, however many files there
+// are; an edit is still found, later.
+func TestCostlyScanRunsLessOften(t *testing.T) {
+	e := newEnv(t)
+	for i := range 100 {
+		e.service(fmt.Sprintf("s%03d", i), fmt.Sprintf("service: s%03d\nvip: 10.0.0.1\nports: [%d]\nbackends:\n  - {address: 10.1.0.1}\n", i, 1000+i))
+	}
+	a := e.agent()
+	e.reconcile(a)
+	stats := 0
+	a.loader.cache.Stat = func(p string) (fs.FileInfo, error) { stats++; e.now = e.now.Add(time.Millisecond); return os.Stat(p) }
+	a.checkFiles() // 101 stats of 1 ms: the next scan is due in 10.1 s
+	if stats != 101 {
+		t.Fatalf("first scan: %d stats, want 101", stats)
+	}
+	e.service("s000", "service: s000\nvip: 10.0.0.1\nports: [1000]\nbackends:\n  - {address: 10.1.0.2}\n")
+	for range 4 {
+		stats = 0
+		e.now = e.now.Add(DefaultCheck)
+		a.checkFiles()
+		if stats != 0 {
+			t.Fatalf("%d stats %v after a scan of 101 ms, want none before 10.1 s", stats, DefaultCheck)
+		}
+	}
+	for range 2 { // found, then settled
+		e.now = e.now.Add(11 * time.Second)
+		a.checkFiles()
+	}
+	if got := a.cfg.Services[0].Backends[0].Addr.String(); got != "10.1.0.2" {
+		t.Errorf("after two late scans: s000's backend %s, want the edit (10.1.0.2)", got)
 	}
 }
