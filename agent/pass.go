@@ -40,7 +40,10 @@ func (a *Agent) pass(ctx context.Context, sc scope) []Op {
 	a.logResets(desired, ops)
 	errs, applyErr := a.apply(ctx, desired, ops, in.Scope)
 	a.forgetResetConnections(ops)
-	a.actual = actual.After(ops, errs) // a new map: ours until published
+	a.actual = actual // readBack's copy: ours until published
+	if len(ops) > 0 {
+		a.actual = actual.After(ops, errs)
+	}
 	for _, k := range keys {
 		if cur, ok := a.actual.Services[k]; ok && cur.ReadAt.IsZero() {
 			cur.ReadAt = start // made by this pass: its numbers are as new
@@ -62,6 +65,10 @@ func (a *Agent) pass(ctx context.Context, sc scope) []Op {
 		a.reconciled = true
 		a.log.Info("reconciled", "ops", len(ops), "changes", summarize(ops), "services_read", len(keys),
 			"duration", a.opts.Now().Sub(start).String())
+	}
+	if a.loadGarbage {
+		a.loadGarbage = false
+		releaseLoadGarbage(a.log)
 	}
 	return ops
 }

@@ -114,7 +114,6 @@ type planner struct {
 func (p *planner) services() []Op {
 	var ops []Op
 	d, a := p.in.Desired, p.in.Actual
-	wanted := make(map[ipvs.ServiceKey]bool, len(d.Services))
 	desired, owned := d.Services, p.in.Owned.Services
 	if p.in.Scope != nil {
 		desired, owned = nil, nil
@@ -126,6 +125,7 @@ func (p *planner) services() []Op {
 			}
 		}
 	}
+	wanted := make(map[ipvs.ServiceKey]bool, len(desired)) // sized by the scope: a scoped pass costs what it looks at
 	for _, vs := range desired {
 		wanted[vs.ServiceKey] = true
 		cur, ok := a.Services[vs.ServiceKey]
