@@ -177,7 +177,7 @@ func explainDestinations(a *Agent, s *snapshot, vs VirtualService, cur ActualSer
 		if slotWeight == 0 {
 			slotWeight = 1
 		}
-		ds.setStats(k.Stats)
+		ds.setStats(k.Traffic())
 		overloaded := k.UpperThreshold > 0 && uint32(k.ActiveConns+k.InactiveConns) >= k.UpperThreshold
 		e.Destinations = append(e.Destinations, ExplainedBackend{DestinationStatus: ds, SlotWeight: slotWeight})
 		mds = append(mds, maglev.Destination{Addr: k.Addr, Port: k.Port, Weight: k.Weight, LastWeight: slotWeight,

@@ -289,8 +289,8 @@ func (r *statusReader) count(vs *VirtualService) (BackendCounts, bool) {
 			c.Eligible++
 		}
 		c.ActiveConns, c.InactiveConns = c.ActiveConns+k.ActiveConns, c.InactiveConns+k.InactiveConns
-		c.addStats(k.Stats)
-		c.Rates.add(ratesOf(k.Stats.Rates))
+		c.addStats(k.Traffic())
+		c.Rates.add(ratesOf(k.Traffic().Rates))
 	})
 	return c, inKernel
 }
@@ -410,7 +410,7 @@ func (r *statusReader) destination(vs *VirtualService, d *Destination, k *ipvs.D
 	}
 	if k != nil {
 		ds.Weight, ds.ActiveConns, ds.InactiveConns = k.Weight, k.ActiveConns, k.InactiveConns
-		ds.setStats(k.Stats)
+		ds.setStats(k.Traffic())
 	}
 	return ds
 }

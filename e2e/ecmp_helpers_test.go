@@ -206,7 +206,7 @@ func scheduled(t *testing.T, d *lvsd) uint64 {
 			t.Fatal(err)
 		}
 		for _, dst := range dsts {
-			n += dst.Stats.Connections
+			n += dst.Traffic().Connections
 		}
 	}
 	return n

@@ -122,9 +122,9 @@ func TestStatusStatsAndConnections(t *testing.T) {
 	var sum uint64
 	for _, dst := range web.Destinations {
 		kd := byAddr[dst.Address]
-		if dst.Connections != kd.Stats.Connections || dst.PacketsIn != kd.Stats.PacketsIn {
+		if dst.Connections != kd.Traffic().Connections || dst.PacketsIn != kd.Traffic().PacketsIn {
 			t.Errorf("%s: status says %d connections, %d packets in; the kernel %d, %d", dst.Address, dst.Connections,
-				dst.PacketsIn, kd.Stats.Connections, kd.Stats.PacketsIn)
+				dst.PacketsIn, kd.Traffic().Connections, kd.Traffic().PacketsIn)
 		}
 		sum += dst.Connections
 	}

@@ -179,11 +179,14 @@ func parseDestination(b []byte, fam uint16) (Destination, error) {
 	if d.Forwarding != Tunnel {
 		d.Tunnel = TunnelOptions{}
 	}
+	var st Stats
 	switch {
 	case stats64 != nil:
-		d.Stats, err = parseStats(stats64, true)
+		st, err = parseStats(stats64, true)
+		d.Stats = &st
 	case stats != nil:
-		d.Stats, err = parseStats(stats, false)
+		st, err = parseStats(stats, false)
+		d.Stats = &st
 	}
 	return d, err
 }

@@ -147,7 +147,7 @@ func (f *Fake) AddDestination(ctx context.Context, k ServiceKey, d Destination) 
 	if err := errors.Join(d.Tunnel.check(), d.checkThresholds()); err != nil {
 		return fmt.Errorf("adding destination %s to %s: %w", d.DestinationKey, k, err)
 	}
-	d.ActiveConns, d.InactiveConns, d.Stats = 0, 0, Stats{}
+	d.ActiveConns, d.InactiveConns, d.Stats = 0, 0, &Stats{}
 	f.services[i].dests = slices.Insert(f.services[i].dests, 0, d)
 	f.ops = append(f.ops, fmt.Sprintf("add-destination %s %s weight=%d %s%s", k, d.DestinationKey, d.Weight, d.Method(), opThresholds(d)))
 	return nil
@@ -212,7 +212,7 @@ func (f *Fake) SetStats(k ServiceKey, dk DestinationKey, st Stats) error {
 	if err != nil {
 		return err
 	}
-	f.services[i].dests[j].Stats = st
+	f.services[i].dests[j].Stats = &st
 	return nil
 }
 

@@ -130,7 +130,7 @@ func TestVMDestinationReadBack(t *testing.T) {
 		}
 		var n uint64
 		for _, d := range got {
-			n += d.Stats.PacketsIn
+			n += d.Traffic().PacketsIn
 		}
 		if n == packets || time.Now().After(deadline) {
 			break
@@ -143,11 +143,11 @@ func TestVMDestinationReadBack(t *testing.T) {
 		if d.DestinationKey != added[i].DestinationKey || !d.SameOptions(added[i]) {
 			t.Errorf("destination %d: got %+v, want %+v", i, d, added[i])
 		}
-		line := fmt.Sprintf("%s:%d %d %d", d.Addr, d.Port, d.Stats.Connections, d.Stats.PacketsIn)
+		line := fmt.Sprintf("%s:%d %d %d", d.Addr, d.Port, d.Traffic().Connections, d.Traffic().PacketsIn)
 		if !strings.Contains(strings.Join(strings.Fields(out), " "), line) {
 			t.Errorf("ipvsadm does not show %q", line)
 		}
-		total += d.Stats.PacketsIn
+		total += d.Traffic().PacketsIn
 	}
 	if total != packets {
 		t.Errorf("packets in: %d, want %d", total, packets)
