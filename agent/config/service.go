@@ -432,7 +432,7 @@ func (d *doc) backends(s Service, raw []rawBackend) []Backend {
 		d.errorf("$", "service %q: backends is required (at least one real server)", s.Name)
 		return nil
 	}
-	var out []Backend
+	out := make([]Backend, 0, len(raw)) // exact: kept for as long as the file is
 	seen := map[netip.AddrPort]bool{}
 	for i, rb := range raw {
 		path := fmt.Sprintf("$.backends[%d]", i)
