@@ -118,8 +118,8 @@ type Agent struct {
 	programmed Programmed
 	audit      audit
 	reconciled bool // a pass has logged "reconciled"
-	// loadGarbage says a full load happened since the last pass: the pass
-	// after it returns the load's memory (memory.go).
+	// loadGarbage says a full load happened since the last pass: the loop
+	// returns the load's memory after that pass (memory.go).
 	loadGarbage bool
 	// watch names the configuration files that changed (nil: scan them
 	// every Check). fingerprint is the files' stamps as last loaded,
@@ -178,6 +178,7 @@ func (a *Agent) Run(ctx context.Context, reload <-chan struct{}) error {
 	a.watch = a.watchConfig()
 	defer func() { a.watch.close() }() // the one in use then (nil-safe)
 	a.reconcile(ctx)
+	a.releaseLoadGarbage()
 
 	tick := time.NewTicker(a.opts.Check)
 	defer tick.Stop()
@@ -217,11 +218,13 @@ func (a *Agent) Run(ctx context.Context, reload <-chan struct{}) error {
 			a.tick()
 		}
 		a.reconcile(ctx)
+		a.releaseLoadGarbage() // here, where the pass's own garbage is dead too
 	}
 }
 
 // start loads the configuration and the ownership record.
 func (a *Agent) start() error {
+	a.loading()
 	cfg := a.opts.Config
 	if cfg == nil {
 		var err error
@@ -269,7 +272,7 @@ func (a *Agent) setConfig(cfg *Config, ch Changes) {
 		a.opts.ConnSync.SetServices(SyncServices(cfg.Desired))
 	}
 	if ch.All || prev == nil {
-		a.loadGarbage = true
+		a.loadGarbage = true // a full rebuild: garbage like a full load's
 		a.applyHealth(nil)
 		a.pending.merge(scope{all: true, globals: true, holder: true})
 		return

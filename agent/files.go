@@ -92,6 +92,7 @@ func scanInterval(every, cost time.Duration) time.Duration {
 // file when changed is nil.
 func (a *Agent) reload(why string, changed []string) {
 	if changed == nil {
+		a.loading()
 		// Every file is stat'ed anyway; remember their fingerprint so a
 		// broken file's error is logged once, not at every scan, and the
 		// scan does not reload what this did.

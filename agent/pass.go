@@ -66,10 +66,6 @@ func (a *Agent) pass(ctx context.Context, sc scope) []Op {
 		a.log.Info("reconciled", "ops", len(ops), "changes", summarize(ops), "services_read", len(keys),
 			"duration", a.opts.Now().Sub(start).String())
 	}
-	if a.loadGarbage {
-		a.loadGarbage = false
-		releaseLoadGarbage(a.log)
-	}
 	return ops
 }
 
