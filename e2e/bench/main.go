@@ -196,8 +196,10 @@ func measureRunning(out *row, l *lvsd, bin, agentFile, servicesDir string, idle 
 		}
 	}
 	if profile != "" {
-		if err := saveProfile(l.socket, "heap?gc=1", fmt.Sprintf("%s.heap.%d", profile, out.services)); err != nil {
-			return err
+		for what, file := range map[string]string{"heap?gc=1": "heap", "heap?debug=1": "heap.txt"} { // .txt: with the runtime's MemStats
+			if err := saveProfile(l.socket, what, fmt.Sprintf("%s.%s.%d", profile, file, out.services)); err != nil {
+				return err
+			}
 		}
 	}
 	fmt.Printf("running: RSS %.1f MiB, idle CPU %.2f%% of a core over %v, lvsd status %.2fs, status --all %.2fs (%d bytes)\n",
