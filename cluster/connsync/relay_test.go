@@ -148,9 +148,9 @@ func TestRelayAuthorises(t *testing.T) {
 }
 
 // TestRelayPeriodicResync: with no new input, the cache goes to everyone
-// each ResyncInterval.
+// each FullResyncInterval, the safety net.
 func TestRelayPeriodicResync(t *testing.T) {
-	a := startNode(t, "a", Config{ResyncInterval: 20 * time.Millisecond})
+	a := startNode(t, "a", Config{FullResyncInterval: 20 * time.Millisecond})
 	b := startNode(t, "b", Config{})
 	connect(a, b)
 	a.socks.master <- datagram(1, tcp4("198.51.100.7", 40000).encode())
@@ -256,7 +256,7 @@ func TestRunTwice(t *testing.T) {
 // TestStatsConcurrent exercises Stats, Deliver and the hints from other
 // goroutines while Run works (meant for -race).
 func TestStatsConcurrent(t *testing.T) {
-	a := startNode(t, "a", Config{ResyncInterval: time.Millisecond})
+	a := startNode(t, "a", Config{ResyncInterval: time.Millisecond, FullResyncInterval: time.Millisecond})
 	b := startNode(t, "b", Config{})
 	connect(a, b)
 	var wg sync.WaitGroup
