@@ -219,7 +219,10 @@ func (w *fakeWriter) Close() error { return nil }
 // testEngine returns an engine with defaults, its transport and writer.
 func testEngine(t *testing.T, cfg Config) (*engine, *fakeTransport, *fakeWriter) {
 	t.Helper()
-	tr := &fakeTransport{}
+	tr, ok := cfg.Transport.(*fakeTransport)
+	if !ok {
+		tr = &fakeTransport{}
+	}
 	cfg.Transport = tr
 	if err := cfg.setDefaults(); err != nil {
 		t.Fatal(err)
@@ -242,8 +245,12 @@ func testServices() []Service {
 // peerB is director b's relay as the tests' messages come from it.
 func peerB() *origin { return &origin{name: "b", incarnation: 1} }
 
-// message builds o's next relay message of records.
+// message builds o's next relay message of records; one without flags is
+// o's next fresh broadcast.
 func (o *origin) message(flags byte, sent time.Time, recs ...[]byte) []byte {
+	if flags == 0 {
+		o.stream++
+	}
 	m := msgBuilder{from: o}
 	for _, r := range recs {
 		m.add(r)

@@ -171,6 +171,8 @@ func decodeMessage(b []byte) (message, error) {
 		return m, invalidf("end of a replay with records")
 	case b[3] != 0 && b[2] == flagSummary:
 		return m, invalidf("summary with records")
+	case b[2] == 0 && binary.BigEndian.Uint64(b[offStream:]) == 0:
+		return m, invalidf("fresh records without a stream number")
 	case b[offNameLen] == 0 || b[offNameLen] > maxNameLen:
 		return m, invalidf("sender name of %d bytes", b[offNameLen])
 	}

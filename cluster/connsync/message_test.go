@@ -25,7 +25,9 @@ func TestBatching(t *testing.T) {
 		in = append(in, c.encode())
 	}
 	var msgs [][]byte
-	m := msgBuilder{from: peerB()}
+	b := peerB()
+	b.stream = 1 // fresh broadcasts carry a stream number
+	m := msgBuilder{from: b}
 	for _, r := range in {
 		if !m.fits(r) {
 			msg, _ := m.finish(0, t0)
@@ -150,13 +152,29 @@ func FuzzDecodeMessage(f *testing.F) {
 	f.Add(peerB().message(flagReplay, t0, testConn{proto: protoIP, flags: connFTemplate, caddr: netip.MustParseAddr("198.51.100.7"),
 		vaddr: netip.AddrFrom4([4]byte{0x10, 0, 0, 1}), daddr: netip.MustParseAddr("10.0.0.5")}.encode()))
 	f.Add(peerB().message(flagReplay|flagReplayEnd, t0))
+	f.Add((&origin{name: "b", incarnation: 1, stream: 9}).summaryMessage(t0))
+	f.Add((&origin{name: "b", incarnation: 1, stream: 9}).requestMessage(request{5, []seqRange{{1, 2}, {4, 4}}}, t0))
 	f.Add([]byte("Hello"))
 	f.Fuzz(func(t *testing.T, b []byte) {
 		m, err := decodeMessage(b)
 		if err != nil {
 			return
 		}
-		o := &origin{name: m.sender, incarnation: m.incarnation, seq: m.seq - 1}
+		o := &origin{name: m.sender, incarnation: m.incarnation, seq: m.seq - 1, stream: m.stream}
+		switch m.flags {
+		case 0:
+			o.stream--
+		case flagSummary:
+			if again := o.summaryMessage(m.sent); !bytes.Equal(again, b) {
+				t.Fatalf("re-encoded summary differs:\n% x\n% x", again, b)
+			}
+			return
+		case flagRequest:
+			if again := o.requestMessage(m.request, m.sent); !bytes.Equal(again, b) {
+				t.Fatalf("re-encoded request differs:\n% x\n% x", again, b)
+			}
+			return
+		}
 		var recs [][]byte
 		for _, r := range m.recs {
 			recs = append(recs, r)
