@@ -10,7 +10,7 @@ import (
 // aeLink is director a's engine sending to director b's, over fake
 // transports the test delivers by hand, losing what it is told to.
 type aeLink struct {
-	t        *testing.T
+	t        testing.TB
 	a, b     *engine
 	ta, tb   *fakeTransport
 	wb       *fakeWriter
@@ -22,7 +22,7 @@ type aeLink struct {
 	toBBytes int                  // bytes of a's messages b was sent
 }
 
-func newAELink(t *testing.T) *aeLink {
+func newAELink(t testing.TB) *aeLink {
 	t.Helper()
 	l := &aeLink{t: t, now: t0, lose: func(message) bool { return false }}
 	l.a, l.ta, _ = testEngine(t, Config{Transport: &fakeTransport{name: "a"}})

@@ -15,7 +15,7 @@ type Stats struct {
 	MasterRecords   uint64 `json:"master_records"`   // records in them
 	Pushes          uint64 `json:"pushes"`           // datagrams sent to the pusher service
 
-	SentMessages    uint64 `json:"sent_messages"`    // relay messages handed to the transport; a broadcast counts once
+	SentMessages    uint64 `json:"sent_messages"`    // relay messages with records handed to the transport; a broadcast counts once
 	SentRecords     uint64 `json:"sent_records"`     // records in them
 	ReplayedRecords uint64 `json:"replayed_records"` // of SentRecords, those replayed from the cache
 
