@@ -235,14 +235,17 @@ func (e *engine) answer(m message, at time.Time) {
 	}
 	e.lastRequest[m.sender] = at
 	req := m.request
+	// Numbers of an earlier incarnation of this relay name a cache it no
+	// longer has.
 	everything := req.incarnation != e.self.incarnation || len(req.ranges) == 0
 	for _, r := range req.ranges {
-		if r.last > e.self.stream {
+		switch {
+		case everything:
+		case r.last > e.self.stream:
 			e.refuseRequest(at, m.sender, "asks for messages not sent")
 			return
-		}
-		if r.first+ringSize <= e.self.stream {
-			everything = true
+		case r.first+ringSize <= e.self.stream:
+			everything = true // out of the ring
 		}
 	}
 	if everything {

@@ -383,3 +383,43 @@ func TestRequestMessages(t *testing.T) {
 		t.Error("two summaries with the same sequence number")
 	}
 }
+
+// TestAntiEntropyFallback: a request a cannot answer from its ring (an
+// earlier incarnation of a, numbers that left the ring, or everything)
+// gets b a's whole cache, to b alone, once.
+func TestAntiEntropyFallback(t *testing.T) {
+	tests := []struct {
+		name string
+		req  func(a *engine) request
+	}{
+		{"earlier incarnation", func(a *engine) request { return request{a.self.incarnation - 1, []seqRange{{4000, 5000}}} }},
+		{"out of the ring", func(a *engine) request { return request{a.self.incarnation, []seqRange{{1, 1}}} }},
+		{"everything", func(a *engine) request { return request{a.self.incarnation, nil} }},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			l := newAELink(t)
+			l.a.cfg.MaxRate = 100 // the replay is still running at the second request
+			l.newConns(ringSize + 1)
+			l.deliver()
+			from := len(l.ta.messages())
+			b := &origin{name: "b", incarnation: 7}
+			l.a.deliver(b.requestMessage(tt.req(l.a), l.now), l.now)
+			l.a.tick(l.now)
+			l.now = l.now.Add(minRequestGap)
+			l.a.deliver(b.requestMessage(tt.req(l.a), l.now), l.now)
+			l.now = run(l.a, l.now)
+			records := 0
+			for _, s := range l.ta.messages()[from:] {
+				m, err := decodeMessage(s.msg)
+				if err != nil || s.to != "b" {
+					t.Fatalf("a sent to %q (%v)", s.to, err)
+				}
+				records += len(m.recs)
+			}
+			if s := l.a.st.snapshot(); records != ringSize+1 || s.FallbackReplays != 1 || s.RequestsRefused != 0 {
+				t.Fatalf("%d records to b, stats %+v: want the whole cache of %d once", records, s, ringSize+1)
+			}
+		})
+	}
+}
