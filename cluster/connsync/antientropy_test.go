@@ -3,6 +3,7 @@ package connsync
 import (
 	"bytes"
 	"net/netip"
+	"slices"
 	"testing"
 	"time"
 )
@@ -184,7 +185,7 @@ func TestAntiEntropyResends(t *testing.T) {
 				}
 				return
 			}
-			if !equalPorts(ports, tt.want) {
+			if !slices.Equal(ports, tt.want) {
 				t.Fatalf("re-sent connections %v, want %v", ports, tt.want)
 			}
 			if sa.ResentRecords != uint64(len(tt.want)) || sa.FallbackReplays != 0 || sb.MissingMessages != uint64(len(tt.lose)) ||
@@ -196,18 +197,6 @@ func TestAntiEntropyResends(t *testing.T) {
 			}
 		})
 	}
-}
-
-func equalPorts(a, b []uint16) bool {
-	if len(a) != len(b) {
-		return false
-	}
-	for i := range a {
-		if a[i] != b[i] {
-			return false
-		}
-	}
-	return true
 }
 
 // TestAntiEntropyQuietWithoutLoss: with nothing lost, a sends b nothing but
