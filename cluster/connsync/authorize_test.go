@@ -145,17 +145,26 @@ func TestDeliverDeniedByDefault(t *testing.T) {
 	}
 }
 
-// FuzzDeliver feeds any message to a receiving engine: nothing panics, and
-// only what is configured and sent by the VIP's holder reaches the backup.
+// FuzzDeliver feeds any message to a receiving engine: nothing panics,
+// only what is configured and sent by the VIP's holder reaches the backup,
+// and whatever a message makes the engine send (a request's answer) goes to
+// its sender alone.
 func FuzzDeliver(f *testing.F) {
 	markTemplate := tcp4("198.51.100.7", 0)
 	markTemplate.proto, markTemplate.flags, markTemplate.vport, markTemplate.dport = protoIP, connFTemplate, 0, 0
 	markTemplate.vaddr = netip.AddrFrom4([4]byte{0x10, 0, 0, 1})
 	f.Add(peerB().message(0, t0, tcp4("198.51.100.7", 1).encode(), tcp6("2001:db8::7", 1).encode()))
 	f.Add((&origin{name: "c", incarnation: 3}).message(flagReplay, t0, tcp4("198.51.100.7", 1).encode(), markTemplate.encode()))
+	f.Add((&origin{name: "b", incarnation: 3, stream: 2}).summaryMessage(t0))
+	f.Add((&origin{name: "b", incarnation: 3}).requestMessage(request{uint64(t0.UnixNano()), []seqRange{{1, 1}}}, t0))
+	f.Add((&origin{name: "b", incarnation: 3}).requestMessage(request{1, nil}, t0))
 	vip := netip.MustParseAddr("192.0.2.10")
 	f.Fuzz(func(t *testing.T, b []byte) {
 		e, tr, w := testEngine(t, Config{})
+		e.members["b"] = true
+		e.fromMaster(datagram(1, tcp4("198.51.100.9", 9).encode()), t0) // something to answer with
+		e.flush(t0)
+		before := len(tr.messages())
 		e.services = func() *services {
 			return indexServices(append(testServices(), Service{VIP: vip, FWMark: 0x10000001,
 				Dests: []netip.AddrPort{netip.MustParseAddrPort("10.0.0.5:0")}}))
@@ -163,6 +172,13 @@ func FuzzDeliver(f *testing.F) {
 		tr.holds = func(sender string, v netip.Addr) bool { return sender == "b" && v == vip }
 		e.deliver(b, t0)
 		e.deliver(b, t0) // a replay is refused
+		run(e, t0)
+		m, _ := decodeMessage(b)
+		for _, s := range tr.messages()[before:] {
+			if s.to != m.sender || s.to == "" {
+				t.Fatalf("a message from %q made the engine send to %q", m.sender, s.to)
+			}
+		}
 		if len(w.written) > 1 {
 			t.Fatalf("%d datagrams written for one message", len(w.written))
 		}
@@ -171,7 +187,6 @@ func FuzzDeliver(f *testing.F) {
 			if err != nil {
 				t.Fatalf("wrote an invalid datagram: %v", err)
 			}
-			m, _ := decodeMessage(b)
 			for _, r := range recs {
 				if got, ok := e.services().lookup(r); !ok || got != vip || m.sender != "b" {
 					t.Fatalf("applied a record of %v (configured: %v) from %q", got, ok, m.sender)

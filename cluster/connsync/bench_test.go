@@ -20,15 +20,20 @@ func (c *countingTransport) SendTo(member string, msg []byte) { c.Broadcast(msg)
 func masterDatagrams(n int) [][]byte {
 	var out [][]byte
 	for i := range n {
-		var recs [][]byte
-		for j := range 29 {
-			c := tcp4("10.0.0.1", uint16(j))
-			c.caddr = netip.AddrFrom4([4]byte{10, byte(i >> 16), byte(i >> 8), byte(i)})
-			recs = append(recs, c.encode())
-		}
-		out = append(out, datagram(1, recs...))
+		out = append(out, masterDatagram(i))
 	}
 	return out
+}
+
+// masterDatagram is the i-th of masterDatagrams.
+func masterDatagram(i int) []byte {
+	var recs [][]byte
+	for j := range 29 {
+		c := tcp4("10.0.0.1", uint16(j))
+		c.caddr = netip.AddrFrom4([4]byte{10, byte(i >> 16), byte(i >> 8), byte(i)})
+		recs = append(recs, c.encode())
+	}
+	return datagram(1, recs...)
 }
 
 // BenchmarkMasterRecords is the relay's work for each record the local
@@ -82,4 +87,101 @@ func BenchmarkCacheBytes(b *testing.B) {
 		b.ReportMetric(float64(after.HeapAlloc-before.HeapAlloc)/float64(c.len()), "B/connection")
 		runtime.KeepAlive(c)
 	}
+}
+
+// BenchmarkResyncBytes states what keeping the peers' copies complete
+// costs per peer and ResyncInterval (10 s), in relay-message bytes (each
+// message is one UDP datagram; memberlist, AES-GCM, IP and UDP add about 60
+// bytes plus the cluster label per datagram, docs/ecmp.md):
+//
+//   - full_B: the whole cache of 1,000,000 IPv4 connections replayed, what
+//     every interval cost before anti-entropy (now only the joining member's
+//     catch-up, a fallback, and the FullResyncInterval safety net);
+//   - summary_B: one summary, all an interval costs without loss;
+//   - loss_B: with 10,000 new connections per second (100,000 records in
+//     full messages per interval) and every 1,000th fresh message lost
+//     (0.1 %): the summary, the receiver's requests and the re-sent
+//     records.
+//
+// Run it once: go test -run '^$' -bench ResyncBytes -benchtime 1x.
+func BenchmarkResyncBytes(b *testing.B) {
+	for range b.N {
+		full, fullMsgs := fullReplayBytes(b, 1_000_000)
+		summary, loss, lost := lossyIntervalBytes(b, 10_000, 1000)
+		b.ReportMetric(float64(full), "full_B")
+		b.ReportMetric(float64(fullMsgs), "full_msgs")
+		b.ReportMetric(float64(summary), "summary_B")
+		b.ReportMetric(float64(loss), "loss_B")
+		b.ReportMetric(float64(lost), "lost_msgs")
+	}
+}
+
+// fullReplayBytes replays a cache of n connections to one member.
+func fullReplayBytes(b *testing.B, n int) (bytes, messages int) {
+	tr := &countingTransport{}
+	cfg := Config{Transport: tr}
+	if err := cfg.setDefaults(); err != nil {
+		b.Fatal(err)
+	}
+	e := newEngine(cfg, &counters{}, cfg.Log, &fakeWriter{}, t0)
+	for i := 0; e.cache.len() < n; i++ {
+		_, recs, err := parseDatagram(masterDatagram(i))
+		if err != nil {
+			b.Fatal(err)
+		}
+		for _, r := range recs[:min(len(recs), n-e.cache.len())] {
+			e.cache.put(r, 0)
+		}
+	}
+	e.startReplay("b", t0)
+	run(e, t0)
+	return tr.bytes, tr.messages
+}
+
+// lossyIntervalBytes sends perSecond new connections a second for one
+// ResyncInterval from a to b, losing every loseEvery-th fresh message, and
+// returns the bytes of one summary and of what making up for the loss
+// cost both ways (the summary included).
+func lossyIntervalBytes(b *testing.B, perSecond, loseEvery int) (summary, total, lost int) {
+	l := newAELink(b)
+	l.lose = func(m message) bool { return m.flags == 0 && m.stream%uint64(loseEvery) == 0 }
+	start, startB := len(l.ta.messages()), len(l.tb.messages())
+	seconds := int(DefaultResyncInterval / time.Second)
+	perSecondMsgs := perSecond / 29
+	for i := range seconds * perSecondMsgs {
+		l.a.fromMaster(masterDatagram(i), l.now)
+		l.a.flush(l.now)
+		if (i+1)%perSecondMsgs == 0 {
+			l.deliver()
+			l.now = l.now.Add(time.Second)
+			l.b.requestMissing(l.now)
+		}
+	}
+	l.a.summarize(l.now)
+	l.deliver()
+	l.check()
+	for _, s := range l.ta.messages()[start:] {
+		m, err := decodeMessage(s.msg)
+		if err != nil {
+			b.Fatal(err)
+		}
+		switch {
+		case m.flags == 0:
+			if l.lose(m) {
+				lost++
+			}
+		case m.flags == flagSummary:
+			summary = len(s.msg)
+			total += len(s.msg)
+		default:
+			total += len(s.msg)
+		}
+	}
+	for _, s := range l.tb.messages()[startB:] {
+		total += len(s.msg)
+	}
+	if got := l.b.st.snapshot().AppliedRecords; got != uint64(seconds*perSecondMsgs*29) {
+		b.Fatalf("b applied %d records, want %d", got, seconds*perSecondMsgs*29)
+	}
+	return summary, total, lost
 }

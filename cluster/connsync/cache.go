@@ -42,15 +42,15 @@ func newCache(max int, defTimeout time.Duration) *cache {
 
 func (c *cache) len() int { return len(c.m) }
 
-// put records r (copied) as received at now and reports whether the oldest
-// entry was evicted to make room.
-func (c *cache) put(r rec, now time.Duration) (evicted bool) {
+// put records r (copied) as received at now, returns its entry and reports
+// whether the oldest entry was evicted to make room.
+func (c *cache) put(r rec, now time.Duration) (e *entry, evicted bool) {
 	life := time.Duration(r.timeout()) * time.Second
 	if life == 0 {
 		life = c.defTimeout
 	}
 	k := r.key()
-	e := c.m[k]
+	e = c.m[k]
 	if e != nil {
 		c.unlink(e)
 	} else {
@@ -64,7 +64,13 @@ func (c *cache) put(r rec, now time.Duration) (evicted bool) {
 	e.rec = append(e.rec[:0], r...)
 	e.deadline = now + life
 	c.pushBack(e)
-	return evicted
+	return e, evicted
+}
+
+// holds reports whether e is still the cache's entry of its connection and
+// has not expired at now.
+func (c *cache) holds(e *entry, now time.Duration) bool {
+	return e.deadline > now && c.m[e.rec.key()] == e
 }
 
 // newCursor starts a walk at the oldest entry.

@@ -50,7 +50,7 @@ func TestCacheUpdateAndEvict(t *testing.T) {
 			c := newCache(tt.max, time.Minute)
 			evicted := 0
 			for _, i := range tt.puts {
-				if c.put(rs[i], 0) {
+				if _, ev := c.put(rs[i], 0); ev {
 					evicted++
 				}
 			}

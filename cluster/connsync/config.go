@@ -14,13 +14,17 @@ const (
 	DefaultMasterPort     = 8848
 	DefaultBackupPort     = 8849
 	DefaultResyncInterval = 10 * time.Second
-	DefaultMaxEntries     = 1 << 20
-	DefaultFlushDelay     = 5 * time.Millisecond
-	DefaultMaxRate        = 4000
-	DefaultLogInterval    = time.Minute
-	DefaultPushDelay      = 20 * time.Millisecond
-	DefaultMaxAge         = 10 * time.Second
-	DefaultMaxClockSkew   = 2 * time.Second
+	// DefaultFullResyncInterval: a full replay of a million connections
+	// costs 37 MB per member (docs/ecmp.md), lost messages are sent again
+	// within seconds without it (antientropy.go).
+	DefaultFullResyncInterval = 10 * time.Minute
+	DefaultMaxEntries         = 1 << 20
+	DefaultFlushDelay         = 5 * time.Millisecond
+	DefaultMaxRate            = 4000
+	DefaultLogInterval        = time.Minute
+	DefaultPushDelay          = 20 * time.Millisecond
+	DefaultMaxAge             = 10 * time.Second
+	DefaultMaxClockSkew       = 2 * time.Second
 	// DefaultCatchUpLimit bounds how long a starting director waits for
 	// the others' replays: at DefaultMaxRate, about 1.7 million
 	// connections.
@@ -52,9 +56,15 @@ type Config struct {
 	// SyncID is written into the datagrams for the backup daemon, which
 	// drops other IDs unless its own is 0.
 	SyncID uint8
-	// ResyncInterval is how often the whole cache is replayed to every
-	// member, to make up for lost messages.
+	// ResyncInterval is how often every member is sent a summary of this
+	// director's messages, which shows a member that lost the last ones
+	// (antientropy.go); lost messages are found and sent again without
+	// replaying the cache.
 	ResyncInterval time.Duration
+	// FullResyncInterval is how often the whole cache is replayed to every
+	// member anyway, a safety net for what the summaries cannot show (a
+	// lost re-send); negative: never.
+	FullResyncInterval time.Duration
 	// MaxEntries bounds the cache; the least recently updated entry is
 	// evicted first.
 	MaxEntries int
@@ -112,7 +122,7 @@ func (c *Config) setDefaults() error {
 	for _, d := range []struct {
 		v   *time.Duration
 		def time.Duration
-	}{{&c.ResyncInterval, DefaultResyncInterval}, {&c.FlushDelay, DefaultFlushDelay}, {&c.LogInterval, DefaultLogInterval},
+	}{{&c.ResyncInterval, DefaultResyncInterval}, {&c.FullResyncInterval, DefaultFullResyncInterval}, {&c.FlushDelay, DefaultFlushDelay}, {&c.LogInterval, DefaultLogInterval},
 		{&c.PushDelay, DefaultPushDelay}, {&c.MaxAge, DefaultMaxAge}, {&c.MaxClockSkew, DefaultMaxClockSkew},
 		{&c.CatchUpLimit, DefaultCatchUpLimit}} {
 		if *d.v == 0 {

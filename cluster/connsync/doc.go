@@ -13,12 +13,16 @@
 //  3. it batches fresh records for at most FlushDelay into relay messages
 //     of at most 1,100 bytes (one encrypted memberlist packet) and
 //     broadcasts them through a Transport;
-//  4. it replays the whole cache to a member that joins, and to every
-//     member each ResyncInterval: the kernel re-sends a connection only
-//     when packets flow and memberlist user messages can be lost, so an
-//     idle connection reaches a late member only this way. Replays are
-//     paced (MaxRate), because memberlist queues user messages, the
-//     cluster's heartbeats among them, in one bounded queue;
+//  4. it replays the whole cache to a member that joins: the kernel
+//     re-sends a connection only when packets flow, so an idle connection
+//     reaches a late member only this way. Messages can be lost too, so
+//     the relay numbers its fresh broadcasts, tells every member each
+//     ResyncInterval how far it got (a summary), and sends a member that
+//     asks for lost messages the current records of their connections
+//     (antientropy.go); the whole cache goes to everyone only every
+//     FullResyncInterval, as a safety net. Replays and re-sends are paced
+//     (MaxRate), because memberlist queues user messages, the cluster's
+//     heartbeats among them, in one bounded queue;
 //  5. it writes each relay message it is handed (Deliver) as one datagram
 //     to the backup daemon, with the configured sync ID, keeping only the
 //     records it may apply (below).

@@ -4,7 +4,6 @@ import (
 	"fmt"
 	"log/slog"
 	"net/netip"
-	"slices"
 	"time"
 )
 
@@ -28,11 +27,16 @@ type engine struct {
 	replayEnded func(sender string)  // a member finished replaying its cache to this director
 	logged      map[string]time.Time // refusals logged, by kind and sender
 
-	cache   *cache
-	fresh   msgBuilder    // records from the master waiting for FlushDelay
-	freshAt time.Duration // when the oldest of them arrived
-	replays []*replay
-	rr      int // next replay to serve, round robin
+	cache        *cache
+	fresh        msgBuilder    // records from the master waiting for FlushDelay
+	freshEntries []*entry      // their cache entries
+	freshAt      time.Duration // when the oldest of them arrived
+	ring         *sentRing     // entries of the last fresh broadcasts (antientropy.go)
+	replays      []*replay
+	rr           int // next replay to serve, round robin
+
+	members     map[string]bool      // current members, who may send requests
+	lastRequest map[string]time.Time // by member, for the rate limit
 
 	// A token bucket paces replays: a full replay of a large cache must
 	// not flood memberlist's receive queue, which heartbeats share.
@@ -44,15 +48,6 @@ type engine struct {
 	body, dgram []byte // scratch for datagrams to the backup daemon
 }
 
-// replay sends the whole cache to one member, or to every member when to
-// is empty.
-type replay struct {
-	to      string
-	cur     *cursor
-	started time.Duration
-	records int
-}
-
 func newEngine(cfg Config, st *counters, log *slog.Logger, out datagramWriter, now time.Time) *engine {
 	e := &engine{
 		cfg: cfg, log: log, st: st, out: out, epoch: now,
@@ -61,6 +56,8 @@ func newEngine(cfg Config, st *counters, log *slog.Logger, out datagramWriter, n
 		services: func() *services { return nil },
 		logged:   map[string]time.Time{},
 		cache:    newCache(cfg.MaxEntries, defaultTimeout),
+		ring:     new(sentRing),
+		members:  map[string]bool{}, lastRequest: map[string]time.Time{},
 		tokens:   burst(cfg.MaxRate),
 		lastWarn: -warnEvery,
 	}
@@ -91,7 +88,8 @@ func (e *engine) fromMaster(b []byte, now time.Time) (relayed, pushers int) {
 			continue
 		}
 		relayed++
-		if e.cache.put(r, t) {
+		en, evicted := e.cache.put(r, t)
+		if evicted {
 			e.st.evicted.Add(1)
 			e.warn(now, "connection cache full, evicted the oldest entry", "max_entries", e.cfg.MaxEntries)
 		}
@@ -102,6 +100,7 @@ func (e *engine) fromMaster(b []byte, now time.Time) (relayed, pushers int) {
 			e.freshAt = t
 		}
 		e.fresh.add(r)
+		e.freshEntries = append(e.freshEntries, en)
 	}
 	e.st.cacheSize.Store(int64(e.cache.len()))
 	return relayed, pushers
@@ -118,6 +117,9 @@ func (e *engine) flush(now time.Time) {
 	if e.fresh.empty() {
 		return
 	}
+	e.self.stream++
+	e.ring.record(e.self.stream, e.freshEntries)
+	e.freshEntries = e.freshEntries[:0]
 	msg, n := e.fresh.finish(0, now)
 	e.cfg.Transport.Broadcast(msg)
 	e.sent(n, false)
@@ -142,15 +144,36 @@ func (e *engine) deliver(b []byte, at time.Time) {
 		e.warn(at, "dropped a relay message", "err", err)
 		return
 	}
-	if !e.accepts(m, at) {
+	w := e.accepts(m, at)
+	if w == nil {
 		return
 	}
-	if m.flags&flagReplayEnd != 0 {
+	switch m.flags {
+	case flagReplay | flagReplayEnd:
+		w.observe(m, false)
 		if e.replayEnded != nil {
 			e.replayEnded(m.sender)
 		}
 		return
+	case flagSummary:
+		w.observe(m, false)
+		e.st.summariesReceived.Add(1)
+		return
+	case flagRequest:
+		w.observe(m, false)
+		e.answer(m, at)
+		return
 	}
+	applied := e.apply(m, at)
+	w.observe(m, m.flags == 0 && applied)
+}
+
+// apply writes m's records that are fresh and authorised to the local
+// backup daemon, and reports whether it is done with m: every record
+// applied, or refused for good. A record refused because its sender does
+// not hold the VIP yet in this director's view, or a failed write, leaves
+// m to be asked for again (antientropy.go).
+func (e *engine) apply(m message, at time.Time) (done bool) {
 	lag := at.Sub(m.sent)
 	e.st.observeLag(lag)
 	e.st.receivedMessages.Add(1)
@@ -158,7 +181,7 @@ func (e *engine) deliver(b []byte, at time.Time) {
 	if m.flags&flagReplay == 0 {
 		e.st.receivedFresh.Add(uint64(len(m.recs)))
 	}
-	body, n, stale := e.body[:0], 0, 0
+	body, n, stale, notHolder := e.body[:0], 0, 0, false
 	for _, r := range m.recs {
 		// Applying a record whose timeout ran out in transit would revive
 		// a connection the master has already expired.
@@ -166,7 +189,8 @@ func (e *engine) deliver(b []byte, at time.Time) {
 			stale++
 			continue
 		}
-		if !e.authorized(m.sender, r, at) {
+		if ok, holder := e.authorized(m.sender, r, at); !ok {
+			notHolder = notHolder || !holder
 			continue
 		}
 		body, _ = appendRecord(body, r)
@@ -178,28 +202,30 @@ func (e *engine) deliver(b []byte, at time.Time) {
 		e.warn(at, "dropped records that expired in transit", "peer", m.sender, "records", stale, "lag", lag)
 	}
 	if n == 0 {
-		return
+		return !notHolder
 	}
 	e.dgram = appendDatagram(e.dgram[:0], e.cfg.SyncID, n, body)
 	if err := e.out.Write(e.dgram); err != nil {
 		e.st.droppedWrite.Add(1)
 		e.warn(at, "could not write to the backup daemon", "peer", m.sender, "err", err)
-		return
+		return false
 	}
 	e.st.appliedDatagrams.Add(1)
 	e.st.appliedRecords.Add(uint64(n))
+	return !notHolder
 }
 
-// accepts reports whether m is fresh; it counts and logs a message that is
-// a replay or whose time is out of bounds.
-func (e *engine) accepts(m message, at time.Time) bool {
+// accepts returns the sender's window if m is fresh; it counts and logs a
+// message that is a replay or whose time is out of bounds.
+func (e *engine) accepts(m message, at time.Time) *window {
+	var w *window
 	why, detail := msgReplayed, "this director's own message"
 	if m.sender != e.self.name {
-		why, detail = e.senders.check(m, at)
+		w, why, detail = e.senders.check(m, at)
 	}
 	switch why {
 	case msgFresh:
-		return true
+		return w
 	case msgReplayed:
 		e.st.droppedReplayed.Add(1)
 		e.logFirst(at, "replayed", m.sender, "refused a replayed relay message", "peer", m.sender, "why", detail)
@@ -212,27 +238,27 @@ func (e *engine) accepts(m message, at time.Time) bool {
 		e.logFirst(at, "future", m.sender, "refused a relay message from the future: the clocks of the directors disagree",
 			"peer", m.sender, "why", detail)
 	}
-	return false
+	return nil
 }
 
 // authorized reports whether r may be applied: its service and real server
-// are configured here and its sender may speak for the VIP. It counts and
-// logs a refusal.
-func (e *engine) authorized(sender string, r rec, at time.Time) bool {
+// are configured here and its sender may speak for the VIP (holder). It
+// counts and logs a refusal.
+func (e *engine) authorized(sender string, r rec, at time.Time) (ok, holder bool) {
 	vip, ok := e.services().lookup(r)
 	if !ok {
 		e.st.droppedUnconfigured.Add(1)
 		e.logFirst(at, "unconfigured", sender, "refused relayed connections of a service or real server not configured here",
 			"peer", sender, "vip", r.vaddr(), "port", r.vport(), "protocol", r.protocol(), "fwmark", r.fwmark(), "backend", r.dest())
-		return false
+		return false, true
 	}
 	if e.cfg.Authority == nil || !e.cfg.Authority.MaySend(sender, vip) {
 		e.st.droppedNotHolder.Add(1)
 		e.logFirst(at, "not holder", sender, "refused relayed connections of a VIP the sender does not hold",
 			"peer", sender, "vip", vip)
-		return false
+		return false, false
 	}
-	return true
+	return true, true
 }
 
 // firstLogEvery is how often a kind of refusal from one sender is logged:
@@ -252,89 +278,6 @@ func (e *engine) logFirst(at time.Time, kind, sender, msg string, args ...any) {
 	}
 	e.logged[key] = at
 	e.log.Warn(msg, args...)
-}
-
-// startReplay starts sending the cache to a member (to every member if to
-// is empty). A member that joins again starts over; a periodic replay
-// still running is left to finish.
-func (e *engine) startReplay(to string, now time.Time) {
-	if i := e.findReplay(to); i >= 0 {
-		if to == "" {
-			e.log.Debug("previous replay still running", "member", to)
-			return
-		}
-		e.cache.closeCursor(e.replays[i].cur)
-		e.replays = slices.Delete(e.replays, i, i+1)
-	}
-	e.replays = append(e.replays, &replay{to: to, cur: e.cache.newCursor(), started: e.mono(now)})
-}
-
-func (e *engine) stopReplay(to string) {
-	if i := e.findReplay(to); i >= 0 {
-		e.cache.closeCursor(e.replays[i].cur)
-		e.replays = slices.Delete(e.replays, i, i+1)
-	}
-}
-
-func (e *engine) findReplay(to string) int {
-	return slices.IndexFunc(e.replays, func(r *replay) bool { return r.to == to })
-}
-
-// pump sends replay messages while the rate allows, serving the replays in
-// turn.
-func (e *engine) pump(now time.Time) {
-	t := e.mono(now)
-	e.tokens = min(burst(e.cfg.MaxRate), e.tokens+(t-e.refilled).Seconds()*float64(e.cfg.MaxRate))
-	e.refilled = t
-	for e.tokens >= 1 && len(e.replays) > 0 {
-		i := e.rr % len(e.replays)
-		rp := e.replays[i]
-		msg, n := e.replayMessage(rp, t, now)
-		if n == 0 {
-			e.log.Debug("replay done", "member", rp.to, "records", rp.records, "duration", t-rp.started)
-			e.cache.closeCursor(rp.cur)
-			e.replays = slices.Delete(e.replays, i, i+1)
-			if rp.to != "" {
-				// The member may be starting and waits for this (catchup.go).
-				end, _ := (&msgBuilder{from: &e.self}).finish(flagReplay|flagReplayEnd, now)
-				e.cfg.Transport.SendTo(rp.to, end)
-			}
-			continue
-		}
-		if rp.to == "" {
-			e.cfg.Transport.Broadcast(msg)
-		} else {
-			e.cfg.Transport.SendTo(rp.to, msg)
-		}
-		rp.records += n
-		e.sent(n, true)
-		e.rr = i + 1
-	}
-	e.st.cacheSize.Store(int64(e.cache.len()))
-}
-
-// replayMessage fills a message from the replay's cursor. Each record's
-// timeout becomes what is left of it, so a replay does not extend the
-// backup's copy beyond what the master last reported.
-func (e *engine) replayMessage(rp *replay, t time.Duration, now time.Time) ([]byte, int) {
-	m := msgBuilder{from: &e.self}
-	for {
-		en, expired := e.cache.peek(rp.cur, t)
-		e.st.expired.Add(uint64(expired))
-		if en == nil || !m.fits(en.rec) {
-			break
-		}
-		rp.cur.advance()
-		c := m.add(en.rec)
-		if c.timeout() != 0 {
-			left := int64((en.deadline - t + time.Second - 1) / time.Second)
-			c.setTimeout(uint32(min(max(left, 1), int64(c.timeout()))))
-		}
-	}
-	if m.empty() {
-		return nil, 0
-	}
-	return m.finish(flagReplay, now)
 }
 
 // release forgets the connections to a VIP this director no longer holds:

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"errors"
 	"net/netip"
+	"slices"
 	"testing"
 	"time"
 )
@@ -176,7 +177,7 @@ func TestReplayToMembers(t *testing.T) {
 		to = append(to, m.to)
 	}
 	// Two messages of records after the restart, then the end marker.
-	if want := []string{"b", "b", "b", "b"}; !equal(to, want) {
+	if want := []string{"b", "b", "b", "b"}; !slices.Equal(to, want) {
 		t.Fatalf("sent to %q, want %q", to, want)
 	}
 	msgs := tr.messages()
@@ -243,16 +244,4 @@ func TestEvictionCounted(t *testing.T) {
 	if s := e.st.snapshot(); s.Evicted != 1 || s.CacheSize != 2 {
 		t.Fatalf("stats %+v", s)
 	}
-}
-
-func equal(a, b []string) bool {
-	if len(a) != len(b) {
-		return false
-	}
-	for i := range a {
-		if a[i] != b[i] {
-			return false
-		}
-	}
-	return true
 }

@@ -40,12 +40,23 @@ const (
 	msgFuture             // sent more than MaxClockSkew ahead of this director's clock
 )
 
-// window is what a receiver remembers of one sender.
+// window is what a receiver remembers of one sender: its messages by
+// sequence number, and its fresh broadcasts by stream number (stream).
 type window struct {
 	incarnation uint64
-	top         uint64                  // highest sequence number taken
-	seen        [windowSize / 64]uint64 // bit i of the ring: top - i taken
-	newest      time.Time               // latest send time taken
+	bitRing                 // sequence numbers taken
+	newest      time.Time   // latest send time taken
+	stream      streamState // antientropy.go
+	// newcomer: the sender was first heard in this incarnation, so its
+	// earlier fresh broadcasts came before this director listened and its
+	// replay to this director carries them (antientropy.go).
+	newcomer bool
+}
+
+// bitRing remembers which of the last windowSize numbers were taken.
+type bitRing struct {
+	top  uint64                  // highest number taken
+	seen [windowSize / 64]uint64 // bit i of the ring: top - i taken
 }
 
 // senders keeps a window per sender. Only the Run goroutine uses it.
@@ -59,41 +70,42 @@ func newSenders(maxAge, skew time.Duration) *senders {
 }
 
 // check decides whether m, received at now, is fresh, and remembers it if
-// so. detail explains a refusal.
-func (s *senders) check(m message, now time.Time) (why staleness, detail string) {
+// so, returning the sender's window. detail explains a refusal.
+func (s *senders) check(m message, now time.Time) (w *window, why staleness, detail string) {
 	age := now.Sub(m.sent)
 	switch {
 	case age > s.maxAge:
-		return msgTooOld, fmt.Sprintf("sent %v ago, more than %v", age.Round(time.Millisecond), s.maxAge)
+		return nil, msgTooOld, fmt.Sprintf("sent %v ago, more than %v", age.Round(time.Millisecond), s.maxAge)
 	case -age > s.skew:
-		return msgFuture, fmt.Sprintf("sent %v in the future by this director's clock, more than %v", (-age).Round(time.Millisecond), s.skew)
+		return nil, msgFuture, fmt.Sprintf("sent %v in the future by this director's clock, more than %v", (-age).Round(time.Millisecond), s.skew)
 	}
-	w := s.m[m.sender]
+	w = s.m[m.sender]
 	switch {
 	case w == nil:
 		s.prune(now)
 		w = &window{}
 		s.m[m.sender] = w
 		w.reset(m.incarnation)
+		w.newcomer = true
 	case m.incarnation < w.incarnation:
-		return msgReplayed, "from an earlier incarnation of the sender"
+		return nil, msgReplayed, "from an earlier incarnation of the sender"
 	case m.incarnation > w.incarnation:
 		w.reset(m.incarnation)
 	}
 	if !w.take(m.seq) {
-		return msgReplayed, fmt.Sprintf("sequence number %d seen already or too old (newest %d)", m.seq, w.top)
+		return nil, msgReplayed, fmt.Sprintf("sequence number %d seen already or too old (newest %d)", m.seq, w.top)
 	}
 	if m.sent.After(w.newest) {
 		w.newest = m.sent
 	}
-	return msgFresh, ""
+	return w, msgFresh, ""
 }
 
 func (w *window) reset(incarnation uint64) { *w = window{incarnation: incarnation} }
 
 // take marks seq as seen and reports whether it was new and within the
 // window.
-func (w *window) take(seq uint64) bool {
+func (w *bitRing) take(seq uint64) bool {
 	if seq == 0 {
 		return false // senders number from 1
 	}
@@ -118,8 +130,20 @@ func (w *window) take(seq uint64) bool {
 	return true
 }
 
+// has reports whether seq was taken; known is false if seq is too far
+// behind the newest number to tell.
+func (w *bitRing) has(seq uint64) (taken, known bool) {
+	switch {
+	case seq > w.top:
+		return false, true
+	case w.top-seq >= windowSize:
+		return false, false
+	}
+	return w.seen[(seq%windowSize)/64]&(1<<(seq%64)) != 0, true
+}
+
 // clear forgets the ring slot seq takes over from seq - windowSize.
-func (w *window) clear(seq uint64) { w.seen[(seq%windowSize)/64] &^= 1 << (seq % 64) }
+func (w *bitRing) clear(seq uint64) { w.seen[(seq%windowSize)/64] &^= 1 << (seq % 64) }
 
 // prune makes room for a new sender.
 func (s *senders) prune(now time.Time) {

@@ -35,7 +35,7 @@ func TestSendersCheck(t *testing.T) {
 		{"refused for its time: its number is still free", msg("c", 1, 5, 0), msgFresh},
 	}
 	for _, st := range steps {
-		if got, detail := s.check(st.m, t0); got != st.want {
+		if _, got, detail := s.check(st.m, t0); got != st.want {
 			t.Errorf("%s: %d (%s), want %d", st.name, got, detail, st.want)
 		}
 	}

@@ -99,6 +99,9 @@ type fakeTransport struct {
 	sent  []sentMsg
 	peers map[string]*Relay
 	holds func(sender string, vip netip.Addr) bool
+	// lose, when set, says which messages to a peer are lost on the way
+	// (still recorded as sent).
+	lose func(to string, msg []byte) bool
 }
 
 func (f *fakeTransport) Name() string {
@@ -122,8 +125,10 @@ func (f *fakeTransport) Broadcast(msg []byte) {
 	f.sent = append(f.sent, sentMsg{msg: msg})
 	peers := f.peers
 	f.mu.Unlock()
-	for _, p := range peers {
-		p.Deliver(msg)
+	for name, p := range peers {
+		if f.lose == nil || !f.lose(name, msg) {
+			p.Deliver(msg)
+		}
 	}
 }
 
@@ -132,7 +137,7 @@ func (f *fakeTransport) SendTo(member string, msg []byte) {
 	f.sent = append(f.sent, sentMsg{to: member, msg: msg})
 	p := f.peers[member]
 	f.mu.Unlock()
-	if p != nil {
+	if p != nil && (f.lose == nil || !f.lose(member, msg)) {
 		p.Deliver(msg)
 	}
 }
@@ -217,9 +222,12 @@ func (w *fakeWriter) Write(b []byte) error {
 func (w *fakeWriter) Close() error { return nil }
 
 // testEngine returns an engine with defaults, its transport and writer.
-func testEngine(t *testing.T, cfg Config) (*engine, *fakeTransport, *fakeWriter) {
+func testEngine(t testing.TB, cfg Config) (*engine, *fakeTransport, *fakeWriter) {
 	t.Helper()
-	tr := &fakeTransport{}
+	tr, ok := cfg.Transport.(*fakeTransport)
+	if !ok {
+		tr = &fakeTransport{}
+	}
 	cfg.Transport = tr
 	if err := cfg.setDefaults(); err != nil {
 		t.Fatal(err)
@@ -242,8 +250,12 @@ func testServices() []Service {
 // peerB is director b's relay as the tests' messages come from it.
 func peerB() *origin { return &origin{name: "b", incarnation: 1} }
 
-// message builds o's next relay message of records.
+// message builds o's next relay message of records; one without flags is
+// o's next fresh broadcast.
 func (o *origin) message(flags byte, sent time.Time, recs ...[]byte) []byte {
+	if flags == 0 {
+		o.stream++
+	}
 	m := msgBuilder{from: o}
 	for _, r := range recs {
 		m.add(r)

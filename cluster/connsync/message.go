@@ -12,18 +12,24 @@ import (
 // memberlist user message:
 //
 //	0      'S' (the cluster dispatches user messages on this byte)
-//	1      version, 2
+//	1      version, 3
 //	2      flags: bit 0 = replayed from the sender's cache, bit 1 = the end
-//	       of a replay to the receiver (catchup.go)
-//	3      number of records, 1..255; 0 only in an end marker
+//	       of a replay to the receiver (catchup.go), bit 2 = a summary,
+//	       bit 3 = a request (antientropy.go); a message with none is
+//	       fresh records broadcast to every member
+//	3      number of records, 1..255; 0 in an end marker and a summary;
+//	       in a request, the number of ranges, 0..maxRequestRanges
 //	4..11  sender's clock when sent, Unix nanoseconds, big endian
 //	12..19 sender's incarnation: when its relay started, Unix nanoseconds
 //	20..27 sequence number of the message in that incarnation, from 1
-//	28     length of the sender's node name, 1..128
-//	29..   the name, then zero bytes up to a multiple of 4
+//	28..35 stream number: how many fresh broadcasts the sender had sent in
+//	       that incarnation when it sent this one (a fresh broadcast's own
+//	       number, from 1)
+//	36     length of the sender's node name, 1..128
+//	37..   the name, then zero bytes up to a multiple of 4
 //	..     the records exactly as in a kernel datagram: each record as the
 //	       kernel encodes it, the next starting at a multiple of 4 bytes,
-//	       no padding after the last
+//	       no padding after the last; or a request's body (antientropy.go)
 //
 // The whole message is sealed with the cluster key, so the sender's name,
 // sequence and time are as authentic as the records: a receiver takes the
@@ -33,8 +39,10 @@ import (
 // records unchanged.
 const (
 	msgMagic   = 'S'
-	msgVersion = 2
-	msgFixed   = 29 // header bytes before the name
+	msgVersion = 3
+	msgFixed   = 37 // header bytes before the name
+	offStream  = 28
+	offNameLen = 36
 	maxNameLen = 128
 	// maxHeaderLen is the header with the longest name.
 	maxHeaderLen = (msgFixed + maxNameLen + 3) &^ 3
@@ -48,7 +56,8 @@ const (
 
 	flagReplay    = 1
 	flagReplayEnd = 2
-	knownFlags    = flagReplay | flagReplayEnd
+	flagSummary   = 4
+	flagRequest   = 8
 )
 
 // origin is the sender every message of a relay names: its node name, the
@@ -57,6 +66,7 @@ type origin struct {
 	name        string
 	incarnation uint64
 	seq         uint64 // of the last message finished
+	stream      uint64 // fresh broadcasts finished
 }
 
 // headerLen is the length of a message header naming name: padded to a
@@ -70,7 +80,9 @@ type message struct {
 	sender      string
 	incarnation uint64
 	seq         uint64
-	recs        []rec // aliasing the message
+	stream      uint64
+	recs        []rec   // aliasing the message
+	request     request // of a request
 }
 
 // msgBuilder accumulates records into one relay message from from.
@@ -108,15 +120,22 @@ func (m *msgBuilder) finish(flags byte, sent time.Time) (msg []byte, n int) {
 		m.buf = make([]byte, headerLen(m.from.name))
 	}
 	msg, n = m.buf, m.n
-	m.from.seq++
-	msg[0], msg[1], msg[2], msg[3] = msgMagic, msgVersion, flags, byte(n)
-	binary.BigEndian.PutUint64(msg[4:], uint64(sent.UnixNano()))
-	binary.BigEndian.PutUint64(msg[12:], m.from.incarnation)
-	binary.BigEndian.PutUint64(msg[20:], m.from.seq)
-	msg[28] = byte(len(m.from.name))
-	copy(msg[msgFixed:], m.from.name)
+	m.from.putHeader(msg, flags, byte(n), sent)
 	m.buf, m.n = nil, 0
 	return msg, n
+}
+
+// putHeader numbers a message of o's and writes its header into msg,
+// which has room for it.
+func (o *origin) putHeader(msg []byte, flags, count byte, sent time.Time) {
+	o.seq++
+	msg[0], msg[1], msg[2], msg[3] = msgMagic, msgVersion, flags, count
+	binary.BigEndian.PutUint64(msg[4:], uint64(sent.UnixNano()))
+	binary.BigEndian.PutUint64(msg[12:], o.incarnation)
+	binary.BigEndian.PutUint64(msg[20:], o.seq)
+	binary.BigEndian.PutUint64(msg[offStream:], o.stream)
+	msg[offNameLen] = byte(len(o.name))
+	copy(msg[msgFixed:], o.name)
 }
 
 // checkName accepts a node name as a message carries it: 1-128 bytes of
@@ -144,16 +163,20 @@ func decodeMessage(b []byte) (message, error) {
 		return m, invalidf("magic %#x", b[0])
 	case b[1] != msgVersion:
 		return m, invalidf("message version %d, want %d (directors must run the same lvsd version)", b[1], msgVersion)
-	case b[2]&^knownFlags != 0:
+	case b[2] != 0 && b[2] != flagReplay && b[2] != flagReplay|flagReplayEnd && b[2] != flagSummary && b[2] != flagRequest:
 		return m, invalidf("flags %#x", b[2])
-	case b[3] == 0 && b[2] != flagReplay|flagReplayEnd:
+	case b[3] == 0 && (b[2] == 0 || b[2] == flagReplay):
 		return m, invalidf("message without records")
 	case b[3] != 0 && b[2]&flagReplayEnd != 0:
 		return m, invalidf("end of a replay with records")
-	case b[28] == 0 || b[28] > maxNameLen:
-		return m, invalidf("sender name of %d bytes", b[28])
+	case b[3] != 0 && b[2] == flagSummary:
+		return m, invalidf("summary with records")
+	case b[2] == 0 && binary.BigEndian.Uint64(b[offStream:]) == 0:
+		return m, invalidf("fresh records without a stream number")
+	case b[offNameLen] == 0 || b[offNameLen] > maxNameLen:
+		return m, invalidf("sender name of %d bytes", b[offNameLen])
 	}
-	nameEnd := msgFixed + int(b[28])
+	nameEnd := msgFixed + int(b[offNameLen])
 	hdr := (nameEnd + 3) &^ 3
 	if len(b) < hdr {
 		return m, invalidf("message of %d bytes is shorter than its %d-byte header", len(b), hdr)
@@ -173,8 +196,18 @@ func decodeMessage(b []byte) (message, error) {
 		sender:      string(name),
 		incarnation: binary.BigEndian.Uint64(b[12:]),
 		seq:         binary.BigEndian.Uint64(b[20:]),
+		stream:      binary.BigEndian.Uint64(b[offStream:]),
 	}
 	var err error
-	m.recs, err = parseRecords(b[hdr:], int(b[3]), nil)
+	switch m.flags {
+	case flagRequest:
+		m.request, err = decodeRequest(b[hdr:], int(b[3]))
+	case flagSummary:
+		if len(b) != hdr {
+			err = invalidf("summary of %d bytes, want %d", len(b), hdr)
+		}
+	default:
+		m.recs, err = parseRecords(b[hdr:], int(b[3]), nil)
+	}
 	return m, err
 }

@@ -25,7 +25,9 @@ func TestBatching(t *testing.T) {
 		in = append(in, c.encode())
 	}
 	var msgs [][]byte
-	m := msgBuilder{from: peerB()}
+	b := peerB()
+	b.stream = 1 // fresh broadcasts carry a stream number
+	m := msgBuilder{from: b}
 	for _, r := range in {
 		if !m.fits(r) {
 			msg, _ := m.finish(0, t0)
@@ -70,7 +72,7 @@ func TestRecordsPerMessage(t *testing.T) {
 	}{
 		{tcp4("198.51.100.7", 1), "lb1", 29},
 		{tcp4("198.51.100.7", 1), "director-with-a-long-name.example.net", 28},
-		{tcp4("198.51.100.7", 1), strings.Repeat("x", maxNameLen), 26},
+		{tcp4("198.51.100.7", 1), strings.Repeat("x", maxNameLen), 25},
 		{tcp6("2001:db8::7", 1), "lb1", 14},
 	} {
 		m := msgBuilder{from: &origin{name: tt.name}}
@@ -106,20 +108,20 @@ func TestDecodeMessage(t *testing.T) {
 		{"end of a replay", endMarker(), ""},
 		{"empty", nil, "shorter than the header"},
 		{"truncated header", one()[:28], "shorter than the header"},
-		{"truncated name", one()[:29], "shorter than its 32-byte header"},
+		{"truncated name", one()[:msgFixed], "shorter than its 40-byte header"},
 		{"truncated record", one()[:hdr+28], "past the end"},
 		{"heartbeat magic", set(0, 'H'), "magic 0x48"},
-		{"version 1", set(1, 1), "message version 1, want 2"},
+		{"version 2", set(1, 2), "message version 2, want 3"},
 		{"unknown flag", set(2, 0x81), "flags 0x81"},
 		{"no records", set(3, 0), "without records"},
 		{"end of a replay with records", set(2, flagReplay|flagReplayEnd), "end of a replay with records"},
-		{"no records, end flag alone", func() []byte { b := set(3, 0); b[2] = flagReplayEnd; return b[:hdr] }(), "without records"},
-		{"no sender", set(28, 0), "sender name of 0 bytes"},
-		{"sender name too long", set(28, maxNameLen+1), "sender name of 129 bytes"},
-		{"sender name past the end", append(one()[:28], 120), "message of 29 bytes is shorter than its 152-byte header"},
+		{"no records, end flag alone", func() []byte { b := set(3, 0); b[2] = flagReplayEnd; return b[:hdr] }(), "flags 0x2"},
+		{"no sender", set(offNameLen, 0), "sender name of 0 bytes"},
+		{"sender name too long", set(offNameLen, maxNameLen+1), "sender name of 129 bytes"},
+		{"sender name past the end", append(one()[:offNameLen], 120), "message of 37 bytes is shorter than its 160-byte header"},
 		{"control character in the name", named("b\n"), `sender name "b\n" is not printable`},
 		{"not UTF-8", named("b\xff"), "not printable UTF-8"},
-		{"non-zero padding", set(30, 1), "non-zero padding"},
+		{"non-zero padding", set(msgFixed+1, 1), "non-zero padding"},
 		{"count above records", set(3, 2), "record 1 at byte 36: truncated"},
 		{"trailing bytes", append(one(), 0, 0, 0, 0), "after the last"},
 		{"oversized", append(one(), make([]byte, maxMessageLen)...), "above 1100"},
@@ -150,13 +152,29 @@ func FuzzDecodeMessage(f *testing.F) {
 	f.Add(peerB().message(flagReplay, t0, testConn{proto: protoIP, flags: connFTemplate, caddr: netip.MustParseAddr("198.51.100.7"),
 		vaddr: netip.AddrFrom4([4]byte{0x10, 0, 0, 1}), daddr: netip.MustParseAddr("10.0.0.5")}.encode()))
 	f.Add(peerB().message(flagReplay|flagReplayEnd, t0))
+	f.Add((&origin{name: "b", incarnation: 1, stream: 9}).summaryMessage(t0))
+	f.Add((&origin{name: "b", incarnation: 1, stream: 9}).requestMessage(request{5, []seqRange{{1, 2}, {4, 4}}}, t0))
 	f.Add([]byte("Hello"))
 	f.Fuzz(func(t *testing.T, b []byte) {
 		m, err := decodeMessage(b)
 		if err != nil {
 			return
 		}
-		o := &origin{name: m.sender, incarnation: m.incarnation, seq: m.seq - 1}
+		o := &origin{name: m.sender, incarnation: m.incarnation, seq: m.seq - 1, stream: m.stream}
+		switch m.flags {
+		case 0:
+			o.stream--
+		case flagSummary:
+			if again := o.summaryMessage(m.sent); !bytes.Equal(again, b) {
+				t.Fatalf("re-encoded summary differs:\n% x\n% x", again, b)
+			}
+			return
+		case flagRequest:
+			if again := o.requestMessage(m.request, m.sent); !bytes.Equal(again, b) {
+				t.Fatalf("re-encoded request differs:\n% x\n% x", again, b)
+			}
+			return
+		}
 		var recs [][]byte
 		for _, r := range m.recs {
 			recs = append(recs, r)

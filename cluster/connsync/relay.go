@@ -170,8 +170,16 @@ func (r *Relay) Run(ctx context.Context) error {
 	e.replayEnded = r.catchUp.ended
 	r.cfg.Log.Info("connection sync relay started", "interface", r.cfg.Interface, "group", r.cfg.Group,
 		"master_port", r.cfg.MasterPort, "backup_port", r.cfg.BackupPort, "sync_id", r.cfg.SyncID)
-	resync := time.NewTicker(r.cfg.ResyncInterval)
-	defer resync.Stop()
+	summaries := time.NewTicker(r.cfg.ResyncInterval)
+	defer summaries.Stop()
+	gapChecks := time.NewTicker(gapCheckInterval)
+	defer gapChecks.Stop()
+	var fullResyncs <-chan time.Time // nil: never
+	if r.cfg.FullResyncInterval > 0 {
+		t := time.NewTicker(r.cfg.FullResyncInterval)
+		defer t.Stop()
+		fullResyncs = t.C
+	}
 	logs := time.NewTicker(r.cfg.LogInterval)
 	defer logs.Stop()
 	wake := time.NewTimer(time.Hour)
@@ -221,7 +229,11 @@ func (r *Relay) Run(ctx context.Context) error {
 			e.deliver(d.msg, d.at)
 		case <-r.wake:
 			r.takeHints(e)
-		case <-resync.C:
+		case <-summaries.C:
+			e.summarize(r.now())
+		case <-gapChecks.C:
+			e.requestMissing(r.now())
+		case <-fullResyncs:
 			e.startReplay("", r.now())
 		case <-logs.C:
 			cur, sum := r.st.snapshot(), r.st.summary()
@@ -257,8 +269,11 @@ func (r *Relay) takeHints(e *engine) {
 		case h.vip.IsValid():
 			e.release(h.vip)
 		case h.joined:
+			e.members[h.member] = true
 			e.startReplay(h.member, r.now())
 		default:
+			delete(e.members, h.member)
+			delete(e.lastRequest, h.member)
 			e.stopReplay(h.member)
 		}
 	}

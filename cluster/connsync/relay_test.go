@@ -148,9 +148,9 @@ func TestRelayAuthorises(t *testing.T) {
 }
 
 // TestRelayPeriodicResync: with no new input, the cache goes to everyone
-// each ResyncInterval.
+// each FullResyncInterval, the safety net.
 func TestRelayPeriodicResync(t *testing.T) {
-	a := startNode(t, "a", Config{ResyncInterval: 20 * time.Millisecond})
+	a := startNode(t, "a", Config{FullResyncInterval: 20 * time.Millisecond})
 	b := startNode(t, "b", Config{})
 	connect(a, b)
 	a.socks.master <- datagram(1, tcp4("198.51.100.7", 40000).encode())
@@ -158,6 +158,31 @@ func TestRelayPeriodicResync(t *testing.T) {
 	// a counts a replay after handing it to the transport, which has
 	// delivered it by then: b may have written it before a counted it.
 	waitFor(t, func() bool { return a.Stats().ReplayedRecords >= 2 })
+}
+
+// TestRelayLostMessageResent: a's first broadcast and then its last are
+// lost on the way to b; b finds both (a gap, then a summary) and a sends
+// them again, without replaying its cache.
+func TestRelayLostMessageResent(t *testing.T) {
+	a := startNode(t, "a", Config{ResyncInterval: 50 * time.Millisecond})
+	b := startNode(t, "b", Config{})
+	connect(a, b)
+	a.MemberJoined("b")
+	b.MemberJoined("a")
+	waitFor(t, func() bool { return b.CaughtUp() })
+	a.tr.lose = func(to string, msg []byte) bool {
+		m, err := decodeMessage(msg)
+		return err == nil && m.flags == 0 && (m.stream == 1 || m.stream == 3)
+	}
+	for i := range 3 {
+		a.socks.master <- datagram(1, tcp4("198.51.100.7", uint16(40000+i)).encode())
+		waitFor(t, func() bool { return a.Stats().SentMessages >= uint64(i+1) })
+	}
+	waitFor(t, func() bool { return b.Stats().AppliedRecords == 3 })
+	sa, sb := a.Stats(), b.Stats()
+	if sa.ResentRecords != 2 || sa.FallbackReplays != 0 || sb.MissingMessages != 2 || sa.ReplayedRecords != 2 {
+		t.Fatalf("a %+v\nb %+v", sa, sb)
+	}
 }
 
 func TestRelayReleaseVIP(t *testing.T) {
@@ -256,7 +281,7 @@ func TestRunTwice(t *testing.T) {
 // TestStatsConcurrent exercises Stats, Deliver and the hints from other
 // goroutines while Run works (meant for -race).
 func TestStatsConcurrent(t *testing.T) {
-	a := startNode(t, "a", Config{ResyncInterval: time.Millisecond})
+	a := startNode(t, "a", Config{ResyncInterval: time.Millisecond, FullResyncInterval: time.Millisecond})
 	b := startNode(t, "b", Config{})
 	connect(a, b)
 	var wg sync.WaitGroup

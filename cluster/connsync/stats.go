@@ -15,7 +15,7 @@ type Stats struct {
 	MasterRecords   uint64 `json:"master_records"`   // records in them
 	Pushes          uint64 `json:"pushes"`           // datagrams sent to the pusher service
 
-	SentMessages    uint64 `json:"sent_messages"`    // relay messages handed to the transport; a broadcast counts once
+	SentMessages    uint64 `json:"sent_messages"`    // relay messages with records handed to the transport; a broadcast counts once
 	SentRecords     uint64 `json:"sent_records"`     // records in them
 	ReplayedRecords uint64 `json:"replayed_records"` // of SentRecords, those replayed from the cache
 
@@ -37,6 +37,16 @@ type Stats struct {
 	// Records refused as not authorised.
 	DroppedUnconfigured uint64 `json:"dropped_unconfigured"` // service or real server not configured here
 	DroppedNotHolder    uint64 `json:"dropped_not_holder"`   // the sender does not hold the VIP in this director's view
+
+	// Anti-entropy (antientropy.go).
+	SummariesSent     uint64 `json:"summaries_sent"`     // summaries broadcast (a broadcast counts once)
+	SummariesReceived uint64 `json:"summaries_received"` // valid summaries from peers
+	MissingMessages   uint64 `json:"missing_messages"`   // peers' fresh broadcasts found lost and asked for by number
+	RequestsSent      uint64 `json:"requests_sent"`      // requests for lost messages sent to peers
+	RequestsReceived  uint64 `json:"requests_received"`  // valid requests from peers
+	RequestsRefused   uint64 `json:"requests_refused"`   // of those, refused: not a member, too frequent, or naming messages not sent
+	ResentRecords     uint64 `json:"resent_records"`     // of ReplayedRecords, those sent again to a peer that lost them
+	FallbackReplays   uint64 `json:"fallback_replays"`   // whole-cache replays to one peer that lost more than could be sent again
 
 	Evicted uint64 `json:"evicted"` // cache entries dropped to make room
 	Expired uint64 `json:"expired"` // cache entries removed after their timeout
@@ -90,6 +100,10 @@ type counters struct {
 	droppedUnconfigured, droppedNotHolder         atomic.Uint64
 	cacheSize, lastLag, maxLag                    atomic.Int64
 	receivedFresh                                 atomic.Uint64 // records received in messages that are not replays
+	summariesSent, summariesReceived              atomic.Uint64
+	missingMessages, requestsSent                 atomic.Uint64
+	requestsReceived, requestsRefused             atomic.Uint64
+	resentRecords, fallbackReplays                atomic.Uint64
 }
 
 func (c *counters) snapshot() Stats {
@@ -113,6 +127,14 @@ func (c *counters) snapshot() Stats {
 		DroppedFuture:       c.droppedFuture.Load(),
 		DroppedUnconfigured: c.droppedUnconfigured.Load(),
 		DroppedNotHolder:    c.droppedNotHolder.Load(),
+		SummariesSent:       c.summariesSent.Load(),
+		SummariesReceived:   c.summariesReceived.Load(),
+		MissingMessages:     c.missingMessages.Load(),
+		RequestsSent:        c.requestsSent.Load(),
+		RequestsReceived:    c.requestsReceived.Load(),
+		RequestsRefused:     c.requestsRefused.Load(),
+		ResentRecords:       c.resentRecords.Load(),
+		FallbackReplays:     c.fallbackReplays.Load(),
 		Evicted:             c.evicted.Load(),
 		Expired:             c.expired.Load(),
 		CacheSize:           int(c.cacheSize.Load()),
@@ -145,7 +167,8 @@ func (c *counters) summary() summary {
 		master: s.MasterRecords,
 		fresh:  c.receivedFresh.Load(),
 		drops: s.DroppedInvalid + s.DroppedStale + s.DroppedOverflow + s.DroppedWrite + s.Evicted +
-			s.DroppedReplayed + s.DroppedTooOld + s.DroppedFuture + s.DroppedUnconfigured + s.DroppedNotHolder,
+			s.DroppedReplayed + s.DroppedTooOld + s.DroppedFuture + s.DroppedUnconfigured + s.DroppedNotHolder +
+			s.RequestsRefused,
 		cache: s.CacheSize,
 	}
 }
@@ -177,6 +200,10 @@ func logSummary(log *slog.Logger, prevSum summary, prev, cur Stats, curSum summa
 		"dropped_future", cur.DroppedFuture-prev.DroppedFuture,
 		"dropped_unconfigured", cur.DroppedUnconfigured-prev.DroppedUnconfigured,
 		"dropped_not_holder", cur.DroppedNotHolder-prev.DroppedNotHolder,
+		"missing_messages", cur.MissingMessages-prev.MissingMessages,
+		"resent_records", cur.ResentRecords-prev.ResentRecords,
+		"fallback_replays", cur.FallbackReplays-prev.FallbackReplays,
+		"requests_refused", cur.RequestsRefused-prev.RequestsRefused,
 		"evicted", cur.Evicted-prev.Evicted,
 		"expired", cur.Expired-prev.Expired,
 		"cache_size", cur.CacheSize,

@@ -30,3 +30,23 @@ func TestStatsJSONSeconds(t *testing.T) {
 		}
 	}
 }
+
+// The anti-entropy counters are in the stats JSON under stable names.
+func TestStatsJSONAntiEntropy(t *testing.T) {
+	in := Stats{SummariesSent: 1, SummariesReceived: 2, MissingMessages: 3, RequestsSent: 4, RequestsReceived: 5,
+		RequestsRefused: 6, ResentRecords: 7, FallbackReplays: 8}
+	b, err := json.Marshal(in)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, want := range []string{`"summaries_sent":1`, `"summaries_received":2`, `"missing_messages":3`, `"requests_sent":4`,
+		`"requests_received":5`, `"requests_refused":6`, `"resent_records":7`, `"fallback_replays":8`} {
+		if !strings.Contains(string(b), want) {
+			t.Errorf("%s: no %s", b, want)
+		}
+	}
+	var out Stats
+	if err := json.Unmarshal(b, &out); err != nil || out != in {
+		t.Errorf("read back %+v (%v), want %+v", out, err, in)
+	}
+}
