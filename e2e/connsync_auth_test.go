@@ -234,10 +234,11 @@ func newSyncSender(name string) *syncSender {
 // ESTABLISHED DR connection client → vip:80 → rs:80 with 900 s to live.
 func (s *syncSender) message(client netip.AddrPort, vip, rs netip.Addr) []byte {
 	s.seq++
-	m := []byte{'S', 2, 0, 1}
+	m := []byte{'S', 3, 0, 1}
 	m = binary.BigEndian.AppendUint64(m, uint64(time.Now().UnixNano()))
 	m = binary.BigEndian.AppendUint64(m, s.incarnation)
 	m = binary.BigEndian.AppendUint64(m, s.seq)
+	m = binary.BigEndian.AppendUint64(m, s.seq) // stream number: every message is a fresh broadcast
 	m = append(m, byte(len(s.name)))
 	m = append(m, s.name...)
 	for len(m)%4 != 0 {
