@@ -15,10 +15,13 @@ var (
 	descStalls      = desc("cluster_scheduling_stalls_total", "Times this process was not scheduled for long enough "+
 		"to postpone failure detection (a loaded or paused host).")
 	descSyncRecords = desc("conn_sync_records_total", "IPVS connection records by stage: read from the local "+
-		"master daemon, sent to the cluster (replayed: of those, from the cache), received from the cluster, "+
+		"master daemon, sent to the cluster (replayed: of those, from the cache; resent: of those, to a peer that lost them), received from the cluster, "+
 		"applied (written to the local backup daemon).", "stage")
 	descSyncDropped = desc("conn_sync_dropped_total", "Sync datagrams, messages or records dropped, by reason.",
 		"reason")
+	descSyncAntiEntropy = desc("conn_sync_anti_entropy_total", "How the relays make up for lost messages: summaries "+
+		"sent and received, peers' messages found missing, requests for them sent, received and refused, and "+
+		"whole-cache replays to one peer that lost more than could be sent again.", "event")
 	descSyncCache  = desc("conn_sync_cache_entries", "Connections cached for replay to directors that join.")
 	descSyncPushes = desc("conn_sync_pushes_total", "Datagrams sent to the pusher service so that the master "+
 		"daemon's last record leaves at once instead of after its 2 s flush time.")
@@ -41,7 +44,7 @@ var (
 var clusterStates = []string{"starting", "active", "standby", "no-quorum", "leaving"}
 
 var clusterDescs = []*prometheus.Desc{descClusterLive, descQuorum, descStalls, descClusterInfo, descClusterState,
-	descVIPHolders, descSyncRecords, descSyncDropped, descSyncCache, descSyncPushes, descSyncLag}
+	descVIPHolders, descSyncRecords, descSyncDropped, descSyncAntiEntropy, descSyncCache, descSyncPushes, descSyncLag}
 
 func collectCluster(v *cluster.View, gauge func(*prometheus.Desc, float64, ...string), counter func(*prometheus.Desc, uint64, ...string)) {
 	gauge(descClusterLive, float64(v.Live))
@@ -58,8 +61,13 @@ func collectCluster(v *cluster.View, gauge func(*prometheus.Desc, float64, ...st
 
 func collectConnSync(s *connsync.Stats, gauge func(*prometheus.Desc, float64, ...string), counter func(*prometheus.Desc, uint64, ...string)) {
 	for stage, n := range map[string]uint64{"read": s.MasterRecords, "sent": s.SentRecords, "replayed": s.ReplayedRecords,
-		"received": s.ReceivedRecords, "applied": s.AppliedRecords} {
+		"resent": s.ResentRecords, "received": s.ReceivedRecords, "applied": s.AppliedRecords} {
 		counter(descSyncRecords, n, stage)
+	}
+	for event, n := range map[string]uint64{"summary_sent": s.SummariesSent, "summary_received": s.SummariesReceived,
+		"message_missing": s.MissingMessages, "request_sent": s.RequestsSent, "request_received": s.RequestsReceived,
+		"request_refused": s.RequestsRefused, "fallback_replay": s.FallbackReplays} {
+		counter(descSyncAntiEntropy, n, event)
 	}
 	for reason, n := range map[string]uint64{"invalid": s.DroppedInvalid, "stale": s.DroppedStale,
 		"overflow": s.DroppedOverflow, "write": s.DroppedWrite, "evicted": s.Evicted} {

@@ -33,7 +33,7 @@ func TestMetricsCluster(t *testing.T) {
 	a := e.agent()
 	c := NewCollector(a, "dev")
 	e.reconcile(a)
-	names := []string{"lvsd_cluster_live_directors", "lvsd_conn_sync_records_total", "lvsd_conn_sync_lag_seconds", "lvsd_conn_sync_pushes_total",
+	names := []string{"lvsd_cluster_live_directors", "lvsd_conn_sync_records_total", "lvsd_conn_sync_anti_entropy_total", "lvsd_conn_sync_lag_seconds", "lvsd_conn_sync_pushes_total",
 		"lvsd_cluster_info", "lvsd_cluster_state", "lvsd_cluster_vip_holders"}
 	if n := testutil.CollectAndCount(c, names...); n != 0 {
 		t.Fatalf("without a cluster: %d cluster series", n)
@@ -41,7 +41,8 @@ func TestMetricsCluster(t *testing.T) {
 	a.opts.Cluster = fixedView{Live: 2, Quorum: 2, Stalls: 3, Mode: cluster.ActiveStandby, State: "standby",
 		VIPs: []cluster.VIPView{{VIP: "10.0.0.50", Owner: "d2", Holders: []string{"d2"}}, {VIP: "10.0.0.51"}}}
 	a.opts.ConnSync = fixedSyncStats{MasterRecords: 10, SentRecords: 12, ReplayedRecords: 2, ReceivedRecords: 5,
-		AppliedRecords: 5, DroppedInvalid: 1, CacheSize: 7, Pushes: 4, LastLag: 3 * time.Millisecond, MaxLag: 40 * time.Millisecond}
+		AppliedRecords: 5, DroppedInvalid: 1, CacheSize: 7, Pushes: 4, LastLag: 3 * time.Millisecond, MaxLag: 40 * time.Millisecond,
+		ResentRecords: 1, SummariesSent: 6, SummariesReceived: 12, MissingMessages: 3, RequestsSent: 1, RequestsReceived: 2, RequestsRefused: 1}
 	want := `
 # HELP lvsd_cluster_info Always 1; mode is active-standby, active-active or ecmp (where every ready director holds every VIP).
 # TYPE lvsd_cluster_info gauge
@@ -67,13 +68,23 @@ lvsd_conn_sync_lag_seconds{which="max"} 0.04
 # HELP lvsd_conn_sync_pushes_total Datagrams sent to the pusher service so that the master daemon's last record leaves at once instead of after its 2 s flush time.
 # TYPE lvsd_conn_sync_pushes_total counter
 lvsd_conn_sync_pushes_total 4
-# HELP lvsd_conn_sync_records_total IPVS connection records by stage: read from the local master daemon, sent to the cluster (replayed: of those, from the cache), received from the cluster, applied (written to the local backup daemon).
+# HELP lvsd_conn_sync_records_total IPVS connection records by stage: read from the local master daemon, sent to the cluster (replayed: of those, from the cache; resent: of those, to a peer that lost them), received from the cluster, applied (written to the local backup daemon).
 # TYPE lvsd_conn_sync_records_total counter
 lvsd_conn_sync_records_total{stage="applied"} 5
 lvsd_conn_sync_records_total{stage="read"} 10
 lvsd_conn_sync_records_total{stage="received"} 5
 lvsd_conn_sync_records_total{stage="replayed"} 2
+lvsd_conn_sync_records_total{stage="resent"} 1
 lvsd_conn_sync_records_total{stage="sent"} 12
+# HELP lvsd_conn_sync_anti_entropy_total How the relays make up for lost messages: summaries sent and received, peers' messages found missing, requests for them sent, received and refused, and whole-cache replays to one peer that lost more than could be sent again.
+# TYPE lvsd_conn_sync_anti_entropy_total counter
+lvsd_conn_sync_anti_entropy_total{event="fallback_replay"} 0
+lvsd_conn_sync_anti_entropy_total{event="message_missing"} 3
+lvsd_conn_sync_anti_entropy_total{event="request_received"} 2
+lvsd_conn_sync_anti_entropy_total{event="request_refused"} 1
+lvsd_conn_sync_anti_entropy_total{event="request_sent"} 1
+lvsd_conn_sync_anti_entropy_total{event="summary_received"} 12
+lvsd_conn_sync_anti_entropy_total{event="summary_sent"} 6
 `
 	if err := testutil.CollectAndCompare(c, strings.NewReader(want), names...); err != nil {
 		t.Fatal(err)

@@ -81,9 +81,11 @@ type Cluster struct {
 type ConnSync struct {
 	Enabled bool
 	Port    uint16
-	// ResyncInterval is how often the whole cached state is sent again
-	// (the kernel never re-sends idle connections; cluster messages are
-	// best effort).
+	// ResyncInterval is how often the relay sends its peers a summary of
+	// what it sent, from which they find lost messages and ask for their
+	// connections again (the kernel never re-sends idle connections;
+	// cluster messages are best effort); the whole cache is replayed only
+	// to a member that joins or lost more than can be sent again.
 	ResyncInterval time.Duration
 }
 
