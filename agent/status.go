@@ -337,6 +337,12 @@ func (a *Agent) APIHandler() http.Handler {
 	mux.HandleFunc("GET "+RouteStatus, func(w http.ResponseWriter, r *http.Request) {
 		q := r.URL.Query()
 		st, err := a.Status(r.Context(), StatusQuery{Services: q["service"], View: View(q.Get("view"))})
+		if err == nil {
+			services := st.Services
+			st.Services = nil
+			api.WriteCompactJSONList(w, st, "services", services)
+			return
+		}
 		writeQueryAnswer(w, st, err)
 	})
 	for route, on := range map[string]bool{RouteDrain: true, RouteUndrain: false} {

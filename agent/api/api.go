@@ -6,6 +6,8 @@
 package api
 
 import (
+	"bufio"
+	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
@@ -178,6 +180,36 @@ func WriteJSON(w http.ResponseWriter, v any) {
 // what it prints).
 func WriteCompactJSON(w http.ResponseWriter, v any) {
 	writeJSON(w, v, "")
+}
+
+// WriteCompactJSONList answers like WriteCompactJSON with head, whose
+// field key (a list, nil in head so that it encodes as null) is written
+// from items one element at a time. The encoder would otherwise hold the
+// whole answer in one buffer, and keep it in its pool: 64 MiB for `lvsd
+// status --all` at 10,000 services, half again the agent's live heap.
+func WriteCompactJSONList[T any](w http.ResponseWriter, head any, key string, items []T) {
+	b, err := json.Marshal(head)
+	marker := []byte(`"` + key + `":null`)
+	i := bytes.Index(b, marker)
+	if err != nil || i < 0 {
+		http.Error(w, fmt.Sprintf("encoding the answer: no %q in it (%v)", key, err), http.StatusInternalServerError)
+		return
+	}
+	w.Header().Set("Content-Type", "application/json")
+	bw := bufio.NewWriterSize(w, 64<<10)
+	bw.Write(b[:i+len(marker)-len("null")])
+	bw.WriteByte('[')
+	enc := json.NewEncoder(bw)
+	for j, it := range items {
+		if j > 0 {
+			bw.WriteByte(',')
+		}
+		enc.Encode(it) // its newline is JSON whitespace
+	}
+	bw.WriteByte(']')
+	bw.Write(b[i+len(marker):])
+	bw.WriteByte('\n')
+	bw.Flush()
 }
 
 func writeJSON(w http.ResponseWriter, v any, indent string) {

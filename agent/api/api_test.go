@@ -1,7 +1,9 @@
 package api
 
 import (
+	"bytes"
 	"context"
+	"encoding/json"
 	"io"
 	"net"
 	"net/http"
@@ -145,6 +147,40 @@ func TestWithProfiling(t *testing.T) {
 		h.ServeHTTP(w, httptest.NewRequest(http.MethodGet, c.path, nil))
 		if w.Code != http.StatusOK || !strings.HasPrefix(w.Body.String(), c.want) {
 			t.Errorf("GET %s: %d %.40q, want 200 %q…", c.path, w.Code, w.Body.String(), c.want)
+		}
+	}
+}
+
+// A list written one element at a time is the same JSON as the whole
+// answer encoded at once.
+func TestWriteCompactJSONList(t *testing.T) {
+	type item struct {
+		Name string `json:"name"`
+		N    int    `json:"n"`
+	}
+	type answer struct {
+		Schema   int     `json:"schema"`
+		Services []item  `json:"services"`
+		Note     string  `json:"note,omitempty"`
+		Others   []item  `json:"others"`
+		Ptr      *answer `json:"ptr,omitempty"`
+	}
+	for _, items := range [][]item{nil, {}, {{"a", 1}}, {{"a", 1}, {"b\"services\":null", 2}, {"c", 3}}} {
+		full := answer{Schema: 1, Services: items, Note: `"services":null`, Others: []item{{"x", 9}}}
+		want, _ := json.Marshal(full)
+		head := full
+		head.Services = nil
+		w := httptest.NewRecorder()
+		WriteCompactJSONList(w, head, "services", items)
+		var got bytes.Buffer
+		if err := json.Compact(&got, w.Body.Bytes()); err != nil {
+			t.Fatalf("%d items: not JSON: %v\n%s", len(items), err, w.Body.String())
+		}
+		if len(items) == 0 {
+			want = bytes.Replace(want, []byte(`"services":null`), []byte(`"services":[]`), 1)
+		}
+		if !bytes.Equal(got.Bytes(), want) {
+			t.Errorf("%d items:\n got %s\nwant %s", len(items), got.Bytes(), want)
 		}
 	}
 }
