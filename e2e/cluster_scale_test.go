@@ -19,8 +19,9 @@ import (
 // three directors in one emulated VM take longer to program than the e2e
 // package's VM may run (15 min); run it on its own for that:
 //
-//	go test -tags 'e2e vmtest' -c -o /tmp/e2e.test ./e2e
-//	E2E_SCALE_SERVICES=10000 e2e/vm/run --timeout 3600 --rw $PWD/e2e/out -- /tmp/e2e.test -test.run TestFailoverGapAtScale -test.v
+//	make build && go test -tags 'e2e vmtest' -c -o /tmp/e2e.test ./e2e
+//	E2E_SCALE_SERVICES=10000 LVSD_BIN=$PWD/bin/lvsd LVSD_ECHO_BIN=$PWD/bin/lvsd-echo LVSD_E2E_OUT=$PWD/e2e/out \
+//	  e2e/vm/run --timeout 3600 --rw $PWD/e2e/out -- /tmp/e2e.test -test.run 'TestFailoverGapAtScale$' -test.v -test.timeout 3500s
 func scaleServices(t *testing.T) int { return envCount(t, "E2E_SCALE_SERVICES", 1000, 1) }
 
 // logAtInfo sets the log level of l's agent file to info: at scale, tens of
@@ -71,20 +72,28 @@ func TestFailoverGapAtScale(t *testing.T) {
 	one := measureGaps(t, tp, p, vip, "1 service")
 
 	n := scaleServices(t)
-	var b strings.Builder
-	for i := range n {
-		fmt.Fprintf(&b, "---\nservice: bulk%d\nvip: %s\nports: [%d]\nbackends:\n  - {address: %s}\n  - {address: %s}\n",
-			i, vip, 1000+i, tp.RS(1).V4, tp.RS(2).V4)
+	// Files of 1,000 services: 10,000 in one file would pass lvsd's 1 MiB
+	// limit on a configuration file.
+	files := map[string]string{}
+	for first := 0; first < n; first += 1000 {
+		var b strings.Builder
+		for i := first; i < min(first+1000, n); i++ {
+			fmt.Fprintf(&b, "---\nservice: bulk%d\nvip: %s\nports: [%d]\nbackends:\n  - {address: %s}\n  - {address: %s}\n",
+				i, vip, 1000+i, tp.RS(1).V4, tp.RS(2).V4)
+		}
+		files[fmt.Sprintf("bulk%03d.yaml", first/1000)] = b.String()
 	}
 	started := time.Now()
 	marks := make([]int, len(ds))
 	for i, l := range ds {
 		marks[i] = l.logSize()
-		writeFile(t, filepath.Join(l.dir, "services.d", "bulk.yaml"), b.String())
+		for name, body := range files {
+			writeFile(t, filepath.Join(l.dir, "services.d", name), body)
+		}
 	}
 	for i, l := range ds {
-		line := l.waitLog(marks[i], 20*time.Minute, "msg=reconciled", fmt.Sprintf("add-service=%d", n))
-		t.Logf("%s: %s", l.host.ID, line)
+		passes := l.waitAdded(marks[i], n, 20*time.Minute)
+		t.Logf("%s: %d services added in %d pass(es)", l.host.ID, n, passes)
 	}
 	t.Logf("%d services programmed on %d directors at once after %v", n, len(ds), time.Since(started).Round(time.Second))
 
@@ -115,5 +124,34 @@ func TestFailoverGapAtScale(t *testing.T) {
 	}
 	if m1, mN := median(one), median(many); mN > m1*6/5+50*time.Millisecond {
 		t.Errorf("median gap with %d services %v, with one %v: more than 1.2 × (+50 ms)", n+1, mN, m1)
+	}
+}
+
+// waitAdded waits until the passes lvsd logged after the mark off added n
+// IPVS services between them (files written one after the other may be
+// reloaded in one pass or several) and returns how many passes that took.
+func (l *lvsd) waitAdded(off, n int, timeout time.Duration) int {
+	l.t.Helper()
+	deadline := time.Now().Add(timeout)
+	for {
+		added, passes := 0, 0
+		text := l.logSince(off)
+		if i := strings.LastIndexByte(text, '\n'); i >= 0 {
+			for _, line := range strings.Split(text[:i], "\n") {
+				var k int
+				if j := strings.Index(line, "add-service="); j >= 0 && strings.Contains(line, "msg=reconciled") {
+					fmt.Sscan(line[j+len("add-service="):], &k)
+					added, passes = added+k, passes+1
+				}
+			}
+		}
+		if added >= n {
+			return passes
+		}
+		l.checkAlive()
+		if time.Now().After(deadline) {
+			l.t.Fatalf("after %v lvsd's passes added %d of %d services; it logged since the mark:\n%.5000s", timeout, added, n, text)
+		}
+		time.Sleep(time.Second)
 	}
 }
