@@ -28,14 +28,16 @@ func TestGCPaceFollowsFullLoads(t *testing.T) {
 		t.Fatalf("after the start: GC percent %d, garbage to release %v; want %d, true", got, a.loadGarbage, loadGCPercent)
 	}
 	a.reconcile(context.Background())
+	debug.SetGCPercent(33) // to see the release set it
 	a.releaseLoadGarbage()
-	if got := gcPercent(); got != steadyGCPercent || a.loadGarbage {
-		t.Fatalf("after the first pass: GC percent %d, garbage to release %v; want %d, false", got, a.loadGarbage, steadyGCPercent)
+	steady := steadyPace(liveHeap())
+	if got := gcPercent(); got != steady || a.loadGarbage {
+		t.Fatalf("after the first pass: GC percent %d, garbage to release %v; want %d, false", got, a.loadGarbage, steady)
 	}
 	e.service("web", webTwo+"  - {address: 10.0.0.13}\n")
 	a.reload("file change", []string{e.dir + "/services.d/web.yaml"})
-	if got := gcPercent(); got != steadyGCPercent || a.loadGarbage {
-		t.Errorf("one file reloaded: GC percent %d, garbage to release %v; want %d, false", got, a.loadGarbage, steadyGCPercent)
+	if got := gcPercent(); got != steady || a.loadGarbage {
+		t.Errorf("one file reloaded: GC percent %d, garbage to release %v; want %d, false", got, a.loadGarbage, steady)
 	}
 	a.reload("signal", nil)
 	if got := gcPercent(); got != loadGCPercent || !a.loadGarbage {
@@ -48,6 +50,17 @@ func TestGCPaceFollowsFullLoads(t *testing.T) {
 	a.releaseLoadGarbage()
 	if got := gcPercent(); got != 50 {
 		t.Errorf("with GOGC=50 set: GC percent %d after a load's release, want 50", got)
+	}
+}
+
+func TestSteadyPace(t *testing.T) {
+	for _, c := range []struct {
+		live uint64
+		want int
+	}{{0, 100}, {5 << 20, 100}, {32<<20 - 1, 100}, {32 << 20, 25}, {80 << 20, 25}} {
+		if got := steadyPace(c.live); got != c.want {
+			t.Errorf("steadyPace(%d MiB) = %d, want %d", c.live>>20, got, c.want)
+		}
 	}
 }
 
