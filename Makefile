@@ -127,7 +127,8 @@ demo: build vm-setup
 # Cold apply of 1,000 services x 10 backends, lvsd vs ipvsadm -R in the same
 # VM run, then one weight change (docs/performance.md).
 bench: build vm-setup
-	$(CURDIR)/e2e/vm/run -- $(BIN)/lvsd-bench -lvsd $(BIN)/lvsd $(BENCH_ARGS)
+	@mkdir -p $(OUT)
+	$(CURDIR)/e2e/vm/run --rw $(OUT) -- $(BIN)/lvsd-bench -lvsd $(BIN)/lvsd $(BENCH_ARGS)
 
 # lvsd's embedded BGP/BFD speaker vs FRR on the directors, same VM run
 # (docs/ecmp.md, "Choosing the engine"). ECMP_BENCH_ARGS: -runs N -idle D.
