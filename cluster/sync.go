@@ -2,6 +2,7 @@ package cluster
 
 import (
 	"maps"
+	"slices"
 
 	"github.com/hashicorp/memberlist"
 )
@@ -26,8 +27,21 @@ type SyncReceiver interface {
 	MemberLeft(name string)
 }
 
-// SetSync makes r receive the connection-sync traffic.
-func (n *Node) SetSync(r SyncReceiver) { n.sync.Store(&r) }
+// SetSync makes r receive the connection-sync traffic, and tells it of the
+// directors already heard: one heard between the node's start and this
+// call was announced to nobody, so this director never replayed its cache
+// to it, and that director waited out its whole catch-up limit (seen in a
+// CI run: the VIP then moved to it 15 s late). A director announced twice
+// (here and by the loop at once) is replayed to twice, which is harmless.
+func (n *Node) SetSync(r SyncReceiver) {
+	n.sync.Store(&r)
+	n.mu.Lock()
+	heard := slices.Sorted(maps.Keys(n.syncPeers))
+	n.mu.Unlock()
+	for _, name := range heard {
+		r.MemberJoined(name)
+	}
+}
 
 // SyncCatchUp is what a SyncReceiver implements when it can tell whether
 // the directors heard since it started have sent it their connections

@@ -5,6 +5,7 @@ import (
 	"context"
 	"log/slog"
 	"net/netip"
+	"slices"
 	"sync"
 	"testing"
 	"time"
@@ -96,4 +97,27 @@ func TestNodeSync(t *testing.T) {
 	if !nodes[0].Holds(vip1) {
 		t.Error("sync traffic moved the VIP")
 	}
+}
+
+// A receiver set after the node heard its peers is told of them: nothing
+// else would announce them to it.
+func TestSetSyncAfterPeersHeard(t *testing.T) {
+	nodes := startNodes(t, Rules{Mode: ActiveStandby, Preempt: true}, testKey, []netip.Addr{vip1}, "a", "b", "c")
+	waitHolders(t, nodes, vip1, 5*time.Second, "a")
+	for deadline := time.Now().Add(3 * time.Second); ; time.Sleep(5 * time.Millisecond) {
+		nodes[0].mu.Lock()
+		heard := len(nodes[0].syncPeers)
+		nodes[0].mu.Unlock()
+		if heard == 2 {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("a heard %d peers, want 2", heard)
+		}
+	}
+	r := &syncRecorder{}
+	nodes[0].SetSync(r)
+	r.wait(t, "a's late receiver told of b and c", func(r *syncRecorder) bool {
+		return slices.Contains(r.events, "+b") && slices.Contains(r.events, "+c")
+	})
 }
