@@ -289,8 +289,9 @@ func (r *statusReader) count(vs *VirtualService) (BackendCounts, bool) {
 			c.Eligible++
 		}
 		c.ActiveConns, c.InactiveConns = c.ActiveConns+k.ActiveConns, c.InactiveConns+k.InactiveConns
-		c.addStats(k.Traffic())
-		c.Rates.add(ratesOf(k.Traffic().Rates))
+		traffic := k.Traffic()
+		c.addStats(traffic)
+		c.Rates.add(ratesOf(traffic.Rates))
 	})
 	return c, inKernel
 }

@@ -14,8 +14,6 @@ import (
 	"flag"
 	"fmt"
 	"io"
-	"net"
-	"net/http"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -25,6 +23,7 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/lvsd/lvsd/agent/api"
 	"github.com/lvsd/lvsd/e2e/topo"
 )
 
@@ -212,18 +211,9 @@ func measureRunning(out *row, l *lvsd, bin, agentFile, servicesDir string, idle 
 // saveProfile writes the runtime profile lvsd's control socket serves
 // under /debug/pprof/what to file.
 func saveProfile(socket, what, file string) error {
-	c := http.Client{Transport: &http.Transport{DialContext: func(ctx context.Context, _, _ string) (net.Conn, error) {
-		return (&net.Dialer{}).DialContext(ctx, "unix", socket)
-	}}}
-	resp, err := c.Get("http://lvsd/debug/pprof/" + what)
-	if err != nil {
-		return fmt.Errorf("profile %s: %w", what, err)
-	}
-	defer resp.Body.Close()
-	b, err := io.ReadAll(resp.Body)
-	if err == nil && resp.StatusCode != http.StatusOK {
-		err = fmt.Errorf("%s: %s", resp.Status, b)
-	}
+	c := api.NewClient(socket)
+	c.Timeout = 5 * time.Minute // a CPU profile answers after its seconds
+	b, err := c.Fetch(context.Background(), "GET", "/debug/pprof/"+what)
 	if err != nil {
 		return fmt.Errorf("profile %s: %w", what, err)
 	}
