@@ -36,7 +36,7 @@ var layers = []layer{
 	{pkg: "agent/director", mayUse: []string{"agent", "agent/config", "agent/health", "agent/hooks", "agent/api", "agent/sdnotify", "agent/metrics",
 		"arp", "cluster/..."}, mayNot3: kernelLibraries},
 	{pkg: "cmd/...", mayUse: []string{"agent/...", "ipvs", "nat", "arp", "cluster/...", "docs"}, mayNot3: append(kernelLibraries, "golang.org/x/sys/unix")},
-	{pkg: "e2e/...", mayUse: []string{"e2e/...", "ipvs", "arp", "agent/health", "agent/maglev", "cluster/bgp", "cluster/bfd"}},
+	{pkg: "e2e/...", mayUse: []string{"e2e/...", "ipvs", "arp", "agent/api", "agent/health", "agent/maglev", "cluster/bgp", "cluster/bfd"}},
 }
 
 type layer struct {
