@@ -45,6 +45,11 @@ type Kernel struct {
 	Routes Routes
 	// Log gets what an op has to tell beyond its error (a restore's counts).
 	Log *slog.Logger
+	// IPVSWriters is how many IPVS writes Apply runs at once in a long
+	// run of them (a cold start), for different services; ≤ 1: one at a
+	// time. IPVS must then take that many concurrent writes usefully
+	// (ipvs.Writers for the kernel's).
+	IPVSWriters int
 }
 
 // Routes announces routes to the routers (a BGP speaker). Implementations
@@ -160,6 +165,17 @@ func (k Kernel) Apply(ctx context.Context, ops []Op) []error {
 			k.applyRoutes(ctx, ops[i:j], errs[i:j], notAdded)
 			i = j - 1
 			continue
+		}
+		if k.IPVSWriters > 1 && spreadable(op.Kind) {
+			j := i + 1
+			for j < len(ops) && spreadable(ops[j].Kind) {
+				j++
+			}
+			if j-i >= minSpread {
+				k.applySpread(ctx, ops[i:j], errs[i:j])
+				i = j - 1
+				continue
+			}
 		}
 		switch {
 		case op.Kind == StartDaemon && natFailed:

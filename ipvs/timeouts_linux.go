@@ -26,7 +26,7 @@ func (k *Kernel) SetTimeouts(ctx context.Context, t Timeouts) error {
 	if err := t.Validate(); err != nil {
 		return fmt.Errorf("setting IPVS timeouts %s: %w", t, err)
 	}
-	return k.do(func() error {
-		return k.h.SetConfig(&mobyipvs.Config{TimeoutTCP: t.TCP, TimeoutTCPFin: t.TCPFin, TimeoutUDP: t.UDP})
+	return k.do(func(h *mobyipvs.Handle) error {
+		return h.SetConfig(&mobyipvs.Config{TimeoutTCP: t.TCP, TimeoutTCPFin: t.TCPFin, TimeoutUDP: t.UDP})
 	}, func() string { return "setting IPVS timeouts " + t.String() })
 }

@@ -135,7 +135,7 @@ func openKernel() (agent.Kernel, error) {
 	}
 	n := nat.NewKernel()
 	return agent.Kernel{IPVS: h, Daemons: h, Conns: h, Timeouts: h, NAT: n, Conntrack: n, Sysctls: arp.ProcSys{},
-		Addrs: arp.Kernel{}, Announcer: &arp.Gratuitous{}}, nil
+		Addrs: arp.Kernel{}, Announcer: &arp.Gratuitous{}, IPVSWriters: ipvs.Writers}, nil
 }
 
 func check(_ context.Context, e *env) error {
