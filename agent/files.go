@@ -3,14 +3,11 @@ package agent
 import (
 	"context"
 	"crypto/sha256"
-	"encoding/binary"
-	"errors"
-	"fmt"
-	"io/fs"
 	"log/slog"
-	"path/filepath"
 	"reflect"
 	"time"
+
+	"github.com/lvsd/lvsd/agent/config"
 )
 
 // How the agent follows its configuration files: inotify where it can
@@ -91,14 +88,18 @@ func scanInterval(every, cost time.Duration) time.Duration {
 // reload reads the configuration again: the files in changed, or every
 // file when changed is nil.
 func (a *Agent) reload(why string, changed []string) {
+	var agentFile config.Fingerprint
 	if changed == nil {
 		a.loading()
-		// Every file is stat'ed anyway; remember their fingerprint so a
-		// broken file's error is logged once, not at every scan, and the
-		// scan does not reload what this did.
-		a.fingerprint = a.configFingerprint()
+		agentFile = a.loader.cache.FileFingerprint(a.opts.ConfigPath) // before it is read
 	}
 	cfg, ch, err := a.loader.Load(a.cfg, changed)
+	if changed == nil {
+		// Remember the files' fingerprint, from the stats of this load, so a
+		// broken file's error is logged once, not at every scan, and the scan
+		// does not reload what this did.
+		a.fingerprint = a.loadedFingerprint(agentFile, cfg)
+	}
 	a.loadedConfig(a.opts.Now(), err)
 	if err != nil {
 		a.log.Error("configuration rejected; keeping the last good one", "trigger", why, "err", err)
@@ -133,32 +134,34 @@ func (a *Agent) reload(why string, changed []string) {
 		"ipvs_services", len(cfg.Desired.Services), "changed", changedN)
 }
 
-// configFingerprint hashes the names, sizes and modification times of the
-// agent file and the service files, cheaply detecting edits. It stats
-// through the loader's cache, whose calls tests count.
+// configFingerprint hashes the stamps (size, times, inode) of the agent
+// file and the service files, cheaply detecting edits. It stats through
+// the loader's cache, whose calls tests count.
 func (a *Agent) configFingerprint() [32]byte {
-	h := sha256.New()
-	fsys := a.loader.cache
-	var buf []byte
-	add := func(path string) {
-		if fi, err := fsys.Stat(path); err == nil {
-			buf = append(buf[:0], path...)
-			buf = binary.LittleEndian.AppendUint64(append(buf, 0), uint64(fi.Size()))
-			buf = binary.LittleEndian.AppendUint64(buf, uint64(fi.ModTime().UnixNano()))
-			h.Write(buf)
-		}
-	}
-	add(a.opts.ConfigPath)
+	var dir config.Fingerprint
 	if a.cfg != nil && a.cfg.Agent.ServicesDir != "" {
-		entries, err := fsys.ReadDir(a.cfg.Agent.ServicesDir)
-		if err != nil && !errors.Is(err, fs.ErrNotExist) {
-			fmt.Fprintf(h, "error %v\n", err)
-		}
-		for _, e := range entries {
-			add(filepath.Join(a.cfg.Agent.ServicesDir, e.Name()))
-		}
+		dir = a.loader.cache.DirFingerprint(a.cfg.Agent.ServicesDir)
 	}
-	var sum [32]byte
-	copy(sum[:], h.Sum(nil))
-	return sum
+	return joinFingerprints(a.loader.cache.FileFingerprint(a.opts.ConfigPath), dir)
+}
+
+// loadedFingerprint is configFingerprint after a full load into cfg (nil:
+// it failed), from the agent file's stamp taken before and the stats the
+// load made of the service files, when it got that far: one stat per file.
+func (a *Agent) loadedFingerprint(agentFile config.Fingerprint, cfg *Config) [32]byte {
+	if cfg == nil {
+		cfg = a.cfg
+	}
+	if cfg == nil || cfg.Agent.ServicesDir == "" {
+		return joinFingerprints(agentFile, config.Fingerprint{})
+	}
+	dir, ok := a.loader.cache.Scanned(cfg.Agent.ServicesDir)
+	if !ok {
+		dir = a.loader.cache.DirFingerprint(cfg.Agent.ServicesDir)
+	}
+	return joinFingerprints(agentFile, dir)
+}
+
+func joinFingerprints(agentFile, dir config.Fingerprint) [32]byte {
+	return sha256.Sum256(append(agentFile[:], dir[:]...))
 }

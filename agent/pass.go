@@ -41,9 +41,7 @@ func (a *Agent) pass(ctx context.Context, sc scope) []Op {
 	errs, applyErr := a.apply(ctx, desired, ops, in.Scope)
 	a.forgetResetConnections(ops)
 	a.actual = actual // readBack's copy: ours until published
-	if len(ops) > 0 {
-		a.actual = actual.After(ops, errs)
-	}
+	a.actual.apply(ops, errs)
 	for _, k := range keys {
 		if cur, ok := a.actual.Services[k]; ok && cur.ReadAt.IsZero() {
 			cur.ReadAt = start // made by this pass: its numbers are as new

@@ -58,6 +58,12 @@ type Cache struct {
 	Read func(path string) ([]byte, error)
 	// ReadDir lists the directory on a full scan.
 	ReadDir func(dir string) ([]fs.DirEntry, error)
+	// lastScan is the fingerprint of the last full scan (Scanned).
+	lastScan struct {
+		dir   string
+		fp    Fingerprint
+		valid bool
+	}
 }
 
 // NewCache returns an empty cache on the real file system.
@@ -78,12 +84,14 @@ type Set struct {
 // rest as cached. It returns the files and the validated set, or every
 // problem found; the cache keeps what it read either way.
 func (c *Cache) Load(a *Agent, changed []string) (Set, error) {
+	c.lastScan.valid = false
 	files, errs := c.scan(a.ServicesDir, changed)
 	return c.assemble(files, a.placeDirError(errs))
 }
 
 // LoadDir is Load for a directory named directly, always a full scan.
 func (c *Cache) LoadDir(dir string) (Set, error) {
+	c.lastScan.valid = false
 	return c.assemble(c.scan(dir, nil))
 }
 
@@ -139,8 +147,11 @@ func (c *Cache) scan(dir string, changed []string) ([]candidate, List) {
 // following symbolic links) is an error, not skipped: an operator who put
 // it there meant it to be read. Cached files no longer listed are dropped.
 func (c *Cache) serviceFiles(dir string) ([]candidate, List) {
+	fp := newFingerprinter()
 	entries, err := c.ReadDir(dir)
 	if err != nil {
+		fp.addError(err)
+		c.lastScan.dir, c.lastScan.fp, c.lastScan.valid = dir, fp.sum(), true
 		var pe *fs.PathError
 		if errors.As(err, &pe) && errors.Is(pe.Err, syscall.ENOTDIR) {
 			err = errors.New("is not a directory")
@@ -159,6 +170,9 @@ func (c *Cache) serviceFiles(dir string) ([]candidate, List) {
 		path := filepath.Join(dir, e.Name())
 		listed[path] = true
 		fi, err := c.Stat(path)
+		if err == nil {
+			fp.add(path, stampOf(fi))
+		}
 		if e := checkEntry(path, fi, err); e != nil {
 			errs = append(errs, e)
 			continue
@@ -170,6 +184,7 @@ func (c *Cache) serviceFiles(dir string) ([]candidate, List) {
 			delete(c.files, p)
 		}
 	}
+	c.lastScan.dir, c.lastScan.fp, c.lastScan.valid = dir, fp.sum(), true
 	slices.SortFunc(files, func(a, b candidate) int { return strings.Compare(a.path, b.path) })
 	return files, errs
 }
