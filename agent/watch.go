@@ -86,9 +86,12 @@ func (cw *configWatch) errors() <-chan error {
 
 // note records what an event says changed.
 func (cw *configWatch) note(ev fsnotify.Event) {
-	cw.settling = true
 	name := filepath.Clean(ev.Name)
 	dir, base := filepath.Dir(name), filepath.Base(name)
+	if dir == cw.agentDir && dir != cw.dir && name != cw.agentFile && neverConfig(base) {
+		return // a log or an editor's file next to the agent file: no reload, nor a delay of one
+	}
+	cw.settling = true
 	switch {
 	case name == cw.agentFile:
 		cw.dirty[name] = true
@@ -108,6 +111,17 @@ func (cw *configWatch) note(ev fsnotify.Event) {
 	case dir == cw.agentDir && dir != cw.dir:
 		cw.rescan = true // the agent file may be a link through another name
 	}
+}
+
+// neverConfig says a file beside the agent file cannot be part of the
+// configuration: hidden (an editor's swap file; not Kubernetes' ..data,
+// which swaps the whole directory), an editor's backup, or a log. Every
+// other file there may be one the agent file names (a key), so its events
+// rescan everything — which, with 10,000 service files, costs as much as
+// a log line every few seconds must not.
+func neverConfig(base string) bool {
+	return strings.HasPrefix(base, ".") && !strings.HasPrefix(base, "..") ||
+		strings.HasSuffix(base, "~") || strings.HasSuffix(base, ".swp") || strings.HasSuffix(base, ".log")
 }
 
 // lost records that events may have been lost (the queue overflowed).

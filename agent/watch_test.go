@@ -38,6 +38,12 @@ func TestConfigWatchNamesChangedFiles(t *testing.T) {
 		{"the agent file", func() { ev("/etc/lvsd/lvsd.yaml", fsnotify.Write) }, []string{"/etc/lvsd/lvsd.yaml"}, false},
 		{"a directory swap", func() { ev("/etc/lvsd/services.d/..data", fsnotify.Create) }, nil, true},
 		{"another file next to the agent file", func() { ev("/etc/lvsd/key.pem", fsnotify.Write) }, nil, true},
+		{"a log, an editor's files next to the agent file ignored", func() {
+			ev("/etc/lvsd/lvsd.log", fsnotify.Write)
+			ev("/etc/lvsd/.lvsd.yaml.swp", fsnotify.Write)
+			ev("/etc/lvsd/lvsd.yaml~", fsnotify.Create)
+		}, nil, false},
+		{"a directory swap next to the agent file", func() { ev("/etc/lvsd/..data", fsnotify.Create) }, nil, true},
 		{"events lost", func() { cw.lost() }, nil, true},
 	} {
 		c.events()
