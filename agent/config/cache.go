@@ -4,6 +4,7 @@ import (
 	"crypto/sha256"
 	"errors"
 	"io/fs"
+	"maps"
 	"os"
 	"path/filepath"
 	"runtime"
@@ -58,6 +59,12 @@ type Cache struct {
 	Read func(path string) ([]byte, error)
 	// ReadDir lists the directory on a full scan.
 	ReadDir func(dir string) ([]fs.DirEntry, error)
+	// order is every path of dir that may be in files, sorted: a reload of
+	// a few files walks it instead of sorting every cached file again.
+	order struct {
+		dir   string
+		paths []string
+	}
 	// lastScan is the fingerprint of the last full scan (Scanned).
 	lastScan struct {
 		dir   string
@@ -115,13 +122,8 @@ func (c *Cache) scan(dir string, changed []string) ([]candidate, List) {
 	for _, p := range changed {
 		dirty[p] = true
 	}
-	var files []candidate
+	var stale []candidate // dirty, to read again
 	var errs List
-	for p, f := range c.files {
-		if filepath.Dir(p) == dir && !dirty[p] {
-			files = append(files, candidate{path: p, unchanged: f})
-		}
-	}
 	for p := range dirty {
 		if filepath.Dir(p) != dir || !IsServiceFile(filepath.Base(p)) {
 			continue
@@ -135,10 +137,44 @@ func (c *Cache) scan(dir string, changed []string) ([]candidate, List) {
 			errs = append(errs, e)
 			continue
 		}
-		files = append(files, candidate{path: p, fi: fi})
+		stale = append(stale, candidate{path: p, fi: fi})
 	}
-	slices.SortFunc(files, func(a, b candidate) int { return strings.Compare(a.path, b.path) })
+	slices.SortFunc(stale, byPath)
+	if c.order.dir != dir {
+		c.sortCached(dir)
+	}
+	files := make([]candidate, 0, len(c.order.paths)+len(stale))
+	order := make([]string, 0, len(c.order.paths)+len(stale))
+	for _, p := range c.order.paths {
+		for len(stale) > 0 && stale[0].path < p {
+			files, order, stale = append(files, stale[0]), append(order, stale[0].path), stale[1:]
+		}
+		if len(stale) > 0 && stale[0].path == p {
+			continue // the loop above takes it next
+		}
+		order = append(order, p)
+		if f := c.files[p]; f != nil && !dirty[p] {
+			files = append(files, candidate{path: p, unchanged: f})
+		}
+	}
+	for _, cand := range stale {
+		files, order = append(files, cand), append(order, cand.path)
+	}
+	c.order.paths = order
 	return files, errs
+}
+
+func byPath(a, b candidate) int { return strings.Compare(a.path, b.path) }
+
+// sortCached makes order the sorted paths of dir's cached files.
+func (c *Cache) sortCached(dir string) {
+	c.order.dir, c.order.paths = dir, c.order.paths[:0]
+	for p := range c.files {
+		if filepath.Dir(p) == dir {
+			c.order.paths = append(c.order.paths, p)
+		}
+	}
+	slices.Sort(c.order.paths)
 }
 
 // serviceFiles lists the service files of dir in name order: every entry
@@ -185,7 +221,8 @@ func (c *Cache) serviceFiles(dir string) ([]candidate, List) {
 		}
 	}
 	c.lastScan.dir, c.lastScan.fp, c.lastScan.valid = dir, fp.sum(), true
-	slices.SortFunc(files, func(a, b candidate) int { return strings.Compare(a.path, b.path) })
+	slices.SortFunc(files, byPath)
+	c.order.dir, c.order.paths = dir, slices.Sorted(maps.Keys(listed))
 	return files, errs
 }
 

@@ -3,8 +3,10 @@ package config
 import (
 	"fmt"
 	"io/fs"
+	"math/rand/v2"
 	"os"
 	"path/filepath"
+	"strings"
 	"testing"
 	"time"
 )
@@ -117,4 +119,62 @@ func TestCacheKeepsProblems(t *testing.T) {
 	if _, err := c.Load(&Agent{ServicesDir: dir}, []string{bad}); err != nil {
 		t.Fatalf("fixed: %v", err)
 	}
+}
+
+// Whatever the history of edits, creations and removals, a reload of the
+// files that changed gives the set a fresh load of the directory gives:
+// the same files, in name order, with the same services.
+func TestCacheScopedReloadsEqualAFreshLoad(t *testing.T) {
+	dir := t.TempDir()
+	rng := rand.New(rand.NewPCG(1, 2))
+	body := func(i, weight int) string {
+		return fmt.Sprintf("service: s%d\nvip: 10.0.0.50\nports: [%d]\nbackends: [{address: 10.0.0.11, weight: %d}]\n", i, 1000+i, weight)
+	}
+	c := NewCache()
+	if _, err := c.LoadDir(dir); err != nil {
+		t.Fatal(err)
+	}
+	exists := map[int]bool{}
+	for round := range 60 {
+		var changed []string
+		for range 1 + rng.IntN(4) {
+			i := rng.IntN(30)
+			name := fmt.Sprintf("s%02d.yaml", i)
+			switch {
+			case exists[i] && rng.IntN(3) == 0:
+				if err := os.Remove(filepath.Join(dir, name)); err != nil {
+					t.Fatal(err)
+				}
+				delete(exists, i)
+			default:
+				writeFile(t, dir, name, body(i, 1+rng.IntN(9)))
+				exists[i] = true
+			}
+			changed = append(changed, filepath.Join(dir, name))
+		}
+		got, err := c.Load(&Agent{ServicesDir: dir}, changed)
+		if err != nil {
+			t.Fatal(err)
+		}
+		want, err := NewCache().LoadDir(dir)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if g, w := describeSet(got), describeSet(want); g != w {
+			t.Fatalf("round %d, %q changed:\n got %s\nwant %s", round, changed, g, w)
+		}
+	}
+}
+
+func describeSet(s Set) string {
+	var b strings.Builder
+	for _, f := range s.Files {
+		fmt.Fprintf(&b, "%s:", filepath.Base(f.Path))
+		for _, svc := range f.Services {
+			fmt.Fprintf(&b, " %s/%d", svc.Name, svc.Backends[0].Weight)
+		}
+		b.WriteString("; ")
+	}
+	fmt.Fprintf(&b, "(%d services)", len(s.Services))
+	return b.String()
 }

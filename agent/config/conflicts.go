@@ -13,26 +13,32 @@ import (
 // service read before it. The work is O(n log n) in the number of port
 // ranges, so that a file of ten thousand services checks as fast as one.
 func checkSet(all []Service, errs *List) {
-	names := map[string]Service{}
-	for _, s := range all {
-		if prev, ok := names[s.Name]; ok {
+	// Indexes into all, not copies: a Service is large, and a reload checks
+	// 10,000 of them.
+	names := make(map[string]int, len(all))
+	for i := range all {
+		s := &all[i]
+		if j, ok := names[s.Name]; ok {
+			prev := &all[j]
 			*errs = append(*errs, &Error{File: s.File, Line: s.Line, Col: 1,
 				Msg: fmt.Sprintf("service %q is already defined at %s:%d", cut(s.Name), prev.File, prev.Line)})
 			continue
 		}
-		names[s.Name] = s
+		names[s.Name] = i
 	}
-	announced := map[netip.Addr]Service{} // the first service of each VIP with announce
-	for _, s := range all {
+	announced := map[netip.Addr]int{} // the first service of each VIP with announce
+	for i := range all {
+		s := &all[i]
 		if s.Announce == nil {
 			continue
 		}
-		if prev, ok := announced[s.VIP]; ok && !prev.Announce.Equal(*s.Announce) {
+		if j, ok := announced[s.VIP]; ok && !all[j].Announce.Equal(*s.Announce) {
+			prev := &all[j]
 			*errs = append(*errs, &Error{File: s.File, Line: s.Line, Col: 1, Msg: fmt.Sprintf(
 				"service %q: announce differs from service %q's (%s:%d) on the same vip %s: a VIP is one route", cut(s.Name), cut(prev.Name), prev.File, prev.Line, s.VIP)})
 			continue
 		}
-		announced[s.VIP] = s
+		announced[s.VIP] = i
 	}
 	found := map[int]*Error{}
 	for _, claims := range claimsByClients(all) {
