@@ -26,6 +26,7 @@ func (a *Agent) watchConfig() *configWatch {
 			"err", err, "check", a.opts.Check.String())
 		return nil
 	}
+	w.writes(a.cfg.Agent)
 	return w
 }
 
@@ -118,6 +119,7 @@ func (a *Agent) reload(why string, changed []string) {
 		a.watch = nil
 	}
 	if a.watch != nil {
+		a.watch.writes(cfg.Agent)
 		if err := a.watch.follow(cfg.Agent.ServicesDir); err != nil {
 			a.stopWatching("cannot watch the services directory", err)
 		}

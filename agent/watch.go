@@ -25,6 +25,22 @@ type configWatch struct {
 	rescan bool
 	// settling: an event came since the last tick.
 	settling bool
+	// own are paths the agent writes itself (its sockets, its state
+	// directory): their events are none of the configuration's.
+	own map[string]bool
+}
+
+// writes tells the watch which paths the agent writes itself, for a.
+func (cw *configWatch) writes(a *config.Agent) {
+	cw.own = map[string]bool{}
+	for _, p := range []string{a.APISocket, a.StateDir} {
+		if p != "" {
+			cw.own[filepath.Clean(p)] = true
+		}
+	}
+	if a.ReadOnlyAPI != nil {
+		cw.own[filepath.Clean(a.ReadOnlyAPI.Socket)] = true
+	}
 }
 
 // newConfigWatch watches the agent file's directory and the services
@@ -88,8 +104,8 @@ func (cw *configWatch) errors() <-chan error {
 func (cw *configWatch) note(ev fsnotify.Event) {
 	name := filepath.Clean(ev.Name)
 	dir, base := filepath.Dir(name), filepath.Base(name)
-	if dir == cw.agentDir && dir != cw.dir && name != cw.agentFile && neverConfig(base) {
-		return // a log or an editor's file next to the agent file: no reload, nor a delay of one
+	if dir == cw.agentDir && dir != cw.dir && name != cw.agentFile && (neverConfig(base) || cw.own[name]) {
+		return // a log, an editor's file, the agent's socket next to the agent file: no reload, nor a delay of one
 	}
 	cw.settling = true
 	switch {

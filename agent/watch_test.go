@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/fsnotify/fsnotify"
+	"github.com/lvsd/lvsd/agent/config"
 )
 
 // The watch names the service files events name, once they settled for a
@@ -17,6 +18,7 @@ import (
 // one.
 func TestConfigWatchNamesChangedFiles(t *testing.T) {
 	cw := &configWatch{agentFile: "/etc/lvsd/lvsd.yaml", agentDir: "/etc/lvsd", dir: "/etc/lvsd/services.d", dirty: map[string]bool{}}
+	cw.writes(&config.Agent{APISocket: "/etc/lvsd/lvsd.sock", StateDir: "/etc/lvsd/state", ReadOnlyAPI: &config.ReadOnlyAPI{Socket: "/etc/lvsd/ro.sock"}})
 	ev := func(name string, op fsnotify.Op) { cw.note(fsnotify.Event{Name: name, Op: op}) }
 	for _, c := range []struct {
 		name   string
@@ -44,6 +46,11 @@ func TestConfigWatchNamesChangedFiles(t *testing.T) {
 			ev("/etc/lvsd/lvsd.yaml~", fsnotify.Create)
 		}, nil, false},
 		{"a directory swap next to the agent file", func() { ev("/etc/lvsd/..data", fsnotify.Create) }, nil, true},
+		{"the agent's own sockets and state next to the agent file ignored", func() {
+			ev("/etc/lvsd/lvsd.sock", fsnotify.Create)
+			ev("/etc/lvsd/ro.sock", fsnotify.Remove)
+			ev("/etc/lvsd/state", fsnotify.Create)
+		}, nil, false},
 		{"events lost", func() { cw.lost() }, nil, true},
 	} {
 		c.events()

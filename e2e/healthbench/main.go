@@ -30,6 +30,7 @@ import (
 	"os"
 	"os/exec"
 	"runtime"
+	"runtime/debug"
 	"strconv"
 	"strings"
 	"sync/atomic"
@@ -49,7 +50,13 @@ func main() {
 	reuse := flag.Int("reuse", health.DefaultReuse, "rounds an HTTP connection serves (1: a new one every round)")
 	https := flag.Bool("https", false, "HTTPS backends (self-signed; checked without verification)")
 	serve := flag.Bool("serve", false, "internal: be the backends' process")
+	live := flag.Int("live", 0, "MiB of pointer-rich live heap the checker holds, as a director's state does (113 MiB at 10,000 services)")
+	gogc := flag.Int("gogc", 0, "the checker's GOGC (0: the runtime's, or the environment's)")
 	flag.Parse()
+	if *gogc != 0 {
+		debug.SetGCPercent(*gogc)
+	}
+	state = liveHeap(*live)
 	var err error
 	if *serve {
 		err = serveBackends(*n, *port, *https)
@@ -205,6 +212,8 @@ func bench(cfg config) error {
 	if err != nil {
 		return err
 	}
+	var gc0 runtime.MemStats
+	runtime.ReadMemStats(&gc0)
 	ru0, t0 := rusage(), time.Now()
 	var maxFDs, maxGoroutines, maxTimeWait int
 	for end := t0.Add(cfg.duration); time.Now().Before(end); {
@@ -214,6 +223,8 @@ func bench(cfg config) error {
 		maxTimeWait = max(maxTimeWait, timeWait())
 	}
 	ru1, wall := rusage(), time.Since(t0)
+	var gc1 runtime.MemStats
+	runtime.ReadMemStats(&gc1)
 	served1, err := c.served()
 	if err != nil {
 		return err
@@ -246,6 +257,9 @@ func bench(cfg config) error {
 		pct(cpu, wall), pct(user, wall), pct(cpu-user, wall), float64(cpu.Microseconds())/float64(max(checks, 1)))
 	fmt.Printf("checker memory: max RSS %.1f MiB, RSS now %s; max %d open fds, max %d goroutines\n",
 		float64(ru1.Maxrss)/1024, vmRSS(), maxFDs, maxGoroutines)
+	fmt.Printf("collector: GOGC %d, %d cycles (%.1f/s), %.0f MiB allocated, live heap held %d MiB, heap in use now %.0f MiB\n",
+		gcPercent(), gc1.NumGC-gc0.NumGC, float64(gc1.NumGC-gc0.NumGC)/wall.Seconds(),
+		float64(gc1.TotalAlloc-gc0.TotalAlloc)/(1<<20), len(state)*96>>20, float64(gc1.HeapInuse)/(1<<20))
 	fmt.Printf("TIME_WAIT sockets on the host (both ends): max %d\n", maxTimeWait)
 	fmt.Printf("targets healthy: %d/%d, weight from header as served: %d/%d, ever failed a round: %d\n",
 		healthy, n, weighted, n, failedOnce)
@@ -259,6 +273,34 @@ func bench(cfg config) error {
 }
 
 func pct(d, wall time.Duration) float64 { return 100 * d.Seconds() / wall.Seconds() }
+
+// gcPercent reads GOGC as the runtime has it.
+func gcPercent() int {
+	p := debug.SetGCPercent(100)
+	debug.SetGCPercent(p)
+	return p
+}
+
+// state is the live heap of -live, kept reachable for the whole run.
+var state []*stateNode
+
+type stateNode struct {
+	next *stateNode
+	pad  [88]byte
+}
+
+// liveHeap allocates mib MiB of small linked objects, which the collector
+// must mark on every cycle as it marks a director's services.
+func liveHeap(mib int) []*stateNode {
+	out := make([]*stateNode, mib<<20/96)
+	for i := range out {
+		out[i] = &stateNode{}
+		if i > 0 {
+			out[i].next = out[i-1]
+		}
+	}
+	return out
+}
 
 func rusage() syscall.Rusage {
 	var ru syscall.Rusage
