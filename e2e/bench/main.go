@@ -295,7 +295,9 @@ type lvsd struct {
 // the time from exec to that line.
 func startLVSD(h *topo.Host, bin, cfg string, env ...string) (*lvsd, time.Duration, error) {
 	cmd := exec.Command(bin, "run", "--config", cfg)
-	cmd.Env = append(os.Environ(), env...)
+	// As packaging/lvsd.service runs it: no transparent huge pages for its
+	// heap (the VM's kernel has THP "always").
+	cmd.Env = append(append(os.Environ(), "GODEBUG=disablethp=1"), env...)
 	pr, pw := io.Pipe()
 	cmd.Stderr, cmd.Stdout = pw, pw
 	l := &lvsd{cmd: cmd, lines: make(chan string, 1024)}
