@@ -286,7 +286,7 @@ var state []*stateNode
 
 type stateNode struct {
 	next *stateNode
-	pad  [88]byte
+	_    [88]byte // a small object's size, like a director's
 }
 
 // liveHeap allocates mib MiB of small linked objects, which the collector
