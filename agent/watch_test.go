@@ -147,3 +147,30 @@ func TestCostlyScanRunsLessOften(t *testing.T) {
 		t.Errorf("after two late scans: s000's backend %s, want the edit (10.1.0.2)", got)
 	}
 }
+
+// The mount table names the file system a path is on: the deepest mount
+// point above it wins, and only file systems whose edits inotify may miss
+// count as remote.
+func TestRemoteFSIn(t *testing.T) {
+	const table = `22 1 0:21 / / rw,relatime - overlay overlay rw,lowerdir=/lower
+23 22 0:22 / /proc rw - proc proc rw
+30 22 0:30 / /work/main/e2e/out rw,relatime - 9p rw0 rw,dirsync
+31 22 0:31 / /etc/lvsd rw - nfs4 server:/export rw
+32 22 0:32 / /etc/lvsd/local rw - ext4 /dev/sda2 rw
+33 22 0:33 / /mnt/my\040dir rw - fuse.sshfs host: rw
+`
+	for path, want := range map[string]string{
+		"/work/main/e2e/out/TestHotReload": "9p",
+		"/work/main/e2e":                   "",
+		"/work/main/e2e/outside":           "",
+		"/etc/lvsd":                        "nfs4",
+		"/etc/lvsd/services.d":             "nfs4",
+		"/etc/lvsd/local/services.d":       "",
+		"/mnt/my dir/lvsd.yaml":            "fuse.sshfs",
+		"/tmp":                             "",
+	} {
+		if got := remoteFSIn(table, path); got != want {
+			t.Errorf("%s: %q, want %q", path, got, want)
+		}
+	}
+}
