@@ -34,7 +34,9 @@ func TestPlanTimeouts(t *testing.T) {
 			if got := opStrings(ops); !slices.Equal(got, c.ops) {
 				t.Errorf("ops %q, want %q", got, c.ops)
 			}
-			if after := (Actual{Timeouts: c.have}).After(ops, make([]error, len(ops))); after.Timeouts.Differs(c.want) != (ipvs.Timeouts{}) {
+			after := Actual{Timeouts: c.have}
+			after.apply(ops, make([]error, len(ops)))
+			if after.Timeouts.Differs(c.want) != (ipvs.Timeouts{}) {
 				t.Errorf("after the ops the kernel holds %+v, not %+v", after.Timeouts, c.want)
 			}
 		})

@@ -21,12 +21,10 @@ func (a *Agent) watchConfig() *configWatch {
 	if !a.cfg.Agent.WatchFiles {
 		return nil // nor scanned: checkFiles does nothing
 	}
-	for _, p := range []string{filepath.Dir(a.opts.ConfigPath), a.cfg.Agent.ServicesDir} {
-		if fs := remoteFS(p); p != "" && fs != "" {
-			a.log.Info("configuration on a "+fs+" file system, where inotify may miss edits; scanning the files every check interval",
-				"path", p, "check", a.opts.Check.String())
-			return nil
-		}
+	if p, fs := remoteFS(filepath.Dir(a.opts.ConfigPath), a.cfg.Agent.ServicesDir); fs != "" {
+		a.log.Info("configuration on a "+fs+" file system, where inotify may miss edits; scanning the files every check interval",
+			"path", p, "check", a.opts.Check.String())
+		return nil
 	}
 	w, err := newConfigWatch(a.opts.ConfigPath, a.cfg.Agent.ServicesDir)
 	if err != nil {

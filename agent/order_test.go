@@ -81,10 +81,11 @@ func TestDestinationOrderIndependentOfHistory(t *testing.T) {
 			for range 2 {
 				var ops []Op
 				ops, drains = Plan(PlanInput{Desired: desired, Actual: actual, Drains: drains, Now: t0, SkipGlobals: true})
-				actual = actual.After(ops, make([]error, len(ops)))
+				actual.apply(ops, make([]error, len(ops)))
 			}
 			fresh, _ := Plan(PlanInput{Desired: desired, Actual: Actual{Services: map[ipvs.ServiceKey]ActualService{}}, SkipGlobals: true})
-			made := Actual{Services: map[ipvs.ServiceKey]ActualService{}}.After(fresh, make([]error, len(fresh)))
+			made := Actual{Services: map[ipvs.ServiceKey]ActualService{}}
+			made.apply(fresh, make([]error, len(fresh)))
 			got, wantList := keysOf(actual.Services[webKey].Destinations), keysOf(made.Services[webKey].Destinations)
 			if !slices.Equal(got, wantList) {
 				t.Fatalf("run %d step %d: list %v, a director that makes it now has %v", run, step, got, wantList)

@@ -363,20 +363,12 @@ func AddressesInUse(d Desired, a Actual, ops []Op) map[netip.Addr]bool {
 	return out
 }
 
-// After returns a as it is once ops ran with errs (errs[i] is op i's): the
+// apply makes out what it is once ops ran with errs (errs[i] is op i's): the
 // IPVS services and destinations added, updated and deleted, counters as
-// read. The status answers from it without reading the kernel again. a is
-// not modified. Pure.
-func (a Actual) After(ops []Op, errs []error) Actual {
-	out := a
-	out.Services = maps.Clone(a.Services)
-	out.apply(ops, errs)
-	return out
-}
-
-// apply is After in place, for a caller whose Services map is its own
-// copy (a pass's read-back): cloning 10,000 services per pass cost more
-// than the rest of a one-file change.
+// read. The status answers from it without reading the kernel again. It
+// changes out's Services map itself: the caller's own copy (a pass's
+// read-back; cloning 10,000 services per pass cost more than the rest of a
+// one-file change).
 func (out *Actual) apply(ops []Op, errs []error) {
 	for i, op := range ops {
 		if errs[i] != nil {

@@ -6,21 +6,30 @@ import (
 	"strings"
 )
 
-// remoteFS names the file system path is on when it is one whose changes
-// inotify may not report (made by another host, or below a virtual file
-// system: NFS, SMB, 9p, FUSE, Ceph); "" for a local one, or when it cannot
-// tell. Measured: on 9p, an edit made in the guest itself raised no event.
-// It reads the mount table, not statfs: 9p reports the server's file
-// system type there (ext4 for a host's directory).
-func remoteFS(path string) string {
+// remoteFS returns the first of paths ("" ones skipped) on a file system
+// whose changes inotify may not report (made by another host, or below a
+// virtual file system: NFS, SMB, 9p, FUSE, Ceph), and that file system's
+// type; "" when all are local, or when it cannot tell. Measured: on 9p, an
+// edit made in the guest itself raised no event. It reads the mount table,
+// not statfs: 9p reports the server's file system type there (ext4 for a
+// host's directory).
+func remoteFS(paths ...string) (path, fstype string) {
 	table, err := os.ReadFile("/proc/self/mountinfo")
 	if err != nil {
-		return ""
+		return "", ""
 	}
-	if p, err := filepath.EvalSymlinks(path); err == nil {
-		path = p
+	for _, p := range paths {
+		if p == "" {
+			continue
+		}
+		if real, err := filepath.EvalSymlinks(p); err == nil {
+			p = real
+		}
+		if fs := remoteFSIn(string(table), filepath.Clean(p)); fs != "" {
+			return p, fs
+		}
 	}
-	return remoteFSIn(string(table), filepath.Clean(path))
+	return "", ""
 }
 
 // remoteFSIn is remoteFS for a mount table (/proc/self/mountinfo's text).
