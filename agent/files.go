@@ -72,7 +72,10 @@ func (a *Agent) checkFiles() {
 		return
 	}
 	fp := a.configFingerprint()
-	a.nextScan = start.Add(scanInterval(every, a.opts.Now().Sub(start)))
+	// Due half a tick early: the next tick may be handled sooner after it
+	// fires than this one was, and must not skip a due scan (a scan every
+	// other tick delayed a settled edit by up to two checks more).
+	a.nextScan = start.Add(scanInterval(every, a.opts.Now().Sub(start)) - a.opts.Check/2)
 	settled := fp == a.scanned
 	a.scanned = fp
 	if fp != a.fingerprint && settled {

@@ -148,6 +148,24 @@ func TestCostlyScanRunsLessOften(t *testing.T) {
 	}
 }
 
+// Without a watch the files are scanned at every tick, also when a tick is
+// handled a little sooner after it fired than the one before.
+func TestScanEveryTickDespiteJitter(t *testing.T) {
+	e := newEnv(t)
+	e.service("web", "service: web\nvip: 10.0.0.1\nports: [80]\nbackends:\n  - {address: 10.1.0.1}\n")
+	a := e.agent()
+	e.reconcile(a)
+	a.watch = nil
+	lists := 0
+	a.loader.cache.ReadDir = func(d string) ([]fs.DirEntry, error) { lists++; return os.ReadDir(d) }
+	a.checkFiles()
+	e.now = e.now.Add(DefaultCheck - 10*time.Millisecond) // the next tick, handled 10 ms sooner
+	a.checkFiles()
+	if lists != 2 {
+		t.Errorf("%d scans in two ticks, want 2", lists)
+	}
+}
+
 // The mount table names the file system a path is on: the deepest mount
 // point above it wins, and only file systems whose edits inotify may miss
 // count as remote.
