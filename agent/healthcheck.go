@@ -4,7 +4,6 @@ import (
 	"context"
 	"fmt"
 	"log/slog"
-	"maps"
 	"net/netip"
 	"slices"
 
@@ -92,7 +91,7 @@ func (a *Agent) logEligibility(decisions map[string]Eligibility, decided map[str
 	for name := range decided {
 		e := decisions[name]
 		prev, ok := a.eligibility[name]
-		if !ok || prev.Rule != e.Rule || !maps.Equal(prev.Eligible, e.Eligible) {
+		if !ok || prev.Rule != e.Rule || !prev.sameEligible(e) {
 			changed = append(changed, name)
 		}
 	}
@@ -116,12 +115,11 @@ func (a *Agent) logEligibility(decisions map[string]Eligibility, decided map[str
 	for _, name := range changed {
 		e := decisions[name]
 		var eligible []string
-		for k, in := range e.Eligible {
-			if in {
-				eligible = append(eligible, k)
+		for _, d := range e.Backends {
+			if d.Eligible {
+				eligible = append(eligible, d.Key)
 			}
 		}
-		slices.Sort(eligible)
 		a.log.Log(context.Background(), level, "eligible backends", "event", "eligibility", "service", name, "rule", e.Rule,
 			"eligible", eligible, "count", len(eligible))
 	}

@@ -111,7 +111,7 @@ func (a *Agent) healthStates() map[string]health.State {
 // service named name.
 func (d *DestinationStatus) setHealth(states map[string]health.State, elig map[string]Eligibility, checked map[string]bool, name, key string) {
 	var st health.State
-	d.Eligible = elig[name].Eligible[key]
+	d.Eligible = elig[name].Eligible(key)
 	d.Health, st = healthOf(states, checked, key)
 	d.ReportedWeight = st.Weight
 	if d.Health == healthUnhealthy {

@@ -66,7 +66,7 @@ func serviceReset(s config.Service, prev, next Eligibility) (reset, bool) {
 	before, now := prev.diverted(), next.diverted()
 	for _, b := range s.Backends {
 		k := HealthKey(s.Name, b)
-		if _, was := prev.Eligible[k]; was && !before[k] && now[k] {
+		if _, was := prev.backend(k); was && !before[k] && now[k] {
 			r.backends[k] = true
 		}
 	}
