@@ -98,6 +98,7 @@ func scanInterval(every, cost time.Duration) time.Duration {
 // reload reads the configuration again: the files in changed, or every
 // file when changed is nil.
 func (a *Agent) reload(why string, changed []string) {
+	start := time.Now()
 	var agentFile config.Fingerprint
 	if changed == nil {
 		a.loading()
@@ -142,7 +143,7 @@ func (a *Agent) reload(why string, changed []string) {
 		level = slog.LevelDebug // a scan found files touched, not changed
 	}
 	a.log.Log(context.Background(), level, "configuration reloaded", "trigger", why, "services", len(cfg.Services),
-		"ipvs_services", len(cfg.Desired.Services), "changed", changedN)
+		"ipvs_services", len(cfg.Desired.Services), "changed", changedN, "duration", time.Since(start).String())
 }
 
 // configFingerprint hashes the stamps (size, times, inode) of the agent
