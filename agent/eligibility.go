@@ -1,7 +1,6 @@
 package agent
 
 import (
-	"net/netip"
 	"slices"
 	"strings"
 
@@ -15,12 +14,14 @@ type BackendHealth struct {
 	Weight  int // reported through the weight header; -1: none
 }
 
-// HealthKey names one backend of one service for health checking.
+// HealthKey names backend b of service for health checking: the key its
+// file's reading made (config.BackendKey), or made now for a backend that
+// was not read from a file.
 func HealthKey(service string, b config.Backend) string {
-	if b.Port == 0 {
-		return service + "/" + b.Addr.String()
+	if b.Key != "" {
+		return b.Key
 	}
-	return service + "/" + netip.AddrPortFrom(b.Addr, b.Port).String()
+	return config.BackendKey(service, b.Addr, b.Port)
 }
 
 // Eligibility is the policy's decision for one service, kept for logs and
