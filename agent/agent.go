@@ -121,6 +121,7 @@ type Agent struct {
 	// loadGarbage says a full load happened since the last pass: the loop
 	// returns the load's memory after that pass (memory.go).
 	loadGarbage bool
+	memoryLimit int64 // the soft memory limit set (memory.go); 0: none yet
 	// watch names the configuration files that changed (nil: scan them
 	// every Check). fingerprint is the files' stamps as last loaded,
 	// scanned as last scanned; nextScan when the next scan is due.
@@ -178,7 +179,7 @@ func (a *Agent) Run(ctx context.Context, reload <-chan struct{}) error {
 	a.watch = a.watchConfig()
 	defer func() { a.watch.close() }() // the one in use then (nil-safe)
 	a.reconcile(ctx)
-	a.releaseLoadGarbage()
+	a.settleMemory()
 
 	tick := time.NewTicker(a.opts.Check)
 	defer tick.Stop()
@@ -218,7 +219,7 @@ func (a *Agent) Run(ctx context.Context, reload <-chan struct{}) error {
 			a.tick()
 		}
 		a.reconcile(ctx)
-		a.releaseLoadGarbage() // here, where the pass's own garbage is dead too
+		a.settleMemory() // here, where the pass's own garbage is dead too
 	}
 }
 

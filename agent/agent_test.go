@@ -5,9 +5,11 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"math"
 	"net/netip"
 	"os"
 	"path/filepath"
+	"runtime/debug"
 	"slices"
 	"strings"
 	"testing"
@@ -44,6 +46,9 @@ func freshSysctls() *arp.FakeSysctls {
 }
 
 func newEnv(t testing.TB) *testEnv {
+	// An agent with a large heap sets the process's soft memory limit
+	// (memory.go); the next test's heap is its own.
+	t.Cleanup(func() { debug.SetMemoryLimit(math.MaxInt64) })
 	dir := t.TempDir()
 	os.MkdirAll(filepath.Join(dir, "services.d"), 0o755)
 	writeTestFile(t, filepath.Join(dir, "lvsd.yaml"), "node: d1\ninterface: eth0\nservices_dir: services.d\nstate_dir: state\n")

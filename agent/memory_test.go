@@ -3,6 +3,7 @@ package agent
 import (
 	"context"
 	"fmt"
+	"math"
 	"runtime"
 	"runtime/debug"
 	"strings"
@@ -29,7 +30,7 @@ func TestGCPaceFollowsFullLoads(t *testing.T) {
 	}
 	a.reconcile(context.Background())
 	debug.SetGCPercent(33) // to see the release set it
-	a.releaseLoadGarbage()
+	a.settleMemory()
 	steady := steadyPace(liveHeap())
 	if got := gcPercent(); got != steady || a.loadGarbage {
 		t.Fatalf("after the first pass: GC percent %d, garbage to release %v; want %d, false", got, a.loadGarbage, steady)
@@ -47,9 +48,43 @@ func TestGCPaceFollowsFullLoads(t *testing.T) {
 	t.Setenv("GOGC", "50") // the operator's
 	debug.SetGCPercent(50)
 	a.reconcile(context.Background())
-	a.releaseLoadGarbage()
+	a.settleMemory()
 	if got := gcPercent(); got != 50 {
 		t.Errorf("with GOGC=50 set: GC percent %d after a load's release, want 50", got)
+	}
+}
+
+// The soft memory limit follows the heap the last collection marked live,
+// is lifted while a full load's garbage waits to be released, and is left
+// alone when the operator set GOMEMLIMIT.
+func TestMemoryLimitFollowsTheLiveHeap(t *testing.T) {
+	t.Setenv("GOMEMLIMIT", "")
+	defer debug.SetMemoryLimit(debug.SetMemoryLimit(-1))
+	a := &Agent{}
+	for _, c := range []struct {
+		why     string
+		loading bool
+		live    uint64
+		want    int64
+	}{
+		{"small heap: none", false, 10 << 20, math.MaxInt64},
+		{"large heap", false, 80 << 20, 136 << 20},
+		{"it grew", false, 100 << 20, 166 << 20},
+		{"it shrank", false, 60 << 20, 106 << 20},
+		{"a full load's garbage is waiting", true, 60 << 20, math.MaxInt64},
+		{"released", false, 60 << 20, 106 << 20},
+	} {
+		a.loadGarbage = c.loading
+		a.limitMemory(c.live)
+		if got := debug.SetMemoryLimit(-1); got != c.want {
+			t.Errorf("%s: live %d MiB: limit %d, want %d", c.why, c.live>>20, got, c.want)
+		}
+	}
+	t.Setenv("GOMEMLIMIT", "300MiB")
+	debug.SetMemoryLimit(300 << 20)
+	a.limitMemory(80 << 20)
+	if got := debug.SetMemoryLimit(-1); got != 300<<20 {
+		t.Errorf("with GOMEMLIMIT set: limit %d, want the operator's %d", got, 300<<20)
 	}
 }
 
@@ -83,7 +118,7 @@ func BenchmarkStateBytes(b *testing.B) {
 			}
 			a := e.agent()
 			a.reconcile(context.Background())
-			a.releaseLoadGarbage()
+			a.settleMemory()
 			withAgent := liveHeap()
 			runtime.KeepAlive(a)
 			a = nil
