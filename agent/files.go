@@ -21,9 +21,7 @@ func (a *Agent) watchConfig() *configWatch {
 	if !a.cfg.Agent.WatchFiles {
 		return nil // nor scanned: checkFiles does nothing
 	}
-	if p, fs := remoteFS(filepath.Dir(a.opts.ConfigPath), a.cfg.Agent.ServicesDir); fs != "" {
-		a.log.Info("configuration on a "+fs+" file system, where inotify may miss edits; scanning the files every check interval",
-			"path", p, "check", a.opts.Check.String())
+	if a.onRemoteFS(filepath.Dir(a.opts.ConfigPath), a.cfg.Agent.ServicesDir) {
 		return nil
 	}
 	w, err := newConfigWatch(a.opts.ConfigPath, a.cfg.Agent.ServicesDir)
@@ -34,6 +32,17 @@ func (a *Agent) watchConfig() *configWatch {
 	}
 	w.writes(a.cfg.Agent)
 	return w
+}
+
+// onRemoteFS reports, and logs, whether one of paths is on a file system
+// whose edits inotify may miss (remoteFS).
+func (a *Agent) onRemoteFS(paths ...string) bool {
+	p, fs := remoteFS(paths...)
+	if fs != "" {
+		a.log.Info("configuration on a "+fs+" file system, where inotify may miss edits; scanning the files every check interval",
+			"path", p, "check", a.opts.Check.String())
+	}
+	return fs != ""
 }
 
 // stopWatching falls back to scanning the files every Check: the watch
@@ -126,6 +135,11 @@ func (a *Agent) reload(why string, changed []string) {
 	if a.watch != nil && !cfg.Agent.WatchFiles {
 		a.log.Info("reload.watch is false: file edits wait for a reload request (SIGHUP, systemctl reload)")
 		a.watch.close()
+		a.watch = nil
+	}
+	if a.watch != nil && cfg.Agent.ServicesDir != "" && filepath.Clean(cfg.Agent.ServicesDir) != a.watch.dir &&
+		a.onRemoteFS(cfg.Agent.ServicesDir) {
+		a.watch.close() // the new services directory is not for inotify
 		a.watch = nil
 	}
 	if a.watch != nil {

@@ -14,7 +14,7 @@ import (
 // not statfs: 9p reports the server's file system type there (ext4 for a
 // host's directory).
 func remoteFS(paths ...string) (path, fstype string) {
-	table, err := os.ReadFile("/proc/self/mountinfo")
+	table, err := os.ReadFile(mountTable)
 	if err != nil {
 		return "", ""
 	}
@@ -31,6 +31,9 @@ func remoteFS(paths ...string) (path, fstype string) {
 	}
 	return "", ""
 }
+
+// mountTable is the mount table remoteFS reads (a variable for tests).
+var mountTable = "/proc/self/mountinfo"
 
 // remoteFSIn is remoteFS for a mount table (/proc/self/mountinfo's text).
 func remoteFSIn(table, path string) string {

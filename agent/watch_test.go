@@ -192,3 +192,42 @@ func TestRemoteFSIn(t *testing.T) {
 		}
 	}
 }
+
+// A reload that moves the services directory onto a file system whose
+// edits inotify may miss drops the watch (the files are then scanned every
+// check); a move to a local directory keeps it, following the new one.
+func TestReloadOntoRemoteFSStopsWatching(t *testing.T) {
+	for _, c := range []struct {
+		fstype string
+		watch  bool
+	}{{"nfs4", false}, {"ext4", true}} {
+		t.Run(c.fstype, func(t *testing.T) {
+			e := newEnv(t)
+			e.service("web", webTwo)
+			a := e.agent()
+			w, err := newConfigWatch(a.opts.ConfigPath, a.cfg.Agent.ServicesDir)
+			if err != nil {
+				t.Fatal(err)
+			}
+			a.watch = w
+			defer func() { a.watch.close() }()
+			moved := filepath.Join(e.dir, "moved.d")
+			os.MkdirAll(moved, 0o755)
+			table := filepath.Join(t.TempDir(), "mountinfo")
+			writeTestFile(t, table, "22 1 0:21 / / rw - ext4 /dev/sda1 rw\n31 22 0:31 / "+moved+" rw - "+c.fstype+" server:/export rw\n")
+			defer func(old string) { mountTable = old }(mountTable)
+			mountTable = table
+			writeTestFile(t, a.opts.ConfigPath, "node: d1\ninterface: eth0\nservices_dir: moved.d\nstate_dir: state\n")
+			a.reload("signal", nil)
+			if a.cfg.Agent.ServicesDir != moved {
+				t.Fatalf("services_dir %q after the reload, want %q", a.cfg.Agent.ServicesDir, moved)
+			}
+			if got := a.watch != nil; got != c.watch {
+				t.Fatalf("services directory on %s: watching %v, want %v", c.fstype, got, c.watch)
+			}
+			if c.watch && a.watch.dir != moved {
+				t.Errorf("watching %q, want the new directory %q", a.watch.dir, moved)
+			}
+		})
+	}
+}
