@@ -184,9 +184,18 @@ func (c *Cache) sortCached(dir string) {
 // it there meant it to be read. Cached files no longer listed are dropped.
 func (c *Cache) serviceFiles(dir string) ([]candidate, List) {
 	fp := newFingerprinter()
-	entries, err := c.ReadDir(dir)
+	var files []candidate
+	var errs List
+	listed := map[string]bool{}
+	err := c.listServiceFiles(dir, fp, func(path string, fi fs.FileInfo, err error) {
+		listed[path] = true
+		if e := checkEntry(path, fi, err); e != nil {
+			errs = append(errs, e)
+			return
+		}
+		files = append(files, candidate{path: path, fi: fi})
+	})
 	if err != nil {
-		fp.addError(err)
 		c.lastScan.dir, c.lastScan.fp, c.lastScan.valid = dir, fp.sum(), true
 		var pe *fs.PathError
 		if errors.As(err, &pe) && errors.Is(pe.Err, syscall.ENOTDIR) {
@@ -195,25 +204,6 @@ func (c *Cache) serviceFiles(dir string) ([]candidate, List) {
 			err = fileError(err)
 		}
 		return nil, List{{File: dir, Msg: "services directory " + err.Error()}}
-	}
-	var files []candidate
-	var errs List
-	listed := map[string]bool{}
-	for _, e := range entries {
-		if !IsServiceFile(e.Name()) {
-			continue
-		}
-		path := filepath.Join(dir, e.Name())
-		listed[path] = true
-		fi, err := c.Stat(path)
-		if err == nil {
-			fp.add(path, stampOf(fi))
-		}
-		if e := checkEntry(path, fi, err); e != nil {
-			errs = append(errs, e)
-			continue
-		}
-		files = append(files, candidate{path: path, fi: fi})
 	}
 	for p := range c.files {
 		if filepath.Dir(p) == dir && !listed[p] {

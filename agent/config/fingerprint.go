@@ -58,19 +58,32 @@ func (c *Cache) FileFingerprint(path string) Fingerprint {
 // see.
 func (c *Cache) DirFingerprint(dir string) Fingerprint {
 	f := newFingerprinter()
+	c.listServiceFiles(dir, f, func(string, fs.FileInfo, error) {})
+	return f.sum()
+}
+
+// listServiceFiles lists dir and stats each of its service files
+// (IsServiceFile), in directory order, adding what it finds to fp and
+// handing each to each: the listing a full Load and DirFingerprint share,
+// so that their fingerprints agree.
+func (c *Cache) listServiceFiles(dir string, fp *fingerprinter, each func(path string, fi fs.FileInfo, err error)) error {
 	entries, err := c.ReadDir(dir)
 	if err != nil {
-		f.addError(err)
+		fp.addError(err)
+		return err
 	}
 	for _, e := range entries {
-		if IsServiceFile(e.Name()) {
-			path := filepath.Join(dir, e.Name())
-			if fi, err := c.Stat(path); err == nil {
-				f.add(path, stampOf(fi))
-			}
+		if !IsServiceFile(e.Name()) {
+			continue
 		}
+		path := filepath.Join(dir, e.Name())
+		fi, err := c.Stat(path)
+		if err == nil {
+			fp.add(path, stampOf(fi))
+		}
+		each(path, fi, err)
 	}
-	return f.sum()
+	return nil
 }
 
 // Scanned returns the DirFingerprint of dir as the last full Load's stats
