@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"maps"
 	"net/netip"
+	"reflect"
 	"slices"
 
 	"github.com/lvsd/lvsd/agent/config"
@@ -19,9 +20,20 @@ type piece struct {
 	services []VirtualService // sorted by key
 	spec     nat.Spec
 	mark     uint32
+	vip      netip.Addr
 	addrs    []netip.Prefix // the service's Addresses as host prefixes
 	forwards bool           // NAT or FULLNAT: the director forwards the replies
 	fullnat  bool
+	announce *config.Announce
+}
+
+// sameOutside reports whether p and q add the same to a desired state
+// outside their IPVS services: VIP addresses, nftables rules, forwarding
+// sysctls, firewall mark, BGP announcement.
+func (p *piece) sameOutside(q *piece) bool {
+	return p.vip == q.vip && p.mark == q.mark && p.forwards == q.forwards && p.fullnat == q.fullnat &&
+		slices.Equal(p.addrs, q.addrs) && reflect.DeepEqual(p.spec, q.spec) &&
+		(p.announce == nil) == (q.announce == nil) && (p.announce == nil || p.announce.Equal(*q.announce))
 }
 
 // Pieces are the pieces of a configuration's services, by service name.
@@ -44,6 +56,11 @@ func Build(agent *config.Agent, services []config.Service) (Desired, error) {
 func Rebuild(agent *config.Agent, services []config.Service, prev Pieces, prevDesired Desired, changed map[string]bool) (Desired, Pieces, error) {
 	pieces := make(Pieces, len(services))
 	var added []VirtualService
+	// outsideSame: every changed service was there before and adds the same
+	// outside its IPVS services, and none went: the rest of prevDesired
+	// stands (a weight or a backend changed), and adding up every piece
+	// again, a pass over every service, is not needed.
+	outsideSame := prev != nil
 	for _, s := range services {
 		if p, ok := prev[s.Name]; ok && !changed[s.Name] {
 			pieces[s.Name] = p
@@ -55,6 +72,14 @@ func Rebuild(agent *config.Agent, services []config.Service, prev Pieces, prevDe
 		}
 		pieces[s.Name] = p
 		added = append(added, p.services...)
+		old, ok := prev[s.Name]
+		outsideSame = outsideSame && ok && old.sameOutside(p)
+	}
+	slices.SortFunc(added, func(a, b VirtualService) int { return a.ServiceKey.Compare(b.ServiceKey) })
+	if outsideSame && len(pieces) == len(prev) {
+		d := prevDesired
+		d.Services = mergeServices(prevDesired.Services, changed, added)
+		return d, pieces, nil
 	}
 	if err := checkMarks(services, pieces); err != nil {
 		return Desired{}, nil, err
@@ -63,7 +88,6 @@ func Rebuild(agent *config.Agent, services []config.Service, prev Pieces, prevDe
 	if err != nil {
 		return Desired{}, nil, err
 	}
-	slices.SortFunc(added, func(a, b VirtualService) int { return a.ServiceKey.Compare(b.ServiceKey) })
 	if prev == nil {
 		d.Services = added
 		if c := agent.Cluster; c != nil && c.ConnSync.Enabled {
@@ -80,8 +104,8 @@ func buildPiece(agent *config.Agent, s config.Service) (*piece, error) {
 		return nil, fmt.Errorf("%s:%d: service %q: forwarding %s does not work with cluster mode ecmp yet: %s",
 			s.File, s.Line, s.Name, s.Forwarding, ecmpForwarding[s.Forwarding])
 	}
-	p := &piece{mark: FirewallMark(s.Name), forwards: s.Forwarding == config.NAT || s.Forwarding == config.FullNAT,
-		fullnat: s.Forwarding == config.FullNAT}
+	p := &piece{mark: FirewallMark(s.Name), vip: s.VIP, forwards: s.Forwarding == config.NAT || s.Forwarding == config.FullNAT,
+		fullnat: s.Forwarding == config.FullNAT, announce: s.Announce}
 	p.services, p.spec = buildService(s, p.mark)
 	slices.SortFunc(p.services, func(a, b VirtualService) int { return a.ServiceKey.Compare(b.ServiceKey) })
 	for _, a := range s.Addresses() {

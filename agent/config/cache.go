@@ -27,6 +27,8 @@ type File struct {
 	stamp    stamp
 	sum      [sha256.Size]byte
 	unread   bool // the read failed: not cached
+	// acceptedIn is the last accepted set (Cache.accepted) the file was in.
+	acceptedIn uint64
 }
 
 // stamp is what a stat says of a file: a file whose stamp is the same has
@@ -64,6 +66,13 @@ type Cache struct {
 	order struct {
 		dir   string
 		paths []string
+	}
+	// accepted counts the sets assemble returned without problems; valid:
+	// the last one did. Only the services of files not in the last set
+	// need checking against the others (checkChanged).
+	accepted struct {
+		gen   uint64
+		valid bool
 	}
 	// lastScan is the fingerprint of the last full scan (Scanned).
 	lastScan struct {
@@ -257,12 +266,28 @@ func (c *Cache) assemble(files []candidate, errs List) (Set, error) {
 		}
 	}
 	set.Services = make([]Service, 0, n)
+	var fresh []int // services not in the set the last assemble accepted
 	for _, f := range set.Files {
+		if !c.accepted.valid || f.acceptedIn != c.accepted.gen {
+			for i := range f.Services {
+				fresh = append(fresh, len(set.Services)+i)
+			}
+		}
 		set.Services = append(set.Services, f.Services...)
 	}
-	checkSet(set.Services, &errs)
+	switch {
+	case len(errs) > 0 || !c.accepted.valid || len(fresh) > len(set.Services)/8:
+		checkSet(set.Services, &errs)
+	case len(fresh) > 0:
+		checkChanged(set.Services, fresh, &errs)
+	}
+	c.accepted.valid = len(errs) == 0
 	if len(errs) > 0 {
 		return Set{}, errs
+	}
+	c.accepted.gen++
+	for _, f := range set.Files {
+		f.acceptedIn = c.accepted.gen
 	}
 	return set, nil
 }

@@ -1,11 +1,13 @@
 package config
 
 import (
+	"errors"
 	"fmt"
 	"io/fs"
 	"math/rand/v2"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -177,4 +179,91 @@ func describeSet(s Set) string {
 	}
 	fmt.Fprintf(&b, "(%d services)", len(s.Services))
 	return b.String()
+}
+
+// A scoped reload checks only what the changed files may conflict with
+// (checkChanged); whatever the edits, it must refuse exactly the services a
+// full check of the same files refuses, and accept what it accepts. The
+// services are drawn from small pools of names, VIPs, protocols, ports and
+// source ranges so that conflicts of every kind come and go.
+func TestScopedCheckFindsWhatAFullCheckFinds(t *testing.T) {
+	dir := t.TempDir()
+	rng := rand.New(rand.NewPCG(3, 4))
+	pick := func(s ...string) string { return s[rng.IntN(len(s))] }
+	body := func(i int) string {
+		var b strings.Builder
+		for j := range 1 + rng.IntN(2) {
+			name := fmt.Sprintf("s%d-%d", i, j)
+			if rng.IntN(40) == 0 {
+				name = pick("dup-a", "dup-b")
+			}
+			proto, ports := pick("tcp", "tcp", "udp"), fmt.Sprint(1000+i*10+j)
+			switch rng.IntN(50) {
+			case 0:
+				ports = "all"
+			case 1:
+				proto, ports = "any", "all"
+			case 2, 3, 4:
+				ports = fmt.Sprintf("%d-%d", 1000+i*10, 1000+i*10+15) // into the next file's
+			}
+			fmt.Fprintf(&b, "---\nservice: %s\nvip: %s\nprotocol: %s\nports: [%s]\n", name,
+				pick("10.0.0.50", "10.0.0.51"), proto, ports)
+			if rng.IntN(4) == 0 {
+				fmt.Fprintf(&b, "source_ranges: [%s]\n", pick("192.0.2.0/24", "198.51.100.0/24"))
+			}
+			b.WriteString("backends: [{address: 10.0.0.11}]\n")
+		}
+		return b.String()
+	}
+	positions := func(err error) string {
+		var l List
+		if !errors.As(err, &l) {
+			return fmt.Sprint(err)
+		}
+		var out []string
+		for _, e := range l {
+			out = append(out, fmt.Sprintf("%s:%d", filepath.Base(e.File), e.Line))
+		}
+		slices.Sort(out)
+		return strings.Join(out, " ")
+	}
+	c := NewCache()
+	if _, err := c.LoadDir(dir); err != nil {
+		t.Fatal(err)
+	}
+	exists := map[int]bool{}
+	scopedAccepted, scopedRefused := 0, 0 // rounds after an accepted one: checkChanged's
+	lastAccepted := true
+	for round := range 600 {
+		var changed []string
+		for range 1 + rng.IntN(3) {
+			i := rng.IntN(20)
+			name := fmt.Sprintf("f%02d.yaml", i)
+			if exists[i] && rng.IntN(3) == 0 {
+				if err := os.Remove(filepath.Join(dir, name)); err != nil {
+					t.Fatal(err)
+				}
+				delete(exists, i)
+			} else {
+				writeFile(t, dir, name, body(i))
+				exists[i] = true
+			}
+			changed = append(changed, filepath.Join(dir, name))
+		}
+		_, got := c.Load(&Agent{ServicesDir: dir}, changed)
+		_, want := NewCache().LoadDir(dir)
+		if g, w := positions(got), positions(want); g != w {
+			t.Fatalf("round %d, %q changed: scoped check refused [%s], a full check [%s]\nscoped: %v\nfull: %v", round, changed, g, w, got, want)
+		}
+		switch {
+		case lastAccepted && want == nil:
+			scopedAccepted++
+		case lastAccepted:
+			scopedRefused++
+		}
+		lastAccepted = want == nil
+	}
+	if scopedAccepted < 100 || scopedRefused < 15 {
+		t.Errorf("after an accepted set, %d rounds accepted and %d refused: the pools do not exercise both", scopedAccepted, scopedRefused)
+	}
 }

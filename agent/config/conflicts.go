@@ -13,44 +13,138 @@ import (
 // service read before it. The work is O(n log n) in the number of port
 // ranges, so that a file of ten thousand services checks as fast as one.
 func checkSet(all []Service, errs *List) {
+	checkAmong(all, nil, nil, errs)
+}
+
+// checkChanged is checkSet for a set in which only the services at fresh
+// (indexes into all, in order) may conflict: the others passed checkSet
+// together before. Every new conflict involves a fresh service, so only
+// the services that share a fresh one's name, or its VIP and some of its
+// ports, are looked at: an edit among 10,000 services checks a handful. A
+// service is reported as checkSet reports it; which of several services it
+// conflicts with the message names may differ, as it may between two runs
+// of checkSet (clients groups are visited in map order).
+func checkChanged(all []Service, fresh []int, errs *List) {
+	names := map[string]bool{}
+	var claims []clientClaim // the fresh services' claims
+	for _, i := range fresh {
+		names[all[i].Name] = true
+		claims = append(claims, clientClaims(all[i])...)
+	}
+	byName, byClaim := []int{}, []int{} // not nil: nil is every service
+	for i := range all {
+		s := &all[i]
+		if names[s.Name] {
+			byName = append(byName, i)
+		}
+		if overlapsAny(s, claims) {
+			byClaim = append(byClaim, i)
+		}
+	}
+	checkAmong(all, byName, byClaim, errs)
+}
+
+// clientClaim is one port range a service claims for some of a VIP's
+// clients, on its protocol.
+type clientClaim struct {
+	clients
+	r     PortRange
+	proto string
+}
+
+// clientClaims are the claims of s: each port range for each of its
+// clients.
+func clientClaims(s Service) []clientClaim {
+	var out []clientClaim
+	for _, k := range clientsOf(s) {
+		for _, r := range portRanges(s) {
+			out = append(out, clientClaim{clients: k, r: r, proto: s.Protocol})
+		}
+	}
+	return out
+}
+
+// overlapsAny reports whether s claims a port of claims' clients on a
+// protocol that meets theirs (its own claims included): s is a service a
+// fresh one may conflict with, or the fresh one itself. It allocates
+// nothing: it runs for every service of the set.
+func overlapsAny(s *Service, claims []clientClaim) bool {
+	for _, c := range claims {
+		if c.vip != s.VIP || !(s.Protocol == c.proto || s.Protocol == "any" || c.proto == "any") {
+			continue
+		}
+		if len(s.SourceRanges) == 0 && c.prefix.IsValid() || len(s.SourceRanges) > 0 && !slices.Contains(s.SourceRanges, c.prefix) {
+			continue // other clients
+		}
+		if s.AllPorts {
+			return true
+		}
+		for _, r := range s.Ports {
+			if r.From <= c.r.To && c.r.From <= r.To {
+				return true
+			}
+		}
+	}
+	return false
+}
+
+// checkAmong runs checkSet's checks on the services at byName (for names)
+// and at byClaim (for VIPs, announcements and ports), indexes into all in
+// order; nil: every service.
+func checkAmong(all []Service, byName, byClaim []int, errs *List) {
+	each := func(idx []int, f func(i int)) {
+		if idx == nil {
+			for i := range all {
+				f(i)
+			}
+			return
+		}
+		for _, i := range idx {
+			f(i)
+		}
+	}
 	// Indexes into all, not copies: a Service is large, and a reload checks
 	// 10,000 of them.
-	names := make(map[string]int, len(all))
-	for i := range all {
+	n := len(byName)
+	if byName == nil {
+		n = len(all)
+	}
+	names := make(map[string]int, n)
+	each(byName, func(i int) {
 		s := &all[i]
 		if j, ok := names[s.Name]; ok {
 			prev := &all[j]
 			*errs = append(*errs, &Error{File: s.File, Line: s.Line, Col: 1,
 				Msg: fmt.Sprintf("service %q is already defined at %s:%d", cut(s.Name), prev.File, prev.Line)})
-			continue
+			return
 		}
 		names[s.Name] = i
-	}
+	})
 	announced := map[netip.Addr]int{} // the first service of each VIP with announce
-	for i := range all {
+	each(byClaim, func(i int) {
 		s := &all[i]
 		if s.Announce == nil {
-			continue
+			return
 		}
 		if j, ok := announced[s.VIP]; ok && !all[j].Announce.Equal(*s.Announce) {
 			prev := &all[j]
 			*errs = append(*errs, &Error{File: s.File, Line: s.Line, Col: 1, Msg: fmt.Sprintf(
 				"service %q: announce differs from service %q's (%s:%d) on the same vip %s: a VIP is one route", cut(s.Name), cut(prev.Name), prev.File, prev.Line, s.VIP)})
-			continue
+			return
 		}
 		announced[s.VIP] = i
-	}
+	})
 	found := map[int]*Error{}
-	for _, claims := range claimsByClients(all) {
+	for _, claims := range claimsByClients(all, byClaim) {
 		for _, proto := range []string{"tcp", "udp", "sctp"} {
 			sweep(all, claims, proto, found)
 		}
 	}
-	for i := range all {
+	each(byClaim, func(i int) {
 		if e := found[i]; e != nil {
 			*errs = append(*errs, e)
 		}
-	}
+	})
 }
 
 // claim is one port range of service svc (an index into all).
@@ -67,27 +161,48 @@ type clients struct {
 	prefix netip.Prefix
 }
 
-func claimsByClients(all []Service) map[clients][]claim {
+// claimsByClients groups the claims of the services at idx (indexes into
+// all; nil: every service) by the clients they are for.
+func claimsByClients(all []Service, idx []int) map[clients][]claim {
 	out := map[clients][]claim{}
-	for i, s := range all {
-		ranges := s.Ports
-		if s.AllPorts {
-			ranges = []PortRange{{1, 65535}}
-		}
-		keys := []clients{{vip: s.VIP}}
-		if len(s.SourceRanges) > 0 {
-			keys = keys[:0]
-			for _, p := range s.SourceRanges {
-				keys = append(keys, clients{vip: s.VIP, prefix: p})
-			}
-		}
-		for _, k := range keys {
-			for _, r := range ranges {
+	add := func(i int) {
+		s := &all[i]
+		for _, k := range clientsOf(*s) {
+			for _, r := range portRanges(*s) {
 				out[k] = append(out[k], claim{r: r, svc: i})
 			}
 		}
 	}
+	if idx == nil {
+		for i := range all {
+			add(i)
+		}
+	}
+	for _, i := range idx {
+		add(i)
+	}
 	return out
+}
+
+// clientsOf are the clients of its VIP service s takes: everyone, or each
+// of its source ranges.
+func clientsOf(s Service) []clients {
+	if len(s.SourceRanges) == 0 {
+		return []clients{{vip: s.VIP}}
+	}
+	out := make([]clients, len(s.SourceRanges))
+	for i, p := range s.SourceRanges {
+		out[i] = clients{vip: s.VIP, prefix: p}
+	}
+	return out
+}
+
+// portRanges are the port ranges s claims.
+func portRanges(s Service) []PortRange {
+	if s.AllPorts {
+		return []PortRange{{1, 65535}}
+	}
+	return s.Ports
 }
 
 // sweep finds overlapping claims of services on proto (or any), in port
