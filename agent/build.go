@@ -61,8 +61,9 @@ func Rebuild(agent *config.Agent, services []config.Service, prev Pieces, prevDe
 	// stands (a weight or a backend changed), and adding up every piece
 	// again, a pass over every service, is not needed.
 	outsideSame := prev != nil
+	isChanged := config.NamesOf(changed)
 	for _, s := range services {
-		if p, ok := prev[s.Name]; ok && !changed[s.Name] {
+		if p, ok := prev[s.Name]; ok && !isChanged.Has(s.Name) {
 			pieces[s.Name] = p
 			continue
 		}
@@ -194,9 +195,10 @@ func assemble(agent *config.Agent, services []config.Service, pieces Pieces) (De
 // internal services (the pusher) come from the agent file and stay.
 func mergeServices(prev []VirtualService, changed map[string]bool, added []VirtualService) []VirtualService {
 	out := make([]VirtualService, 0, len(prev)+len(added))
+	isChanged := config.NamesOf(changed)
 	i := 0
 	for _, vs := range prev {
-		if changed[vs.Name] && !vs.Internal {
+		if isChanged.Has(vs.Name) && !vs.Internal {
 			continue
 		}
 		for i < len(added) && added[i].ServiceKey.Compare(vs.ServiceKey) < 0 {

@@ -57,8 +57,9 @@ func (a *Agent) applyHealth(names map[string]bool) {
 	}
 	byBackend := map[string]weights{}
 	decided := map[string]bool{}
+	named := config.NamesOf(names)
 	for _, s := range cfg.Services {
-		if names == nil || names[s.Name] {
+		if names == nil || named.Has(s.Name) {
 			decisions[s.Name] = serviceWeights(s, a.health, a.overrides, byBackend)
 			decided[s.Name] = true
 		}
@@ -73,7 +74,7 @@ func (a *Agent) applyHealth(names map[string]bool) {
 	out.Services = make([]VirtualService, len(cfg.Desired.Services))
 	j := 0
 	for i, vs := range cfg.Desired.Services {
-		if names == nil || names[vs.Name] && !vs.Internal {
+		if names == nil || named.Has(vs.Name) && !vs.Internal {
 			out.Services[i] = withWeights(vs, byBackend)
 			continue
 		}
@@ -138,8 +139,9 @@ func (a *Agent) unappliedServices() (map[string]bool, []config.Service) {
 		return nil, nil
 	}
 	var out []config.Service
+	unapplied := config.NamesOf(a.unapplied)
 	for _, s := range a.cfg.Services {
-		if a.unapplied[s.Name] {
+		if unapplied.Has(s.Name) {
 			out = append(out, s)
 		}
 	}

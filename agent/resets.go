@@ -28,7 +28,7 @@ type reset struct {
 // previous decision (a fresh start does not know what changed, and the
 // connections it finds were kept by the previous run's decisions).
 func connectionResets(prev, next map[string]Eligibility, services []config.Service) (map[string]reset, map[string]Eligibility) {
-	applied := make(map[string]Eligibility, len(next))
+	applied := make(map[string]Eligibility, len(services))
 	resets := map[string]reset{}
 	for _, s := range services {
 		e, ok := next[s.Name]

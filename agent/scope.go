@@ -3,6 +3,7 @@ package agent
 import (
 	"slices"
 
+	"github.com/lvsd/lvsd/agent/config"
 	"github.com/lvsd/lvsd/ipvs"
 )
 
@@ -60,8 +61,9 @@ func servicesOf(d Desired, names map[string]bool) []ipvs.ServiceKey {
 	if len(names) == 0 {
 		return nil
 	}
+	named := config.NamesOf(names)
 	for _, vs := range d.Services {
-		if names[vs.Name] && !vs.Internal {
+		if named.Has(vs.Name) && !vs.Internal {
 			out = append(out, vs.ServiceKey)
 		}
 	}

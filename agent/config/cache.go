@@ -152,6 +152,7 @@ func (c *Cache) scan(dir string, changed []string) ([]candidate, List) {
 	if c.order.dir != dir {
 		c.sortCached(dir)
 	}
+	isDirty := NamesOf(dirty)
 	files := make([]candidate, 0, len(c.order.paths)+len(stale))
 	order := make([]string, 0, len(c.order.paths)+len(stale))
 	for _, p := range c.order.paths {
@@ -162,7 +163,7 @@ func (c *Cache) scan(dir string, changed []string) ([]candidate, List) {
 			continue // the loop above takes it next
 		}
 		order = append(order, p)
-		if f := c.files[p]; f != nil && !dirty[p] {
+		if f := c.files[p]; f != nil && !isDirty.Has(p) {
 			files = append(files, candidate{path: p, unchanged: f})
 		}
 	}

@@ -25,16 +25,17 @@ func checkSet(all []Service, errs *List) {
 // conflicts with the message names may differ, as it may between two runs
 // of checkSet (clients groups are visited in map order).
 func checkChanged(all []Service, fresh []int, errs *List) {
-	names := map[string]bool{}
+	freshNames := map[string]bool{}
 	var claims []clientClaim // the fresh services' claims
 	for _, i := range fresh {
-		names[all[i].Name] = true
+		freshNames[all[i].Name] = true
 		claims = append(claims, clientClaims(all[i])...)
 	}
+	names := NamesOf(freshNames)
 	byName, byClaim := []int{}, []int{} // not nil: nil is every service
 	for i := range all {
 		s := &all[i]
-		if names[s.Name] {
+		if names.Has(s.Name) {
 			byName = append(byName, i)
 		}
 		if overlapsAny(s, claims) {
