@@ -341,22 +341,26 @@ func planDaemons(d Desired, a Actual) (stop, start []Op) {
 // and ops (the plan for a) do not delete — lvsd's services still draining,
 // whose connections need the address, and services that are not lvsd's (an
 // operator's ipvsadm service on the same VIP).
+//
+// It runs on every pass that changes something: a look-up of each service
+// of a in d's sorted list, not a set of every key (hashing 10,000 keys was
+// the largest part of a one-service pass).
 func AddressesInUse(d Desired, a Actual, ops []Op) map[netip.Addr]bool {
-	unwanted := make(map[ipvs.ServiceKey]bool, len(a.Services))
-	for k := range a.Services {
-		unwanted[k] = true
-	}
-	for _, vs := range d.Services {
-		delete(unwanted, vs.ServiceKey)
-	}
+	var deleted map[ipvs.ServiceKey]bool
 	for _, op := range ops {
 		if op.Kind == DeleteService {
-			delete(unwanted, op.Service.ServiceKey)
+			if deleted == nil {
+				deleted = map[ipvs.ServiceKey]bool{}
+			}
+			deleted[op.Service.ServiceKey] = true
 		}
 	}
 	out := map[netip.Addr]bool{}
-	for k := range unwanted {
-		if k.Addr.IsValid() {
+	for k := range a.Services {
+		if !k.Addr.IsValid() || out[k.Addr.Unmap()] || deleted[k] {
+			continue
+		}
+		if _, wanted := findService(d, k); !wanted {
 			out[k.Addr.Unmap()] = true
 		}
 	}

@@ -3,6 +3,7 @@ package agent
 import (
 	"context"
 	"errors"
+	"maps"
 	"net/netip"
 	"slices"
 	"testing"
@@ -158,5 +159,26 @@ func TestServed(t *testing.T) {
 	}
 	if got := Served(d, Actual{}, ops, []error{ipvs.ErrExists}); len(got.VIPs) != 1 {
 		t.Errorf("already there: served %v", got.VIPs)
+	}
+}
+
+// The holder keeps the addresses of IPVS services it does not want and the
+// plan does not delete; fwmark services have none.
+func TestAddressesInUse(t *testing.T) {
+	key := func(addr string, port uint16) ipvs.ServiceKey {
+		return ipvs.ServiceKey{Protocol: ipvs.TCP, Addr: netip.MustParseAddr(addr), Port: port}
+	}
+	wanted, draining, deleted, foreign := key("10.0.0.1", 80), key("10.0.0.2", 80), key("10.0.0.3", 80), key("::ffff:10.0.0.4", 443)
+	mark := ipvs.ServiceKey{FWMark: 7}
+	d := Desired{Services: []VirtualService{{Service: ipvs.Service{ServiceKey: wanted}}}}
+	a := Actual{Services: map[ipvs.ServiceKey]ActualService{}}
+	for _, k := range []ipvs.ServiceKey{wanted, draining, deleted, foreign, mark} {
+		a.Services[k] = ActualService{Service: ipvs.Service{ServiceKey: k}}
+	}
+	ops := []Op{{Kind: DeleteService, Service: ipvs.Service{ServiceKey: deleted}}}
+	got := AddressesInUse(d, a, ops)
+	want := map[netip.Addr]bool{netip.MustParseAddr("10.0.0.2"): true, netip.MustParseAddr("10.0.0.4"): true}
+	if !maps.Equal(got, want) {
+		t.Errorf("in use %v, want %v", got, want)
 	}
 }
