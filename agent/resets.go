@@ -144,11 +144,12 @@ func resetBatch(vs VirtualService, batch []int, why string) []Op {
 	}
 	ops = append(ops, Op{Kind: AwaitExpiry, Service: vs.Service, Expiring: expiring, Reason: why})
 	for _, i := range batch {
-		for _, op := range addDestination(vs.Service, vs.Destinations[i]) {
-			if op.Reason == "" {
-				op.Reason = "back after the reset"
+		n := len(ops)
+		ops = appendDestination(ops, vs.Service, vs.Destinations[i])
+		for j := n; j < len(ops); j++ {
+			if ops[j].Reason == "" {
+				ops[j].Reason = "back after the reset"
 			}
-			ops = append(ops, op)
 		}
 	}
 	return ops
