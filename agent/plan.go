@@ -128,7 +128,7 @@ func (p *planner) services(ops []Op) []Op {
 	// An Op is large (656 bytes), and a cold start of 10,000 services plans
 	// 110,000 of them: grown by appending they were copied over and over
 	// (at 1,000 services under emulation, half the planning's time).
-	ops = slices.Grow(ops, newServiceOps(desired, a)+8) // + the nftables and daemon ops planned after
+	ops = slices.Grow(ops, newServiceOps(desired, a)+8)    // + the nftables and daemon ops planned after
 	wanted := make(map[ipvs.ServiceKey]bool, len(desired)) // sized by the scope: a scoped pass costs what it looks at
 	for _, vs := range desired {
 		wanted[vs.ServiceKey] = true

@@ -190,8 +190,8 @@ func measureRunning(out *row, l *lvsd, bin, agentFile, servicesDir string, idle 
 			time.Sleep(idle)
 		}
 		out.idleCPU = float64(cpuTicks(pid)-before) / 100 / time.Since(at).Seconds() // USER_HZ 100
-		fmt.Printf("idle window %d (%s): RSS %.1f MiB at its start, CPU %.2f%% of a core over %v\n",
-			i+1, what, float64(out.rssKiB)/1024, 100*out.idleCPU, idle)
+		fmt.Printf("idle window %d (%s): RSS %.1f MiB at its start (%s), CPU %.2f%% of a core over %v\n",
+			i+1, what, float64(out.rssKiB)/1024, rssParts(pid), 100*out.idleCPU, idle)
 	}
 	for _, args := range [][]string{{"status"}, {"status", "--all"}} {
 		start := time.Now()
@@ -242,6 +242,20 @@ func rssKiB(pid int) int {
 		}
 	}
 	return 0
+}
+
+// rssParts says what a process's resident set is made of: anonymous memory
+// (Go's heap, stacks and runtime), file pages (the binary's), shared memory.
+func rssParts(pid int) string {
+	b, _ := os.ReadFile(fmt.Sprintf("/proc/%d/status", pid))
+	var parts []string
+	for _, line := range strings.Split(string(b), "\n") {
+		if f := strings.Fields(line); len(f) >= 2 && strings.HasPrefix(f[0], "Rss") && f[0] != "VmRSS:" {
+			n, _ := strconv.Atoi(f[1])
+			parts = append(parts, fmt.Sprintf("%s %.1f MiB", strings.TrimSuffix(f[0][3:], ":"), float64(n)/1024))
+		}
+	}
+	return strings.Join(parts, ", ")
 }
 
 // cpuTicks reads a process's user + system CPU time in clock ticks.
