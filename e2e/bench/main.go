@@ -180,6 +180,7 @@ func measureRunning(out *row, l *lvsd, bin, agentFile, servicesDir string, idle 
 	// Right after the cold start the process still returns its start-up
 	// garbage; the figures kept are those of a later window.
 	for i, what := range []string{"right after the start", "after that"} {
+		parts := rssParts(pid)
 		out.rssKiB = rssKiB(pid)
 		before, at := cpuTicks(pid), time.Now()
 		if i == 1 && idleProfile != "" {
@@ -191,7 +192,7 @@ func measureRunning(out *row, l *lvsd, bin, agentFile, servicesDir string, idle 
 		}
 		out.idleCPU = float64(cpuTicks(pid)-before) / 100 / time.Since(at).Seconds() // USER_HZ 100
 		fmt.Printf("idle window %d (%s): RSS %.1f MiB at its start (%s), CPU %.2f%% of a core over %v\n",
-			i+1, what, float64(out.rssKiB)/1024, rssParts(pid), 100*out.idleCPU, idle)
+			i+1, what, float64(out.rssKiB)/1024, parts, 100*out.idleCPU, idle)
 	}
 	for _, args := range [][]string{{"status"}, {"status", "--all"}} {
 		start := time.Now()
