@@ -63,8 +63,9 @@ func Rebuild(agent *config.Agent, services []config.Service, prev Pieces, prevDe
 	outsideSame := prev != nil
 	isChanged := config.NamesOf(changed)
 	for _, s := range services {
-		if p, ok := prev[s.Name]; ok && !isChanged.Has(s.Name) {
-			pieces[s.Name] = p
+		old, had := prev[s.Name]
+		if had && !isChanged.Has(s.Name) {
+			pieces[s.Name] = old
 			continue
 		}
 		p, err := buildPiece(agent, s)
@@ -73,8 +74,7 @@ func Rebuild(agent *config.Agent, services []config.Service, prev Pieces, prevDe
 		}
 		pieces[s.Name] = p
 		added = append(added, p.services...)
-		old, ok := prev[s.Name]
-		outsideSame = outsideSame && ok && old.sameOutside(p)
+		outsideSame = outsideSame && had && old.sameOutside(p)
 	}
 	slices.SortFunc(added, func(a, b VirtualService) int { return a.ServiceKey.Compare(b.ServiceKey) })
 	if outsideSame && len(pieces) == len(prev) {

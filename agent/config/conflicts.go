@@ -13,7 +13,11 @@ import (
 // service read before it. The work is O(n log n) in the number of port
 // ranges, so that a file of ten thousand services checks as fast as one.
 func checkSet(all []Service, errs *List) {
-	checkAmong(all, nil, nil, errs)
+	every := make([]int, len(all))
+	for i := range every {
+		every[i] = i
+	}
+	checkAmong(all, every, every, errs)
 }
 
 // checkChanged is checkSet for a set in which only the services at fresh
@@ -29,10 +33,13 @@ func checkChanged(all []Service, fresh []int, errs *List) {
 	var claims []clientClaim // the fresh services' claims
 	for _, i := range fresh {
 		freshNames[all[i].Name] = true
-		claims = append(claims, clientClaims(all[i])...)
+		eachClaim(&all[i], func(k clients, r PortRange) bool {
+			claims = append(claims, clientClaim{clients: k, r: r, proto: all[i].Protocol})
+			return true
+		})
 	}
 	names := NamesOf(freshNames)
-	byName, byClaim := []int{}, []int{} // not nil: nil is every service
+	var byName, byClaim []int
 	for i := range all {
 		s := &all[i]
 		if names.Has(s.Name) {
@@ -53,37 +60,20 @@ type clientClaim struct {
 	proto string
 }
 
-// clientClaims are the claims of s: each port range for each of its
-// clients.
-func clientClaims(s Service) []clientClaim {
-	var out []clientClaim
-	for _, k := range clientsOf(s) {
-		for _, r := range portRanges(s) {
-			out = append(out, clientClaim{clients: k, r: r, proto: s.Protocol})
-		}
-	}
-	return out
-}
-
 // overlapsAny reports whether s claims a port of claims' clients on a
 // protocol that meets theirs (its own claims included): s is a service a
-// fresh one may conflict with, or the fresh one itself. It allocates
-// nothing: it runs for every service of the set.
+// fresh one may conflict with, or the fresh one itself. It runs for every
+// service of the set, so it allocates nothing.
 func overlapsAny(s *Service, claims []clientClaim) bool {
 	for _, c := range claims {
 		if c.vip != s.VIP || !(s.Protocol == c.proto || s.Protocol == "any" || c.proto == "any") {
 			continue
 		}
-		if len(s.SourceRanges) == 0 && c.prefix.IsValid() || len(s.SourceRanges) > 0 && !slices.Contains(s.SourceRanges, c.prefix) {
-			continue // other clients
-		}
-		if s.AllPorts {
+		overlaps := !eachClaim(s, func(k clients, r PortRange) bool {
+			return k != c.clients || r.To < c.r.From || c.r.To < r.From // go on while they do not overlap
+		})
+		if overlaps {
 			return true
-		}
-		for _, r := range s.Ports {
-			if r.From <= c.r.To && c.r.From <= r.To {
-				return true
-			}
 		}
 	}
 	return false
@@ -91,61 +81,46 @@ func overlapsAny(s *Service, claims []clientClaim) bool {
 
 // checkAmong runs checkSet's checks on the services at byName (for names)
 // and at byClaim (for VIPs, announcements and ports), indexes into all in
-// order; nil: every service.
+// order.
 func checkAmong(all []Service, byName, byClaim []int, errs *List) {
-	each := func(idx []int, f func(i int)) {
-		if idx == nil {
-			for i := range all {
-				f(i)
-			}
-			return
-		}
-		for _, i := range idx {
-			f(i)
-		}
-	}
 	// Indexes into all, not copies: a Service is large, and a reload checks
 	// 10,000 of them.
-	n := len(byName)
-	if byName == nil {
-		n = len(all)
-	}
-	names := make(map[string]int, n)
-	each(byName, func(i int) {
+	names := make(map[string]int, len(byName))
+	for _, i := range byName {
 		s := &all[i]
 		if j, ok := names[s.Name]; ok {
 			prev := &all[j]
 			*errs = append(*errs, &Error{File: s.File, Line: s.Line, Col: 1,
 				Msg: fmt.Sprintf("service %q is already defined at %s:%d", cut(s.Name), prev.File, prev.Line)})
-			return
+			continue
 		}
 		names[s.Name] = i
-	})
+	}
 	announced := map[netip.Addr]int{} // the first service of each VIP with announce
-	each(byClaim, func(i int) {
+	for _, i := range byClaim {
 		s := &all[i]
 		if s.Announce == nil {
-			return
+			continue
 		}
 		if j, ok := announced[s.VIP]; ok && !all[j].Announce.Equal(*s.Announce) {
 			prev := &all[j]
 			*errs = append(*errs, &Error{File: s.File, Line: s.Line, Col: 1, Msg: fmt.Sprintf(
 				"service %q: announce differs from service %q's (%s:%d) on the same vip %s: a VIP is one route", cut(s.Name), cut(prev.Name), prev.File, prev.Line, s.VIP)})
-			return
+			continue
 		}
 		announced[s.VIP] = i
-	})
+	}
 	found := map[int]*Error{}
 	for _, claims := range claimsByClients(all, byClaim) {
 		for _, proto := range []string{"tcp", "udp", "sctp"} {
 			sweep(all, claims, proto, found)
 		}
 	}
-	each(byClaim, func(i int) {
+	for _, i := range byClaim {
 		if e := found[i]; e != nil {
 			*errs = append(*errs, e)
 		}
-	})
+	}
 }
 
 // claim is one port range of service svc (an index into all).
@@ -163,47 +138,44 @@ type clients struct {
 }
 
 // claimsByClients groups the claims of the services at idx (indexes into
-// all; nil: every service) by the clients they are for.
+// all) by the clients they are for.
 func claimsByClients(all []Service, idx []int) map[clients][]claim {
 	out := map[clients][]claim{}
-	add := func(i int) {
-		s := &all[i]
-		for _, k := range clientsOf(*s) {
-			for _, r := range portRanges(*s) {
-				out[k] = append(out[k], claim{r: r, svc: i})
+	for _, i := range idx {
+		eachClaim(&all[i], func(k clients, r PortRange) bool {
+			out[k] = append(out[k], claim{r: r, svc: i})
+			return true
+		})
+	}
+	return out
+}
+
+// eachClaim hands f each port range s claims for each of its clients
+// (everyone, or each of its source ranges) until f returns false, and
+// reports whether f never did. It allocates nothing: a check calls it for
+// every service.
+func eachClaim(s *Service, f func(clients, PortRange) bool) bool {
+	ranges, all := s.Ports, [1]PortRange{{1, 65535}}
+	if s.AllPorts {
+		ranges = all[:]
+	}
+	claimFor := func(k clients) bool {
+		for _, r := range ranges {
+			if !f(k, r) {
+				return false
 			}
 		}
+		return true
 	}
-	if idx == nil {
-		for i := range all {
-			add(i)
+	if len(s.SourceRanges) == 0 {
+		return claimFor(clients{vip: s.VIP})
+	}
+	for _, p := range s.SourceRanges {
+		if !claimFor(clients{vip: s.VIP, prefix: p}) {
+			return false
 		}
 	}
-	for _, i := range idx {
-		add(i)
-	}
-	return out
-}
-
-// clientsOf are the clients of its VIP service s takes: everyone, or each
-// of its source ranges.
-func clientsOf(s Service) []clients {
-	if len(s.SourceRanges) == 0 {
-		return []clients{{vip: s.VIP}}
-	}
-	out := make([]clients, len(s.SourceRanges))
-	for i, p := range s.SourceRanges {
-		out[i] = clients{vip: s.VIP, prefix: p}
-	}
-	return out
-}
-
-// portRanges are the port ranges s claims.
-func portRanges(s Service) []PortRange {
-	if s.AllPorts {
-		return []PortRange{{1, 65535}}
-	}
-	return s.Ports
+	return true
 }
 
 // sweep finds overlapping claims of services on proto (or any), in port
