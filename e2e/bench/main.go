@@ -79,7 +79,7 @@ type row struct {
 	lvsd, ipvsadm   time.Duration // cold apply, medians
 	change          time.Duration // one weight in one file: edit → (file watch) reconciled
 	changeOps       int
-	signal          time.Duration // SIGHUP with nothing changed → reloaded (every file stat'ed)
+	signal          time.Duration // one weight in one file, then SIGHUP → reconciled (every file stat'ed)
 	rssKiB          int
 	idleCPU         float64 // share of one core
 	status          time.Duration
@@ -180,8 +180,8 @@ func measureRunning(out *row, l *lvsd, bin, agentFile, servicesDir string, idle 
 	// Right after the cold start the process still returns its start-up
 	// garbage; the figures kept are those of a later window.
 	for i, what := range []string{"right after the start", "after that"} {
-		parts := rssParts(pid)
-		out.rssKiB = rssKiB(pid)
+		var parts string
+		out.rssKiB, parts = residentSet(pid)
 		before, at := cpuTicks(pid), time.Now()
 		if i == 1 && idleProfile != "" {
 			if err := saveProfile(l.socket, fmt.Sprintf("profile?seconds=%d", int(idle.Seconds())), fmt.Sprintf("%s.%d", idleProfile, out.services)); err != nil {
@@ -233,30 +233,26 @@ func saveProfile(socket, what, file string) error {
 	return os.WriteFile(file, b, 0o644)
 }
 
-// rssKiB reads a process's resident set size.
-func rssKiB(pid int) int {
+// residentSet reads a process's resident set size, and what it is made
+// of: anonymous memory (Go's heap, stacks and runtime), file pages (the
+// binary's), shared memory.
+func residentSet(pid int) (kib int, parts string) {
 	b, _ := os.ReadFile(fmt.Sprintf("/proc/%d/status", pid))
+	var of []string
 	for _, line := range strings.Split(string(b), "\n") {
-		if f := strings.Fields(line); len(f) >= 2 && f[0] == "VmRSS:" {
-			n, _ := strconv.Atoi(f[1])
-			return n
+		f := strings.Fields(line)
+		if len(f) < 2 {
+			continue
+		}
+		n, _ := strconv.Atoi(f[1])
+		switch {
+		case f[0] == "VmRSS:":
+			kib = n
+		case strings.HasPrefix(f[0], "Rss"):
+			of = append(of, fmt.Sprintf("%s %.1f MiB", strings.TrimSuffix(f[0][3:], ":"), float64(n)/1024))
 		}
 	}
-	return 0
-}
-
-// rssParts says what a process's resident set is made of: anonymous memory
-// (Go's heap, stacks and runtime), file pages (the binary's), shared memory.
-func rssParts(pid int) string {
-	b, _ := os.ReadFile(fmt.Sprintf("/proc/%d/status", pid))
-	var parts []string
-	for _, line := range strings.Split(string(b), "\n") {
-		if f := strings.Fields(line); len(f) >= 2 && strings.HasPrefix(f[0], "Rss") && f[0] != "VmRSS:" {
-			n, _ := strconv.Atoi(f[1])
-			parts = append(parts, fmt.Sprintf("%s %.1f MiB", strings.TrimSuffix(f[0][3:], ":"), float64(n)/1024))
-		}
-	}
-	return strings.Join(parts, ", ")
+	return kib, strings.Join(of, ", ")
 }
 
 // cpuTicks reads a process's user + system CPU time in clock ticks.
@@ -353,48 +349,51 @@ func startLVSD(h *topo.Host, bin, cfg string, env ...string) (*lvsd, time.Durati
 func (l *lvsd) waitReconciled(timeout time.Duration) (applied []string, reconciled string, err error) {
 	deadline := time.After(timeout)
 	for {
-		select {
-		case line, ok := <-l.lines:
-			if !ok {
-				return nil, "", fmt.Errorf("lvsd exited before reconciling")
-			}
-			if strings.Contains(line, "level=ERROR") {
-				return nil, "", fmt.Errorf("lvsd: %s", line)
-			}
-			if strings.Contains(line, "msg=applied") {
-				applied = append(applied, line)
-			}
-			if strings.Contains(line, "msg=reconciled") || strings.Contains(line, "msg=starting") {
-				fmt.Printf("    lvsd: %s\n", line[strings.Index(line, "msg="):])
-			}
-			if strings.Contains(line, "msg=reconciled") {
-				return applied, line, nil
-			}
-		case <-deadline:
-			return nil, "", fmt.Errorf("no reconcile within %v", timeout)
+		line, err := l.nextLine(deadline, "reconciling")
+		if err != nil {
+			return nil, "", err
+		}
+		if strings.Contains(line, "level=ERROR") {
+			return nil, "", fmt.Errorf("lvsd: %s", line)
+		}
+		if strings.Contains(line, "msg=applied") {
+			applied = append(applied, line)
+		}
+		if strings.Contains(line, "msg=reconciled") || strings.Contains(line, "msg=starting") {
+			fmt.Printf("    lvsd: %s\n", line[strings.Index(line, "msg="):])
+		}
+		if strings.Contains(line, "msg=reconciled") {
+			return applied, line, nil
 		}
 	}
 }
 
 // waitFor returns the next log line that contains every one of texts.
 func (l *lvsd) waitFor(timeout time.Duration, texts ...string) (string, error) {
-	matches := func(line string) bool {
-		return !slices.ContainsFunc(texts, func(t string) bool { return !strings.Contains(line, t) })
-	}
 	deadline := time.After(timeout)
 	for {
-		select {
-		case line, ok := <-l.lines:
-			if !ok {
-				return "", fmt.Errorf("lvsd exited before logging %q", texts)
-			}
-			if matches(line) {
-				fmt.Printf("    lvsd: %s\n", line[strings.Index(line, "msg="):])
-				return line, nil
-			}
-		case <-deadline:
-			return "", fmt.Errorf("no %q within %v", texts, timeout)
+		line, err := l.nextLine(deadline, fmt.Sprintf("logging %q", texts))
+		if err != nil {
+			return "", err
 		}
+		if !slices.ContainsFunc(texts, func(t string) bool { return !strings.Contains(line, t) }) {
+			fmt.Printf("    lvsd: %s\n", line[strings.Index(line, "msg="):])
+			return line, nil
+		}
+	}
+}
+
+// nextLine returns lvsd's next log line, or why there is none: it exited,
+// or deadline came first, while the caller was waiting for what.
+func (l *lvsd) nextLine(deadline <-chan time.Time, what string) (string, error) {
+	select {
+	case line, ok := <-l.lines:
+		if !ok {
+			return "", fmt.Errorf("lvsd exited before %s", what)
+		}
+		return line, nil
+	case <-deadline:
+		return "", fmt.Errorf("lvsd timed out %s", what)
 	}
 }
 
