@@ -124,11 +124,13 @@ type Agent struct {
 	memoryLimit int64 // the soft memory limit set (memory.go); 0: none yet
 	// watch names the configuration files that changed (nil: scan them
 	// every Check). fingerprint is the files' stamps as last loaded,
-	// scanned as last scanned; nextScan when the next scan is due.
+	// scanned as last scanned; nextScan when the next scan is due, after
+	// what the last scans cost.
 	watch       *configWatch
 	fingerprint [32]byte
 	scanned     [32]byte
 	nextScan    time.Time
+	scanCosts   scanCosts
 	// overrides are the operator's (`lvsd backend`), as recorded in
 	// state_dir; reqs carries their changes to the loop, which closes
 	// stopped when it returns.

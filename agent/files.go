@@ -6,6 +6,7 @@ import (
 	"log/slog"
 	"path/filepath"
 	"reflect"
+	"slices"
 	"time"
 
 	"github.com/lvsd/lvsd/agent/config"
@@ -84,7 +85,8 @@ func (a *Agent) checkFiles() {
 	// Due half a tick early: the next tick may be handled sooner after it
 	// fires than this one was, and must not skip a due scan (a scan every
 	// other tick delayed a settled edit by up to two checks more).
-	a.nextScan = start.Add(scanInterval(every, a.opts.Now().Sub(start)) - a.opts.Check/2)
+	cost := a.scanCosts.add(a.opts.Now().Sub(start))
+	a.nextScan = start.Add(scanInterval(every, cost) - a.opts.Check/2)
 	settled := fp == a.scanned
 	a.scanned = fp
 	if fp != a.fingerprint && settled {
@@ -97,6 +99,22 @@ func (a *Agent) checkFiles() {
 // emulation (1.8 s per scan, every Resync); natively such a scan takes
 // tens of milliseconds and keeps its period.
 const scanShare = 0.01
+
+// scanCosts remembers what the last scans took. Their least is what a scan
+// costs: one that was descheduled (a loaded host, a garbage collection)
+// took longer than the stats did, and must not put the next scans so far
+// off that an edit waits for seconds (a 60 ms scan on 9p meant 6 s).
+type scanCosts struct {
+	last [4]time.Duration
+	n    int
+}
+
+// add records a scan that took d and returns the least of the last ones.
+func (c *scanCosts) add(d time.Duration) time.Duration {
+	c.last[c.n%len(c.last)] = d
+	c.n++
+	return slices.Min(c.last[:min(c.n, len(c.last))])
+}
 
 // scanInterval is the time from one scan to the next: every, or longer
 // when a scan that took cost would spend more than scanShare of it.

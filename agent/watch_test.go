@@ -148,6 +148,33 @@ func TestCostlyScanRunsLessOften(t *testing.T) {
 	}
 }
 
+// A scan is as costly as the least of the last ones: one that was
+// descheduled (a loaded host) among cheap ones does not put the next off
+// (TestHotReload waited 8 s for an edit after a 60 ms scan on 9p), while
+// scans that are all slow still do.
+func TestScanCostsIgnoreOneSlowScan(t *testing.T) {
+	ms := func(n int) time.Duration { return time.Duration(n) * time.Millisecond }
+	for _, c := range []struct {
+		name  string
+		scans []time.Duration
+		want  time.Duration
+	}{
+		{"first", []time.Duration{ms(60)}, ms(60)},
+		{"one slow among cheap", []time.Duration{ms(2), ms(3), ms(60)}, ms(2)},
+		{"all slow", []time.Duration{ms(1800), ms(1700), ms(1900)}, ms(1700)},
+		{"cheap ones forgotten after four", []time.Duration{ms(2), ms(900), ms(800), ms(950), ms(1000)}, ms(800)},
+	} {
+		var costs scanCosts
+		var got time.Duration
+		for _, d := range c.scans {
+			got = costs.add(d)
+		}
+		if got != c.want {
+			t.Errorf("%s: scans %v cost %v, want %v", c.name, c.scans, got, c.want)
+		}
+	}
+}
+
 // Without a watch the files are scanned at every tick, also when a tick is
 // handled a little sooner after it fired than the one before.
 func TestScanEveryTickDespiteJitter(t *testing.T) {
