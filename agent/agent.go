@@ -116,6 +116,9 @@ type Agent struct {
 	actual     Actual
 	pending    scope // what the next pass looks at
 	programmed Programmed
+	// unwanted are the kernel's IPVS services lvsd does not want, as of the
+	// last pass (nil: look at every service next pass).
+	unwanted   unwantedServices
 	audit      audit
 	reconciled bool // a pass has logged "reconciled"
 	// loadGarbage says a full load happened since the last pass: the loop
@@ -326,7 +329,7 @@ func (a *Agent) apply(ctx context.Context, d Desired, ops []Op, scope []ipvs.Ser
 		}
 	}
 	for _, k := range scope {
-		if _, ok := findService(d, k); ok {
+		if d.wants(k) {
 			keys = append(keys, k)
 		}
 	}

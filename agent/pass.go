@@ -49,6 +49,13 @@ func (a *Agent) pass(ctx context.Context, sc scope) []Op {
 		}
 	}
 	a.retry(ops, errs)
+	if sc.all || sc.table || a.unwanted == nil {
+		a.unwanted = unwantedIn(desired, a.actual) // the table was read: anyone's services may have come or gone
+	} else {
+		for _, k := range keys {
+			a.unwanted.look(desired, a.actual, k)
+		}
+	}
 
 	held, holdErr := a.syncHolder(ctx, desired, actual, ops, errs, sc.holder || sc.all)
 	ops = append(ops, held...)
@@ -84,8 +91,7 @@ func (a *Agent) readBack(ctx context.Context, d Desired, sc scope) (Actual, []ip
 		keys = map[ipvs.ServiceKey]bool{}
 	}
 	ours := func(key ipvs.ServiceKey) bool {
-		_, wanted := findService(d, key)
-		return wanted || a.owned.owns(key)
+		return d.wants(key) || a.owned.owns(key)
 	}
 	listed := sc.all || sc.table
 	if listed {
@@ -175,7 +181,7 @@ func (a *Agent) retry(ops []Op, errs []error) {
 // changed for it (or always, with force) and returns the address ops that
 // followed.
 func (a *Agent) syncHolder(ctx context.Context, d Desired, actual Actual, ops []Op, errs []error, force bool) ([]Op, error) {
-	p := Programmed{Desired: Served(d, actual, ops, errs), InUse: AddressesInUse(d, a.actual, ops),
+	p := Programmed{Desired: Served(d, actual, ops, errs), InUse: a.unwanted.addresses(ops),
 		Eligible: EligibleVIPs(d)}
 	if !force && sameProgrammed(p, a.programmed) {
 		return nil, nil

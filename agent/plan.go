@@ -359,14 +359,42 @@ func planDaemons(d Desired, a Actual) (stop, start []Op) {
 // and ops (the plan for a) do not delete — lvsd's services still draining,
 // whose connections need the address, and services that are not lvsd's (an
 // operator's ipvsadm service on the same VIP).
-//
-// It runs on every pass that changes something: a look-up of each service
-// of a in d's sorted list, not a set of every key (hashing 10,000 keys was
-// the largest part of a one-service pass).
 func AddressesInUse(d Desired, a Actual, ops []Op) map[netip.Addr]bool {
+	return unwantedIn(d, a).addresses(ops)
+}
+
+// unwantedServices are the IPVS services of the kernel that lvsd does not
+// want (AddressesInUse). The agent keeps them from pass to pass and looks
+// again only at the services a pass read back: testing each of 10,000
+// kernel services against the desired list was a third of a one-file
+// change.
+type unwantedServices map[ipvs.ServiceKey]bool
+
+// unwantedIn returns the services of a that d does not want.
+func unwantedIn(d Desired, a Actual) unwantedServices {
+	u := unwantedServices{}
+	for k := range a.Services {
+		u.look(d, a, k)
+	}
+	return u
+}
+
+// look records whether service k of a is one d does not want. Services
+// without an address (fwmark) hold none.
+func (u unwantedServices) look(d Desired, a Actual, k ipvs.ServiceKey) {
+	if _, inKernel := a.Services[k]; inKernel && k.Addr.IsValid() && !d.wants(k) {
+		u[k] = true
+	} else {
+		delete(u, k)
+	}
+}
+
+// addresses are the addresses of the unwanted services that ops do not
+// delete.
+func (u unwantedServices) addresses(ops []Op) map[netip.Addr]bool {
 	var deleted map[ipvs.ServiceKey]bool
 	for _, op := range ops {
-		if op.Kind == DeleteService {
+		if op.Kind == DeleteService && u[op.Service.ServiceKey] {
 			if deleted == nil {
 				deleted = map[ipvs.ServiceKey]bool{}
 			}
@@ -374,11 +402,8 @@ func AddressesInUse(d Desired, a Actual, ops []Op) map[netip.Addr]bool {
 		}
 	}
 	out := map[netip.Addr]bool{}
-	for k := range a.Services {
-		if !k.Addr.IsValid() || out[k.Addr.Unmap()] || deleted[k] {
-			continue
-		}
-		if _, wanted := findService(d, k); !wanted {
+	for k := range u {
+		if !deleted[k] {
 			out[k.Addr.Unmap()] = true
 		}
 	}
