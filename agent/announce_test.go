@@ -55,7 +55,7 @@ func TestPlanAddressesRoutes(t *testing.T) {
 		t.Errorf("takeover:\n got %q\nwant %q", got, want)
 	}
 	var owned Ownership
-	owned.addAddress("lo", p)
+	owned.Addresses = append(owned.Addresses, OwnedAddress{"lo", p})
 	in.Owned, in.Present = owned, map[string][]netip.Prefix{"lo": {p}}
 	in.Announced = map[netip.Prefix]bgp.Route{p: {Prefix: p}}
 	if ops := PlanAddresses(in); len(ops) != 0 {

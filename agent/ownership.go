@@ -74,57 +74,51 @@ func SaveOwnedAddresses(stateDir string, o Ownership) error {
 // Intend returns o with every object ops create, for the record written
 // before they run. Pure.
 func (o Ownership) Intend(ops []Op) Ownership {
-	out := o.clone()
+	e := ownershipEdit{Ownership: o}
 	for _, op := range ops {
 		switch op.Kind {
 		case AddService, UpdateService: // an update adopts a configured service found in the kernel
-			out.addService(op.Service.ServiceKey)
+			e.addService(op.Service.ServiceKey)
 		case AddAddress:
-			out.addAddress(op.Interface, op.Address)
+			e.addAddress(OwnedAddress{op.Interface, op.Address})
 		}
 	}
-	return out
+	return e.Ownership
 }
 
 // Adopt returns o with the services keys, configured and (now) in the
 // kernel: lvsd's from now on. Pure.
 func (o Ownership) Adopt(keys []ipvs.ServiceKey) Ownership {
-	out := o.clone()
+	e := ownershipEdit{Ownership: o}
 	for _, k := range keys {
-		out.addService(k)
+		e.addService(k)
 	}
-	return out
+	return e.Ownership
 }
 
 // After returns o once ops ran with errs (errs[i] is op i's): a deleted
 // object, or one found already gone, leaves the record. Pure.
 func (o Ownership) After(ops []Op, errs []error) Ownership {
-	out := o.clone()
+	e := ownershipEdit{Ownership: o}
 	for i, op := range ops {
 		err := errs[i]
 		switch op.Kind {
 		case DeleteService:
 			if err == nil || errors.Is(err, ipvs.ErrNotFound) {
-				key := op.Service.ServiceKey
-				out.Services = slices.DeleteFunc(out.Services, func(x ipvs.ServiceKey) bool { return x == key })
+				e.deleteService(op.Service.ServiceKey)
 			}
 		case DeleteAddress:
 			if err == nil || errors.Is(err, arp.ErrNotFound) {
-				a := OwnedAddress{op.Interface, op.Address}
-				out.Addresses = slices.DeleteFunc(out.Addresses, func(x OwnedAddress) bool { return x == a })
+				e.deleteAddress(OwnedAddress{op.Interface, op.Address})
 			}
 		}
 	}
-	return out
+	return e.Ownership
 }
 
 // Equal reports whether o and p record the same objects.
 func (o Ownership) Equal(p Ownership) bool {
 	return slices.Equal(o.Services, p.Services) && slices.Equal(o.Addresses, p.Addresses)
-}
-
-func (o Ownership) clone() Ownership {
-	return Ownership{Services: slices.Clone(o.Services), Addresses: slices.Clone(o.Addresses)}
 }
 
 // owns reports whether k is in the record.
@@ -133,18 +127,59 @@ func (o Ownership) owns(k ipvs.ServiceKey) bool {
 	return found
 }
 
+// ownershipEdit changes an Ownership without touching the original: its
+// lists are copied at their first change only. Most passes change none,
+// and copying 10,000 keys three times a pass was a tenth of the garbage
+// of a one-file change.
+type ownershipEdit struct {
+	Ownership
+	servicesCopied, addressesCopied bool
+}
+
 // addService keeps Services sorted, so lookups and inserts stay cheap when a
 // cold start adds thousands.
-func (o *Ownership) addService(k ipvs.ServiceKey) {
-	i, found := slices.BinarySearchFunc(o.Services, k, ipvs.ServiceKey.Compare)
+func (e *ownershipEdit) addService(k ipvs.ServiceKey) {
+	i, found := slices.BinarySearchFunc(e.Services, k, ipvs.ServiceKey.Compare)
+	if found {
+		return
+	}
+	e.copyServices()
+	e.Services = slices.Insert(e.Services, i, k)
+}
+
+func (e *ownershipEdit) deleteService(k ipvs.ServiceKey) {
+	i, found := slices.BinarySearchFunc(e.Services, k, ipvs.ServiceKey.Compare)
 	if !found {
-		o.Services = slices.Insert(o.Services, i, k)
+		return
+	}
+	e.copyServices()
+	e.Services = slices.Delete(e.Services, i, i+1)
+}
+
+func (e *ownershipEdit) copyServices() {
+	if !e.servicesCopied {
+		e.Services, e.servicesCopied = slices.Clone(e.Services), true
 	}
 }
 
-func (o *Ownership) addAddress(dev string, p netip.Prefix) {
-	a := OwnedAddress{dev, p}
-	if !slices.Contains(o.Addresses, a) {
-		o.Addresses = append(o.Addresses, a)
+func (e *ownershipEdit) addAddress(a OwnedAddress) {
+	if slices.Contains(e.Addresses, a) {
+		return
+	}
+	e.copyAddresses()
+	e.Addresses = append(e.Addresses, a)
+}
+
+func (e *ownershipEdit) deleteAddress(a OwnedAddress) {
+	if !slices.Contains(e.Addresses, a) {
+		return
+	}
+	e.copyAddresses()
+	e.Addresses = slices.DeleteFunc(e.Addresses, func(x OwnedAddress) bool { return x == a })
+}
+
+func (e *ownershipEdit) copyAddresses() {
+	if !e.addressesCopied {
+		e.Addresses, e.addressesCopied = slices.Clone(e.Addresses), true
 	}
 }

@@ -145,6 +145,45 @@ func TestOwnershipWriteAhead(t *testing.T) {
 	}
 }
 
+// Intend, Adopt and After are pure: the record they start from is never
+// written, even where its lists have room to grow in place, and one they
+// do not change is handed back as it is (no copy of every key per pass).
+func TestOwnershipEditsLeaveTheOriginal(t *testing.T) {
+	key := func(port uint16) ipvs.ServiceKey { return ipvs.ServiceKey{Protocol: ipvs.TCP, Addr: webKey.Addr, Port: port} }
+	services := make([]ipvs.ServiceKey, 3, 8) // room to insert in place
+	copy(services, []ipvs.ServiceKey{key(80), key(82), key(84)})
+	addrs := make([]OwnedAddress, 1, 4)
+	addrs[0] = OwnedAddress{"eth0", netip.MustParsePrefix("10.0.0.50/32")}
+	o := Ownership{Services: services, Addresses: addrs}
+	want := Ownership{Services: slices.Clone(services), Addresses: slices.Clone(addrs)}
+	other := OwnedAddress{"eth0", netip.MustParsePrefix("10.0.0.51/32")}
+
+	added := o.Intend([]Op{{Kind: AddService, Service: ipvs.Service{ServiceKey: key(81)}}, {Kind: AddAddress, Interface: other.Interface, Address: other.Prefix}})
+	adopted := o.Adopt([]ipvs.ServiceKey{key(83)})
+	deleted := o.After([]Op{{Kind: DeleteService, Service: ipvs.Service{ServiceKey: key(80)}}, {Kind: DeleteAddress, Interface: "eth0", Address: addrs[0].Prefix}}, []error{nil, nil})
+	if !o.Equal(want) || !slices.Equal(services[:cap(services)][3:], make([]ipvs.ServiceKey, 5)) {
+		t.Fatalf("the original changed: %+v (its spare room %v)", o, services[:cap(services)][3:])
+	}
+	for _, c := range []struct {
+		name     string
+		got      Ownership
+		services []ipvs.ServiceKey
+		addrs    int
+	}{
+		{"intend", added, []ipvs.ServiceKey{key(80), key(81), key(82), key(84)}, 2},
+		{"adopt", adopted, []ipvs.ServiceKey{key(80), key(82), key(83), key(84)}, 1},
+		{"after", deleted, []ipvs.ServiceKey{key(82), key(84)}, 0},
+	} {
+		if !slices.Equal(c.got.Services, c.services) || len(c.got.Addresses) != c.addrs {
+			t.Errorf("%s: %+v, want services %v and %d addresses", c.name, c.got, c.services, c.addrs)
+		}
+	}
+	same := o.Adopt([]ipvs.ServiceKey{key(82)}).Intend([]Op{{Kind: AddAddress, Interface: "eth0", Address: addrs[0].Prefix}})
+	if &same.Services[0] != &o.Services[0] || &same.Addresses[0] != &o.Addresses[0] {
+		t.Errorf("nothing changed, yet the lists were copied")
+	}
+}
+
 // A VIP whose service could not be added is not served: holding it would
 // attract traffic nothing forwards. One already in the kernel is.
 func TestServed(t *testing.T) {

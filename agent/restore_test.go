@@ -90,7 +90,7 @@ func TestPlanAddressesTakeoverAndRelease(t *testing.T) {
 	}
 	var owned Ownership
 	for _, p := range Addresses([]VIPAddresses{drVIP, fullnatVIP}) {
-		owned.addAddress("eth0", p)
+		owned.Addresses = append(owned.Addresses, OwnedAddress{"eth0", p})
 	}
 	release := PlanAddresses(AddressInput{Interface: "eth0", VIPs: []VIPAddresses{drVIP, fullnatVIP},
 		Held: map[netip.Addr]bool{drVIP.VIP: true}, Present: map[string][]netip.Prefix{"eth0": Addresses([]VIPAddresses{drVIP, fullnatVIP})}, Owned: owned,
@@ -116,7 +116,7 @@ func TestPlanAddressesTakeoverAndRelease(t *testing.T) {
 // addresses lvsd does not own are never removed.
 func TestPlanAddressesKeepsWhatIsNotItsToRemove(t *testing.T) {
 	var owned Ownership
-	owned.addAddress("eth0", host("10.0.0.50"))
+	owned.Addresses = append(owned.Addresses, OwnedAddress{"eth0", host("10.0.0.50")})
 	present := map[string][]netip.Prefix{"eth0": {host("10.0.0.50"), host("10.0.0.99")}}
 	in := AddressInput{Interface: "eth0", VIPs: []VIPAddresses{drVIP}, Held: map[netip.Addr]bool{}, Present: present, Owned: owned,
 		InUse: map[netip.Addr]bool{drVIP.VIP: true}}
