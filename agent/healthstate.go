@@ -51,9 +51,12 @@ func serviceOfKey(key string) string {
 // a.cfg.Desired (after a reload, names holds every service that changed).
 func (a *Agent) applyHealth(names map[string]bool) {
 	cfg := a.cfg
-	decisions := make(map[string]Eligibility, len(cfg.Services))
+	var decisions map[string]Eligibility
 	if names != nil {
-		maps.Copy(decisions, a.eligibility)
+		decisions = maps.Clone(a.eligibility) // copies the table, not entry by entry
+	}
+	if decisions == nil {
+		decisions = make(map[string]Eligibility, len(cfg.Services))
 	}
 	byBackend := map[string]weights{}
 	decided := map[string]bool{}

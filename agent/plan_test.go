@@ -149,7 +149,9 @@ func TestOwnershipWriteAhead(t *testing.T) {
 // written, even where its lists have room to grow in place, and one they
 // do not change is handed back as it is (no copy of every key per pass).
 func TestOwnershipEditsLeaveTheOriginal(t *testing.T) {
-	key := func(port uint16) ipvs.ServiceKey { return ipvs.ServiceKey{Protocol: ipvs.TCP, Addr: webKey.Addr, Port: port} }
+	key := func(port uint16) ipvs.ServiceKey {
+		return ipvs.ServiceKey{Protocol: ipvs.TCP, Addr: webKey.Addr, Port: port}
+	}
 	services := make([]ipvs.ServiceKey, 3, 8) // room to insert in place
 	copy(services, []ipvs.ServiceKey{key(80), key(82), key(84)})
 	addrs := make([]OwnedAddress, 1, 4)
