@@ -376,7 +376,7 @@ func Served(d Desired, a Actual, ops []Op, errs []error) Desired {
 	}
 	missing := map[netip.Addr]bool{}
 	for _, vs := range d.Services {
-		if _, ok := a.Services[vs.ServiceKey]; !ok && failed[vs.ServiceKey] {
+		if !a.Services.Has(vs.ServiceKey) && failed[vs.ServiceKey] {
 			missing[vs.VIP] = true
 		}
 	}

@@ -140,7 +140,7 @@ func (a *Agent) backendState(s *snapshot, ov BackendOverride) BackendState {
 				continue
 			}
 			kw := KernelWeight{IPVSService: k.String(), Destination: dst.DestinationKey.String(), Weight: -1}
-			for _, cur := range s.actual.Services[k].Destinations {
+			for _, cur := range s.actual.Services.At(k).Destinations {
 				if cur.DestinationKey == dst.DestinationKey {
 					kw.Weight = cur.Weight
 				}

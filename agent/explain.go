@@ -93,7 +93,7 @@ func (a *Agent) Explain(ctx context.Context, q ExplainQuery) (Explanation, error
 	if err != nil {
 		return Explanation{}, err
 	}
-	cur, inKernel := actual.Services[vs.ServiceKey]
+	cur, inKernel := actual.Services.Get(vs.ServiceKey)
 	if !inKernel {
 		return Explanation{}, fmt.Errorf("%s (service %s) is not in the kernel", vs.ServiceKey, vs.Name)
 	}

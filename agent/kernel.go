@@ -77,13 +77,12 @@ func (k Kernel) ReadActual(ctx context.Context, d Desired) (Actual, error) {
 	if err != nil {
 		return Actual{}, err
 	}
-	a.Services = make(map[ipvs.ServiceKey]ActualService, len(svcs))
 	for _, s := range svcs {
 		dsts, err := k.IPVS.Destinations(ctx, s.ServiceKey)
 		if err != nil {
 			return Actual{}, err
 		}
-		a.Services[s.ServiceKey] = ActualService{Service: s, Destinations: dsts}
+		a.Services.Set(s.ServiceKey, ActualService{Service: s, Destinations: dsts})
 	}
 	return a, nil
 }
@@ -126,7 +125,7 @@ func (k Kernel) readGlobals(ctx context.Context, d Desired) (Actual, error) {
 // readServices reads the IPVS services keys with their destinations, one
 // request each (those not in the kernel are left out).
 func (k Kernel) readServices(ctx context.Context, keys []ipvs.ServiceKey) (Actual, error) {
-	a := Actual{Services: make(map[ipvs.ServiceKey]ActualService, len(keys))}
+	var a Actual
 	for _, key := range keys {
 		s, err := k.IPVS.Service(ctx, key)
 		if errors.Is(err, ipvs.ErrNotFound) {
@@ -139,7 +138,7 @@ func (k Kernel) readServices(ctx context.Context, keys []ipvs.ServiceKey) (Actua
 		if err != nil {
 			return Actual{}, err
 		}
-		a.Services[key] = ActualService{Service: s, Destinations: dsts}
+		a.Services.Set(key, ActualService{Service: s, Destinations: dsts})
 	}
 	return a, nil
 }

@@ -65,7 +65,7 @@ func TestDestinationOrderIndependentOfHistory(t *testing.T) {
 	svc := ipvs.Service{ServiceKey: webKey, Scheduler: "mh"}
 	t0 := time.Unix(1000, 0)
 	for run := range 200 {
-		actual := Actual{Services: map[ipvs.ServiceKey]ActualService{}}
+		actual := Actual{}
 		var drains Drains
 		for step := range 8 {
 			// A random sorted subset of 8 backends, some ineligible.
@@ -83,10 +83,10 @@ func TestDestinationOrderIndependentOfHistory(t *testing.T) {
 				ops, drains = Plan(PlanInput{Desired: desired, Actual: actual, Drains: drains, Now: t0, SkipGlobals: true})
 				actual.apply(ops, make([]error, len(ops)))
 			}
-			fresh, _ := Plan(PlanInput{Desired: desired, Actual: Actual{Services: map[ipvs.ServiceKey]ActualService{}}, SkipGlobals: true})
-			made := Actual{Services: map[ipvs.ServiceKey]ActualService{}}
+			fresh, _ := Plan(PlanInput{Desired: desired, Actual: Actual{}, SkipGlobals: true})
+			made := Actual{}
 			made.apply(fresh, make([]error, len(fresh)))
-			got, wantList := keysOf(actual.Services[webKey].Destinations), keysOf(made.Services[webKey].Destinations)
+			got, wantList := keysOf(actual.Services.At(webKey).Destinations), keysOf(made.Services.At(webKey).Destinations)
 			if !slices.Equal(got, wantList) {
 				t.Fatalf("run %d step %d: list %v, a director that makes it now has %v", run, step, got, wantList)
 			}
@@ -104,8 +104,8 @@ func TestPlanMovesIntoCanonicalOrder(t *testing.T) {
 	svc := ipvs.Service{ServiceKey: webKey, Scheduler: "mh"}
 	a, b, c := dest(1, 1), dest(2, 1), dest(3, 0)
 	cOld := c.Destination
-	actual := Actual{Services: map[ipvs.ServiceKey]ActualService{webKey: {Service: svc,
-		Destinations: []ipvs.Destination{cOld, a.Destination}}}} // c then a: b is new, in the middle
+	actual := Actual{Services: tableOf(map[ipvs.ServiceKey]ActualService{webKey: {Service: svc,
+		Destinations: []ipvs.Destination{cOld, a.Destination}}})} // c then a: b is new, in the middle
 	ops, _ := Plan(PlanInput{Desired: Desired{Services: []VirtualService{{Service: svc, Destinations: []Destination{a, b, c}}}}, Actual: actual, SkipGlobals: true})
 	want := []string{
 		"add-destination tcp:10.0.0.50:80 -> 10.0.0.2:80 weight 1 masq",

@@ -43,9 +43,9 @@ func (a *Agent) pass(ctx context.Context, sc scope) []Op {
 	a.actual = actual // readBack's copy: ours until published
 	a.actual.apply(ops, errs)
 	for _, k := range keys {
-		if cur, ok := a.actual.Services[k]; ok && cur.ReadAt.IsZero() {
+		if cur, ok := a.actual.Services.Get(k); ok && cur.ReadAt.IsZero() {
 			cur.ReadAt = start // made by this pass: its numbers are as new
-			a.actual.Services[k] = cur
+			a.actual.Services.Set(k, cur)
 		}
 	}
 	a.retry(ops, errs)
@@ -82,10 +82,7 @@ func (a *Agent) pass(ctx context.Context, sc scope) []Op {
 func (a *Agent) readBack(ctx context.Context, d Desired, sc scope) (Actual, []ipvs.ServiceKey, error) {
 	k, now := a.opts.Kernel, a.opts.Now()
 	view := a.actual
-	view.Services = maps.Clone(a.actual.Services)
-	if view.Services == nil {
-		view.Services = map[ipvs.ServiceKey]ActualService{}
-	}
+	view.Services = a.actual.Services.Clone() // shares what this pass does not change
 	keys := maps.Clone(sc.keys)
 	if keys == nil {
 		keys = map[ipvs.ServiceKey]bool{}
@@ -102,16 +99,16 @@ func (a *Agent) readBack(ctx context.Context, d Desired, sc scope) (Actual, []ip
 		table := make(map[ipvs.ServiceKey]ipvs.Service, len(svcs))
 		for _, s := range svcs {
 			table[s.ServiceKey] = s
-			cur, known := view.Services[s.ServiceKey]
+			cur, known := view.Services.Get(s.ServiceKey)
 			if (sc.all || !known || !cur.SameOptions(s)) && ours(s.ServiceKey) {
 				keys[s.ServiceKey] = true
 			}
 			cur.Service = s
-			view.Services[s.ServiceKey] = cur
+			view.Services.Set(s.ServiceKey, cur)
 		}
-		for key := range view.Services {
+		for key := range view.Services.Keys() {
 			if _, ok := table[key]; !ok {
-				delete(view.Services, key)
+				view.Services.Delete(key)
 				if ours(key) {
 					keys[key] = true // gone: add it back
 				}
@@ -127,17 +124,17 @@ func (a *Agent) readBack(ctx context.Context, d Desired, sc scope) (Actual, []ip
 		if !listed {
 			s, err := k.IPVS.Service(ctx, key)
 			if errors.Is(err, ipvs.ErrNotFound) {
-				delete(view.Services, key)
+				view.Services.Delete(key)
 				continue
 			}
 			if err != nil {
 				return Actual{}, nil, err
 			}
-			cur := view.Services[key]
+			cur := view.Services.At(key)
 			cur.Service = s
-			view.Services[key] = cur
+			view.Services.Set(key, cur)
 		}
-		cur, ok := view.Services[key]
+		cur, ok := view.Services.Get(key)
 		if !ok {
 			continue // not in the kernel: nothing to read
 		}
@@ -146,7 +143,7 @@ func (a *Agent) readBack(ctx context.Context, d Desired, sc scope) (Actual, []ip
 			return Actual{}, nil, err
 		}
 		cur.Destinations, cur.ReadAt = dsts, now
-		view.Services[key] = cur
+		view.Services.Set(key, cur)
 	}
 	if sc.all || sc.globals {
 		g, err := k.readGlobals(ctx, d)

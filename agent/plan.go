@@ -12,7 +12,7 @@ import (
 
 // Actual is the host state as read back.
 type Actual struct {
-	Services  map[ipvs.ServiceKey]ActualService
+	Services  ServiceTable
 	NATDigest string            // digest of the ruleset in lvsd's nft tables; "" if none
 	Sysctls   map[string]string // the desired keys that exist, with their values
 	Daemons   []ipvs.Daemon     // running sync daemons
@@ -20,6 +20,10 @@ type Actual struct {
 	// state sets one (zero otherwise).
 	Timeouts ipvs.Timeouts
 }
+
+// ServiceTable is the kernel's IPVS services by key: a copy per pass costs
+// what the pass changes (cowMap).
+type ServiceTable = cowMap[ipvs.ServiceKey, ActualService]
 
 // ActualService is a kernel service and its destinations in kernel list order.
 type ActualService struct {
@@ -132,7 +136,7 @@ func (p *planner) services(ops []Op) []Op {
 	wanted := make(map[ipvs.ServiceKey]bool, len(desired)) // sized by the scope: a scoped pass costs what it looks at
 	for _, vs := range desired {
 		wanted[vs.ServiceKey] = true
-		cur, ok := a.Services[vs.ServiceKey]
+		cur, ok := a.Services.Get(vs.ServiceKey)
 		if !ok {
 			ops = appendNewService(ops, vs)
 			continue
@@ -143,7 +147,7 @@ func (p *planner) services(ops []Op) []Op {
 		ops = append(ops, p.destinations(vs, cur, vs.DrainTimeout)...)
 	}
 	for _, k := range owned {
-		cur, ok := a.Services[k]
+		cur, ok := a.Services.Get(k)
 		if wanted[k] || !ok || !p.in.Owned.owns(k) {
 			continue
 		}
@@ -178,7 +182,7 @@ func appendNewService(ops []Op, vs VirtualService) []Op {
 func newServiceOps(desired []VirtualService, a Actual) int {
 	n := 0
 	for _, vs := range desired {
-		if _, ok := a.Services[vs.ServiceKey]; !ok {
+		if _, ok := a.Services.Get(vs.ServiceKey); !ok {
 			n += 1 + len(vs.Destinations)
 		}
 	}
@@ -373,7 +377,7 @@ type unwantedServices map[ipvs.ServiceKey]bool
 // unwantedIn returns the services of a that d does not want.
 func unwantedIn(d Desired, a Actual) unwantedServices {
 	u := unwantedServices{}
-	for k := range a.Services {
+	for k := range a.Services.Keys() {
 		u.look(d, a, k)
 	}
 	return u
@@ -382,7 +386,7 @@ func unwantedIn(d Desired, a Actual) unwantedServices {
 // look records whether service k of a is one d does not want. Services
 // without an address (fwmark) hold none.
 func (u unwantedServices) look(d Desired, a Actual, k ipvs.ServiceKey) {
-	if _, inKernel := a.Services[k]; inKernel && k.Addr.IsValid() && !d.wants(k) {
+	if _, inKernel := a.Services.Get(k); inKernel && k.Addr.IsValid() && !d.wants(k) {
 		u[k] = true
 	} else {
 		delete(u, k)
@@ -422,15 +426,15 @@ func (out *Actual) apply(ops []Op, errs []error) {
 			continue
 		}
 		key := op.Service.ServiceKey
-		cur := out.Services[key]
+		cur := out.Services.At(key)
 		switch op.Kind {
 		case SetTimeouts:
 			out.Timeouts = out.Timeouts.Over(op.Timeouts)
 		case AddService, UpdateService:
 			cur.Service = op.Service
-			out.Services[key] = cur
+			out.Services.Set(key, cur)
 		case DeleteService:
-			delete(out.Services, key)
+			out.Services.Delete(key)
 		case AddDestination, UpdateDestination:
 			dsts := slices.Clone(cur.Destinations)
 			if j := slices.IndexFunc(dsts, func(d ipvs.Destination) bool { return d.DestinationKey == op.Destination.DestinationKey }); j >= 0 {
@@ -441,10 +445,10 @@ func (out *Actual) apply(ops []Op, errs []error) {
 				dsts = append([]ipvs.Destination{op.Destination}, dsts...) // the kernel adds at the head
 			}
 			cur.Destinations = dsts
-			out.Services[key] = cur
+			out.Services.Set(key, cur)
 		case DeleteDestination:
 			cur.Destinations, _ = withoutDestination(cur.Destinations, op.Destination.DestinationKey)
-			out.Services[key] = cur
+			out.Services.Set(key, cur)
 		case MoveDestination:
 			// Back from the kernel's trash: its connections and counters too.
 			moved := op.Destination
@@ -453,7 +457,7 @@ func (out *Actual) apply(ops []Op, errs []error) {
 				moved.ActiveConns, moved.InactiveConns, moved.Stats = old.ActiveConns, old.InactiveConns, old.Stats
 			}
 			cur.Destinations = append([]ipvs.Destination{moved}, rest...)
-			out.Services[key] = cur
+			out.Services.Set(key, cur)
 		}
 	}
 }

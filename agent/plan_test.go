@@ -28,8 +28,8 @@ func TestPlanDrains(t *testing.T) {
 	want := Desired{Services: []VirtualService{{Service: ipvs.Service{ServiceKey: webKey, Scheduler: "mh"}, DrainTimeout: 30 * time.Second,
 		Destinations: []Destination{{Destination: ipvs.Destination{DestinationKey: rs1, Weight: 1}, SlotWeight: 1}}}}}
 	actual := func(w2, conns int) Actual {
-		return Actual{Services: map[ipvs.ServiceKey]ActualService{webKey: {Service: ipvs.Service{ServiceKey: webKey, Scheduler: "mh"},
-			Destinations: []ipvs.Destination{{DestinationKey: rs1, Weight: 1}, {DestinationKey: rs2, Weight: w2, ActiveConns: conns}}}}}
+		return Actual{Services: tableOf(map[ipvs.ServiceKey]ActualService{webKey: {Service: ipvs.Service{ServiceKey: webKey, Scheduler: "mh"},
+			Destinations: []ipvs.Destination{{DestinationKey: rs1, Weight: 1}, {DestinationKey: rs2, Weight: w2, ActiveConns: conns}}}})}
 	}
 	k := DrainKey{webKey, rs2}
 	steps := []struct {
@@ -212,9 +212,9 @@ func TestAddressesInUse(t *testing.T) {
 	wanted, draining, deleted, foreign := key("10.0.0.1", 80), key("10.0.0.2", 80), key("10.0.0.3", 80), key("::ffff:10.0.0.4", 443)
 	mark := ipvs.ServiceKey{FWMark: 7}
 	d := Desired{Services: []VirtualService{{Service: ipvs.Service{ServiceKey: wanted}}}}
-	a := Actual{Services: map[ipvs.ServiceKey]ActualService{}}
+	a := Actual{}
 	for _, k := range []ipvs.ServiceKey{wanted, draining, deleted, foreign, mark} {
-		a.Services[k] = ActualService{Service: ipvs.Service{ServiceKey: k}}
+		a.Services.Set(k, ActualService{Service: ipvs.Service{ServiceKey: k}})
 	}
 	ops := []Op{{Kind: DeleteService, Service: ipvs.Service{ServiceKey: deleted}}}
 	got := AddressesInUse(d, a, ops)

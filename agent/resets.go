@@ -96,7 +96,7 @@ func planResets(d Desired, a Actual, resets map[string]reset) []Op {
 	var ops []Op
 	for _, vs := range d.Services {
 		r, ok := resets[vs.Name]
-		cur, present := a.Services[vs.ServiceKey]
+		cur, present := a.Services.Get(vs.ServiceKey)
 		if !ok || !present {
 			continue
 		}

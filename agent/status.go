@@ -193,7 +193,7 @@ func (a *Agent) republish() {
 func oldestRead(a Actual, selected []*VirtualService, at time.Time) time.Time {
 	var oldest time.Time
 	for _, vs := range selected {
-		if t := a.Services[vs.ServiceKey].ReadAt; !t.IsZero() && (oldest.IsZero() || t.Before(oldest)) {
+		if t := a.Services.At(vs.ServiceKey).ReadAt; !t.IsZero() && (oldest.IsZero() || t.Before(oldest)) {
 			oldest = t
 		}
 	}

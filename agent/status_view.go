@@ -267,7 +267,7 @@ func kernelPosition(kernel []ipvs.Destination, key ipvs.DestinationKey, guess in
 
 // count adds up the destinations of vs.
 func (r *statusReader) count(vs *VirtualService) (BackendCounts, bool) {
-	cur, inKernel := r.actual.Services[vs.ServiceKey]
+	cur, inKernel := r.actual.Services.Get(vs.ServiceKey)
 	var c BackendCounts
 	eachDestination(vs, cur, func(d *Destination, k *ipvs.Destination) {
 		c.Total++
@@ -383,7 +383,7 @@ func (r *statusReader) service(l listed, withDests bool, now time.Time) ServiceS
 		return ss
 	}
 	ss.Destinations = make([]DestinationStatus, 0, l.counts.Total)
-	eachDestination(vs, r.actual.Services[vs.ServiceKey], func(d *Destination, k *ipvs.Destination) {
+	eachDestination(vs, r.actual.Services.At(vs.ServiceKey), func(d *Destination, k *ipvs.Destination) {
 		ss.Destinations = append(ss.Destinations, r.destination(vs, d, k, now))
 	})
 	return ss
