@@ -74,6 +74,8 @@ type Cache struct {
 		gen   uint64
 		valid bool
 	}
+	// last is the last set accepted, for patch.
+	last lastAccepted
 	// lastScan is the fingerprint of the last full scan (Scanned).
 	lastScan struct {
 		dir   string
@@ -101,14 +103,24 @@ type Set struct {
 // problem found; the cache keeps what it read either way.
 func (c *Cache) Load(a *Agent, changed []string) (Set, error) {
 	c.lastScan.valid = false
-	files, errs := c.scan(a.ServicesDir, changed)
-	return c.assemble(files, a.placeDirError(errs))
+	dir := a.ServicesDir
+	if changed != nil && c.last.valid && c.accepted.valid && c.last.dir == dir {
+		if set, ok, err := c.patch(dir, changed); ok {
+			return set, err
+		}
+	}
+	files, errs := c.scan(dir, changed)
+	set, err := c.assemble(files, a.placeDirError(errs))
+	c.keepAccepted(dir, set, err)
+	return set, err
 }
 
 // LoadDir is Load for a directory named directly, always a full scan.
 func (c *Cache) LoadDir(dir string) (Set, error) {
 	c.lastScan.valid = false
-	return c.assemble(c.scan(dir, nil))
+	set, err := c.assemble(c.scan(dir, nil))
+	c.keepAccepted(dir, set, err)
+	return set, err
 }
 
 // candidate is a service file to read, with what a stat said of it (nil:

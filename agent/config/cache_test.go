@@ -187,6 +187,17 @@ func describeSet(s Set) string {
 // services are drawn from small pools of names, VIPs, protocols, ports and
 // source ranges so that conflicts of every kind come and go.
 func TestScopedCheckFindsWhatAFullCheckFinds(t *testing.T) {
+	// setOrder is a set's files and services (file:line name) in order.
+	setOrder := func(set Set) string {
+		var b strings.Builder
+		for _, f := range set.Files {
+			fmt.Fprintf(&b, "[%s] ", filepath.Base(f.Path))
+		}
+		for _, s := range set.Services {
+			fmt.Fprintf(&b, "%s:%d %s %v; ", filepath.Base(s.File), s.Line, s.Name, s.Ports)
+		}
+		return b.String()
+	}
 	dir := t.TempDir()
 	rng := rand.New(rand.NewPCG(3, 4))
 	pick := func(s ...string) string { return s[rng.IntN(len(s))] }
@@ -234,7 +245,8 @@ func TestScopedCheckFindsWhatAFullCheckFinds(t *testing.T) {
 	exists := map[int]bool{}
 	scopedAccepted, scopedRefused := 0, 0 // rounds after an accepted one: checkChanged's
 	lastAccepted := true
-	for round := range 600 {
+	patched := 0 // rounds that start from the last accepted set (patch)
+	for round := range 800 {
 		var changed []string
 		for range 1 + rng.IntN(3) {
 			i := rng.IntN(20)
@@ -244,16 +256,25 @@ func TestScopedCheckFindsWhatAFullCheckFinds(t *testing.T) {
 					t.Fatal(err)
 				}
 				delete(exists, i)
+			} else if rng.IntN(30) == 0 {
+				writeFile(t, dir, name, "service: [\n") // a problem: not patched
+				exists[i] = true
 			} else {
 				writeFile(t, dir, name, body(i))
 				exists[i] = true
 			}
 			changed = append(changed, filepath.Join(dir, name))
 		}
-		_, got := c.Load(&Agent{ServicesDir: dir}, changed)
-		_, want := NewCache().LoadDir(dir)
+		if c.last.valid {
+			patched++
+		}
+		set, got := c.Load(&Agent{ServicesDir: dir}, changed)
+		full, want := NewCache().LoadDir(dir)
 		if g, w := positions(got), positions(want); g != w {
 			t.Fatalf("round %d, %q changed: scoped check refused [%s], a full check [%s]\nscoped: %v\nfull: %v", round, changed, g, w, got, want)
+		}
+		if g, w := setOrder(set), setOrder(full); g != w {
+			t.Fatalf("round %d, %q changed: the load returned\n%s\na full load\n%s", round, changed, g, w)
 		}
 		switch {
 		case lastAccepted && want == nil:
@@ -262,6 +283,9 @@ func TestScopedCheckFindsWhatAFullCheckFinds(t *testing.T) {
 			scopedRefused++
 		}
 		lastAccepted = want == nil
+	}
+	if patched < 100 {
+		t.Errorf("%d rounds started from the last accepted set", patched)
 	}
 	if scopedAccepted < 100 || scopedRefused < 15 {
 		t.Errorf("after an accepted set, %d rounds accepted and %d refused: the pools do not exercise both", scopedAccepted, scopedRefused)

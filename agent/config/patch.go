@@ -1,0 +1,148 @@
+package config
+
+import (
+	"errors"
+	"io/fs"
+	"path/filepath"
+	"slices"
+	"sort"
+	"strings"
+)
+
+// lastAccepted is the set the last Load accepted, kept so that the next
+// Load of a few changed files can start from it.
+type lastAccepted struct {
+	dir string
+	set Set
+	// starts[i] is where the services of set.Files[i] start in
+	// set.Services; starts[len(set.Files)] is len(set.Services).
+	starts []int
+	valid  bool
+}
+
+// keepAccepted keeps the set a load of dir just returned for patch, if
+// it was accepted (err nil).
+func (c *Cache) keepAccepted(dir string, set Set, err error) {
+	if err != nil {
+		c.last.valid = false
+		return
+	}
+	starts := make([]int, 0, len(set.Files)+1)
+	n := 0
+	for _, f := range set.Files {
+		starts = append(starts, n)
+		n += len(f.Services)
+	}
+	c.last = lastAccepted{dir: dir, set: set, starts: append(starts, n), valid: true}
+}
+
+// fileChange is a changed path: its new reading, or nil when it is gone.
+type fileChange struct {
+	path string
+	file *File
+}
+
+// patch is Load of the changed paths of dir when the last set accepted was
+// dir's: that set with the changed files' services spliced in (the runs
+// between them copied whole, found by binary search), and only the
+// changed files' services checked against the others. A one-file edit
+// among 10,000 files costs the copy of two lists, not a walk over every
+// file. ok is false where patch cannot tell: a path that is no regular
+// file, a file with problems; Load then goes the long way, which reports
+// them (what patch read stays cached).
+func (c *Cache) patch(dir string, changed []string) (set Set, ok bool, err error) {
+	var changes []fileChange
+	var cands []candidate
+	seen := make(map[string]bool, len(changed))
+	for _, p := range changed {
+		if seen[p] || filepath.Dir(p) != dir || !IsServiceFile(filepath.Base(p)) {
+			continue
+		}
+		seen[p] = true
+		fi, err := c.Stat(p)
+		if errors.Is(err, fs.ErrNotExist) && !isLink(p) {
+			changes = append(changes, fileChange{path: p})
+			continue
+		}
+		if checkEntry(p, fi, err) != nil {
+			return Set{}, false, nil
+		}
+		cands = append(cands, candidate{path: p, fi: fi})
+	}
+	for i, f := range c.readings(cands) {
+		if len(f.Problems) > 0 {
+			return Set{}, false, nil
+		}
+		changes = append(changes, fileChange{path: cands[i].path, file: f})
+	}
+	for _, ch := range changes {
+		if ch.file == nil {
+			delete(c.files, ch.path)
+		}
+	}
+	c.order.dir = "" // paths came or went: scan sorts the cached ones again
+	slices.SortFunc(changes, func(a, b fileChange) int { return strings.Compare(a.path, b.path) })
+
+	set, starts, fresh := c.last.splice(changes)
+	var errs List
+	switch {
+	case len(fresh) > len(set.Services)/8:
+		checkSet(set.Services, &errs)
+	case len(fresh) > 0:
+		checkChanged(set.Services, fresh, &errs)
+	}
+	if len(errs) > 0 {
+		c.accepted.valid, c.last.valid = false, false
+		return Set{}, true, errs
+	}
+	for _, ch := range changes {
+		if ch.file != nil {
+			ch.file.acceptedIn = c.accepted.gen // in the accepted set, with the others
+		}
+	}
+	c.last.set, c.last.starts = set, starts
+	return set, true, nil
+}
+
+// splice returns the last set with changes (sorted by path) made, where
+// each file's services start in it, and the indexes of the changed files'
+// services.
+func (l *lastAccepted) splice(changes []fileChange) (set Set, starts, fresh []int) {
+	prev := l.set
+	added := 0
+	for _, ch := range changes {
+		if ch.file != nil {
+			added += len(ch.file.Services)
+		}
+	}
+	set.Files = make([]*File, 0, len(prev.Files)+len(changes))
+	set.Services = make([]Service, 0, len(prev.Services)+added)
+	starts = make([]int, 0, len(prev.Files)+len(changes)+1)
+	copyRun := func(from, to int) { // prev's files [from, to)
+		delta := len(set.Services) - l.starts[from]
+		for _, s := range l.starts[from:to] {
+			starts = append(starts, s+delta)
+		}
+		set.Files = append(set.Files, prev.Files[from:to]...)
+		set.Services = append(set.Services, prev.Services[l.starts[from]:l.starts[to]]...)
+	}
+	from := 0
+	for _, ch := range changes {
+		i := from + sort.Search(len(prev.Files)-from, func(j int) bool { return prev.Files[from+j].Path >= ch.path })
+		copyRun(from, i)
+		from = i
+		if i < len(prev.Files) && prev.Files[i].Path == ch.path {
+			from = i + 1 // replaced, or gone
+		}
+		if ch.file != nil {
+			starts = append(starts, len(set.Services))
+			set.Files = append(set.Files, ch.file)
+			for k := range ch.file.Services {
+				fresh = append(fresh, len(set.Services)+k)
+			}
+			set.Services = append(set.Services, ch.file.Services...)
+		}
+	}
+	copyRun(from, len(prev.Files))
+	return set, append(starts, len(set.Services)), fresh
+}
