@@ -115,6 +115,11 @@ func changedServices(old, new []*config.File) map[string]bool {
 	i, j := 0, 0
 	for i < len(old) || j < len(new) {
 		switch {
+		case i < len(old) && j < len(new) && old[i] == new[j]:
+			// The same reading, told by its pointer: no look at its path
+			// (10,000 files scattered in memory).
+			i++
+			j++
 		case j == len(new) || i < len(old) && old[i].Path < new[j].Path:
 			add(old[i])
 			i++
