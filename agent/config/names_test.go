@@ -23,6 +23,11 @@ func TestNames(t *testing.T) {
 			}
 		}
 	}
+	// Same length and last byte, different inside; and the empty name.
+	names := NamesOf(map[string]bool{"web-a-1": true, "": true})
+	if names.Has("web-b-1") || !names.Has("web-a-1") || !names.Has("") {
+		t.Error("names told apart by length and last byte only")
+	}
 	if NamesOf(nil).Has("x") {
 		t.Error("the empty set has x")
 	}
