@@ -272,7 +272,11 @@ func (a *Agent) setConfig(cfg *Config, ch Changes) {
 	a.cfg = cfg
 	a.pruneOverrides()
 	if a.opts.Health != nil && (ch.All || len(ch.Services) > 0) {
-		a.opts.Health.Set(HealthTargets(cfg.Services))
+		if ch.All || ch.Fresh == nil {
+			a.opts.Health.Set(HealthTargets(cfg.Services))
+		} else {
+			a.opts.Health.Update(ch.Services, HealthTargets(cfg.servicesAt(ch.Fresh, ch.Services)))
+		}
 	}
 	if a.opts.ConnSync != nil && (ch.All || prev == nil || len(ch.Services) > 0) {
 		a.opts.ConnSync.SetServices(SyncServices(cfg.Desired))
@@ -283,9 +287,9 @@ func (a *Agent) setConfig(cfg *Config, ch Changes) {
 		a.pending.merge(scope{all: true, globals: true, holder: true})
 		return
 	}
-	a.applyHealth(ch.Services)
-	a.pending.add(servicesOf(prev.Desired, ch.Services)...) // what they were
-	a.pending.add(servicesOf(cfg.Desired, ch.Services)...)  // what they are
+	a.applyHealthSince(prev, ch.Fresh, ch.Services)
+	a.pending.add(prev.serviceKeys(ch.Services)...) // what they were
+	a.pending.add(cfg.serviceKeys(ch.Services)...)  // what they are
 	if !sameGlobals(prev.Desired, cfg.Desired) {
 		a.pending.merge(scope{globals: true, holder: true})
 	}

@@ -104,7 +104,7 @@ func (a *Agent) changeBackend(ctx context.Context, c BackendChange) (BackendStat
 		"backend", ov.Backend, "drained", ov.Drained, "weight", weightOrFile(ov.Weight))
 	names := map[string]bool{c.Service: true}
 	a.applyHealth(names)
-	a.pending.add(servicesOf(a.desired, names)...)
+	a.pending.add(a.cfg.serviceKeys(names)...)
 	a.reconcile(ctx)
 	a.republish()
 	st := a.backendState(a.snap.Load(), ov)

@@ -6,6 +6,7 @@ import (
 	"strings"
 
 	"github.com/lvsd/lvsd/agent/config"
+	"github.com/lvsd/lvsd/ipvs"
 )
 
 // refreshHealth takes in the health checker's states: the services of the
@@ -35,7 +36,7 @@ func (a *Agent) refreshHealth() {
 		return
 	}
 	a.applyHealth(changed)
-	a.pending.add(servicesOf(a.desired, changed)...)
+	a.pending.add(a.cfg.serviceKeys(changed)...)
 }
 
 // serviceOfKey is the service name of a HealthKey ("web/10.0.0.11:80"):
@@ -49,7 +50,18 @@ func serviceOfKey(key string) string {
 // all) again with the health last taken in, and sets their destinations'
 // weights in a.desired; the other services keep theirs. a.desired follows
 // a.cfg.Desired (after a reload, names holds every service that changed).
+// It is applyHealthSince for a configuration that did not change.
 func (a *Agent) applyHealth(names map[string]bool) {
+	a.applyHealthSince(a.cfg, nil, names)
+}
+
+// applyHealthSince is applyHealth after a reload from prev, the
+// configuration a.desired was made from; fresh are the indexes in
+// a.cfg.Services of the services the reload read again, when it knows
+// them (nil: they are found by name). With both, the work is what
+// changed: the named services' pieces, and a.desired spliced, instead of
+// a walk over every service.
+func (a *Agent) applyHealthSince(prev *Config, fresh []int, names map[string]bool) {
 	cfg := a.cfg
 	var decisions map[string]Eligibility
 	if names != nil {
@@ -60,11 +72,22 @@ func (a *Agent) applyHealth(names map[string]bool) {
 	}
 	byBackend := map[string]weights{}
 	decided := map[string]bool{}
+	decide := func(s *config.Service) {
+		decisions[s.Name] = serviceWeights(*s, a.health, a.overrides, byBackend)
+		decided[s.Name] = true
+	}
 	named := config.NamesOf(names)
-	for _, s := range cfg.Services {
-		if names == nil || named.Has(s.Name) {
-			decisions[s.Name] = serviceWeights(s, a.health, a.overrides, byBackend)
-			decided[s.Name] = true
+	if names != nil && fresh != nil {
+		for _, i := range fresh {
+			if named.Has(cfg.Services[i].Name) { // not one only touched
+				decide(&cfg.Services[i])
+			}
+		}
+	} else {
+		for i := range cfg.Services {
+			if names == nil || named.Has(cfg.Services[i].Name) {
+				decide(&cfg.Services[i])
+			}
 		}
 	}
 	for name := range names {
@@ -72,23 +95,11 @@ func (a *Agent) applyHealth(names map[string]bool) {
 			delete(decisions, name) // removed
 		}
 	}
-	prev := a.desired.Services
 	out := cfg.Desired
-	out.Services = make([]VirtualService, len(cfg.Desired.Services))
-	j := 0
-	for i, vs := range cfg.Desired.Services {
-		if names == nil || named.Has(vs.Name) && !vs.Internal {
-			out.Services[i] = withWeights(vs, byBackend)
-			continue
-		}
-		for j < len(prev) && prev[j].ServiceKey.Compare(vs.ServiceKey) < 0 {
-			j++
-		}
-		if j < len(prev) && prev[j].ServiceKey == vs.ServiceKey {
-			out.Services[i] = prev[j]
-		} else {
-			out.Services[i] = vs
-		}
+	if names != nil && prev != nil && prev.pieces != nil && cfg.pieces != nil {
+		out.Services = spliceWeighted(a.desired.Services, names, prev.pieces, cfg.pieces, byBackend)
+	} else {
+		out.Services = weighted(cfg.Desired.Services, a.desired.Services, named, names == nil, byBackend)
 	}
 	a.logEligibility(decisions, decided)
 	a.desired, a.eligibility = out, decisions
@@ -101,6 +112,52 @@ func (a *Agent) applyHealth(names map[string]bool) {
 	for name := range names {
 		a.unapplied[name] = true
 	}
+}
+
+// weighted returns desired with the weights of byBackend on the named
+// services (every one with all), the others as they were in prev (the
+// previous desired state with weights), in one walk.
+func weighted(desired, prev []VirtualService, named config.Names, all bool, byBackend map[string]weights) []VirtualService {
+	out := make([]VirtualService, len(desired))
+	j := 0
+	for i, vs := range desired {
+		if all || named.Has(vs.Name) && !vs.Internal {
+			out[i] = withWeights(vs, byBackend)
+			continue
+		}
+		for j < len(prev) && prev[j].ServiceKey.Compare(vs.ServiceKey) < 0 {
+			j++
+		}
+		if j < len(prev) && prev[j].ServiceKey == vs.ServiceKey {
+			out[i] = prev[j]
+		} else {
+			out[i] = vs
+		}
+	}
+	return out
+}
+
+// spliceWeighted returns prev (the desired state with weights, made from
+// the pieces before) with the named services' IPVS services taken out and
+// added again from pieces (now) with the weights of byBackend.
+func spliceWeighted(prev []VirtualService, names map[string]bool, before, pieces Pieces, byBackend map[string]weights) []VirtualService {
+	var removed []ipvs.ServiceKey
+	var added []VirtualService
+	for name := range names {
+		if p := before[name]; p != nil {
+			for _, vs := range p.services {
+				removed = append(removed, vs.ServiceKey)
+			}
+		}
+		if p := pieces[name]; p != nil {
+			for _, vs := range p.services {
+				added = append(added, withWeights(vs, byBackend))
+			}
+		}
+	}
+	slices.SortFunc(removed, ipvs.ServiceKey.Compare)
+	slices.SortFunc(added, func(a, b VirtualService) int { return a.ServiceKey.Compare(b.ServiceKey) })
+	return mergeServices(prev, removed, added)
 }
 
 // withWeights returns vs with the weights of byBackend (by backend key),

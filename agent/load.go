@@ -46,6 +46,10 @@ type Changes struct {
 	All bool
 	// Services are the names of the services added, removed or changed.
 	Services map[string]bool
+	// Fresh are the indexes in the new configuration's Services of the
+	// services of the files read again, when the reload read only those
+	// (nil: not known).
+	Fresh []int
 }
 
 // Load reads the configuration again: with prev nil from scratch, else
@@ -77,7 +81,7 @@ func (l *Loader) Load(prev *Config, changed []string) (*Config, Changes, error) 
 	var prevPieces Pieces
 	var prevDesired Desired
 	if !all {
-		ch.Services = changedServices(prev.files, set.Files)
+		ch.Services, ch.Fresh = changedServices(prev.files, set.Files), set.Fresh
 		prevPieces, prevDesired = prev.pieces, prev.Desired
 	}
 	if c.Desired, c.pieces, err = Rebuild(agent, c.Services, prevPieces, prevDesired, ch.Services); err != nil {

@@ -70,6 +70,36 @@ func servicesOf(d Desired, names map[string]bool) []ipvs.ServiceKey {
 	return out
 }
 
+// servicesAt returns the services of c at the indexes given whose names
+// are in names.
+func (c *Config) servicesAt(indexes []int, names map[string]bool) []config.Service {
+	var out []config.Service
+	for _, i := range indexes {
+		if names[c.Services[i].Name] {
+			out = append(out, c.Services[i])
+		}
+	}
+	return out
+}
+
+// serviceKeys returns the keys of the IPVS services of the named
+// configured services: from their pieces, without a walk over every
+// service, when c has them.
+func (c *Config) serviceKeys(names map[string]bool) []ipvs.ServiceKey {
+	if c.pieces == nil {
+		return servicesOf(c.Desired, names)
+	}
+	var out []ipvs.ServiceKey
+	for name := range names {
+		if p := c.pieces[name]; p != nil {
+			for _, vs := range p.services {
+				out = append(out, vs.ServiceKey)
+			}
+		}
+	}
+	return out
+}
+
 // findService returns the service of d with key k (d.Services is sorted).
 func findService(d Desired, k ipvs.ServiceKey) (VirtualService, bool) {
 	if i, ok := d.serviceIndex(k); ok {

@@ -94,6 +94,9 @@ func NewCache() *Cache {
 type Set struct {
 	Files    []*File // by path
 	Services []Service
+	// Fresh are the indexes in Services of the services of the files a
+	// load of a few changed ones read again (nil after a full load).
+	Fresh []int
 }
 
 // Load reads the services directory of agent a: a full scan when changed is

@@ -101,6 +101,10 @@ func (c *Cache) patch(dir string, changed []string) (set Set, ok bool, err error
 		}
 	}
 	c.last.set, c.last.starts = set, starts
+	set.Fresh = fresh
+	if set.Fresh == nil {
+		set.Fresh = []int{} // known: none
+	}
 	return set, true, nil
 }
 
