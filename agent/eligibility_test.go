@@ -15,7 +15,14 @@ type fakeHealth struct {
 	states  map[string]health.State
 }
 
-func (f *fakeHealth) Set(t []health.Target)             { f.targets = t }
+func (f *fakeHealth) Set(t []health.Target) { f.targets = t }
+
+// Update keeps the targets of other groups and appends t, as the monitor
+// ends up with.
+func (f *fakeHealth) Update(groups map[string]bool, t []health.Target) {
+	f.targets = append(slices.DeleteFunc(slices.Clone(f.targets), func(x health.Target) bool { return groups[x.Group] }), t...)
+}
+
 func (f *fakeHealth) Snapshot() map[string]health.State { return f.states }
 func (f *fakeHealth) Changed() <-chan struct{}          { return nil }
 

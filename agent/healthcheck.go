@@ -16,6 +16,8 @@ import (
 type HealthChecker interface {
 	// Set replaces the targets to check; unchanged ones keep their state.
 	Set(targets []health.Target)
+	// Update replaces the targets of the groups (services) named only.
+	Update(groups map[string]bool, targets []health.Target)
 	// Snapshot returns the state of every target by key.
 	Snapshot() map[string]health.State
 	// Changed delivers a value when some state may have changed.
@@ -35,7 +37,9 @@ func HealthTargets(services []config.Service) []health.Target {
 			if port == 0 && len(s.Ports) > 0 {
 				port = s.Ports[0].From
 			}
-			out = append(out, healthTarget(HealthKey(s.Name, b), b.Addr, port, b.Health))
+			t := healthTarget(HealthKey(s.Name, b), b.Addr, port, b.Health)
+			t.Group = s.Name
+			out = append(out, t)
 		}
 	}
 	return out

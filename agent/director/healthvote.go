@@ -46,6 +46,10 @@ func newVotedHealth(cfg *agent.Config, node Node, local agent.HealthChecker, log
 
 func (v *votedHealth) Set(targets []health.Target) { v.local.Set(targets) }
 
+func (v *votedHealth) Update(groups map[string]bool, targets []health.Target) {
+	v.local.Update(groups, targets)
+}
+
 func (v *votedHealth) Changed() <-chan struct{} { return v.changed }
 
 // Snapshot returns the local states with the vote's verdict, and logs

@@ -109,7 +109,8 @@ type fakeChecks struct {
 	changed chan struct{}
 }
 
-func (f *fakeChecks) Set([]health.Target) {}
+func (f *fakeChecks) Set([]health.Target)                     {}
+func (f *fakeChecks) Update(map[string]bool, []health.Target) {}
 func (f *fakeChecks) Snapshot() map[string]health.State {
 	f.mu.Lock()
 	defer f.mu.Unlock()

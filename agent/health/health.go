@@ -91,7 +91,10 @@ type ExecUser struct {
 // Target is one thing to check: a backend of a service. Key is unique, e.g.
 // "web/10.0.0.11:80".
 type Target struct {
-	Key     string
+	Key string
+	// Group is what Monitor.Update replaces the target with (the agent: its
+	// service's name).
+	Group   string
 	Addr    netip.Addr
 	Port    uint16
 	Checks  []Check
@@ -172,7 +175,7 @@ func failed(reason string) Result { return Result{Reason: reason} }
 // equalTarget reports whether a and b would be checked the same way, so
 // that Set can leave an unchanged target running.
 func equalTarget(a, b *Target) bool {
-	return a.Key == b.Key && a.Addr == b.Addr && a.Port == b.Port &&
+	return a.Key == b.Key && a.Group == b.Group && a.Addr == b.Addr && a.Port == b.Port &&
 		a.AtLeast == b.AtLeast && a.Rise == b.Rise && a.Fall == b.Fall &&
 		slices.EqualFunc(a.Checks, b.Checks, equalCheck)
 }

@@ -33,6 +33,8 @@ type Monitor struct {
 	stopped bool // Run returned
 	runners map[string]*runner
 	states  map[string]State // published by the runners
+	// groups are the keys of the targets of each Target.Group, for Update.
+	groups map[string]map[string]bool
 }
 
 // Option configures a Monitor.
@@ -76,6 +78,7 @@ func NewMonitor(log *slog.Logger, opts ...Option) *Monitor {
 		changed: make(chan struct{}, 1),
 		runners: make(map[string]*runner),
 		states:  make(map[string]State),
+		groups:  make(map[string]map[string]bool),
 	}
 	// KeepAlive -1: a kept connection carries a request every round,
 	// which finds a dead peer sooner than TCP keep-alive probes would;
@@ -136,17 +139,40 @@ func (m *Monitor) Run(ctx context.Context) error {
 func (m *Monitor) Set(targets []Target) {
 	m.mu.Lock()
 	defer m.mu.Unlock()
+	m.replace(nil, targets)
+}
+
+// Update is Set for the targets of some groups only (Target.Group): the
+// targets of those groups become targets, the others stay as they are. A
+// reload of one service among thousands hands over that service's
+// targets, not every target again. Targets of other groups are ignored.
+func (m *Monitor) Update(groups map[string]bool, targets []Target) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	m.replace(groups, targets)
+}
+
+// replace is Set (groups nil) or Update; m.mu must be held.
+func (m *Monitor) replace(groups map[string]bool, targets []Target) {
 	now := m.clock.Now()
 	seen := make(map[string]bool, len(targets))
 	var added, changed, removed int
 	for i := range targets {
 		t := &targets[i]
+		if groups != nil && !groups[t.Group] {
+			m.log.Warn("health target outside the groups updated ignored", "event", "health", "target", t.Key, "group", t.Group)
+			continue
+		}
 		if seen[t.Key] {
 			m.log.Warn("duplicate health target ignored", "event", "health", "target", t.Key)
 			continue
 		}
 		seen[t.Key] = true
 		old := m.runners[t.Key]
+		if old != nil && old.t.Group != t.Group {
+			m.ungroup(old.t.Group, t.Key)
+		}
+		m.group(t.Group, t.Key)
 		if old != nil && equalTarget(&old.t, t) {
 			continue
 		}
@@ -165,16 +191,42 @@ func (m *Monitor) Set(targets []Target) {
 			m.start(r)
 		}
 	}
-	for key, r := range m.runners {
-		if !seen[key] {
+	drop := func(key string) {
+		if r := m.runners[key]; r != nil && !seen[key] {
 			r.stop()
 			delete(m.runners, key)
 			delete(m.states, key)
+			m.ungroup(r.t.Group, key)
 			removed++
+		}
+	}
+	if groups == nil {
+		for key := range m.runners {
+			drop(key)
+		}
+	} else {
+		for g := range groups {
+			for key := range m.groups[g] {
+				drop(key)
+			}
 		}
 	}
 	m.log.Debug("health targets set", "event", "health_set", "targets", len(m.runners),
 		"added", added, "changed", changed, "removed", removed)
+}
+
+func (m *Monitor) group(g, key string) {
+	if m.groups[g] == nil {
+		m.groups[g] = map[string]bool{}
+	}
+	m.groups[g][key] = true
+}
+
+func (m *Monitor) ungroup(g, key string) {
+	delete(m.groups[g], key)
+	if len(m.groups[g]) == 0 {
+		delete(m.groups, g)
+	}
 }
 
 // Changed delivers a value after some target's health, Known or weight

@@ -3,6 +3,8 @@ package health
 import (
 	"context"
 	"fmt"
+	"maps"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
@@ -292,6 +294,34 @@ func TestMonitorSet(t *testing.T) {
 	// rounds (rise 3 counts passing rounds; these fail).
 	if st := h.state("change"); st.Healthy || st.Fails < 3 {
 		t.Errorf("changed target: %+v", st)
+	}
+}
+
+// Update replaces the targets of the groups named and nothing else: an
+// unchanged target keeps its checker, a changed one is rebuilt, a missing
+// one of those groups goes, and the other groups' targets stay untouched.
+func TestMonitorUpdate(t *testing.T) {
+	h := newHarness(t)
+	in := func(group string, tg Target) Target { tg.Group = group; return tg }
+	h.m.Set([]Target{in("a", target("a1", 1, 1)), in("a", target("a2", 1, 1)), in("b", target("b1", 1, 1))})
+	h.m.Update(map[string]bool{"a": true}, []Target{in("a", target("a1", 1, 2)), in("a", target("a3", 1, 1)),
+		in("c", target("c1", 1, 1))}) // c is not updated: ignored
+	keys := func() []string { return slices.Sorted(maps.Keys(h.m.Snapshot())) }
+	if got := keys(); !slices.Equal(got, []string{"a1", "a3", "b1"}) {
+		t.Fatalf("after updating a: %v, want [a1 a3 b1]", got)
+	}
+	if h.built["a1"] != 2 || h.built["b1"] != 1 || h.built["a3"] != 1 || h.built["c1"] != 0 {
+		t.Errorf("checkers built %v: want a1 2 (changed), b1 1 (another group), a3 1, c1 none", h.built)
+	}
+	// A target may move to another group; the group it left forgets it.
+	h.m.Update(map[string]bool{"a": true, "b": true}, []Target{in("b", target("a1", 1, 2))})
+	h.m.Update(map[string]bool{"a": true}, nil)
+	if got := keys(); !slices.Equal(got, []string{"a1"}) {
+		t.Fatalf("after a1 moved to b and a emptied: %v, want [a1]", got)
+	}
+	h.m.Update(map[string]bool{"b": true}, nil)
+	if got := keys(); len(got) != 0 || len(h.m.groups) != 0 {
+		t.Fatalf("after b emptied: %v, groups %v; want none", got, h.m.groups)
 	}
 }
 
