@@ -8,6 +8,7 @@ import (
 	"runtime"
 	"runtime/debug"
 	"runtime/metrics"
+	"sync/atomic"
 	"time"
 )
 
@@ -115,6 +116,7 @@ func (a *Agent) loading() {
 func (a *Agent) settleMemory() {
 	if !a.loadGarbage {
 		a.limitMemory(markedLive())
+		collectAhead()
 		return
 	}
 	a.loadGarbage = false
@@ -128,4 +130,42 @@ func (a *Agent) settleMemory() {
 	a.log.Log(context.Background(), slog.LevelDebug, "returned the load's memory to the system",
 		"heap_live_bytes", after.HeapAlloc, "released_bytes", int64(after.HeapReleased)-int64(before.HeapReleased),
 		"duration", time.Since(start).Round(time.Microsecond).String())
+}
+
+// collecting is set while collectAhead's collection runs.
+var collecting atomic.Bool
+
+// collectAhead starts a collection in the background, while the loop waits
+// for its next event, when the heap is past half its way from the live
+// heap to the collector's goal (collectNow). A one-file change among
+// 10,000 services allocates ~9 MiB against a headroom of ~15 MiB at the
+// steady pace, so every other change met a collection half way and, as the
+// goroutine allocating, did much of the marking of the whole heap itself:
+// its reload took 0.08–0.75 s under emulation instead of ~0.08 s. The
+// collection costs the same CPU here, off the path of the next change.
+func collectAhead() {
+	s := []metrics.Sample{{Name: "/gc/heap/live:bytes"}, {Name: "/gc/heap/goal:bytes"},
+		{Name: "/memory/classes/heap/objects:bytes"}}
+	metrics.Read(s)
+	for _, v := range s {
+		if v.Value.Kind() != metrics.KindUint64 {
+			return
+		}
+	}
+	if !collectNow(s[0].Value.Uint64(), s[1].Value.Uint64(), s[2].Value.Uint64()) ||
+		!collecting.CompareAndSwap(false, true) {
+		return
+	}
+	go func() {
+		defer collecting.Store(false)
+		runtime.GC()
+	}()
+}
+
+// collectNow reports whether a heap of objects bytes (live and not yet
+// swept) should be collected ahead, with live bytes marked live and a
+// collector goal of goal: a large heap (the steady pace's), past half
+// its headroom.
+func collectNow(live, goal, objects uint64) bool {
+	return live >= steadyPaceFrom && goal > live && objects >= live+(goal-live)/2
 }

@@ -140,3 +140,23 @@ func liveHeap() uint64 {
 	runtime.ReadMemStats(&m)
 	return m.HeapAlloc
 }
+
+// A collection is started ahead only for a large heap past half its way
+// from the live heap to the goal.
+func TestCollectNow(t *testing.T) {
+	const mib = 1 << 20
+	for _, c := range []struct {
+		live, goal, objects uint64
+		want                bool
+	}{
+		{60 * mib, 75 * mib, 62 * mib, false}, // just collected
+		{60 * mib, 75 * mib, 68 * mib, true},  // past half the headroom
+		{60 * mib, 75 * mib, 80 * mib, true},  // past the goal: collecting already, or about to
+		{8 * mib, 16 * mib, 15 * mib, false},  // a small director: Go's own pace
+		{60 * mib, 60 * mib, 70 * mib, false}, // no goal above the live heap: nothing to gain
+	} {
+		if got := collectNow(c.live, c.goal, c.objects); got != c.want {
+			t.Errorf("live %d MiB, goal %d MiB, objects %d MiB: %v, want %v", c.live/mib, c.goal/mib, c.objects/mib, got, c.want)
+		}
+	}
+}
