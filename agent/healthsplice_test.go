@@ -48,13 +48,7 @@ func TestHealthAfterReloadIsDecidingEverything(t *testing.T) {
 		var changed []string
 		for range 1 + rng.IntN(2) {
 			i := rng.IntN(14)
-			path := filepath.Join(e.dir, "services.d", fmt.Sprintf("f%02d.yaml", i))
-			if rng.IntN(5) == 0 {
-				os.Remove(path)
-			} else {
-				e.service(fmt.Sprintf("f%02d", i), body(i))
-			}
-			changed = append(changed, path)
+			changed = append(changed, e.rewriteOrRemove(rng, fmt.Sprintf("f%02d", i), func() string { return body(i) }))
 		}
 		// Health as the checker reports it, for any backend of any service.
 		a.health = map[string]BackendHealth{}
@@ -112,13 +106,7 @@ func TestHealthTargetsFollowReloads(t *testing.T) {
 	key := func(t health.Target) string { return fmt.Sprintf("%s %s %d %d", t.Group, t.Key, t.Rise, len(t.Checks)) }
 	for round := range 200 {
 		i := rng.IntN(10)
-		path := filepath.Join(e.dir, "services.d", fmt.Sprintf("f%d.yaml", i))
-		if rng.IntN(5) == 0 {
-			os.Remove(path)
-		} else {
-			e.service(fmt.Sprintf("f%d", i), body(i))
-		}
-		a.reload("file change", []string{path})
+		a.reload("file change", []string{e.rewriteOrRemove(rng, fmt.Sprintf("f%d", i), func() string { return body(i) })})
 		got, want := slices.Sorted(slices.Values(mapSlice(checker.targets, key))), slices.Sorted(slices.Values(mapSlice(HealthTargets(a.cfg.Services), key)))
 		if !slices.Equal(got, want) {
 			t.Fatalf("round %d: checking\n%q\nwant\n%q", round, got, want)
@@ -132,4 +120,16 @@ func mapSlice[T, U any](s []T, f func(T) U) []U {
 		out[i] = f(x)
 	}
 	return out
+}
+
+// rewriteOrRemove writes service file name with body(), or one time in five
+// removes it, and returns its path.
+func (e *testEnv) rewriteOrRemove(rng *rand.Rand, name string, body func() string) string {
+	path := filepath.Join(e.dir, "services.d", name+".yaml")
+	if rng.IntN(5) == 0 {
+		os.Remove(path)
+	} else {
+		e.service(name, body())
+	}
+	return path
 }
