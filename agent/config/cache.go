@@ -146,23 +146,7 @@ func (c *Cache) scan(dir string, changed []string) ([]candidate, List) {
 	for _, p := range changed {
 		dirty[p] = true
 	}
-	var stale []candidate // dirty, to read again
-	var errs List
-	for p := range dirty {
-		if filepath.Dir(p) != dir || !IsServiceFile(filepath.Base(p)) {
-			continue
-		}
-		fi, err := c.Stat(p)
-		if errors.Is(err, fs.ErrNotExist) && !isLink(p) {
-			delete(c.files, p) // removed, or renamed away
-			continue
-		}
-		if e := checkEntry(p, fi, err); e != nil {
-			errs = append(errs, e)
-			continue
-		}
-		stale = append(stale, candidate{path: p, fi: fi})
-	}
+	stale, _, errs := c.statChanged(dir, dirty) // dirty, to read again
 	slices.SortFunc(stale, byPath)
 	if c.order.dir != dir {
 		c.sortCached(dir)
@@ -190,6 +174,30 @@ func (c *Cache) scan(dir string, changed []string) ([]candidate, List) {
 }
 
 func byPath(a, b candidate) int { return strings.Compare(a.path, b.path) }
+
+// statChanged stats the paths of dirty that name service files of dir:
+// those there, to read again; those gone (removed, or renamed away), which
+// leave the cache; and what is wrong with entries that are no regular
+// file.
+func (c *Cache) statChanged(dir string, dirty map[string]bool) (stale []candidate, gone []string, errs List) {
+	for p := range dirty {
+		if filepath.Dir(p) != dir || !IsServiceFile(filepath.Base(p)) {
+			continue
+		}
+		fi, err := c.Stat(p)
+		if errors.Is(err, fs.ErrNotExist) && !isLink(p) {
+			delete(c.files, p)
+			gone = append(gone, p)
+			continue
+		}
+		if e := checkEntry(p, fi, err); e != nil {
+			errs = append(errs, e)
+			continue
+		}
+		stale = append(stale, candidate{path: p, fi: fi})
+	}
+	return stale, gone, errs
+}
 
 // sortCached makes order the sorted paths of dir's cached files.
 func (c *Cache) sortCached(dir string) {
@@ -291,12 +299,7 @@ func (c *Cache) assemble(files []candidate, errs List) (Set, error) {
 		}
 		set.Services = append(set.Services, f.Services...)
 	}
-	switch {
-	case len(errs) > 0 || !c.accepted.valid || len(fresh) > len(set.Services)/8:
-		checkSet(set.Services, &errs)
-	case len(fresh) > 0:
-		checkChanged(set.Services, fresh, &errs)
-	}
+	checkConflicts(set.Services, fresh, len(errs) == 0 && c.accepted.valid, &errs)
 	c.accepted.valid = len(errs) == 0
 	if len(errs) > 0 {
 		return Set{}, errs

@@ -20,6 +20,18 @@ func checkSet(all []Service, errs *List) {
 	checkAmong(all, every, every, errs)
 }
 
+// checkConflicts checks a set for conflicts: with scoped (the services not
+// at fresh passed together before), the fresh ones against the others,
+// unless more than an eighth are fresh; else the whole set.
+func checkConflicts(all []Service, fresh []int, scoped bool, errs *List) {
+	switch {
+	case !scoped || len(fresh) > len(all)/8:
+		checkSet(all, errs)
+	case len(fresh) > 0:
+		checkChanged(all, fresh, errs)
+	}
+}
+
 // checkChanged is checkSet for a set in which only the services at fresh
 // (indexes into all, in order) may conflict: the others passed checkSet
 // together before. Every new conflict involves a fresh service, so only

@@ -1,9 +1,6 @@
 package config
 
 import (
-	"errors"
-	"io/fs"
-	"path/filepath"
 	"slices"
 	"sort"
 	"strings"
@@ -51,23 +48,17 @@ type fileChange struct {
 // file, a file with problems; Load then goes the long way, which reports
 // them (what patch read stays cached).
 func (c *Cache) patch(dir string, changed []string) (set Set, ok bool, err error) {
-	var changes []fileChange
-	var cands []candidate
-	seen := make(map[string]bool, len(changed))
+	dirty := make(map[string]bool, len(changed))
 	for _, p := range changed {
-		if seen[p] || filepath.Dir(p) != dir || !IsServiceFile(filepath.Base(p)) {
-			continue
-		}
-		seen[p] = true
-		fi, err := c.Stat(p)
-		if errors.Is(err, fs.ErrNotExist) && !isLink(p) {
-			changes = append(changes, fileChange{path: p})
-			continue
-		}
-		if checkEntry(p, fi, err) != nil {
-			return Set{}, false, nil
-		}
-		cands = append(cands, candidate{path: p, fi: fi})
+		dirty[p] = true
+	}
+	cands, gone, problems := c.statChanged(dir, dirty)
+	if len(problems) > 0 {
+		return Set{}, false, nil
+	}
+	changes := make([]fileChange, 0, len(gone)+len(cands))
+	for _, p := range gone {
+		changes = append(changes, fileChange{path: p})
 	}
 	for i, f := range c.readings(cands) {
 		if len(f.Problems) > 0 {
@@ -75,22 +66,12 @@ func (c *Cache) patch(dir string, changed []string) (set Set, ok bool, err error
 		}
 		changes = append(changes, fileChange{path: cands[i].path, file: f})
 	}
-	for _, ch := range changes {
-		if ch.file == nil {
-			delete(c.files, ch.path)
-		}
-	}
 	c.order.dir = "" // paths came or went: scan sorts the cached ones again
 	slices.SortFunc(changes, func(a, b fileChange) int { return strings.Compare(a.path, b.path) })
 
 	set, starts, fresh := c.last.splice(changes)
 	var errs List
-	switch {
-	case len(fresh) > len(set.Services)/8:
-		checkSet(set.Services, &errs)
-	case len(fresh) > 0:
-		checkChanged(set.Services, fresh, &errs)
-	}
+	checkConflicts(set.Services, fresh, true, &errs)
 	if len(errs) > 0 {
 		c.accepted.valid, c.last.valid = false, false
 		return Set{}, true, errs
