@@ -40,6 +40,22 @@ func (p *piece) sameOutside(q *piece) bool {
 // Pieces are the pieces of a configuration's services, by service name.
 type Pieces map[string]*piece
 
+// keys returns the keys of the IPVS services of the named services' pieces.
+func (ps Pieces) keys(names map[string]bool) []ipvs.ServiceKey {
+	var out []ipvs.ServiceKey
+	for name := range names {
+		if p := ps[name]; p != nil {
+			for _, vs := range p.services {
+				out = append(out, vs.ServiceKey)
+			}
+		}
+	}
+	return out
+}
+
+// byServiceKey orders IPVS services as the desired state lists them.
+func byServiceKey(a, b VirtualService) int { return a.ServiceKey.Compare(b.ServiceKey) }
+
 // Build computes the desired state of a director from its configuration,
 // every backend at its configured weight (WithHealth applies health). It is
 // pure: same input, same output, no host access.
@@ -63,14 +79,9 @@ func Rebuild(agent *config.Agent, services []config.Service, prev Pieces, prevDe
 		// The unchanged pieces are the previous ones: a copy of the map,
 		// not a look-up of every service's name (a tenth of a one-file
 		// change among 10,000 services).
-		pieces = maps.Clone(prev)
+		pieces, removed = maps.Clone(prev), prev.keys(changed)
 		for name := range changed {
-			if old, had := pieces[name]; had {
-				for _, vs := range old.services {
-					removed = append(removed, vs.ServiceKey)
-				}
-				delete(pieces, name)
-			}
+			delete(pieces, name)
 		}
 	}
 	var added []VirtualService
@@ -98,8 +109,7 @@ func Rebuild(agent *config.Agent, services []config.Service, prev Pieces, prevDe
 		// rather than keep a wrong piece.
 		return Rebuild(agent, services, nil, Desired{}, nil)
 	}
-	byKey := func(a, b VirtualService) int { return a.ServiceKey.Compare(b.ServiceKey) }
-	slices.SortFunc(added, byKey)
+	slices.SortFunc(added, byServiceKey)
 	slices.SortFunc(removed, ipvs.ServiceKey.Compare)
 	if outsideSame && len(pieces) == len(prev) {
 		d := prevDesired
@@ -132,7 +142,7 @@ func buildPiece(agent *config.Agent, s config.Service) (*piece, error) {
 	p := &piece{mark: FirewallMark(s.Name), vip: s.VIP, forwards: s.Forwarding == config.NAT || s.Forwarding == config.FullNAT,
 		fullnat: s.Forwarding == config.FullNAT, announce: s.Announce}
 	p.services, p.spec = buildService(s, p.mark)
-	slices.SortFunc(p.services, func(a, b VirtualService) int { return a.ServiceKey.Compare(b.ServiceKey) })
+	slices.SortFunc(p.services, byServiceKey)
 	for _, a := range s.Addresses() {
 		p.addrs = append(p.addrs, netip.PrefixFrom(a, a.BitLen()))
 	}

@@ -78,10 +78,8 @@ func (a *Agent) applyHealthSince(prev *Config, fresh []int, names map[string]boo
 	}
 	named := config.NamesOf(names)
 	if names != nil && fresh != nil {
-		for _, i := range fresh {
-			if named.Has(cfg.Services[i].Name) { // not one only touched
-				decide(&cfg.Services[i])
-			}
+		for _, s := range cfg.servicesAt(fresh, names) { // not those only touched
+			decide(&s)
 		}
 	} else {
 		for i := range cfg.Services {
@@ -141,14 +139,9 @@ func weighted(desired, prev []VirtualService, named config.Names, all bool, byBa
 // the pieces before) with the named services' IPVS services taken out and
 // added again from pieces (now) with the weights of byBackend.
 func spliceWeighted(prev []VirtualService, names map[string]bool, before, pieces Pieces, byBackend map[string]weights) []VirtualService {
-	var removed []ipvs.ServiceKey
+	removed := before.keys(names)
 	var added []VirtualService
 	for name := range names {
-		if p := before[name]; p != nil {
-			for _, vs := range p.services {
-				removed = append(removed, vs.ServiceKey)
-			}
-		}
 		if p := pieces[name]; p != nil {
 			for _, vs := range p.services {
 				added = append(added, withWeights(vs, byBackend))
@@ -156,7 +149,7 @@ func spliceWeighted(prev []VirtualService, names map[string]bool, before, pieces
 		}
 	}
 	slices.SortFunc(removed, ipvs.ServiceKey.Compare)
-	slices.SortFunc(added, func(a, b VirtualService) int { return a.ServiceKey.Compare(b.ServiceKey) })
+	slices.SortFunc(added, byServiceKey)
 	return mergeServices(prev, removed, added)
 }
 

@@ -89,15 +89,7 @@ func (c *Config) serviceKeys(names map[string]bool) []ipvs.ServiceKey {
 	if c.pieces == nil {
 		return servicesOf(c.Desired, names)
 	}
-	var out []ipvs.ServiceKey
-	for name := range names {
-		if p := c.pieces[name]; p != nil {
-			for _, vs := range p.services {
-				out = append(out, vs.ServiceKey)
-			}
-		}
-	}
-	return out
+	return c.pieces.keys(names)
 }
 
 // findService returns the service of d with key k (d.Services is sorted).
