@@ -76,12 +76,26 @@ func (a *Agent) limitMemory(live uint64) {
 
 // markedLive is the heap the last collection found live.
 func markedLive() uint64 {
-	s := []metrics.Sample{{Name: "/gc/heap/live:bytes"}}
-	metrics.Read(s)
-	if s[0].Value.Kind() != metrics.KindUint64 {
-		return 0
+	v, _ := heapBytes("/gc/heap/live:bytes")
+	return v[0]
+}
+
+// heapBytes reads the runtime's metrics of those names (ok false, and
+// zeros, if one is unknown to this runtime).
+func heapBytes(names ...string) ([]uint64, bool) {
+	s := make([]metrics.Sample, len(names))
+	for i, n := range names {
+		s[i].Name = n
 	}
-	return s[0].Value.Uint64()
+	metrics.Read(s)
+	out := make([]uint64, len(names))
+	for i, v := range s {
+		if v.Value.Kind() != metrics.KindUint64 {
+			return make([]uint64, len(names)), false
+		}
+		out[i] = v.Value.Uint64()
+	}
+	return out, true
 }
 
 // steadyPace is the collector's pace for a live heap of live bytes.
@@ -144,16 +158,8 @@ var collecting atomic.Bool
 // its reload took 0.08–0.75 s under emulation instead of ~0.08 s. The
 // collection costs the same CPU here, off the path of the next change.
 func collectAhead() {
-	s := []metrics.Sample{{Name: "/gc/heap/live:bytes"}, {Name: "/gc/heap/goal:bytes"},
-		{Name: "/memory/classes/heap/objects:bytes"}}
-	metrics.Read(s)
-	for _, v := range s {
-		if v.Value.Kind() != metrics.KindUint64 {
-			return
-		}
-	}
-	if !collectNow(s[0].Value.Uint64(), s[1].Value.Uint64(), s[2].Value.Uint64()) ||
-		!collecting.CompareAndSwap(false, true) {
+	v, ok := heapBytes("/gc/heap/live:bytes", "/gc/heap/goal:bytes", "/memory/classes/heap/objects:bytes")
+	if !ok || !collectNow(v[0], v[1], v[2]) || !collecting.CompareAndSwap(false, true) {
 		return
 	}
 	go func() {
