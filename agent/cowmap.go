@@ -78,7 +78,9 @@ func (m *cowMap[K, V]) Delete(k K) {
 // Len is the number of entries.
 func (m *cowMap[K, V]) Len() int { return m.n }
 
-// All yields every entry, in no order. m must not change meanwhile.
+// All yields every entry, in no order. Deleting the entry just yielded is
+// safe; other changes meanwhile may or may not show in what it yields (a
+// shard copied for a write is walked as it was).
 func (m *cowMap[K, V]) All() iter.Seq2[K, V] {
 	return func(yield func(K, V) bool) {
 		for _, s := range m.shards {
@@ -91,7 +93,8 @@ func (m *cowMap[K, V]) All() iter.Seq2[K, V] {
 	}
 }
 
-// Keys yields every key, in no order. m must not change meanwhile.
+// Keys yields every key, in no order, as All does (readBack deletes the
+// services gone from the kernel while it walks them).
 func (m *cowMap[K, V]) Keys() iter.Seq[K] {
 	return func(yield func(K) bool) {
 		for k := range m.All() {
