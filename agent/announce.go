@@ -23,7 +23,7 @@ type AnnouncePolicy struct {
 
 // announcePolicy builds the routes of the services' VIPs from the bgp
 // block's defaults and the services' own announce.
-func announcePolicy(b *config.BGP, services []config.Service) *AnnouncePolicy {
+func announcePolicy(b *config.BGP, services []*config.Service) *AnnouncePolicy {
 	p := &AnnouncePolicy{Routes: map[netip.Addr]bgp.Route{}, WithoutBackends: b.WithoutBackends == "announce",
 		Deprefer: b.Drain == "deprefer", DrainMED: b.DrainMED, DrainPrepend: b.DrainPrepend}
 	for _, s := range services {

@@ -59,7 +59,7 @@ func byServiceKey(a, b VirtualService) int { return a.ServiceKey.Compare(b.Servi
 // Build computes the desired state of a director from its configuration,
 // every backend at its configured weight (WithHealth applies health). It is
 // pure: same input, same output, no host access.
-func Build(agent *config.Agent, services []config.Service) (Desired, error) {
+func Build(agent *config.Agent, services []*config.Service) (Desired, error) {
 	d, _, err := Rebuild(agent, services, nil, Desired{}, nil)
 	return d, err
 }
@@ -70,7 +70,7 @@ func Build(agent *config.Agent, services []config.Service) (Desired, error) {
 // added, removed or modified since (nil with prev nil: build everything).
 // It returns the desired state and the pieces to keep; prev is not
 // modified.
-func Rebuild(agent *config.Agent, services []config.Service, prev Pieces, prevDesired Desired, changed map[string]bool) (Desired, Pieces, error) {
+func Rebuild(agent *config.Agent, services []*config.Service, prev Pieces, prevDesired Desired, changed map[string]bool) (Desired, Pieces, error) {
 	var pieces Pieces
 	var removed []ipvs.ServiceKey // the IPVS services of the changed services' old pieces
 	if prev == nil {
@@ -134,7 +134,7 @@ func Rebuild(agent *config.Agent, services []config.Service, prev Pieces, prevDe
 	return d, pieces, nil
 }
 
-func buildPiece(agent *config.Agent, s config.Service) (*piece, error) {
+func buildPiece(agent *config.Agent, s *config.Service) (*piece, error) {
 	if agent.Cluster != nil && agent.Cluster.Mode == config.ModeECMP && s.Forwarding != config.DR {
 		return nil, fmt.Errorf("%s:%d: service %q: forwarding %s does not work with cluster mode ecmp yet: %s",
 			s.File, s.Line, s.Name, s.Forwarding, ecmpForwarding[s.Forwarding])
@@ -151,7 +151,7 @@ func buildPiece(agent *config.Agent, s config.Service) (*piece, error) {
 
 // checkMarks refuses two services whose names hash to the same firewall
 // mark, naming the later one.
-func checkMarks(services []config.Service, pieces Pieces) error {
+func checkMarks(services []*config.Service, pieces Pieces) error {
 	marks := make(map[uint32]string, len(services))
 	for _, s := range services {
 		mark := pieces[s.Name].mark
@@ -166,7 +166,7 @@ func checkMarks(services []config.Service, pieces Pieces) error {
 // assemble adds the pieces up to everything of the desired state but its
 // IPVS services: the VIPs and their addresses, the nftables ruleset, the
 // sysctls, the sync daemons and the BGP announcements.
-func assemble(agent *config.Agent, services []config.Service, pieces Pieces) (Desired, error) {
+func assemble(agent *config.Agent, services []*config.Service, pieces Pieces) (Desired, error) {
 	d := Desired{Interface: agent.Interface, VIPDevice: agent.Interface, Sysctls: map[string]string{}, Timeouts: agent.IPVS.Timeouts}
 	if agent.BGP != nil {
 		d.VIPDevice, d.Announce = "lo", announcePolicy(agent.BGP, services)

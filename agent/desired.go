@@ -101,7 +101,7 @@ var tunnelFlags = map[config.TunnelChecksum]ipvs.TunnelFlags{config.ChecksumOute
 
 // tunnelOptions are the IPVS tunnel attributes of a tunnel service's
 // destinations; zero (IPIP, or no tunnel) otherwise.
-func tunnelOptions(s config.Service) ipvs.TunnelOptions {
+func tunnelOptions(s *config.Service) ipvs.TunnelOptions {
 	if s.Forwarding != config.Tunnel {
 		return ipvs.TunnelOptions{}
 	}
@@ -131,12 +131,12 @@ func FirewallMark(service string) uint32 {
 // needsFirewallMark reports whether the kernel cannot match the service by
 // address, protocol and one port: port ranges, all ports, any protocol and
 // source-range steering all need nftables to mark its packets.
-func needsFirewallMark(s config.Service) bool {
+func needsFirewallMark(s *config.Service) bool {
 	return s.AllPorts || s.Protocol == "any" || len(s.SourceRanges) > 0 ||
 		slices.ContainsFunc(s.Ports, func(r config.PortRange) bool { return r.From != r.To })
 }
 
-func buildService(s config.Service, mark uint32) ([]VirtualService, nat.Spec) {
+func buildService(s *config.Service, mark uint32) ([]VirtualService, nat.Spec) {
 	base := ipvs.Service{
 		Scheduler: s.Scheduler,
 		Flags:     schedulerFlags(s),
@@ -176,7 +176,7 @@ func buildService(s config.Service, mark uint32) ([]VirtualService, nat.Spec) {
 // destinations lists the backends as IPVS destinations, in the order of
 // s.Backends (the configuration sorts them), and the sorry server (nil:
 // none); one without a port of its own gets servicePort.
-func destinations(s config.Service, servicePort uint16) ([]Destination, *Destination) {
+func destinations(s *config.Service, servicePort uint16) ([]Destination, *Destination) {
 	dst := func(addr netip.Addr, port uint16) ipvs.Destination {
 		if port == 0 {
 			port = servicePort
@@ -212,7 +212,7 @@ func SorryKey(service string) string { return service + "/sorry" }
 // destination set to weight 0 hands its flows to the others instead of
 // dropping them; mh-port makes the source port part of the hash, which is
 // the 5-tuple affinity (the service already fixes address, port and protocol).
-func schedulerFlags(s config.Service) ipvs.Flags {
+func schedulerFlags(s *config.Service) ipvs.Flags {
 	if s.Scheduler != "mh" {
 		return 0
 	}

@@ -161,7 +161,7 @@ func TestBuildSyncGuard(t *testing.T) {
 		Ports: []config.PortRange{{From: 80, To: 80}}, Forwarding: config.DR, Scheduler: "mh"}
 	for _, enabled := range []bool{true, false} {
 		a := &config.Agent{Interface: "eth0", Cluster: &config.Cluster{ConnSync: config.ConnSync{Enabled: enabled, Port: 9000}}}
-		d, err := Build(a, []config.Service{svc})
+		d, err := Build(a, []*config.Service{&svc})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -178,7 +178,7 @@ func TestBuildDropsIPv6Redirects(t *testing.T) {
 	for fwd, want := range map[config.Forwarding]bool{config.NAT: true, config.DR: false} {
 		svc := config.Service{Name: "web6", VIP: netip.MustParseAddr("fd00::60"), Protocol: "tcp",
 			Ports: []config.PortRange{{From: 80, To: 80}}, Forwarding: fwd, Scheduler: "mh"}
-		d, err := Build(&config.Agent{Interface: "eth0"}, []config.Service{svc})
+		d, err := Build(&config.Agent{Interface: "eth0"}, []*config.Service{&svc})
 		if err != nil {
 			t.Fatal(err)
 		}

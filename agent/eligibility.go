@@ -98,7 +98,7 @@ type weights struct{ kernel, slot int }
 // and a drained backend is administratively out like one at weight 0.
 // Destinations find their backend by its key (Destination.Backend). d is
 // not modified.
-func WithHealth(d Desired, services []config.Service, health map[string]BackendHealth, overrides Overrides) (Desired, map[string]Eligibility) {
+func WithHealth(d Desired, services []*config.Service, health map[string]BackendHealth, overrides Overrides) (Desired, map[string]Eligibility) {
 	decisions := make(map[string]Eligibility, len(services))
 	byBackend := map[string]weights{}
 	for _, s := range services {
@@ -115,7 +115,7 @@ func WithHealth(d Desired, services []config.Service, health map[string]BackendH
 // serviceWeights decides the eligible backends of s with the operator's
 // overrides, records each one's kernel and slot weight in out by
 // HealthKey, and returns the decision.
-func serviceWeights(s config.Service, health map[string]BackendHealth, overrides Overrides, out map[string]weights) Eligibility {
+func serviceWeights(s *config.Service, health map[string]BackendHealth, overrides Overrides, out map[string]weights) Eligibility {
 	weighted := slices.ContainsFunc(s.Backends, func(b config.Backend) bool { return b.Health != nil && b.Health.WeightHeader })
 	// A sorry server stands in for the seed's last resort: with nothing
 	// healthy no backend is eligible, and it takes the new connections.

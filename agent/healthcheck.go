@@ -26,7 +26,7 @@ type HealthChecker interface {
 
 // HealthTargets lists what to check for services: one target per backend
 // that has checks, keyed by HealthKey. Pure.
-func HealthTargets(services []config.Service) []health.Target {
+func HealthTargets(services []*config.Service) []health.Target {
 	var out []health.Target
 	for _, s := range services {
 		for _, b := range s.Backends {

@@ -73,18 +73,18 @@ func (a *Agent) applyHealthSince(prev *Config, fresh []int, names map[string]boo
 	byBackend := map[string]weights{}
 	decided := map[string]bool{}
 	decide := func(s *config.Service) {
-		decisions[s.Name] = serviceWeights(*s, a.health, a.overrides, byBackend)
+		decisions[s.Name] = serviceWeights(s, a.health, a.overrides, byBackend)
 		decided[s.Name] = true
 	}
 	named := config.NamesOf(names)
 	if names != nil && fresh != nil {
 		for _, s := range cfg.servicesAt(fresh, names) { // not those only touched
-			decide(&s)
+			decide(s)
 		}
 	} else {
 		for i := range cfg.Services {
 			if names == nil || named.Has(cfg.Services[i].Name) {
-				decide(&cfg.Services[i])
+				decide(cfg.Services[i])
 			}
 		}
 	}
@@ -187,11 +187,11 @@ func withWeights(vs VirtualService, byBackend map[string]weights) VirtualService
 
 // unappliedServices returns the names decided anew since the last plan
 // and their configuration (those still configured).
-func (a *Agent) unappliedServices() (map[string]bool, []config.Service) {
+func (a *Agent) unappliedServices() (map[string]bool, []*config.Service) {
 	if len(a.unapplied) == 0 {
 		return nil, nil
 	}
-	var out []config.Service
+	var out []*config.Service
 	unapplied := config.NamesOf(a.unapplied)
 	for _, s := range a.cfg.Services {
 		if unapplied.Has(s.Name) {

@@ -13,7 +13,7 @@ import (
 // services directory, with the desired state it implies.
 type Config struct {
 	Agent    *config.Agent
-	Services []config.Service
+	Services []*config.Service
 	Desired  Desired // every backend at its configured weight
 	files    []*config.File
 	pieces   Pieces

@@ -120,7 +120,7 @@ func (d *DestinationStatus) setHealth(states map[string]health.State, elig map[s
 }
 
 // checkedBackends are the HealthKeys of the backends with health checks.
-func checkedBackends(services []config.Service) map[string]bool {
+func checkedBackends(services []*config.Service) map[string]bool {
 	out := map[string]bool{}
 	for _, s := range services {
 		for _, b := range s.Backends {

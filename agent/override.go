@@ -88,8 +88,8 @@ func invalid(format string, args ...any) error {
 // With returns the overrides with c applied at now, and the backend's
 // override after it (empty when none is left). services are the
 // configured ones: c must name one of their backends. o is not modified.
-func (o Overrides) With(services []config.Service, c BackendChange, now time.Time) (Overrides, BackendOverride, error) {
-	i := slices.IndexFunc(services, func(s config.Service) bool { return s.Name == c.Service })
+func (o Overrides) With(services []*config.Service, c BackendChange, now time.Time) (Overrides, BackendOverride, error) {
+	i := slices.IndexFunc(services, func(s *config.Service) bool { return s.Name == c.Service })
 	if i < 0 {
 		names := make([]string, len(services))
 		for j, s := range services {
@@ -142,7 +142,7 @@ func (o Overrides) With(services []config.Service, c BackendChange, now time.Tim
 // address:port. An address alone must be unambiguous; address:port also
 // names a backend without a port (it takes the client's port) when s
 // listens on that port.
-func findBackend(s config.Service, arg string) (config.Backend, error) {
+func findBackend(s *config.Service, arg string) (config.Backend, error) {
 	var match func(config.Backend) bool
 	if ap, err := netip.ParseAddrPort(arg); err == nil {
 		match = func(b config.Backend) bool {
@@ -175,7 +175,7 @@ func findBackend(s config.Service, arg string) (config.Backend, error) {
 	}
 }
 
-func listensOn(s config.Service, port uint16) bool {
+func listensOn(s *config.Service, port uint16) bool {
 	if s.AllPorts {
 		return true
 	}
@@ -193,7 +193,7 @@ func listOrNone(names []string) string {
 // and those dropped. o is not modified; nothing dropped returns o itself.
 // It looks only at the backends of services with overrides: a reload
 // among 10,000 services costs a name lookup each.
-func (o Overrides) Pruned(services []config.Service) (Overrides, []BackendOverride) {
+func (o Overrides) Pruned(services []*config.Service) (Overrides, []BackendOverride) {
 	if len(o) == 0 {
 		return o, nil
 	}

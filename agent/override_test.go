@@ -25,7 +25,7 @@ func TestOverridesWith(t *testing.T) {
 		{Addr: netip.MustParseAddr("10.0.0.12"), Port: 8081, Weight: 100},
 		{Addr: netip.MustParseAddr("2001:db8::1"), Port: 80, Weight: 100},
 	}}
-	services := []config.Service{web, {Name: "dns"}}
+	services := []*config.Service{&web, {Name: "dns"}}
 	now := time.Unix(5000, 0)
 	seven := 7
 	drained := Overrides{"web/10.0.0.11": {Service: "web", Backend: "10.0.0.11", Drained: true, DrainedAt: time.Unix(1, 0)}}

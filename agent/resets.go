@@ -27,7 +27,7 @@ type reset struct {
 // ineligible, not on every pass it stays so, and nothing is reset without a
 // previous decision (a fresh start does not know what changed, and the
 // connections it finds were kept by the previous run's decisions).
-func connectionResets(prev, next map[string]Eligibility, services []config.Service) (map[string]reset, map[string]Eligibility) {
+func connectionResets(prev, next map[string]Eligibility, services []*config.Service) (map[string]reset, map[string]Eligibility) {
 	applied := make(map[string]Eligibility, len(services))
 	resets := map[string]reset{}
 	for _, s := range services {
@@ -50,7 +50,7 @@ func connectionResets(prev, next map[string]Eligibility, services []config.Servi
 	return resets, applied
 }
 
-func serviceReset(s config.Service, prev, next Eligibility) (reset, bool) {
+func serviceReset(s *config.Service, prev, next Eligibility) (reset, bool) {
 	if s.Failover.Configured && !s.Failover.DrainOnFailover &&
 		prev.Pool != policy.PoolNone && next.Pool != policy.PoolNone && prev.Pool != next.Pool {
 		what := "failover"

@@ -17,7 +17,7 @@ import (
 
 // decide runs the policy for a health string: '+' healthy, '-' not, one
 // character per backend in configuration order (10.0.0.11, .12, ...).
-func decide(t *testing.T, services []config.Service, states string) map[string]Eligibility {
+func decide(t *testing.T, services []*config.Service, states string) map[string]Eligibility {
 	t.Helper()
 	h := map[string]BackendHealth{}
 	for i, c := range states {

@@ -72,8 +72,8 @@ func servicesOf(d Desired, names map[string]bool) []ipvs.ServiceKey {
 
 // servicesAt returns the services of c at the indexes given whose names
 // are in names.
-func (c *Config) servicesAt(indexes []int, names map[string]bool) []config.Service {
-	var out []config.Service
+func (c *Config) servicesAt(indexes []int, names map[string]bool) []*config.Service {
+	var out []*config.Service
 	for _, i := range indexes {
 		if names[c.Services[i].Name] {
 			out = append(out, c.Services[i])

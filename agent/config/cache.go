@@ -31,6 +31,20 @@ type File struct {
 	acceptedIn uint64
 }
 
+// appendServices appends pointers to f's services to dst: a set shares
+// them with the file (and with the sets before it), so a reload copies a
+// pointer a service, not the service.
+func (f *File) appendServices(dst []*Service) []*Service {
+	return appendPointers(dst, f.Services)
+}
+
+func appendPointers(dst []*Service, services []Service) []*Service {
+	for i := range services {
+		dst = append(dst, &services[i])
+	}
+	return dst
+}
+
 // stamp is what a stat says of a file: a file whose stamp is the same has
 // not been written since (ctime changes on every write, rename and chmod,
 // and no tool can set it back).
@@ -93,7 +107,7 @@ func NewCache() *Cache {
 // order, and their services as one validated set.
 type Set struct {
 	Files    []*File // by path
-	Services []Service
+	Services []*Service // into the files' Services: shared, never modified
 	// Fresh are the indexes in Services of the services of the files a
 	// load of a few changed ones read again (nil after a full load).
 	Fresh []int
@@ -289,7 +303,7 @@ func (c *Cache) assemble(files []candidate, errs List) (Set, error) {
 			n += len(f.Services)
 		}
 	}
-	set.Services = make([]Service, 0, n)
+	set.Services = make([]*Service, 0, n)
 	var fresh []int // services not in the set the last assemble accepted
 	for _, f := range set.Files {
 		if !c.accepted.valid || f.acceptedIn != c.accepted.gen {
@@ -297,7 +311,7 @@ func (c *Cache) assemble(files []candidate, errs List) (Set, error) {
 				fresh = append(fresh, len(set.Services)+i)
 			}
 		}
-		set.Services = append(set.Services, f.Services...)
+		set.Services = f.appendServices(set.Services)
 	}
 	checkConflicts(set.Services, fresh, len(errs) == 0 && c.accepted.valid, &errs)
 	c.accepted.valid = len(errs) == 0

@@ -12,7 +12,7 @@ import (
 // Each service is reported at most once, for its first conflict with a
 // service read before it. The work is O(n log n) in the number of port
 // ranges, so that a file of ten thousand services checks as fast as one.
-func checkSet(all []Service, errs *List) {
+func checkSet(all []*Service, errs *List) {
 	every := make([]int, len(all))
 	for i := range every {
 		every[i] = i
@@ -23,7 +23,7 @@ func checkSet(all []Service, errs *List) {
 // checkConflicts checks a set for conflicts: with scoped (the services not
 // at fresh passed together before), the fresh ones against the others,
 // unless more than an eighth are fresh; else the whole set.
-func checkConflicts(all []Service, fresh []int, scoped bool, errs *List) {
+func checkConflicts(all []*Service, fresh []int, scoped bool, errs *List) {
 	switch {
 	case !scoped || len(fresh) > len(all)/8:
 		checkSet(all, errs)
@@ -40,12 +40,12 @@ func checkConflicts(all []Service, fresh []int, scoped bool, errs *List) {
 // service is reported as checkSet reports it; which of several services it
 // conflicts with the message names may differ, as it may between two runs
 // of checkSet (clients groups are visited in map order).
-func checkChanged(all []Service, fresh []int, errs *List) {
+func checkChanged(all []*Service, fresh []int, errs *List) {
 	freshNames := map[string]bool{}
 	var claims []clientClaim // the fresh services' claims
 	for _, i := range fresh {
 		freshNames[all[i].Name] = true
-		eachClaim(&all[i], func(k clients, r PortRange) bool {
+		eachClaim(all[i], func(k clients, r PortRange) bool {
 			claims = append(claims, clientClaim{clients: k, r: r, proto: all[i].Protocol})
 			return true
 		})
@@ -53,7 +53,7 @@ func checkChanged(all []Service, fresh []int, errs *List) {
 	names := NamesOf(freshNames)
 	var byName, byClaim []int
 	for i := range all {
-		s := &all[i]
+		s := all[i]
 		if names.Has(s.Name) {
 			byName = append(byName, i)
 		}
@@ -94,14 +94,14 @@ func overlapsAny(s *Service, claims []clientClaim) bool {
 // checkAmong runs checkSet's checks on the services at byName (for names)
 // and at byClaim (for VIPs, announcements and ports), indexes into all in
 // order.
-func checkAmong(all []Service, byName, byClaim []int, errs *List) {
+func checkAmong(all []*Service, byName, byClaim []int, errs *List) {
 	// Indexes into all, not copies: a Service is large, and a reload checks
 	// 10,000 of them.
 	names := make(map[string]int, len(byName))
 	for _, i := range byName {
-		s := &all[i]
+		s := all[i]
 		if j, ok := names[s.Name]; ok {
-			prev := &all[j]
+			prev := all[j]
 			*errs = append(*errs, &Error{File: s.File, Line: s.Line, Col: 1,
 				Msg: fmt.Sprintf("service %q is already defined at %s:%d", cut(s.Name), prev.File, prev.Line)})
 			continue
@@ -110,12 +110,12 @@ func checkAmong(all []Service, byName, byClaim []int, errs *List) {
 	}
 	announced := map[netip.Addr]int{} // the first service of each VIP with announce
 	for _, i := range byClaim {
-		s := &all[i]
+		s := all[i]
 		if s.Announce == nil {
 			continue
 		}
 		if j, ok := announced[s.VIP]; ok && !all[j].Announce.Equal(*s.Announce) {
-			prev := &all[j]
+			prev := all[j]
 			*errs = append(*errs, &Error{File: s.File, Line: s.Line, Col: 1, Msg: fmt.Sprintf(
 				"service %q: announce differs from service %q's (%s:%d) on the same vip %s: a VIP is one route", cut(s.Name), cut(prev.Name), prev.File, prev.Line, s.VIP)})
 			continue
@@ -151,10 +151,10 @@ type clients struct {
 
 // claimsByClients groups the claims of the services at idx (indexes into
 // all) by the clients they are for.
-func claimsByClients(all []Service, idx []int) map[clients][]claim {
+func claimsByClients(all []*Service, idx []int) map[clients][]claim {
 	out := map[clients][]claim{}
 	for _, i := range idx {
-		eachClaim(&all[i], func(k clients, r PortRange) bool {
+		eachClaim(all[i], func(k clients, r PortRange) bool {
 			out[k] = append(out[k], claim{r: r, svc: i})
 			return true
 		})
@@ -194,7 +194,7 @@ func eachClaim(s *Service, f func(clients, PortRange) bool) bool {
 // order. Every claim that starts within the furthest-reaching earlier
 // claim overlaps it, so comparing with that one finds every service that
 // overlaps some other.
-func sweep(all []Service, claims []claim, proto string, found map[int]*Error) {
+func sweep(all []*Service, claims []claim, proto string, found map[int]*Error) {
 	var on []claim
 	for _, c := range claims {
 		if p := all[c.svc].Protocol; p == proto || p == "any" {

@@ -101,7 +101,7 @@ func (l *lastAccepted) splice(changes []fileChange) (set Set, starts, fresh []in
 		}
 	}
 	set.Files = make([]*File, 0, len(prev.Files)+len(changes))
-	set.Services = make([]Service, 0, len(prev.Services)+added)
+	set.Services = make([]*Service, 0, len(prev.Services)+added)
 	starts = make([]int, 0, len(prev.Files)+len(changes)+1)
 	copyRun := func(from, to int) { // prev's files [from, to)
 		delta := len(set.Services) - l.starts[from]
@@ -125,7 +125,7 @@ func (l *lastAccepted) splice(changes []fileChange) (set Set, starts, fresh []in
 			for k := range ch.file.Services {
 				fresh = append(fresh, len(set.Services)+k)
 			}
-			set.Services = append(set.Services, ch.file.Services...)
+			set.Services = ch.file.appendServices(set.Services)
 		}
 	}
 	copyRun(from, len(prev.Files))

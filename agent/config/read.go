@@ -108,13 +108,13 @@ func byteSize(n int64) string {
 
 // LoadServices reads every service file of dir (see Cache.serviceFiles),
 // in name order, and validates each service and the set as a whole.
-func LoadServices(dir string) ([]Service, error) {
+func LoadServices(dir string) ([]*Service, error) {
 	set, err := NewCache().LoadDir(dir)
 	return set.Services, err
 }
 
 // LoadServices reads the agent's services directory (LoadServices).
-func (a *Agent) LoadServices() ([]Service, error) {
+func (a *Agent) LoadServices() ([]*Service, error) {
 	set, err := NewCache().Load(a, nil)
 	return set.Services, err
 }
@@ -140,7 +140,7 @@ func (a *Agent) placeDirError(errs List) List {
 }
 
 // LoadServiceFiles reads and validates the named service files as one set.
-func LoadServiceFiles(files ...string) ([]Service, error) {
+func LoadServiceFiles(files ...string) ([]*Service, error) {
 	c := NewCache()
 	cands := make([]candidate, len(files))
 	for i, f := range files {
