@@ -106,7 +106,7 @@ func NewCache() *Cache {
 // Set is the services of a directory as one reading: every file in name
 // order, and their services as one validated set.
 type Set struct {
-	Files    []*File // by path
+	Files    []*File    // by path
 	Services []*Service // into the files' Services: shared, never modified
 	// Fresh are the indexes in Services of the services of the files a
 	// load of a few changed ones read again (nil after a full load).
