@@ -313,7 +313,7 @@ func (c *Cache) assemble(files []candidate, errs List) (Set, error) {
 		}
 		set.Services = f.appendServices(set.Services)
 	}
-	checkConflicts(set.Services, fresh, len(errs) == 0 && c.accepted.valid, &errs)
+	checkConflicts(set.Services, fresh, len(errs) == 0 && c.accepted.valid, nil, &errs)
 	c.accepted.valid = len(errs) == 0
 	if len(errs) > 0 {
 		return Set{}, errs

@@ -204,9 +204,10 @@ func TestScopedCheckFindsWhatAFullCheckFinds(t *testing.T) {
 	body := func(i int) string {
 		var b strings.Builder
 		for j := range 1 + rng.IntN(2) {
-			name := fmt.Sprintf("s%d-%d", i, j)
+			name, vip := fmt.Sprintf("s%d-%d", i, j), pick("10.0.0.50", "10.0.0.51")
 			if rng.IntN(40) == 0 {
-				name = pick("dup-a", "dup-b")
+				// A name twice, often on VIPs no other service has.
+				name, vip = pick("dup-a", "dup-b"), pick("10.0.0.50", "10.0.0.51", "10.0.0.52", "10.0.0.53")
 			}
 			proto, ports := pick("tcp", "tcp", "udp"), fmt.Sprint(1000+i*10+j)
 			switch rng.IntN(50) {
@@ -217,8 +218,7 @@ func TestScopedCheckFindsWhatAFullCheckFinds(t *testing.T) {
 			case 2, 3, 4:
 				ports = fmt.Sprintf("%d-%d", 1000+i*10, 1000+i*10+15) // into the next file's
 			}
-			fmt.Fprintf(&b, "---\nservice: %s\nvip: %s\nprotocol: %s\nports: [%s]\n", name,
-				pick("10.0.0.50", "10.0.0.51"), proto, ports)
+			fmt.Fprintf(&b, "---\nservice: %s\nvip: %s\nprotocol: %s\nports: [%s]\n", name, vip, proto, ports)
 			if rng.IntN(4) == 0 {
 				fmt.Fprintf(&b, "source_ranges: [%s]\n", pick("192.0.2.0/24", "198.51.100.0/24"))
 			}

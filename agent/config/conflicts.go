@@ -22,13 +22,19 @@ func checkSet(all []*Service, errs *List) {
 
 // checkConflicts checks a set for conflicts: with scoped (the services not
 // at fresh passed together before), the fresh ones against the others,
-// unless more than an eighth are fresh; else the whole set.
-func checkConflicts(all []*Service, fresh []int, scoped bool, errs *List) {
+// unless more than an eighth are fresh; else the whole set. near, when not
+// nil, returns the indexes of the other services a fresh one may conflict
+// with (neighbours.near); without it they are found by a walk over all.
+func checkConflicts(all []*Service, fresh []int, scoped bool, near func() []int, errs *List) {
 	switch {
 	case !scoped || len(fresh) > len(all)/8:
 		checkSet(all, errs)
 	case len(fresh) > 0:
-		checkChanged(all, fresh, errs)
+		var others []int
+		if near != nil {
+			others = near()
+		}
+		checkChanged(all, fresh, others, near != nil, errs)
 	}
 }
 
@@ -36,11 +42,13 @@ func checkConflicts(all []*Service, fresh []int, scoped bool, errs *List) {
 // (indexes into all, in order) may conflict: the others passed checkSet
 // together before. Every new conflict involves a fresh service, so only
 // the services that share a fresh one's name, or its VIP and some of its
-// ports, are looked at: an edit among 10,000 services checks a handful. A
-// service is reported as checkSet reports it; which of several services it
-// conflicts with the message names may differ, as it may between two runs
-// of checkSet (clients groups are visited in map order).
-func checkChanged(all []*Service, fresh []int, errs *List) {
+// ports, are looked at: an edit among 10,000 services checks a handful.
+// With indexed, they are found among others (sorted indexes, a superset);
+// else among all. A service is reported as checkSet reports it; which of
+// several services it conflicts with the message names may differ, as it
+// may between two runs of checkSet (clients groups are visited in map
+// order).
+func checkChanged(all []*Service, fresh, others []int, indexed bool, errs *List) {
 	freshNames := map[string]bool{}
 	var claims []clientClaim // the fresh services' claims
 	for _, i := range fresh {
@@ -52,7 +60,7 @@ func checkChanged(all []*Service, fresh []int, errs *List) {
 	}
 	names := NamesOf(freshNames)
 	var byName, byClaim []int
-	for i := range all {
+	consider := func(i int) {
 		s := all[i]
 		if names.Has(s.Name) {
 			byName = append(byName, i)
@@ -61,7 +69,32 @@ func checkChanged(all []*Service, fresh []int, errs *List) {
 			byClaim = append(byClaim, i)
 		}
 	}
+	if !indexed {
+		for i := range all {
+			consider(i)
+		}
+	} else {
+		for _, i := range mergeSorted(fresh, others) {
+			consider(i)
+		}
+	}
 	checkAmong(all, byName, byClaim, errs)
+}
+
+// mergeSorted merges two sorted lists of distinct indexes into one.
+func mergeSorted(a, b []int) []int {
+	out := make([]int, 0, len(a)+len(b))
+	for len(a) > 0 && len(b) > 0 {
+		switch {
+		case a[0] < b[0]:
+			out, a = append(out, a[0]), a[1:]
+		case b[0] < a[0]:
+			out, b = append(out, b[0]), b[1:]
+		default:
+			out, a, b = append(out, a[0]), a[1:], b[1:]
+		}
+	}
+	return append(append(out, a...), b...)
 }
 
 // clientClaim is one port range a service claims for some of a VIP's
