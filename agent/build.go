@@ -18,6 +18,7 @@ import (
 // Pieces are kept between reloads, so a reload builds only the services
 // that changed and adds the pieces up again.
 type piece struct {
+	src      *config.Service  // what it was made of
 	services []VirtualService // sorted by key
 	spec     nat.Spec
 	mark     uint32
@@ -60,17 +61,19 @@ func byServiceKey(a, b VirtualService) int { return a.ServiceKey.Compare(b.Servi
 // every backend at its configured weight (WithHealth applies health). It is
 // pure: same input, same output, no host access.
 func Build(agent *config.Agent, services []*config.Service) (Desired, error) {
-	d, _, err := Rebuild(agent, services, nil, Desired{}, nil)
+	d, _, err := Rebuild(agent, services, nil, Desired{}, nil, nil)
 	return d, err
 }
 
 // Rebuild is Build reusing what it made of the services not in changed:
 // prev are the pieces and prevDesired the desired state of the previous
 // configuration, with the same agent file. changed names every service
-// added, removed or modified since (nil with prev nil: build everything).
-// It returns the desired state and the pieces to keep; prev is not
-// modified.
-func Rebuild(agent *config.Agent, services []*config.Service, prev Pieces, prevDesired Desired, changed map[string]bool) (Desired, Pieces, error) {
+// added, removed or modified since (nil with prev nil: build everything);
+// fresh, when not nil, are the indexes in services of every service that
+// may be among them (the files read again), so that the rest is not
+// looked at. It returns the desired state and the pieces to keep; prev is
+// not modified.
+func Rebuild(agent *config.Agent, services []*config.Service, prev Pieces, prevDesired Desired, changed map[string]bool, fresh []int) (Desired, Pieces, error) {
 	var pieces Pieces
 	var removed []ipvs.ServiceKey // the IPVS services of the changed services' old pieces
 	if prev == nil {
@@ -91,23 +94,37 @@ func Rebuild(agent *config.Agent, services []*config.Service, prev Pieces, prevD
 	// again, a pass over every service, is not needed.
 	outsideSame := prev != nil
 	isChanged := config.NamesOf(changed)
-	for _, s := range services {
+	build := func(s *config.Service) error {
 		if prev != nil && !isChanged.Has(s.Name) {
-			continue
+			return nil
 		}
 		p, err := buildPiece(agent, s)
 		if err != nil {
-			return Desired{}, nil, err
+			return err
 		}
 		old, had := prev[s.Name]
 		pieces[s.Name] = p
 		added = append(added, p.services...)
 		outsideSame = outsideSame && had && old.sameOutside(p)
+		return nil
+	}
+	if prev != nil && fresh != nil {
+		for _, i := range fresh {
+			if err := build(services[i]); err != nil {
+				return Desired{}, nil, err
+			}
+		}
+	} else {
+		for _, s := range services {
+			if err := build(s); err != nil {
+				return Desired{}, nil, err
+			}
+		}
 	}
 	if len(pieces) != len(services) {
 		// A service changed that changed does not name: build everything
 		// rather than keep a wrong piece.
-		return Rebuild(agent, services, nil, Desired{}, nil)
+		return Rebuild(agent, services, nil, Desired{}, nil, nil)
 	}
 	slices.SortFunc(added, byServiceKey)
 	slices.SortFunc(removed, ipvs.ServiceKey.Compare)
@@ -139,7 +156,7 @@ func buildPiece(agent *config.Agent, s *config.Service) (*piece, error) {
 		return nil, fmt.Errorf("%s:%d: service %q: forwarding %s does not work with cluster mode ecmp yet: %s",
 			s.File, s.Line, s.Name, s.Forwarding, ecmpForwarding[s.Forwarding])
 	}
-	p := &piece{mark: FirewallMark(s.Name), vip: s.VIP, forwards: s.Forwarding == config.NAT || s.Forwarding == config.FullNAT,
+	p := &piece{src: s, mark: FirewallMark(s.Name), vip: s.VIP, forwards: s.Forwarding == config.NAT || s.Forwarding == config.FullNAT,
 		fullnat: s.Forwarding == config.FullNAT, announce: s.Announce}
 	p.services, p.spec = buildService(s, p.mark)
 	slices.SortFunc(p.services, byServiceKey)

@@ -49,7 +49,7 @@ func TestRebuildIsBuild(t *testing.T) {
 		t.Fatal(err)
 	}
 	changed := map[string]bool{"s4": true, "s6": true, "s30": true}
-	got, _, err := Rebuild(next.Agent, next.Services, prev.pieces, prev.Desired, changed)
+	got, _, err := Rebuild(next.Agent, next.Services, prev.pieces, prev.Desired, changed, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -118,13 +118,25 @@ func TestRebuildIsBuildWhateverChanged(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		got, pieces, err := Rebuild(next.Agent, next.Services, prev.pieces, prev.Desired, changed)
+		var fresh []int // the changed services (every other round: look at all)
+		for i, s := range next.Services {
+			if changed[s.Name] && round%2 == 0 {
+				fresh = append(fresh, i)
+			}
+		}
+		got, pieces, err := Rebuild(next.Agent, next.Services, prev.pieces, prev.Desired, changed, fresh)
 		if err != nil {
 			t.Fatal(err)
 		}
 		if !reflect.DeepEqual(got, next.Desired) {
 			t.Fatalf("round %d, %v changed: rebuilt\n%q\nbuilt\n%q\nVIPs %v / %v", round, changed,
 				serviceStrings(got), serviceStrings(next.Desired), got.VIPs, next.Desired.VIPs)
+		}
+		// The pieces name what they were made of (Config.named reads it).
+		for _, s := range next.Services {
+			if p := pieces[s.Name]; p == nil || !reflect.DeepEqual(p.src, s) {
+				t.Fatalf("round %d: the piece of %s was not made of its service", round, s.Name)
+			}
 		}
 		prev = next
 		prev.Desired, prev.pieces = got, pieces

@@ -191,14 +191,7 @@ func (a *Agent) unappliedServices() (map[string]bool, []*config.Service) {
 	if len(a.unapplied) == 0 {
 		return nil, nil
 	}
-	var out []*config.Service
-	unapplied := config.NamesOf(a.unapplied)
-	for _, s := range a.cfg.Services {
-		if unapplied.Has(s.Name) {
-			out = append(out, s)
-		}
-	}
-	return a.unapplied, out
+	return a.unapplied, a.cfg.named(a.unapplied)
 }
 
 // markApplied records the decisions of names as applied (those of removed

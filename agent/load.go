@@ -84,7 +84,7 @@ func (l *Loader) Load(prev *Config, changed []string) (*Config, Changes, error) 
 		ch.Services, ch.Fresh = changedServices(prev.files, set.Files), set.Fresh
 		prevPieces, prevDesired = prev.pieces, prev.Desired
 	}
-	if c.Desired, c.pieces, err = Rebuild(agent, c.Services, prevPieces, prevDesired, ch.Services); err != nil {
+	if c.Desired, c.pieces, err = Rebuild(agent, c.Services, prevPieces, prevDesired, ch.Services, ch.Fresh); err != nil {
 		return nil, Changes{}, err
 	}
 	return c, ch, nil

@@ -82,6 +82,28 @@ func (c *Config) servicesAt(indexes []int, names map[string]bool) []*config.Serv
 	return out
 }
 
+// named returns the configured services whose names are in names, in no
+// particular order: from their pieces, without a walk over every service,
+// when c has them.
+func (c *Config) named(names map[string]bool) []*config.Service {
+	var out []*config.Service
+	if c.pieces == nil {
+		has := config.NamesOf(names)
+		for _, s := range c.Services {
+			if has.Has(s.Name) {
+				out = append(out, s)
+			}
+		}
+		return out
+	}
+	for name := range names {
+		if p, ok := c.pieces[name]; ok {
+			out = append(out, p.src)
+		}
+	}
+	return out
+}
+
 // serviceKeys returns the keys of the IPVS services of the named
 // configured services: from their pieces, without a walk over every
 // service, when c has them.
