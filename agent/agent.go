@@ -103,7 +103,7 @@ type Agent struct {
 	health  map[string]BackendHealth
 	// eligibility is the last decision per service, replaced (never
 	// modified) when one changes: the snapshot shares it.
-	eligibility map[string]Eligibility
+	eligibility cowMap[string, Eligibility]
 	// applied is the decision per service whose connection resets were
 	// last planned, and unapplied the services decided anew since: a pass
 	// that fails before planning keeps them, so a transition it saw is not

@@ -151,7 +151,7 @@ func TestSorryServerLifecycle(t *testing.T) {
 	if len(dsts) != 2 {
 		t.Errorf("destinations left: %+v", dsts)
 	}
-	if rule := a.eligibility["web"].Rule; strings.Contains(rule, "sorry") {
+	if rule := a.eligibility.At("web").Rule; strings.Contains(rule, "sorry") {
 		t.Errorf("rule with a healthy backend: %q", rule)
 	}
 }

@@ -98,7 +98,7 @@ func (a *Agent) Explain(ctx context.Context, q ExplainQuery) (Explanation, error
 		return Explanation{}, fmt.Errorf("%s (service %s) is not in the kernel", vs.ServiceKey, vs.Name)
 	}
 	e := Explanation{Schema: api.SchemaVersion, Client: q.Client.String(), Service: vs.Name, IPVSService: vs.ServiceKey.String(),
-		Scheduler: cur.Scheduler, Flags: cur.Flags.String(), Rule: s.eligibility[vs.Name].Rule, Slot: -1,
+		Scheduler: cur.Scheduler, Flags: cur.Flags.String(), Rule: s.eligibility.At(vs.Name).Rule, Slot: -1,
 		HashesPort: cur.Flags&ipvs.FlagMHPort != 0}
 	mds := explainDestinations(a, s, vs, cur, &e)
 	if a.opts.Kernel.Conns != nil {
@@ -161,7 +161,7 @@ func explainDestinations(a *Agent, s *snapshot, vs VirtualService, cur ActualSer
 	for _, d := range vs.Destinations {
 		wanted[d.DestinationKey] = d
 	}
-	states, checked := a.healthStates(), checkedBackends(s.cfg.Services)
+	states, checked := a.healthStates(), &s.cfg.checked
 	var mds []maglev.Destination
 	for _, k := range cur.Destinations {
 		ds := DestinationStatus{Address: k.DestinationKey.String(), Forwarding: k.Method(), ConfiguredWeight: -1,
@@ -169,7 +169,7 @@ func explainDestinations(a *Agent, s *snapshot, vs VirtualService, cur ActualSer
 		slotWeight := k.Weight
 		if w, ok := wanted[k.DestinationKey]; ok {
 			ds.ConfiguredWeight = w.Weight
-			ds.setHealth(states, s.eligibility, checked, vs.Name, w.Backend)
+			ds.setHealth(states, s.eligibility.At(vs.Name), checked, w.Backend)
 			if slotWeight == 0 {
 				slotWeight = max(w.SlotWeight, w.Weight)
 			}

@@ -90,16 +90,16 @@ func backendHealth(states map[string]health.State) map[string]BackendHealth {
 
 // logEligibility logs every service of decided whose eligible set or rule
 // changed from a.eligibility.
-func (a *Agent) logEligibility(decisions map[string]Eligibility, decided map[string]bool) {
+func (a *Agent) logEligibility(decisions *cowMap[string, Eligibility], decided map[string]bool) {
 	var changed []string
 	for name := range decided {
-		e := decisions[name]
-		prev, ok := a.eligibility[name]
+		e := decisions.At(name)
+		prev, ok := a.eligibility.Get(name)
 		if !ok || prev.Rule != e.Rule || !prev.sameEligible(e) {
 			changed = append(changed, name)
 		}
 	}
-	first := a.eligibility == nil
+	first := a.eligibility.Len() == 0
 	if len(changed) == 0 {
 		return
 	}
@@ -117,7 +117,7 @@ func (a *Agent) logEligibility(decisions map[string]Eligibility, decided map[str
 		return
 	}
 	for _, name := range changed {
-		e := decisions[name]
+		e := decisions.At(name)
 		var eligible []string
 		for _, d := range e.Backends {
 			if d.Eligible {

@@ -61,13 +61,13 @@ func TestHealthAfterReloadIsDecidingEverything(t *testing.T) {
 		}
 		a.applyHealth(nil) // the health above is in force before the edit
 		a.reload("file change", changed)
-		got, gotEligibility := a.desired, maps.Clone(a.eligibility)
+		got, gotEligibility := a.desired, maps.Collect(a.eligibility.All())
 		a.applyHealth(nil)
 		if !reflect.DeepEqual(got.Services, a.desired.Services) {
 			t.Fatalf("round %d, %q changed: spliced\n%v\ndeciding everything\n%v", round, changed, got.Services, a.desired.Services)
 		}
-		if !maps.EqualFunc(gotEligibility, a.eligibility, func(x, y Eligibility) bool { return reflect.DeepEqual(x, y) }) {
-			t.Fatalf("round %d: eligibility spliced %v, decided %v", round, gotEligibility, a.eligibility)
+		if decided := maps.Collect(a.eligibility.All()); !maps.EqualFunc(gotEligibility, decided, func(x, y Eligibility) bool { return reflect.DeepEqual(x, y) }) {
+			t.Fatalf("round %d: eligibility spliced %v, decided %v", round, gotEligibility, decided)
 		}
 		names := map[string]bool{fmt.Sprintf("s%d-0", rng.IntN(14)): true, fmt.Sprintf("s%d-1", rng.IntN(14)): true}
 		keys := a.cfg.serviceKeys(names)
@@ -110,6 +110,10 @@ func TestHealthTargetsFollowReloads(t *testing.T) {
 		got, want := slices.Sorted(slices.Values(mapSlice(checker.targets, key))), slices.Sorted(slices.Values(mapSlice(HealthTargets(a.cfg.Services), key)))
 		if !slices.Equal(got, want) {
 			t.Fatalf("round %d: checking\n%q\nwant\n%q", round, got, want)
+		}
+		counted, recounted := checkedBackends(nil, a.cfg, nil), a.cfg.checked
+		if g, w := maps.Collect(recounted.All()), maps.Collect(counted.All()); !maps.Equal(g, w) {
+			t.Fatalf("round %d: checked backends %v, counted again %v", round, g, w)
 		}
 	}
 }

@@ -1,7 +1,6 @@
 package agent
 
 import (
-	"maps"
 	"slices"
 	"strings"
 
@@ -63,17 +62,14 @@ func (a *Agent) applyHealth(names map[string]bool) {
 // a walk over every service.
 func (a *Agent) applyHealthSince(prev *Config, fresh []int, names map[string]bool) {
 	cfg := a.cfg
-	var decisions map[string]Eligibility
+	var decisions cowMap[string, Eligibility]
 	if names != nil {
-		decisions = maps.Clone(a.eligibility) // copies the table, not entry by entry
-	}
-	if decisions == nil {
-		decisions = make(map[string]Eligibility, len(cfg.Services))
+		decisions = a.eligibility.Clone() // shares what it does not decide anew
 	}
 	byBackend := map[string]weights{}
 	decided := map[string]bool{}
 	decide := func(s *config.Service) {
-		decisions[s.Name] = serviceWeights(s, a.health, a.overrides, byBackend)
+		decisions.Set(s.Name, serviceWeights(s, a.health, a.overrides, byBackend))
 		decided[s.Name] = true
 	}
 	named := config.NamesOf(names)
@@ -90,7 +86,7 @@ func (a *Agent) applyHealthSince(prev *Config, fresh []int, names map[string]boo
 	}
 	for name := range names {
 		if !decided[name] {
-			delete(decisions, name) // removed
+			decisions.Delete(name) // removed
 		}
 	}
 	out := cfg.Desired
@@ -99,7 +95,7 @@ func (a *Agent) applyHealthSince(prev *Config, fresh []int, names map[string]boo
 	} else {
 		out.Services = weighted(cfg.Desired.Services, a.desired.Services, named, names == nil, byBackend)
 	}
-	a.logEligibility(decisions, decided)
+	a.logEligibility(&decisions, decided)
 	a.desired, a.eligibility = out, decisions
 	if a.unapplied == nil {
 		a.unapplied = map[string]bool{}

@@ -17,7 +17,9 @@ type Config struct {
 	Desired  Desired // every backend at its configured weight
 	files    []*config.File
 	pieces   Pieces
-	loader   *Loader // what read it, with its cache of the files
+	// checked counts the backends with health checks by HealthKey.
+	checked cowMap[string, int]
+	loader  *Loader // what read it, with its cache of the files
 }
 
 // LoadConfig reads and validates everything under the agent file at path.
@@ -87,6 +89,7 @@ func (l *Loader) Load(prev *Config, changed []string) (*Config, Changes, error) 
 	if c.Desired, c.pieces, err = Rebuild(agent, c.Services, prevPieces, prevDesired, ch.Services, ch.Fresh); err != nil {
 		return nil, Changes{}, err
 	}
+	c.checked = checkedBackends(prev, c, ch.Services) // ch.Services nil: all
 	return c, ch, nil
 }
 

@@ -107,11 +107,11 @@ func (a *Agent) healthStates() map[string]health.State {
 	return a.opts.Health.Snapshot()
 }
 
-// setHealth fills in the health of the backend with HealthKey key of the
-// service named name.
-func (d *DestinationStatus) setHealth(states map[string]health.State, elig map[string]Eligibility, checked map[string]bool, name, key string) {
+// setHealth fills in the health of the backend with HealthKey key of a
+// service whose eligibility is elig.
+func (d *DestinationStatus) setHealth(states map[string]health.State, elig Eligibility, checked *cowMap[string, int], key string) {
 	var st health.State
-	d.Eligible = elig[name].Eligible(key)
+	d.Eligible = elig.Eligible(key)
 	d.Health, st = healthOf(states, checked, key)
 	d.ReportedWeight = st.Weight
 	if d.Health == healthUnhealthy {
@@ -119,16 +119,33 @@ func (d *DestinationStatus) setHealth(states map[string]health.State, elig map[s
 	}
 }
 
-// checkedBackends are the HealthKeys of the backends with health checks.
-func checkedBackends(services []*config.Service) map[string]bool {
-	out := map[string]bool{}
-	for _, s := range services {
-		for _, b := range s.Backends {
-			if b.Health != nil {
-				out[HealthKey(s.Name, b)] = true
+// checkedBackends counts, by HealthKey, the backends of c's services that
+// have health checks. With prev, c is prev with the services in names
+// changed, and only theirs are counted again.
+func checkedBackends(prev, c *Config, names map[string]bool) cowMap[string, int] {
+	var out cowMap[string, int]
+	count := func(services []*config.Service, delta int) {
+		for _, s := range services {
+			for _, b := range s.Backends {
+				if b.Health == nil {
+					continue
+				}
+				k := HealthKey(s.Name, b)
+				if n := out.At(k) + delta; n > 0 {
+					out.Set(k, n)
+				} else {
+					out.Delete(k)
+				}
 			}
 		}
 	}
+	if prev == nil || names == nil {
+		count(c.Services, 1)
+		return out
+	}
+	out = prev.checked.Clone()
+	count(prev.named(names), -1)
+	count(c.named(names), 1)
 	return out
 }
 

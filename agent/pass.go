@@ -28,7 +28,7 @@ func (a *Agent) pass(ctx context.Context, sc scope) []Op {
 	}
 	a.audit.measured(len(keys), a.opts.Now().Sub(readStart))
 	names, resetServices := a.unappliedServices()
-	resets, applied := connectionResets(a.applied, a.eligibility, resetServices)
+	resets, applied := connectionResets(a.applied, a.eligibility.Get, resetServices)
 	in := PlanInput{Desired: desired, Actual: actual, Owned: a.owned, Drains: a.drains,
 		Now: a.opts.Now(), DrainTimeout: a.opts.DrainTimeout, Resets: resets, SkipGlobals: !sc.all && !sc.globals}
 	if !sc.all {

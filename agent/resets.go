@@ -27,11 +27,11 @@ type reset struct {
 // ineligible, not on every pass it stays so, and nothing is reset without a
 // previous decision (a fresh start does not know what changed, and the
 // connections it finds were kept by the previous run's decisions).
-func connectionResets(prev, next map[string]Eligibility, services []*config.Service) (map[string]reset, map[string]Eligibility) {
+func connectionResets(prev map[string]Eligibility, next func(name string) (Eligibility, bool), services []*config.Service) (map[string]reset, map[string]Eligibility) {
 	applied := make(map[string]Eligibility, len(services))
 	resets := map[string]reset{}
 	for _, s := range services {
-		e, ok := next[s.Name]
+		e, ok := next(s.Name)
 		if !ok {
 			continue
 		}

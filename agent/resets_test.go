@@ -75,7 +75,8 @@ func TestConnectionResets(t *testing.T) {
 			var applied map[string]Eligibility
 			var got []string
 			for i, step := range c.steps {
-				resets, next := connectionResets(applied, decide(t, services, step), services)
+				decided := decide(t, services, step)
+				resets, next := connectionResets(applied, func(name string) (Eligibility, bool) { e, ok := decided[name]; return e, ok }, services)
 				applied = next
 				if i == 0 {
 					if len(resets) != 0 {

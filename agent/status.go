@@ -145,26 +145,20 @@ type snapshot struct {
 	at       time.Time
 	duration time.Duration
 	err      string
-	// eligibility is the policy's last decision per service; the map is
-	// replaced, never modified, by the owner goroutine.
-	eligibility map[string]Eligibility
-	resets      uint64          // destinations this pass reset
-	passes      ReconcileStats  // counts up to and including this pass (metrics.go)
-	loaded      ConfigLoad      // the last attempt to load the configuration
-	actual      Actual          // the kernel as this pass left it (read, then its ops)
-	checked     map[string]bool // checkedBackends of cfg
-	overrides   Overrides       // the operator's, in force now (replaced, never modified)
+	// eligibility is the policy's last decision per service; the owner
+	// goroutine never writes it again, only clones of it.
+	eligibility cowMap[string, Eligibility]
+	resets      uint64         // destinations this pass reset
+	passes      ReconcileStats // counts up to and including this pass (metrics.go)
+	loaded      ConfigLoad     // the last attempt to load the configuration
+	actual      Actual         // the kernel as this pass left it (read, then its ops)
+	overrides   Overrides      // the operator's, in force now (replaced, never modified)
 }
 
 func (a *Agent) publish(desired Desired, actual Actual, start time.Time, err error, ops ...Op) {
 	s := &snapshot{cfg: a.cfg, desired: desired, drains: maps.Clone(a.drains), actual: actual,
 		at: start, duration: a.opts.Now().Sub(start), eligibility: a.eligibility, loaded: a.loaded,
 		overrides: a.overrides}
-	if prev := a.snap.Load(); prev != nil && prev.cfg == a.cfg {
-		s.checked = prev.checked // a configuration is never modified, only replaced
-	} else {
-		s.checked = checkedBackends(a.cfg.Services)
-	}
 	for _, op := range ops {
 		if op.Kind == AwaitExpiry {
 			s.resets += uint64(len(op.Expiring.Dests))
@@ -276,7 +270,7 @@ func (a *Agent) statusReader(ctx context.Context, s *snapshot, selected []*Virtu
 			present[p.Addr()] = true
 		}
 	}
-	return &statusReader{s: s, actual: actual, present: present, states: a.healthStates(), checked: s.checked}, asOf, nil
+	return &statusReader{s: s, actual: actual, present: present, states: a.healthStates(), checked: &s.cfg.checked}, asOf, nil
 }
 
 // addAgentState adds what the agent's other parts say: the cluster, the

@@ -215,7 +215,7 @@ type statusReader struct {
 	actual  Actual
 	present map[netip.Addr]bool
 	states  map[string]health.State
-	checked map[string]bool
+	checked *cowMap[string, int] // Config.checked
 }
 
 // eachDestination calls f for every destination of vs: the configured ones
@@ -305,8 +305,8 @@ const (
 
 // healthOf says the health of the backend with HealthKey key: "" when it
 // has no checks.
-func healthOf(states map[string]health.State, checked map[string]bool, key string) (string, health.State) {
-	if !checked[key] {
+func healthOf(states map[string]health.State, checked *cowMap[string, int], key string) (string, health.State) {
+	if !checked.Has(key) {
 		return "", health.State{Weight: health.NoWeight}
 	}
 	st, ok := states[key]
@@ -378,7 +378,7 @@ func (r *statusReader) service(l listed, withDests bool, now time.Time) ServiceS
 	vs := l.vs
 	ss := ServiceStatus{Name: vs.Name, Key: vs.ServiceKey.String(), Scheduler: vs.Scheduler,
 		VIP: vs.VIP.String(), Flags: vs.Flags.String(), InKernel: l.inKernel, VIPHeld: r.present[vs.VIP],
-		Rule: r.s.eligibility[vs.Name].Rule, Backends: l.counts, Problem: l.problem}
+		Rule: r.s.eligibility.At(vs.Name).Rule, Backends: l.counts, Problem: l.problem}
 	if !withDests {
 		return ss
 	}
@@ -395,7 +395,7 @@ func (r *statusReader) destination(vs *VirtualService, d *Destination, k *ipvs.D
 	var ds DestinationStatus
 	if d != nil {
 		ds = DestinationStatus{Address: d.DestinationKey.String(), Forwarding: d.Method(), ConfiguredWeight: d.Weight, Weight: -1}
-		ds.setHealth(r.states, r.s.eligibility, r.checked, vs.Name, d.Backend)
+		ds.setHealth(r.states, r.s.eligibility.At(vs.Name), r.checked, d.Backend)
 		if ov, ok := r.s.overrides[d.Backend]; ok {
 			ds.Override = &ov
 		}
