@@ -96,7 +96,7 @@ func (au *audit) measured(n int, took time.Duration) {
 func servicesAfter(d Desired, owned Ownership, cursor ipvs.ServiceKey, n int) []ipvs.ServiceKey {
 	i, j := 0, 0
 	if cursor != (ipvs.ServiceKey{}) {
-		i, _ = slices.BinarySearchFunc(d.Services, cursor, func(vs VirtualService, k ipvs.ServiceKey) int {
+		i, _ = slices.BinarySearchFunc(d.Services, cursor, func(vs *VirtualService, k ipvs.ServiceKey) int {
 			return vs.ServiceKey.Compare(k)
 		})
 		j, _ = slices.BinarySearchFunc(owned.Services, cursor, ipvs.ServiceKey.Compare)

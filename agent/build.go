@@ -19,7 +19,7 @@ import (
 // that changed and adds the pieces up again.
 type piece struct {
 	src      *config.Service  // what it was made of
-	services []VirtualService // sorted by key
+	services []*VirtualService // sorted by key
 	spec     nat.Spec
 	mark     uint32
 	vip      netip.Addr
@@ -55,7 +55,7 @@ func (ps Pieces) keys(names map[string]bool) []ipvs.ServiceKey {
 }
 
 // byServiceKey orders IPVS services as the desired state lists them.
-func byServiceKey(a, b VirtualService) int { return a.ServiceKey.Compare(b.ServiceKey) }
+func byServiceKey(a, b *VirtualService) int { return a.ServiceKey.Compare(b.ServiceKey) }
 
 // Build computes the desired state of a director from its configuration,
 // every backend at its configured weight (WithHealth applies health). It is
@@ -87,7 +87,7 @@ func Rebuild(agent *config.Agent, services []*config.Service, prev Pieces, prevD
 			delete(pieces, name)
 		}
 	}
-	var added []VirtualService
+	var added []*VirtualService
 	// outsideSame: every changed service was there before and adds the same
 	// outside its IPVS services, and none went: the rest of prevDesired
 	// stands (a weight or a backend changed), and adding up every piece
@@ -245,8 +245,8 @@ func assemble(agent *config.Agent, services []*config.Service, pieces Pieces) (D
 // with added (both sorted): runs of prev between them are copied whole,
 // found by binary search, not tested one by one. The internal services
 // (the pusher) come from the agent file and stay.
-func mergeServices(prev []VirtualService, removed []ipvs.ServiceKey, added []VirtualService) []VirtualService {
-	out := make([]VirtualService, 0, len(prev)+len(added))
+func mergeServices(prev []*VirtualService, removed []ipvs.ServiceKey, added []*VirtualService) []*VirtualService {
+	out := make([]*VirtualService, 0, len(prev)+len(added))
 	from := 0 // prev[:from] is in out, or removed
 	for len(removed) > 0 || len(added) > 0 {
 		var next ipvs.ServiceKey // the lower of the next removed and the next added
@@ -271,7 +271,7 @@ func mergeServices(prev []VirtualService, removed []ipvs.ServiceKey, added []Vir
 	return append(out, prev[from:]...)
 }
 
-func insertService(s []VirtualService, vs VirtualService) []VirtualService {
-	i, _ := slices.BinarySearchFunc(s, vs.ServiceKey, func(x VirtualService, k ipvs.ServiceKey) int { return x.ServiceKey.Compare(k) })
+func insertService(s []*VirtualService, vs *VirtualService) []*VirtualService {
+	i, _ := slices.BinarySearchFunc(s, vs.ServiceKey, func(x *VirtualService, k ipvs.ServiceKey) int { return x.ServiceKey.Compare(k) })
 	return slices.Insert(s, i, vs)
 }

@@ -16,7 +16,7 @@ import (
 // the VIPs with their addresses, which only the directors holding them put
 // on their interface (PlanAddresses).
 type Desired struct {
-	Services  []VirtualService // sorted by key
+	Services  []*VirtualService // sorted by key; shared between desired states, never modified
 	Interface string           // where the addresses moving with the VIPs go
 	// VIPDevice is where the VIPs themselves go: Interface, or lo when they
 	// are announced over BGP (the routers send the traffic; nobody on the
@@ -136,7 +136,7 @@ func needsFirewallMark(s *config.Service) bool {
 		slices.ContainsFunc(s.Ports, func(r config.PortRange) bool { return r.From != r.To })
 }
 
-func buildService(s *config.Service, mark uint32) ([]VirtualService, nat.Spec) {
+func buildService(s *config.Service, mark uint32) ([]*VirtualService, nat.Spec) {
 	base := ipvs.Service{
 		Scheduler: s.Scheduler,
 		Flags:     schedulerFlags(s),
@@ -158,14 +158,14 @@ func buildService(s *config.Service, mark uint32) ([]VirtualService, nat.Spec) {
 	}
 	if needsFirewallMark(s) {
 		spec.Marks = append(spec.Marks, nat.MarkRule{Match: match, Mark: mark, Comment: s.Name})
-		vs := VirtualService{Service: base, Name: s.Name, VIP: s.VIP, DrainTimeout: s.DrainTimeout}
+		vs := &VirtualService{Service: base, Name: s.Name, VIP: s.VIP, DrainTimeout: s.DrainTimeout}
 		vs.ServiceKey = ipvs.ServiceKey{FWMark: mark, IPv6: s.VIP.Is6()}
 		vs.Destinations, vs.Sorry = destinations(s, 0) // port 0: keep the client's destination port
-		return []VirtualService{vs}, spec
+		return []*VirtualService{vs}, spec
 	}
-	var out []VirtualService
+	var out []*VirtualService
 	for _, r := range s.Ports {
-		vs := VirtualService{Service: base, Name: s.Name, VIP: s.VIP, DrainTimeout: s.DrainTimeout}
+		vs := &VirtualService{Service: base, Name: s.Name, VIP: s.VIP, DrainTimeout: s.DrainTimeout}
 		vs.ServiceKey = ipvs.ServiceKey{Protocol: protocolNumbers[s.Protocol], Addr: s.VIP, Port: r.From, IPv6: s.VIP.Is6()}
 		vs.Destinations, vs.Sorry = destinations(s, r.From)
 		out = append(out, vs)

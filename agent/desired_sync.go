@@ -41,10 +41,10 @@ func PusherPort(c config.ConnSync) uint16 { return c.Port + 2 }
 // connection's record pushes the master's last one out at once
 // (connsync.Config.Pusher). UDP on 127.0.0.1, the port after the backup
 // daemon's, delivered to itself: nothing listens there.
-func pusherService(c config.ConnSync) VirtualService {
+func pusherService(c config.ConnSync) *VirtualService {
 	lo := netip.MustParseAddr("127.0.0.1")
 	key := ipvs.ServiceKey{Protocol: ipvs.UDP, Addr: lo, Port: PusherPort(c)}
-	return VirtualService{
+	return &VirtualService{
 		Service:  ipvs.Service{ServiceKey: key, Scheduler: "rr"},
 		Name:     "conn-sync-pusher",
 		VIP:      lo,

@@ -105,7 +105,7 @@ func WithHealth(d Desired, services []*config.Service, health map[string]Backend
 		decisions[s.Name] = serviceWeights(s, health, overrides, byBackend)
 	}
 	out := d
-	out.Services = make([]VirtualService, len(d.Services))
+	out.Services = make([]*VirtualService, len(d.Services))
 	for i, vs := range d.Services {
 		out.Services[i] = withWeights(vs, byBackend)
 	}

@@ -111,8 +111,8 @@ func (a *Agent) applyHealthSince(prev *Config, fresh []int, names map[string]boo
 // weighted returns desired with the weights of byBackend on the named
 // services (every one with all), the others as they were in prev (the
 // previous desired state with weights), in one walk.
-func weighted(desired, prev []VirtualService, named config.Names, all bool, byBackend map[string]weights) []VirtualService {
-	out := make([]VirtualService, len(desired))
+func weighted(desired, prev []*VirtualService, named config.Names, all bool, byBackend map[string]weights) []*VirtualService {
+	out := make([]*VirtualService, len(desired))
 	j := 0
 	for i, vs := range desired {
 		if all || named.Has(vs.Name) && !vs.Internal {
@@ -134,9 +134,9 @@ func weighted(desired, prev []VirtualService, named config.Names, all bool, byBa
 // spliceWeighted returns prev (the desired state with weights, made from
 // the pieces before) with the named services' IPVS services taken out and
 // added again from pieces (now) with the weights of byBackend.
-func spliceWeighted(prev []VirtualService, names map[string]bool, before, pieces Pieces, byBackend map[string]weights) []VirtualService {
+func spliceWeighted(prev []*VirtualService, names map[string]bool, before, pieces Pieces, byBackend map[string]weights) []*VirtualService {
 	removed := before.keys(names)
-	var added []VirtualService
+	var added []*VirtualService
 	for name := range names {
 		if p := pieces[name]; p != nil {
 			for _, vs := range p.services {
@@ -151,9 +151,10 @@ func spliceWeighted(prev []VirtualService, names map[string]bool, before, pieces
 
 // withWeights returns vs with the weights of byBackend (by backend key),
 // and its sorry server appended while none of its destinations takes new
-// connections. A service whose weights are all as configured shares its
-// destinations with the configuration's desired state.
-func withWeights(vs VirtualService, byBackend map[string]weights) VirtualService {
+// connections: vs itself when that changes nothing (a service whose
+// weights are all as configured is the configuration's), else a copy.
+func withWeights(in *VirtualService, byBackend map[string]weights) *VirtualService {
+	vs := in
 	same, eligible := true, false
 	for _, dst := range vs.Destinations {
 		w, ok := byBackend[dst.Backend]
@@ -167,6 +168,7 @@ func withWeights(vs VirtualService, byBackend map[string]weights) VirtualService
 	if same && !sorry {
 		return vs
 	}
+	vs = new(*in)
 	vs.Destinations = slices.Clone(vs.Destinations)
 	for j, dst := range vs.Destinations {
 		if w, ok := byBackend[dst.Backend]; ok {

@@ -75,7 +75,7 @@ func TestDestinationOrderIndependentOfHistory(t *testing.T) {
 					want = append(want, dest(last, r.IntN(3)))
 				}
 			}
-			desired := Desired{Services: []VirtualService{{Service: svc, Destinations: want}}}
+			desired := Desired{Services: []*VirtualService{{Service: svc, Destinations: want}}}
 			// Connections gone at once: unwanted ones are deleted in
 			// two passes (weight 0, then the delete).
 			for range 2 {
@@ -106,7 +106,7 @@ func TestPlanMovesIntoCanonicalOrder(t *testing.T) {
 	cOld := c.Destination
 	actual := Actual{Services: tableOf(map[ipvs.ServiceKey]ActualService{webKey: {Service: svc,
 		Destinations: []ipvs.Destination{cOld, a.Destination}}})} // c then a: b is new, in the middle
-	ops, _ := Plan(PlanInput{Desired: Desired{Services: []VirtualService{{Service: svc, Destinations: []Destination{a, b, c}}}}, Actual: actual, SkipGlobals: true})
+	ops, _ := Plan(PlanInput{Desired: Desired{Services: []*VirtualService{{Service: svc, Destinations: []Destination{a, b, c}}}}, Actual: actual, SkipGlobals: true})
 	want := []string{
 		"add-destination tcp:10.0.0.50:80 -> 10.0.0.2:80 weight 1 masq",
 		"move-destination tcp:10.0.0.50:80 -> 10.0.0.3:80 weight 1 masq (into canonical order)",

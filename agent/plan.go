@@ -151,7 +151,7 @@ func (p *planner) services(ops []Op) []Op {
 		if wanted[k] || !ok || !p.in.Owned.owns(k) {
 			continue
 		}
-		drain := p.destinations(VirtualService{Service: cur.Service}, cur, p.in.DrainTimeout)
+		drain := p.destinations(&VirtualService{Service: cur.Service}, cur, p.in.DrainTimeout)
 		if len(drain) == len(cur.Destinations) && !slices.ContainsFunc(drain, func(o Op) bool { return o.Kind != DeleteDestination }) {
 			// Every destination has drained: the service itself can go.
 			ops = append(ops, Op{Kind: DeleteService, Service: cur.Service, Reason: "no longer configured"})
@@ -169,7 +169,7 @@ func (p *planner) services(ops []Op) []Op {
 // build the Maglev table once instead of once per destination, but measured
 // slower: the kernel waits for an RCU grace period on every scheduler change
 // (ip_vs_edit_service), which costs more than the rebuilds (docs/performance.md).
-func appendNewService(ops []Op, vs VirtualService) []Op {
+func appendNewService(ops []Op, vs *VirtualService) []Op {
 	ops = append(ops, Op{Kind: AddService, Service: vs.Service, Reason: "service " + vs.Name})
 	for _, dst := range vs.Destinations {
 		ops = appendDestination(ops, vs.Service, dst)
@@ -179,7 +179,7 @@ func appendNewService(ops []Op, vs VirtualService) []Op {
 
 // newServiceOps is about how many ops creating the services of desired
 // missing from a takes (a destination at weight 0 takes two).
-func newServiceOps(desired []VirtualService, a Actual) int {
+func newServiceOps(desired []*VirtualService, a Actual) int {
 	n := 0
 	for _, vs := range desired {
 		if _, ok := a.Services.Get(vs.ServiceKey); !ok {
@@ -242,7 +242,7 @@ func appendMove(ops []Op, svc ipvs.Service, dst Destination) []Op {
 
 // destinations plans the destinations of one service: adds and updates for
 // the wanted ones, the drain of the others.
-func (p *planner) destinations(vs VirtualService, cur ActualService, timeout time.Duration) []Op {
+func (p *planner) destinations(vs *VirtualService, cur ActualService, timeout time.Duration) []Op {
 	var ops []Op
 	have := make(map[ipvs.DestinationKey]ipvs.Destination, len(cur.Destinations))
 	for _, dst := range cur.Destinations {

@@ -25,7 +25,7 @@ var (
 // drain timed out; the record then forgets it.
 func TestPlanDrains(t *testing.T) {
 	t0 := time.Unix(1000, 0)
-	want := Desired{Services: []VirtualService{{Service: ipvs.Service{ServiceKey: webKey, Scheduler: "mh"}, DrainTimeout: 30 * time.Second,
+	want := Desired{Services: []*VirtualService{{Service: ipvs.Service{ServiceKey: webKey, Scheduler: "mh"}, DrainTimeout: 30 * time.Second,
 		Destinations: []Destination{{Destination: ipvs.Destination{DestinationKey: rs1, Weight: 1}, SlotWeight: 1}}}}}
 	actual := func(w2, conns int) Actual {
 		return Actual{Services: tableOf(map[ipvs.ServiceKey]ActualService{webKey: {Service: ipvs.Service{ServiceKey: webKey, Scheduler: "mh"},
@@ -189,7 +189,7 @@ func TestOwnershipEditsLeaveTheOriginal(t *testing.T) {
 // A VIP whose service could not be added is not served: holding it would
 // attract traffic nothing forwards. One already in the kernel is.
 func TestServed(t *testing.T) {
-	d := Desired{Services: []VirtualService{{Service: ipvs.Service{ServiceKey: webKey}, VIP: webKey.Addr}},
+	d := Desired{Services: []*VirtualService{{Service: ipvs.Service{ServiceKey: webKey}, VIP: webKey.Addr}},
 		VIPs: []VIPAddresses{{VIP: webKey.Addr}}}
 	ops := []Op{{Kind: AddService, Service: ipvs.Service{ServiceKey: webKey}}}
 	if got := Served(d, Actual{}, ops, []error{errors.New("no memory")}); len(got.VIPs) != 0 {
@@ -211,7 +211,7 @@ func TestAddressesInUse(t *testing.T) {
 	}
 	wanted, draining, deleted, foreign := key("10.0.0.1", 80), key("10.0.0.2", 80), key("10.0.0.3", 80), key("::ffff:10.0.0.4", 443)
 	mark := ipvs.ServiceKey{FWMark: 7}
-	d := Desired{Services: []VirtualService{{Service: ipvs.Service{ServiceKey: wanted}}}}
+	d := Desired{Services: []*VirtualService{{Service: ipvs.Service{ServiceKey: wanted}}}}
 	a := Actual{}
 	for _, k := range []ipvs.ServiceKey{wanted, draining, deleted, foreign, mark} {
 		a.Services.Set(k, ActualService{Service: ipvs.Service{ServiceKey: k}})

@@ -116,7 +116,7 @@ func planResets(d Desired, a Actual, resets map[string]reset) []Op {
 
 // resetBatches splits the positions idx of vs's destinations: the
 // ineligible ones (weight 0), then the eligible ones in two halves.
-func resetBatches(vs VirtualService, idx []int) [][]int {
+func resetBatches(vs *VirtualService, idx []int) [][]int {
 	var out [][]int
 	isEligible := func(i int) bool { return vs.Destinations[i].Weight != 0 }
 	if ineligible := slices.DeleteFunc(slices.Clone(idx), isEligible); len(ineligible) > 0 {
@@ -135,7 +135,7 @@ func resetBatches(vs VirtualService, idx []int) [][]int {
 
 // resetBatch deletes the destinations at positions batch, waits until
 // their connection entries are gone, and adds them back.
-func resetBatch(vs VirtualService, batch []int, why string) []Op {
+func resetBatch(vs *VirtualService, batch []int, why string) []Op {
 	var ops []Op
 	expiring := ipvs.Expiring{VIP: vs.VIP, Port: vs.Port}
 	for _, i := range batch {

@@ -210,7 +210,7 @@ func TestResetBatches(t *testing.T) {
 		{[]int{1, 4}, "[[1] [4]]"},
 	}
 	for _, c := range cases {
-		if got := fmt.Sprint(resetBatches(vs, c.idx)); got != c.want {
+		if got := fmt.Sprint(resetBatches(&vs, c.idx)); got != c.want {
 			t.Errorf("batches of %v: %s, want %s", c.idx, got, c.want)
 		}
 	}

@@ -115,11 +115,11 @@ func (c *Config) serviceKeys(names map[string]bool) []ipvs.ServiceKey {
 }
 
 // findService returns the service of d with key k (d.Services is sorted).
-func findService(d Desired, k ipvs.ServiceKey) (VirtualService, bool) {
+func findService(d Desired, k ipvs.ServiceKey) (*VirtualService, bool) {
 	if i, ok := d.serviceIndex(k); ok {
 		return d.Services[i], true
 	}
-	return VirtualService{}, false
+	return nil, false
 }
 
 // wants reports whether d has an IPVS service with key k.

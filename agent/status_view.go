@@ -187,7 +187,7 @@ func selectServices(cfg *Config, patterns []string) ([]*VirtualService, int, err
 	all := cfg.Desired.Services
 	for i := range all {
 		if !all[i].Internal && (len(patterns) == 0 || matchAny(patterns, all[i].Name, matched)) {
-			selected = append(selected, &all[i])
+			selected = append(selected, all[i])
 		}
 	}
 	return selected, names, nil
