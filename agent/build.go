@@ -18,7 +18,7 @@ import (
 // Pieces are kept between reloads, so a reload builds only the services
 // that changed and adds the pieces up again.
 type piece struct {
-	src      *config.Service  // what it was made of
+	src      *config.Service   // what it was made of
 	services []*VirtualService // sorted by key
 	spec     nat.Spec
 	mark     uint32

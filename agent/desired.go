@@ -17,7 +17,7 @@ import (
 // on their interface (PlanAddresses).
 type Desired struct {
 	Services  []*VirtualService // sorted by key; shared between desired states, never modified
-	Interface string           // where the addresses moving with the VIPs go
+	Interface string            // where the addresses moving with the VIPs go
 	// VIPDevice is where the VIPs themselves go: Interface, or lo when they
 	// are announced over BGP (the routers send the traffic; nobody on the
 	// link may answer ARP for a VIP).
