@@ -215,7 +215,7 @@ func TestScopedCheckFindsWhatAFullCheckFinds(t *testing.T) {
 				ports = "all"
 			case 1:
 				proto, ports = "any", "all"
-			case 2, 3, 4:
+			case 2, 3, 4, 5, 6, 7:
 				ports = fmt.Sprintf("%d-%d", 1000+i*10, 1000+i*10+15) // into the next file's
 			}
 			fmt.Fprintf(&b, "---\nservice: %s\nvip: %s\nprotocol: %s\nports: [%s]\n", name, vip, proto, ports)

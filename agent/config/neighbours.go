@@ -6,21 +6,58 @@ import (
 	"sort"
 )
 
-// neighbours indexes the files of the last accepted set by the names and
-// VIPs of their services. A service can only conflict with one of the same
-// name or on the same VIP, so a patch finds what a changed service must be
-// checked against here instead of walking every service of the set.
+// neighbours indexes the files of the last accepted set by the names,
+// VIPs and ports of their services. A service can only conflict with one
+// of the same name, or one on the same VIP claiming one of its ports, so a
+// patch finds what a changed service must be checked against here instead
+// of walking every service of the set: on a VIP with 10,000 services, one
+// a port, an edit looks at the one on its port.
 type neighbours struct {
 	byName map[string][]*File
-	byVIP  map[netip.Addr][]*File
+	byVIP  map[netip.Addr][]*File // every service on the VIP
+	// byPort has the services that claim a few ports (each of them); wide
+	// those that claim more (all ports, or a long range), by VIP.
+	byPort map[vipPort][]*File
+	wide   map[netip.Addr][]*File
 }
 
+type vipPort struct {
+	vip  netip.Addr
+	port uint16
+}
+
+// fewPorts is the most ports a service may claim and still be indexed by
+// each of them.
+const fewPorts = 64
+
 func newNeighbours(files []*File) neighbours {
-	n := neighbours{byName: map[string][]*File{}, byVIP: map[netip.Addr][]*File{}}
+	n := neighbours{byName: map[string][]*File{}, byVIP: map[netip.Addr][]*File{},
+		byPort: map[vipPort][]*File{}, wide: map[netip.Addr][]*File{}}
 	for _, f := range files {
 		n.add(f)
 	}
 	return n
+}
+
+// claimsFew reports whether s claims at most fewPorts ports.
+func claimsFew(s *Service) bool {
+	if s.AllPorts {
+		return false
+	}
+	n := 0
+	for _, r := range s.Ports {
+		n += int(r.To-r.From) + 1
+	}
+	return n <= fewPorts
+}
+
+// eachPort calls f with every port s claims (s claims few).
+func eachPort(s *Service, f func(uint16)) {
+	for _, r := range s.Ports {
+		for p := int(r.From); p <= int(r.To); p++ {
+			f(uint16(p))
+		}
+	}
 }
 
 func (n neighbours) add(f *File) {
@@ -28,6 +65,14 @@ func (n neighbours) add(f *File) {
 		s := &f.Services[i]
 		n.byName[s.Name] = appendOnce(n.byName[s.Name], f)
 		n.byVIP[s.VIP] = appendOnce(n.byVIP[s.VIP], f)
+		if !claimsFew(s) {
+			n.wide[s.VIP] = appendOnce(n.wide[s.VIP], f)
+			continue
+		}
+		eachPort(s, func(p uint16) {
+			k := vipPort{s.VIP, p}
+			n.byPort[k] = appendOnce(n.byPort[k], f)
+		})
 	}
 }
 
@@ -36,6 +81,11 @@ func (n neighbours) remove(f *File) {
 		s := &f.Services[i]
 		dropFile(n.byName, s.Name, f)
 		dropFile(n.byVIP, s.VIP, f)
+		if !claimsFew(s) {
+			dropFile(n.wide, s.VIP, f)
+			continue
+		}
+		eachPort(s, func(p uint16) { dropFile(n.byPort, vipPort{s.VIP, p}, f) })
 	}
 }
 
@@ -58,10 +108,10 @@ func dropFile[K comparable](m map[K][]*File, k K, f *File) {
 }
 
 // near returns the indexes in set (whose files' services start at starts)
-// of the services of unchanged files that share a name or a VIP with a
-// service at fresh: every service a fresh one may conflict with, and some
-// it does not (checkChanged filters them). Sorted, each once. A VIP that
-// thousands of files share makes it as long as a walk over them.
+// of the services of unchanged files that share a name with a service at
+// fresh, or its VIP and maybe some of its ports: every service a fresh one
+// may conflict with, and some it does not (checkChanged filters them).
+// Sorted, each once.
 func (n neighbours) near(set Set, starts, fresh []int) []int {
 	var out []int
 	seen := map[*File]bool{}
@@ -81,8 +131,14 @@ func (n neighbours) near(set Set, starts, fresh []int) []int {
 		}
 	}
 	for _, i := range fresh {
-		visit(n.byName[set.Services[i].Name])
-		visit(n.byVIP[set.Services[i].VIP])
+		s := set.Services[i]
+		visit(n.byName[s.Name])
+		if !claimsFew(s) {
+			visit(n.byVIP[s.VIP])
+			continue
+		}
+		visit(n.wide[s.VIP])
+		eachPort(s, func(p uint16) { visit(n.byPort[vipPort{s.VIP, p}]) })
 	}
 	slices.Sort(out)
 	return out
