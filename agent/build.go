@@ -38,14 +38,33 @@ func (p *piece) sameOutside(q *piece) bool {
 		(p.announce == nil) == (q.announce == nil) && (p.announce == nil || p.announce.Equal(*q.announce))
 }
 
-// Pieces are the pieces of a configuration's services, by service name.
-type Pieces map[string]*piece
+// Pieces are the pieces of a configuration's services, by service name
+// (nil: none made). A reload copies them and replaces the changed ones: the
+// table is copy-on-write, so that copy costs what changed, not a map of
+// 10,000 pieces.
+type Pieces = *pieceTable
+
+type pieceTable struct{ byName cowMap[string, *piece] }
+
+func newPieces() Pieces { return &pieceTable{} }
+
+// get returns the piece of the service named name, nil if none.
+func (ps *pieceTable) get(name string) *piece { return ps.byName.At(name) }
+
+func (ps *pieceTable) set(name string, p *piece) { ps.byName.Set(name, p) }
+
+func (ps *pieceTable) delete(name string) { ps.byName.Delete(name) }
+
+func (ps *pieceTable) len() int { return ps.byName.Len() }
+
+// clone returns a copy of ps that shares its pieces.
+func (ps *pieceTable) clone() Pieces { return &pieceTable{byName: ps.byName.Clone()} }
 
 // keys returns the keys of the IPVS services of the named services' pieces.
-func (ps Pieces) keys(names map[string]bool) []ipvs.ServiceKey {
+func (ps *pieceTable) keys(names map[string]bool) []ipvs.ServiceKey {
 	var out []ipvs.ServiceKey
 	for name := range names {
-		if p := ps[name]; p != nil {
+		if p := ps.get(name); p != nil {
 			for _, vs := range p.services {
 				out = append(out, vs.ServiceKey)
 			}
@@ -77,14 +96,14 @@ func Rebuild(agent *config.Agent, services []*config.Service, prev Pieces, prevD
 	var pieces Pieces
 	var removed []ipvs.ServiceKey // the IPVS services of the changed services' old pieces
 	if prev == nil {
-		pieces = make(Pieces, len(services))
+		pieces = newPieces()
 	} else {
 		// The unchanged pieces are the previous ones: a copy of the map,
 		// not a look-up of every service's name (a tenth of a one-file
 		// change among 10,000 services).
-		pieces, removed = maps.Clone(prev), prev.keys(changed)
+		pieces, removed = prev.clone(), prev.keys(changed)
 		for name := range changed {
-			delete(pieces, name)
+			pieces.delete(name)
 		}
 	}
 	var added []*VirtualService
@@ -102,8 +121,12 @@ func Rebuild(agent *config.Agent, services []*config.Service, prev Pieces, prevD
 		if err != nil {
 			return err
 		}
-		old, had := prev[s.Name]
-		pieces[s.Name] = p
+		var old *piece
+		if prev != nil {
+			old = prev.get(s.Name)
+		}
+		had := old != nil
+		pieces.set(s.Name, p)
 		added = append(added, p.services...)
 		outsideSame = outsideSame && had && old.sameOutside(p)
 		return nil
@@ -121,14 +144,14 @@ func Rebuild(agent *config.Agent, services []*config.Service, prev Pieces, prevD
 			}
 		}
 	}
-	if len(pieces) != len(services) {
+	if pieces.len() != len(services) {
 		// A service changed that changed does not name: build everything
 		// rather than keep a wrong piece.
 		return Rebuild(agent, services, nil, Desired{}, nil, nil)
 	}
 	slices.SortFunc(added, byServiceKey)
 	slices.SortFunc(removed, ipvs.ServiceKey.Compare)
-	if outsideSame && len(pieces) == len(prev) {
+	if outsideSame && pieces.len() == prev.len() {
 		d := prevDesired
 		d.Services = mergeServices(prevDesired.Services, removed, added)
 		return d, pieces, nil
@@ -171,7 +194,7 @@ func buildPiece(agent *config.Agent, s *config.Service) (*piece, error) {
 func checkMarks(services []*config.Service, pieces Pieces) error {
 	marks := make(map[uint32]string, len(services))
 	for _, s := range services {
-		mark := pieces[s.Name].mark
+		mark := pieces.get(s.Name).mark
 		if other, ok := marks[mark]; ok {
 			return fmt.Errorf("%s:%d: services %q and %q get the same firewall mark %#x; rename one", s.File, s.Line, other, s.Name, mark)
 		}
@@ -192,7 +215,7 @@ func assemble(agent *config.Agent, services []*config.Service, pieces Pieces) (D
 	vips := map[netip.Addr]map[netip.Prefix]bool{}
 	var forwardV4, forwardV6, fullnat bool
 	for _, s := range services {
-		p := pieces[s.Name]
+		p := pieces.get(s.Name)
 		spec.Marks = append(spec.Marks, p.spec.Marks...)
 		spec.SNAT = append(spec.SNAT, p.spec.SNAT...)
 		if vips[s.VIP] == nil {

@@ -134,7 +134,7 @@ func TestRebuildIsBuildWhateverChanged(t *testing.T) {
 		}
 		// The pieces name what they were made of (Config.named reads it).
 		for _, s := range next.Services {
-			if p := pieces[s.Name]; p == nil || !reflect.DeepEqual(p.src, s) {
+			if p := pieces.get(s.Name); p == nil || !reflect.DeepEqual(p.src, s) {
 				t.Fatalf("round %d: the piece of %s was not made of its service", round, s.Name)
 			}
 		}

@@ -138,7 +138,7 @@ func spliceWeighted(prev []*VirtualService, names map[string]bool, before, piece
 	removed := before.keys(names)
 	var added []*VirtualService
 	for name := range names {
-		if p := pieces[name]; p != nil {
+		if p := pieces.get(name); p != nil {
 			for _, vs := range p.services {
 				added = append(added, withWeights(vs, byBackend))
 			}

@@ -97,7 +97,7 @@ func (c *Config) named(names map[string]bool) []*config.Service {
 		return out
 	}
 	for name := range names {
-		if p, ok := c.pieces[name]; ok {
+		if p := c.pieces.get(name); p != nil {
 			out = append(out, p.src)
 		}
 	}
