@@ -104,6 +104,8 @@ type Agent struct {
 	// eligibility is the last decision per service, replaced (never
 	// modified) when one changes: the snapshot shares it.
 	eligibility cowMap[string, Eligibility]
+	// eligibleVIPs are EligibleVIPs(desired).
+	eligibleVIPs eligibleVIPs
 	// applied is the decision per service whose connection resets were
 	// last planned, and unapplied the services decided anew since: a pass
 	// that fails before planning keeps them, so a transition it saw is not

@@ -58,14 +58,8 @@ func (p *AnnouncePolicy) route(vip netip.Addr, eligible, drained, stopping bool)
 func EligibleVIPs(d Desired) map[netip.Addr]bool {
 	out := map[netip.Addr]bool{}
 	for _, vs := range d.Services {
-		if vs.Internal || out[vs.VIP] {
-			continue
-		}
-		for _, dst := range vs.Destinations {
-			if dst.Weight > 0 {
-				out[vs.VIP] = true
-				break
-			}
+		if !out[vs.VIP] && takesNew(vs) {
+			out[vs.VIP] = true
 		}
 	}
 	return out

@@ -25,7 +25,7 @@ func TestHealthAfterReloadIsDecidingEverything(t *testing.T) {
 	body := func(i int) string {
 		sb := new(strings.Builder)
 		for j := range 1 + rng.IntN(2) {
-			fmt.Fprintf(sb, "---\nservice: s%d-%d\nvip: 10.0.0.%d\nports: [%d]\n", i, j, 50+rng.IntN(2), 1000+10*i+j+rng.IntN(2)*5)
+			fmt.Fprintf(sb, "---\nservice: s%d-%d\nvip: 10.0.0.%d\nports: [%d]\n", i, j, 50+rng.IntN(8), 1000+10*i+j+rng.IntN(2)*5)
 			if rng.IntN(3) == 0 {
 				sb.WriteString("sorry_server: 10.0.9.9\n")
 			}
@@ -61,6 +61,9 @@ func TestHealthAfterReloadIsDecidingEverything(t *testing.T) {
 		}
 		a.applyHealth(nil) // the health above is in force before the edit
 		a.reload("file change", changed)
+		if c := countEligible(a.desired); !maps.Equal(a.eligibleVIPs.count, c.count) || !maps.Equal(a.eligibleVIPs.set, EligibleVIPs(a.desired)) {
+			t.Fatalf("round %d: eligible VIPs %v %v, counted again %v", round, a.eligibleVIPs.count, a.eligibleVIPs.set, c.count)
+		}
 		got, gotEligibility := a.desired, maps.Collect(a.eligibility.All())
 		a.applyHealth(nil)
 		if !reflect.DeepEqual(got.Services, a.desired.Services) {
@@ -74,6 +77,16 @@ func TestHealthAfterReloadIsDecidingEverything(t *testing.T) {
 		slices.SortFunc(keys, ipvs.ServiceKey.Compare)
 		if want := servicesOf(a.cfg.Desired, names); !slices.Equal(keys, want) {
 			t.Fatalf("round %d: the pieces of %v have %v, the desired state %v", round, names, keys, want)
+		}
+		// A health change of those services alone.
+		for _, s := range a.cfg.named(names) {
+			for _, b := range s.Backends {
+				a.health[HealthKey(s.Name, b)] = BackendHealth{Healthy: rng.IntN(2) == 0, Weight: rng.IntN(3) - 1}
+			}
+		}
+		a.applyHealth(names)
+		if c := countEligible(a.desired); !maps.Equal(a.eligibleVIPs.count, c.count) || !maps.Equal(a.eligibleVIPs.set, EligibleVIPs(a.desired)) {
+			t.Fatalf("round %d: after a health change, eligible VIPs %v, counted again %v", round, a.eligibleVIPs.count, c.count)
 		}
 		e.reconcile(a)
 	}

@@ -92,8 +92,10 @@ func (a *Agent) applyHealthSince(prev *Config, fresh []int, names map[string]boo
 	out := cfg.Desired
 	if names != nil && prev != nil && prev.pieces != nil && cfg.pieces != nil {
 		out.Services = spliceWeighted(a.desired.Services, names, prev.pieces, cfg.pieces, byBackend)
+		a.eligibleVIPs = a.eligibleVIPs.update(a.desired, out, append(prev.pieces.keys(names), cfg.pieces.keys(names)...))
 	} else {
 		out.Services = weighted(cfg.Desired.Services, a.desired.Services, named, names == nil, byBackend)
+		a.eligibleVIPs = countEligible(out)
 	}
 	a.logEligibility(&decisions, decided)
 	a.desired, a.eligibility = out, decisions

@@ -179,7 +179,7 @@ func (a *Agent) retry(ops []Op, errs []error) {
 // followed.
 func (a *Agent) syncHolder(ctx context.Context, d Desired, actual Actual, ops []Op, errs []error, force bool) ([]Op, error) {
 	p := Programmed{Desired: Served(d, actual, ops, errs), InUse: a.unwanted.addresses(ops),
-		Eligible: EligibleVIPs(d)}
+		Eligible: a.eligibleVIPs.set}
 	if !force && sameProgrammed(p, a.programmed) {
 		return nil, nil
 	}
