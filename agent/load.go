@@ -83,7 +83,7 @@ func (l *Loader) Load(prev *Config, changed []string) (*Config, Changes, error) 
 	var prevPieces Pieces
 	var prevDesired Desired
 	if !all {
-		ch.Services, ch.Fresh = changedServices(prev.files, set.Files), set.Fresh
+		ch.Services, ch.Fresh = changedServices(prev.files, set), set.Fresh
 		prevPieces, prevDesired = prev.pieces, prev.Desired
 	}
 	if c.Desired, c.pieces, err = Rebuild(agent, c.Services, prevPieces, prevDesired, ch.Services, ch.Fresh); err != nil {
@@ -110,15 +110,29 @@ func (l *Loader) agent(prev *Config, changed []string) (*config.Agent, bool, err
 }
 
 // changedServices names the services of every file that is not the same
-// reading in old and new (both sorted by path): what they held before and
-// what they hold now.
-func changedServices(old, new []*config.File) map[string]bool {
+// reading in old and set (both sorted by path): what they held before and
+// what they hold now. A set that says which files it replaced and which
+// services it read again (a patch) tells at once; else the lists are
+// compared.
+func changedServices(old []*config.File, set config.Set) map[string]bool {
 	out := map[string]bool{}
+	if set.Replaced != nil && set.Fresh != nil {
+		for _, f := range set.Replaced {
+			for _, s := range f.Services {
+				out[s.Name] = true
+			}
+		}
+		for _, i := range set.Fresh {
+			out[set.Services[i].Name] = true
+		}
+		return out
+	}
 	add := func(f *config.File) {
 		for _, s := range f.Services {
 			out[s.Name] = true
 		}
 	}
+	new := set.Files
 	i, j := 0, 0
 	for i < len(old) || j < len(new) {
 		switch {

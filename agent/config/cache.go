@@ -111,6 +111,9 @@ type Set struct {
 	// Fresh are the indexes in Services of the services of the files a
 	// load of a few changed ones read again (nil after a full load).
 	Fresh []int
+	// Replaced are the readings of the last set those files replaced or
+	// removed (nil after a full load).
+	Replaced []*File
 }
 
 // Load reads the services directory of agent a: a full scan when changed is

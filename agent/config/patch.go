@@ -77,6 +77,9 @@ func (c *Cache) patch(dir string, changed []string) (set Set, ok bool, err error
 		if len(f.Problems) > 0 {
 			return Set{}, false, nil
 		}
+		if c.last.file(cands[i].path) == f {
+			continue // the reading the set has: written, but not changed
+		}
 		changes = append(changes, fileChange{path: cands[i].path, file: f})
 	}
 	c.order.dir = "" // paths came or went: scan sorts the cached ones again
@@ -90,9 +93,11 @@ func (c *Cache) patch(dir string, changed []string) (set Set, ok bool, err error
 		c.accepted.valid, c.last.valid = false, false
 		return Set{}, true, errs
 	}
+	set.Replaced = []*File{} // known: none
 	for _, ch := range changes {
 		if old := c.last.file(ch.path); old != nil {
 			c.last.near.remove(old)
+			set.Replaced = append(set.Replaced, old)
 		}
 		if ch.file != nil {
 			ch.file.acceptedIn = c.accepted.gen // in the accepted set, with the others
