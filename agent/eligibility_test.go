@@ -24,7 +24,12 @@ func (f *fakeHealth) Update(groups map[string]bool, t []health.Target) {
 }
 
 func (f *fakeHealth) Snapshot() map[string]health.State { return f.states }
-func (f *fakeHealth) Changed() <-chan struct{}          { return nil }
+
+// Changes hands every state, as a checker that cannot tell what changed.
+func (f *fakeHealth) Changes() (map[string]health.State, []string, bool) {
+	return f.states, nil, true
+}
+func (f *fakeHealth) Changed() <-chan struct{} { return nil }
 
 func weightsOf(d Desired) []int {
 	var w []int

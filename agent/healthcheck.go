@@ -20,6 +20,11 @@ type HealthChecker interface {
 	Update(groups map[string]bool, targets []health.Target)
 	// Snapshot returns the state of every target by key.
 	Snapshot() map[string]health.State
+	// Changes returns the states of the targets changed, added or
+	// redefined since the last call and the keys of those removed; with
+	// all, states is every target's and any other is gone (a checker that
+	// cannot tell what changed).
+	Changes() (states map[string]health.State, removed []string, all bool)
 	// Changed delivers a value when some state may have changed.
 	Changed() <-chan struct{}
 }
@@ -77,15 +82,6 @@ func execUser(u *config.User) *health.ExecUser {
 		return nil
 	}
 	return &health.ExecUser{Name: u.Name, UID: u.UID, GID: u.GID, Groups: u.Groups, Home: u.Home}
-}
-
-// backendHealth reads the checker's states as the policy's input.
-func backendHealth(states map[string]health.State) map[string]BackendHealth {
-	out := make(map[string]BackendHealth, len(states))
-	for k, s := range states {
-		out[k] = BackendHealth{Healthy: s.Healthy, Weight: s.Weight}
-	}
-	return out
 }
 
 // logEligibility logs every service of decided whose eligible set or rule

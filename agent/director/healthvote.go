@@ -52,6 +52,14 @@ func (v *votedHealth) Update(groups map[string]bool, targets []health.Target) {
 
 func (v *votedHealth) Changed() <-chan struct{} { return v.changed }
 
+// Changes is every target's state: a peer's vote can change any verdict,
+// so the vote cannot tell what changed. The local checker's record of its
+// changes is taken (and dropped) so that it does not grow.
+func (v *votedHealth) Changes() (map[string]health.State, []string, bool) {
+	v.local.Changes()
+	return v.Snapshot(), nil, true
+}
+
 // Snapshot returns the local states with the vote's verdict, and logs
 // every target the vote starts or stops overruling.
 func (v *votedHealth) Snapshot() map[string]health.State {

@@ -117,6 +117,9 @@ func (f *fakeChecks) Snapshot() map[string]health.State {
 	return maps.Clone(f.states)
 }
 func (f *fakeChecks) Changed() <-chan struct{} { return f.changed }
+func (f *fakeChecks) Changes() (map[string]health.State, []string, bool) {
+	return f.Snapshot(), nil, true
+}
 func (f *fakeChecks) set(key string, healthy bool) {
 	f.mu.Lock()
 	f.states[key] = health.State{Healthy: healthy, Known: true}

@@ -35,6 +35,9 @@ type Monitor struct {
 	states  map[string]State // published by the runners
 	// groups are the keys of the targets of each Target.Group, for Update.
 	groups map[string]map[string]bool
+	// dirty are the targets whose health, Known or weight changed, or that
+	// Set or Update added, redefined or removed, since the last Changes.
+	dirty map[string]bool
 }
 
 // Option configures a Monitor.
@@ -79,6 +82,7 @@ func NewMonitor(log *slog.Logger, opts ...Option) *Monitor {
 		runners: make(map[string]*runner),
 		states:  make(map[string]State),
 		groups:  make(map[string]map[string]bool),
+		dirty:   make(map[string]bool),
 	}
 	// KeepAlive -1: a kept connection carries a request every round,
 	// which finds a dead peer sooner than TCP keep-alive probes would;
@@ -187,6 +191,7 @@ func (m *Monitor) replace(groups map[string]bool, targets []Target) {
 		r := m.newRunner(t.clone(), st)
 		m.runners[t.Key] = r
 		m.states[t.Key] = st
+		m.dirty[t.Key] = true
 		if m.started && !m.stopped {
 			m.start(r)
 		}
@@ -196,6 +201,7 @@ func (m *Monitor) replace(groups map[string]bool, targets []Target) {
 			r.stop()
 			delete(m.runners, key)
 			delete(m.states, key)
+			m.dirty[key] = true
 			m.ungroup(r.t.Group, key)
 			removed++
 		}
@@ -235,6 +241,26 @@ func (m *Monitor) ungroup(g, key string) {
 // what it added and removed.
 func (m *Monitor) Changed() <-chan struct{} { return m.changed }
 
+// Changes returns the State of every target marked since the last call
+// (its health, Known or weight changed; Set or Update added or redefined
+// it) and the keys of those removed since: what a consumer that keeps the
+// states must apply to be up to date, in proportion to what changed, not
+// to the number of targets. all is false: the states are only those.
+func (m *Monitor) Changes() (states map[string]State, removed []string, all bool) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	states = make(map[string]State, len(m.dirty))
+	for key := range m.dirty {
+		if st, ok := m.states[key]; ok {
+			states[key] = st
+		} else {
+			removed = append(removed, key)
+		}
+	}
+	clear(m.dirty)
+	return states, removed, false
+}
+
 // Snapshot returns a copy of every target's State, by Key.
 func (m *Monitor) Snapshot() map[string]State {
 	m.mu.Lock()
@@ -261,6 +287,9 @@ func (m *Monitor) publish(r *runner, st State, notify bool) {
 	current := m.runners[r.t.Key] == r
 	if current {
 		m.states[r.t.Key] = st
+		if notify {
+			m.dirty[r.t.Key] = true
+		}
 	}
 	m.mu.Unlock()
 	if current && notify {

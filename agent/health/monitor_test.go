@@ -508,3 +508,42 @@ func TestMonitorCountsRounds(t *testing.T) {
 		t.Errorf("buckets %v: want all four rounds in le=0.05", b)
 	}
 }
+
+// Changes hands over what Set, Update and the rounds changed since the
+// last call, and nothing else: a round that keeps a target's health and
+// weight is no change.
+func TestMonitorChanges(t *testing.T) {
+	h := newHarness(t)
+	keysOf := func(states map[string]State, removed []string, _ ...bool) string {
+		return fmt.Sprint(slices.Sorted(maps.Keys(states)), slices.Sorted(slices.Values(removed)))
+	}
+	h.script("b", seq("+-++++")...)
+	h.m.Set([]Target{target("a", 1, 1), target("b", 1, 1)})
+	states, removed, all := h.m.Changes()
+	if got := keysOf(states, removed); got != "[a b] []" || all {
+		t.Fatalf("after Set: %s (all %v), want [a b] []", got, all)
+	}
+	h.start(2) // both pass their first round: Known now
+	if got := keysOf(h.m.Changes()); got != "[a b] []" {
+		t.Fatalf("after the first round: %s, want [a b] []", got)
+	}
+	h.round(2) // b fails
+	states, removed, _ = h.m.Changes()
+	if got := keysOf(states, removed); got != "[b] []" || states["b"].Healthy {
+		t.Fatalf("after b failed: %s %+v, want [b] [] unhealthy", got, states["b"])
+	}
+	h.round(2)
+	h.round(2) // b passes twice: healthy again (rise 1: at the first)
+	states, _, _ = h.m.Changes()
+	if got := keysOf(states, nil); got != "[b] []" || !states["b"].Healthy {
+		t.Fatalf("after b recovered: %s %+v, want [b] [] healthy", got, states["b"])
+	}
+	h.round(2)
+	if got := keysOf(h.m.Changes()); got != "[] []" {
+		t.Fatalf("after a round that changed nothing: %s, want [] []", got)
+	}
+	h.m.Set([]Target{target("b", 1, 1), target("c", 1, 1)})
+	if got := keysOf(h.m.Changes()); got != "[c] [a]" {
+		t.Fatalf("after a went and c came: %s, want [c] [a]", got)
+	}
+}
