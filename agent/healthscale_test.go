@@ -113,7 +113,7 @@ func TestHealthChangesAreSnapshots(t *testing.T) {
 
 // BenchmarkHealthChange is one backend's health changing among n services
 // of 10 checked backends each: what the agent does from the checker's
-// hint to the reconciled kernel (refreshHealth and the pass).
+// hint to the reconciled kernel (the agent loop's reconcile).
 func BenchmarkHealthChange(b *testing.B) {
 	for _, n := range []int{1000, 10000} {
 		b.Run(fmt.Sprintf("services=%d", n), func(b *testing.B) {
@@ -129,8 +129,7 @@ func BenchmarkHealthChange(b *testing.B) {
 			b.ResetTimer()
 			for i := range b.N {
 				checker.set(flapping, health.State{Known: true, Healthy: i%2 == 1, Weight: health.NoWeight})
-				a.refreshHealth()
-				a.reconcile(context.Background())
+				a.reconcile(context.Background()) // takes the health in, as after the checker's hint
 				e.ipvs.Ops()
 			}
 		})
