@@ -3,7 +3,6 @@ package config
 import (
 	"net/netip"
 	"slices"
-	"sort"
 )
 
 // neighbours indexes the files of the last accepted set by the names,
@@ -121,8 +120,8 @@ func (n neighbours) near(set Set, starts, fresh []int) []int {
 				continue
 			}
 			seen[f] = true
-			i := sort.Search(len(set.Files), func(j int) bool { return set.Files[j].Path >= f.Path })
-			if i == len(set.Files) || set.Files[i] != f {
+			i, found := filePosition(set.Files, f.Path)
+			if !found || set.Files[i] != f {
 				continue // replaced or gone: its new reading is fresh
 			}
 			for k := range f.Services {

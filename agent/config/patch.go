@@ -14,7 +14,7 @@ type lastAccepted struct {
 	// starts[i] is where the services of set.Files[i] start in
 	// set.Services; starts[len(set.Files)] is len(set.Services).
 	starts []int
-	// near indexes set's files by their services' names and VIPs.
+	// near indexes set's files by their services' names, VIPs and ports.
 	near  neighbours
 	valid bool
 }
@@ -37,18 +37,24 @@ func (c *Cache) keepAccepted(dir string, set Set, err error) {
 
 // file returns the file of the set at path, or nil.
 func (l *lastAccepted) file(path string) *File {
-	files := l.set.Files
-	i := sort.Search(len(files), func(j int) bool { return files[j].Path >= path })
-	if i < len(files) && files[i].Path == path {
-		return files[i]
+	if i, ok := filePosition(l.set.Files, path); ok {
+		return l.set.Files[i]
 	}
 	return nil
 }
 
-// fileChange is a changed path: its new reading, or nil when it is gone.
+// filePosition returns where path is, or would be, in files (sorted by
+// path), and whether it is there.
+func filePosition(files []*File, path string) (int, bool) {
+	i := sort.Search(len(files), func(j int) bool { return files[j].Path >= path })
+	return i, i < len(files) && files[i].Path == path
+}
+
+// fileChange is a changed path: its new reading, or nil when it is gone,
+// and the reading the last accepted set has of it, or nil.
 type fileChange struct {
-	path string
-	file *File
+	path      string
+	file, old *File
 }
 
 // patch is Load of the changed paths of dir when the last set accepted was
@@ -71,16 +77,17 @@ func (c *Cache) patch(dir string, changed []string) (set Set, ok bool, err error
 	}
 	changes := make([]fileChange, 0, len(gone)+len(cands))
 	for _, p := range gone {
-		changes = append(changes, fileChange{path: p})
+		changes = append(changes, fileChange{path: p, old: c.last.file(p)})
 	}
 	for i, f := range c.readings(cands) {
 		if len(f.Problems) > 0 {
 			return Set{}, false, nil
 		}
-		if c.last.file(cands[i].path) == f {
+		old := c.last.file(cands[i].path)
+		if old == f {
 			continue // the reading the set has: written, but not changed
 		}
-		changes = append(changes, fileChange{path: cands[i].path, file: f})
+		changes = append(changes, fileChange{path: cands[i].path, file: f, old: old})
 	}
 	c.order.dir = "" // paths came or went: scan sorts the cached ones again
 	slices.SortFunc(changes, func(a, b fileChange) int { return strings.Compare(a.path, b.path) })
@@ -95,9 +102,9 @@ func (c *Cache) patch(dir string, changed []string) (set Set, ok bool, err error
 	}
 	set.Replaced = []*File{} // known: none
 	for _, ch := range changes {
-		if old := c.last.file(ch.path); old != nil {
-			c.last.near.remove(old)
-			set.Replaced = append(set.Replaced, old)
+		if ch.old != nil {
+			c.last.near.remove(ch.old)
+			set.Replaced = append(set.Replaced, ch.old)
 		}
 		if ch.file != nil {
 			ch.file.acceptedIn = c.accepted.gen // in the accepted set, with the others
@@ -136,10 +143,11 @@ func (l *lastAccepted) splice(changes []fileChange) (set Set, starts, fresh []in
 	}
 	from := 0
 	for _, ch := range changes {
-		i := from + sort.Search(len(prev.Files)-from, func(j int) bool { return prev.Files[from+j].Path >= ch.path })
+		i, found := filePosition(prev.Files[from:], ch.path)
+		i += from
 		copyRun(from, i)
 		from = i
-		if i < len(prev.Files) && prev.Files[i].Path == ch.path {
+		if found {
 			from = i + 1 // replaced, or gone
 		}
 		if ch.file != nil {
