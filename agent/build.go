@@ -48,8 +48,14 @@ type pieceTable struct{ byName cowMap[string, *piece] }
 
 func newPieces() Pieces { return &pieceTable{} }
 
-// get returns the piece of the service named name, nil if none.
-func (ps *pieceTable) get(name string) *piece { return ps.byName.At(name) }
+// get returns the piece of the service named name, nil if none (or ps
+// is nil).
+func (ps *pieceTable) get(name string) *piece {
+	if ps == nil {
+		return nil
+	}
+	return ps.byName.At(name)
+}
 
 func (ps *pieceTable) set(name string, p *piece) { ps.byName.Set(name, p) }
 
@@ -113,36 +119,25 @@ func Rebuild(agent *config.Agent, services []*config.Service, prev Pieces, prevD
 	// again, a pass over every service, is not needed.
 	outsideSame := prev != nil
 	isChanged := config.NamesOf(changed)
-	build := func(s *config.Service) error {
+	candidates := services
+	if prev != nil && fresh != nil {
+		candidates = make([]*config.Service, len(fresh))
+		for i, j := range fresh {
+			candidates[i] = services[j]
+		}
+	}
+	for _, s := range candidates {
 		if prev != nil && !isChanged.Has(s.Name) {
-			return nil
+			continue
 		}
 		p, err := buildPiece(agent, s)
 		if err != nil {
-			return err
+			return Desired{}, nil, err
 		}
-		var old *piece
-		if prev != nil {
-			old = prev.get(s.Name)
-		}
-		had := old != nil
+		old := prev.get(s.Name)
 		pieces.set(s.Name, p)
 		added = append(added, p.services...)
-		outsideSame = outsideSame && had && old.sameOutside(p)
-		return nil
-	}
-	if prev != nil && fresh != nil {
-		for _, i := range fresh {
-			if err := build(services[i]); err != nil {
-				return Desired{}, nil, err
-			}
-		}
-	} else {
-		for _, s := range services {
-			if err := build(s); err != nil {
-				return Desired{}, nil, err
-			}
-		}
+		outsideSame = outsideSame && old != nil && old.sameOutside(p)
 	}
 	if pieces.len() != len(services) {
 		// A service changed that changed does not name: build everything

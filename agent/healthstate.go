@@ -178,9 +178,8 @@ func spliceWeighted(prev []*VirtualService, names map[string]bool, before, piece
 // connections: vs itself when that changes nothing (a service whose
 // weights are all as configured is the configuration's), else a copy.
 func withWeights(in *VirtualService, byBackend map[string]weights) *VirtualService {
-	vs := in
 	same, eligible := true, false
-	for _, dst := range vs.Destinations {
+	for _, dst := range in.Destinations {
 		w, ok := byBackend[dst.Backend]
 		if !ok {
 			w = weights{kernel: dst.Weight, slot: dst.SlotWeight}
@@ -188,11 +187,11 @@ func withWeights(in *VirtualService, byBackend map[string]weights) *VirtualServi
 		same = same && w.kernel == dst.Weight && w.slot == dst.SlotWeight
 		eligible = eligible || w.kernel > 0
 	}
-	sorry := vs.Sorry != nil && !eligible
+	sorry := in.Sorry != nil && !eligible
 	if same && !sorry {
-		return vs
+		return in
 	}
-	vs = new(*in)
+	vs := new(*in)
 	vs.Destinations = slices.Clone(vs.Destinations)
 	for j, dst := range vs.Destinations {
 		if w, ok := byBackend[dst.Backend]; ok {
