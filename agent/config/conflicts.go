@@ -30,11 +30,11 @@ func checkConflicts(all []*Service, fresh []int, scoped bool, near func() []int,
 	case !scoped || len(fresh) > len(all)/8:
 		checkSet(all, errs)
 	case len(fresh) > 0:
-		var others []int
+		var among []int // nil: all
 		if near != nil {
-			others = near()
+			among = mergeSorted(fresh, near())
 		}
-		checkChanged(all, fresh, others, near != nil, errs)
+		checkChanged(all, fresh, among, errs)
 	}
 }
 
@@ -43,12 +43,12 @@ func checkConflicts(all []*Service, fresh []int, scoped bool, near func() []int,
 // together before. Every new conflict involves a fresh service, so only
 // the services that share a fresh one's name, or its VIP and some of its
 // ports, are looked at: an edit among 10,000 services checks a handful.
-// With indexed, they are found among others (sorted indexes, a superset);
-// else among all. A service is reported as checkSet reports it; which of
+// They are found among the services at among (sorted indexes, fresh ones
+// included: a superset), or among all when it is nil. A service is reported as checkSet reports it; which of
 // several services it conflicts with the message names may differ, as it
 // may between two runs of checkSet (clients groups are visited in map
 // order).
-func checkChanged(all []*Service, fresh, others []int, indexed bool, errs *List) {
+func checkChanged(all []*Service, fresh, among []int, errs *List) {
 	freshNames := map[string]bool{}
 	var claims []clientClaim // the fresh services' claims
 	for _, i := range fresh {
@@ -69,12 +69,12 @@ func checkChanged(all []*Service, fresh, others []int, indexed bool, errs *List)
 			byClaim = append(byClaim, i)
 		}
 	}
-	if !indexed {
+	if among == nil {
 		for i := range all {
 			consider(i)
 		}
 	} else {
-		for _, i := range mergeSorted(fresh, others) {
+		for _, i := range among {
 			consider(i)
 		}
 	}
