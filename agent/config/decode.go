@@ -111,6 +111,21 @@ func (d *doc) value(n *yaml.Node, v reflect.Value, key, rng string) {
 			}
 			v.SetBool(strings.EqualFold(n.Value, "true"))
 		}
+	case reflect.Map: // string keys (names), free-form: per_director
+		if d.want(n, yaml.MappingNode, key) {
+			m := reflect.MakeMapWithSize(v.Type(), len(n.Content)/2)
+			for i := 0; i+1 < len(n.Content) && !d.full(); i += 2 {
+				k := n.Content[i]
+				if k.Kind != yaml.ScalarNode || k.Tag != "!!str" && k.Tag != "!!int" {
+					d.at(k, "%sa key here is a name, not %s", keyPrefix(key), shown(k))
+					continue
+				}
+				e := reflect.New(v.Type().Elem()).Elem()
+				d.value(n.Content[i+1], e, key+"."+k.Value, rng)
+				m.SetMapIndex(reflect.ValueOf(k.Value), e)
+			}
+			v.Set(m)
+		}
 	default:
 		panic("config: no decoding for " + v.Type().String())
 	}

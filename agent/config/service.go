@@ -3,6 +3,7 @@ package config
 import (
 	"cmp"
 	"fmt"
+	"maps"
 	"net/netip"
 	"slices"
 	"strconv"
@@ -58,6 +59,11 @@ type Service struct {
 	SourceRanges []netip.Prefix
 	// SNATAddresses are the FULLNAT source addresses (consecutive).
 	SNATAddresses []netip.Addr
+	// SNATByDirector are the FULLNAT source addresses of each director by
+	// node name (each consecutive), for cluster mode ecmp: every director
+	// sources its connections from its own, so that the real servers'
+	// replies come back to it (docs/ecmp.md, "FULLNAT").
+	SNATByDirector map[string][]netip.Addr
 	// Gateway is the NAT real servers' default gateway on the director
 	// (nat.gateway); invalid: none managed by lvsd. It moves with the VIP.
 	Gateway netip.Addr
@@ -148,7 +154,8 @@ type rawService struct {
 
 	SourceRanges []string `yaml:"source_ranges"`
 	FullNAT      struct {
-		SourceAddresses []string `yaml:"source_addresses"`
+		SourceAddresses []string            `yaml:"source_addresses"`
+		PerDirector     map[string][]string `yaml:"per_director"`
 	} `yaml:"fullnat"`
 	NAT struct {
 		Gateway string `yaml:"gateway"`
@@ -229,7 +236,7 @@ func (d *doc) service(raw rawService) Service {
 	s.SorryServer = d.sorryServer(s, raw.SorryServer)
 	d.checkPorts(s)
 	s.SourceRanges = d.sourceRanges(s, raw.SourceRanges)
-	s.SNATAddresses = d.snatAddresses(s, raw.FullNAT.SourceAddresses)
+	s.SNATAddresses, s.SNATByDirector = d.snatAddresses(s, raw.FullNAT.SourceAddresses, raw.FullNAT.PerDirector)
 	s.Gateway = d.gateway(s, raw.NAT.Gateway)
 	s.Tunnel = d.tunnel(s, raw.Tunnel)
 	s.DrainTimeout = d.duration("$.drain_timeout", serviceSubject(s.Name), "drain_timeout", string(raw.DrainTimeout), DefaultDrainTimeout)
@@ -299,27 +306,66 @@ func (d *doc) sourceRanges(s Service, raw []string) []netip.Prefix {
 	return out
 }
 
-func (d *doc) snatAddresses(s Service, raw []string) []netip.Addr {
+func (d *doc) snatAddresses(s Service, raw []string, perDirector map[string][]string) ([]netip.Addr, map[string][]netip.Addr) {
 	if s.Forwarding != FullNAT {
-		if len(raw) > 0 {
+		switch {
+		case len(raw) > 0:
 			d.errorf("$.fullnat", "service %q: fullnat.source_addresses needs forwarding: fullnat", s.Name)
+		case len(perDirector) > 0:
+			d.errorf("$.fullnat", "service %q: fullnat.per_director needs forwarding: fullnat", s.Name)
 		}
-		return nil
+		return nil, nil
 	}
-	if len(raw) == 0 {
+	switch {
+	case len(raw) > 0 && len(perDirector) > 0:
+		d.errorf("$.fullnat", "service %q: give fullnat.source_addresses (one director or active-standby) or fullnat.per_director (cluster mode ecmp), not both", s.Name)
+		return nil, nil
+	case len(perDirector) > 0:
+		return nil, d.snatByDirector(s, perDirector)
+	case len(raw) == 0:
 		d.errorf("$", "service %q: forwarding fullnat needs fullnat.source_addresses (the director's SNAT addresses)", s.Name)
-		return nil
+		return nil, nil
 	}
+	return d.snatRange(s, "$.fullnat.source_addresses", raw), nil
+}
+
+// snatByDirector parses fullnat.per_director: each director's own range,
+// no address in two.
+func (d *doc) snatByDirector(s Service, raw map[string][]string) map[string][]netip.Addr {
+	out := make(map[string][]netip.Addr, len(raw))
+	owner := map[netip.Addr]string{}
+	for _, name := range slices.Sorted(maps.Keys(raw)) {
+		path := "$.fullnat.per_director." + name
+		if name == "" || len(raw[name]) == 0 {
+			d.errorf(path, "service %q: fullnat.per_director needs a node name and at least one address for it", s.Name)
+			continue
+		}
+		addrs := d.snatRange(s, path, raw[name])
+		for _, a := range addrs {
+			if other, ok := owner[a]; ok {
+				d.errorf(path, "service %q: SNAT address %s is given to directors %q and %q; each needs its own", s.Name, a, other, name)
+				break
+			}
+			owner[a] = name
+		}
+		out[name] = addrs
+	}
+	return out
+}
+
+// snatRange parses the SNAT addresses at path: of the VIP's family and
+// consecutive, sorted.
+func (d *doc) snatRange(s Service, path string, raw []string) []netip.Addr {
 	var out []netip.Addr
 	for i, r := range raw {
-		path := fmt.Sprintf("$.fullnat.source_addresses[%d]", i)
+		at := fmt.Sprintf("%s[%d]", path, i)
 		a, err := netip.ParseAddr(r)
 		switch {
 		case err != nil:
-			d.errorf(path, "service %q: SNAT address %q is not an IP address", s.Name, r)
+			d.errorf(at, "service %q: SNAT address %q is not an IP address", s.Name, r)
 			continue
 		case s.VIP.IsValid() && a.Unmap().Is4() != s.VIP.Is4():
-			d.errorf(path, "service %q: SNAT address %s and vip %s are of different IP families", s.Name, a, s.VIP)
+			d.errorf(at, "service %q: SNAT address %s and vip %s are of different IP families", s.Name, a, s.VIP)
 			continue
 		}
 		out = append(out, a.Unmap())
@@ -327,7 +373,7 @@ func (d *doc) snatAddresses(s Service, raw []string) []netip.Addr {
 	slices.SortFunc(out, netip.Addr.Compare)
 	for i := 1; i < len(out); i++ {
 		if out[i] != out[i-1].Next() {
-			d.errorf("$.fullnat.source_addresses", "service %q: SNAT addresses must be consecutive (one nftables range); %s does not follow %s", s.Name, out[i], out[i-1])
+			d.errorf(path, "service %q: SNAT addresses must be consecutive (one nftables range); %s does not follow %s", s.Name, out[i], out[i-1])
 			break
 		}
 	}
