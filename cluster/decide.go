@@ -3,6 +3,7 @@ package cluster
 import (
 	"bytes"
 	"crypto/sha256"
+	"maps"
 	"net/netip"
 	"slices"
 )
@@ -36,6 +37,12 @@ type Rules struct {
 	// Quorum is how many live directors, this one included, a director
 	// must see to hold any VIP.
 	Quorum int
+	// Homes are, under ECMP, addresses only one director may hold at a
+	// time, keyed like VIPs, with the director each belongs to: a
+	// director's FULLNAT source addresses. The home holds them while it is
+	// ready; when it is lost they go to the survivor ranked first (as in
+	// active-active), and back to the home when it returns.
+	Homes map[netip.Addr]string
 }
 
 // Candidate is a live director as the ownership rules see it.
@@ -121,6 +128,12 @@ var orderings = map[Mode]ordering{ActiveStandby: byPriority{}, ActiveActive: byR
 // before reports whether a beats b for vip in r's mode (active-standby for
 // an unknown one).
 func (r Rules) before(vip netip.Addr, a, b *Candidate) bool {
+	if home, ok := r.Homes[vip]; ok {
+		if (a.Name == home) != (b.Name == home) {
+			return a.Name == home
+		}
+		return byRank{}.before(vip, a, b)
+	}
 	o, ok := orderings[r.Mode]
 	if !ok {
 		o = byPriority{}
@@ -133,10 +146,13 @@ func (r Rules) before(vip netip.Addr, a, b *Candidate) bool {
 // quorum or when no ready director is configured for it.
 func Owners(r Rules, live []Candidate, vips []netip.Addr) map[netip.Addr]string {
 	out := make(map[netip.Addr]string, len(vips))
-	if len(live) < r.Quorum || r.Mode == ECMP {
-		return out // ECMP: no single owner (the holders are the answer)
+	if len(live) < r.Quorum {
+		return out
 	}
 	for _, vip := range vips {
+		if _, home := r.Homes[vip]; r.Mode == ECMP && !home {
+			continue // no single owner (the holders are the answer)
+		}
 		if o := owner(r, live, vip); o != nil {
 			out[vip] = o.Name
 		}
@@ -193,10 +209,37 @@ func Next(r Rules, self string, live []Candidate, vips []netip.Addr) Step {
 	st := Step{Hold: map[netip.Addr]bool{}}
 	i := slices.IndexFunc(live, func(c Candidate) bool { return c.Name == self })
 	if r.Mode == ECMP {
-		if i >= 0 && live[i].Ready {
-			for _, v := range vips {
+		var homed []netip.Addr
+		for _, v := range vips {
+			if _, ok := r.Homes[v]; ok {
+				homed = append(homed, v)
+			} else if i >= 0 && live[i].Ready {
 				st.Hold[v] = true
 			}
+		}
+		if len(homed) == 0 {
+			return st
+		}
+		// One holder at a time, handed over as in active-active; the home
+		// takes its addresses back when it returns, and keeps them without
+		// a quorum (its connections need them, and nobody else may take
+		// them without one).
+		own, others := homed[:0:0], homed[:0:0]
+		for _, v := range homed {
+			if r.Homes[v] == self {
+				own = append(own, v)
+			} else {
+				others = append(others, v)
+			}
+		}
+		for _, part := range []struct {
+			vips   []netip.Addr
+			quorum int
+		}{{own, 1}, {others, r.Quorum}} {
+			h := Rules{Mode: ActiveActive, Preempt: true, Quorum: part.quorum, Homes: r.Homes}
+			sub := Next(h, self, live, part.vips)
+			maps.Copy(st.Hold, sub.Hold)
+			st.Waiting, st.Conflicts = append(st.Waiting, sub.Waiting...), append(st.Conflicts, sub.Conflicts...)
 		}
 		return st
 	}

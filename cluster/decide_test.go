@@ -230,3 +230,69 @@ func TestNextECMP(t *testing.T) {
 		t.Errorf("owners %v: ECMP has none", o)
 	}
 }
+
+// ECMP with homes (a director's FULLNAT source addresses): the home holds
+// its own while it is ready; lost, the survivor ranked first takes them,
+// one survivor only; back, the home waits for that survivor to let go and
+// then takes them again. The VIPs stay with everyone throughout.
+func TestNextECMPHomes(t *testing.T) {
+	snatA, snatB := netip.MustParseAddr("10.0.0.201"), netip.MustParseAddr("10.0.0.202")
+	all := []netip.Addr{vip1, snatA, snatB}
+	r := Rules{Mode: ECMP, Quorum: 2, Homes: map[netip.Addr]string{snatA: "a", snatB: "b"}}
+	holds := func(st Step) []netip.Addr { return slices.SortedFunc(maps.Keys(st.Hold), netip.Addr.Compare) }
+
+	a, b, c := cand("a", 100, all, vip1, snatA), cand("b", 100, all, vip1, snatB), cand("c", 100, all, vip1)
+	for _, tc := range []struct {
+		self string
+		want []netip.Addr
+	}{{"a", []netip.Addr{vip1, snatA}}, {"b", []netip.Addr{vip1, snatB}}, {"c", []netip.Addr{vip1}}} {
+		if got := holds(Next(r, tc.self, []Candidate{a, b, c}, all)); !slices.Equal(got, tc.want) {
+			t.Errorf("all three live: %s holds %v, want %v", tc.self, got, tc.want)
+		}
+	}
+	if o := Owners(r, []Candidate{a, b, c}, all); o[snatA] != "a" || o[snatB] != "b" || o[vip1] != "" {
+		t.Errorf("owners %v", o)
+	}
+
+	// a is lost: exactly one of b and c takes snatA.
+	survivors := []Candidate{b, c}
+	takers := 0
+	for _, self := range []string{"b", "c"} {
+		if Next(r, self, survivors, all).Hold[snatA] {
+			takers++
+		}
+	}
+	if takers != 1 {
+		t.Fatalf("%d survivors take a's addresses, want 1", takers)
+	}
+	owner := Owners(r, survivors, all)[snatA]
+
+	// a is back and ready while the survivor still holds snatA: a waits,
+	// the survivor lets go, then a takes it.
+	holder := b
+	if owner == "c" {
+		holder = c
+	}
+	holder.VIPs[snatA] = true
+	back := cand("a", 100, all, vip1)
+	live := []Candidate{back, b, c}
+	if st := Next(r, "a", live, all); st.Hold[snatA] || !slices.Contains(st.Waiting, snatA) || !st.Hold[vip1] {
+		t.Errorf("a back while %s holds its addresses: %+v, want it to wait", owner, st)
+	}
+	if Next(r, owner, live, all).Hold[snatA] {
+		t.Errorf("%s keeps a's addresses once a is back", owner)
+	}
+	holder.VIPs[snatA] = false
+	if !Next(r, "a", live, all).Hold[snatA] {
+		t.Error("a does not take its addresses back once they are free")
+	}
+
+	// Alone below the quorum, a director keeps serving the VIPs and its
+	// own addresses but takes no other director's.
+	if got := holds(Next(r, "c", []Candidate{c}, all)); !slices.Equal(got, []netip.Addr{vip1}) {
+		t.Errorf("c alone holds %v", got)
+	}
+	if got := holds(Next(r, "b", []Candidate{cand("b", 100, all, vip1, snatB)}, all)); !slices.Equal(got, []netip.Addr{vip1, snatB}) {
+		t.Errorf("b alone holds %v, want the VIP and its own addresses", got)
+	}
+}

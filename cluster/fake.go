@@ -140,6 +140,15 @@ func (n *FakeNode) Serve(vips []netip.Addr) {
 	n.f.recompute()
 }
 
+// ServeHomes sets the cluster's Rules.Homes (every director's agent gives
+// the same) and redistributes.
+func (n *FakeNode) ServeHomes(homes map[netip.Addr]string) {
+	n.f.mu.Lock()
+	defer n.f.mu.Unlock()
+	n.f.rules.Homes = maps.Clone(homes)
+	n.f.recompute()
+}
+
 // Holds implements the agent's VIPOwnership.
 func (n *FakeNode) Holds(vip netip.Addr) bool {
 	n.f.mu.Lock()

@@ -15,9 +15,10 @@ import (
 type loopState struct {
 	n         *Node
 	peers     map[string]*peer
-	vips      map[netip.Addr]bool // VIPs this node decides about
-	present   map[netip.Addr]bool // VIP addresses on the interface now
-	want      map[netip.Addr]bool // VIPs this node holds (published to Holds)
+	vips      map[netip.Addr]bool   // VIPs this node decides about
+	homes     map[netip.Addr]string // of the VIPs, the ones with a home director (Rules.Homes)
+	present   map[netip.Addr]bool   // VIP addresses on the interface now
+	want      map[netip.Addr]bool   // VIPs this node holds (published to Holds)
 	conflicts map[netip.Addr]string
 	waiting   map[netip.Addr]bool
 	members   map[string]memberEvent // memberlist's view, by name
@@ -110,13 +111,17 @@ func (n *Node) run(ctx context.Context) {
 func (s *loopState) drain() bool {
 	n := s.n
 	n.mu.Lock()
-	served, addrs, evs, share := n.served, n.addrEvents, n.memberEvs, n.share
-	n.served, n.memberEvs, n.share = nil, nil, nil
+	served, addrs, evs, share, homes := n.served, n.addrEvents, n.memberEvs, n.share, n.homes
+	n.served, n.memberEvs, n.share, n.homes = nil, nil, nil, nil
 	if len(addrs) > 0 {
 		n.addrEvents = map[netip.Addr]bool{}
 	}
 	n.mu.Unlock()
 	changed := false
+	if homes != nil {
+		changed = !maps.Equal(homes, s.homes)
+		s.homes = homes
+	}
 	if served != nil {
 		vips := make(map[netip.Addr]bool, len(served))
 		for _, v := range served {
@@ -180,6 +185,13 @@ func (s *loopState) candidates() []Candidate {
 	return out
 }
 
+// rules are the node's rules with the homes the agent gave (ServeHomes).
+func (s *loopState) rules() Rules {
+	r := s.n.cfg.Rules
+	r.Homes = s.homes
+	return r
+}
+
 // claims are this node's VIPs, each held while it wants it or its address
 // is still on the interface.
 func (s *loopState) claims() map[netip.Addr]bool {
@@ -205,7 +217,7 @@ func (s *loopState) evaluate() {
 		vips = nil
 	}
 	s.noteQuorum(len(live))
-	st := Next(n.cfg.Rules, n.cfg.Name, live, vips)
+	st := Next(s.rules(), n.cfg.Name, live, vips)
 	s.logMoves(st, live, vips)
 	s.noteWaiting(st.Waiting, live)
 	s.noteConflicts(st, live)
@@ -252,7 +264,7 @@ func (s *loopState) logMoves(st Step, live []Candidate, vips []netip.Addr) {
 	if maps.Equal(st.Hold, s.want) {
 		return
 	}
-	owners := Owners(n.cfg.Rules, live, vips)
+	owners := Owners(s.rules(), live, vips)
 	for v := range s.want {
 		if st.Hold[v] {
 			continue

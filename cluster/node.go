@@ -147,8 +147,9 @@ type Node struct {
 
 	mu          sync.Mutex // guards all following fields
 	held        map[netip.Addr]bool
-	served      []netip.Addr        // set by Serve, not yet seen by the loop; nil: no change
-	addrEvents  map[netip.Addr]bool // address now present (true) or gone, not yet seen by the loop
+	served      []netip.Addr          // set by Serve, not yet seen by the loop; nil: no change
+	homes       map[netip.Addr]string // set by ServeHomes, not yet seen by the loop; nil: no change
+	addrEvents  map[netip.Addr]bool   // address now present (true) or gone, not yet seen by the loop
 	memberEvs   []memberEvent
 	peerAddrs   []string // resolved Peers without this node
 	lastJoinErr string
@@ -271,6 +272,19 @@ func (n *Node) Serve(vips []netip.Addr) {
 	n.served = unmapped(vips)
 	if n.served == nil {
 		n.served = []netip.Addr{}
+	}
+	n.signal()
+}
+
+// ServeHomes sets, under ECMP, which of the served VIPs are a director's
+// own addresses (Rules.Homes): one director holds each at a time, its home
+// while it can. Safe to call from any goroutine.
+func (n *Node) ServeHomes(homes map[netip.Addr]string) {
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	n.homes = make(map[netip.Addr]string, len(homes))
+	for a, h := range homes {
+		n.homes[a.Unmap()] = h
 	}
 	n.signal()
 }

@@ -70,7 +70,7 @@ func (s *loopState) view(now time.Time) View {
 	n := s.n
 	live := s.candidates()
 	vips := s.vipList()
-	owners := Owners(n.cfg.Rules, live, vips)
+	owners := Owners(s.rules(), live, vips)
 	v := View{Node: n.cfg.Name, Mode: n.cfg.Rules.Mode, Preempt: n.cfg.Rules.Preempt, Encrypted: !n.cfg.Insecure,
 		Quorum: n.cfg.Rules.Quorum, Live: len(live), Stalls: s.stalls, UnusedHeartbeats: s.guard.unused}
 	switch {
