@@ -115,6 +115,11 @@ func (c collected) table(fam family, spec Spec) table {
 		t.post = append(t.post, rule{ctMark: mark, snat: s.to, comment: s.comment})
 		snatTo = append(snatTo, s.to)
 	}
+	for _, a := range spec.GuardSNAT {
+		if familyOf(a) == fam {
+			snatTo = append(snatTo, addrRange{from: a, to: a})
+		}
+	}
 	head := []rule{{notVIP: true, verdict: accept}}
 	if t.fullnat != nil {
 		head = append(head, rule{verdict: jumpFullNAT})

@@ -27,6 +27,10 @@ type Spec struct {
 	// announce (in the SYN-ACK, an "output" chain): a real server behind
 	// an IPVS tunnel, whose clients' segments must fit in the tunnel.
 	ClampMSS []MSSClamp
+	// GuardSNAT are source addresses besides the SNAT rules' that take
+	// only replies: under ECMP, the other directors' own, which this one
+	// holds when it takes them over.
+	GuardSNAT []netip.Addr
 }
 
 // MSSClamp caps the MSS option of SYN-ACKs sent from VIP at MSS.

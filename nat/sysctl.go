@@ -16,6 +16,11 @@ const (
 	// NAT rules need (nftables NAT works on conntrack entries). It exists only
 	// once the ip_vs module is loaded.
 	SysctlIPVSConntrack = "net/ipv4/vs/conntrack"
+	// SysctlTCPBeLiberal (net.netfilter.nf_conntrack_tcp_be_liberal) turns
+	// TCP window tracking off: conntrack then marks only out-of-window
+	// resets invalid. A FULLNAT director under ECMP needs it, since it may
+	// see only one direction of a connection (docs/ecmp.md, "FULLNAT").
+	SysctlTCPBeLiberal = "net/netfilter/nf_conntrack_tcp_be_liberal"
 )
 
 // ForwardingSysctls returns what a NAT or FULLNAT director forwarding IPv4

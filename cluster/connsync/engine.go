@@ -46,6 +46,8 @@ type engine struct {
 	lastWarn    time.Duration
 	suppressed  int
 	body, dgram []byte // scratch for datagrams to the backup daemon
+	applied     []rec  // scratch: the records of body
+	conns       []Conn // scratch for Config.Applied
 }
 
 func newEngine(cfg Config, st *counters, log *slog.Logger, out datagramWriter, now time.Time) *engine {
@@ -182,6 +184,7 @@ func (e *engine) apply(m message, at time.Time) (done bool) {
 		e.st.receivedFresh.Add(uint64(len(m.recs)))
 	}
 	body, n, stale, notHolder := e.body[:0], 0, 0, false
+	applied := e.applied[:0]
 	for _, r := range m.recs {
 		// Applying a record whose timeout ran out in transit would revive
 		// a connection the master has already expired.
@@ -194,9 +197,10 @@ func (e *engine) apply(m message, at time.Time) (done bool) {
 			continue
 		}
 		body, _ = appendRecord(body, r)
+		applied = append(applied, r)
 		n++
 	}
-	e.body = body
+	e.body, e.applied = body, applied
 	if stale > 0 {
 		e.st.droppedStale.Add(uint64(stale))
 		e.warn(at, "dropped records that expired in transit", "peer", m.sender, "records", stale, "lag", lag)
@@ -212,6 +216,10 @@ func (e *engine) apply(m message, at time.Time) (done bool) {
 	}
 	e.st.appliedDatagrams.Add(1)
 	e.st.appliedRecords.Add(uint64(n))
+	if e.cfg.Applied != nil {
+		e.conns = appendConns(e.conns[:0], applied)
+		e.cfg.Applied(m.sender, e.conns)
+	}
 	return !notHolder
 }
 
