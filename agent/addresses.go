@@ -70,7 +70,7 @@ func PlanAddresses(in AddressInput) []Op {
 	isVIP := make(map[netip.Addr]bool, len(in.VIPs))
 	want := map[netip.Prefix]bool{}
 	for _, v := range in.VIPs {
-		isVIP[v.VIP] = true
+		isVIP[v.VIP] = v.Home == "" // a director's source addresses go on the interface
 		if in.Held[v.VIP] {
 			for _, p := range v.Addresses {
 				want[p] = true
@@ -133,7 +133,7 @@ func planRoutes(in AddressInput) (announce, withdraw []Op) {
 	}
 	want := map[netip.Prefix]bgp.Route{}
 	for _, v := range in.VIPs {
-		if !in.Held[v.VIP] {
+		if !in.Held[v.VIP] || v.Home != "" || !in.holdsAll(v.Needs) {
 			continue
 		}
 		if r, ok := in.Routes.route(v.VIP, in.Eligible[v.VIP], in.Drained, in.Stopping); ok {
@@ -160,12 +160,34 @@ func withdrawReason(in AddressInput, vip netip.Addr) string {
 		return "stopping"
 	case !in.Held[vip]:
 		return "not held"
+	case !in.holdsAll(in.needs(vip)):
+		return "own source addresses not held"
 	case in.Drained:
 		return "director drained"
 	case !in.Eligible[vip]:
 		return "no eligible backend"
 	}
 	return "no longer configured"
+}
+
+// holdsAll reports whether every one of keys is held.
+func (in AddressInput) holdsAll(keys []netip.Addr) bool {
+	for _, k := range keys {
+		if !in.Held[k] {
+			return false
+		}
+	}
+	return true
+}
+
+// needs are the source addresses vip's announcement waits for.
+func (in AddressInput) needs(vip netip.Addr) []netip.Addr {
+	for _, v := range in.VIPs {
+		if v.VIP == vip {
+			return v.Needs
+		}
+	}
+	return nil
 }
 
 func sameRoute(a, b bgp.Route) bool {

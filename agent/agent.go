@@ -49,6 +49,9 @@ type Options struct {
 	// Events takes the backends' health transitions for the operator's
 	// hooks; nil: none.
 	Events Events
+	// PeerFlows creates the conntrack entries of the other directors'
+	// FULLNAT connections under ECMP (peerflows.go); nil: none.
+	PeerFlows *PeerFlows
 }
 
 // BGPViewer reports the BGP speaker's sessions and routes.

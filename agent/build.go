@@ -27,6 +27,11 @@ type piece struct {
 	forwards bool           // NAT or FULLNAT: the director forwards the replies
 	fullnat  bool
 	announce *config.Announce
+	// groups are, under ECMP, each director's FULLNAT source addresses,
+	// which move to a survivor when their director is lost; own is the key
+	// of this director's.
+	groups []VIPAddresses
+	own    netip.Addr
 }
 
 // sameOutside reports whether p and q add the same to a desired state
@@ -34,7 +39,7 @@ type piece struct {
 // sysctls, firewall mark, BGP announcement.
 func (p *piece) sameOutside(q *piece) bool {
 	return p.vip == q.vip && p.mark == q.mark && p.forwards == q.forwards && p.fullnat == q.fullnat &&
-		slices.Equal(p.addrs, q.addrs) && reflect.DeepEqual(p.spec, q.spec) &&
+		slices.Equal(p.addrs, q.addrs) && reflect.DeepEqual(p.spec, q.spec) && reflect.DeepEqual(p.groups, q.groups) && p.own == q.own &&
 		(p.announce == nil) == (q.announce == nil) && (p.announce == nil || p.announce.Equal(*q.announce))
 }
 
@@ -170,18 +175,69 @@ func Rebuild(agent *config.Agent, services []*config.Service, prev Pieces, prevD
 }
 
 func buildPiece(agent *config.Agent, s *config.Service) (*piece, error) {
-	if agent.Cluster != nil && agent.Cluster.Mode == config.ModeECMP && s.Forwarding != config.DR {
-		return nil, fmt.Errorf("%s:%d: service %q: forwarding %s does not work with cluster mode ecmp yet: %s",
-			s.File, s.Line, s.Name, s.Forwarding, ecmpForwarding[s.Forwarding])
+	snat, err := snatAddresses(agent, s)
+	if err != nil {
+		return nil, err
 	}
 	p := &piece{src: s, mark: FirewallMark(s.Name), vip: s.VIP, forwards: s.Forwarding == config.NAT || s.Forwarding == config.FullNAT,
 		fullnat: s.Forwarding == config.FullNAT, announce: s.Announce}
-	p.services, p.spec = buildService(s, p.mark)
+	p.services, p.spec = buildService(s, p.mark, snat)
 	slices.SortFunc(p.services, byServiceKey)
 	for _, a := range s.Addresses() {
 		p.addrs = append(p.addrs, netip.PrefixFrom(a, a.BitLen()))
 	}
+	for _, home := range slices.Sorted(maps.Keys(s.SNATByDirector)) {
+		g := VIPAddresses{VIP: s.SNATByDirector[home][0], Home: home}
+		for _, a := range s.SNATByDirector[home] {
+			g.Addresses = append(g.Addresses, netip.PrefixFrom(a, a.BitLen()))
+		}
+		p.groups = append(p.groups, g)
+		if home == agent.Node {
+			p.own = g.VIP
+		}
+	}
 	return p, nil
+}
+
+// snatAddresses returns the source addresses this director gives s's
+// connections: its own of fullnat.per_director under ECMP, where every
+// director serves the VIP and the real servers' replies must come back to
+// the one that translated them; fullnat.source_addresses, which move with
+// the VIP, otherwise.
+func snatAddresses(agent *config.Agent, s *config.Service) ([]netip.Addr, error) {
+	ecmp := agent.Cluster != nil && agent.Cluster.Mode == config.ModeECMP
+	switch {
+	case ecmp && s.Forwarding == config.FullNAT && len(s.SNATByDirector) == 0:
+		return nil, fmt.Errorf("%s:%d: service %q: forwarding fullnat with cluster mode ecmp needs fullnat.per_director: "+
+			"the source addresses of each director, by node name (docs/ecmp.md, \"FULLNAT\")", s.File, s.Line, s.Name)
+	case ecmp && s.Forwarding == config.FullNAT && len(s.SNATByDirector[agent.Node]) == 0:
+		return nil, fmt.Errorf("%s:%d: service %q: fullnat.per_director has no addresses for this director (node %q)",
+			s.File, s.Line, s.Name, agent.Node)
+	case ecmp && s.Forwarding == config.FullNAT:
+		return s.SNATByDirector[agent.Node], nil
+	case ecmp && s.Forwarding != config.DR:
+		return nil, fmt.Errorf("%s:%d: service %q: forwarding %s does not work with cluster mode ecmp: %s",
+			s.File, s.Line, s.Name, s.Forwarding, ecmpForwarding[s.Forwarding])
+	case len(s.SNATByDirector) > 0:
+		return nil, fmt.Errorf("%s:%d: service %q: fullnat.per_director is for cluster mode ecmp, where every director "+
+			"serves the VIP; with one holder at a time use fullnat.source_addresses", s.File, s.Line, s.Name)
+	}
+	return s.SNATAddresses, nil
+}
+
+// addGroups adds the FULLNAT source addresses of each director p names to
+// groups, keyed by their first; services of one director's addresses must
+// agree on them.
+func addGroups(groups map[netip.Addr]VIPAddresses, p *piece, s *config.Service) error {
+	for _, g := range p.groups {
+		if prev, ok := groups[g.VIP]; ok && !reflect.DeepEqual(prev, g) {
+			return fmt.Errorf("%s:%d: service %q: fullnat.per_director gives %s to %s as %v, another service to %s as %v: "+
+				"directors' source addresses must be the same in every service that shares them",
+				s.File, s.Line, s.Name, g.VIP, g.Home, g.Addresses, prev.Home, prev.Addresses)
+		}
+		groups[g.VIP] = g
+	}
+	return nil
 }
 
 // checkMarks refuses two services whose names hash to the same firewall
@@ -209,8 +265,13 @@ func assemble(agent *config.Agent, services []*config.Service, pieces Pieces) (D
 	var spec nat.Spec
 	vips := map[netip.Addr]map[netip.Prefix]bool{}
 	var forwardV4, forwardV6, fullnat bool
+	groups := map[netip.Addr]VIPAddresses{}
+	needs := map[netip.Addr]map[netip.Addr]bool{}
 	for _, s := range services {
 		p := pieces.get(s.Name)
+		if err := addGroups(groups, p, s); err != nil {
+			return Desired{}, err
+		}
 		spec.Marks = append(spec.Marks, p.spec.Marks...)
 		spec.SNAT = append(spec.SNAT, p.spec.SNAT...)
 		if vips[s.VIP] == nil {
@@ -219,13 +280,39 @@ func assemble(agent *config.Agent, services []*config.Service, pieces Pieces) (D
 		for _, a := range p.addrs {
 			vips[s.VIP][a] = true
 		}
+		if p.own.IsValid() {
+			if needs[s.VIP] == nil {
+				needs[s.VIP] = map[netip.Addr]bool{}
+			}
+			needs[s.VIP][p.own] = true
+		}
 		forwardV4 = forwardV4 || p.forwards && s.VIP.Is4()
 		forwardV6 = forwardV6 || p.forwards && s.VIP.Is6()
 		fullnat = fullnat || p.fullnat
 	}
 	for _, vip := range slices.SortedFunc(maps.Keys(vips), netip.Addr.Compare) {
 		addrs := slices.SortedFunc(maps.Keys(vips[vip]), func(a, b netip.Prefix) int { return a.Addr().Compare(b.Addr()) })
-		d.VIPs = append(d.VIPs, VIPAddresses{VIP: vip, Addresses: addrs})
+		d.VIPs = append(d.VIPs, VIPAddresses{VIP: vip, Addresses: addrs,
+			Needs: slices.SortedFunc(maps.Keys(needs[vip]), netip.Addr.Compare)})
+	}
+	for _, key := range slices.SortedFunc(maps.Keys(groups), netip.Addr.Compare) {
+		if vips[key] != nil {
+			return Desired{}, fmt.Errorf("%s is a VIP and director %s's FULLNAT source address", key, groups[key].Home)
+		}
+		d.VIPs = append(d.VIPs, groups[key])
+		for _, a := range groups[key].Addresses {
+			spec.GuardSNAT = append(spec.GuardSNAT, a.Addr())
+		}
+	}
+	slices.SortFunc(d.VIPs, func(a, b VIPAddresses) int { return a.VIP.Compare(b.VIP) })
+	if len(groups) > 0 {
+		d.PeerSNAT = peerSNAT(services, pieces)
+		// Under ECMP a director forwards one direction of the connections
+		// the routers move to it and the director that translated them
+		// sees only the other: window tracking would take the replies as
+		// out of window, and they would reach its own stack (a reset)
+		// instead of the client (docs/ecmp.md, "FULLNAT").
+		d.Sysctls[nat.SysctlTCPBeLiberal] = "1"
 	}
 	spec.DropRedirects6 = forwardV6
 	if agent.BGP != nil {

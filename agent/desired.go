@@ -36,6 +36,10 @@ type Desired struct {
 	// a zero field leaves the kernel's value alone, as lvsd does with
 	// everything in the namespace it was not asked to change.
 	Timeouts ipvs.Timeouts
+	// PeerSNAT are, under ECMP, the FULLNAT services' source addresses of
+	// every director, by ct mark: which address another director's
+	// connection left it with (peerflows.go). nil otherwise.
+	PeerSNAT map[uint32]map[string]SNATRange
 }
 
 // VirtualService is one IPVS service lvsd wants, with its destinations in
@@ -74,14 +78,21 @@ type Destination struct {
 type VIPAddresses struct {
 	VIP       netip.Addr
 	Addresses []netip.Prefix // sorted, the VIP's own host prefix included
+	// Home, under ECMP, makes this no VIP but the FULLNAT source addresses
+	// of the director named Home, keyed by the first (VIP): its home holds
+	// them while it lives, a survivor when it is lost. They go on the
+	// interface, announced by ARP, never by BGP.
+	Home string
+	// Needs are, for a VIP under ECMP, the keys of this director's own
+	// source addresses its FULLNAT services translate to: the VIP is
+	// announced only while this director holds them.
+	Needs []netip.Addr
 }
 
 // ecmpForwarding says why a forwarding method does not work under ECMP.
 var ecmpForwarding = map[config.Forwarding]string{
 	config.NAT: "the real servers answer through their one gateway, but the routers spread the clients over " +
 		"every director; use dr, or a single director with cluster mode active-standby",
-	config.FullNAT: "each director needs source addresses of its own, and a survivor must take a lost director's " +
-		"over with their connections (docs/ecmp.md, \"Forwarding modes\"); use dr",
 }
 
 var protocolNumbers = map[string]ipvs.Protocol{"tcp": ipvs.TCP, "udp": ipvs.UDP, "sctp": ipvs.SCTP}
@@ -136,7 +147,7 @@ func needsFirewallMark(s *config.Service) bool {
 		slices.ContainsFunc(s.Ports, func(r config.PortRange) bool { return r.From != r.To })
 }
 
-func buildService(s *config.Service, mark uint32) ([]*VirtualService, nat.Spec) {
+func buildService(s *config.Service, mark uint32, snat []netip.Addr) ([]*VirtualService, nat.Spec) {
 	base := ipvs.Service{
 		Scheduler: s.Scheduler,
 		Flags:     schedulerFlags(s),
@@ -154,7 +165,7 @@ func buildService(s *config.Service, mark uint32) ([]*VirtualService, nat.Spec) 
 	}
 	var spec nat.Spec
 	if s.Forwarding == config.FullNAT {
-		spec.SNAT = append(spec.SNAT, nat.SNATRule{Match: match, CtMark: mark, To: s.SNATAddresses, Comment: s.Name})
+		spec.SNAT = append(spec.SNAT, nat.SNATRule{Match: match, CtMark: mark, To: snat, Comment: s.Name})
 	}
 	if needsFirewallMark(s) {
 		spec.Marks = append(spec.Marks, nat.MarkRule{Match: match, Mark: mark, Comment: s.Name})

@@ -69,8 +69,9 @@ type Holder struct {
 	// Owned by the goroutine running the loop (or the caller, see above).
 	owned     Ownership
 	prog      Programmed
-	synced    bool         // prog came from a reconcile pass
-	served    []netip.Addr // last told to the cluster
+	synced    bool                  // prog came from a reconcile pass
+	served    []netip.Addr          // last told to the cluster
+	homes     map[netip.Addr]string // source-address groups last told to the cluster (homeServer)
 	announced map[netip.Prefix]bgp.Route
 	state     HolderState
 	stopping  bool
@@ -226,10 +227,29 @@ func (h *Holder) serve() {
 			vips = append(vips, v.VIP)
 		}
 	}
+	if hs, ok := h.vips.(homeServer); ok {
+		homes := map[netip.Addr]string{}
+		for _, v := range h.prog.Desired.VIPs {
+			if v.Home != "" {
+				homes[v.VIP] = v.Home
+			}
+		}
+		if !maps.Equal(homes, h.homes) {
+			hs.ServeHomes(homes)
+			h.homes = homes
+		}
+	}
 	if h.served == nil || !slices.Equal(vips, h.served) {
 		h.vips.Serve(vips)
 		h.served = vips
 	}
+}
+
+// homeServer is a VIPOwnership that gives the source addresses of a
+// director (VIPAddresses.Home) to that director while it lives, to a
+// survivor otherwise (cluster.Node).
+type homeServer interface {
+	ServeHomes(homes map[netip.Addr]string)
 }
 
 // TrackLink makes the holder follow the state of the director's interface
@@ -407,7 +427,10 @@ func addressInput(k Kernel, p Programmed, present map[string][]netip.Prefix, own
 	d := p.Desired
 	return AddressInput{Interface: d.Interface, VIPDevice: d.VIPDevice, VIPs: d.VIPs, Held: held, Present: present,
 		Owned: owned, InUse: p.InUse, Ruleset: d.NAT, Routes: d.Announce, Eligible: p.Eligible,
-		Restore: k.Conntrack != nil, Announce: k.Announcer != nil, Release: k.Relay != nil}
+		// Under ECMP, PeerFlows keeps the other directors' FULLNAT entries
+		// all along, with their source addresses: a restore from the
+		// connection table would give them this director's.
+		Restore: k.Conntrack != nil && d.PeerSNAT == nil, Announce: k.Announcer != nil, Release: k.Relay != nil}
 }
 
 // listPresent lists the addresses of d's devices.

@@ -184,6 +184,7 @@ func (a *Agent) syncHolder(ctx context.Context, d Desired, actual Actual, ops []
 		return nil, nil
 	}
 	a.programmed = p
+	a.opts.PeerFlows.SetRules(p.Desired)
 	return a.holder.Sync(ctx, p)
 }
 
@@ -193,8 +194,8 @@ func sameProgrammed(p, q Programmed) bool {
 	return pd.Interface == qd.Interface && pd.VIPDevice == qd.VIPDevice && reflect.DeepEqual(pd.Announce, qd.Announce) &&
 		pd.NAT.Digest() == qd.NAT.Digest() && maps.Equal(p.InUse, q.InUse) && maps.Equal(p.Eligible, q.Eligible) &&
 		slices.EqualFunc(pd.VIPs, qd.VIPs, func(a, b VIPAddresses) bool {
-			return a.VIP == b.VIP && slices.Equal(a.Addresses, b.Addresses)
-		})
+			return a.VIP == b.VIP && a.Home == b.Home && slices.Equal(a.Addresses, b.Addresses) && slices.Equal(a.Needs, b.Needs)
+		}) && reflect.DeepEqual(pd.PeerSNAT, qd.PeerSNAT)
 }
 
 // sameGlobals reports whether the parts of the data plane outside IPVS

@@ -52,6 +52,9 @@ type ecmpLab struct {
 	srv survServers
 	key string
 	ds  map[string]*lvsd // by director ID, the ones started
+	// mode is the services' forwarding: "DR", or "FULLNAT" with a source
+	// address per director (snatOf).
+	mode string
 }
 
 // ecmpOptions shape a lab.
@@ -63,7 +66,12 @@ type ecmpOptions struct {
 	// bgpPassword is the password the directors use ("" none).
 	bgpPassword string
 	extraBGP    string // more lines of the bgp block (two-space indent)
+	fullnat     bool   // FULLNAT services instead of DR
 }
+
+// snatOf is director i's (from 1) FULLNAT source address in a FULLNAT
+// lab: 10.0.0.71 for "director", 10.0.0.72 for "director2"…
+func snatOf(i int) netip.Addr { return netip.AddrFrom4([4]byte{10, 0, 0, byte(70 + i)}) }
 
 // newECMPLab builds the topology, starts the router and the real servers.
 // Directors start with startDirector.
@@ -74,8 +82,11 @@ func newECMPLab(t *testing.T, o ecmpOptions) *ecmpLab {
 	}
 	// rs3 is a backend only in TestECMP/HealthDisagreement.
 	tp := topo.New(t, topo.WithRouter(), topo.WithDirectors(o.directors), topo.WithClientSources(o.sources), topo.WithRealServers(3))
-	l := &ecmpLab{t: t, tp: tp, key: clusterKey(t), ds: map[string]*lvsd{}}
-	l.srv = setupSurvivalServers(t, tp, []survMode{{name: "DR", vip: ecmpVIP}}, ecmpFleetInterval)
+	l := &ecmpLab{t: t, tp: tp, key: clusterKey(t), ds: map[string]*lvsd{}, mode: "DR"}
+	if o.fullnat {
+		l.mode = "FULLNAT"
+	}
+	l.srv = setupSurvivalServers(t, tp, []survMode{{name: l.mode, vip: ecmpVIP}}, ecmpFleetInterval)
 	serveEcho(t, echo.Config{TCP: []uint16{80}}, tp.RealServers()...)
 	var ns []ecmplab.Neighbor
 	for _, d := range tp.Directors() {
@@ -122,7 +133,14 @@ func (l *ecmpLab) newDirector(d *topo.Host, o ecmpOptions) *lvsd {
 	// alone took a fifth of their CPU in a profile of this lab (a 64 KB
 	// buffer per packet received in memberlist's transport, and the sends),
 	// and the VM was 99 % busy with the fleet.
-	ld := newClusterDirector(t, l.tp, d, l.key, fmt.Sprintf("  mode: ecmp\n  failure_timeout: 1s\n  heartbeat_interval: 200ms\n  conn_sync: {enabled: %t}\n", o.sync))
+	clusterExtra := fmt.Sprintf("  mode: ecmp\n  failure_timeout: 1s\n  heartbeat_interval: 200ms\n  conn_sync: {enabled: %t}\n", o.sync)
+	if o.fullnat {
+		// A lost director's source addresses go to a survivor only where a
+		// quorum of the configured directors is live: three of four by
+		// default, and director4 runs only from the join on.
+		clusterExtra += "  quorum: 2\n"
+	}
+	ld := newClusterDirector(t, l.tp, d, l.key, clusterExtra)
 	if keep := keepDir(t); keep != "" && os.Getenv("E2E_CPU_PROFILE") != "" {
 		ld.profile = filepath.Join(keep, d.ID+".pprof")
 	}
@@ -143,9 +161,16 @@ func (l *ecmpLab) newDirector(d *topo.Host, o ecmpOptions) *lvsd {
 	writeFile(t, agentFile, string(b)+fmt.Sprintf("bgp:\n  asn: %d\n  peers:\n"+
 		"    - {address: %s, asn: %d, hold_time: %v, connect_retry: 1s, bfd: {enabled: true, interval: %v, multiplier: %d}%s}\n"+
 		"  stop_grace: 1s\n%s", ecmplab.DirectorASN, router.V4, ecmplab.RouterASN, labHoldTime, labBFDInterval, labBFDMultiplier, password, o.extraBGP))
+	service := "service: dr\n"
+	if o.fullnat {
+		service = "service: fullnat\nforwarding: fullnat\nfullnat:\n  per_director:\n"
+		for i, d := range l.tp.Directors() {
+			service += fmt.Sprintf("    %s: [%s]\n", d.ID, snatOf(i+1))
+		}
+	}
 	writeFile(t, filepath.Join(ld.dir, "services.d", "dr.yaml"), fmt.Sprintf(
-		"service: dr\nvip: %s\nports: [80, %d, %d]\nbackends:\n  - {address: %s}\n  - {address: %s}\n",
-		ecmpVIP, survEcho, survTick, l.tp.RS(1).V4, l.tp.RS(2).V4))
+		"%svip: %s\nports: [80, %d, %d]\nbackends:\n  - {address: %s}\n  - {address: %s}\n",
+		service, ecmpVIP, survEcho, survTick, l.tp.RS(1).V4, l.tp.RS(2).V4))
 	return ld
 }
 

@@ -14,6 +14,7 @@ import (
 	"github.com/lvsd/lvsd/e2e/echo"
 	"github.com/lvsd/lvsd/e2e/topo"
 	"github.com/lvsd/lvsd/ipvs"
+	"github.com/vishvananda/netlink"
 )
 
 // The load the ECMP tests put on the VM: lighter than TestConnSurvival's
@@ -53,6 +54,74 @@ func TestECMP(t *testing.T) {
 	t.Run("RouterRestart", l.routerRestart)
 }
 
+// TestECMPFullNAT: TestECMP's director loss and join with a FULLNAT
+// service, each director sourcing its connections from its own address
+// (fullnat.per_director). A flow the router moves leaves its new director
+// with the first one's source address, from the conntrack entry every
+// director keeps of every other's connections; the real server's replies
+// go to that address, whose director still has the connection, or, once
+// that director is lost, to the survivor that took the address over.
+func TestECMPFullNAT(t *testing.T) {
+	l := newECMPLab(t, ecmpOptions{directors: 4, sources: 200, sync: true, fullnat: true})
+	l.start("director", "director2", "director3")
+	t.Run("DirectorLoss", l.fullnatLoss)
+	t.Run("DirectorJoin", l.directorJoin)
+}
+
+// fullnatLoss: directorLoss, and the lost director's source address goes
+// to exactly one survivor meanwhile and comes back to it after.
+func (l *ecmpLab) fullnatLoss(t *testing.T) {
+	const lostID = 2 // loseDirector's: director2
+	lost := snatOf(lostID)
+	if !hasAddress(t, l.tp.Director(lostID), lost) {
+		t.Fatalf("director%d does not hold its source address %s", lostID, lost)
+	}
+	cut, c := l.loseDirector(t, lostID, l.mode+", sync on")
+	if len(c.failedAfter) > 0 {
+		t.Errorf("%d new connections failed that started a second after the router's change", len(c.failedAfter))
+	}
+	survivors := []*topo.Host{l.tp.Director(1), l.tp.Director(3)}
+	var holders []string
+	for _, h := range survivors {
+		if hasAddress(t, h, lost) {
+			holders = append(holders, h.ID)
+		}
+	}
+	if len(holders) != 1 {
+		t.Errorf("survivors holding %s's source address %s: %v, want one", cut.ID, lost, holders)
+	}
+	if err := cut.SetPort(true); err != nil {
+		t.Fatal(err)
+	}
+	l.waitPaths(3, 60*time.Second)
+	deadline := time.Now().Add(30 * time.Second)
+	for !hasAddress(t, cut, lost) || hasAddress(t, survivors[0], lost) || hasAddress(t, survivors[1], lost) {
+		if time.Now().After(deadline) {
+			t.Fatalf("%s did not go back to %s alone within 30 s", lost, cut.ID)
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+}
+
+// hasAddress reports whether host h has address a on any interface.
+func hasAddress(t *testing.T, h *topo.Host, a netip.Addr) bool {
+	t.Helper()
+	found := false
+	err := h.Do(func() error {
+		addrs, err := netlink.AddrList(nil, netlink.FAMILY_ALL)
+		for _, x := range addrs {
+			if ip, ok := netip.AddrFromSlice(x.IP); ok && ip.Unmap() == a {
+				found = true
+			}
+		}
+		return err
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return found
+}
+
 // spread: 600 connections from 200 client sources: the router has three
 // paths and every director schedules 20-47 % of the connections.
 func (l *ecmpLab) spread(t *testing.T) {
@@ -88,7 +157,7 @@ func (l *ecmpLab) spread(t *testing.T) {
 // the others continue every connection the router moves to them; new
 // connections stop reaching the lost director once BFD tells the router.
 func (l *ecmpLab) directorLoss(t *testing.T) {
-	cut, c := l.loseDirector(t, 2, "sync on")
+	cut, c := l.loseDirector(t, 2, l.mode+", sync on")
 	// BFD, not the BGP hold timer, must take the path away: BFD's
 	// detection time and up to 3 s for the router to act under the VM's
 	// load (seen: 2.7-3.8 s on a quiet host), still short of the hold time.
@@ -110,7 +179,7 @@ func (l *ecmpLab) directorLoss(t *testing.T) {
 // every director that receives a flow it did not start continues it.
 func (l *ecmpLab) directorJoin(t *testing.T) {
 	c := l.survive(t, func() { l.ds["director4"].start() }, 4)
-	t.Logf("director join (director4, sync on): %s", c)
+	t.Logf("director join (director4, %s, sync on): %s", l.mode, c)
 	if c.row.survived != c.row.total {
 		t.Errorf("%d/%d connections survived the join, want all", c.row.survived, c.row.total)
 	}
@@ -389,7 +458,7 @@ func TestECMPSyncOff(t *testing.T) {
 	l.start("director", "director2", "director3")
 	// Maglev alone keeps a flow only if the new director takes its next
 	// packet as a connection: sloppy_tcp lets it, for every TCP state.
-	l.loseDirector(t, 2, "sync off")
+	l.loseDirector(t, 2, l.mode+", sync off")
 }
 
 // loseDirector cuts the link of director i (of three) under a fleet of

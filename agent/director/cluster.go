@@ -60,7 +60,14 @@ func startMember(ctx context.Context, o Options, k *agent.Kernel, bgCtx context.
 	var runs sync.WaitGroup
 	m.stop = func() { stop(); runs.Wait() }
 	if c.ConnSync.Enabled {
-		if m.relay, err = o.NewRelay(relayConfig(c.ConnSync, node, log)); err != nil {
+		rc := relayConfig(c.ConnSync, node, log)
+		if c.Mode == config.ModeECMP && k.Conntrack != nil {
+			m.peers = agent.NewPeerFlows(k.Conntrack, log)
+			rc.Applied = m.peers.Applied
+			peers := m.peers
+			runs.Go(func() { peers.Run(runCtx) })
+		}
+		if m.relay, err = o.NewRelay(rc); err != nil {
 			m.leave(log, nil)
 			return member{}, fmt.Errorf("connection sync: %w", err)
 		}

@@ -142,6 +142,7 @@ func Run(ctx context.Context, o Options) error {
 	if m.relay != nil {
 		opts.ConnSync = m.relay
 	}
+	opts.PeerFlows = m.peers
 	a := agent.New(opts)
 	if err := serve(bgCtx, &bg, cfg, a, events, o.Version, log); err != nil {
 		m.leave(log, nil)
@@ -168,7 +169,8 @@ type member struct {
 	node   Node
 	relay  Relay
 	leases *arp.Leased
-	stop   func() // stops the relay and the leases once the cluster is left
+	peers  *agent.PeerFlows // under ECMP with connection sync: other directors' FULLNAT flows
+	stop   func()           // stops the relay and the leases once the cluster is left
 }
 
 func (m member) vips() agent.VIPOwnership {

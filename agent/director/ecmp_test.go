@@ -118,3 +118,82 @@ func eventually(t *testing.T, what string, cond func() bool) {
 }
 
 var _ = connsync.Config{}
+
+// A FULLNAT director in mode ecmp sources its connections from its own
+// addresses of fullnat.per_director, which it puts on its interface and
+// announces by ARP (never over BGP); when another director is lost, the
+// survivor ranked first takes that one's addresses, and gives them back
+// when it returns. Window tracking is off (one direction of a re-hashed
+// connection only), and every director's addresses are guarded.
+func TestRunECMPFullNAT(t *testing.T) {
+	dir := t.TempDir()
+	must(t, os.MkdirAll(filepath.Join(dir, "services.d"), 0o755))
+	must(t, os.WriteFile(filepath.Join(dir, "key"), []byte("0123456789abcdef0123456789abcdef\n"), 0o600))
+	must(t, os.WriteFile(filepath.Join(dir, "lvsd.yaml"), []byte("node: d1\ninterface: eth0\nservices_dir: services.d\n"+
+		"state_dir: state\napi: {socket: "+filepath.Join(dir, "lvsd.sock")+"}\n"+
+		"cluster: {key_file: key, mode: ecmp, conn_sync: {enabled: false}}\n"+
+		"bgp: {asn: 65001, peers: [{address: 10.0.0.10, asn: 65000}], stop_grace: 10ms}\n"), 0o600))
+	must(t, os.WriteFile(filepath.Join(dir, "services.d", "web.yaml"),
+		[]byte("service: web\nvip: 192.0.2.10\nports: [80]\nforwarding: fullnat\nbackends: [{address: 10.0.0.11}]\n"+
+			"fullnat:\n  per_director:\n    d1: [10.0.0.201]\n    d2: [10.0.0.202, 10.0.0.203]\n"), 0o644))
+	cfg, err := agent.LoadConfig(filepath.Join(dir, "lvsd.yaml"))
+	must(t, err)
+	ev := &events{}
+	addrs := arp.NewFakeExpiring("eth0", "lo")
+	must(t, addrs.Fake.Add(context.Background(), "eth0", netip.MustParsePrefix("10.0.0.2/24")))
+	ipvsFake, nft, garp := ipvs.NewFake(), nat.NewFake(), &arp.FakeAnnouncer{}
+	sysctls := arp.NewFakeSysctls(map[string]string{nat.SysctlTCPBeLiberal: "0"})
+	started := make(chan fakeSpeaker, 1)
+	own, other := netip.MustParseAddr("10.0.0.201"), netip.MustParseAddr("10.0.0.202")
+	f := cluster.NewFake(cluster.Rules{Mode: cluster.ECMP, Quorum: 1}, netip.MustParseAddr("192.0.2.10"), own, other)
+	f.Add("d2", 100)
+	o := Options{
+		ConfigPath: filepath.Join(dir, "lvsd.yaml"), Config: cfg, Log: slog.New(slog.NewTextHandler(io.Discard, nil)),
+		Kernel:       agent.Kernel{IPVS: ipvsFake, Daemons: ipvsFake, NAT: nft, Sysctls: sysctls, Addrs: addrs, Announcer: garp},
+		Leases:       recordingAddrs{addrs, ev},
+		StartCluster: func(cluster.Config) (Node, error) { return fakeNode{f.Add("d1", 100), ev}, nil },
+		StartBGP: func(_ context.Context, c bgp.Config) (Speaker, error) {
+			fk, err := bgp.NewFake(c)
+			started <- fakeSpeaker{fk, ev}
+			return fakeSpeaker{fk, ev}, err
+		},
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- Run(ctx, o) }()
+	speaker := <-started
+	on := func(dev string, a netip.Addr) bool {
+		ps, _ := addrs.List(ctx, dev)
+		return slices.Contains(ps, netip.PrefixFrom(a, 32))
+	}
+	eventually(t, "the VIP on lo and announced, the own source address on eth0", func() bool {
+		return on("lo", netip.MustParseAddr("192.0.2.10")) && on("eth0", own) && routeList(speaker.Routes()) == "[192.0.2.10/32]"
+	})
+	if on("eth0", other) || f.Owner(other) != "d2" {
+		t.Errorf("d2's source address on d1 (owner %q)", f.Owner(other))
+	}
+	if !slices.Contains(garp.Sent(), "announce eth0 10.0.0.201") {
+		t.Errorf("the own source address was not announced by ARP: %v", garp.Sent())
+	}
+	rs, _ := nft.Current()
+	rules := rs.String()
+	for _, want := range []string{"snat to 10.0.0.201 persistent", "10.0.0.201-10.0.0.203"} {
+		if !strings.Contains(rules, want) {
+			t.Errorf("nftables rules lack %q:\n%s", want, rules)
+		}
+	}
+	if v, _ := sysctls.Get(ctx, nat.SysctlTCPBeLiberal); v != "1" {
+		t.Errorf("%s = %q, want 1", nat.SysctlTCPBeLiberal, v)
+	}
+	f.SetUp("d2", false)
+	eventually(t, "d2's source addresses taken over", func() bool {
+		return on("eth0", other) && on("eth0", other.Next()) && slices.Contains(garp.Sent(), "announce eth0 10.0.0.202")
+	})
+	if routeList(speaker.Routes()) != "[192.0.2.10/32]" {
+		t.Errorf("routes %v: source addresses must not be announced over BGP", speaker.Routes())
+	}
+	f.SetUp("d2", true)
+	eventually(t, "d2's source addresses given back", func() bool { return !on("eth0", other) && f.Owner(other) == "d2" })
+	cancel()
+	must(t, <-done)
+}

@@ -1,0 +1,247 @@
+package agent
+
+import (
+	"context"
+	"log/slog"
+	"net/netip"
+	"slices"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/lvsd/lvsd/agent/config"
+	"github.com/lvsd/lvsd/cluster/connsync"
+	"github.com/lvsd/lvsd/ipvs"
+	"github.com/lvsd/lvsd/nat"
+)
+
+// FULLNAT under ECMP. Each director sources its connections from its own
+// addresses (fullnat.per_director), so the real servers' replies come
+// back to the director that translated the first packet. The routers
+// re-hash flows whenever a director joins or leaves, and the client's
+// next packets then reach another director, which must send them on with
+// the same source address: it needs the first director's conntrack entry,
+// not only its IPVS entry. So every director creates, for every FULLNAT
+// connection another director sends it through connection sync, the
+// entry that director has (nat/conntrack.go), with the sender's source
+// addresses. When a director is lost, the survivor that takes its source
+// addresses over (cluster ownership, "Home") finds the entries there
+// already. IPVS drops each entry with its own connection
+// (ip_vs_conn_drop_conntrack), so they go as the records expire.
+//
+// The sender of a record is taken for the director that translated the
+// connection: the kernel creates an entry once (EEXIST after), and the
+// first record of a connection reaching a director comes from the
+// director that scheduled it. A director that joins later gets the
+// connections replayed by every member; one that another director
+// forwards too (after a re-hash) may reach it first from that one.
+
+// SNATRange is a consecutive range of source addresses.
+type SNATRange struct{ From, To netip.Addr }
+
+// peerSNAT maps the FULLNAT services with per-director source addresses
+// to them, by ct mark.
+func peerSNAT(services []*config.Service, pieces Pieces) map[uint32]map[string]SNATRange {
+	out := map[uint32]map[string]SNATRange{}
+	for _, s := range services {
+		if len(s.SNATByDirector) == 0 {
+			continue
+		}
+		m := make(map[string]SNATRange, len(s.SNATByDirector))
+		for home, addrs := range s.SNATByDirector {
+			m[home] = SNATRange{From: addrs[0], To: addrs[len(addrs)-1]}
+		}
+		out[pieces.get(s.Name).mark] = m
+	}
+	return out
+}
+
+// peerRules are what a director needs to turn another's connections into
+// conntrack entries: its FULLNAT rules in force and every director's
+// source addresses.
+type peerRules struct {
+	rs   nat.Ruleset
+	snat map[uint32]map[string]SNATRange
+}
+
+// peerQueue bounds the batches waiting for the kernel; maxEarly bounds
+// the connections kept from before the first pass (a joining director
+// gets every other's replayed before it has programmed anything).
+const (
+	peerQueue = 256
+	maxEarly  = 1 << 20
+)
+
+// PeerFlows creates the conntrack entries of the other directors' FULLNAT
+// connections as connection sync brings them. Applied takes them from
+// the relay; Run writes them on a goroutine of its own.
+type PeerFlows struct {
+	ct    nat.ConntrackRestorer
+	log   *slog.Logger
+	rules atomic.Pointer[peerRules]
+	set   atomic.Bool // SetRules was called
+	queue chan []nat.ConntrackEntry
+	wake  chan struct{} // SetRules was called: early connections may be due
+
+	mu    sync.Mutex // guards early
+	early []senderConns
+
+	created, existing, failed, dropped atomic.Uint64
+}
+
+// senderConns are connections one director sent.
+type senderConns struct {
+	sender string
+	conns  []connsync.Conn
+}
+
+// NewPeerFlows returns PeerFlows writing through ct.
+func NewPeerFlows(ct nat.ConntrackRestorer, log *slog.Logger) *PeerFlows {
+	if log == nil {
+		log = slog.New(slog.DiscardHandler)
+	}
+	return &PeerFlows{ct: ct, log: log.With("component", "peerflows"), queue: make(chan []nat.ConntrackEntry, peerQueue),
+		wake: make(chan struct{}, 1)}
+}
+
+// SetRules takes the data plane a pass programmed.
+func (p *PeerFlows) SetRules(d Desired) {
+	if p == nil {
+		return
+	}
+	if len(d.PeerSNAT) == 0 {
+		p.rules.Store(nil)
+	} else {
+		p.rules.Store(&peerRules{rs: d.NAT, snat: d.PeerSNAT})
+	}
+	if !p.set.Swap(true) {
+		select {
+		case p.wake <- struct{}{}:
+		default:
+		}
+	}
+}
+
+// Applied is connsync.Config.Applied: it never blocks, and drops (and
+// counts) a batch the kernel is too far behind for. Until the first pass
+// has set the rules, it keeps the connections for then.
+func (p *PeerFlows) Applied(sender string, conns []connsync.Conn) {
+	if !p.set.Load() && p.keepEarly(sender, conns) {
+		return
+	}
+	r := p.rules.Load()
+	if r == nil {
+		return
+	}
+	p.enqueue(peerEntries(*r, sender, conns))
+}
+
+// keepEarly keeps conns until the first SetRules; false: it came meanwhile.
+func (p *PeerFlows) keepEarly(sender string, conns []connsync.Conn) bool {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if p.set.Load() {
+		return false
+	}
+	n := 0
+	for _, e := range p.early {
+		n += len(e.conns)
+	}
+	if n+len(conns) > maxEarly {
+		p.dropped.Add(uint64(len(conns)))
+		return true
+	}
+	p.early = append(p.early, senderConns{sender, slices.Clone(conns)})
+	return true
+}
+
+func (p *PeerFlows) enqueue(entries []nat.ConntrackEntry) {
+	if len(entries) == 0 {
+		return
+	}
+	select {
+	case p.queue <- entries:
+	default:
+		p.dropped.Add(uint64(len(entries)))
+	}
+}
+
+// Run creates the entries Applied queued until ctx ends.
+func (p *PeerFlows) Run(ctx context.Context) {
+	var lastWarn time.Time
+	restore := func(entries []nat.ConntrackEntry) {
+		res, err := p.ct.RestoreConntrack(ctx, entries)
+		p.created.Add(uint64(res.Created))
+		p.existing.Add(uint64(res.Existing))
+		p.failed.Add(uint64(res.Failed))
+		if err != nil && time.Since(lastWarn) > 10*time.Second {
+			lastWarn = time.Now()
+			p.log.Warn("could not create the conntrack entries of other directors' FULLNAT connections; "+
+				"those connections break if the routers move them here", "failed", res.Failed, "err", err)
+		}
+	}
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case entries := <-p.queue:
+			restore(entries)
+		case <-p.wake:
+			p.mu.Lock()
+			early := p.early
+			p.early = nil
+			p.mu.Unlock()
+			if r := p.rules.Load(); r != nil {
+				var entries []nat.ConntrackEntry
+				for _, e := range early {
+					entries = append(entries, peerEntries(*r, e.sender, e.conns)...)
+				}
+				restore(entries)
+			}
+		}
+	}
+}
+
+// PeerFlowStats counts what PeerFlows did.
+type PeerFlowStats struct{ Created, Existing, Failed, Dropped uint64 }
+
+// Stats returns the counters.
+func (p *PeerFlows) Stats() PeerFlowStats {
+	return PeerFlowStats{Created: p.created.Load(), Existing: p.existing.Load(), Failed: p.failed.Load(), Dropped: p.dropped.Load()}
+}
+
+// peerEntries are the conntrack entries of sender's FULLNAT connections
+// among conns that can still carry data, with sender's source addresses.
+// Pure.
+func peerEntries(r peerRules, sender string, conns []connsync.Conn) []nat.ConntrackEntry {
+	var out []nat.ConntrackEntry
+	for _, c := range conns {
+		if !c.Masquerade || !restorable(ipvs.Connection{Protocol: ipvs.Protocol(c.Protocol), State: syncStateName(c.Protocol, c.State)}) {
+			continue
+		}
+		e, ok := r.rs.FullNATEntry(nat.Protocol(c.Protocol), c.Client, c.Virtual, c.Dest)
+		if !ok {
+			continue
+		}
+		rg, ok := r.snat[e.Mark][sender]
+		if !ok {
+			continue // not a director of the service's: nothing to source from
+		}
+		e.SNATFrom, e.SNATTo, e.Timeout = rg.From, rg.To, c.Timeout
+		out = append(out, e)
+	}
+	return out
+}
+
+// tcpStates are the names of IPVS's TCP states by number (ip_vs.h), as the
+// connection table shows them.
+var tcpStates = []string{"NONE", "ESTABLISHED", "SYN_SENT", "SYN_RECV", "FIN_WAIT", "TIME_WAIT", "CLOSE",
+	"CLOSE_WAIT", "LAST_ACK", "LISTEN", "SYNACK"}
+
+// syncStateName names a synced connection's state as restorable expects.
+func syncStateName(proto uint8, state uint16) string {
+	if proto == uint8(ipvs.TCP) && int(state) < len(tcpStates) {
+		return tcpStates[state]
+	}
+	return ""
+}

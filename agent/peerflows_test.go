@@ -1,0 +1,104 @@
+package agent
+
+import (
+	"context"
+	"net/netip"
+	"slices"
+	"testing"
+	"time"
+
+	"github.com/lvsd/lvsd/cluster/connsync"
+	"github.com/lvsd/lvsd/nat"
+)
+
+// Another director's FULLNAT connections become conntrack entries with
+// that director's source addresses; what cannot carry data, is not
+// source-NATed here or comes from a director without addresses for the
+// service does not.
+func TestPeerEntries(t *testing.T) {
+	vip := "192.0.2.10"
+	mark := FirewallMark("fullnat" + vip)
+	r := peerRules{rs: fullnatRuleset(t, vip), snat: map[uint32]map[string]SNATRange{mark: {
+		"d1": {From: netip.MustParseAddr("10.0.0.70"), To: netip.MustParseAddr("10.0.0.71")},
+		"d2": {From: netip.MustParseAddr("10.0.0.80"), To: netip.MustParseAddr("10.0.0.80")},
+	}}}
+	ap := netip.MustParseAddrPort
+	conn := func(client, virtual string, state uint16, masq bool) connsync.Conn {
+		return connsync.Conn{Protocol: 6, Client: ap(client), Virtual: ap(virtual), Dest: ap("10.0.0.11:7001"),
+			Masquerade: masq, State: state, Timeout: 900 * time.Second}
+	}
+	const established, synRecv, finWait, timeWait, closeWait = 1, 3, 4, 5, 7
+	for _, tc := range []struct {
+		name   string
+		sender string
+		conn   connsync.Conn
+		want   bool
+	}{
+		{"established", "d2", conn("198.51.100.1:40000", vip+":7001", established, true), true},
+		{"fin_wait", "d2", conn("198.51.100.1:40001", vip+":7002", finWait, true), true},
+		{"close_wait", "d2", conn("198.51.100.1:40002", vip+":7001", closeWait, true), true},
+		{"handshake", "d2", conn("198.51.100.1:40003", vip+":7001", synRecv, true), false},
+		{"time_wait", "d2", conn("198.51.100.1:40004", vip+":7001", timeWait, true), false},
+		{"direct routing", "d2", conn("198.51.100.1:40005", vip+":7001", established, false), false},
+		{"port not fullnat", "d2", conn("198.51.100.1:40006", vip+":80", established, true), false},
+		{"other vip", "d2", conn("198.51.100.1:40007", "192.0.2.11:7001", established, true), false},
+		{"sender without addresses", "d3", conn("198.51.100.1:40008", vip+":7001", established, true), false},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			got := peerEntries(r, tc.sender, []connsync.Conn{tc.conn})
+			if !tc.want {
+				if len(got) != 0 {
+					t.Fatalf("entries %v, want none", got)
+				}
+				return
+			}
+			want := nat.ConntrackEntry{Protocol: nat.TCP, Client: tc.conn.Client, VIP: tc.conn.Virtual, Backend: tc.conn.Dest,
+				SNATFrom: netip.MustParseAddr("10.0.0.80"), SNATTo: netip.MustParseAddr("10.0.0.80"), Mark: mark, Timeout: 900 * time.Second}
+			if len(got) != 1 || got[0] != want {
+				t.Fatalf("entries %v, want [%v]", got, want)
+			}
+		})
+	}
+}
+
+// PeerFlows writes what the relay hands it, what came before the first
+// pass gave it the rules included (a joining director gets the others'
+// connections replayed first), and nothing once the rules say there is
+// no FULLNAT under ECMP.
+func TestPeerFlowsWriteWhatTheRelayApplied(t *testing.T) {
+	vip := "192.0.2.10"
+	mark := FirewallMark("fullnat" + vip)
+	ct := &nat.ConntrackFake{}
+	p := NewPeerFlows(ct, nil)
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	go p.Run(ctx)
+	c := connsync.Conn{Protocol: 6, Client: netip.MustParseAddrPort("198.51.100.1:40000"), Virtual: netip.MustParseAddrPort(vip + ":7001"),
+		Dest: netip.MustParseAddrPort("10.0.0.11:7001"), Masquerade: true, State: 1}
+	early := c
+	early.Client = netip.MustParseAddrPort("198.51.100.1:39999")
+	p.Applied("d2", []connsync.Conn{early}) // before the first pass
+	d := Desired{NAT: fullnatRuleset(t, vip), PeerSNAT: map[uint32]map[string]SNATRange{mark: {
+		"d2": {From: netip.MustParseAddr("10.0.0.80"), To: netip.MustParseAddr("10.0.0.80")}}}}
+	p.SetRules(d)
+	p.Applied("d2", []connsync.Conn{c})
+	p.Applied("d2", []connsync.Conn{c})
+	deadline := time.Now().Add(5 * time.Second)
+	for p.Stats() != (PeerFlowStats{Created: 2, Existing: 1}) {
+		if time.Now().After(deadline) {
+			t.Fatalf("stats %+v, want two created, one existing", p.Stats())
+		}
+		time.Sleep(time.Millisecond)
+	}
+	entries := ct.Entries()
+	if len(entries) != 2 || entries[0].SNATFrom != netip.MustParseAddr("10.0.0.80") || entries[1].SNATFrom != entries[0].SNATFrom {
+		t.Fatalf("entries %v", entries)
+	}
+	p.SetRules(Desired{NAT: d.NAT})
+	c.Client = netip.MustParseAddrPort("198.51.100.1:40001")
+	p.Applied("d2", []connsync.Conn{c})
+	time.Sleep(20 * time.Millisecond)
+	if got := ct.Entries(); !slices.Equal(got, entries) {
+		t.Errorf("entries %v after the rules went", got)
+	}
+}
