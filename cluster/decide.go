@@ -175,6 +175,9 @@ func owner(r Rules, live []Candidate, vip netip.Addr) *Candidate {
 			bestHolder = c
 		}
 	}
+	if home, ok := r.Homes[vip]; ok && best != nil && best.Name == home {
+		return best // the home ranks first while it is ready, and takes its addresses back
+	}
 	if !r.Preempt && bestHolder != nil {
 		return bestHolder
 	}
@@ -223,7 +226,8 @@ func Next(r Rules, self string, live []Candidate, vips []netip.Addr) Step {
 		// One holder at a time, handed over as in active-active; the home
 		// takes its addresses back when it returns, and keeps them without
 		// a quorum (its connections need them, and nobody else may take
-		// them without one).
+		// them without one). A survivor keeps what it took while the home
+		// is away: moving the addresses costs their connections a moment.
 		own, others := homed[:0:0], homed[:0:0]
 		for _, v := range homed {
 			if r.Homes[v] == self {
@@ -236,7 +240,7 @@ func Next(r Rules, self string, live []Candidate, vips []netip.Addr) Step {
 			vips   []netip.Addr
 			quorum int
 		}{{own, 1}, {others, r.Quorum}} {
-			h := Rules{Mode: ActiveActive, Preempt: true, Quorum: part.quorum, Homes: r.Homes}
+			h := Rules{Mode: ActiveActive, Quorum: part.quorum, Homes: r.Homes}
 			sub := Next(h, self, live, part.vips)
 			maps.Copy(st.Hold, sub.Hold)
 			st.Waiting, st.Conflicts = append(st.Waiting, sub.Waiting...), append(st.Conflicts, sub.Conflicts...)

@@ -267,6 +267,20 @@ func TestNextECMPHomes(t *testing.T) {
 	}
 	owner := Owners(r, survivors, all)[snatA]
 
+	// Another director joins while a survivor holds a's addresses: they
+	// stay with that survivor, whatever the ranking.
+	for _, newcomer := range []string{"d", "e", "f", "g"} {
+		holderNow := cand(owner, 100, all, vip1, snatA)
+		other := b
+		if owner == "b" {
+			other = c
+		}
+		live := []Candidate{holderNow, other, cand(newcomer, 100, all, vip1)}
+		if !Next(r, owner, live, all).Hold[snatA] || Next(r, newcomer, live, all).Hold[snatA] {
+			t.Errorf("%s joining moved a's addresses away from %s", newcomer, owner)
+		}
+	}
+
 	// a is back and ready while the survivor still holds snatA: a waits,
 	// the survivor lets go, then a takes it.
 	holder := b
