@@ -4,7 +4,6 @@ import (
 	"context"
 	"log/slog"
 	"net/netip"
-	"slices"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -29,12 +28,12 @@ import (
 // already. IPVS drops each entry with its own connection
 // (ip_vs_conn_drop_conntrack), so they go as the records expire.
 //
-// The sender of a record is taken for the director that translated the
-// connection: the kernel creates an entry once (EEXIST after), and the
-// first record of a connection reaching a director comes from the
-// director that scheduled it. A director that joins later gets the
-// connections replayed by every member; one that another director
-// forwards too (after a re-hash) may reach it first from that one.
+// Which director translated a connection is the record's Origin: its
+// sender, unless the sender got it through sync itself (a flow the routers
+// moved), whose relay then names the first director (connsync/origins.go).
+// A record without one is skipped: an entry with the wrong source address
+// is worse than none (the director would translate the flow to its own
+// addresses, and the real server would reset it either way).
 
 // SNATRange is a consecutive range of source addresses.
 type SNATRange struct{ From, To netip.Addr }
@@ -84,15 +83,9 @@ type PeerFlows struct {
 	wake  chan struct{} // SetRules was called: early connections may be due
 
 	mu    sync.Mutex // guards early
-	early []senderConns
+	early []connsync.Conn
 
 	created, existing, failed, dropped atomic.Uint64
-}
-
-// senderConns are connections one director sent.
-type senderConns struct {
-	sender string
-	conns  []connsync.Conn
 }
 
 // NewPeerFlows returns PeerFlows writing through ct.
@@ -125,33 +118,29 @@ func (p *PeerFlows) SetRules(d Desired) {
 // Applied is connsync.Config.Applied: it never blocks, and drops (and
 // counts) a batch the kernel is too far behind for. Until the first pass
 // has set the rules, it keeps the connections for then.
-func (p *PeerFlows) Applied(sender string, conns []connsync.Conn) {
-	if !p.set.Load() && p.keepEarly(sender, conns) {
+func (p *PeerFlows) Applied(conns []connsync.Conn) {
+	if !p.set.Load() && p.keepEarly(conns) {
 		return
 	}
 	r := p.rules.Load()
 	if r == nil {
 		return
 	}
-	p.enqueue(peerEntries(*r, sender, conns))
+	p.enqueue(peerEntries(*r, conns))
 }
 
 // keepEarly keeps conns until the first SetRules; false: it came meanwhile.
-func (p *PeerFlows) keepEarly(sender string, conns []connsync.Conn) bool {
+func (p *PeerFlows) keepEarly(conns []connsync.Conn) bool {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	if p.set.Load() {
 		return false
 	}
-	n := 0
-	for _, e := range p.early {
-		n += len(e.conns)
-	}
-	if n+len(conns) > maxEarly {
+	if len(p.early)+len(conns) > maxEarly {
 		p.dropped.Add(uint64(len(conns)))
 		return true
 	}
-	p.early = append(p.early, senderConns{sender, slices.Clone(conns)})
+	p.early = append(p.early, conns...)
 	return true
 }
 
@@ -192,11 +181,7 @@ func (p *PeerFlows) Run(ctx context.Context) {
 			p.early = nil
 			p.mu.Unlock()
 			if r := p.rules.Load(); r != nil {
-				var entries []nat.ConntrackEntry
-				for _, e := range early {
-					entries = append(entries, peerEntries(*r, e.sender, e.conns)...)
-				}
-				restore(entries)
+				restore(peerEntries(*r, early))
 			}
 		}
 	}
@@ -210,10 +195,10 @@ func (p *PeerFlows) Stats() PeerFlowStats {
 	return PeerFlowStats{Created: p.created.Load(), Existing: p.existing.Load(), Failed: p.failed.Load(), Dropped: p.dropped.Load()}
 }
 
-// peerEntries are the conntrack entries of sender's FULLNAT connections
-// among conns that can still carry data, with sender's source addresses.
-// Pure.
-func peerEntries(r peerRules, sender string, conns []connsync.Conn) []nat.ConntrackEntry {
+// peerEntries are the conntrack entries of the FULLNAT connections among
+// conns that can still carry data, with their first director's source
+// addresses. Pure.
+func peerEntries(r peerRules, conns []connsync.Conn) []nat.ConntrackEntry {
 	var out []nat.ConntrackEntry
 	for _, c := range conns {
 		if !c.Masquerade || !restorable(ipvs.Connection{Protocol: ipvs.Protocol(c.Protocol), State: syncStateName(c.Protocol, c.State)}) {
@@ -223,9 +208,9 @@ func peerEntries(r peerRules, sender string, conns []connsync.Conn) []nat.Conntr
 		if !ok {
 			continue
 		}
-		rg, ok := r.snat[e.Mark][sender]
+		rg, ok := r.snat[e.Mark][c.Origin]
 		if !ok {
-			continue // not a director of the service's: nothing to source from
+			continue // unknown, or not a director of the service's
 		}
 		e.SNATFrom, e.SNATTo, e.Timeout = rg.From, rg.To, c.Timeout
 		out = append(out, e)

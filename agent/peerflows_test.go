@@ -42,10 +42,13 @@ func TestPeerEntries(t *testing.T) {
 		{"direct routing", "d2", conn("198.51.100.1:40005", vip+":7001", established, false), false},
 		{"port not fullnat", "d2", conn("198.51.100.1:40006", vip+":80", established, true), false},
 		{"other vip", "d2", conn("198.51.100.1:40007", "192.0.2.11:7001", established, true), false},
-		{"sender without addresses", "d3", conn("198.51.100.1:40008", vip+":7001", established, true), false},
+		{"origin unknown", "", conn("198.51.100.1:40009", vip+":7001", established, true), false},
+		{"origin without addresses", "d3", conn("198.51.100.1:40008", vip+":7001", established, true), false},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			got := peerEntries(r, tc.sender, []connsync.Conn{tc.conn})
+			c := tc.conn
+			c.Origin = tc.sender
+			got := peerEntries(r, []connsync.Conn{c})
 			if !tc.want {
 				if len(got) != 0 {
 					t.Fatalf("entries %v, want none", got)
@@ -74,15 +77,15 @@ func TestPeerFlowsWriteWhatTheRelayApplied(t *testing.T) {
 	defer cancel()
 	go p.Run(ctx)
 	c := connsync.Conn{Protocol: 6, Client: netip.MustParseAddrPort("198.51.100.1:40000"), Virtual: netip.MustParseAddrPort(vip + ":7001"),
-		Dest: netip.MustParseAddrPort("10.0.0.11:7001"), Masquerade: true, State: 1}
+		Dest: netip.MustParseAddrPort("10.0.0.11:7001"), Masquerade: true, State: 1, Origin: "d2"}
 	early := c
 	early.Client = netip.MustParseAddrPort("198.51.100.1:39999")
-	p.Applied("d2", []connsync.Conn{early}) // before the first pass
+	p.Applied([]connsync.Conn{early}) // before the first pass
 	d := Desired{NAT: fullnatRuleset(t, vip), PeerSNAT: map[uint32]map[string]SNATRange{mark: {
 		"d2": {From: netip.MustParseAddr("10.0.0.80"), To: netip.MustParseAddr("10.0.0.80")}}}}
 	p.SetRules(d)
-	p.Applied("d2", []connsync.Conn{c})
-	p.Applied("d2", []connsync.Conn{c})
+	p.Applied([]connsync.Conn{c})
+	p.Applied([]connsync.Conn{c})
 	deadline := time.Now().Add(5 * time.Second)
 	for p.Stats() != (PeerFlowStats{Created: 2, Existing: 1}) {
 		if time.Now().After(deadline) {
@@ -96,7 +99,7 @@ func TestPeerFlowsWriteWhatTheRelayApplied(t *testing.T) {
 	}
 	p.SetRules(Desired{NAT: d.NAT})
 	c.Client = netip.MustParseAddrPort("198.51.100.1:40001")
-	p.Applied("d2", []connsync.Conn{c})
+	p.Applied([]connsync.Conn{c})
 	time.Sleep(20 * time.Millisecond)
 	if got := ct.Entries(); !slices.Equal(got, entries) {
 		t.Errorf("entries %v after the rules went", got)

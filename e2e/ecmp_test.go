@@ -65,7 +65,7 @@ func TestECMPFullNAT(t *testing.T) {
 	l := newECMPLab(t, ecmpOptions{directors: 4, sources: 200, sync: true, fullnat: true})
 	l.start("director", "director2", "director3")
 	t.Run("DirectorLoss", l.fullnatLoss)
-	t.Run("DirectorJoin", l.directorJoin)
+	t.Run("LossThenJoin", l.lossThenJoin)
 }
 
 // fullnatLoss: directorLoss, and the lost director's source address goes
@@ -101,6 +101,31 @@ func (l *ecmpLab) fullnatLoss(t *testing.T) {
 		}
 		time.Sleep(100 * time.Millisecond)
 	}
+}
+
+// lossThenJoin: director2 is lost under a fleet of connections, and
+// director4 joins while it is away. The router re-hashes the flows it
+// moved once more, some onto director4, which learns whose they are (and
+// so their source address) only from the survivors: director2 cannot
+// replay its connections, and the survivors' kernels send them as synced
+// ones, which their relays name director2 in (connsync/origins.go).
+func (l *ecmpLab) lossThenJoin(t *testing.T) {
+	cut := l.tp.Director(2)
+	c := l.survive(t, func() {
+		if err := cut.SetPort(false); err != nil {
+			t.Fatal(err)
+		}
+		l.waitPaths(2, 30*time.Second)
+		l.ds["director4"].start()
+	}, 3)
+	t.Logf("director loss then join (director2 cut, then director4 joins; %s, sync on): %s", l.mode, c)
+	if c.row.survived != c.row.total {
+		t.Errorf("%d/%d connections survived, want all", c.row.survived, c.row.total)
+	}
+	if err := cut.SetPort(true); err != nil {
+		t.Fatal(err)
+	}
+	l.waitPaths(4, 60*time.Second)
 }
 
 // hasAddress reports whether host h has address a on any interface.
@@ -243,7 +268,7 @@ func (l *ecmpLab) survive(t *testing.T, run func(), paths int) change {
 	for routedAt.IsZero() {
 		select {
 		case ev := <-events:
-			if len(ev.Nexthops) == paths {
+			if len(ev.Nexthops) == paths && ev.At.After(at) { // not a change before this one
 				routedAt = ev.At
 			}
 		case <-deadline:

@@ -103,11 +103,11 @@ type Config struct {
 	// else every received record is refused.
 	Authority Authority
 	// Applied, when set, is handed the connections of every datagram
-	// written to the backup daemon, with the director that sent them: a
-	// FULLNAT director under ECMP creates their conntrack entries from them
-	// (agent/peerflows.go). It is called from Run's goroutine and must
-	// not block; conns is not used after it returns.
-	Applied func(sender string, conns []Conn)
+	// written to the backup daemon, each with the director it started on
+	// (origins.go): a FULLNAT director under ECMP creates their conntrack
+	// entries from them (agent/peerflows.go). It is called from Run's
+	// goroutine and must not block; conns is not used after it returns.
+	Applied func(conns []Conn)
 	// Log defaults to discarding.
 	Log *slog.Logger
 }

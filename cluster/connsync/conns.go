@@ -22,6 +22,9 @@ type Conn struct {
 	// Timeout is the connection's remaining life when its director sent
 	// it; 0: the kernel's default for the state.
 	Timeout time.Duration
+	// Origin is the director the connection started on, whose source
+	// addresses a FULLNAT connection has (origins.go); "": unknown.
+	Origin string
 }
 
 // connFwdMask and connFMasq are IP_VS_CONN_F_FWD_MASK and
@@ -31,9 +34,9 @@ const (
 	connFMasq   = 0x0000
 )
 
-// appendConns appends the connections of recs, persistence templates left
-// out, to dst.
-func appendConns(dst []Conn, recs []rec) []Conn {
+// appendConns appends the connections of recs, which sender sent,
+// persistence templates left out, to dst.
+func appendConns(dst []Conn, recs []rec, sender string) []Conn {
 	for _, r := range recs {
 		if r.flags()&connFTemplate != 0 {
 			continue
@@ -48,6 +51,7 @@ func appendConns(dst []Conn, recs []rec) []Conn {
 			Masquerade: r.flags()&connFwdMask == connFMasq,
 			State:      binary.BigEndian.Uint16(r[offState:]),
 			Timeout:    time.Duration(r.timeout()) * time.Second,
+			Origin:     recordOrigin(r, sender),
 		})
 	}
 	return dst

@@ -48,6 +48,9 @@ type engine struct {
 	body, dgram []byte // scratch for datagrams to the backup daemon
 	applied     []rec  // scratch: the records of body
 	conns       []Conn // scratch for Config.Applied
+
+	origins   *origins      // first directors of applied connections; nil without Config.Applied
+	lastSweep time.Duration // of origins
 }
 
 func newEngine(cfg Config, st *counters, log *slog.Logger, out datagramWriter, now time.Time) *engine {
@@ -64,6 +67,9 @@ func newEngine(cfg Config, st *counters, log *slog.Logger, out datagramWriter, n
 		lastWarn: -warnEvery,
 	}
 	e.fresh.from = &e.self
+	if cfg.Applied != nil {
+		e.origins = newOrigins(cfg.MaxEntries)
+	}
 	return e
 }
 
@@ -90,6 +96,12 @@ func (e *engine) fromMaster(b []byte, now time.Time) (relayed, pushers int) {
 			continue
 		}
 		relayed++
+		if e.origins != nil && r.flags()&connFSync != 0 {
+			if o := e.origins.of(r, t); o != "" {
+				r = withOrigin(r, o)
+				e.origins.note(r, o, t) // this director keeps the connection alive now
+			}
+		}
 		en, evicted := e.cache.put(r, t)
 		if evicted {
 			e.st.evicted.Add(1)
@@ -199,6 +211,9 @@ func (e *engine) apply(m message, at time.Time) (done bool) {
 		body, _ = appendRecord(body, r)
 		applied = append(applied, r)
 		n++
+		if e.origins != nil {
+			e.origins.note(r, recordOrigin(r, m.sender), e.mono(at))
+		}
 	}
 	e.body, e.applied = body, applied
 	if stale > 0 {
@@ -217,8 +232,8 @@ func (e *engine) apply(m message, at time.Time) (done bool) {
 	e.st.appliedDatagrams.Add(1)
 	e.st.appliedRecords.Add(uint64(n))
 	if e.cfg.Applied != nil {
-		e.conns = appendConns(e.conns[:0], applied)
-		e.cfg.Applied(m.sender, e.conns)
+		e.conns = appendConns(e.conns[:0], applied, m.sender)
+		e.cfg.Applied(e.conns)
 	}
 	return !notHolder
 }
@@ -329,6 +344,10 @@ func (e *engine) nextWake(now time.Time) (time.Time, bool) {
 
 // tick does what is due: flushing records from the master and replaying.
 func (e *engine) tick(now time.Time) {
+	if t := e.mono(now); e.origins != nil && t-e.lastSweep >= time.Minute {
+		e.origins.sweep(t)
+		e.lastSweep = t
+	}
 	if !e.fresh.empty() && e.mono(now) >= e.freshAt+e.cfg.FlushDelay {
 		e.flush(now)
 	}
