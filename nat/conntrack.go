@@ -37,13 +37,20 @@ type ConntrackEntry struct {
 	Mark uint32
 	// Timeout is the entry's lifetime until its next packet.
 	Timeout time.Duration
+	// Refresh gives an existing entry Timeout instead of leaving it as it
+	// is: the connection is alive on another director, which this one
+	// hears of, while no packet of it comes here.
+	Refresh bool
 }
 
 // RestoreResult counts what RestoreConntrack did.
 type RestoreResult struct {
 	Created  int // new entries
 	Existing int // already there (EEXIST): a local connection or an earlier restore
-	Failed   int // refused by the kernel; the error says why
+	// Refreshed counts the existing entries given their Timeout (Refresh);
+	// an entry that went meanwhile is neither refreshed nor failed.
+	Refreshed int
+	Failed    int // refused by the kernel; the error says why
 }
 
 // ConntrackRestorer creates conntrack entries. Kernel and ConntrackFake

@@ -55,9 +55,9 @@ func (f *ConntrackFake) RestoreConntrack(ctx context.Context, entries []Conntrac
 	f.calls++
 	var res RestoreResult
 	var errs []error
-	have := map[origTuple]bool{}
-	for _, e := range f.entries {
-		have[origTuple{e.Protocol, e.Client, e.VIP}] = true
+	have := map[origTuple]int{} // index in f.entries, plus one
+	for i, e := range f.entries {
+		have[origTuple{e.Protocol, e.Client, e.VIP}] = i + 1
 	}
 	for _, e := range entries {
 		err := e.check()
@@ -69,10 +69,14 @@ func (f *ConntrackFake) RestoreConntrack(ctx context.Context, entries []Conntrac
 		case err != nil:
 			res.Failed++
 			errs = append(errs, fmt.Errorf("%s: %w", e, err))
-		case have[k]:
+		case have[k] > 0:
 			res.Existing++
+			if e.Refresh {
+				f.entries[have[k]-1].Timeout = e.Timeout
+				res.Refreshed++
+			}
 		default:
-			have[k] = true
+			have[k] = len(f.entries) + 1
 			f.entries = append(f.entries, e)
 			res.Created++
 		}

@@ -45,6 +45,7 @@ func (k *Kernel) RestoreConntrack(ctx context.Context, entries []ConntrackEntry)
 	_ = c.SetOption(netlink.ExtendedAcknowledge, true)
 	var errs []error
 	var seq uint32
+	var refresh []ConntrackEntry // existing entries to refresh
 	fail := func(e ConntrackEntry, err error) {
 		res.Failed++
 		if len(errs) < maxRestoreErrors {
@@ -60,7 +61,7 @@ func (k *Kernel) RestoreConntrack(ctx context.Context, entries []ConntrackEntry)
 		if statusNoConfirmed.Load() {
 			status &^= ipsConfirmed
 		}
-		results, err := k.send(ctx, c, &seq, chunk, status)
+		results, err := k.send(ctx, c, &seq, chunk, func(e ConntrackEntry) (netlink.Message, error) { return newConntrackMessage(e, status) })
 		if err != nil {
 			return res, errors.Join(append(errs, err)...)
 		}
@@ -68,7 +69,9 @@ func (k *Kernel) RestoreConntrack(ctx context.Context, entries []ConntrackEntry)
 			if errors.Is(err, unix.EBUSY) && status&ipsConfirmed != 0 {
 				// Once per process on such a kernel: retry without CONFIRMED.
 				var again []error
-				if again, err = k.send(ctx, c, &seq, chunk[i:i+1], status&^ipsConfirmed); err == nil {
+				if again, err = k.send(ctx, c, &seq, chunk[i:i+1], func(e ConntrackEntry) (netlink.Message, error) {
+					return newConntrackMessage(e, status&^ipsConfirmed)
+				}); err == nil {
 					if err = again[0]; err == nil || errors.Is(err, unix.EEXIST) {
 						statusNoConfirmed.Store(true)
 					}
@@ -79,6 +82,25 @@ func (k *Kernel) RestoreConntrack(ctx context.Context, entries []ConntrackEntry)
 				res.Created++
 			case errors.Is(err, unix.EEXIST):
 				res.Existing++
+				if chunk[i].Refresh {
+					refresh = append(refresh, chunk[i])
+				}
+			default:
+				fail(chunk[i], err)
+			}
+		}
+	}
+	for start := 0; start < len(refresh); start += restoreChunk {
+		chunk := refresh[start:min(start+restoreChunk, len(refresh))]
+		results, err := k.send(ctx, c, &seq, chunk, newRefreshMessage)
+		if err != nil {
+			return res, errors.Join(append(errs, err)...)
+		}
+		for i, err := range results {
+			switch {
+			case err == nil:
+				res.Refreshed++
+			case errors.Is(err, unix.ENOENT): // expired since
 			default:
 				fail(chunk[i], err)
 			}
@@ -96,12 +118,13 @@ func (k *Kernel) RestoreConntrack(ctx context.Context, entries []ConntrackEntry)
 // failed request with an error carrying its sequence number; only the last
 // request asks for an ack, which ends the batch. Acking every request would
 // cost a recvmsg each, and about halve the rate of a large restore.
-func (k *Kernel) send(ctx context.Context, c *netlink.Conn, seq *uint32, entries []ConntrackEntry, status uint32) ([]error, error) {
+func (k *Kernel) send(ctx context.Context, c *netlink.Conn, seq *uint32, entries []ConntrackEntry,
+	request func(ConntrackEntry) (netlink.Message, error)) ([]error, error) {
 	results := make([]error, len(entries))
 	msgs := make([]netlink.Message, 0, len(entries))
 	bySeq := map[uint32]int{} // entry of each request
 	for i, e := range entries {
-		m, err := newConntrackMessage(e, status)
+		m, err := request(e)
 		if err != nil {
 			results[i] = err
 			continue

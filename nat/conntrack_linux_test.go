@@ -91,6 +91,22 @@ func TestRestoreConntrack(t *testing.T) {
 	if again := dumpConntrack(t, ns.fd); len(again) != len(got) {
 		t.Errorf("the second restore changed the table: %v", again)
 	}
+	// Refreshing entries gives them the new timeout, and nothing else.
+	var longer []ConntrackEntry
+	for _, e := range restoreCases {
+		e.Refresh, e.Timeout = true, 20*time.Minute
+		longer = append(longer, e)
+	}
+	res, err = k.RestoreConntrack(ctx, longer)
+	if err != nil || res != (RestoreResult{Existing: len(restoreCases), Refreshed: len(restoreCases)}) {
+		t.Fatalf("refreshing RestoreConntrack = %+v, %v; want all existing and refreshed", res, err)
+	}
+	for _, d := range dumpConntrack(t, ns.fd) {
+		i := slices.IndexFunc(got, func(g dumpedEntry) bool { return g.orig == d.orig })
+		if d.timeout+5 < 1200 || d.timeout > 1200 || i < 0 || d.reply != got[i].reply || d.mark != got[i].mark {
+			t.Errorf("refreshed entry %s, want timeout about 1200 and otherwise %v", d, got[i])
+		}
+	}
 	// A bad entry fails alone; the others of the chunk are still handled.
 	bad := restoreCases[0]
 	bad.Backend = ap("[2001:db8::1]:80") // family mismatch

@@ -111,28 +111,13 @@ func newConntrackMessage(e ConntrackEntry, status uint32) (netlink.Message, erro
 	if err := e.check(); err != nil {
 		return netlink.Message{}, fmt.Errorf("%s: %w", e, err)
 	}
-	fam, src, dst, natMin, natMax := byte(afInet), uint16(ctaIPv4Src), uint16(ctaIPv4Dst), uint16(ctaNATv4MinIP), uint16(ctaNATv4MaxIP)
+	fam, natMin, natMax := byte(afInet), uint16(ctaNATv4MinIP), uint16(ctaNATv4MaxIP)
 	if e.VIP.Addr().Is6() {
-		fam, src, dst, natMin, natMax = afInet6, ctaIPv6Src, ctaIPv6Dst, ctaNATv6MinIP, ctaNATv6MaxIP
+		fam, natMin, natMax = afInet6, ctaNATv6MinIP, ctaNATv6MaxIP
 	}
 	ae := netlink.NewAttributeEncoder()
 	ae.ByteOrder = binary.BigEndian // ctnetlink's numbers are in network order
-	tuple := func(typ uint16, from, to netip.AddrPort) {
-		ae.Nested(typ, func(t *netlink.AttributeEncoder) error {
-			t.Nested(ctaTupleIP, func(ip *netlink.AttributeEncoder) error {
-				ip.Bytes(src, from.Addr().AsSlice())
-				ip.Bytes(dst, to.Addr().AsSlice())
-				return nil
-			})
-			t.Nested(ctaTupleProto, func(p *netlink.AttributeEncoder) error {
-				p.Uint8(ctaProtoNum, uint8(e.Protocol))
-				p.Uint16(ctaProtoSrcPort, from.Port())
-				p.Uint16(ctaProtoDstPort, to.Port())
-				return nil
-			})
-			return nil
-		})
-	}
+	tuple := e.tupleEncoder(ae)
 	tuple(ctaTupleOrig, e.Client, e.VIP)
 	tuple(ctaTupleReply, e.Backend, e.Client)
 	ae.Uint32(ctaStatus, status)
@@ -172,4 +157,55 @@ func newConntrackMessage(e ConntrackEntry, status uint32) (netlink.Message, erro
 		},
 		Data: append([]byte{fam, 0, 0, 0}, attrs...),
 	}, nil
+}
+
+// newRefreshMessage is the IPCTNL_MSG_CT_NEW request that gives e's
+// existing entry e's timeout: without NLM_F_CREATE and NLM_F_EXCL
+// ctnetlink changes the entry its original tuple finds (ENOENT if none),
+// and only what the request carries.
+func newRefreshMessage(e ConntrackEntry) (netlink.Message, error) {
+	if err := e.check(); err != nil {
+		return netlink.Message{}, fmt.Errorf("%s: %w", e, err)
+	}
+	fam := byte(afInet)
+	if e.VIP.Addr().Is6() {
+		fam = afInet6
+	}
+	ae := netlink.NewAttributeEncoder()
+	ae.ByteOrder = binary.BigEndian
+	e.tupleEncoder(ae)(ctaTupleOrig, e.Client, e.VIP)
+	ae.Uint32(ctaTimeout, uint32(max(e.Timeout, minRestoreTimeout)/time.Second))
+	attrs, err := ae.Encode()
+	if err != nil {
+		return netlink.Message{}, fmt.Errorf("%s: %w", e, err)
+	}
+	return netlink.Message{
+		Header: netlink.Header{Type: netlink.HeaderType(nfnlSubsysCtnetlink<<8 | ipctnlMsgCtNew), Flags: netlink.Request | netlink.Acknowledge},
+		Data:   append([]byte{fam, 0, 0, 0}, attrs...),
+	}, nil
+}
+
+// tupleEncoder returns a function that writes a tuple of e's protocol and
+// family (CTA_TUPLE_ORIG or CTA_TUPLE_REPLY) into ae.
+func (e ConntrackEntry) tupleEncoder(ae *netlink.AttributeEncoder) func(typ uint16, from, to netip.AddrPort) {
+	src, dst := uint16(ctaIPv4Src), uint16(ctaIPv4Dst)
+	if e.VIP.Addr().Is6() {
+		src, dst = ctaIPv6Src, ctaIPv6Dst
+	}
+	return func(typ uint16, from, to netip.AddrPort) {
+		ae.Nested(typ, func(t *netlink.AttributeEncoder) error {
+			t.Nested(ctaTupleIP, func(ip *netlink.AttributeEncoder) error {
+				ip.Bytes(src, from.Addr().AsSlice())
+				ip.Bytes(dst, to.Addr().AsSlice())
+				return nil
+			})
+			t.Nested(ctaTupleProto, func(p *netlink.AttributeEncoder) error {
+				p.Uint8(ctaProtoNum, uint8(e.Protocol))
+				p.Uint16(ctaProtoSrcPort, from.Port())
+				p.Uint16(ctaProtoDstPort, to.Port())
+				return nil
+			})
+			return nil
+		})
+	}
 }
