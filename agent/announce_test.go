@@ -78,3 +78,35 @@ func TestPlanAddressesRoutes(t *testing.T) {
 		t.Errorf("changed attributes: %q", got)
 	}
 }
+
+// Under ECMP with FULLNAT a VIP is announced only while this director
+// holds its own source addresses, which go on the interface with a
+// gratuitous ARP and are never announced over BGP; another director's,
+// taken over, likewise.
+func TestPlanAddressesOwnSourceAddresses(t *testing.T) {
+	vip, own, other := netip.MustParseAddr("192.0.2.10"), netip.MustParseAddr("10.0.0.201"), netip.MustParseAddr("10.0.0.202")
+	host := func(a netip.Addr) netip.Prefix { return netip.PrefixFrom(a, 32) }
+	policy := &AnnouncePolicy{Routes: map[netip.Addr]bgp.Route{vip: {Prefix: host(vip)}}}
+	in := AddressInput{Interface: "eth0", VIPDevice: "lo", Routes: policy, Eligible: map[netip.Addr]bool{vip: true}, Announce: true,
+		VIPs: []VIPAddresses{
+			{VIP: own, Addresses: []netip.Prefix{host(own)}, Home: "d1"},
+			{VIP: other, Addresses: []netip.Prefix{host(other)}, Home: "d2"},
+			{VIP: vip, Addresses: []netip.Prefix{host(vip)}, Needs: []netip.Addr{own}},
+		},
+		Held: map[netip.Addr]bool{vip: true}}
+	if got := opStrings(PlanAddresses(in)); !slices.Equal(got, []string{"add-address 192.0.2.10/32 dev lo (VIP held)"}) {
+		t.Errorf("own source addresses not held: %q, want the VIP programmed but not announced", got)
+	}
+	in.Held[own], in.Held[other] = true, true
+	want := []string{"add-address 10.0.0.201/32 dev eth0 (VIP held)", "add-address 10.0.0.202/32 dev eth0 (VIP held)",
+		"add-address 192.0.2.10/32 dev lo (VIP held)", "announce 10.0.0.201/32 dev eth0", "announce 10.0.0.202/32 dev eth0",
+		"announce-route 192.0.2.10/32"}
+	if got := opStrings(PlanAddresses(in)); !slices.Equal(got, want) {
+		t.Errorf("held:\n got %q\nwant %q", got, want)
+	}
+	in.Announced = map[netip.Prefix]bgp.Route{host(vip): {Prefix: host(vip)}}
+	delete(in.Held, own)
+	if got := opStrings(PlanAddresses(in)); !slices.Contains(got, "withdraw-route 192.0.2.10/32 (own source addresses not held)") {
+		t.Errorf("own source addresses lost: %q, want the route withdrawn", got)
+	}
+}

@@ -210,6 +210,9 @@ func snatAddresses(agent *config.Agent, s *config.Service) ([]netip.Addr, error)
 	case ecmp && s.Forwarding == config.FullNAT && len(s.SNATByDirector) == 0:
 		return nil, fmt.Errorf("%s:%d: service %q: forwarding fullnat with cluster mode ecmp needs fullnat.per_director: "+
 			"the source addresses of each director, by node name (docs/ecmp.md, \"FULLNAT\")", s.File, s.Line, s.Name)
+	case ecmp && s.Forwarding == config.FullNAT && !agent.Cluster.ConnSync.Enabled:
+		return nil, fmt.Errorf("%s:%d: service %q: forwarding fullnat with cluster mode ecmp needs cluster.conn_sync: "+
+			"a connection the routers move to another director continues there only from the state sync brings", s.File, s.Line, s.Name)
 	case ecmp && s.Forwarding == config.FullNAT && len(s.SNATByDirector[agent.Node]) == 0:
 		return nil, fmt.Errorf("%s:%d: service %q: fullnat.per_director has no addresses for this director (node %q)",
 			s.File, s.Line, s.Name, agent.Node)

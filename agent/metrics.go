@@ -246,6 +246,9 @@ func (c *Collector) Collect(ch chan<- prometheus.Metric) {
 	if st.ConnSync != nil {
 		collectConnSync(st.ConnSync, gauge, counter)
 	}
+	if st.PeerFlows != nil {
+		collectPeerFlows(st.PeerFlows, counter)
+	}
 	if st.BGP != nil {
 		collectBGP(st.BGP, st.Drained, gauge, counter)
 	}

@@ -25,6 +25,9 @@ var (
 	descSyncCache  = desc("conn_sync_cache_entries", "Connections cached for replay to directors that join.")
 	descSyncPushes = desc("conn_sync_pushes_total", "Datagrams sent to the pusher service so that the master "+
 		"daemon's last record leaves at once instead of after its 2 s flush time.")
+	descPeerFlows = desc("conn_sync_peer_conntrack_total", "Conntrack entries of other directors' FULLNAT "+
+		"connections under ECMP, by result: created, existing (found already), refreshed (of those, given the "+
+		"record's timeout), failed (refused by the kernel), dropped (not written: the kernel was too far behind).", "result")
 	descSyncLag = desc("conn_sync_lag_seconds", "Receive time minus the sender's send time of relay messages "+
 		"(includes the directors' clock offset): of the last message, and the largest seen.", "which")
 )
@@ -44,7 +47,7 @@ var (
 var clusterStates = []string{"starting", "active", "standby", "no-quorum", "leaving"}
 
 var clusterDescs = []*prometheus.Desc{descClusterLive, descQuorum, descStalls, descClusterInfo, descClusterState,
-	descVIPHolders, descSyncRecords, descSyncDropped, descSyncAntiEntropy, descSyncCache, descSyncPushes, descSyncLag}
+	descVIPHolders, descSyncRecords, descSyncDropped, descSyncAntiEntropy, descSyncCache, descSyncPushes, descSyncLag, descPeerFlows}
 
 func collectCluster(v *cluster.View, gauge func(*prometheus.Desc, float64, ...string), counter func(*prometheus.Desc, uint64, ...string)) {
 	gauge(descClusterLive, float64(v.Live))
@@ -57,6 +60,14 @@ func collectCluster(v *cluster.View, gauge func(*prometheus.Desc, float64, ...st
 	for _, vip := range v.VIPs {
 		gauge(descVIPHolders, float64(len(vip.Holders)), vip.VIP)
 	}
+}
+
+func collectPeerFlows(s *PeerFlowStats, counter func(*prometheus.Desc, uint64, ...string)) {
+	counter(descPeerFlows, s.Created, "created")
+	counter(descPeerFlows, s.Existing, "existing")
+	counter(descPeerFlows, s.Refreshed, "refreshed")
+	counter(descPeerFlows, s.Failed, "failed")
+	counter(descPeerFlows, s.Dropped, "dropped")
 }
 
 func collectConnSync(s *connsync.Stats, gauge func(*prometheus.Desc, float64, ...string), counter func(*prometheus.Desc, uint64, ...string)) {

@@ -85,7 +85,7 @@ type PeerFlows struct {
 	mu    sync.Mutex // guards early
 	early []connsync.Conn
 
-	created, existing, failed, dropped atomic.Uint64
+	created, existing, refreshed, failed, dropped atomic.Uint64
 }
 
 // NewPeerFlows returns PeerFlows writing through ct.
@@ -162,6 +162,7 @@ func (p *PeerFlows) Run(ctx context.Context) {
 		res, err := p.ct.RestoreConntrack(ctx, entries)
 		p.created.Add(uint64(res.Created))
 		p.existing.Add(uint64(res.Existing))
+		p.refreshed.Add(uint64(res.Refreshed))
 		p.failed.Add(uint64(res.Failed))
 		if err != nil && time.Since(lastWarn) > 10*time.Second {
 			lastWarn = time.Now()
@@ -188,11 +189,18 @@ func (p *PeerFlows) Run(ctx context.Context) {
 }
 
 // PeerFlowStats counts what PeerFlows did.
-type PeerFlowStats struct{ Created, Existing, Failed, Dropped uint64 }
+type PeerFlowStats struct {
+	Created   uint64 `json:"created"`   // entries created
+	Existing  uint64 `json:"existing"`  // found there already: a local connection or an earlier record
+	Refreshed uint64 `json:"refreshed"` // of those, given the record's timeout
+	Failed    uint64 `json:"failed"`    // refused by the kernel
+	Dropped   uint64 `json:"dropped"`   // not written: the kernel was too far behind
+}
 
 // Stats returns the counters.
 func (p *PeerFlows) Stats() PeerFlowStats {
-	return PeerFlowStats{Created: p.created.Load(), Existing: p.existing.Load(), Failed: p.failed.Load(), Dropped: p.dropped.Load()}
+	return PeerFlowStats{Created: p.created.Load(), Existing: p.existing.Load(), Refreshed: p.refreshed.Load(),
+		Failed: p.failed.Load(), Dropped: p.dropped.Load()}
 }
 
 // peerEntries are the conntrack entries of the FULLNAT connections among
@@ -212,7 +220,9 @@ func peerEntries(r peerRules, conns []connsync.Conn) []nat.ConntrackEntry {
 		if !ok {
 			continue // unknown, or not a director of the service's
 		}
-		e.SNATFrom, e.SNATTo, e.Timeout = rg.From, rg.To, c.Timeout
+		// Refresh: a record says the connection is alive where it is
+		// forwarded; the entry here must not expire before its IPVS entry.
+		e.SNATFrom, e.SNATTo, e.Timeout, e.Refresh = rg.From, rg.To, c.Timeout, true
 		out = append(out, e)
 	}
 	return out

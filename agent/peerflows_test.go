@@ -56,7 +56,7 @@ func TestPeerEntries(t *testing.T) {
 				return
 			}
 			want := nat.ConntrackEntry{Protocol: nat.TCP, Client: tc.conn.Client, VIP: tc.conn.Virtual, Backend: tc.conn.Dest,
-				SNATFrom: netip.MustParseAddr("10.0.0.80"), SNATTo: netip.MustParseAddr("10.0.0.80"), Mark: mark, Timeout: 900 * time.Second}
+				SNATFrom: netip.MustParseAddr("10.0.0.80"), SNATTo: netip.MustParseAddr("10.0.0.80"), Mark: mark, Timeout: 900 * time.Second, Refresh: true}
 			if len(got) != 1 || got[0] != want {
 				t.Fatalf("entries %v, want [%v]", got, want)
 			}
@@ -87,7 +87,7 @@ func TestPeerFlowsWriteWhatTheRelayApplied(t *testing.T) {
 	p.Applied([]connsync.Conn{c})
 	p.Applied([]connsync.Conn{c})
 	deadline := time.Now().Add(5 * time.Second)
-	for p.Stats() != (PeerFlowStats{Created: 2, Existing: 1}) {
+	for p.Stats() != (PeerFlowStats{Created: 2, Existing: 1, Refreshed: 1}) {
 		if time.Now().After(deadline) {
 			t.Fatalf("stats %+v, want two created, one existing", p.Stats())
 		}

@@ -56,6 +56,9 @@ type Status struct {
 	// upstream check failing); empty when nothing holds it back.
 	Grounded string          `json:"grounded,omitempty"`
 	ConnSync *connsync.Stats `json:"conn_sync,omitempty"`
+	// PeerFlows counts the conntrack entries of other directors' FULLNAT
+	// connections (ECMP with FULLNAT only).
+	PeerFlows *PeerFlowStats `json:"peer_flows,omitempty"`
 	// ConfigLoadedAt is when the configuration in force was loaded;
 	// ConfigError says why the last attempt since was rejected (the files
 	// on disk are not what runs).
@@ -286,6 +289,10 @@ func (a *Agent) addAgentState(ctx context.Context, st *Status) error {
 	if a.opts.ConnSync != nil {
 		cs := a.opts.ConnSync.Stats()
 		st.ConnSync = &cs
+	}
+	if a.opts.PeerFlows != nil {
+		pf := a.opts.PeerFlows.Stats()
+		st.PeerFlows = &pf
 	}
 	if a.opts.BGP != nil {
 		b, err := a.opts.BGP.Status(ctx)

@@ -131,7 +131,7 @@ func TestRunECMPFullNAT(t *testing.T) {
 	must(t, os.WriteFile(filepath.Join(dir, "key"), []byte("0123456789abcdef0123456789abcdef\n"), 0o600))
 	must(t, os.WriteFile(filepath.Join(dir, "lvsd.yaml"), []byte("node: d1\ninterface: eth0\nservices_dir: services.d\n"+
 		"state_dir: state\napi: {socket: "+filepath.Join(dir, "lvsd.sock")+"}\n"+
-		"cluster: {key_file: key, mode: ecmp, conn_sync: {enabled: false}}\n"+
+		"cluster: {key_file: key, mode: ecmp}\n"+
 		"bgp: {asn: 65001, peers: [{address: 10.0.0.10, asn: 65000}], stop_grace: 10ms}\n"), 0o600))
 	must(t, os.WriteFile(filepath.Join(dir, "services.d", "web.yaml"),
 		[]byte("service: web\nvip: 192.0.2.10\nports: [80]\nforwarding: fullnat\nbackends: [{address: 10.0.0.11}]\n"+
@@ -152,6 +152,7 @@ func TestRunECMPFullNAT(t *testing.T) {
 		Kernel:       agent.Kernel{IPVS: ipvsFake, Daemons: ipvsFake, NAT: nft, Sysctls: sysctls, Addrs: addrs, Announcer: garp},
 		Leases:       recordingAddrs{addrs, ev},
 		StartCluster: func(cluster.Config) (Node, error) { return fakeNode{f.Add("d1", 100), ev}, nil },
+		NewRelay:     func(connsync.Config) (Relay, error) { return fakeRelay{ev}, nil },
 		StartBGP: func(_ context.Context, c bgp.Config) (Speaker, error) {
 			fk, err := bgp.NewFake(c)
 			started <- fakeSpeaker{fk, ev}
