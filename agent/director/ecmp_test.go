@@ -45,17 +45,7 @@ func routeList(rs []bgp.Route) string {
 // programmed, withdraws it when drained and announces it again when
 // undrained, and at a stop withdraws before anything else goes.
 func TestRunECMP(t *testing.T) {
-	dir := t.TempDir()
-	must(t, os.MkdirAll(filepath.Join(dir, "services.d"), 0o755))
-	must(t, os.WriteFile(filepath.Join(dir, "key"), []byte("0123456789abcdef0123456789abcdef\n"), 0o600))
-	must(t, os.WriteFile(filepath.Join(dir, "lvsd.yaml"), []byte("node: d1\ninterface: eth0\nservices_dir: services.d\n"+
-		"state_dir: state\napi: {socket: "+filepath.Join(dir, "lvsd.sock")+"}\n"+
-		"cluster: {key_file: key, mode: ecmp, conn_sync: {enabled: false}}\n"+
-		"bgp: {asn: 65001, peers: [{address: 10.0.0.10, asn: 65000}], stop_grace: 10ms}\n"), 0o600))
-	must(t, os.WriteFile(filepath.Join(dir, "services.d", "web.yaml"),
-		[]byte("service: web\nvip: 192.0.2.10\nports: [80]\nbackends: [{address: 10.0.0.11}]\n"), 0o644))
-	cfg, err := agent.LoadConfig(filepath.Join(dir, "lvsd.yaml"))
-	must(t, err)
+	dir, cfg := ecmpConfig(t, "conn_sync: {enabled: false}", "service: web\nvip: 192.0.2.10\nports: [80]\nbackends: [{address: 10.0.0.11}]\n")
 	ev := &events{}
 	addrs := arp.NewFakeExpiring("eth0", "lo")
 	must(t, addrs.Fake.Add(context.Background(), "eth0", netip.MustParsePrefix("10.0.0.2/24")))
@@ -107,6 +97,23 @@ func TestRunECMP(t *testing.T) {
 	}
 }
 
+// ecmpConfig writes director d1's files, in cluster mode ecmp with
+// connSync and a bgp block, and the service file web.yaml, and loads them.
+func ecmpConfig(t *testing.T, connSync, service string) (string, *agent.Config) {
+	t.Helper()
+	dir := t.TempDir()
+	must(t, os.MkdirAll(filepath.Join(dir, "services.d"), 0o755))
+	must(t, os.WriteFile(filepath.Join(dir, "key"), []byte("0123456789abcdef0123456789abcdef\n"), 0o600))
+	must(t, os.WriteFile(filepath.Join(dir, "lvsd.yaml"), []byte("node: d1\ninterface: eth0\nservices_dir: services.d\n"+
+		"state_dir: state\napi: {socket: "+filepath.Join(dir, "lvsd.sock")+"}\n"+
+		"cluster: {key_file: key, mode: ecmp, "+connSync+"}\n"+
+		"bgp: {asn: 65001, peers: [{address: 10.0.0.10, asn: 65000}], stop_grace: 10ms}\n"), 0o600))
+	must(t, os.WriteFile(filepath.Join(dir, "services.d", "web.yaml"), []byte(service), 0o644))
+	cfg, err := agent.LoadConfig(filepath.Join(dir, "lvsd.yaml"))
+	must(t, err)
+	return dir, cfg
+}
+
 // eventually polls cond until it holds (10 s at most).
 func eventually(t *testing.T, what string, cond func() bool) {
 	t.Helper()
@@ -126,18 +133,8 @@ var _ = connsync.Config{}
 // when it returns. Window tracking is off (one direction of a re-hashed
 // connection only), and every director's addresses are guarded.
 func TestRunECMPFullNAT(t *testing.T) {
-	dir := t.TempDir()
-	must(t, os.MkdirAll(filepath.Join(dir, "services.d"), 0o755))
-	must(t, os.WriteFile(filepath.Join(dir, "key"), []byte("0123456789abcdef0123456789abcdef\n"), 0o600))
-	must(t, os.WriteFile(filepath.Join(dir, "lvsd.yaml"), []byte("node: d1\ninterface: eth0\nservices_dir: services.d\n"+
-		"state_dir: state\napi: {socket: "+filepath.Join(dir, "lvsd.sock")+"}\n"+
-		"cluster: {key_file: key, mode: ecmp}\n"+
-		"bgp: {asn: 65001, peers: [{address: 10.0.0.10, asn: 65000}], stop_grace: 10ms}\n"), 0o600))
-	must(t, os.WriteFile(filepath.Join(dir, "services.d", "web.yaml"),
-		[]byte("service: web\nvip: 192.0.2.10\nports: [80]\nforwarding: fullnat\nbackends: [{address: 10.0.0.11}]\n"+
-			"fullnat:\n  per_director:\n    d1: [10.0.0.201]\n    d2: [10.0.0.202, 10.0.0.203]\n"), 0o644))
-	cfg, err := agent.LoadConfig(filepath.Join(dir, "lvsd.yaml"))
-	must(t, err)
+	dir, cfg := ecmpConfig(t, "conn_sync: {enabled: true}", "service: web\nvip: 192.0.2.10\nports: [80]\nforwarding: fullnat\n"+
+		"backends: [{address: 10.0.0.11}]\nfullnat:\n  per_director:\n    d1: [10.0.0.201]\n    d2: [10.0.0.202, 10.0.0.203]\n")
 	ev := &events{}
 	addrs := arp.NewFakeExpiring("eth0", "lo")
 	must(t, addrs.Fake.Add(context.Background(), "eth0", netip.MustParsePrefix("10.0.0.2/24")))
