@@ -209,7 +209,8 @@ func (p *PeerFlows) Stats() PeerFlowStats {
 func peerEntries(r peerRules, conns []connsync.Conn) []nat.ConntrackEntry {
 	var out []nat.ConntrackEntry
 	for _, c := range conns {
-		if !c.Masquerade || !restorable(ipvs.Connection{Protocol: ipvs.Protocol(c.Protocol), State: syncStateName(c.Protocol, c.State)}) {
+		closing, ok := peerState(c)
+		if !c.Masquerade || !ok {
 			continue
 		}
 		e, ok := r.rs.FullNATEntry(nat.Protocol(c.Protocol), c.Client, c.Virtual, c.Dest)
@@ -222,21 +223,39 @@ func peerEntries(r peerRules, conns []connsync.Conn) []nat.ConntrackEntry {
 		}
 		// Refresh: a record says the connection is alive where it is
 		// forwarded; the entry here must not expire before its IPVS entry.
-		e.SNATFrom, e.SNATTo, e.Timeout, e.Refresh = rg.From, rg.To, c.Timeout, true
+		e.SNATFrom, e.SNATTo, e.Timeout, e.Refresh, e.Closing = rg.From, rg.To, c.Timeout, true, closing
 		out = append(out, e)
 	}
 	return out
 }
 
-// tcpStates are the names of IPVS's TCP states by number (ip_vs.h), as the
-// connection table shows them.
-var tcpStates = []string{"NONE", "ESTABLISHED", "SYN_SENT", "SYN_RECV", "FIN_WAIT", "TIME_WAIT", "CLOSE",
-	"CLOSE_WAIT", "LAST_ACK", "LISTEN", "SYNACK"}
+// IPVS's TCP states (ip_vs.h) that peerState tells apart.
+const (
+	tcpEstablished = 1
+	tcpFinWait     = 4
+	tcpTimeWait    = 5
+	tcpClose       = 6
+	tcpCloseWait   = 7
+	tcpLastAck     = 8
+)
 
-// syncStateName names a synced connection's state as restorable expects.
-func syncStateName(proto uint8, state uint16) string {
-	if proto == uint8(ipvs.TCP) && int(state) < len(tcpStates) {
-		return tcpStates[state]
+// peerState says whether a connection's record makes an entry (ok), and
+// one of a closing connection: from its first FIN on, the entry goes to
+// TIME_WAIT with the close seen, so that it still carries the rest and the
+// client's next connection with the same ports (a new connection to maybe
+// another backend, through maybe another director) reopens it rather than
+// meet a stale translation. A handshake makes none: the client's
+// retransmitted SYN is scheduled again.
+func peerState(c connsync.Conn) (closing, ok bool) {
+	switch {
+	case c.Protocol == uint8(ipvs.UDP):
+		return false, true
+	case c.Protocol != uint8(ipvs.TCP):
+		return false, false
+	case c.State == tcpEstablished:
+		return false, true
+	case c.State == tcpFinWait || c.State == tcpTimeWait || c.State == tcpClose || c.State == tcpCloseWait || c.State == tcpLastAck:
+		return true, true
 	}
-	return ""
+	return false, false
 }

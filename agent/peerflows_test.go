@@ -12,9 +12,9 @@ import (
 )
 
 // Another director's FULLNAT connections become conntrack entries with
-// that director's source addresses; what cannot carry data, is not
-// source-NATed here or comes from a director without addresses for the
-// service does not.
+// that director's source addresses, closing ones in TIME_WAIT; a
+// handshake, a connection not source-NATed here or one of a director
+// without addresses for the service (or an unknown one) does not.
 func TestPeerEntries(t *testing.T) {
 	vip := "192.0.2.10"
 	mark := FirewallMark("fullnat" + vip)
@@ -29,21 +29,22 @@ func TestPeerEntries(t *testing.T) {
 	}
 	const established, synRecv, finWait, timeWait, closeWait = 1, 3, 4, 5, 7
 	for _, tc := range []struct {
-		name   string
-		sender string
-		conn   connsync.Conn
-		want   bool
+		name    string
+		sender  string
+		conn    connsync.Conn
+		want    bool
+		closing bool
 	}{
-		{"established", "d2", conn("198.51.100.1:40000", vip+":7001", established, true), true},
-		{"fin_wait", "d2", conn("198.51.100.1:40001", vip+":7002", finWait, true), true},
-		{"close_wait", "d2", conn("198.51.100.1:40002", vip+":7001", closeWait, true), true},
-		{"handshake", "d2", conn("198.51.100.1:40003", vip+":7001", synRecv, true), false},
-		{"time_wait", "d2", conn("198.51.100.1:40004", vip+":7001", timeWait, true), false},
-		{"direct routing", "d2", conn("198.51.100.1:40005", vip+":7001", established, false), false},
-		{"port not fullnat", "d2", conn("198.51.100.1:40006", vip+":80", established, true), false},
-		{"other vip", "d2", conn("198.51.100.1:40007", "192.0.2.11:7001", established, true), false},
-		{"origin unknown", "", conn("198.51.100.1:40009", vip+":7001", established, true), false},
-		{"origin without addresses", "d3", conn("198.51.100.1:40008", vip+":7001", established, true), false},
+		{"established", "d2", conn("198.51.100.1:40000", vip+":7001", established, true), true, false},
+		{"fin_wait", "d2", conn("198.51.100.1:40001", vip+":7002", finWait, true), true, true},
+		{"close_wait", "d2", conn("198.51.100.1:40002", vip+":7001", closeWait, true), true, true},
+		{"handshake", "d2", conn("198.51.100.1:40003", vip+":7001", synRecv, true), false, false},
+		{"time_wait", "d2", conn("198.51.100.1:40004", vip+":7001", timeWait, true), true, true},
+		{"direct routing", "d2", conn("198.51.100.1:40005", vip+":7001", established, false), false, false},
+		{"port not fullnat", "d2", conn("198.51.100.1:40006", vip+":80", established, true), false, false},
+		{"other vip", "d2", conn("198.51.100.1:40007", "192.0.2.11:7001", established, true), false, false},
+		{"origin unknown", "", conn("198.51.100.1:40009", vip+":7001", established, true), false, false},
+		{"origin without addresses", "d3", conn("198.51.100.1:40008", vip+":7001", established, true), false, false},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			c := tc.conn
@@ -56,7 +57,7 @@ func TestPeerEntries(t *testing.T) {
 				return
 			}
 			want := nat.ConntrackEntry{Protocol: nat.TCP, Client: tc.conn.Client, VIP: tc.conn.Virtual, Backend: tc.conn.Dest,
-				SNATFrom: netip.MustParseAddr("10.0.0.80"), SNATTo: netip.MustParseAddr("10.0.0.80"), Mark: mark, Timeout: 900 * time.Second, Refresh: true}
+				SNATFrom: netip.MustParseAddr("10.0.0.80"), SNATTo: netip.MustParseAddr("10.0.0.80"), Mark: mark, Timeout: 900 * time.Second, Refresh: true, Closing: tc.closing}
 			if len(got) != 1 || got[0] != want {
 				t.Fatalf("entries %v, want [%v]", got, want)
 			}

@@ -37,10 +37,20 @@ type ConntrackEntry struct {
 	Mark uint32
 	// Timeout is the entry's lifetime until its next packet.
 	Timeout time.Duration
-	// Refresh gives an existing entry Timeout instead of leaving it as it
-	// is: the connection is alive on another director, which this one
-	// hears of, while no packet of it comes here.
+	// Refresh makes an existing entry this one: the connection is alive
+	// on another director, which this one hears of while no packet of it
+	// comes here. The entry of the same connection (its reply tuple, with
+	// the source NAT, matches) gets Timeout, and Closing's state; an entry
+	// of another connection with the same original tuple (the client
+	// reused its port) is replaced.
 	Refresh bool
+	// Closing creates the entry (or, with Refresh, turns an existing one)
+	// in TCP state TIME_WAIT with the close seen: it still translates
+	// whatever packets come, and a client's new connection with the same
+	// ports reopens it, as conntrack does on the director that saw the
+	// close (nf_conntrack_proto_tcp.c, "Attempt to reopen a closed/aborted
+	// connection").
+	Closing bool
 }
 
 // RestoreResult counts what RestoreConntrack did.
@@ -50,7 +60,10 @@ type RestoreResult struct {
 	// Refreshed counts the existing entries given their Timeout (Refresh);
 	// an entry that went meanwhile is neither refreshed nor failed.
 	Refreshed int
-	Failed    int // refused by the kernel; the error says why
+	// Replaced counts the existing entries of another connection (Refresh)
+	// deleted and created again as asked.
+	Replaced int
+	Failed   int // refused by the kernel; the error says why
 }
 
 // ConntrackRestorer creates conntrack entries. Kernel and ConntrackFake

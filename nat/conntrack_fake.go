@@ -71,9 +71,15 @@ func (f *ConntrackFake) RestoreConntrack(ctx context.Context, entries []Conntrac
 			errs = append(errs, fmt.Errorf("%s: %w", e, err))
 		case have[k] > 0:
 			res.Existing++
-			if e.Refresh {
-				f.entries[have[k]-1].Timeout = e.Timeout
+			old := &f.entries[have[k]-1]
+			switch {
+			case !e.Refresh:
+			case old.Backend == e.Backend && old.SNATFrom == e.SNATFrom && old.SNATTo == e.SNATTo:
+				old.Timeout, old.Closing = e.Timeout, e.Closing
 				res.Refreshed++
+			default:
+				*old = e
+				res.Replaced++
 			}
 		default:
 			have[k] = len(f.entries) + 1

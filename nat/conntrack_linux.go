@@ -90,6 +90,9 @@ func (k *Kernel) RestoreConntrack(ctx context.Context, entries []ConntrackEntry)
 			}
 		}
 	}
+	// Entries found by their original tuple: the same connection's is
+	// refreshed (found by its reply tuple), another connection's replaced.
+	var replace []ConntrackEntry
 	for start := 0; start < len(refresh); start += restoreChunk {
 		chunk := refresh[start:min(start+restoreChunk, len(refresh))]
 		results, err := k.send(ctx, c, &seq, chunk, newRefreshMessage)
@@ -100,7 +103,31 @@ func (k *Kernel) RestoreConntrack(ctx context.Context, entries []ConntrackEntry)
 			switch {
 			case err == nil:
 				res.Refreshed++
-			case errors.Is(err, unix.ENOENT): // expired since
+			case errors.Is(err, unix.ENOENT):
+				replace = append(replace, chunk[i])
+			default:
+				fail(chunk[i], err)
+			}
+		}
+	}
+	for start := 0; start < len(replace); start += restoreChunk {
+		chunk := replace[start:min(start+restoreChunk, len(replace))]
+		if _, err := k.send(ctx, c, &seq, chunk, newDeleteMessage); err != nil { // ENOENT: gone meanwhile
+			return res, errors.Join(append(errs, err)...)
+		}
+		status := uint32(restoredStatus)
+		if statusNoConfirmed.Load() {
+			status &^= ipsConfirmed
+		}
+		results, err := k.send(ctx, c, &seq, chunk, func(e ConntrackEntry) (netlink.Message, error) { return newConntrackMessage(e, status) })
+		if err != nil {
+			return res, errors.Join(append(errs, err)...)
+		}
+		for i, err := range results {
+			switch {
+			case err == nil:
+				res.Replaced++
+			case errors.Is(err, unix.EEXIST): // a packet made one meanwhile
 			default:
 				fail(chunk[i], err)
 			}

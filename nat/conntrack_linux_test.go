@@ -107,6 +107,28 @@ func TestRestoreConntrack(t *testing.T) {
 			t.Errorf("refreshed entry %s, want timeout about 1200 and otherwise %v", d, got[i])
 		}
 	}
+	// A closing connection's entry goes to TIME_WAIT with the close seen
+	// (a SYN reopens it); one whose original tuple another connection of
+	// the client reuses (to another backend) is replaced.
+	closing, reused := restoreCases[0], restoreCases[2]
+	closing.Refresh, closing.Closing, closing.Timeout = true, true, 2*time.Minute
+	reused.Refresh, reused.Backend = true, ap("[2001:db8:2::12]:443")
+	res, err = k.RestoreConntrack(ctx, []ConntrackEntry{closing, reused})
+	if err != nil || res != (RestoreResult{Existing: 2, Refreshed: 1, Replaced: 1}) {
+		t.Fatalf("closing and reused: RestoreConntrack = %+v, %v", res, err)
+	}
+	for _, d := range dumpConntrack(t, ns.fd) {
+		switch d.orig[0] {
+		case closing.Client:
+			if d.tcpState != tcpConntrackTimeWait || d.tcpFlags[0]&ipCtTCPFlagCloseInit == 0 || d.timeout > 120 || d.timeout+5 < 120 {
+				t.Errorf("closing entry %s, want TIME_WAIT, the close seen, timeout about 120", d)
+			}
+		case reused.Client:
+			if d.reply[0] != reused.Backend || d.tcpState != tcpConntrackEstablished {
+				t.Errorf("reused entry %s, want the new backend %s", d, reused.Backend)
+			}
+		}
+	}
 	// A bad entry fails alone; the others of the chunk are still handled.
 	bad := restoreCases[0]
 	bad.Backend = ap("[2001:db8::1]:80") // family mismatch

@@ -15,6 +15,7 @@ const (
 	nfnlSubsysCtnetlink = 1
 	ipctnlMsgCtNew      = 0
 	ipctnlMsgCtGet      = 1
+	ipctnlMsgCtDelete   = 2
 
 	ctaTupleOrig  = 1
 	ctaTupleReply = 2
@@ -51,9 +52,13 @@ const (
 	ipsConfirmed = 1 << 3
 
 	tcpConntrackEstablished = 3
+	tcpConntrackTimeWait    = 7
 	// ipCtTCPFlagBeLiberal turns window tracking off for the direction: a
 	// restored entry has seen no segment, so it knows no window.
 	ipCtTCPFlagBeLiberal = 0x08
+	// ipCtTCPFlagCloseInit says the direction sent a FIN: with it, a SYN
+	// reopens an entry in TIME_WAIT or CLOSE.
+	ipCtTCPFlagCloseInit = 0x04
 
 	afInet  = 2
 	afInet6 = 10
@@ -111,9 +116,9 @@ func newConntrackMessage(e ConntrackEntry, status uint32) (netlink.Message, erro
 	if err := e.check(); err != nil {
 		return netlink.Message{}, fmt.Errorf("%s: %w", e, err)
 	}
-	fam, natMin, natMax := byte(afInet), uint16(ctaNATv4MinIP), uint16(ctaNATv4MaxIP)
+	natMin, natMax := uint16(ctaNATv4MinIP), uint16(ctaNATv4MaxIP)
 	if e.VIP.Addr().Is6() {
-		fam, natMin, natMax = afInet6, ctaNATv6MinIP, ctaNATv6MaxIP
+		natMin, natMax = ctaNATv6MinIP, ctaNATv6MaxIP
 	}
 	ae := netlink.NewAttributeEncoder()
 	ae.ByteOrder = binary.BigEndian // ctnetlink's numbers are in network order
@@ -121,19 +126,7 @@ func newConntrackMessage(e ConntrackEntry, status uint32) (netlink.Message, erro
 	tuple(ctaTupleOrig, e.Client, e.VIP)
 	tuple(ctaTupleReply, e.Backend, e.Client)
 	ae.Uint32(ctaStatus, status)
-	if e.Protocol == TCP {
-		ae.Nested(ctaProtoinfo, func(pi *netlink.AttributeEncoder) error {
-			pi.Nested(ctaProtoinfoTCP, func(tcp *netlink.AttributeEncoder) error {
-				tcp.Uint8(ctaProtoinfoTCPState, tcpConntrackEstablished)
-				// struct nf_ct_tcp_flags { __u8 flags; __u8 mask; }
-				liberal := []byte{ipCtTCPFlagBeLiberal, ipCtTCPFlagBeLiberal}
-				tcp.Bytes(ctaProtoinfoTCPFlagsOriginal, liberal)
-				tcp.Bytes(ctaProtoinfoTCPFlagsReply, liberal)
-				return nil
-			})
-			return nil
-		})
-	}
+	e.tcpState(ae)
 	// The one address the persistent rule gives the client, and no port
 	// range: nf_nat keeps the client's port when it is free, as it did on
 	// the old owner.
@@ -145,42 +138,80 @@ func newConntrackMessage(e ConntrackEntry, status uint32) (netlink.Message, erro
 	})
 	ae.Uint32(ctaTimeout, uint32(max(e.Timeout, minRestoreTimeout)/time.Second))
 	ae.Uint32(ctaMark, e.Mark)
-	attrs, err := ae.Encode()
-	if err != nil {
-		return netlink.Message{}, fmt.Errorf("%s: %w", e, err)
+	return e.request(ipctnlMsgCtNew, netlink.Request|netlink.Acknowledge|netlink.Create|netlink.Excl, ae)
+}
+
+// tcpState writes the TCP state and flags of a restored entry, none for
+// UDP: ESTABLISHED, or TIME_WAIT with the close seen (Closing), without
+// window tracking either way.
+func (e ConntrackEntry) tcpState(ae *netlink.AttributeEncoder) {
+	if e.Protocol != TCP {
+		return
 	}
-	// nfgenmsg: family, version, resource id.
-	return netlink.Message{
-		Header: netlink.Header{
-			Type:  netlink.HeaderType(nfnlSubsysCtnetlink<<8 | ipctnlMsgCtNew),
-			Flags: netlink.Request | netlink.Acknowledge | netlink.Create | netlink.Excl,
-		},
-		Data: append([]byte{fam, 0, 0, 0}, attrs...),
-	}, nil
+	state, flags := uint8(tcpConntrackEstablished), byte(ipCtTCPFlagBeLiberal)
+	if e.Closing {
+		state, flags = tcpConntrackTimeWait, ipCtTCPFlagBeLiberal|ipCtTCPFlagCloseInit
+	}
+	ae.Nested(ctaProtoinfo, func(pi *netlink.AttributeEncoder) error {
+		pi.Nested(ctaProtoinfoTCP, func(tcp *netlink.AttributeEncoder) error {
+			tcp.Uint8(ctaProtoinfoTCPState, state)
+			// struct nf_ct_tcp_flags { __u8 flags; __u8 mask; }
+			tcp.Bytes(ctaProtoinfoTCPFlagsOriginal, []byte{flags, flags})
+			tcp.Bytes(ctaProtoinfoTCPFlagsReply, []byte{flags, flags})
+			return nil
+		})
+		return nil
+	})
 }
 
 // newRefreshMessage is the IPCTNL_MSG_CT_NEW request that gives e's
-// existing entry e's timeout: without NLM_F_CREATE and NLM_F_EXCL
-// ctnetlink changes the entry its original tuple finds (ENOENT if none),
-// and only what the request carries.
+// existing entry e's timeout (and, Closing, its state): without
+// NLM_F_CREATE and NLM_F_EXCL ctnetlink changes the entry its tuple finds,
+// and only what the request carries. The tuple is the reply one, source
+// NAT included, so that only the entry of this very connection is found
+// (ENOENT otherwise: none, or another connection's with the same original
+// tuple).
 func newRefreshMessage(e ConntrackEntry) (netlink.Message, error) {
 	if err := e.check(); err != nil {
+		return netlink.Message{}, fmt.Errorf("%s: %w", e, err)
+	}
+	ae := netlink.NewAttributeEncoder()
+	ae.ByteOrder = binary.BigEndian
+	snat := netip.AddrPortFrom(snatAddress(e.Client.Addr(), e.SNATFrom, e.SNATTo), e.Client.Port())
+	e.tupleEncoder(ae)(ctaTupleReply, e.Backend, snat)
+	ae.Uint32(ctaTimeout, uint32(max(e.Timeout, minRestoreTimeout)/time.Second))
+	if e.Closing {
+		e.tcpState(ae)
+	}
+	return e.request(ipctnlMsgCtNew, netlink.Request|netlink.Acknowledge, ae)
+}
+
+// newDeleteMessage is the IPCTNL_MSG_CT_DELETE request for the entry with
+// e's original tuple.
+func newDeleteMessage(e ConntrackEntry) (netlink.Message, error) {
+	if err := e.check(); err != nil {
+		return netlink.Message{}, fmt.Errorf("%s: %w", e, err)
+	}
+	ae := netlink.NewAttributeEncoder()
+	ae.ByteOrder = binary.BigEndian
+	e.tupleEncoder(ae)(ctaTupleOrig, e.Client, e.VIP)
+	return e.request(ipctnlMsgCtDelete, netlink.Request|netlink.Acknowledge, ae)
+}
+
+// request wraps ae's attributes in a ctnetlink message of type typ for e's
+// family.
+func (e ConntrackEntry) request(typ uint16, flags netlink.HeaderFlags, ae *netlink.AttributeEncoder) (netlink.Message, error) {
+	attrs, err := ae.Encode()
+	if err != nil {
 		return netlink.Message{}, fmt.Errorf("%s: %w", e, err)
 	}
 	fam := byte(afInet)
 	if e.VIP.Addr().Is6() {
 		fam = afInet6
 	}
-	ae := netlink.NewAttributeEncoder()
-	ae.ByteOrder = binary.BigEndian
-	e.tupleEncoder(ae)(ctaTupleOrig, e.Client, e.VIP)
-	ae.Uint32(ctaTimeout, uint32(max(e.Timeout, minRestoreTimeout)/time.Second))
-	attrs, err := ae.Encode()
-	if err != nil {
-		return netlink.Message{}, fmt.Errorf("%s: %w", e, err)
-	}
+	// nfgenmsg: family, version, resource id.
 	return netlink.Message{
-		Header: netlink.Header{Type: netlink.HeaderType(nfnlSubsysCtnetlink<<8 | ipctnlMsgCtNew), Flags: netlink.Request | netlink.Acknowledge},
+		Header: netlink.Header{Type: netlink.HeaderType(nfnlSubsysCtnetlink<<8 | typ), Flags: flags},
 		Data:   append([]byte{fam, 0, 0, 0}, attrs...),
 	}, nil
 }
