@@ -25,13 +25,16 @@ const (
 	optOrigin = optFParam | 0x10 // lvsd's: the name of the connection's first director
 	maxOrigin = maxNameLen       // a node name
 	originTTL = 5 * time.Minute  // of a record without a timeout (the kernel's default is 3 min)
+	maxNames  = 256              // directors' names kept once each (a cluster has a handful)
 )
 
-// origins remembers the first director of the connections applied here,
-// until their records' timeouts pass; at most max.
+// origins remembers the first director of the NAT connections applied
+// here (only their source addresses depend on it), until their records'
+// timeouts pass; at most max.
 type origins struct {
-	m   map[connKey]originEntry
-	max int
+	m     map[connKey]originEntry
+	max   int
+	names map[string]string // one copy of each director's name
 }
 
 type originEntry struct {
@@ -39,12 +42,24 @@ type originEntry struct {
 	expires time.Duration // on the engine's clock
 }
 
-func newOrigins(max int) *origins { return &origins{m: map[connKey]originEntry{}, max: max} }
+func newOrigins(max int) *origins {
+	return &origins{m: map[connKey]originEntry{}, max: max, names: map[string]string{}}
+}
+
+// masquerade reports whether r is a NAT (or FULLNAT) connection's.
+func masquerade(r rec) bool {
+	return r.flags()&connFwdMask == connFMasq && r.flags()&connFTemplate == 0
+}
 
 // note remembers name as the first director of r's connection, seen at t.
 func (o *origins) note(r rec, name string, t time.Duration) {
-	if name == "" {
+	if name == "" || !masquerade(r) {
 		return
+	}
+	if n, ok := o.names[name]; ok {
+		name = n
+	} else if len(o.names) < maxNames {
+		o.names[name] = name
 	}
 	k := r.key()
 	if _, ok := o.m[k]; !ok && len(o.m) >= o.max {
@@ -58,6 +73,9 @@ func (o *origins) note(r rec, name string, t time.Duration) {
 
 // of returns the first director of r's connection, "" if unknown.
 func (o *origins) of(r rec, t time.Duration) string {
+	if !masquerade(r) {
+		return ""
+	}
 	e, ok := o.m[r.key()]
 	if !ok || e.expires < t {
 		return ""
