@@ -45,38 +45,19 @@ func (k *Kernel) RestoreConntrack(ctx context.Context, entries []ConntrackEntry)
 	_ = c.SetOption(netlink.ExtendedAcknowledge, true)
 	var errs []error
 	var seq uint32
-	var refresh []ConntrackEntry // existing entries to refresh
 	fail := func(e ConntrackEntry, err error) {
 		res.Failed++
 		if len(errs) < maxRestoreErrors {
 			errs = append(errs, fmt.Errorf("%s: %w", e, err))
 		}
 	}
-	for start := 0; start < len(entries); start += restoreChunk {
-		if err := ctx.Err(); err != nil {
-			return res, errors.Join(append(errs, err)...)
-		}
-		chunk := entries[start:min(start+restoreChunk, len(entries))]
-		status := uint32(restoredStatus)
-		if statusNoConfirmed.Load() {
-			status &^= ipsConfirmed
-		}
-		results, err := k.send(ctx, c, &seq, chunk, func(e ConntrackEntry) (netlink.Message, error) { return newConntrackMessage(e, status) })
-		if err != nil {
-			return res, errors.Join(append(errs, err)...)
-		}
+	// Create; entries found by their original tuple are refreshed when
+	// they are the same connection's (found by their reply tuple), and
+	// replaced when they are another's.
+	var refresh, replace []ConntrackEntry
+	err = eachChunk(ctx, entries, func(chunk []ConntrackEntry) error {
+		results, err := k.create(ctx, c, &seq, chunk)
 		for i, err := range results {
-			if errors.Is(err, unix.EBUSY) && status&ipsConfirmed != 0 {
-				// Once per process on such a kernel: retry without CONFIRMED.
-				var again []error
-				if again, err = k.send(ctx, c, &seq, chunk[i:i+1], func(e ConntrackEntry) (netlink.Message, error) {
-					return newConntrackMessage(e, status&^ipsConfirmed)
-				}); err == nil {
-					if err = again[0]; err == nil || errors.Is(err, unix.EEXIST) {
-						statusNoConfirmed.Store(true)
-					}
-				}
-			}
 			switch {
 			case err == nil:
 				res.Created++
@@ -89,54 +70,91 @@ func (k *Kernel) RestoreConntrack(ctx context.Context, entries []ConntrackEntry)
 				fail(chunk[i], err)
 			}
 		}
-	}
-	// Entries found by their original tuple: the same connection's is
-	// refreshed (found by its reply tuple), another connection's replaced.
-	var replace []ConntrackEntry
-	for start := 0; start < len(refresh); start += restoreChunk {
-		chunk := refresh[start:min(start+restoreChunk, len(refresh))]
-		results, err := k.send(ctx, c, &seq, chunk, newRefreshMessage)
-		if err != nil {
-			return res, errors.Join(append(errs, err)...)
-		}
-		for i, err := range results {
-			switch {
-			case err == nil:
-				res.Refreshed++
-			case errors.Is(err, unix.ENOENT):
-				replace = append(replace, chunk[i])
-			default:
-				fail(chunk[i], err)
+		return err
+	})
+	if err == nil {
+		err = eachChunk(ctx, refresh, func(chunk []ConntrackEntry) error {
+			results, err := k.send(ctx, c, &seq, chunk, newRefreshMessage)
+			for i, err := range results {
+				switch {
+				case err == nil:
+					res.Refreshed++
+				case errors.Is(err, unix.ENOENT):
+					replace = append(replace, chunk[i])
+				default:
+					fail(chunk[i], err)
+				}
 			}
-		}
+			return err
+		})
 	}
-	for start := 0; start < len(replace); start += restoreChunk {
-		chunk := replace[start:min(start+restoreChunk, len(replace))]
-		if _, err := k.send(ctx, c, &seq, chunk, newDeleteMessage); err != nil { // ENOENT: gone meanwhile
-			return res, errors.Join(append(errs, err)...)
-		}
-		status := uint32(restoredStatus)
-		if statusNoConfirmed.Load() {
-			status &^= ipsConfirmed
-		}
-		results, err := k.send(ctx, c, &seq, chunk, func(e ConntrackEntry) (netlink.Message, error) { return newConntrackMessage(e, status) })
-		if err != nil {
-			return res, errors.Join(append(errs, err)...)
-		}
-		for i, err := range results {
-			switch {
-			case err == nil:
-				res.Replaced++
-			case errors.Is(err, unix.EEXIST): // a packet made one meanwhile
-			default:
-				fail(chunk[i], err)
+	if err == nil {
+		err = eachChunk(ctx, replace, func(chunk []ConntrackEntry) error {
+			if _, err := k.send(ctx, c, &seq, chunk, newDeleteMessage); err != nil { // ENOENT: gone meanwhile
+				return err
 			}
-		}
+			results, err := k.create(ctx, c, &seq, chunk)
+			for i, err := range results {
+				switch {
+				case err == nil:
+					res.Replaced++
+				case errors.Is(err, unix.EEXIST): // a packet made one meanwhile
+				default:
+					fail(chunk[i], err)
+				}
+			}
+			return err
+		})
+	}
+	if err != nil {
+		return res, errors.Join(append(errs, err)...)
 	}
 	if len(errs) > 0 && res.Failed > len(errs) {
 		errs = append(errs, fmt.Errorf("and %d more", res.Failed-len(errs)))
 	}
 	return res, errors.Join(errs...)
+}
+
+// eachChunk calls f with entries restoreChunk at a time until f fails or
+// ctx ends.
+func eachChunk(ctx context.Context, entries []ConntrackEntry, f func([]ConntrackEntry) error) error {
+	for start := 0; start < len(entries); start += restoreChunk {
+		if err := ctx.Err(); err != nil {
+			return err
+		}
+		if err := f(entries[start:min(start+restoreChunk, len(entries))]); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// create sends the requests creating entries and returns each one's
+// result; the error is for the socket.
+func (k *Kernel) create(ctx context.Context, c *netlink.Conn, seq *uint32, entries []ConntrackEntry) ([]error, error) {
+	status := uint32(restoredStatus)
+	if statusNoConfirmed.Load() {
+		status &^= ipsConfirmed
+	}
+	results, err := k.send(ctx, c, seq, entries, func(e ConntrackEntry) (netlink.Message, error) { return newConntrackMessage(e, status) })
+	if err != nil {
+		return nil, err
+	}
+	for i, err := range results {
+		if errors.Is(err, unix.EBUSY) && status&ipsConfirmed != 0 {
+			// Once per process on such a kernel: retry without CONFIRMED.
+			again, err := k.send(ctx, c, seq, entries[i:i+1], func(e ConntrackEntry) (netlink.Message, error) {
+				return newConntrackMessage(e, status&^ipsConfirmed)
+			})
+			if err == nil {
+				results[i] = again[0]
+				if again[0] == nil || errors.Is(again[0], unix.EEXIST) {
+					statusNoConfirmed.Store(true)
+				}
+			}
+		}
+	}
+	return results, nil
 }
 
 // send writes one request per entry in one sendmsg and returns each one's

@@ -50,7 +50,6 @@ func TestRunECMP(t *testing.T) {
 	addrs := arp.NewFakeExpiring("eth0", "lo")
 	must(t, addrs.Fake.Add(context.Background(), "eth0", netip.MustParsePrefix("10.0.0.2/24")))
 	ipvsFake := ipvs.NewFake()
-	started := make(chan fakeSpeaker, 1)
 	f := cluster.NewFake(cluster.Rules{Mode: cluster.ECMP, Quorum: 1}, netip.MustParseAddr("192.0.2.10"))
 	o := Options{
 		ConfigPath: filepath.Join(dir, "lvsd.yaml"), Config: cfg, Log: slog.New(slog.NewTextHandler(io.Discard, nil)),
@@ -58,15 +57,13 @@ func TestRunECMP(t *testing.T) {
 			Addrs: addrs, Announcer: &arp.FakeAnnouncer{}},
 		Leases:       recordingAddrs{addrs, ev},
 		StartCluster: func(cluster.Config) (Node, error) { return fakeNode{f.Add("d1", 100), ev}, nil },
-		StartBGP: func(_ context.Context, c bgp.Config) (Speaker, error) {
-			if c.RouterID != netip.MustParseAddr("10.0.0.2") {
-				t.Errorf("router id %v, want the director's own address", c.RouterID)
-			}
-			fk, err := bgp.NewFake(c)
-			started <- fakeSpeaker{fk, ev}
-			return fakeSpeaker{fk, ev}, err
-		},
 	}
+	var started <-chan fakeSpeaker
+	o.StartBGP, started = fakeBGP(ev, func(c bgp.Config) {
+		if c.RouterID != netip.MustParseAddr("10.0.0.2") {
+			t.Errorf("router id %v, want the director's own address", c.RouterID)
+		}
+	})
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan error, 1)
 	go func() { done <- Run(ctx, o) }()
@@ -95,6 +92,21 @@ func TestRunECMP(t *testing.T) {
 	if got := ev.list(); !slices.Equal(got, want) {
 		t.Errorf("stop:\n got %q\nwant %q", got, want)
 	}
+}
+
+// fakeBGP returns a StartBGP that starts a bgp.Fake (check, if not nil,
+// sees its config) whose Close is recorded in ev, and the channel the
+// speaker is handed on.
+func fakeBGP(ev *events, check func(bgp.Config)) (func(context.Context, bgp.Config) (Speaker, error), <-chan fakeSpeaker) {
+	started := make(chan fakeSpeaker, 1)
+	return func(_ context.Context, c bgp.Config) (Speaker, error) {
+		if check != nil {
+			check(c)
+		}
+		fk, err := bgp.NewFake(c)
+		started <- fakeSpeaker{fk, ev}
+		return fakeSpeaker{fk, ev}, err
+	}, started
 }
 
 // ecmpConfig writes director d1's files, in cluster mode ecmp with
@@ -140,7 +152,6 @@ func TestRunECMPFullNAT(t *testing.T) {
 	must(t, addrs.Fake.Add(context.Background(), "eth0", netip.MustParsePrefix("10.0.0.2/24")))
 	ipvsFake, nft, garp := ipvs.NewFake(), nat.NewFake(), &arp.FakeAnnouncer{}
 	sysctls := arp.NewFakeSysctls(map[string]string{nat.SysctlTCPBeLiberal: "0"})
-	started := make(chan fakeSpeaker, 1)
 	own, other := netip.MustParseAddr("10.0.0.201"), netip.MustParseAddr("10.0.0.202")
 	f := cluster.NewFake(cluster.Rules{Mode: cluster.ECMP, Quorum: 1}, netip.MustParseAddr("192.0.2.10"), own, other)
 	f.Add("d2", 100)
@@ -150,12 +161,9 @@ func TestRunECMPFullNAT(t *testing.T) {
 		Leases:       recordingAddrs{addrs, ev},
 		StartCluster: func(cluster.Config) (Node, error) { return fakeNode{f.Add("d1", 100), ev}, nil },
 		NewRelay:     func(connsync.Config) (Relay, error) { return fakeRelay{ev}, nil },
-		StartBGP: func(_ context.Context, c bgp.Config) (Speaker, error) {
-			fk, err := bgp.NewFake(c)
-			started <- fakeSpeaker{fk, ev}
-			return fakeSpeaker{fk, ev}, err
-		},
 	}
+	var started <-chan fakeSpeaker
+	o.StartBGP, started = fakeBGP(ev, nil)
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan error, 1)
 	go func() { done <- Run(ctx, o) }()
