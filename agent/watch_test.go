@@ -103,8 +103,10 @@ func TestReloadWatchOff(t *testing.T) {
 
 func TestScanInterval(t *testing.T) {
 	for _, c := range []struct{ every, cost, want time.Duration }{
-		{0, 0, 0}, // no watch, a free scan: every Check
-		{0, 5 * time.Millisecond, 500 * time.Millisecond},              // still every Check (2 s)
+		{0, 0, 0},                                                      // no watch, a free scan: every Check
+		{0, 5 * time.Millisecond, 0},                                   // every Check
+		{0, 60 * time.Millisecond, 0},                                  // a few files on 9p: every Check still
+		{0, 150 * time.Millisecond, 15 * time.Second},                  // many files: 1 % of the time
 		{30 * time.Second, 40 * time.Millisecond, 30 * time.Second},    // 10,000 files natively
 		{30 * time.Second, 1800 * time.Millisecond, 180 * time.Second}, // 10,000 files under emulation
 	} {
