@@ -136,8 +136,8 @@ func (l *ecmpLab) newDirector(d *topo.Host, o ecmpOptions) *lvsd {
 	clusterExtra := fmt.Sprintf("  mode: ecmp\n  failure_timeout: 1s\n  heartbeat_interval: 200ms\n  conn_sync: {enabled: %t}\n", o.sync)
 	if o.fullnat {
 		// A lost director's source addresses go to a survivor only where a
-		// quorum of the configured directors is live: three of four by
-		// default, and director4 runs only from the join on.
+		// quorum of the configured directors is live: a majority by
+		// default, and the lab starts its last directors only to join.
 		clusterExtra += "  quorum: 2\n"
 	}
 	ld := newClusterDirector(t, l.tp, d, l.key, clusterExtra)
