@@ -33,6 +33,11 @@ func TestMaglevPrediction(t *testing.T) {
 	// The kernel keeps a destination's last non-zero weight for its slots;
 	// a netlink dump shows only the current one, so the test remembers.
 	lastWeight := map[netip.Addr]int{}
+	// A client port a flow of an earlier phase used may come again: IPVS
+	// then reuses that flow's entry, still closing (DR sees no FIN of the
+	// server's; conn_reuse_mode), and sends the new flow where the old one
+	// went instead of scheduling it. Such flows say nothing of the table.
+	used := map[netip.AddrPort]bool{}
 
 	check := func(phase string, wantWeights map[string]int) {
 		t.Helper()
@@ -64,10 +69,19 @@ func TestMaglevPrediction(t *testing.T) {
 				chosen[c.Client] = c.Dest.Addr()
 			}
 		}
-		wrong, rehashed, elsewhere := 0, 0, 0
+		wrong, rehashed, elsewhere, reused := 0, 0, 0, 0
+		defer func() {
+			for _, r := range results {
+				used[r.reply.Peer] = true
+			}
+		}()
 		for _, r := range results {
 			if r.err != nil {
 				t.Fatalf("%s: %v", phase, r.err)
+			}
+			if used[r.reply.Peer] {
+				reused++
+				continue
 			}
 			dest, ok := chosen[r.reply.Peer]
 			if !ok {
@@ -93,9 +107,12 @@ func TestMaglevPrediction(t *testing.T) {
 		if elsewhere > 0 {
 			t.Errorf("%s: %d flows were answered by another server than the one IPVS chose", phase, elsewhere)
 		}
-		t.Logf("%s: list %s, slots %v; %d flows, %d predicted as IPVS chose, %d through mh-fallback; %s", phase,
-			strings.Join(order, ", "), table.Slots(), len(results), len(results)-wrong, rehashed,
-			formatDistribution(distribution(results)))
+		if reused > len(results)/10 {
+			t.Errorf("%s: %d of %d flows reused an earlier phase's client port: too few left to check", phase, reused, len(results))
+		}
+		t.Logf("%s: list %s, slots %v; %d flows (%d on an earlier phase's port, not checked), %d predicted as IPVS chose, "+
+			"%d through mh-fallback; %s", phase, strings.Join(order, ", "), table.Slots(), len(results), reused,
+			len(results)-reused-wrong, rehashed, formatDistribution(distribution(results)))
 	}
 
 	check("as configured", map[string]int{"rs1": 1, "rs2": 2, "rs3": 1, "rs4": 3})
