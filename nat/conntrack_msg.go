@@ -113,15 +113,14 @@ func (e ConntrackEntry) String() string {
 // newConntrackMessage is the IPCTNL_MSG_CT_NEW request creating e, with
 // NLM_F_EXCL: an existing entry is reported (EEXIST), never changed.
 func newConntrackMessage(e ConntrackEntry, status uint32) (netlink.Message, error) {
-	if err := e.check(); err != nil {
-		return netlink.Message{}, fmt.Errorf("%s: %w", e, err)
+	ae, err := e.encoder()
+	if err != nil {
+		return netlink.Message{}, err
 	}
 	natMin, natMax := uint16(ctaNATv4MinIP), uint16(ctaNATv4MaxIP)
 	if e.VIP.Addr().Is6() {
 		natMin, natMax = ctaNATv6MinIP, ctaNATv6MaxIP
 	}
-	ae := netlink.NewAttributeEncoder()
-	ae.ByteOrder = binary.BigEndian // ctnetlink's numbers are in network order
 	tuple := e.tupleEncoder(ae)
 	tuple(ctaTupleOrig, e.Client, e.VIP)
 	tuple(ctaTupleReply, e.Backend, e.Client)
@@ -172,11 +171,10 @@ func (e ConntrackEntry) tcpState(ae *netlink.AttributeEncoder) {
 // (ENOENT otherwise: none, or another connection's with the same original
 // tuple).
 func newRefreshMessage(e ConntrackEntry) (netlink.Message, error) {
-	if err := e.check(); err != nil {
-		return netlink.Message{}, fmt.Errorf("%s: %w", e, err)
+	ae, err := e.encoder()
+	if err != nil {
+		return netlink.Message{}, err
 	}
-	ae := netlink.NewAttributeEncoder()
-	ae.ByteOrder = binary.BigEndian
 	snat := netip.AddrPortFrom(snatAddress(e.Client.Addr(), e.SNATFrom, e.SNATTo), e.Client.Port())
 	e.tupleEncoder(ae)(ctaTupleReply, e.Backend, snat)
 	ae.Uint32(ctaTimeout, uint32(max(e.Timeout, minRestoreTimeout)/time.Second))
@@ -189,13 +187,22 @@ func newRefreshMessage(e ConntrackEntry) (netlink.Message, error) {
 // newDeleteMessage is the IPCTNL_MSG_CT_DELETE request for the entry with
 // e's original tuple.
 func newDeleteMessage(e ConntrackEntry) (netlink.Message, error) {
-	if err := e.check(); err != nil {
-		return netlink.Message{}, fmt.Errorf("%s: %w", e, err)
+	ae, err := e.encoder()
+	if err != nil {
+		return netlink.Message{}, err
 	}
-	ae := netlink.NewAttributeEncoder()
-	ae.ByteOrder = binary.BigEndian
 	e.tupleEncoder(ae)(ctaTupleOrig, e.Client, e.VIP)
 	return e.request(ipctnlMsgCtDelete, netlink.Request|netlink.Acknowledge, ae)
+}
+
+// encoder checks e and returns an encoder for a request about it.
+func (e ConntrackEntry) encoder() (*netlink.AttributeEncoder, error) {
+	if err := e.check(); err != nil {
+		return nil, fmt.Errorf("%s: %w", e, err)
+	}
+	ae := netlink.NewAttributeEncoder()
+	ae.ByteOrder = binary.BigEndian // ctnetlink's numbers are in network order
+	return ae, nil
 }
 
 // request wraps ae's attributes in a ctnetlink message of type typ for e's

@@ -48,7 +48,7 @@ func appendConns(dst []Conn, recs []rec, sender string) []Conn {
 			Client:     netip.AddrPortFrom(client, binary.BigEndian.Uint16(r[offCport:])),
 			Virtual:    netip.AddrPortFrom(r.vaddr(), r.vport()),
 			Dest:       r.dest(),
-			Masquerade: r.flags()&connFwdMask == connFMasq,
+			Masquerade: masquerade(r),
 			State:      binary.BigEndian.Uint16(r[offState:]),
 			Timeout:    time.Duration(r.timeout()) * time.Second,
 			Origin:     recordOrigin(r, sender),
