@@ -27,7 +27,7 @@ var (
 		"daemon's last record leaves at once instead of after its 2 s flush time.")
 	descPeerFlows = desc("conn_sync_peer_conntrack_total", "Conntrack entries of other directors' FULLNAT "+
 		"connections under ECMP, by result: created, existing (found already), refreshed (of those, given the "+
-		"record's timeout), failed (refused by the kernel), dropped (not written: the kernel was too far behind).", "result")
+		"record's timeout), replaced (of those, another connection's with the same ports, made again), failed (refused by the kernel), dropped (not written: the kernel was too far behind).", "result")
 	descSyncLag = desc("conn_sync_lag_seconds", "Receive time minus the sender's send time of relay messages "+
 		"(includes the directors' clock offset): of the last message, and the largest seen.", "which")
 )
@@ -66,6 +66,7 @@ func collectPeerFlows(s *PeerFlowStats, counter func(*prometheus.Desc, uint64, .
 	counter(descPeerFlows, s.Created, "created")
 	counter(descPeerFlows, s.Existing, "existing")
 	counter(descPeerFlows, s.Refreshed, "refreshed")
+	counter(descPeerFlows, s.Replaced, "replaced")
 	counter(descPeerFlows, s.Failed, "failed")
 	counter(descPeerFlows, s.Dropped, "dropped")
 }

@@ -22,8 +22,8 @@ import (
 // the same source address: it needs the first director's conntrack entry,
 // not only its IPVS entry. So every director creates, for every FULLNAT
 // connection another director sends it through connection sync, the
-// entry that director has (nat/conntrack.go), with the sender's source
-// addresses. When a director is lost, the survivor that takes its source
+// entry the connection's first director has (nat/conntrack.go), with that
+// director's source addresses. When a director is lost, the survivor that takes its source
 // addresses over (cluster ownership, "Home") finds the entries there
 // already. IPVS drops each entry with its own connection
 // (ip_vs_conn_drop_conntrack), so they go as the records expire.
@@ -85,7 +85,7 @@ type PeerFlows struct {
 	mu    sync.Mutex // guards early
 	early []connsync.Conn
 
-	created, existing, refreshed, failed, dropped atomic.Uint64
+	created, existing, refreshed, replaced, failed, dropped atomic.Uint64
 }
 
 // NewPeerFlows returns PeerFlows writing through ct.
@@ -163,6 +163,7 @@ func (p *PeerFlows) Run(ctx context.Context) {
 		p.created.Add(uint64(res.Created))
 		p.existing.Add(uint64(res.Existing))
 		p.refreshed.Add(uint64(res.Refreshed))
+		p.replaced.Add(uint64(res.Replaced))
 		p.failed.Add(uint64(res.Failed))
 		if err != nil && time.Since(lastWarn) > 10*time.Second {
 			lastWarn = time.Now()
@@ -192,7 +193,8 @@ func (p *PeerFlows) Run(ctx context.Context) {
 type PeerFlowStats struct {
 	Created   uint64 `json:"created"`   // entries created
 	Existing  uint64 `json:"existing"`  // found there already: a local connection or an earlier record
-	Refreshed uint64 `json:"refreshed"` // of those, given the record's timeout
+	Refreshed uint64 `json:"refreshed"` // of those, given the record's timeout (and state)
+	Replaced  uint64 `json:"replaced"`  // of those, another connection's with the same ports, made again
 	Failed    uint64 `json:"failed"`    // refused by the kernel
 	Dropped   uint64 `json:"dropped"`   // not written: the kernel was too far behind
 }
@@ -200,7 +202,7 @@ type PeerFlowStats struct {
 // Stats returns the counters.
 func (p *PeerFlows) Stats() PeerFlowStats {
 	return PeerFlowStats{Created: p.created.Load(), Existing: p.existing.Load(), Refreshed: p.refreshed.Load(),
-		Failed: p.failed.Load(), Dropped: p.dropped.Load()}
+		Replaced: p.replaced.Load(), Failed: p.failed.Load(), Dropped: p.dropped.Load()}
 }
 
 // peerEntries are the conntrack entries of the FULLNAT connections among

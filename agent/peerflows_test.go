@@ -87,15 +87,19 @@ func TestPeerFlowsWriteWhatTheRelayApplied(t *testing.T) {
 	p.SetRules(d)
 	p.Applied([]connsync.Conn{c})
 	p.Applied([]connsync.Conn{c})
+	reused := c // the client's next connection on the same ports, to another backend
+	reused.Dest = netip.MustParseAddrPort("10.0.0.12:7001")
+	p.Applied([]connsync.Conn{reused})
 	deadline := time.Now().Add(5 * time.Second)
-	for p.Stats() != (PeerFlowStats{Created: 2, Existing: 1, Refreshed: 1}) {
+	for p.Stats() != (PeerFlowStats{Created: 2, Existing: 2, Refreshed: 1, Replaced: 1}) {
 		if time.Now().After(deadline) {
-			t.Fatalf("stats %+v, want two created, one existing", p.Stats())
+			t.Fatalf("stats %+v, want two created, two existing: one refreshed, one replaced", p.Stats())
 		}
 		time.Sleep(time.Millisecond)
 	}
 	entries := ct.Entries()
-	if len(entries) != 2 || entries[0].SNATFrom != netip.MustParseAddr("10.0.0.80") || entries[1].SNATFrom != entries[0].SNATFrom {
+	if len(entries) != 2 || entries[0].SNATFrom != netip.MustParseAddr("10.0.0.80") || entries[1].SNATFrom != entries[0].SNATFrom ||
+		!slices.ContainsFunc(entries, func(e nat.ConntrackEntry) bool { return e.Backend == reused.Dest }) {
 		t.Fatalf("entries %v", entries)
 	}
 	p.SetRules(Desired{NAT: d.NAT})
