@@ -2,14 +2,15 @@ package config
 
 import (
 	"fmt"
-	"github.com/lvsd/lvsd/cluster"
-	"github.com/lvsd/lvsd/cluster/connsync"
-	"github.com/lvsd/lvsd/ipvs"
 	"net"
 	"slices"
 	"strconv"
 	"strings"
 	"time"
+
+	"github.com/lvsd/lvsd/cluster"
+	"github.com/lvsd/lvsd/cluster/connsync"
+	"github.com/lvsd/lvsd/ipvs"
 )
 
 // ClusterMode says how a cluster spreads its VIPs over the directors.

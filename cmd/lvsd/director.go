@@ -12,6 +12,8 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/lvsd/lvsd/agent/planner"
+
 	"github.com/coreos/go-systemd/v22/daemon"
 
 	"github.com/lvsd/lvsd/agent"
@@ -174,7 +176,7 @@ func plan(ctx context.Context, e *env) error {
 	}
 	for _, op := range ops {
 		fmt.Fprintln(e.stdout, op)
-		if op.Kind == agent.ReplaceNAT {
+		if op.Kind == planner.ReplaceNAT {
 			fmt.Fprint(e.stdout, lines(op.NAT.String()))
 		}
 	}
