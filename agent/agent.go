@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"log/slog"
 	"net/netip"
+	"os"
 	"slices"
 	"sync/atomic"
 	"time"
@@ -180,7 +181,7 @@ func New(opts Options) *Agent {
 // (ChangeBackend). A configuration that fails to load at start is an
 // error; at a reload it is logged and the last good one stays in force.
 // Stopping leaves the kernel as it is, so a restart costs no connection.
-func (a *Agent) Run(ctx context.Context, reload <-chan struct{}) error {
+func (a *Agent) Run(ctx context.Context, reload <-chan os.Signal) error {
 	defer close(a.stopped)
 	if err := a.start(); err != nil {
 		return err

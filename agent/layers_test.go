@@ -32,7 +32,9 @@ var layers = []layer{
 	{pkg: "agent/config", mayUse: []string{"agent/policy", "agent/hooks", "ipvs", "cluster/..."}, mayNot3: kernelLibraries},
 	{pkg: "agent", mayUse: []string{"agent/planner", "agent/config", "agent/policy", "agent/health", "agent/hooks", "agent/histogram", "agent/metrics", "agent/maglev", "agent/api", "agent/statefile",
 		"ipvs", "nat", "arp", "cluster/..."}, mayNot3: kernelLibraries},
-	{pkg: "agent/realserver", mayUse: []string{"agent/config", "agent/api", "agent/statefile", "agent/metrics", "arp", "nat"},
+	{pkg: "agent/logging", mayNot3: kernelLibraries}, // the journal is a local datagram socket
+	{pkg: "agent/clidoc", mayUse: []string{"docs"}, mayNot3: kernelLibraries},
+	{pkg: "agent/realserver", mayUse: []string{"agent/config", "agent/api", "agent/statefile", "agent/metrics", "agent/sdnotify", "arp", "nat"},
 		mayNot3: kernelLibraries},
 	{pkg: "agent/director", mayUse: []string{"agent", "agent/planner", "agent/config", "agent/health", "agent/hooks", "agent/api", "agent/sdnotify", "agent/metrics",
 		"arp", "cluster/..."}, mayNot3: kernelLibraries},
