@@ -18,6 +18,8 @@ const module = "github.com/lvsd/lvsd/"
 // the kernel packages, which import no other kernel package and nothing of
 // the agent.
 var layers = []layer{
+	{pkg: "ipvs/spec", mayNot3: append(kernelLibraries, "golang.org/x/sys/unix")},
+	{pkg: "nat/rules", mayNot3: append(kernelLibraries, "golang.org/x/sys/unix")},
 	{pkg: "ipvs/...", mayUse: []string{"ipvs/..."}},
 	{pkg: "nat/...", mayUse: []string{"nat/..."}},
 	{pkg: "arp/...", mayUse: []string{"arp/..."}},
@@ -28,7 +30,7 @@ var layers = []layer{
 	{pkg: "agent/program", mayNot3: kernelLibraries},
 	{pkg: "agent/health", mayUse: []string{"agent/histogram", "agent/program"}, mayNot3: kernelLibraries},
 	{pkg: "agent/hooks", mayUse: []string{"agent/metrics", "agent/program"}, mayNot3: kernelLibraries},
-	{pkg: "agent/config", mayUse: []string{"agent/policy", "agent/hooks", "ipvs", "cluster/..."}, mayNot3: kernelLibraries},
+	{pkg: "agent/config", mayUse: []string{"agent/policy", "agent/hooks", "ipvs", "ipvs/spec", "cluster/..."}, mayNot3: kernelLibraries},
 	{pkg: "agent", mayUse: []string{"agent/config", "agent/policy", "agent/health", "agent/hooks", "agent/histogram", "agent/metrics", "agent/maglev", "agent/api", "agent/statefile",
 		"ipvs", "nat", "arp", "cluster/..."}, mayNot3: kernelLibraries},
 	{pkg: "agent/realserver", mayUse: []string{"agent/config", "agent/api", "agent/statefile", "agent/metrics", "arp", "nat"},

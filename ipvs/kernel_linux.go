@@ -153,7 +153,7 @@ func (k *Kernel) DeleteService(ctx context.Context, svc ServiceKey) error {
 
 // AddDestination implements Interface.
 func (k *Kernel) AddDestination(ctx context.Context, svc ServiceKey, dst Destination) error {
-	if dst.needsOwnNetlink() {
+	if needsOwnNetlink(dst) {
 		return described(k.writeTunnelDestination(ctx, genlCmdNewDest, svc, dst),
 			func() string { return "adding destination " + svc.String() + " -> " + dst.String() })
 	}
@@ -165,7 +165,7 @@ func (k *Kernel) AddDestination(ctx context.Context, svc ServiceKey, dst Destina
 
 // UpdateDestination implements Interface.
 func (k *Kernel) UpdateDestination(ctx context.Context, svc ServiceKey, dst Destination) error {
-	if dst.needsOwnNetlink() {
+	if needsOwnNetlink(dst) {
 		return described(k.writeTunnelDestination(ctx, genlCmdSetDest, svc, dst),
 			func() string { return "updating destination " + svc.String() + " -> " + dst.String() })
 	}
@@ -242,7 +242,7 @@ func toMobyService(s Service) *mobyipvs.Service {
 	}
 	// The kernel reads the IPv4 netmask as raw mask bytes but the IPv6 one as
 	// a prefix length (and rejects 0 for IPv6 even without persistence).
-	bits := s.netmaskBits()
+	bits := s.NetmaskBits()
 	if m.AddressFamily == syscall.AF_INET6 {
 		m.Netmask = uint32(bits)
 	} else {
@@ -278,13 +278,13 @@ func fromMobyService(m *mobyipvs.Service) Service {
 		ones, _ := net.IPMask(nativeBytes(m.Netmask)).Size()
 		s.Netmask = ones
 	}
-	if s.Netmask == s.netmaskBitsHost() {
+	if s.Netmask == netmaskBitsHost(s) {
 		s.Netmask = 0
 	}
 	return s
 }
 
-func (s Service) netmaskBitsHost() int {
+func netmaskBitsHost(s Service) int {
 	if s.IPv6 {
 		return 128
 	}
