@@ -31,11 +31,11 @@ func TestParseConnections(t *testing.T) {
 		t.Fatal(err)
 	}
 	want := []Connection{
-		{TCP, ap("10.0.0.102:46050"), ap("10.0.0.52:7001"), ap("10.0.0.2:7002"), "ESTABLISHED", 899 * time.Second},
-		{TCP, ap("10.0.0.102:46051"), ap("10.0.0.52:7002"), ap("10.0.0.3:7002"), "SYN_RECV", 59 * time.Second},
-		{0, ap("10.0.0.102:0"), ap("10.0.0.52:0"), ap("10.0.0.2:0"), "NONE", 359 * time.Second},
-		{UDP, ap("10.0.0.102:5060"), ap("10.0.0.52:5060"), ap("10.0.0.2:5060"), "UDP", 299 * time.Second},
-		{TCP, ap("[2001:db8::5]:50000"), ap("[2001:db8::10]:80"), ap("[2001:db8::11]:80"), "FIN_WAIT", 118 * time.Second},
+		{Protocol: TCP, Client: ap("10.0.0.102:46050"), Virtual: ap("10.0.0.52:7001"), Dest: ap("10.0.0.2:7002"), State: "ESTABLISHED", Expires: 899 * time.Second},
+		{Protocol: TCP, Client: ap("10.0.0.102:46051"), Virtual: ap("10.0.0.52:7002"), Dest: ap("10.0.0.3:7002"), State: "SYN_RECV", Expires: 59 * time.Second},
+		{Protocol: 0, Client: ap("10.0.0.102:0"), Virtual: ap("10.0.0.52:0"), Dest: ap("10.0.0.2:0"), State: "NONE", Expires: 359 * time.Second},
+		{Protocol: UDP, Client: ap("10.0.0.102:5060"), Virtual: ap("10.0.0.52:5060"), Dest: ap("10.0.0.2:5060"), State: "UDP", Expires: 299 * time.Second},
+		{Protocol: TCP, Client: ap("[2001:db8::5]:50000"), Virtual: ap("[2001:db8::10]:80"), Dest: ap("[2001:db8::11]:80"), State: "FIN_WAIT", Expires: 118 * time.Second},
 	}
 	if !reflect.DeepEqual(got, want) {
 		t.Errorf("ParseConnections:\n got %v\nwant %v", got, want)

@@ -29,7 +29,7 @@ func (f *Fake) SetInterface(name string, mtu int) {
 // StartDaemon implements SyncDaemons like the kernel: defaults filled in,
 // MaxLen clamped, a daemon with other settings replaced.
 func (f *Fake) StartDaemon(ctx context.Context, d Daemon) (DaemonAction, error) {
-	if err := d.check(); err != nil {
+	if err := checkDaemon(d); err != nil {
 		return DaemonUnchanged, fmt.Errorf("%s: %w", describe("starting", d), err)
 	}
 	f.mu.Lock()
@@ -42,7 +42,7 @@ func (f *Fake) StartDaemon(ctx context.Context, d Daemon) (DaemonAction, error) 
 		return DaemonUnchanged, fmt.Errorf("%s: no interface %q in the namespace: %w",
 			describe("starting", d), d.Interface, syscall.ENODEV)
 	}
-	want, action := d.effective(mtu), DaemonStarted
+	want, action := d.Effective(mtu), DaemonStarted
 	if cur := f.daemons.running[d.State]; cur != nil {
 		if *cur == want {
 			return DaemonUnchanged, nil

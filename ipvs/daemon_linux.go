@@ -15,7 +15,7 @@ var _ SyncDaemons = (*Kernel)(nil)
 // StartDaemon implements SyncDaemons. A running daemon is only stopped once
 // the replacement's settings and interface have been checked.
 func (k *Kernel) StartDaemon(ctx context.Context, d Daemon) (DaemonAction, error) {
-	if err := d.check(); err != nil {
+	if err := checkDaemon(d); err != nil {
 		return DaemonUnchanged, fmt.Errorf("%s: %w", describe("starting", d), err)
 	}
 	k.mu.Lock()
@@ -33,7 +33,7 @@ func (k *Kernel) StartDaemon(ctx context.Context, d Daemon) (DaemonAction, error
 	if err != nil {
 		return DaemonUnchanged, fmt.Errorf("%s: %w", describe("starting", d), err)
 	}
-	want, action := d.effective(mtu), DaemonStarted
+	want, action := d.Effective(mtu), DaemonStarted
 	for _, r := range running {
 		if r.State != d.State {
 			continue

@@ -144,7 +144,7 @@ func (f *Fake) AddDestination(ctx context.Context, k ServiceKey, d Destination) 
 	if slices.ContainsFunc(f.services[i].dests, func(x Destination) bool { return x.DestinationKey == d.DestinationKey }) {
 		return fmt.Errorf("adding destination %s to %s: %w", d.DestinationKey, k, ErrExists)
 	}
-	if err := errors.Join(d.Tunnel.check(), d.checkThresholds()); err != nil {
+	if err := errors.Join(checkTunnel(d.Tunnel), checkThresholds(d)); err != nil {
 		return fmt.Errorf("adding destination %s to %s: %w", d.DestinationKey, k, err)
 	}
 	d.ActiveConns, d.InactiveConns, d.Stats = 0, 0, &Stats{}
@@ -161,7 +161,7 @@ func (f *Fake) UpdateDestination(ctx context.Context, k ServiceKey, d Destinatio
 	if err != nil {
 		return fmt.Errorf("updating destination: %w", err)
 	}
-	if err := errors.Join(d.Tunnel.check(), d.checkThresholds()); err != nil {
+	if err := errors.Join(checkTunnel(d.Tunnel), checkThresholds(d)); err != nil {
 		return fmt.Errorf("updating destination %s of %s: %w", d.DestinationKey, k, err)
 	}
 	cur := &f.services[i].dests[j]

@@ -92,7 +92,7 @@ func toMobyService(s Service) *mobyipvs.Service {
 	}
 	// The kernel reads the IPv4 netmask as raw mask bytes but the IPv6 one as
 	// a prefix length (and rejects 0 for IPv6 even without persistence).
-	bits := s.netmaskBits()
+	bits := s.NetmaskBits()
 	if m.AddressFamily == syscall.AF_INET6 {
 		m.Netmask = uint32(bits)
 	} else {
@@ -128,13 +128,13 @@ func fromMobyService(m *mobyipvs.Service) Service {
 		ones, _ := net.IPMask(nativeBytes(m.Netmask)).Size()
 		s.Netmask = ones
 	}
-	if s.Netmask == s.netmaskBitsHost() {
+	if s.Netmask == netmaskBitsHost(s) {
 		s.Netmask = 0
 	}
 	return s
 }
 
-func (s Service) netmaskBitsHost() int {
+func netmaskBitsHost(s Service) int {
 	if s.IPv6 {
 		return 128
 	}

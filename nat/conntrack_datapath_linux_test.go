@@ -11,6 +11,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/lvsd/lvsd/nat/rules"
 	"github.com/mdlayher/netlink"
 	"golang.org/x/sys/unix"
 )
@@ -173,7 +174,7 @@ func TestRestoredEntriesCarryTraffic(t *testing.T) {
 	}
 	// Control: without the guard's chain the local stack takes it, and its
 	// entry stays.
-	dir.nft(t, "delete", "chain", "ip", TableName, chainInput)
+	dir.nft(t, "delete", "chain", "ip", TableName, rules.ChainInput)
 	if !strayEntry(t, rs, dir, ap("198.51.100.9:53"), ap("10.99.0.100:10")) {
 		t.Error("control: without the guard the stray datagram got no entry either; the test proves nothing")
 	}

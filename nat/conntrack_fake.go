@@ -60,7 +60,7 @@ func (f *ConntrackFake) RestoreConntrack(ctx context.Context, entries []Conntrac
 		have[origTuple{e.Protocol, e.Client, e.VIP}] = i + 1
 	}
 	for _, e := range entries {
-		err := e.check()
+		err := checkEntry(e)
 		if err == nil {
 			err = f.fail
 		}

@@ -82,8 +82,8 @@ const minRestoreTimeout = 30 * time.Second
 // RestoreResult.Failed counts all.
 const maxRestoreErrors = 3
 
-// check validates what the kernel would refuse or misread.
-func (e ConntrackEntry) check() error {
+// checkEntry validates what the kernel would refuse or misread.
+func checkEntry(e ConntrackEntry) error {
 	if e.Protocol != TCP && e.Protocol != UDP {
 		return fmt.Errorf("protocol %s: only tcp and udp entries are restored", e.Protocol)
 	}
@@ -105,15 +105,10 @@ func (e ConntrackEntry) check() error {
 	return nil
 }
 
-// String names the connection in errors.
-func (e ConntrackEntry) String() string {
-	return fmt.Sprintf("%s %s -> %s -> %s", e.Protocol, e.Client, e.VIP, e.Backend)
-}
-
 // newConntrackMessage is the IPCTNL_MSG_CT_NEW request creating e, with
 // NLM_F_EXCL: an existing entry is reported (EEXIST), never changed.
 func newConntrackMessage(e ConntrackEntry, status uint32) (netlink.Message, error) {
-	ae, err := e.encoder()
+	ae, err := encoder(e)
 	if err != nil {
 		return netlink.Message{}, err
 	}
@@ -121,11 +116,11 @@ func newConntrackMessage(e ConntrackEntry, status uint32) (netlink.Message, erro
 	if e.VIP.Addr().Is6() {
 		natMin, natMax = ctaNATv6MinIP, ctaNATv6MaxIP
 	}
-	tuple := e.tupleEncoder(ae)
+	tuple := tupleEncoder(e, ae)
 	tuple(ctaTupleOrig, e.Client, e.VIP)
 	tuple(ctaTupleReply, e.Backend, e.Client)
 	ae.Uint32(ctaStatus, status)
-	e.tcpState(ae)
+	tcpState(e, ae)
 	// The one address the persistent rule gives the client, and no port
 	// range: nf_nat keeps the client's port when it is free, as it did on
 	// the old owner.
@@ -137,13 +132,13 @@ func newConntrackMessage(e ConntrackEntry, status uint32) (netlink.Message, erro
 	})
 	ae.Uint32(ctaTimeout, uint32(max(e.Timeout, minRestoreTimeout)/time.Second))
 	ae.Uint32(ctaMark, e.Mark)
-	return e.request(ipctnlMsgCtNew, netlink.Request|netlink.Acknowledge|netlink.Create|netlink.Excl, ae)
+	return request(e, ipctnlMsgCtNew, netlink.Request|netlink.Acknowledge|netlink.Create|netlink.Excl, ae)
 }
 
 // tcpState writes the TCP state and flags of a restored entry, none for
 // UDP: ESTABLISHED, or TIME_WAIT with the close seen (Closing), without
 // window tracking either way.
-func (e ConntrackEntry) tcpState(ae *netlink.AttributeEncoder) {
+func tcpState(e ConntrackEntry, ae *netlink.AttributeEncoder) {
 	if e.Protocol != TCP {
 		return
 	}
@@ -171,33 +166,33 @@ func (e ConntrackEntry) tcpState(ae *netlink.AttributeEncoder) {
 // (ENOENT otherwise: none, or another connection's with the same original
 // tuple).
 func newRefreshMessage(e ConntrackEntry) (netlink.Message, error) {
-	ae, err := e.encoder()
+	ae, err := encoder(e)
 	if err != nil {
 		return netlink.Message{}, err
 	}
 	snat := netip.AddrPortFrom(snatAddress(e.Client.Addr(), e.SNATFrom, e.SNATTo), e.Client.Port())
-	e.tupleEncoder(ae)(ctaTupleReply, e.Backend, snat)
+	tupleEncoder(e, ae)(ctaTupleReply, e.Backend, snat)
 	ae.Uint32(ctaTimeout, uint32(max(e.Timeout, minRestoreTimeout)/time.Second))
 	if e.Closing {
-		e.tcpState(ae)
+		tcpState(e, ae)
 	}
-	return e.request(ipctnlMsgCtNew, netlink.Request|netlink.Acknowledge, ae)
+	return request(e, ipctnlMsgCtNew, netlink.Request|netlink.Acknowledge, ae)
 }
 
 // newDeleteMessage is the IPCTNL_MSG_CT_DELETE request for the entry with
 // e's original tuple.
 func newDeleteMessage(e ConntrackEntry) (netlink.Message, error) {
-	ae, err := e.encoder()
+	ae, err := encoder(e)
 	if err != nil {
 		return netlink.Message{}, err
 	}
-	e.tupleEncoder(ae)(ctaTupleOrig, e.Client, e.VIP)
-	return e.request(ipctnlMsgCtDelete, netlink.Request|netlink.Acknowledge, ae)
+	tupleEncoder(e, ae)(ctaTupleOrig, e.Client, e.VIP)
+	return request(e, ipctnlMsgCtDelete, netlink.Request|netlink.Acknowledge, ae)
 }
 
 // encoder checks e and returns an encoder for a request about it.
-func (e ConntrackEntry) encoder() (*netlink.AttributeEncoder, error) {
-	if err := e.check(); err != nil {
+func encoder(e ConntrackEntry) (*netlink.AttributeEncoder, error) {
+	if err := checkEntry(e); err != nil {
 		return nil, fmt.Errorf("%s: %w", e, err)
 	}
 	ae := netlink.NewAttributeEncoder()
@@ -207,7 +202,7 @@ func (e ConntrackEntry) encoder() (*netlink.AttributeEncoder, error) {
 
 // request wraps ae's attributes in a ctnetlink message of type typ for e's
 // family.
-func (e ConntrackEntry) request(typ uint16, flags netlink.HeaderFlags, ae *netlink.AttributeEncoder) (netlink.Message, error) {
+func request(e ConntrackEntry, typ uint16, flags netlink.HeaderFlags, ae *netlink.AttributeEncoder) (netlink.Message, error) {
 	attrs, err := ae.Encode()
 	if err != nil {
 		return netlink.Message{}, fmt.Errorf("%s: %w", e, err)
@@ -225,7 +220,7 @@ func (e ConntrackEntry) request(typ uint16, flags netlink.HeaderFlags, ae *netli
 
 // tupleEncoder returns a function that writes a tuple of e's protocol and
 // family (CTA_TUPLE_ORIG or CTA_TUPLE_REPLY) into ae.
-func (e ConntrackEntry) tupleEncoder(ae *netlink.AttributeEncoder) func(typ uint16, from, to netip.AddrPort) {
+func tupleEncoder(e ConntrackEntry, ae *netlink.AttributeEncoder) func(typ uint16, from, to netip.AddrPort) {
 	src, dst := uint16(ctaIPv4Src), uint16(ctaIPv4Dst)
 	if e.VIP.Addr().Is6() {
 		src, dst = ctaIPv6Src, ctaIPv6Dst

@@ -7,12 +7,14 @@
 // either the old rules or the new ones, never a mix, and a failed batch
 // changes nothing.
 //
-// The package has three layers:
+// The package has three layers; the first two are values, in package
+// nat/rules (which links no kernel library, for the planner and the
+// configuration), and named here too:
 //
 //   - Spec is what the agent wants, in lvsd's words (VIP, protocol, ports,
 //     client source prefixes, mark; SNAT addresses for FULLNAT). Render checks
 //     it and turns it into a Ruleset without touching the system, so rendering
-//     is covered by golden files (testdata/*.golden, `go test -update`).
+//     is covered by golden files (rules/testdata/*.golden, `go test -update`).
 //   - Ruleset is the complete content of both tables. Its String method prints
 //     exactly what `nft list table ip lvsd; nft list table ip6 lvsd` shows
 //     once the ruleset is applied, so `lvsd plan` can show operators the rules
@@ -58,10 +60,11 @@
 //
 // # Tests
 //
-// `go test ./nat/` renders the golden files without privileges. As root it
-// also programs throw-away network namespaces: `nft list` must print exactly
-// Ruleset.String(), foreign tables must survive, and real packets must be
-// marked and source-NATed (no IPVS needed). Root without nftables fails
+// `go test ./nat/rules/` renders the golden files without privileges.
+// `go test ./nat/` as root applies the same cases to throw-away network
+// namespaces: `nft list` must print exactly Ruleset.String(), foreign
+// tables must survive, and real packets must be marked and source-NATed
+// (no IPVS needed). Root without nftables fails
 // rather than skips. The IPVS tier runs in a VM with a stock kernel:
 //
 //	go test -tags vmtest -count=1 -v -exec "$PWD/e2e/vm/run --" -run VM ./nat/

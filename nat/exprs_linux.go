@@ -6,6 +6,7 @@ import (
 	"github.com/google/nftables"
 	"github.com/google/nftables/expr"
 	"github.com/google/nftables/userdata"
+	"github.com/lvsd/lvsd/nat/rules"
 	"golang.org/x/sys/unix"
 )
 
@@ -15,43 +16,43 @@ import (
 type batch struct {
 	c    *nftables.Conn
 	tbl  *nftables.Table
-	fam  family
+	fam  rules.Family
 	vips *nftables.Set
 }
 
 // Offsets of the addresses in the network header.
 func (b batch) saddrOffset() uint32 {
-	if b.fam == ipv4 {
+	if b.fam == rules.IPv4 {
 		return 12
 	}
 	return 8
 }
 
 func (b batch) daddrOffset() uint32 {
-	if b.fam == ipv4 {
+	if b.fam == rules.IPv4 {
 		return 16
 	}
 	return 24
 }
 
 func (b batch) addrLen() uint32 {
-	if b.fam == ipv4 {
+	if b.fam == rules.IPv4 {
 		return 4
 	}
 	return 16
 }
 
 func (b batch) addrType() nftables.SetDatatype {
-	if b.fam == ipv4 {
+	if b.fam == rules.IPv4 {
 		return nftables.TypeIPAddr
 	}
 	return nftables.TypeIP6Addr
 }
 
-func (b batch) fill(t table, digest string) error {
-	b.vips = &nftables.Set{Table: b.tbl, Name: vipSet, KeyType: b.addrType(), Comment: commentPrefix + digest}
-	elems := make([]nftables.SetElement, len(t.vips))
-	for i, a := range t.vips {
+func (b batch) fill(t rules.Table, digest string) error {
+	b.vips = &nftables.Set{Table: b.tbl, Name: rules.VIPSet, KeyType: b.addrType(), Comment: rules.CommentPrefix + digest}
+	elems := make([]nftables.SetElement, len(t.VIPs))
+	for i, a := range t.VIPs {
 		elems[i] = nftables.SetElement{Key: a.AsSlice()}
 	}
 	if err := b.c.AddSet(b.vips, elems); err != nil {
@@ -60,34 +61,34 @@ func (b batch) fill(t table, digest string) error {
 	// Chains first: the jump to fullnat needs its target to exist.
 	accept := nftables.ChainPolicyAccept
 	chains := []struct {
-		rules []rule
+		list  []rules.Rule
 		chain *nftables.Chain
 	}{
-		{t.pre, &nftables.Chain{Name: chainPre, Type: nftables.ChainTypeFilter,
+		{t.Pre, &nftables.Chain{Name: rules.ChainPrerouting, Type: nftables.ChainTypeFilter,
 			Hooknum: nftables.ChainHookPrerouting, Priority: nftables.ChainPriorityMangle, Policy: &accept}},
-		{t.fullnat, &nftables.Chain{Name: chainFullNAT}},
-		{t.post, &nftables.Chain{Name: chainPost, Type: nftables.ChainTypeNAT,
+		{t.FullNAT, &nftables.Chain{Name: rules.ChainFullNAT}},
+		{t.Post, &nftables.Chain{Name: rules.ChainPostrouting, Type: nftables.ChainTypeNAT,
 			Hooknum: nftables.ChainHookPostrouting, Priority: nftables.ChainPriorityNATSource, Policy: &accept}},
-		{t.input, &nftables.Chain{Name: chainInput, Type: nftables.ChainTypeFilter,
+		{t.Input, &nftables.Chain{Name: rules.ChainInput, Type: nftables.ChainTypeFilter,
 			Hooknum: nftables.ChainHookInput, Priority: nftables.ChainPriorityFilter, Policy: &accept}},
-		{t.output, &nftables.Chain{Name: chainOutput, Type: nftables.ChainTypeFilter,
+		{t.Output, &nftables.Chain{Name: rules.ChainOutput, Type: nftables.ChainTypeFilter,
 			Hooknum: nftables.ChainHookOutput, Priority: nftables.ChainPriorityFilter, Policy: &accept}},
 	}
 	for _, ch := range chains {
-		if ch.rules != nil {
+		if ch.list != nil {
 			ch.chain.Table = b.tbl
 			b.c.AddChain(ch.chain)
 		}
 	}
 	for _, ch := range chains {
-		for _, r := range ch.rules {
+		for _, r := range ch.list {
 			exprs, err := b.exprs(r)
 			if err != nil {
 				return err
 			}
 			nr := &nftables.Rule{Table: b.tbl, Chain: ch.chain, Exprs: exprs}
-			if r.comment != "" {
-				nr.UserData = userdata.AppendString(nil, userdata.TypeComment, r.comment)
+			if r.Comment != "" {
+				nr.UserData = userdata.AppendString(nil, userdata.TypeComment, r.Comment)
 			}
 			b.c.AddRule(nr)
 		}
@@ -96,7 +97,7 @@ func (b batch) fill(t table, digest string) error {
 }
 
 // exprs are r's expressions: what it matches, then what it does.
-func (b batch) exprs(r rule) ([]expr.Any, error) {
+func (b batch) exprs(r rules.Rule) ([]expr.Any, error) {
 	e, err := b.addrMatches(r)
 	if err != nil {
 		return nil, err
@@ -111,24 +112,24 @@ func (b batch) exprs(r rule) ([]expr.Any, error) {
 }
 
 // addrMatches match the output interface and the addresses.
-func (b batch) addrMatches(r rule) ([]expr.Any, error) {
+func (b batch) addrMatches(r rules.Rule) ([]expr.Any, error) {
 	var e []expr.Any
-	if r.oif != "" {
+	if r.OIF != "" {
 		name := make([]byte, 16) // IFNAMSIZ, zero-padded as nft sends it
-		copy(name, r.oif)
+		copy(name, r.OIF)
 		e = append(e, &expr.Meta{Key: expr.MetaKeyOIFNAME, Register: 1}, eq(name))
 	}
-	if r.notVIP {
+	if r.NotVIP {
 		e = append(e, network(b.daddrOffset(), b.addrLen()),
 			&expr.Lookup{SourceRegister: 1, SetName: b.vips.Name, SetID: b.vips.ID, Invert: true})
 	}
-	if r.daddr.IsValid() {
-		e = append(e, network(b.daddrOffset(), b.addrLen()), eq(r.daddr.AsSlice()))
+	if r.DAddr.IsValid() {
+		e = append(e, network(b.daddrOffset(), b.addrLen()), eq(r.DAddr.AsSlice()))
 	}
 	for _, m := range []struct {
 		offset uint32
-		ranges []addrRange
-	}{{b.daddrOffset(), r.daddrs}, {b.saddrOffset(), r.saddr}} {
+		ranges []rules.AddrRange
+	}{{b.daddrOffset(), r.DAddrs}, {b.saddrOffset(), r.SAddr}} {
 		switch len(m.ranges) {
 		case 0:
 		case 1:
@@ -145,16 +146,16 @@ func (b batch) addrMatches(r rule) ([]expr.Any, error) {
 }
 
 // l4Matches match the protocol and the destination ports.
-func (b batch) l4Matches(r rule) ([]expr.Any, error) {
+func (b batch) l4Matches(r rules.Rule) ([]expr.Any, error) {
 	var e []expr.Any
-	if r.proto != AnyProtocol {
-		e = append(e, &expr.Meta{Key: expr.MetaKeyL4PROTO, Register: 1}, eq([]byte{byte(r.proto)}))
+	if r.Proto != AnyProtocol {
+		e = append(e, &expr.Meta{Key: expr.MetaKeyL4PROTO, Register: 1}, eq([]byte{byte(r.Proto)}))
 	}
-	if len(r.protos) > 0 {
+	if len(r.Protos) > 0 {
 		// nft makes a constant set of plain keys (no intervals) for "{ tcp, udp }".
 		s := &nftables.Set{Table: b.tbl, Anonymous: true, Constant: true, KeyType: nftables.TypeInetProto}
-		elems := make([]nftables.SetElement, len(r.protos))
-		for i, p := range r.protos {
+		elems := make([]nftables.SetElement, len(r.Protos))
+		for i, p := range r.Protos {
 			elems[i] = nftables.SetElement{Key: []byte{byte(p)}}
 		}
 		if err := b.c.AddSet(s, elems); err != nil {
@@ -163,27 +164,27 @@ func (b batch) l4Matches(r rule) ([]expr.Any, error) {
 		e = append(e, &expr.Meta{Key: expr.MetaKeyL4PROTO, Register: 1},
 			&expr.Lookup{SourceRegister: 1, SetName: s.Name, SetID: s.ID})
 	}
-	if r.synAck {
+	if r.SynAck {
 		e = append(e, &expr.Meta{Key: expr.MetaKeyL4PROTO, Register: 1}, eq([]byte{unix.IPPROTO_TCP}),
 			&expr.Payload{DestRegister: 1, Base: expr.PayloadBaseTransportHeader, Offset: 13, Len: 1},
 			&expr.Bitwise{SourceRegister: 1, DestRegister: 1, Len: 1, Mask: []byte{tcpFIN | tcpSYN | tcpRST | tcpACK}, Xor: []byte{0}},
 			eq([]byte{tcpSYN | tcpACK}))
 	}
-	if r.mssAbove != 0 {
-		e = append(e, mssOption(0), cmpOp(expr.CmpOpGt, be16(r.mssAbove)))
+	if r.MSSAbove != 0 {
+		e = append(e, mssOption(0), cmpOp(expr.CmpOpGt, be16(r.MSSAbove)))
 	}
-	switch len(r.ports) {
+	switch len(r.Ports) {
 	case 0:
 	case 1:
 		e = append(e, dport())
-		p := r.ports[0]
+		p := r.Ports[0]
 		if p.From == p.To {
 			e = append(e, eq(be16(p.From)))
 		} else {
 			e = append(e, cmpOp(expr.CmpOpGte, be16(p.From)), cmpOp(expr.CmpOpLte, be16(p.To)))
 		}
 	default:
-		lookup, err := b.anonSet(nftables.TypeInetService, portElems(r.ports))
+		lookup, err := b.anonSet(nftables.TypeInetService, portElems(r.Ports))
 		if err != nil {
 			return nil, err
 		}
@@ -194,61 +195,61 @@ func (b batch) l4Matches(r rule) ([]expr.Any, error) {
 
 // stateMatches match the conntrack mark and state, an ICMPv6 redirect and
 // the sending socket's user.
-func stateMatches(r rule) []expr.Any {
+func stateMatches(r rules.Rule) []expr.Any {
 	var e []expr.Any
-	if r.ctMark != 0 {
-		e = append(e, &expr.Ct{Key: expr.CtKeyMARK, Register: 1}, eq(native32(r.ctMark)))
+	if r.CtMark != 0 {
+		e = append(e, &expr.Ct{Key: expr.CtKeyMARK, Register: 1}, eq(native32(r.CtMark)))
 	}
-	if r.ctState != 0 {
+	if r.CtState != 0 {
 		e = append(e, &expr.Ct{Key: expr.CtKeySTATE, Register: 1},
-			&expr.Bitwise{SourceRegister: 1, DestRegister: 1, Len: 4, Mask: native32(r.ctState), Xor: native32(0)},
+			&expr.Bitwise{SourceRegister: 1, DestRegister: 1, Len: 4, Mask: native32(r.CtState), Xor: native32(0)},
 			cmpOp(expr.CmpOpNeq, native32(0)))
 	}
-	if r.redirect {
+	if r.Redirect {
 		e = append(e, &expr.Meta{Key: expr.MetaKeyL4PROTO, Register: 1}, eq([]byte{unix.IPPROTO_ICMPV6}),
 			&expr.Payload{DestRegister: 1, Base: expr.PayloadBaseTransportHeader, Offset: 0, Len: 1},
 			eq([]byte{137})) // ND_REDIRECT
 	}
-	if r.notRoot {
+	if r.NotRoot {
 		e = append(e, &expr.Meta{Key: expr.MetaKeySKUID, Register: 1}, cmpOp(expr.CmpOpNeq, native32(0)))
 	}
 	return e
 }
 
 // actions set marks, translate the source and give the verdict.
-func (b batch) actions(r rule) []expr.Any {
+func (b batch) actions(r rules.Rule) []expr.Any {
 	var e []expr.Any
-	if r.setMSS != 0 {
-		e = append(e, &expr.Immediate{Register: 1, Data: be16(r.setMSS)}, mssOption(1))
+	if r.SetMSS != 0 {
+		e = append(e, &expr.Immediate{Register: 1, Data: be16(r.SetMSS)}, mssOption(1))
 	}
-	if r.setMark != 0 {
-		e = append(e, &expr.Immediate{Register: 1, Data: native32(r.setMark)},
+	if r.SetMark != 0 {
+		e = append(e, &expr.Immediate{Register: 1, Data: native32(r.SetMark)},
 			&expr.Meta{Key: expr.MetaKeyMARK, SourceRegister: true, Register: 1})
 	}
-	if r.setCtMark != 0 {
-		e = append(e, &expr.Immediate{Register: 1, Data: native32(r.setCtMark)},
+	if r.SetCtMark != 0 {
+		e = append(e, &expr.Immediate{Register: 1, Data: native32(r.SetCtMark)},
 			&expr.Ct{Key: expr.CtKeyMARK, SourceRegister: true, Register: 1})
 	}
-	if r.snat.from.IsValid() {
+	if r.SNAT.From.IsValid() {
 		nat := &expr.NAT{Type: expr.NATTypeSourceNAT, Family: unix.NFPROTO_IPV4, RegAddrMin: 1, RegAddrMax: 1, Persistent: true}
-		if b.fam == ipv6 {
+		if b.fam == rules.IPv6 {
 			nat.Family = unix.NFPROTO_IPV6
 		}
-		e = append(e, &expr.Immediate{Register: 1, Data: r.snat.from.AsSlice()})
-		if r.snat.to != r.snat.from {
-			e = append(e, &expr.Immediate{Register: 2, Data: r.snat.to.AsSlice()})
+		e = append(e, &expr.Immediate{Register: 1, Data: r.SNAT.From.AsSlice()})
+		if r.SNAT.To != r.SNAT.From {
+			e = append(e, &expr.Immediate{Register: 2, Data: r.SNAT.To.AsSlice()})
 			nat.RegAddrMax = 2
 		}
 		e = append(e, nat)
 	}
-	switch r.verdict {
-	case accept:
+	switch r.Verdict {
+	case rules.Accept:
 		e = append(e, &expr.Verdict{Kind: expr.VerdictAccept})
-	case ret:
+	case rules.Return:
 		e = append(e, &expr.Verdict{Kind: expr.VerdictReturn})
-	case jumpFullNAT:
-		e = append(e, &expr.Verdict{Kind: expr.VerdictJump, Chain: chainFullNAT})
-	case drop:
+	case rules.JumpFullNAT:
+		e = append(e, &expr.Verdict{Kind: expr.VerdictJump, Chain: rules.ChainFullNAT})
+	case rules.Drop:
 		e = append(e, &expr.Verdict{Kind: expr.VerdictDrop})
 	}
 	return e
@@ -257,14 +258,14 @@ func (b batch) actions(r rule) []expr.Any {
 // addrRange matches one address range the way nft does: a byte-aligned
 // prefix loads only its bytes, other prefixes are masked, and a range that
 // is no prefix is compared from both ends.
-func (b batch) addrRange(offset uint32, r addrRange) []expr.Any {
-	p, isPrefix := r.prefix()
+func (b batch) addrRange(offset uint32, r rules.AddrRange) []expr.Any {
+	p, isPrefix := r.Prefix()
 	switch {
-	case r.from == r.to:
-		return []expr.Any{network(offset, b.addrLen()), eq(r.from.AsSlice())}
+	case r.From == r.To:
+		return []expr.Any{network(offset, b.addrLen()), eq(r.From.AsSlice())}
 	case isPrefix && p.Bits()%8 == 0:
 		n := uint32(p.Bits() / 8)
-		return []expr.Any{network(offset, n), eq(r.from.AsSlice()[:n])}
+		return []expr.Any{network(offset, n), eq(r.From.AsSlice()[:n])}
 	case isPrefix:
 		mask := make([]byte, b.addrLen())
 		for i := range p.Bits() {
@@ -273,10 +274,10 @@ func (b batch) addrRange(offset uint32, r addrRange) []expr.Any {
 		return []expr.Any{
 			network(offset, b.addrLen()),
 			&expr.Bitwise{SourceRegister: 1, DestRegister: 1, Len: b.addrLen(), Mask: mask, Xor: make([]byte, b.addrLen())},
-			eq(r.from.AsSlice()),
+			eq(r.From.AsSlice()),
 		}
 	}
-	return []expr.Any{network(offset, b.addrLen()), cmpOp(expr.CmpOpGte, r.from.AsSlice()), cmpOp(expr.CmpOpLte, r.to.AsSlice())}
+	return []expr.Any{network(offset, b.addrLen()), cmpOp(expr.CmpOpGte, r.From.AsSlice()), cmpOp(expr.CmpOpLte, r.To.AsSlice())}
 }
 
 // anonSet adds a constant interval set and returns the lookup into it.
@@ -291,11 +292,11 @@ func (b batch) anonSet(t nftables.SetDatatype, elems []nftables.SetElement) (exp
 // Interval set elements: a start key, and an end flag on the first key past
 // the range. A range reaching the largest key has no end element: the
 // kernel then matches up to the end of the key space.
-func addrElems(rs []addrRange) []nftables.SetElement {
+func addrElems(rs []rules.AddrRange) []nftables.SetElement {
 	var es []nftables.SetElement
 	for _, r := range rs {
-		es = append(es, nftables.SetElement{Key: r.from.AsSlice()})
-		if next := r.to.Next(); next.IsValid() {
+		es = append(es, nftables.SetElement{Key: r.From.AsSlice()})
+		if next := r.To.Next(); next.IsValid() {
 			es = append(es, nftables.SetElement{Key: next.AsSlice(), IntervalEnd: true})
 		}
 	}

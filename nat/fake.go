@@ -30,10 +30,10 @@ func (f *Fake) Apply(ctx context.Context, rs Ruleset) error {
 	if err := f.fail(); err != nil {
 		return err
 	}
-	if rs.tables == nil {
+	if rs.Tables() == nil {
 		return errZeroRuleset
 	}
-	if f.current != nil && f.current.digest == rs.digest && !f.tampered {
+	if f.current != nil && f.current.Digest() == rs.Digest() && !f.tampered {
 		return nil
 	}
 	f.current = &rs
@@ -55,7 +55,7 @@ func (f *Fake) Installed(ctx context.Context) (string, error) {
 	if f.tampered {
 		return "", nil
 	}
-	return f.current.digest, nil
+	return f.current.Digest(), nil
 }
 
 // Remove implements Interface.

@@ -9,6 +9,7 @@ import (
 
 	"github.com/google/nftables"
 	"github.com/google/nftables/userdata"
+	"github.com/lvsd/lvsd/nat/rules"
 	"github.com/mdlayher/netlink"
 	"golang.org/x/sys/unix"
 )
@@ -74,7 +75,7 @@ func (k *Kernel) conn() (*nftables.Conn, error) {
 // (a no-op if it exists), deletes it and adds it again with its content. A
 // bare delete of a missing table would fail the whole batch.
 func (k *Kernel) Apply(ctx context.Context, rs Ruleset) error {
-	if rs.tables == nil {
+	if rs.Tables() == nil {
 		return errZeroRuleset
 	}
 	if err := ctx.Err(); err != nil {
@@ -84,7 +85,7 @@ func (k *Kernel) Apply(ctx context.Context, rs Ruleset) error {
 	defer nftMu.Unlock()
 	if d, err := k.installed(); err != nil {
 		return err
-	} else if d == rs.digest {
+	} else if d == rs.Digest() {
 		return nil
 	}
 	c, err := k.conn()
@@ -92,17 +93,17 @@ func (k *Kernel) Apply(ctx context.Context, rs Ruleset) error {
 		return err
 	}
 	defer c.CloseLasting()
-	for _, t := range rs.tables {
-		tbl := &nftables.Table{Name: TableName, Family: nfFamily(t.fam)}
+	for _, t := range rs.Tables() {
+		tbl := &nftables.Table{Name: TableName, Family: nfFamily(t.Family)}
 		c.AddTable(tbl)
 		c.DelTable(tbl)
 		c.AddTable(tbl)
-		if err := (batch{c: c, tbl: tbl, fam: t.fam}).fill(t, rs.digest); err != nil {
+		if err := (batch{c: c, tbl: tbl, fam: t.Family}).fill(t, rs.Digest()); err != nil {
 			return fmt.Errorf("building nftables batch: %w", err)
 		}
 	}
 	if err := c.Flush(); err != nil {
-		return fmt.Errorf("replacing tables ip/ip6 %s (ruleset %s): %w", TableName, rs.digest, classify(err))
+		return fmt.Errorf("replacing tables ip/ip6 %s (ruleset %s): %w", TableName, rs.Digest(), classify(err))
 	}
 	return nil
 }
@@ -132,15 +133,15 @@ func (k *Kernel) installed() (string, error) {
 	}
 	defer c.Close()
 	var digest string
-	for _, fam := range []family{ipv4, ipv6} {
+	for _, fam := range []rules.Family{rules.IPv4, rules.IPv6} {
 		comment, err := setComment(c, fam)
 		if errors.Is(err, unix.ENOENT) {
 			return "", nil // table or set missing
 		}
 		if err != nil {
-			return "", fmt.Errorf("reading set %s in table %s %s: %w", vipSet, fam.nftName(), TableName, classify(err))
+			return "", fmt.Errorf("reading set %s in table %s %s: %w", rules.VIPSet, fam.NFTName(), TableName, classify(err))
 		}
-		d, ok := strings.CutPrefix(comment, commentPrefix)
+		d, ok := strings.CutPrefix(comment, rules.CommentPrefix)
 		if !ok || d == "" || (digest != "" && d != digest) {
 			return "", nil
 		}
@@ -149,10 +150,10 @@ func (k *Kernel) installed() (string, error) {
 	return digest, nil
 }
 
-func setComment(c *netlink.Conn, fam family) (string, error) {
+func setComment(c *netlink.Conn, fam rules.Family) (string, error) {
 	attrs, err := netlink.MarshalAttributes([]netlink.Attribute{
 		{Type: unix.NFTA_SET_TABLE, Data: []byte(TableName + "\x00")},
-		{Type: unix.NFTA_SET_NAME, Data: []byte(vipSet + "\x00")},
+		{Type: unix.NFTA_SET_NAME, Data: []byte(rules.VIPSet + "\x00")},
 	})
 	if err != nil {
 		return "", err
@@ -205,7 +206,7 @@ func (k *Kernel) Remove(ctx context.Context) error {
 		return err
 	}
 	defer c.CloseLasting()
-	for _, fam := range []family{ipv4, ipv6} {
+	for _, fam := range []rules.Family{rules.IPv4, rules.IPv6} {
 		tbl := &nftables.Table{Name: TableName, Family: nfFamily(fam)}
 		c.AddTable(tbl) // so that the delete cannot fail on a missing table
 		c.DelTable(tbl)
@@ -216,8 +217,8 @@ func (k *Kernel) Remove(ctx context.Context) error {
 	return nil
 }
 
-func nfFamily(f family) nftables.TableFamily {
-	if f == ipv4 {
+func nfFamily(f rules.Family) nftables.TableFamily {
+	if f == rules.IPv4 {
 		return nftables.TableFamilyIPv4
 	}
 	return nftables.TableFamilyIPv6

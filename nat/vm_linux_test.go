@@ -14,6 +14,7 @@ import (
 	"errors"
 	"fmt"
 	"net"
+	"net/netip"
 	"os"
 	"os/exec"
 	"strings"
@@ -133,13 +134,13 @@ link set d0 up
 	}
 	spec := Spec{
 		Marks: []MarkRule{
-			{Match: Match{VIP: addr("203.0.113.20"), Protocol: TCP, Ports: []PortRange{{8000, 8099}}}, Mark: 0x20, Comment: "port range"},
+			{Match: Match{VIP: addr("203.0.113.20"), Protocol: TCP, Ports: []PortRange{{From: 8000, To: 8099}}}, Mark: 0x20, Comment: "port range"},
 			{Match: Match{VIP: addr("203.0.113.30"), Protocol: TCP, Ports: []PortRange{port(80)}}, Mark: 0x30, Comment: "pool A"},
 			{Match: Match{VIP: addr("203.0.113.30"), Protocol: TCP, Ports: []PortRange{port(80)}, Sources: prefixes("10.0.1.0/24")}, Mark: 0x31, Comment: "pool B"},
 		},
 		SNAT: []SNATRule{
 			fullnat("203.0.113.10", port(80)),
-			fullnat("203.0.113.20", PortRange{8000, 8099}),
+			fullnat("203.0.113.20", PortRange{From: 8000, To: 8099}),
 			fullnat("203.0.113.30", port(80)),
 			{Match: Match{VIP: addr("2001:db8:f::10"), Protocol: TCP, Ports: []PortRange{port(80)}}, CtMark: 0x10, To: addrs("2001:db8:2::100"), Comment: "fullnat v6"},
 		},
@@ -270,4 +271,12 @@ func fetch(t *testing.T, ns testNS, src, dst string, timeout time.Duration) (str
 		line = strings.TrimSpace(line)
 	})
 	return line, err
+}
+
+func prefixes(ss ...string) []netip.Prefix {
+	ps := make([]netip.Prefix, len(ss))
+	for i, s := range ss {
+		ps[i] = netip.MustParsePrefix(s)
+	}
+	return ps
 }

@@ -5,7 +5,7 @@ import (
 	"slices"
 	"time"
 
-	"github.com/lvsd/lvsd/ipvs"
+	"github.com/lvsd/lvsd/ipvs/spec"
 )
 
 // IPVS is the agent file's ipvs block: settings of the kernel's IPVS that
@@ -14,7 +14,7 @@ import (
 type IPVS struct {
 	// Timeouts are the idle timeouts of connection entries lvsd sets; a
 	// zero field leaves the kernel's value as it is (docs/configuration.md).
-	Timeouts ipvs.Timeouts
+	Timeouts spec.Timeouts
 }
 
 type rawIPVS struct {
@@ -36,7 +36,7 @@ func (d *doc) ipvsBlock(role Role, raw *rawIPVS) IPVS {
 	}
 	var out IPVS
 	if t := raw.Timeouts; t != nil {
-		out.Timeouts = ipvs.Timeouts{
+		out.Timeouts = spec.Timeouts{
 			TCP:    d.ipvsTimeout("tcp", string(t.TCP)),
 			TCPFin: d.ipvsTimeout("tcp_fin", string(t.TCPFin)),
 			UDP:    d.ipvsTimeout("udp", string(t.UDP)),
@@ -46,7 +46,7 @@ func (d *doc) ipvsBlock(role Role, raw *rawIPVS) IPVS {
 }
 
 // ipvsTimeout reads one timeout: a duration in whole seconds up to
-// ipvs.MaxTimeout; 0 (or absent) leaves the kernel's.
+// spec.MaxTimeout; 0 (or absent) leaves the kernel's.
 func (d *doc) ipvsTimeout(key, raw string) time.Duration {
 	if raw == "" || raw == "0" {
 		return 0
@@ -57,7 +57,7 @@ func (d *doc) ipvsTimeout(key, raw string) time.Duration {
 		d.errorf(path, "timeout %s %q is not a duration like 60s or 15m (0 keeps the kernel's)", key, raw)
 		return 0
 	}
-	if err := ipvs.ValidateTimeout(v); err != nil {
+	if err := spec.ValidateTimeout(v); err != nil {
 		d.errorf(path, "timeout %s: %v (0 keeps the kernel's)", key, err)
 		return 0
 	}

@@ -8,20 +8,20 @@ import (
 	"testing"
 	"time"
 
-	"github.com/lvsd/lvsd/ipvs"
+	"github.com/lvsd/lvsd/ipvs/spec"
 )
 
 func TestIPVSTimeouts(t *testing.T) {
 	const head = "interface: eth0\nservices_dir: services.d\n"
 	for _, c := range []struct {
 		name, body string
-		want       ipvs.Timeouts
+		want       spec.Timeouts
 	}{
-		{"absent: the kernel's", head, ipvs.Timeouts{}},
+		{"absent: the kernel's", head, spec.Timeouts{}},
 		{"seed 000: 60 s after the last packet", head + "ipvs: {timeouts: {tcp: 60s, tcp_fin: 60s, udp: 60s}}\n",
-			ipvs.Timeouts{TCP: time.Minute, TCPFin: time.Minute, UDP: time.Minute}},
-		{"one of three", head + "ipvs:\n  timeouts:\n    tcp: 15m\n", ipvs.Timeouts{TCP: 15 * time.Minute}},
-		{"0 keeps the kernel's", head + "ipvs: {timeouts: {tcp: 0, udp: 0s, tcp_fin: 2s}}\n", ipvs.Timeouts{TCPFin: 2 * time.Second}},
+			spec.Timeouts{TCP: time.Minute, TCPFin: time.Minute, UDP: time.Minute}},
+		{"one of three", head + "ipvs:\n  timeouts:\n    tcp: 15m\n", spec.Timeouts{TCP: 15 * time.Minute}},
+		{"0 keeps the kernel's", head + "ipvs: {timeouts: {tcp: 0, udp: 0s, tcp_fin: 2s}}\n", spec.Timeouts{TCPFin: 2 * time.Second}},
 	} {
 		t.Run(c.name, func(t *testing.T) {
 			a := loadAgentText(t, c.body)

@@ -118,7 +118,7 @@ type Backend struct {
 	Weight int
 	Health *Health // the service's, or the backend's own override; nil: not checked
 	// UpperThreshold and LowerThreshold are IPVS's connection limits (0:
-	// none; ipvs.Destination says what the kernel counts).
+	// none; spec.Destination of ipvs/spec says what the kernel counts).
 	UpperThreshold, LowerThreshold uint32
 	Port                           uint16 // 0: the port the client connected to
 	Failover                       bool   // in the failover pool (seed 000)

@@ -1,73 +1,75 @@
-package nat
+package rules_test
 
 import (
 	"math/rand/v2"
 	"net/netip"
 	"slices"
 	"testing"
+
+	"github.com/lvsd/lvsd/nat/rules"
 )
 
 // packet is what the prerouting rules look at.
 type packet struct {
 	src, dst netip.Addr
-	proto    Protocol
+	proto    rules.Protocol
 	port     uint16
 }
 
 // eval runs the rendered prerouting chain (and the fullnat chain it jumps
 // to) over p the way nf_tables does: first matching rule with a verdict
 // ends the chain. It returns the packet mark and the ct mark set.
-func (rs Ruleset) eval(p packet) (mark, ctMark uint32) {
-	t := rs.tables[familyOf(p.dst)]
-	for _, r := range t.pre {
+func eval(rs rules.Ruleset, p packet) (mark, ctMark uint32) {
+	t := rs.Tables()[rules.FamilyOf(p.dst)]
+	for _, r := range t.Pre {
 		switch {
-		case r.notVIP:
-			if !slices.Contains(t.vips, p.dst) {
+		case r.NotVIP:
+			if !slices.Contains(t.VIPs, p.dst) {
 				return mark, ctMark // accept: not for a VIP
 			}
-		case r.verdict == jumpFullNAT:
-			for _, f := range t.fullnat {
-				if f.matches(p) {
-					ctMark = f.setCtMark
+		case r.Verdict == rules.JumpFullNAT:
+			for _, f := range t.FullNAT {
+				if matches(f, p) {
+					ctMark = f.SetCtMark
 					break // return
 				}
 			}
-		case r.matches(p):
-			return r.setMark, ctMark // accept
+		case matches(r, p):
+			return r.SetMark, ctMark // accept
 		}
 	}
 	return mark, ctMark
 }
 
-func (r rule) matches(p packet) bool {
-	if r.daddr.IsValid() && r.daddr != p.dst {
+func matches(r rules.Rule, p packet) bool {
+	if r.DAddr.IsValid() && r.DAddr != p.dst {
 		return false
 	}
-	if len(r.saddr) > 0 && !slices.ContainsFunc(r.saddr, func(a addrRange) bool {
-		return a.from.Compare(p.src) <= 0 && p.src.Compare(a.to) <= 0
+	if len(r.SAddr) > 0 && !slices.ContainsFunc(r.SAddr, func(a rules.AddrRange) bool {
+		return a.From.Compare(p.src) <= 0 && p.src.Compare(a.To) <= 0
 	}) {
 		return false
 	}
-	if r.proto != AnyProtocol && r.proto != p.proto {
+	if r.Proto != rules.AnyProtocol && r.Proto != p.proto {
 		return false
 	}
-	if len(r.ports) > 0 && !slices.ContainsFunc(r.ports, func(pr PortRange) bool { return pr.From <= p.port && p.port <= pr.To }) {
+	if len(r.Ports) > 0 && !slices.ContainsFunc(r.Ports, func(pr rules.PortRange) bool { return pr.From <= p.port && p.port <= pr.To }) {
 		return false
 	}
 	return true
 }
 
-// oracle picks the winning rule straight from the Spec, as package doc
+// oracle picks the winning rule straight from the Spec, as nat's package doc
 // states it (seed 001's selection): among the rules matching the packet, a
 // named protocol beats any, then the longest matching source prefix (none
 // counts as shortest), then listed ports beat all ports.
-func oracle(rules []Match, values []uint32, p packet) uint32 {
+func oracle(ms []rules.Match, values []uint32, p packet) uint32 {
 	best, bestKey := uint32(0), [3]int{-1, -2, -1}
-	for i, m := range rules {
-		if m.VIP != p.dst || m.Protocol != AnyProtocol && m.Protocol != p.proto {
+	for i, m := range ms {
+		if m.VIP != p.dst || m.Protocol != rules.AnyProtocol && m.Protocol != p.proto {
 			continue
 		}
-		if len(m.Ports) > 0 && !slices.ContainsFunc(m.Ports, func(pr PortRange) bool { return pr.From <= p.port && p.port <= pr.To }) {
+		if len(m.Ports) > 0 && !slices.ContainsFunc(m.Ports, func(pr rules.PortRange) bool { return pr.From <= p.port && p.port <= pr.To }) {
 			continue
 		}
 		bits := -1
@@ -79,7 +81,7 @@ func oracle(rules []Match, values []uint32, p packet) uint32 {
 		if len(m.Sources) > 0 && bits < 0 {
 			continue
 		}
-		key := [3]int{b2i(m.Protocol != AnyProtocol), bits, b2i(len(m.Ports) > 0)}
+		key := [3]int{b2i(m.Protocol != rules.AnyProtocol), bits, b2i(len(m.Ports) > 0)}
 		if slices.Compare(key[:], bestKey[:]) > 0 {
 			best, bestKey = values[i], key
 		}
@@ -88,7 +90,7 @@ func oracle(rules []Match, values []uint32, p packet) uint32 {
 }
 
 func TestSteeringSeed001(t *testing.T) {
-	rs := mustRender(t, Spec{Marks: steering})
+	rs := mustRender(t, rules.Spec{Marks: steering})
 	vip := addr("198.51.100.1")
 	for _, tc := range []struct {
 		src  string
@@ -100,7 +102,7 @@ func TestSteeringSeed001(t *testing.T) {
 		{"192.0.2.1", 80, 0x100},    // outside every range: the parent
 		{"203.0.113.5", 81, 0},      // no rule for port 81: no mark, a plain IPVS service may take it
 	} {
-		if got, _ := rs.eval(packet{addr(tc.src), vip, TCP, tc.port}); got != tc.want {
+		if got, _ := eval(rs, packet{addr(tc.src), vip, rules.TCP, tc.port}); got != tc.want {
 			t.Errorf("client %s port %d: mark 0x%x, want 0x%x", tc.src, tc.port, got, tc.want)
 		}
 	}
@@ -109,21 +111,21 @@ func TestSteeringSeed001(t *testing.T) {
 // TestL3DefaultScenarios are seed 001's two coexistence scenarios.
 func TestL3DefaultScenarios(t *testing.T) {
 	vip := addr("198.51.100.1")
-	l3 := MarkRule{Match: Match{VIP: vip}, Mark: 1}
+	l3 := rules.MarkRule{Match: rules.Match{VIP: vip}, Mark: 1}
 	for _, tc := range []struct {
 		name  string
-		tcp   MarkRule
+		tcp   rules.MarkRule
 		probe []packet
 		want  []uint32
 	}{
-		{"scenario 1: tcp all ports", MarkRule{Match: Match{VIP: vip, Protocol: TCP}, Mark: 2},
-			[]packet{{addr("192.0.2.1"), vip, TCP, 1234}, {addr("192.0.2.1"), vip, UDP, 1234}}, []uint32{2, 1}},
-		{"scenario 2: tcp 8080", MarkRule{Match: Match{VIP: vip, Protocol: TCP, Ports: []PortRange{port(8080)}}, Mark: 2},
-			[]packet{{addr("192.0.2.1"), vip, TCP, 8080}, {addr("192.0.2.1"), vip, TCP, 80}, {addr("192.0.2.1"), vip, UDP, 8080}}, []uint32{2, 1, 1}},
+		{"scenario 1: tcp all ports", rules.MarkRule{Match: rules.Match{VIP: vip, Protocol: rules.TCP}, Mark: 2},
+			[]packet{{addr("192.0.2.1"), vip, rules.TCP, 1234}, {addr("192.0.2.1"), vip, rules.UDP, 1234}}, []uint32{2, 1}},
+		{"scenario 2: tcp 8080", rules.MarkRule{Match: rules.Match{VIP: vip, Protocol: rules.TCP, Ports: []rules.PortRange{port(8080)}}, Mark: 2},
+			[]packet{{addr("192.0.2.1"), vip, rules.TCP, 8080}, {addr("192.0.2.1"), vip, rules.TCP, 80}, {addr("192.0.2.1"), vip, rules.UDP, 8080}}, []uint32{2, 1, 1}},
 	} {
-		rs := mustRender(t, Spec{Marks: []MarkRule{l3, tc.tcp}})
+		rs := mustRender(t, rules.Spec{Marks: []rules.MarkRule{l3, tc.tcp}})
 		for i, p := range tc.probe {
-			if got, _ := rs.eval(p); got != tc.want[i] {
+			if got, _ := eval(rs, p); got != tc.want[i] {
 				t.Errorf("%s: %s %s:%d: mark %d, want %d", tc.name, p.proto, p.dst, p.port, got, tc.want[i])
 			}
 		}
@@ -138,11 +140,11 @@ func TestRandomSpecsAgreeWithOracle(t *testing.T) {
 	vips := addrs("198.51.100.1", "198.51.100.2", "2001:db8::1")
 	src4 := prefixes("10.0.0.0/8", "10.1.0.0/16", "10.1.2.0/24", "10.1.3.0/24", "10.1.2.128/25", "10.1.2.7/32", "192.168.0.0/16")
 	src6 := prefixes("2001:db8:a::/48", "2001:db8:a:1::/64", "2001:db8:a:2::/64", "2001:db8:b::/48")
-	protos := []Protocol{AnyProtocol, TCP, UDP, SCTP}
-	portSets := [][]PortRange{nil, {port(80)}, {port(80), port(443)}, {{8000, 8099}}, {{70, 90}, port(65535)}}
-	randMatch := func() Match {
-		m := Match{VIP: vips[r.IntN(len(vips))], Protocol: protos[r.IntN(len(protos))]}
-		if m.Protocol != AnyProtocol {
+	protos := []rules.Protocol{rules.AnyProtocol, rules.TCP, rules.UDP, rules.SCTP}
+	portSets := [][]rules.PortRange{nil, {port(80)}, {port(80), port(443)}, {{From: 8000, To: 8099}}, {{From: 70, To: 90}, port(65535)}}
+	randMatch := func() rules.Match {
+		m := rules.Match{VIP: vips[r.IntN(len(vips))], Protocol: protos[r.IntN(len(protos))]}
+		if m.Protocol != rules.AnyProtocol {
 			m.Ports = portSets[r.IntN(len(portSets))]
 		}
 		pool := src4
@@ -159,12 +161,12 @@ func TestRandomSpecsAgreeWithOracle(t *testing.T) {
 	ports := []uint16{80, 443, 8050, 65535, 22}
 	checked := 0
 	for range 3000 {
-		var spec Spec
-		var markMatches, snatMatches []Match
+		var spec rules.Spec
+		var markMatches, snatMatches []rules.Match
 		var markValues, snatValues []uint32
 		for i := range 1 + r.IntN(5) {
 			m := randMatch()
-			spec.Marks = append(spec.Marks, MarkRule{Match: m, Mark: uint32(i + 1)})
+			spec.Marks = append(spec.Marks, rules.MarkRule{Match: m, Mark: uint32(i + 1)})
 			markMatches, markValues = append(markMatches, m), append(markValues, uint32(i+1))
 		}
 		for i := range r.IntN(3) {
@@ -173,10 +175,10 @@ func TestRandomSpecsAgreeWithOracle(t *testing.T) {
 			if m.VIP.Is6() {
 				to = addrs("2001:db8:ffff::1")
 			}
-			spec.SNAT = append(spec.SNAT, SNATRule{Match: m, CtMark: uint32(0x10 + i), To: to})
+			spec.SNAT = append(spec.SNAT, rules.SNATRule{Match: m, CtMark: uint32(0x10 + i), To: to})
 			snatMatches, snatValues = append(snatMatches, m), append(snatValues, uint32(0x10+i))
 		}
-		rs, err := Render(spec)
+		rs, err := rules.Render(spec)
 		if err != nil {
 			continue // an ambiguous random spec: Render's conflict check, tested elsewhere
 		}
@@ -188,7 +190,7 @@ func TestRandomSpecsAgreeWithOracle(t *testing.T) {
 			} else {
 				p.src = clients6[r.IntN(len(clients6))]
 			}
-			mark, ct := rs.eval(p)
+			mark, ct := eval(rs, p)
 			if want := oracle(markMatches, markValues, p); mark != want {
 				t.Fatalf("packet %+v: mark 0x%x, oracle 0x%x\nspec %+v\n%s", p, mark, want, spec, rs)
 			}
@@ -200,4 +202,11 @@ func TestRandomSpecsAgreeWithOracle(t *testing.T) {
 	if checked < 1000 {
 		t.Errorf("only %d of 3000 random specs rendered: the generator makes too many conflicts", checked)
 	}
+}
+
+func b2i(b bool) int {
+	if b {
+		return 1
+	}
+	return 0
 }

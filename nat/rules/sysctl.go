@@ -1,7 +1,7 @@
-package nat
+package rules
 
 // Kernel parameters (paths below /proc/sys) a NAT or FULLNAT director needs.
-// nat only names them; the agent sets them through its one sysctl writer
+// rules only names them; the agent sets them through its one sysctl writer
 // (arp.Sysctls) and shows every change in its plan.
 const (
 	// SysctlForwardV4 and SysctlForwardV6 turn on forwarding: a NAT or

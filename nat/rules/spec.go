@@ -1,4 +1,4 @@
-package nat
+package rules
 
 import (
 	"errors"
@@ -46,7 +46,7 @@ const (
 	maxMSS = 65495
 )
 
-func (c MSSClamp) check() (family, error) {
+func (c MSSClamp) check() (Family, error) {
 	switch {
 	case !c.VIP.IsValid() || c.VIP.IsUnspecified() || c.VIP.IsMulticast():
 		return 0, fmt.Errorf("VIP %v: not a unicast address", c.VIP)
@@ -141,7 +141,7 @@ type SNATRule struct {
 const maxComment = 128
 
 // check validates what one Match says on its own and returns its family.
-func (m Match) check() (family, error) {
+func (m Match) check() (Family, error) {
 	if !m.VIP.IsValid() {
 		return 0, errors.New("no VIP")
 	}
@@ -210,7 +210,7 @@ func checkComment(c string) error {
 	return nil
 }
 
-func (r MarkRule) check() (family, error) {
+func (r MarkRule) check() (Family, error) {
 	fam, err := r.Match.check()
 	if err != nil {
 		return 0, err
@@ -221,34 +221,34 @@ func (r MarkRule) check() (family, error) {
 	return fam, checkComment(r.Comment)
 }
 
-func (r SNATRule) check() (family, addrRange, error) {
+func (r SNATRule) check() (Family, AddrRange, error) {
 	fam, err := r.Match.check()
 	if err != nil {
-		return 0, addrRange{}, err
+		return 0, AddrRange{}, err
 	}
 	if r.CtMark == 0 {
-		return 0, addrRange{}, errors.New("ct mark 0 (every connection starts with ct mark 0)")
+		return 0, AddrRange{}, errors.New("ct mark 0 (every connection starts with ct mark 0)")
 	}
 	if err := checkComment(r.Comment); err != nil {
-		return 0, addrRange{}, err
+		return 0, AddrRange{}, err
 	}
 	if len(r.To) == 0 {
-		return 0, addrRange{}, errors.New("no SNAT source addresses")
+		return 0, AddrRange{}, errors.New("no SNAT source addresses")
 	}
 	for _, a := range r.To {
 		if err := checkAddr(a); err != nil {
-			return 0, addrRange{}, fmt.Errorf("SNAT address %s: %w", a, err)
+			return 0, AddrRange{}, fmt.Errorf("SNAT address %s: %w", a, err)
 		}
 		if !a.IsValid() || a.IsUnspecified() || a.IsMulticast() {
-			return 0, addrRange{}, fmt.Errorf("SNAT address %s: not a unicast address", a)
+			return 0, AddrRange{}, fmt.Errorf("SNAT address %s: not a unicast address", a)
 		}
 		if familyOf(a) != fam {
-			return 0, addrRange{}, fmt.Errorf("SNAT address %s: not the VIP's address family", a)
+			return 0, AddrRange{}, fmt.Errorf("SNAT address %s: not the VIP's address family", a)
 		}
 	}
 	to, ok := consecutive(r.To)
 	if !ok {
-		return 0, addrRange{}, fmt.Errorf("SNAT addresses %s are not consecutive: nftables snat takes one address range", joinAddrs(r.To))
+		return 0, AddrRange{}, fmt.Errorf("SNAT addresses %s are not consecutive: nftables snat takes one address range", joinAddrs(r.To))
 	}
 	return fam, to, nil
 }

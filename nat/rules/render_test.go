@@ -1,4 +1,4 @@
-package nat
+package rules_test
 
 import (
 	"flag"
@@ -7,18 +7,20 @@ import (
 	"slices"
 	"strings"
 	"testing"
+
+	"github.com/lvsd/lvsd/nat/rules"
 )
 
 var update = flag.Bool("update", false, "rewrite testdata/*.golden from the current output")
 
 func TestRenderGolden(t *testing.T) {
 	for _, tc := range goldenCases {
-		t.Run(tc.name, func(t *testing.T) {
-			rs, err := Render(tc.spec)
+		t.Run(tc.Name, func(t *testing.T) {
+			rs, err := rules.Render(tc.Spec)
 			if err != nil {
 				t.Fatal(err)
 			}
-			path := filepath.Join("testdata", tc.name+".golden")
+			path := filepath.Join("testdata", tc.Name+".golden")
 			if *update {
 				if err := os.WriteFile(path, []byte(rs.String()), 0o644); err != nil {
 					t.Fatal(err)
@@ -30,7 +32,7 @@ func TestRenderGolden(t *testing.T) {
 				t.Fatalf("%v (run go test -update to create it)", err)
 			}
 			if got := rs.String(); got != string(want) {
-				t.Errorf("Render(%s) differs from %s (go test -update rewrites it):\n--- got\n%s--- want\n%s", tc.name, path, got, want)
+				t.Errorf("Render(%s) differs from %s (go test -update rewrites it):\n--- got\n%s--- want\n%s", tc.Name, path, got, want)
 			}
 		})
 	}
@@ -38,12 +40,12 @@ func TestRenderGolden(t *testing.T) {
 
 func TestRenderIsIndependentOfRuleOrder(t *testing.T) {
 	for _, tc := range goldenCases {
-		want, err := Render(tc.spec)
+		want, err := rules.Render(tc.Spec)
 		if err != nil {
 			t.Fatal(err)
 		}
-		rev := Spec{Marks: slices.Clone(tc.spec.Marks), SNAT: slices.Clone(tc.spec.SNAT), SyncPorts: slices.Clone(tc.spec.SyncPorts),
-			SyncGroup: tc.spec.SyncGroup, DropRedirects6: tc.spec.DropRedirects6, ClampMSS: slices.Clone(tc.spec.ClampMSS)}
+		rev := rules.Spec{Marks: slices.Clone(tc.Spec.Marks), SNAT: slices.Clone(tc.Spec.SNAT), SyncPorts: slices.Clone(tc.Spec.SyncPorts),
+			SyncGroup: tc.Spec.SyncGroup, DropRedirects6: tc.Spec.DropRedirects6, ClampMSS: slices.Clone(tc.Spec.ClampMSS)}
 		slices.Reverse(rev.Marks)
 		slices.Reverse(rev.ClampMSS)
 		slices.Reverse(rev.SNAT)
@@ -52,12 +54,12 @@ func TestRenderIsIndependentOfRuleOrder(t *testing.T) {
 			rev.Marks[i].Sources = slices.Clone(rev.Marks[i].Sources)
 			slices.Reverse(rev.Marks[i].Sources)
 		}
-		got, err := Render(rev)
+		got, err := rules.Render(rev)
 		if err != nil {
 			t.Fatal(err)
 		}
 		if got.String() != want.String() || got.Digest() != want.Digest() {
-			t.Errorf("%s: reversed rule order renders differently:\n%s\nvs\n%s", tc.name, got, want)
+			t.Errorf("%s: reversed rule order renders differently:\n%s\nvs\n%s", tc.Name, got, want)
 		}
 	}
 }
@@ -65,25 +67,25 @@ func TestRenderIsIndependentOfRuleOrder(t *testing.T) {
 func TestDigestTracksContent(t *testing.T) {
 	seen := map[string]string{}
 	for _, tc := range goldenCases {
-		rs, err := Render(tc.spec)
+		rs, err := rules.Render(tc.Spec)
 		if err != nil {
 			t.Fatal(err)
 		}
-		if len(rs.Digest()) != digestHexChars {
-			t.Errorf("%s: digest %q", tc.name, rs.Digest())
+		if len(rs.Digest()) != rules.DigestHexChars {
+			t.Errorf("%s: digest %q", tc.Name, rs.Digest())
 		}
 		if other, dup := seen[rs.Digest()]; dup {
-			t.Errorf("%s and %s share digest %s", tc.name, other, rs.Digest())
+			t.Errorf("%s and %s share digest %s", tc.Name, other, rs.Digest())
 		}
-		seen[rs.Digest()] = tc.name
+		seen[rs.Digest()] = tc.Name
 		if !strings.Contains(rs.String(), rs.Digest()) {
-			t.Errorf("%s: digest not in the text", tc.name)
+			t.Errorf("%s: digest not in the text", tc.Name)
 		}
 	}
 }
 
 func TestEmptyRulesetKeepsBothTables(t *testing.T) {
-	rs, err := Render(Spec{})
+	rs, err := rules.Render(rules.Spec{})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -102,7 +104,7 @@ func TestEmptyRulesetKeepsBothTables(t *testing.T) {
 }
 
 func TestMarkOnlyRulesetHasNoNATOrConntrack(t *testing.T) {
-	rs, err := Render(Spec{Marks: steering})
+	rs, err := rules.Render(rules.Spec{Marks: steering})
 	if err != nil {
 		t.Fatal(err)
 	}

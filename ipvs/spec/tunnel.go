@@ -1,9 +1,8 @@
-package ipvs
+package spec
 
 import (
 	"fmt"
 	"strings"
-	"syscall"
 )
 
 // TunnelType is the encapsulation of a tunnel destination
@@ -64,19 +63,4 @@ func (t TunnelOptions) String() string {
 		b.WriteString("+remcsum")
 	}
 	return b.String()
-}
-
-// needsOwnNetlink reports whether moby/ipvs can program the destination:
-// it sends no tunnel attributes, which the kernel reads as IPIP.
-func (d Destination) needsOwnNetlink() bool {
-	return d.Forwarding == Tunnel && d.Tunnel != (TunnelOptions{})
-}
-
-// check refuses what the kernel refuses (ip_vs_add_dest, ip_vs_edit_dest:
-// a GUE destination needs a port), so the Fake fails where the kernel would.
-func (t TunnelOptions) check() error {
-	if t.Type == TunnelGUE && t.Port == 0 {
-		return fmt.Errorf("tunnel gue without a port: %w", syscall.EINVAL)
-	}
-	return nil
 }

@@ -1,4 +1,4 @@
-package nat
+package rules
 
 import (
 	"cmp"
@@ -6,37 +6,38 @@ import (
 	"slices"
 )
 
-// family is one of the two tables lvsd owns.
-type family uint8
+// Family is one of the two tables lvsd owns.
+type Family uint8
 
+// The families, in the order of Ruleset.Tables.
 const (
-	ipv4 family = iota
-	ipv6
+	IPv4 Family = iota
+	IPv6
 )
 
-func familyOf(a netip.Addr) family {
+func familyOf(a netip.Addr) Family {
 	if a.Is4() {
-		return ipv4
+		return IPv4
 	}
-	return ipv6
+	return IPv6
 }
 
-// nftName is the family's keyword in nft syntax ("ip", "ip6").
-func (f family) nftName() string {
-	if f == ipv4 {
+// NFTName is the family's keyword in nft syntax ("ip", "ip6").
+func (f Family) NFTName() string {
+	if f == IPv4 {
 		return "ip"
 	}
 	return "ip6"
 }
 
-// addrRange is an inclusive address range. Sets of source prefixes become
+// AddrRange is an inclusive address range. Sets of source prefixes become
 // ranges because the kernel stores interval sets as ranges: adjacent prefixes
 // must be merged (an interval ending where the next starts is rejected), and
 // nft then prints each range as a prefix when it is one.
-type addrRange struct{ from, to netip.Addr }
+type AddrRange struct{ From, To netip.Addr }
 
-func prefixRange(p netip.Prefix) addrRange {
-	return addrRange{p.Addr(), lastAddr(p)}
+func prefixRange(p netip.Prefix) AddrRange {
+	return AddrRange{p.Addr(), lastAddr(p)}
 }
 
 // lastAddr returns the highest address in p.
@@ -49,16 +50,16 @@ func lastAddr(p netip.Prefix) netip.Addr {
 	return a
 }
 
-// prefix returns r as a prefix if it is exactly one.
-func (r addrRange) prefix() (netip.Prefix, bool) {
-	for bits := r.from.BitLen(); bits >= 0; bits-- {
-		p := netip.PrefixFrom(r.from, bits)
+// Prefix returns r as a prefix if it is exactly one.
+func (r AddrRange) Prefix() (netip.Prefix, bool) {
+	for bits := r.From.BitLen(); bits >= 0; bits-- {
+		p := netip.PrefixFrom(r.From, bits)
 		if p.Masked() != p {
 			return netip.Prefix{}, false // from is not aligned to this size or any larger one
 		}
-		if last := lastAddr(p); last == r.to {
+		if last := lastAddr(p); last == r.To {
 			return p, true
-		} else if last.Compare(r.to) > 0 {
+		} else if last.Compare(r.To) > 0 {
 			return netip.Prefix{}, false
 		}
 	}
@@ -66,19 +67,19 @@ func (r addrRange) prefix() (netip.Prefix, bool) {
 }
 
 // String prints r the way nft prints an interval: address, prefix or range.
-func (r addrRange) String() string {
-	if r.from == r.to {
-		return r.from.String()
+func (r AddrRange) String() string {
+	if r.From == r.To {
+		return r.From.String()
 	}
-	if p, ok := r.prefix(); ok {
+	if p, ok := r.Prefix(); ok {
 		return p.String()
 	}
-	return r.from.String() + "-" + r.to.String()
+	return r.From.String() + "-" + r.To.String()
 }
 
 // mergePrefixes turns prefixes into sorted, disjoint, non-adjacent ranges.
-func mergePrefixes(ps []netip.Prefix) []addrRange {
-	rs := make([]addrRange, len(ps))
+func mergePrefixes(ps []netip.Prefix) []AddrRange {
+	rs := make([]AddrRange, len(ps))
 	for i, p := range ps {
 		rs[i] = prefixRange(p)
 	}
@@ -116,16 +117,16 @@ func portsOverlap(a, b []PortRange) bool {
 
 // consecutive reports whether as, once sorted and deduplicated, is one
 // unbroken run of addresses, and returns the run.
-func consecutive(as []netip.Addr) (addrRange, bool) {
+func consecutive(as []netip.Addr) (AddrRange, bool) {
 	s := slices.Clone(as)
 	slices.SortFunc(s, netip.Addr.Compare)
 	s = slices.Compact(s)
 	for i := 1; i < len(s); i++ {
 		if s[i-1].Next() != s[i] {
-			return addrRange{}, false
+			return AddrRange{}, false
 		}
 	}
-	return addrRange{s[0], s[len(s)-1]}, true
+	return AddrRange{s[0], s[len(s)-1]}, true
 }
 
 func comparePorts(a, b []PortRange) int {

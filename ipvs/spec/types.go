@@ -1,10 +1,9 @@
-package ipvs
+package spec
 
 import (
 	"fmt"
 	"net/netip"
 	"strings"
-	"syscall"
 )
 
 // Protocol is an IP protocol number as IPVS stores it.
@@ -12,8 +11,8 @@ type Protocol uint16
 
 // Protocols IPVS balances.
 const (
-	TCP  Protocol = syscall.IPPROTO_TCP
-	UDP  Protocol = syscall.IPPROTO_UDP
+	TCP  Protocol = 6  // IPPROTO_TCP
+	UDP  Protocol = 17 // IPPROTO_UDP
 	SCTP Protocol = 132
 )
 
@@ -38,7 +37,8 @@ type Flags uint32
 // Service flags. SchedFlag1/2 mean mh-fallback/mh-port for the mh scheduler.
 const (
 	FlagPersistent Flags = 0x0001
-	flagHashed     Flags = 0x0002 // set by the kernel on read; must not be sent back
+	// 0x0002 is IP_VS_SVC_F_HASHED, which the kernel sets on read and
+	// package ipvs strips.
 	FlagOnePacket  Flags = 0x0004
 	FlagMHFallback Flags = 0x0008
 	FlagMHPort     Flags = 0x0010
@@ -130,10 +130,12 @@ type Service struct {
 // SameOptions reports whether s and o need no update to match.
 func (s Service) SameOptions(o Service) bool {
 	return s.Scheduler == o.Scheduler && s.Flags == o.Flags && s.Timeout == o.Timeout &&
-		s.netmaskBits() == o.netmaskBits()
+		s.NetmaskBits() == o.NetmaskBits()
 }
 
-func (s Service) netmaskBits() int {
+// NetmaskBits is the persistence granularity as a prefix length, a zero
+// Netmask read as the host (/32 or /128).
+func (s Service) NetmaskBits() int {
 	if s.Netmask == 0 {
 		if s.IPv6 {
 			return 128
@@ -149,7 +151,7 @@ func (s Service) String() string {
 		str += " flags=" + s.Flags.String()
 	}
 	if s.Flags&FlagPersistent != 0 {
-		str += fmt.Sprintf(" persistent=%ds/%d", s.Timeout, s.netmaskBits())
+		str += fmt.Sprintf(" persistent=%ds/%d", s.Timeout, s.NetmaskBits())
 	}
 	return str
 }
@@ -231,16 +233,6 @@ func (d Destination) Thresholds() string {
 		return ""
 	}
 	return fmt.Sprintf("upper %d lower %d", d.UpperThreshold, d.LowerThreshold)
-}
-
-// checkThresholds refuses what the kernel refuses with ERANGE
-// (ip_vs_add_dest, ip_vs_edit_dest): a lower threshold above the upper
-// one, which includes a lower threshold without an upper one.
-func (d Destination) checkThresholds() error {
-	if d.LowerThreshold > d.UpperThreshold {
-		return fmt.Errorf("lower threshold %d above upper threshold %d: %w", d.LowerThreshold, d.UpperThreshold, syscall.ERANGE)
-	}
-	return nil
 }
 
 // Method names how packets reach the destination: "route", "masq",

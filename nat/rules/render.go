@@ -1,4 +1,4 @@
-package nat
+package rules
 
 import (
 	"cmp"
@@ -15,7 +15,7 @@ import (
 // of its rules. The error lists every problem found.
 //
 // Both tables always exist, even without rules: they hold the set of VIPs,
-// whose comment carries the ruleset's digest (see Kernel.Apply).
+// whose comment carries the ruleset's digest (see nat.Kernel.Apply).
 func Render(spec Spec) (Ruleset, error) {
 	c, errs := collect(spec)
 	errs = append(errs, conflicts("packet mark", c.marks)...)
@@ -29,7 +29,7 @@ func Render(spec Spec) (Ruleset, error) {
 	c.marks = slices.CompactFunc(c.marks, same)
 	c.snats = slices.CompactFunc(c.snats, same)
 	var rs Ruleset
-	for _, fam := range []family{ipv4, ipv6} {
+	for _, fam := range []Family{IPv4, IPv6} {
 		rs.tables = append(rs.tables, c.table(fam, spec))
 	}
 	rs.seal()
@@ -40,15 +40,15 @@ func Render(spec Spec) (Ruleset, error) {
 // of each ct mark by family, and the VIPs of each clamped MSS by family.
 type collected struct {
 	marks, snats []entry
-	post         map[family]map[uint32]snatTarget
-	mss          map[family]map[uint16][]addrRange
+	post         map[Family]map[uint32]snatTarget
+	mss          map[Family]map[uint16][]AddrRange
 }
 
 // collect checks and expands spec's rules; the errors name each bad rule.
 func collect(spec Spec) (collected, []error) {
 	var errs []error
-	c := collected{post: map[family]map[uint32]snatTarget{ipv4: {}, ipv6: {}},
-		mss: map[family]map[uint16][]addrRange{ipv4: {}, ipv6: {}}}
+	c := collected{post: map[Family]map[uint32]snatTarget{IPv4: {}, IPv6: {}},
+		mss: map[Family]map[uint16][]AddrRange{IPv4: {}, IPv6: {}}}
 	for i, r := range spec.Marks {
 		name := describe("mark", i, r.Comment, r.Match)
 		fam, err := r.check()
@@ -89,57 +89,57 @@ func collect(spec Spec) (collected, []error) {
 			continue
 		}
 		clamped[m.VIP] = m.MSS
-		c.mss[fam][m.MSS] = append(c.mss[fam][m.MSS], addrRange{m.VIP, m.VIP})
+		c.mss[fam][m.MSS] = append(c.mss[fam][m.MSS], AddrRange{m.VIP, m.VIP})
 	}
 	return c, errs
 }
 
 // table renders the table of family fam.
-func (c collected) table(fam family, spec Spec) table {
-	t := table{fam: fam}
+func (c collected) table(fam Family, spec Spec) Table {
+	t := Table{Family: fam}
 	for _, e := range c.marks {
 		if e.fam == fam {
-			t.pre = append(t.pre, e.rule(rule{setMark: e.value, verdict: accept}))
-			t.vips = append(t.vips, e.vip)
+			t.Pre = append(t.Pre, e.rule(Rule{SetMark: e.value, Verdict: Accept}))
+			t.VIPs = append(t.VIPs, e.vip)
 		}
 	}
 	for _, e := range c.snats {
 		if e.fam == fam {
-			t.fullnat = append(t.fullnat, e.rule(rule{setCtMark: e.value, verdict: ret}))
-			t.vips = append(t.vips, e.vip)
+			t.FullNAT = append(t.FullNAT, e.rule(Rule{SetCtMark: e.value, Verdict: Return}))
+			t.VIPs = append(t.VIPs, e.vip)
 		}
 	}
-	var snatTo []addrRange
+	var snatTo []AddrRange
 	for _, mark := range slices.Sorted(maps.Keys(c.post[fam])) {
 		s := c.post[fam][mark]
-		t.post = append(t.post, rule{ctMark: mark, snat: s.to, comment: s.comment})
+		t.Post = append(t.Post, Rule{CtMark: mark, SNAT: s.to, Comment: s.comment})
 		snatTo = append(snatTo, s.to)
 	}
 	for _, a := range spec.GuardSNAT {
 		if familyOf(a) == fam {
-			snatTo = append(snatTo, addrRange{from: a, to: a})
+			snatTo = append(snatTo, AddrRange{From: a, To: a})
 		}
 	}
-	head := []rule{{notVIP: true, verdict: accept}}
-	if t.fullnat != nil {
-		head = append(head, rule{verdict: jumpFullNAT})
+	head := []Rule{{NotVIP: true, Verdict: Accept}}
+	if t.FullNAT != nil {
+		head = append(head, Rule{Verdict: JumpFullNAT})
 	}
-	if t.pre != nil || t.fullnat != nil {
-		t.pre = append(head, t.pre...)
+	if t.Pre != nil || t.FullNAT != nil {
+		t.Pre = append(head, t.Pre...)
 	}
-	slices.SortFunc(t.vips, netip.Addr.Compare)
-	t.vips = slices.Compact(t.vips)
-	if guard := subtractAddrs(mergeRanges(snatTo), t.vips); len(guard) > 0 {
-		t.input = []rule{guardRule(guard)}
+	slices.SortFunc(t.VIPs, netip.Addr.Compare)
+	t.VIPs = slices.Compact(t.VIPs)
+	if guard := subtractAddrs(mergeRanges(snatTo), t.VIPs); len(guard) > 0 {
+		t.Input = []Rule{guardRule(guard)}
 	}
-	if fam == ipv4 && len(spec.SyncPorts) > 0 {
-		t.output = []rule{syncGuardRule(spec.SyncGroup, spec.SyncPorts)}
+	if fam == IPv4 && len(spec.SyncPorts) > 0 {
+		t.Output = []Rule{syncGuardRule(spec.SyncGroup, spec.SyncPorts)}
 	}
-	if fam == ipv6 && spec.DropRedirects6 {
-		t.output = []rule{{redirect: true, verdict: drop, comment: "no redirects around the reverse NAT"}}
+	if fam == IPv6 && spec.DropRedirects6 {
+		t.Output = []Rule{{Redirect: true, Verdict: Drop, Comment: "no redirects around the reverse NAT"}}
 	}
 	for _, mss := range slices.Sorted(maps.Keys(c.mss[fam])) {
-		t.output = append(t.output, clampRule(mergeRanges(c.mss[fam][mss]), mss))
+		t.Output = append(t.Output, clampRule(mergeRanges(c.mss[fam][mss]), mss))
 	}
 	return t
 }
@@ -147,8 +147,8 @@ func (c collected) table(fam family, spec Spec) table {
 // clampRule caps the MSS that SYN-ACKs from the VIPs announce, so that the
 // clients' segments fit through the tunnel the directors wrap them in.
 // Only a larger MSS is rewritten: a client's smaller one stays.
-func clampRule(vips []addrRange, mss uint16) rule {
-	return rule{saddr: vips, synAck: true, mssAbove: mss, setMSS: mss, comment: "the tunnel's MTU"}
+func clampRule(vips []AddrRange, mss uint16) Rule {
+	return Rule{SAddr: vips, SynAck: true, MSSAbove: mss, SetMSS: mss, Comment: "the tunnel's MTU"}
 }
 
 // guardRule keeps packets that belong to no connection away from the local
@@ -164,37 +164,37 @@ func clampRule(vips []addrRange, mss uint16) rule {
 // (real server -> SNAT address) from blocking the restore of the real one.
 // Invalid packets (no entry either) are dropped for the same reason; other
 // protocols (ICMP) pass.
-func guardRule(to []addrRange) rule {
-	return rule{daddrs: to, protos: []Protocol{TCP, UDP, SCTP}, ctState: ctStateInvalid | ctStateNew,
-		verdict: drop, comment: "SNAT addresses take only replies"}
+func guardRule(to []AddrRange) Rule {
+	return Rule{DAddrs: to, Protos: []Protocol{TCP, UDP, SCTP}, CtState: CtStateInvalid | CtStateNew,
+		Verdict: Drop, Comment: "SNAT addresses take only replies"}
 }
 
 // syncGuardRule keeps other users away from the IPVS sync daemons on lo:
 // the backup daemon applies whatever reaches its port unauthenticated, and
 // what reaches the master's port is relayed to every director. Only root
 // (lvsd's relay; the kernel's own master socket) may send there.
-func syncGuardRule(group netip.Addr, ports []uint16) rule {
+func syncGuardRule(group netip.Addr, ports []uint16) Rule {
 	var pr []PortRange
 	for _, p := range ports {
 		pr = append(pr, PortRange{From: p, To: p})
 	}
 	// Merged: adjacent ranges in one interval set break its lookups.
-	return rule{oif: "lo", daddr: group, proto: UDP, ports: mergePorts(pr), notRoot: true, verdict: drop,
-		comment: "only root feeds the IPVS sync daemons"}
+	return Rule{OIF: "lo", DAddr: group, Proto: UDP, Ports: mergePorts(pr), NotRoot: true, Verdict: Drop,
+		Comment: "only root feeds the IPVS sync daemons"}
 }
 
 // mergeRanges sorts ranges and merges overlapping and adjacent ones (an
 // interval set rejects an interval that ends where the next begins).
-func mergeRanges(rs []addrRange) []addrRange {
+func mergeRanges(rs []AddrRange) []AddrRange {
 	rs = slices.Clone(rs)
-	slices.SortFunc(rs, func(a, b addrRange) int { return a.from.Compare(b.from) })
-	var out []addrRange
+	slices.SortFunc(rs, func(a, b AddrRange) int { return a.From.Compare(b.From) })
+	var out []AddrRange
 	for _, r := range rs {
 		if n := len(out); n > 0 {
 			last := &out[n-1]
-			if next := last.to.Next(); !next.IsValid() || r.from.Compare(next) <= 0 {
-				if r.to.Compare(last.to) > 0 {
-					last.to = r.to
+			if next := last.To.Next(); !next.IsValid() || r.From.Compare(next) <= 0 {
+				if r.To.Compare(last.To) > 0 {
+					last.To = r.To
 				}
 				continue
 			}
@@ -206,23 +206,23 @@ func mergeRanges(rs []addrRange) []addrRange {
 
 // subtractAddrs removes addrs (sorted) from the sorted, disjoint ranges: a
 // SNAT address that is also a VIP must take new connections.
-func subtractAddrs(rs []addrRange, addrs []netip.Addr) []addrRange {
-	var out []addrRange
+func subtractAddrs(rs []AddrRange, addrs []netip.Addr) []AddrRange {
+	var out []AddrRange
 	for _, r := range rs {
 		for _, a := range addrs {
-			if a.Compare(r.from) < 0 || a.Compare(r.to) > 0 {
+			if a.Compare(r.From) < 0 || a.Compare(r.To) > 0 {
 				continue
 			}
-			if a != r.from {
-				out = append(out, addrRange{r.from, a.Prev()})
+			if a != r.From {
+				out = append(out, AddrRange{r.From, a.Prev()})
 			}
-			if a == r.to {
-				r = addrRange{} // used up
+			if a == r.To {
+				r = AddrRange{} // used up
 				break
 			}
-			r.from = a.Next()
+			r.From = a.Next()
 		}
-		if r.from.IsValid() {
+		if r.From.IsValid() {
 			out = append(out, r)
 		}
 	}
@@ -231,7 +231,7 @@ func subtractAddrs(rs []addrRange, addrs []netip.Addr) []addrRange {
 
 // snatTarget is the postrouting half of the SNAT rules sharing one ct mark.
 type snatTarget struct {
-	to      addrRange
+	to      AddrRange
 	name    string // first rule with this mark, for errors
 	comment string // shown on the postrouting rule: the smallest non-empty one
 }
@@ -240,7 +240,7 @@ type snatTarget struct {
 // part of it for the source prefixes of one length. Splitting by prefix
 // length lets first-match order implement longest-prefix match across rules.
 type entry struct {
-	fam     family
+	fam     Family
 	name    string // the Spec rule, for errors
 	vip     netip.Addr
 	proto   Protocol
@@ -251,7 +251,7 @@ type entry struct {
 	comment string
 }
 
-func expand(fam family, name string, m Match, value uint32, comment string) []entry {
+func expand(fam Family, name string, m Match, value uint32, comment string) []entry {
 	base := entry{fam: fam, name: name, vip: m.VIP, proto: m.Protocol, bits: -1, value: value, comment: comment}
 	if len(m.Ports) > 0 {
 		base.ports = mergePorts(m.Ports)
@@ -292,12 +292,12 @@ func (a entry) compare(b entry) int {
 	)
 }
 
-func (e entry) rule(r rule) rule {
-	r.daddr = e.vip
-	r.saddr = mergePrefixes(e.srcs)
-	r.proto = e.proto
-	r.ports = e.ports
-	r.comment = e.comment
+func (e entry) rule(r Rule) Rule {
+	r.DAddr = e.vip
+	r.SAddr = mergePrefixes(e.srcs)
+	r.Proto = e.proto
+	r.Ports = e.ports
+	r.Comment = e.comment
 	return r
 }
 

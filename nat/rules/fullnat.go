@@ -1,0 +1,128 @@
+package rules
+
+import (
+	"fmt"
+	"net/netip"
+	"time"
+)
+
+// ConntrackEntry is the conntrack entry of one FULLNAT connection.
+type ConntrackEntry struct {
+	Protocol Protocol       // TCP or UDP
+	Client   netip.AddrPort // original source
+	VIP      netip.AddrPort // original destination
+	Backend  netip.AddrPort // the real server: where IPVS sent the connection
+	// SNATFrom and SNATTo are the service's SNAT range (the same address
+	// for one).
+	SNATFrom, SNATTo netip.Addr
+	// Mark is the connection mark the FULLNAT rules give the connection.
+	Mark uint32
+	// Timeout is the entry's lifetime until its next packet.
+	Timeout time.Duration
+	// Refresh makes an existing entry this one: the connection is alive
+	// on another director, which this one hears of while no packet of it
+	// comes here. The entry of the same connection (its reply tuple, with
+	// the source NAT, matches) gets Timeout, and Closing's state; an entry
+	// of another connection with the same original tuple (the client
+	// reused its port) is replaced.
+	Refresh bool
+	// Closing creates the entry (or, with Refresh, turns an existing one)
+	// in TCP state TIME_WAIT with the close seen: it still translates
+	// whatever packets come, and a client's new connection with the same
+	// ports reopens it, as conntrack does on the director that saw the
+	// close (nf_conntrack_proto_tcp.c, "Attempt to reopen a closed/aborted
+	// connection").
+	Closing bool
+}
+
+// String names the connection in errors.
+func (e ConntrackEntry) String() string {
+	return fmt.Sprintf("%s %s -> %s -> %s", e.Protocol, e.Client, e.VIP, e.Backend)
+}
+
+// FullNATEntry returns the conntrack entry that rs gives a connection from
+// client to vip that IPVS sent to backend: the ct mark of the first fullnat
+// rule that matches it, as the prerouting chain would, and the SNAT range of
+// that mark. ok is false when rs does not source-NAT the connection (it
+// belongs to a DR or NAT service, or a protocol other than TCP and UDP).
+func (rs Ruleset) FullNATEntry(proto Protocol, client, vip, backend netip.AddrPort) (e ConntrackEntry, ok bool) {
+	if proto != TCP && proto != UDP {
+		return ConntrackEntry{}, false
+	}
+	for _, t := range rs.tables {
+		if t.Family != familyOf(vip.Addr()) {
+			continue
+		}
+		for _, r := range t.FullNAT {
+			if !r.matchesConn(proto, client.Addr(), vip) {
+				continue
+			}
+			for _, p := range t.Post {
+				if p.CtMark == r.SetCtMark {
+					return ConntrackEntry{Protocol: proto, Client: client, VIP: vip, Backend: backend,
+						SNATFrom: p.SNAT.From, SNATTo: p.SNAT.To, Mark: r.SetCtMark}, true
+				}
+			}
+			return ConntrackEntry{}, false // first match wins, even without SNAT
+		}
+	}
+	return ConntrackEntry{}, false
+}
+
+// matchesConn reports whether a packet from client to vip passes the rule's
+// matches (daddr, saddr, protocol, ports).
+func (r Rule) matchesConn(proto Protocol, client netip.Addr, vip netip.AddrPort) bool {
+	if r.DAddr != vip.Addr() || r.Proto != AnyProtocol && r.Proto != proto {
+		return false
+	}
+	if len(r.SAddr) > 0 && !inRanges(r.SAddr, client) {
+		return false
+	}
+	if len(r.Ports) == 0 {
+		return true
+	}
+	for _, p := range r.Ports {
+		if p.From <= vip.Port() && vip.Port() <= p.To {
+			return true
+		}
+	}
+	return false
+}
+
+func inRanges(rs []AddrRange, a netip.Addr) bool {
+	for _, r := range rs {
+		if r.From.Compare(a) <= 0 && a.Compare(r.To) <= 0 {
+			return true
+		}
+	}
+	return false
+}
+
+// FullNATVIPs returns the FULLNAT VIPs whose connections depend on address
+// a: a itself if it is the VIP of a fullnat rule, and every VIP whose rules
+// source-NAT to a range that holds a.
+func (rs Ruleset) FullNATVIPs(a netip.Addr) []netip.Addr {
+	var out []netip.Addr
+	add := func(v netip.Addr) {
+		for _, x := range out {
+			if x == v {
+				return
+			}
+		}
+		out = append(out, v)
+	}
+	for _, t := range rs.tables {
+		for _, r := range t.FullNAT {
+			if r.DAddr == a {
+				add(r.DAddr)
+				continue
+			}
+			for _, p := range t.Post {
+				if p.CtMark == r.SetCtMark && inRanges([]AddrRange{p.SNAT}, a) {
+					add(r.DAddr)
+				}
+			}
+		}
+	}
+	return out
+}

@@ -1,0 +1,288 @@
+package rules
+
+import (
+	"crypto/sha256"
+	"encoding/hex"
+	"fmt"
+	"net/netip"
+	"strings"
+)
+
+// TableName is the name of lvsd's table in both the ip and ip6 families.
+const TableName = "lvsd"
+
+// Names of the objects inside each table, and the start of the vips set's
+// comment, which carries the ruleset's digest.
+const (
+	VIPSet           = "vips"
+	ChainPrerouting  = "prerouting"
+	ChainFullNAT     = "fullnat"
+	ChainPostrouting = "postrouting"
+	ChainInput       = "input"
+	ChainOutput      = "output"
+	CommentPrefix    = "managed by lvsd, ruleset "
+	digestHexChars   = 32 // 128 bits of sha256: plenty to tell rulesets apart
+)
+
+// Ruleset is the complete content of lvsd's two tables, made by Render. It
+// is immutable; the zero Ruleset is not valid (Render(Spec{}) is the empty
+// one).
+type Ruleset struct {
+	tables []Table // ipv4, ipv6
+	digest string
+}
+
+// Tables returns the content of the two tables, IPv4 first, for the code
+// that writes them to the kernel; nil for the zero Ruleset. The caller must
+// not modify them: a Ruleset is shared and its digest would no longer match.
+func (rs Ruleset) Tables() []Table { return rs.tables }
+
+// Table is the content of one owned table.
+type Table struct {
+	Family Family
+	VIPs   []netip.Addr // every VIP of the family, sorted: the early-exit set
+	// Chains, each nil when empty (and then not created).
+	Pre, FullNAT, Post, Input, Output []Rule
+}
+
+// Verdict ends a rule.
+type Verdict uint8
+
+// Verdicts: NoVerdict lets the packet go on to the next rule.
+const (
+	NoVerdict Verdict = iota
+	Accept
+	Return
+	JumpFullNAT
+	Drop
+)
+
+// Connection states of a "ct state" match (NF_CT_STATE_*_BIT), in the
+// order nft prints them.
+const (
+	CtStateInvalid     = 1
+	CtStateEstablished = 2
+	CtStateRelated     = 4
+	CtStateNew         = 8
+	CtStateUntracked   = 64
+)
+
+// Rule is one nftables rule. Matches and statements appear in nft listings
+// in the order of the fields below, which is also the order of the
+// expressions nat.Kernel sends.
+type Rule struct {
+	OIF      string      // "oifname X", if not empty
+	NotVIP   bool        // "ip daddr != @vips"
+	DAddr    netip.Addr  // destination (a VIP), if valid
+	DAddrs   []AddrRange // destination ranges (SNAT addresses), if any
+	SAddr    []AddrRange
+	Proto    Protocol   // AnyProtocol: no protocol match
+	Protos   []Protocol // "meta l4proto { ... }", sorted; instead of Proto
+	Ports    []PortRange
+	CtMark   uint32 // "ct mark X" match, if non-zero
+	CtState  uint32 // "ct state X,Y" match (CtState* bits), if non-zero
+	NotRoot  bool   // "meta skuid != 0": sent by a socket of another user than root
+	Redirect bool   // "icmpv6 type nd-redirect"
+	SynAck   bool   // "tcp flags syn,ack / fin,syn,rst,ack": a SYN-ACK
+	MSSAbove uint16 // "tcp option maxseg size > N", if non-zero
+
+	SetMSS    uint16    // "tcp option maxseg size set N", if non-zero
+	SetMark   uint32    // "meta mark set X", if non-zero
+	SetCtMark uint32    // "ct mark set X", if non-zero
+	SNAT      AddrRange // "snat to A[-B] persistent", if From is valid
+
+	Verdict Verdict
+	Comment string
+}
+
+// Digest identifies the ruleset: equal digests mean equal tables. nat.Kernel
+// stores it in the tables so that Apply can skip an unchanged ruleset.
+func (rs Ruleset) Digest() string { return rs.digest }
+
+// Empty reports whether the ruleset has no rules (its tables are empty).
+func (rs Ruleset) Empty() bool {
+	for _, t := range rs.tables {
+		if len(t.Pre)+len(t.FullNAT)+len(t.Post)+len(t.Input)+len(t.Output) > 0 {
+			return false
+		}
+	}
+	return true
+}
+
+// String returns both tables in nft syntax, exactly as nft 1.0.6 lists them
+// once applied ("nft list table ip lvsd; nft list table ip6 lvsd").
+func (rs Ruleset) String() string {
+	return rs.format(rs.digest)
+}
+
+func (rs Ruleset) format(digest string) string {
+	var b strings.Builder
+	for _, t := range rs.tables {
+		t.format(&b, CommentPrefix+digest)
+	}
+	return b.String()
+}
+
+// seal computes the digest over the text with an empty digest in it.
+func (rs *Ruleset) seal() {
+	sum := sha256.Sum256([]byte(rs.format("")))
+	rs.digest = hex.EncodeToString(sum[:])[:digestHexChars]
+}
+
+func (t Table) format(b *strings.Builder, comment string) {
+	fmt.Fprintf(b, "table %s %s {\n", t.Family.NFTName(), TableName)
+	fmt.Fprintf(b, "\tset %s {\n\t\ttype %s\n\t\tcomment \"%s\"\n", VIPSet, addrType(t.Family), comment)
+	if len(t.VIPs) > 0 {
+		b.WriteString("\t\telements = { ")
+		// nft 1.0.6 breaks named-set element lists after every second IPv4
+		// address and after every IPv6 address (calculate_delim).
+		per := 2
+		if t.Family == IPv6 {
+			per = 1
+		}
+		for i, a := range t.VIPs {
+			if i > 0 {
+				if i%per == 0 {
+					b.WriteString(",\n\t\t\t     ")
+				} else {
+					b.WriteString(", ")
+				}
+			}
+			b.WriteString(a.String())
+		}
+		b.WriteString(" }\n")
+	}
+	b.WriteString("\t}\n")
+	chain := func(name, hook string, rules []Rule) {
+		if rules == nil {
+			return
+		}
+		fmt.Fprintf(b, "\n\tchain %s {\n", name)
+		if hook != "" {
+			fmt.Fprintf(b, "\t\t%s\n", hook)
+		}
+		for _, r := range rules {
+			fmt.Fprintf(b, "\t\t%s\n", r.format(t.Family))
+		}
+		b.WriteString("\t}\n")
+	}
+	chain(ChainPrerouting, "type filter hook prerouting priority mangle; policy accept;", t.Pre)
+	chain(ChainFullNAT, "", t.FullNAT)
+	chain(ChainPostrouting, "type nat hook postrouting priority srcnat; policy accept;", t.Post)
+	chain(ChainInput, "type filter hook input priority filter; policy accept;", t.Input)
+	chain(ChainOutput, "type filter hook output priority filter; policy accept;", t.Output)
+	b.WriteString("}\n")
+}
+
+func addrType(f Family) string {
+	if f == IPv4 {
+		return "ipv4_addr"
+	}
+	return "ipv6_addr"
+}
+
+// format prints the rule as nft lists it.
+func (r Rule) format(f Family) string {
+	var w []string
+	add := func(format string, a ...any) { w = append(w, fmt.Sprintf(format, a...)) }
+	ip := f.NFTName()
+	if r.OIF != "" {
+		add("oifname \"%s\"", r.OIF)
+	}
+	if r.NotVIP {
+		add("%s daddr != @%s", ip, VIPSet)
+	}
+	if r.DAddr.IsValid() {
+		add("%s daddr %s", ip, r.DAddr)
+	}
+	if len(r.DAddrs) > 0 {
+		add("%s daddr %s", ip, list(r.DAddrs))
+	}
+	if len(r.SAddr) > 0 {
+		add("%s saddr %s", ip, list(r.SAddr))
+	}
+	if len(r.Protos) > 0 {
+		add("meta l4proto %s", list(r.Protos))
+	}
+	switch {
+	case len(r.Ports) > 0:
+		// nft hides the "meta l4proto" dependency of a port match.
+		add("%s dport %s", r.Proto, list(r.Ports))
+	case r.Proto != AnyProtocol:
+		add("meta l4proto %s", r.Proto)
+	}
+	if r.SynAck {
+		// nft hides the "meta l4proto tcp" dependency here too.
+		add("tcp flags syn,ack / fin,syn,rst,ack")
+	}
+	if r.MSSAbove != 0 {
+		add("tcp option maxseg size > %d", r.MSSAbove)
+	}
+	if r.CtMark != 0 {
+		add("ct mark 0x%08x", r.CtMark)
+	}
+	if r.CtState != 0 {
+		add("ct state %s", ctStateNames(r.CtState))
+	}
+	if r.Redirect {
+		add("icmpv6 type nd-redirect")
+	}
+	if r.NotRoot {
+		add("meta skuid != 0")
+	}
+	if r.SetMSS != 0 {
+		add("tcp option maxseg size set %d", r.SetMSS)
+	}
+	if r.SetMark != 0 {
+		add("meta mark set 0x%08x", r.SetMark)
+	}
+	if r.SetCtMark != 0 {
+		add("ct mark set 0x%08x", r.SetCtMark)
+	}
+	if r.SNAT.From.IsValid() {
+		// nft prints an aligned range as a prefix. Persistent: the
+		// address depends on the client alone (conntrack_hash.go).
+		add("snat to %s persistent", r.SNAT)
+	}
+	switch r.Verdict {
+	case Accept:
+		add("accept")
+	case Return:
+		add("return")
+	case JumpFullNAT:
+		add("jump %s", ChainFullNAT)
+	case Drop:
+		add("drop")
+	}
+	if r.Comment != "" {
+		add("comment \"%s\"", r.Comment) // checkComment keeps quotes out
+	}
+	return strings.Join(w, " ")
+}
+
+// ctStateNames prints a ct state bit set as nft does: "invalid,new".
+func ctStateNames(bits uint32) string {
+	var names []string
+	for _, s := range []struct {
+		bit  uint32
+		name string
+	}{{CtStateInvalid, "invalid"}, {CtStateEstablished, "established"}, {CtStateRelated, "related"},
+		{CtStateNew, "new"}, {CtStateUntracked, "untracked"}} {
+		if bits&s.bit != 0 {
+			names = append(names, s.name)
+		}
+	}
+	return strings.Join(names, ",")
+}
+
+// list prints one element bare and several as an anonymous set.
+func list[T fmt.Stringer](xs []T) string {
+	if len(xs) == 1 {
+		return xs[0].String()
+	}
+	s := make([]string, len(xs))
+	for i, x := range xs {
+		s[i] = x.String()
+	}
+	return "{ " + strings.Join(s, ", ") + " }"
+}
