@@ -21,6 +21,9 @@ var layers = []layer{
 	{pkg: "ipvs/...", mayUse: []string{"ipvs/..."}},
 	{pkg: "nat/...", mayUse: []string{"nat/..."}},
 	{pkg: "arp/...", mayUse: []string{"arp/..."}},
+	{pkg: "cluster/settings", mayNot3: kernelLibraries},
+	{pkg: "cluster/bgp/route", mayNot3: kernelLibraries},
+	{pkg: "cluster/connsync/records", mayNot3: kernelLibraries},
 	{pkg: "cluster/...", mayUse: []string{"cluster/..."}},
 	{pkg: "agent/policy"}, {pkg: "agent/statefile"}, {pkg: "agent/api"}, {pkg: "agent/sdnotify"}, {pkg: "agent/histogram"}, {pkg: "agent/metrics"},
 	{pkg: "agent/maglev"},
@@ -28,7 +31,7 @@ var layers = []layer{
 	{pkg: "agent/program", mayNot3: kernelLibraries},
 	{pkg: "agent/health", mayUse: []string{"agent/histogram", "agent/program"}, mayNot3: kernelLibraries},
 	{pkg: "agent/hooks", mayUse: []string{"agent/metrics", "agent/program"}, mayNot3: kernelLibraries},
-	{pkg: "agent/config", mayUse: []string{"agent/policy", "agent/hooks", "ipvs", "cluster/..."}, mayNot3: kernelLibraries},
+	{pkg: "agent/config", mayUse: []string{"agent/policy", "agent/hooks", "ipvs", "cluster/settings", "cluster/bgp/route"}, mayNot3: kernelLibraries},
 	{pkg: "agent", mayUse: []string{"agent/config", "agent/policy", "agent/health", "agent/hooks", "agent/histogram", "agent/metrics", "agent/maglev", "agent/api", "agent/statefile",
 		"ipvs", "nat", "arp", "cluster/..."}, mayNot3: kernelLibraries},
 	{pkg: "agent/realserver", mayUse: []string{"agent/config", "agent/api", "agent/statefile", "agent/metrics", "arp", "nat"},
@@ -140,7 +143,7 @@ func TestLayersCatch(t *testing.T) {
 		"cluster/other": {module + "cluster"},
 	})
 	want := []string{
-		"agent imports agent/director", "agent imports github.com/vishvananda/netlink", "agent/newpkg: not in the layers of layers_test.go",
+		"agent imports agent/director", "agent imports github.com/vishvananda/netlink", "agent/config imports cluster/connsync", "agent/newpkg: not in the layers of layers_test.go",
 		"cluster/x imports agent", "cmd/lvsd imports github.com/google/nftables", "cmd/lvsd imports github.com/hashicorp/memberlist",
 		"ipvs imports nat",
 	}
