@@ -6,10 +6,12 @@ import (
 	"fmt"
 	"log/slog"
 	"net/netip"
+	"os"
 	"slices"
-	"strings"
 	"sync/atomic"
 	"time"
+
+	"github.com/lvsd/lvsd/agent/planner"
 
 	"github.com/lvsd/lvsd/cluster"
 	"github.com/lvsd/lvsd/cluster/bgp"
@@ -96,34 +98,34 @@ type Agent struct {
 	holder *Holder
 	loader *Loader
 	cfg    *Config
-	owned  Ownership
-	drains Drains
+	owned  planner.Ownership
+	drains planner.Drains
 	snap   atomic.Pointer[snapshot] // the last pass, for Status on other goroutines
 
 	// desired is cfg.Desired with health applied (applyHealth); health
 	// the backends' health it was computed with.
-	desired Desired
-	health  map[string]BackendHealth
+	desired planner.Desired
+	health  map[string]planner.BackendHealth
 	// eligibility is the last decision per service, replaced (never
 	// modified) when one changes: the snapshot shares it.
-	eligibility cowMap[string, Eligibility]
+	eligibility planner.CopyOnWriteMap[string, planner.Eligibility]
 	// eligibleVIPs are EligibleVIPs(desired).
-	eligibleVIPs eligibleVIPs
+	eligibleVIPs planner.EligibleVIPCount
 	// applied is the decision per service whose connection resets were
 	// last planned, and unapplied the services decided anew since: a pass
 	// that fails before planning keeps them, so a transition it saw is not
 	// lost.
-	applied   map[string]Eligibility
+	applied   map[string]planner.Eligibility
 	unapplied map[string]bool
 	loaded    ConfigLoad // the last attempt to load the configuration (metrics.go)
 	// actual is the kernel as last read back, with the ops applied since;
 	// replaced, never modified (the snapshot shares it).
-	actual     Actual
+	actual     planner.Actual
 	pending    scope // what the next pass looks at
 	programmed Programmed
 	// unwanted are the kernel's IPVS services lvsd does not want, as of the
 	// last pass (nil: look at every service next pass).
-	unwanted   unwantedServices
+	unwanted   planner.UnwantedServices
 	audit      audit
 	reconciled bool // a pass has logged "reconciled"
 	// loadGarbage says a full load happened since the last pass: the loop
@@ -142,7 +144,7 @@ type Agent struct {
 	// overrides are the operator's (`lvsd backend`), as recorded in
 	// state_dir; reqs carries their changes to the loop, which closes
 	// stopped when it returns.
-	overrides Overrides
+	overrides planner.Overrides
 	reqs      chan backendRequest
 	stopped   chan struct{}
 }
@@ -167,7 +169,7 @@ func New(opts Options) *Agent {
 	if opts.Events == nil {
 		opts.Events = noEvents{}
 	}
-	return &Agent{opts: opts, log: opts.Log, holder: opts.Holder, drains: Drains{},
+	return &Agent{opts: opts, log: opts.Log, holder: opts.Holder, drains: planner.Drains{},
 		reqs: make(chan backendRequest), stopped: make(chan struct{})}
 }
 
@@ -179,7 +181,7 @@ func New(opts Options) *Agent {
 // (ChangeBackend). A configuration that fails to load at start is an
 // error; at a reload it is logged and the last good one stays in force.
 // Stopping leaves the kernel as it is, so a restart costs no connection.
-func (a *Agent) Run(ctx context.Context, reload <-chan struct{}) error {
+func (a *Agent) Run(ctx context.Context, reload <-chan os.Signal) error {
 	defer close(a.stopped)
 	if err := a.start(); err != nil {
 		return err
@@ -284,7 +286,7 @@ func (a *Agent) setConfig(cfg *Config, ch Changes) {
 		}
 	}
 	if a.opts.ConnSync != nil && (ch.All || prev == nil || len(ch.Services) > 0) {
-		a.opts.ConnSync.SetServices(SyncServices(cfg.Desired))
+		a.opts.ConnSync.SetServices(planner.SyncServices(cfg.Desired))
 	}
 	if ch.All || prev == nil {
 		a.loadGarbage = true // a full rebuild: garbage like a full load's
@@ -316,7 +318,7 @@ func (a *Agent) tick() {
 // the desired state for what is pending (nothing pending: no pass), hands
 // it to the VIP holder, and returns the ops both applied. Failures are
 // logged and what failed is retried at the next Check.
-func (a *Agent) reconcile(ctx context.Context) []Op {
+func (a *Agent) reconcile(ctx context.Context) []planner.Op {
 	a.refreshHealth()
 	if a.pending.empty() {
 		return nil
@@ -329,7 +331,7 @@ func (a *Agent) reconcile(ctx context.Context) []Op {
 // apply runs the data-plane ops with the ownership record written ahead
 // and returns each op's error and all of them joined. The configured
 // services among scope (nil: all) are lvsd's from now on, adopted if found.
-func (a *Agent) apply(ctx context.Context, d Desired, ops []Op, scope []ipvs.ServiceKey) ([]error, error) {
+func (a *Agent) apply(ctx context.Context, d planner.Desired, ops []planner.Op, scope []ipvs.ServiceKey) ([]error, error) {
 	var keys []ipvs.ServiceKey
 	if scope == nil {
 		keys = make([]ipvs.ServiceKey, len(d.Services))
@@ -338,7 +340,7 @@ func (a *Agent) apply(ctx context.Context, d Desired, ops []Op, scope []ipvs.Ser
 		}
 	}
 	for _, k := range scope {
-		if d.wants(k) {
+		if d.Wants(k) {
 			keys = append(keys, k)
 		}
 	}
@@ -352,14 +354,14 @@ func (a *Agent) apply(ctx context.Context, d Desired, ops []Op, scope []ipvs.Ser
 		return errs, err
 	}
 	errs := a.opts.Kernel.Apply(ctx, ops)
-	if err := a.saveOwned(intended.After(ops, errs)); err != nil {
+	if err := a.saveOwned(intended.After(ops, gone(ops, errs))); err != nil {
 		a.log.Error("saving ownership record", "err", err)
 	}
 	logOps(a.log, ops, errs)
 	return errs, errors.Join(errs...)
 }
 
-func (a *Agent) saveOwned(o Ownership) error {
+func (a *Agent) saveOwned(o planner.Ownership) error {
 	if o.Equal(a.owned) {
 		return nil
 	}
@@ -373,10 +375,10 @@ func (a *Agent) saveOwned(o Ownership) error {
 // Served narrows d's VIPs to those whose IPVS services are all in the
 // kernel after ops ran with errs: a VIP whose service could not be added is
 // not held, since it would attract traffic nothing forwards. Pure.
-func Served(d Desired, a Actual, ops []Op, errs []error) Desired {
+func Served(d planner.Desired, a planner.Actual, ops []planner.Op, errs []error) planner.Desired {
 	failed := map[ipvs.ServiceKey]bool{}
 	for i, op := range ops {
-		if op.Kind == AddService && errs[i] != nil && !errors.Is(errs[i], ipvs.ErrExists) {
+		if op.Kind == planner.AddService && errs[i] != nil && !errors.Is(errs[i], ipvs.ErrExists) {
 			failed[op.Service.ServiceKey] = true
 		}
 	}
@@ -390,7 +392,7 @@ func Served(d Desired, a Actual, ops []Op, errs []error) Desired {
 		}
 	}
 	out := d
-	out.VIPs = slices.DeleteFunc(slices.Clone(d.VIPs), func(v VIPAddresses) bool { return missing[v.VIP] })
+	out.VIPs = slices.DeleteFunc(slices.Clone(d.VIPs), func(v planner.VIPAddresses) bool { return missing[v.VIP] })
 	return out
 }
 
@@ -399,7 +401,7 @@ func Served(d Desired, a Actual, ops []Op, errs []error) Desired {
 const maxOpsLogged = 50
 
 // logOps logs each op with its error, if any.
-func logOps(log *slog.Logger, ops []Op, errs []error) {
+func logOps(log *slog.Logger, ops []planner.Op, errs []error) {
 	level := slog.LevelInfo
 	if len(ops) > maxOpsLogged {
 		level = slog.LevelDebug
@@ -414,30 +416,15 @@ func logOps(log *slog.Logger, ops []Op, errs []error) {
 	}
 }
 
-// summarize counts ops by kind, e.g. "add-service=2 add-destination=20".
-func summarize(ops []Op) string {
-	var counts [len(opNames)]int
-	for _, op := range ops {
-		counts[op.Kind]++
-	}
-	var parts []string
-	for k, n := range counts {
-		if n > 0 {
-			parts = append(parts, fmt.Sprintf("%s=%d", OpKind(k), n))
-		}
-	}
-	return strings.Join(parts, " ")
-}
-
 // forgetResetConnections tells the connection-sync relay which connections
 // the resets among ops dropped, so it stops replaying them to the other
 // directors: they would come back there, bound to the backend they left.
-func (a *Agent) forgetResetConnections(ops []Op) {
+func (a *Agent) forgetResetConnections(ops []planner.Op) {
 	if a.opts.ConnSync == nil {
 		return
 	}
 	for _, op := range ops {
-		if op.Kind != AwaitExpiry {
+		if op.Kind != planner.AwaitExpiry {
 			continue
 		}
 		var dests []netip.AddrPort

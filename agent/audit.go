@@ -4,6 +4,8 @@ import (
 	"slices"
 	"time"
 
+	"github.com/lvsd/lvsd/agent/planner"
+
 	"github.com/lvsd/lvsd/ipvs"
 )
 
@@ -39,7 +41,7 @@ type audit struct {
 
 // step returns the scope of the next audit step over the services of d
 // and owned, and moves the cursor.
-func (au *audit) step(d Desired, owned Ownership, now time.Time, resync time.Duration) scope {
+func (au *audit) step(d planner.Desired, owned planner.Ownership, now time.Time, resync time.Duration) scope {
 	sc := scope{globals: true, holder: true}
 	au.started, au.stepAt, au.resync = true, now, resync
 	au.next = now.Add(resync)
@@ -93,10 +95,10 @@ func (au *audit) measured(n int, took time.Duration) {
 
 // servicesAfter returns up to n keys of services lvsd wants or owns that
 // sort after cursor (zero: from the start), in order.
-func servicesAfter(d Desired, owned Ownership, cursor ipvs.ServiceKey, n int) []ipvs.ServiceKey {
+func servicesAfter(d planner.Desired, owned planner.Ownership, cursor ipvs.ServiceKey, n int) []ipvs.ServiceKey {
 	i, j := 0, 0
 	if cursor != (ipvs.ServiceKey{}) {
-		i, _ = slices.BinarySearchFunc(d.Services, cursor, func(vs *VirtualService, k ipvs.ServiceKey) int {
+		i, _ = slices.BinarySearchFunc(d.Services, cursor, func(vs *planner.VirtualService, k ipvs.ServiceKey) int {
 			return vs.ServiceKey.Compare(k)
 		})
 		j, _ = slices.BinarySearchFunc(owned.Services, cursor, ipvs.ServiceKey.Compare)

@@ -7,6 +7,8 @@ import (
 	"net/http"
 	"strconv"
 
+	"github.com/lvsd/lvsd/agent/planner"
+
 	"github.com/lvsd/lvsd/agent/api"
 )
 
@@ -24,7 +26,7 @@ var errStopping = errors.New("the agent is stopping")
 // BackendState is one backend with the operator's override: the answer to
 // a change, and a line of `lvsd backend list`.
 type BackendState struct {
-	BackendOverride
+	planner.BackendOverride
 	// ConfiguredWeight is the service file's weight, which the override
 	// replaces while it lasts.
 	ConfiguredWeight int `json:"configured_weight"`
@@ -59,7 +61,7 @@ type KernelWeight struct {
 
 // backendRequest is a change handed to the agent's goroutine.
 type backendRequest struct {
-	change BackendChange
+	change planner.BackendChange
 	reply  chan backendReply
 }
 
@@ -73,7 +75,7 @@ type backendReply struct {
 // eligible backends again and runs a pass for that service only. It
 // returns the backend's state once the pass is done. Safe to call from any
 // goroutine while Run runs.
-func (a *Agent) ChangeBackend(ctx context.Context, c BackendChange) (BackendState, error) {
+func (a *Agent) ChangeBackend(ctx context.Context, c planner.BackendChange) (BackendState, error) {
 	if a.snap.Load() == nil {
 		return BackendState{}, errNotReady
 	}
@@ -91,7 +93,7 @@ func (a *Agent) ChangeBackend(ctx context.Context, c BackendChange) (BackendStat
 
 // changeBackend is ChangeBackend on the agent's goroutine; ctx is the
 // loop's (a client that hangs up does not cut a pass short).
-func (a *Agent) changeBackend(ctx context.Context, c BackendChange) (BackendState, error) {
+func (a *Agent) changeBackend(ctx context.Context, c planner.BackendChange) (BackendState, error) {
 	next, ov, err := a.overrides.With(a.cfg.Services, c, a.opts.Now())
 	if err != nil {
 		return BackendState{}, err
@@ -120,21 +122,21 @@ func weightOrFile(w *int) string {
 }
 
 // backendState describes the backend of ov as snapshot s has it.
-func (a *Agent) backendState(s *snapshot, ov BackendOverride) BackendState {
+func (a *Agent) backendState(s *snapshot, ov planner.BackendOverride) BackendState {
 	st := BackendState{BackendOverride: ov, ConfiguredWeight: -1, Kernel: []KernelWeight{}}
-	key := ov.key()
+	key := ov.Key()
 	for _, svc := range s.cfg.Services {
 		if svc.Name != ov.Service {
 			continue
 		}
 		for _, b := range svc.Backends {
-			if HealthKey(svc.Name, b) == key {
+			if planner.HealthKey(svc.Name, b) == key {
 				st.ConfiguredWeight = b.Weight
 			}
 		}
 	}
-	for _, k := range servicesOf(s.desired, map[string]bool{ov.Service: true}) {
-		vs, _ := findService(s.desired, k)
+	for _, k := range planner.ServicesOf(s.desired, map[string]bool{ov.Service: true}) {
+		vs, _ := planner.FindService(s.desired, k)
 		for _, dst := range vs.Destinations {
 			if dst.Backend != key {
 				continue
@@ -195,8 +197,8 @@ func (a *Agent) serveBackends(mux *http.ServeMux) {
 	})
 	mux.HandleFunc("POST "+RouteBackend+"{action}", func(w http.ResponseWriter, r *http.Request) {
 		q := r.URL.Query()
-		c := BackendChange{Action: r.PathValue("action"), Service: q.Get("service"), Backend: q.Get("backend")}
-		if c.Action == ActionWeight {
+		c := planner.BackendChange{Action: r.PathValue("action"), Service: q.Get("service"), Backend: q.Get("backend")}
+		if c.Action == planner.ActionWeight {
 			n, err := strconv.Atoi(q.Get("weight"))
 			if err != nil {
 				http.Error(w, fmt.Sprintf("weight %q is not a whole number", q.Get("weight")), http.StatusBadRequest)
@@ -205,7 +207,7 @@ func (a *Agent) serveBackends(mux *http.ServeMux) {
 			c.Weight = n
 		}
 		st, err := a.ChangeBackend(r.Context(), c)
-		var refused *ChangeError
+		var refused *planner.ChangeError
 		switch {
 		case errors.As(err, &refused) && refused.NotFound:
 			http.Error(w, err.Error(), http.StatusNotFound)

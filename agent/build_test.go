@@ -8,6 +8,8 @@ import (
 	"reflect"
 	"strings"
 	"testing"
+
+	"github.com/lvsd/lvsd/agent/planner"
 )
 
 // Rebuilding from the previous pieces gives what a build from scratch
@@ -49,7 +51,7 @@ func TestRebuildIsBuild(t *testing.T) {
 		t.Fatal(err)
 	}
 	changed := map[string]bool{"s4": true, "s6": true, "s30": true}
-	got, _, err := Rebuild(next.Agent, next.Services, prev.pieces, prev.Desired, changed, nil)
+	got, _, err := planner.Rebuild(next.Agent, next.Services, prev.pieces, prev.Desired, changed, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -124,7 +126,7 @@ func TestRebuildIsBuildWhateverChanged(t *testing.T) {
 				fresh = append(fresh, i)
 			}
 		}
-		got, pieces, err := Rebuild(next.Agent, next.Services, prev.pieces, prev.Desired, changed, fresh)
+		got, pieces, err := planner.Rebuild(next.Agent, next.Services, prev.pieces, prev.Desired, changed, fresh)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -134,7 +136,7 @@ func TestRebuildIsBuildWhateverChanged(t *testing.T) {
 		}
 		// The pieces name what they were made of (Config.named reads it).
 		for _, s := range next.Services {
-			if p := pieces.get(s.Name); p == nil || !reflect.DeepEqual(p.src, s) {
+			if src := pieces.Source(s.Name); src == nil || !reflect.DeepEqual(src, s) {
 				t.Fatalf("round %d: the piece of %s was not made of its service", round, s.Name)
 			}
 		}

@@ -10,6 +10,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/lvsd/lvsd/agent/planner"
+
 	"github.com/lvsd/lvsd/arp"
 	"github.com/lvsd/lvsd/cluster"
 )
@@ -142,7 +144,7 @@ func TestTrackUpstreamMovesTheVIP(t *testing.T) {
 	d1.env.reconcile(d1.agent)
 	d2.env.reconcile(d2.agent)
 	h := d1.agent.holder
-	step := func(name string, change func() ([]Op, error), owner, grounded string) {
+	step := func(name string, change func() ([]planner.Op, error), owner, grounded string) {
 		t.Helper()
 		if _, err := change(); err != nil {
 			t.Fatal(err)
@@ -158,8 +160,8 @@ func TestTrackUpstreamMovesTheVIP(t *testing.T) {
 		}
 	}
 	ctx := t.Context()
-	step("upstream fails", func() ([]Op, error) { return h.upstreamChanged(ctx, false) }, "d2", "upstream check failing")
-	step("link down too", func() ([]Op, error) { return h.linkChanged(ctx, false) }, "d2", "interface down, upstream check failing")
-	step("upstream passes, link still down", func() ([]Op, error) { return h.upstreamChanged(ctx, true) }, "d2", "interface down")
-	step("link up", func() ([]Op, error) { return h.linkChanged(ctx, true) }, "d1", "")
+	step("upstream fails", func() ([]planner.Op, error) { return h.upstreamChanged(ctx, false) }, "d2", "upstream check failing")
+	step("link down too", func() ([]planner.Op, error) { return h.linkChanged(ctx, false) }, "d2", "interface down, upstream check failing")
+	step("upstream passes, link still down", func() ([]planner.Op, error) { return h.upstreamChanged(ctx, true) }, "d2", "interface down")
+	step("link up", func() ([]planner.Op, error) { return h.linkChanged(ctx, true) }, "d1", "")
 }

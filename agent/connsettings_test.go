@@ -10,6 +10,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/lvsd/lvsd/agent/planner"
+
 	"github.com/lvsd/lvsd/agent/health"
 	"github.com/lvsd/lvsd/ipvs"
 )
@@ -30,12 +32,12 @@ func TestPlanTimeouts(t *testing.T) {
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
-			ops, _ := Plan(PlanInput{Desired: Desired{Timeouts: c.want}, Actual: Actual{Timeouts: c.have}})
-			if got := opStrings(ops); !slices.Equal(got, c.ops) {
+			ops, _ := planner.Plan(planner.PlanInput{Desired: planner.Desired{Timeouts: c.want}, Actual: planner.Actual{Timeouts: c.have}})
+			if got := planner.OpStrings(ops); !slices.Equal(got, c.ops) {
 				t.Errorf("ops %q, want %q", got, c.ops)
 			}
-			after := Actual{Timeouts: c.have}
-			after.apply(ops, make([]error, len(ops)))
+			after := planner.Actual{Timeouts: c.have}
+			after.Applied(ops, make([]error, len(ops)))
 			if after.Timeouts.Differs(c.want) != (ipvs.Timeouts{}) {
 				t.Errorf("after the ops the kernel holds %+v, not %+v", after.Timeouts, c.want)
 			}

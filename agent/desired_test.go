@@ -8,6 +8,8 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/lvsd/lvsd/agent/planner"
+
 	"github.com/lvsd/lvsd/agent/config"
 )
 
@@ -23,7 +25,7 @@ func loadOne(t *testing.T, yaml string) *Config {
 	return cfg
 }
 
-func serviceStrings(d Desired) []string {
+func serviceStrings(d planner.Desired) []string {
 	var out []string
 	for _, vs := range d.Services {
 		line := vs.Service.String()
@@ -36,7 +38,7 @@ func serviceStrings(d Desired) []string {
 }
 
 func TestBuild(t *testing.T) {
-	mark := FirewallMark("web")
+	mark := planner.FirewallMark("web")
 	fw := fmt.Sprintf("fwmark:%d/ipv4", mark)
 	cases := []struct {
 		name     string
@@ -161,7 +163,7 @@ func TestBuildSyncGuard(t *testing.T) {
 		Ports: []config.PortRange{{From: 80, To: 80}}, Forwarding: config.DR, Scheduler: "mh"}
 	for _, enabled := range []bool{true, false} {
 		a := &config.Agent{Interface: "eth0", Cluster: &config.Cluster{ConnSync: config.ConnSync{Enabled: enabled, Port: 9000}}}
-		d, err := Build(a, []*config.Service{&svc})
+		d, err := planner.Build(a, []*config.Service{&svc})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -178,7 +180,7 @@ func TestBuildDropsIPv6Redirects(t *testing.T) {
 	for fwd, want := range map[config.Forwarding]bool{config.NAT: true, config.DR: false} {
 		svc := config.Service{Name: "web6", VIP: netip.MustParseAddr("fd00::60"), Protocol: "tcp",
 			Ports: []config.PortRange{{From: 80, To: 80}}, Forwarding: fwd, Scheduler: "mh"}
-		d, err := Build(&config.Agent{Interface: "eth0"}, []*config.Service{&svc})
+		d, err := planner.Build(&config.Agent{Interface: "eth0"}, []*config.Service{&svc})
 		if err != nil {
 			t.Fatal(err)
 		}

@@ -6,6 +6,8 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/lvsd/lvsd/agent/planner"
+
 	"github.com/lvsd/lvsd/agent/config"
 	"github.com/lvsd/lvsd/nat"
 )
@@ -27,7 +29,7 @@ func TestBuildFullNATUnderECMP(t *testing.T) {
 	}
 	both := map[string][]netip.Addr{"d1": {mp("10.0.0.201")}, "d2": {mp("10.0.0.202"), mp("10.0.0.203")}}
 
-	d, err := Build(ecmp(true), []*config.Service{service(config.FullNAT, both)})
+	d, err := planner.Build(ecmp(true), []*config.Service{service(config.FullNAT, both)})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -41,18 +43,18 @@ func TestBuildFullNATUnderECMP(t *testing.T) {
 		t.Errorf("this director translates to another's addresses:\n%s", rules)
 	}
 	host := func(a string) netip.Prefix { return netip.PrefixFrom(mp(a), 32) }
-	want := []VIPAddresses{
+	want := []planner.VIPAddresses{
 		{VIP: mp("10.0.0.201"), Addresses: []netip.Prefix{host("10.0.0.201")}, Home: "d1"},
 		{VIP: mp("10.0.0.202"), Addresses: []netip.Prefix{host("10.0.0.202"), host("10.0.0.203")}, Home: "d2"},
 		{VIP: mp("192.0.2.10"), Addresses: []netip.Prefix{host("192.0.2.10")}, Needs: []netip.Addr{mp("10.0.0.201")}},
 	}
-	if !slices.EqualFunc(d.VIPs, want, func(a, b VIPAddresses) bool {
+	if !slices.EqualFunc(d.VIPs, want, func(a, b planner.VIPAddresses) bool {
 		return a.VIP == b.VIP && a.Home == b.Home && slices.Equal(a.Addresses, b.Addresses) && slices.Equal(a.Needs, b.Needs)
 	}) {
 		t.Errorf("VIPs %+v\nwant %+v", d.VIPs, want)
 	}
-	mark := FirewallMark("web")
-	if r := d.PeerSNAT[mark]; len(r) != 2 || r["d2"] != (SNATRange{mp("10.0.0.202"), mp("10.0.0.203")}) {
+	mark := planner.FirewallMark("web")
+	if r := d.PeerSNAT[mark]; len(r) != 2 || r["d2"] != (planner.SNATRange{From: mp("10.0.0.202"), To: mp("10.0.0.203")}) {
 		t.Errorf("PeerSNAT %v", d.PeerSNAT)
 	}
 	if d.Sysctls[nat.SysctlTCPBeLiberal] != "1" {
@@ -71,7 +73,7 @@ func TestBuildFullNATUnderECMP(t *testing.T) {
 		{"nat", ecmp(true), service(config.NAT, nil), "forwarding nat does not work with cluster mode ecmp"},
 		{"per_director without ecmp", &config.Agent{Node: "d1", Interface: "eth0"}, service(config.FullNAT, both), "fullnat.per_director is for cluster mode ecmp"},
 	} {
-		if _, err := Build(tc.agent, []*config.Service{tc.svc}); err == nil || !strings.Contains(err.Error(), tc.want) {
+		if _, err := planner.Build(tc.agent, []*config.Service{tc.svc}); err == nil || !strings.Contains(err.Error(), tc.want) {
 			t.Errorf("%s: error %v, want one with %q", tc.name, err, tc.want)
 		}
 	}

@@ -5,7 +5,8 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/lvsd/lvsd/agent/config"
+	"github.com/lvsd/lvsd/agent/planner"
+
 	"github.com/lvsd/lvsd/agent/health"
 )
 
@@ -31,7 +32,7 @@ func (f *fakeHealth) Changes() (map[string]health.State, []string, bool) {
 }
 func (f *fakeHealth) Changed() <-chan struct{} { return nil }
 
-func weightsOf(d Desired) []int {
+func weightsOf(d planner.Desired) []int {
 	var w []int
 	for _, vs := range d.Services {
 		for _, dst := range vs.Destinations {
@@ -47,47 +48,47 @@ func TestWithHealth(t *testing.T) {
 	cases := []struct {
 		name    string
 		yaml    string
-		health  map[string]BackendHealth
+		health  map[string]planner.BackendHealth
 		weights []int
 		rule    string
 	}{
 		{"no health block: configured weights", svc + "backends: [{address: 10.0.0.11, weight: 3}, {address: 10.0.0.12}]\n",
 			nil, []int{3, 1}, "all healthy"},
 		{"one unhealthy goes to 0", svc + checks + "backends: [{address: 10.0.0.11, weight: 3}, {address: 10.0.0.12}]\n",
-			map[string]BackendHealth{"web/10.0.0.11": {Healthy: false, Weight: -1}, "web/10.0.0.12": {Healthy: true, Weight: -1}},
+			map[string]planner.BackendHealth{"web/10.0.0.11": {Healthy: false, Weight: -1}, "web/10.0.0.12": {Healthy: true, Weight: -1}},
 			[]int{0, 1}, "all healthy backends"},
 		{"none healthy: all take connections", svc + checks + "backends: [{address: 10.0.0.11}, {address: 10.0.0.12}]\n",
-			map[string]BackendHealth{"web/10.0.0.11": {}, "web/10.0.0.12": {}}, []int{1, 1}, "none healthy"},
+			map[string]planner.BackendHealth{"web/10.0.0.11": {}, "web/10.0.0.12": {}}, []int{1, 1}, "none healthy"},
 		{"weighted: reported weights", svc + "health: {weight_header: true, checks: [{type: http}]}\nbackends: [{address: 10.0.0.11}, {address: 10.0.0.12}]\n",
-			map[string]BackendHealth{"web/10.0.0.11": {Healthy: true, Weight: 1}, "web/10.0.0.12": {Healthy: true, Weight: 4}},
+			map[string]planner.BackendHealth{"web/10.0.0.11": {Healthy: true, Weight: 1}, "web/10.0.0.12": {Healthy: true, Weight: 4}},
 			[]int{1, 4}, "healthy, weight > 0"},
 		{"weighted: reported 0 is out", svc + "health: {weight_header: true, checks: [{type: http}]}\nbackends: [{address: 10.0.0.11}, {address: 10.0.0.12}]\n",
-			map[string]BackendHealth{"web/10.0.0.11": {Healthy: true, Weight: 1}, "web/10.0.0.12": {Healthy: true, Weight: 0}},
+			map[string]planner.BackendHealth{"web/10.0.0.11": {Healthy: true, Weight: 1}, "web/10.0.0.12": {Healthy: true, Weight: 0}},
 			[]int{1, 0}, "healthy, weight > 0"},
 		{"failover below ratio", svc + checks + "failover: {ratio: 0.5}\nbackends: [{address: 10.0.0.11}, {address: 10.0.0.12}, {address: 10.0.0.13}, {address: 10.0.0.21, failover: true}]\n",
-			map[string]BackendHealth{"web/10.0.0.11": {Healthy: true}, "web/10.0.0.12": {}, "web/10.0.0.13": {}, "web/10.0.0.21": {Healthy: true}},
+			map[string]planner.BackendHealth{"web/10.0.0.11": {Healthy: true}, "web/10.0.0.12": {}, "web/10.0.0.13": {}, "web/10.0.0.21": {Healthy: true}},
 			[]int{0, 0, 0, 1}, "below the ratio"},
 		{"drop if none healthy", svc + checks + "failover: {drop_if_none_healthy: true}\nbackends: [{address: 10.0.0.11}, {address: 10.0.0.21, failover: true}]\n",
-			map[string]BackendHealth{"web/10.0.0.11": {}, "web/10.0.0.21": {}}, []int{0, 0}, "drop new connections"},
+			map[string]planner.BackendHealth{"web/10.0.0.11": {}, "web/10.0.0.21": {}}, []int{0, 0}, "drop new connections"},
 		{"configured weight 0 is never eligible", svc + checks + "backends: [{address: 10.0.0.11, weight: 0}, {address: 10.0.0.12}]\n",
-			map[string]BackendHealth{"web/10.0.0.11": {Healthy: true}, "web/10.0.0.12": {}}, []int{0, 1}, "none healthy"},
+			map[string]planner.BackendHealth{"web/10.0.0.11": {Healthy: true}, "web/10.0.0.12": {}}, []int{0, 1}, "none healthy"},
 		{"sorry server: none healthy, it comes last", svc + checks + "sorry_server: 10.0.0.99\nbackends: [{address: 10.0.0.11}, {address: 10.0.0.12}]\n",
-			map[string]BackendHealth{"web/10.0.0.11": {}, "web/10.0.0.12": {}}, []int{0, 0, 1}, "none healthy, drop new connections; the sorry server takes new connections"},
+			map[string]planner.BackendHealth{"web/10.0.0.11": {}, "web/10.0.0.12": {}}, []int{0, 0, 1}, "none healthy, drop new connections; the sorry server takes new connections"},
 		{"sorry server: one healthy, no sorry server", svc + checks + "sorry_server: 10.0.0.99\nbackends: [{address: 10.0.0.11}, {address: 10.0.0.12}]\n",
-			map[string]BackendHealth{"web/10.0.0.11": {}, "web/10.0.0.12": {Healthy: true}}, []int{0, 1}, "all healthy backends"},
+			map[string]planner.BackendHealth{"web/10.0.0.11": {}, "web/10.0.0.12": {Healthy: true}}, []int{0, 1}, "all healthy backends"},
 		{"sorry server: every backend administratively out", svc + "sorry_server: 10.0.0.99\nbackends: [{address: 10.0.0.11, weight: 0}]\n",
 			nil, []int{0, 1}, "sorry server"},
 		{"sorry server, weighted: every backend reports 0", svc + "health: {weight_header: true, checks: [{type: http}]}\nsorry_server: 10.0.0.99\nbackends: [{address: 10.0.0.11}, {address: 10.0.0.12}]\n",
-			map[string]BackendHealth{"web/10.0.0.11": {Healthy: true, Weight: 0}, "web/10.0.0.12": {Healthy: true, Weight: 0}},
+			map[string]planner.BackendHealth{"web/10.0.0.11": {Healthy: true, Weight: 0}, "web/10.0.0.12": {Healthy: true, Weight: 0}},
 			[]int{0, 0, 1}, "sorry server"},
 		{"sorry server with a failover policy: none healthy", svc + checks + "sorry_server: 10.0.0.99\nbackends: [{address: 10.0.0.11}, {address: 10.0.0.21, failover: true}]\n",
-			map[string]BackendHealth{"web/10.0.0.11": {}, "web/10.0.0.21": {}}, []int{0, 0, 1}, "sorry server"},
+			map[string]planner.BackendHealth{"web/10.0.0.11": {}, "web/10.0.0.21": {}}, []int{0, 0, 1}, "sorry server"},
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
 			cfg := loadOne(t, c.yaml)
 			before := weightsOf(cfg.Desired)
-			d, decisions := WithHealth(cfg.Desired, cfg.Services, c.health, nil)
+			d, decisions := planner.WithHealth(cfg.Desired, cfg.Services, c.health, nil)
 			if got := weightsOf(d); !slices.Equal(got, c.weights) {
 				t.Errorf("weights %v, want %v (rule %q)", got, c.weights, decisions["web"].Rule)
 			}
@@ -98,28 +99,6 @@ func TestWithHealth(t *testing.T) {
 				t.Error("WithHealth modified its input")
 			}
 		})
-	}
-}
-
-// Health reaches each destination by its backend's key, whatever the order
-// or number of the destinations: reversed, the weights follow.
-func TestWithHealthKeyedByBackend(t *testing.T) {
-	const yaml = "service: web\nvip: 10.0.0.50\nports: [80, 443]\nhealth: {rise: 1, fall: 1, checks: [{type: tcp, port: 80}]}\n" +
-		"backends: [{address: 10.0.0.11, weight: 3}, {address: 10.0.0.12, weight: 5}]\n"
-	cfg := loadOne(t, yaml)
-	d := cfg.Desired
-	for i := range d.Services {
-		slices.Reverse(d.Services[i].Destinations)
-	}
-	d.Services = append(d.Services, pusherService(config.ConnSync{Port: 8848})) // a service without backends
-	out, _ := WithHealth(d, cfg.Services, map[string]BackendHealth{"web/10.0.0.11": {Healthy: false, Weight: -1}, "web/10.0.0.12": {Healthy: true, Weight: -1}}, nil)
-	for _, vs := range out.Services {
-		for _, dst := range vs.Destinations {
-			want := map[string]int{"10.0.0.11": 0, "10.0.0.12": 5, "127.0.0.1": 1}[dst.Addr.String()]
-			if dst.Weight != want {
-				t.Errorf("%s %s: weight %d, want %d", vs.ServiceKey, dst.DestinationKey, dst.Weight, want)
-			}
-		}
 	}
 }
 

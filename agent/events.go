@@ -6,6 +6,8 @@ import (
 	"slices"
 	"strings"
 
+	"github.com/lvsd/lvsd/agent/planner"
+
 	"github.com/lvsd/lvsd/agent/hooks"
 )
 
@@ -43,7 +45,7 @@ func ownershipEvents(before, now map[netip.Addr]bool) []hooks.Event {
 // (by HealthKey), in key order. A backend not seen before counts as
 // healthy, as the checker starts it: one found failing at its first
 // rounds is reported, one found passing is not.
-func healthEvents(before, now map[string]BackendHealth) []hooks.Event {
+func healthEvents(before, now map[string]planner.BackendHealth) []hooks.Event {
 	var out []hooks.Event
 	for key, h := range now {
 		was, seen := before[key]

@@ -6,6 +6,8 @@ import (
 	"slices"
 	"testing"
 
+	"github.com/lvsd/lvsd/agent/planner"
+
 	"github.com/lvsd/lvsd/agent/health"
 	"github.com/lvsd/lvsd/agent/hooks"
 	"github.com/lvsd/lvsd/cluster"
@@ -60,21 +62,21 @@ func TestOwnershipEvents(t *testing.T) {
 }
 
 func TestHealthEvents(t *testing.T) {
-	up, down := BackendHealth{Healthy: true, Weight: health.NoWeight}, BackendHealth{Weight: health.NoWeight}
+	up, down := planner.BackendHealth{Healthy: true, Weight: health.NoWeight}, planner.BackendHealth{Weight: health.NoWeight}
 	for _, tc := range []struct {
 		name        string
-		before, now map[string]BackendHealth
+		before, now map[string]planner.BackendHealth
 		want        []string
 	}{
-		{"new and healthy: as it started", nil, map[string]BackendHealth{"web/10.0.0.11:80": up}, nil},
-		{"new and failing", nil, map[string]BackendHealth{"web/10.0.0.11:80": down}, []string{"health unhealthy web/10.0.0.11:80"}},
-		{"weight only", map[string]BackendHealth{"web/10.0.0.11:80": up},
-			map[string]BackendHealth{"web/10.0.0.11:80": {Healthy: true, Weight: 5}}, nil},
+		{"new and healthy: as it started", nil, map[string]planner.BackendHealth{"web/10.0.0.11:80": up}, nil},
+		{"new and failing", nil, map[string]planner.BackendHealth{"web/10.0.0.11:80": down}, []string{"health unhealthy web/10.0.0.11:80"}},
+		{"weight only", map[string]planner.BackendHealth{"web/10.0.0.11:80": up},
+			map[string]planner.BackendHealth{"web/10.0.0.11:80": {Healthy: true, Weight: 5}}, nil},
 		{"both ways, in key order",
-			map[string]BackendHealth{"web/10.0.0.12:80": down, "api/10.0.0.11": up, "web/10.0.0.11:80": up},
-			map[string]BackendHealth{"web/10.0.0.12:80": up, "api/10.0.0.11": down, "web/10.0.0.11:80": up},
+			map[string]planner.BackendHealth{"web/10.0.0.12:80": down, "api/10.0.0.11": up, "web/10.0.0.11:80": up},
+			map[string]planner.BackendHealth{"web/10.0.0.12:80": up, "api/10.0.0.11": down, "web/10.0.0.11:80": up},
 			[]string{"health unhealthy api/10.0.0.11", "health healthy web/10.0.0.12:80"}},
-		{"removed: no event", map[string]BackendHealth{"web/10.0.0.11:80": down}, nil, nil},
+		{"removed: no event", map[string]planner.BackendHealth{"web/10.0.0.11:80": down}, nil, nil},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			if got := logged(healthEvents(tc.before, tc.now)); !slices.Equal(got, tc.want) {

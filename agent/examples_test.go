@@ -3,6 +3,8 @@ package agent
 import (
 	"testing"
 
+	"github.com/lvsd/lvsd/agent/planner"
+
 	"github.com/lvsd/lvsd/agent/config"
 )
 
@@ -16,7 +18,7 @@ func TestExamplesAreValid(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	d, err := Build(a, svcs)
+	d, err := planner.Build(a, svcs)
 	if err != nil {
 		t.Fatal(err)
 	}

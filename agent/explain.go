@@ -8,6 +8,8 @@ import (
 	"net/netip"
 	"net/url"
 
+	"github.com/lvsd/lvsd/agent/planner"
+
 	"github.com/lvsd/lvsd/agent/api"
 	"github.com/lvsd/lvsd/agent/maglev"
 	"github.com/lvsd/lvsd/ipvs"
@@ -142,7 +144,7 @@ func (a *Agent) Explain(ctx context.Context, q ExplainQuery) (Explanation, error
 
 // explainedService finds the IPVS service lvsd wants for q's VIP, port and
 // protocol.
-func explainedService(services []*VirtualService, q ExplainQuery) (*VirtualService, bool) {
+func explainedService(services []*planner.VirtualService, q ExplainQuery) (*planner.VirtualService, bool) {
 	for _, vs := range services {
 		k := vs.ServiceKey
 		if !vs.Internal && k.FWMark == 0 && k.Protocol == q.Protocol && k.Addr == q.Virtual.Addr() && k.Port == q.Virtual.Port() {
@@ -156,8 +158,8 @@ func explainedService(services []*VirtualService, q ExplainQuery) (*VirtualServi
 // returns them as the Maglev scheduler sees them. A destination's slot
 // weight is its kernel weight, or at weight 0 the weight lvsd gave it last
 // (its configured slot weight; 1 for one no longer configured).
-func explainDestinations(a *Agent, s *snapshot, vs *VirtualService, cur ActualService, e *Explanation) []maglev.Destination {
-	wanted := map[ipvs.DestinationKey]Destination{}
+func explainDestinations(a *Agent, s *snapshot, vs *planner.VirtualService, cur planner.ActualService, e *Explanation) []maglev.Destination {
+	wanted := map[ipvs.DestinationKey]planner.Destination{}
 	for _, d := range vs.Destinations {
 		wanted[d.DestinationKey] = d
 	}

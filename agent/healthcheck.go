@@ -7,6 +7,8 @@ import (
 	"net/netip"
 	"slices"
 
+	"github.com/lvsd/lvsd/agent/planner"
+
 	"github.com/lvsd/lvsd/agent/config"
 	"github.com/lvsd/lvsd/agent/health"
 )
@@ -42,7 +44,7 @@ func HealthTargets(services []*config.Service) []health.Target {
 			if port == 0 && len(s.Ports) > 0 {
 				port = s.Ports[0].From
 			}
-			t := healthTarget(HealthKey(s.Name, b), b.Addr, port, b.Health)
+			t := healthTarget(planner.HealthKey(s.Name, b), b.Addr, port, b.Health)
 			t.Group = s.Name
 			out = append(out, t)
 		}
@@ -86,12 +88,12 @@ func execUser(u *config.User) *health.ExecUser {
 
 // logEligibility logs every service of decided whose eligible set or rule
 // changed from a.eligibility.
-func (a *Agent) logEligibility(decisions *cowMap[string, Eligibility], decided map[string]bool) {
+func (a *Agent) logEligibility(decisions *planner.CopyOnWriteMap[string, planner.Eligibility], decided map[string]bool) {
 	var changed []string
 	for name := range decided {
 		e := decisions.At(name)
 		prev, ok := a.eligibility.Get(name)
-		if !ok || prev.Rule != e.Rule || !prev.sameEligible(e) {
+		if !ok || prev.Rule != e.Rule || !prev.SameEligible(e) {
 			changed = append(changed, name)
 		}
 	}
@@ -128,12 +130,12 @@ func (a *Agent) logEligibility(decisions *cowMap[string, Eligibility], decided m
 // logResets logs, for every batch of destinations the plan resets, the
 // service, the destinations and why: from the ops, so a reset the plan
 // skipped (no connection entries, not in the kernel) is not reported.
-func (a *Agent) logResets(d Desired, ops []Op) {
+func (a *Agent) logResets(d planner.Desired, ops []planner.Op) {
 	for _, op := range ops {
-		if op.Kind != AwaitExpiry {
+		if op.Kind != planner.AwaitExpiry {
 			continue
 		}
-		vs, _ := findService(d, op.Service.ServiceKey) // not a map of every service per pass
+		vs, _ := planner.FindService(d, op.Service.ServiceKey) // not a map of every service per pass
 		a.log.Warn("dropping connections", "event", "reset", "service", vs.Name,
 			"ipvs_service", op.Service.ServiceKey.String(), "destinations", fmt.Sprint(op.Expiring.Dests), "reason", op.Reason)
 	}

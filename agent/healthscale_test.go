@@ -9,6 +9,8 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/lvsd/lvsd/agent/planner"
+
 	"github.com/lvsd/lvsd/agent/health"
 )
 
@@ -88,9 +90,9 @@ func TestHealthChangesAreSnapshots(t *testing.T) {
 			checker.set(k, health.State{Known: true, Healthy: rng.IntN(2) == 0, Weight: rng.IntN(3) - 1})
 		}
 		a.refreshHealth()
-		want := map[string]BackendHealth{}
+		want := map[string]planner.BackendHealth{}
 		for k, st := range checker.states {
-			want[k] = BackendHealth{Healthy: st.Healthy, Weight: st.Weight}
+			want[k] = planner.BackendHealth{Healthy: st.Healthy, Weight: st.Weight}
 		}
 		if !maps.Equal(a.health, want) {
 			t.Fatalf("round %d: health %v, want %v", round, a.health, want)

@@ -11,6 +11,8 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/lvsd/lvsd/agent/planner"
+
 	"github.com/lvsd/lvsd/agent/health"
 	"github.com/lvsd/lvsd/ipvs"
 )
@@ -51,42 +53,42 @@ func TestHealthAfterReloadIsDecidingEverything(t *testing.T) {
 			changed = append(changed, e.rewriteOrRemove(rng, fmt.Sprintf("f%02d", i), func() string { return body(i) }))
 		}
 		// Health as the checker reports it, for any backend of any service.
-		a.health = map[string]BackendHealth{}
+		a.health = map[string]planner.BackendHealth{}
 		for _, s := range a.cfg.Services {
 			for _, b := range s.Backends {
 				if rng.IntN(3) == 0 {
-					a.health[HealthKey(s.Name, b)] = BackendHealth{Healthy: rng.IntN(2) == 0, Weight: rng.IntN(3) - 1}
+					a.health[planner.HealthKey(s.Name, b)] = planner.BackendHealth{Healthy: rng.IntN(2) == 0, Weight: rng.IntN(3) - 1}
 				}
 			}
 		}
 		a.applyHealth(nil) // the health above is in force before the edit
 		a.reload("file change", changed)
-		if c := countEligible(a.desired); !maps.Equal(a.eligibleVIPs.count, c.count) || !maps.Equal(a.eligibleVIPs.set, EligibleVIPs(a.desired)) {
-			t.Fatalf("round %d: eligible VIPs %v %v, counted again %v", round, a.eligibleVIPs.count, a.eligibleVIPs.set, c.count)
+		if c := planner.CountEligible(a.desired); !a.eligibleVIPs.Equal(c) || !maps.Equal(a.eligibleVIPs.VIPs(), planner.EligibleVIPs(a.desired)) {
+			t.Fatalf("round %d: eligible VIPs %+v, counted again %+v", round, a.eligibleVIPs, c)
 		}
 		got, gotEligibility := a.desired, maps.Collect(a.eligibility.All())
 		a.applyHealth(nil)
 		if !reflect.DeepEqual(got.Services, a.desired.Services) {
 			t.Fatalf("round %d, %q changed: spliced\n%v\ndeciding everything\n%v", round, changed, got.Services, a.desired.Services)
 		}
-		if decided := maps.Collect(a.eligibility.All()); !maps.EqualFunc(gotEligibility, decided, func(x, y Eligibility) bool { return reflect.DeepEqual(x, y) }) {
+		if decided := maps.Collect(a.eligibility.All()); !maps.EqualFunc(gotEligibility, decided, func(x, y planner.Eligibility) bool { return reflect.DeepEqual(x, y) }) {
 			t.Fatalf("round %d: eligibility spliced %v, decided %v", round, gotEligibility, decided)
 		}
 		names := map[string]bool{fmt.Sprintf("s%d-0", rng.IntN(14)): true, fmt.Sprintf("s%d-1", rng.IntN(14)): true}
 		keys := a.cfg.serviceKeys(names)
 		slices.SortFunc(keys, ipvs.ServiceKey.Compare)
-		if want := servicesOf(a.cfg.Desired, names); !slices.Equal(keys, want) {
+		if want := planner.ServicesOf(a.cfg.Desired, names); !slices.Equal(keys, want) {
 			t.Fatalf("round %d: the pieces of %v have %v, the desired state %v", round, names, keys, want)
 		}
 		// A health change of those services alone.
 		for _, s := range a.cfg.named(names) {
 			for _, b := range s.Backends {
-				a.health[HealthKey(s.Name, b)] = BackendHealth{Healthy: rng.IntN(2) == 0, Weight: rng.IntN(3) - 1}
+				a.health[planner.HealthKey(s.Name, b)] = planner.BackendHealth{Healthy: rng.IntN(2) == 0, Weight: rng.IntN(3) - 1}
 			}
 		}
 		a.applyHealth(names)
-		if c := countEligible(a.desired); !maps.Equal(a.eligibleVIPs.count, c.count) || !maps.Equal(a.eligibleVIPs.set, EligibleVIPs(a.desired)) {
-			t.Fatalf("round %d: after a health change, eligible VIPs %v, counted again %v", round, a.eligibleVIPs.count, c.count)
+		if c := planner.CountEligible(a.desired); !a.eligibleVIPs.Equal(c) || !maps.Equal(a.eligibleVIPs.VIPs(), planner.EligibleVIPs(a.desired)) {
+			t.Fatalf("round %d: after a health change, eligible VIPs %+v, counted again %+v", round, a.eligibleVIPs, c)
 		}
 		e.reconcile(a)
 	}

@@ -2,11 +2,11 @@ package agent
 
 import (
 	"maps"
-	"slices"
 	"strings"
 
+	"github.com/lvsd/lvsd/agent/planner"
+
 	"github.com/lvsd/lvsd/agent/config"
-	"github.com/lvsd/lvsd/ipvs"
 )
 
 // refreshHealth takes in the health checker's states: the services of the
@@ -18,7 +18,7 @@ func (a *Agent) refreshHealth() {
 	}
 	states, removed, all := a.opts.Health.Changes()
 	if a.health == nil {
-		a.health = map[string]BackendHealth{}
+		a.health = map[string]planner.BackendHealth{}
 	}
 	if all {
 		for key := range a.health {
@@ -30,9 +30,9 @@ func (a *Agent) refreshHealth() {
 	// Only what changed is looked at: every Check tick takes the health
 	// in, and a walk over 100,000 targets' states cost 0.2 s natively.
 	changed := map[string]bool{}
-	before, now := map[string]BackendHealth{}, map[string]BackendHealth{}
+	before, now := map[string]planner.BackendHealth{}, map[string]planner.BackendHealth{}
 	for key, st := range states {
-		h := BackendHealth{Healthy: st.Healthy, Weight: st.Weight}
+		h := planner.BackendHealth{Healthy: st.Healthy, Weight: st.Weight}
 		old, ok := a.health[key]
 		if ok && old == h {
 			continue
@@ -84,14 +84,14 @@ func (a *Agent) applyHealth(names map[string]bool) {
 // a walk over every service.
 func (a *Agent) applyHealthSince(prev *Config, fresh []int, names map[string]bool) {
 	cfg := a.cfg
-	var decisions cowMap[string, Eligibility]
+	var decisions planner.CopyOnWriteMap[string, planner.Eligibility]
 	if names != nil {
 		decisions = a.eligibility.Clone() // shares what it does not decide anew
 	}
-	byBackend := map[string]weights{}
+	byBackend := map[string]planner.Weights{}
 	decided := map[string]bool{}
 	decide := func(s *config.Service) {
-		decisions.Set(s.Name, serviceWeights(s, a.health, a.overrides, byBackend))
+		decisions.Set(s.Name, planner.ServiceWeights(s, a.health, a.overrides, byBackend))
 		decided[s.Name] = true
 	}
 	named := config.NamesOf(names)
@@ -113,11 +113,11 @@ func (a *Agent) applyHealthSince(prev *Config, fresh []int, names map[string]boo
 	}
 	out := cfg.Desired
 	if names != nil && prev != nil && prev.pieces != nil && cfg.pieces != nil {
-		out.Services = spliceWeighted(a.desired.Services, names, prev.pieces, cfg.pieces, byBackend)
-		a.eligibleVIPs = a.eligibleVIPs.update(a.desired, out, append(prev.pieces.keys(names), cfg.pieces.keys(names)...))
+		out.Services = planner.SpliceWeighted(a.desired.Services, names, prev.pieces, cfg.pieces, byBackend)
+		a.eligibleVIPs = a.eligibleVIPs.Update(a.desired, out, append(prev.pieces.Keys(names), cfg.pieces.Keys(names)...))
 	} else {
-		out.Services = weighted(cfg.Desired.Services, a.desired.Services, named, names == nil, byBackend)
-		a.eligibleVIPs = countEligible(out)
+		out.Services = planner.Weighted(cfg.Desired.Services, a.desired.Services, named, names == nil, byBackend)
+		a.eligibleVIPs = planner.CountEligible(out)
 	}
 	a.logEligibility(&decisions, decided)
 	a.desired, a.eligibility = out, decisions
@@ -132,80 +132,6 @@ func (a *Agent) applyHealthSince(prev *Config, fresh []int, names map[string]boo
 	}
 }
 
-// weighted returns desired with the weights of byBackend on the named
-// services (every one with all), the others as they were in prev (the
-// previous desired state with weights), in one walk.
-func weighted(desired, prev []*VirtualService, named config.Names, all bool, byBackend map[string]weights) []*VirtualService {
-	out := make([]*VirtualService, len(desired))
-	j := 0
-	for i, vs := range desired {
-		if all || named.Has(vs.Name) && !vs.Internal {
-			out[i] = withWeights(vs, byBackend)
-			continue
-		}
-		for j < len(prev) && prev[j].ServiceKey.Compare(vs.ServiceKey) < 0 {
-			j++
-		}
-		if j < len(prev) && prev[j].ServiceKey == vs.ServiceKey {
-			out[i] = prev[j]
-		} else {
-			out[i] = vs
-		}
-	}
-	return out
-}
-
-// spliceWeighted returns prev (the desired state with weights, made from
-// the pieces before) with the named services' IPVS services taken out and
-// added again from pieces (now) with the weights of byBackend.
-func spliceWeighted(prev []*VirtualService, names map[string]bool, before, pieces Pieces, byBackend map[string]weights) []*VirtualService {
-	removed := before.keys(names)
-	var added []*VirtualService
-	for name := range names {
-		if p := pieces.get(name); p != nil {
-			for _, vs := range p.services {
-				added = append(added, withWeights(vs, byBackend))
-			}
-		}
-	}
-	slices.SortFunc(removed, ipvs.ServiceKey.Compare)
-	slices.SortFunc(added, byServiceKey)
-	return mergeServices(prev, removed, added)
-}
-
-// withWeights returns vs with the weights of byBackend (by backend key),
-// and its sorry server appended while none of its destinations takes new
-// connections: vs itself when that changes nothing (a service whose
-// weights are all as configured is the configuration's), else a copy.
-func withWeights(in *VirtualService, byBackend map[string]weights) *VirtualService {
-	same, eligible := true, false
-	for _, dst := range in.Destinations {
-		w, ok := byBackend[dst.Backend]
-		if !ok {
-			w = weights{kernel: dst.Weight, slot: dst.SlotWeight}
-		}
-		same = same && w.kernel == dst.Weight && w.slot == dst.SlotWeight
-		eligible = eligible || w.kernel > 0
-	}
-	sorry := in.Sorry != nil && !eligible
-	if same && !sorry {
-		return in
-	}
-	vs := new(*in)
-	vs.Destinations = slices.Clone(vs.Destinations)
-	for j, dst := range vs.Destinations {
-		if w, ok := byBackend[dst.Backend]; ok {
-			vs.Destinations[j].Weight, vs.Destinations[j].SlotWeight = w.kernel, w.slot
-		}
-	}
-	if sorry {
-		// Last, so that a service made while it is needed has the kernel
-		// list of one that got it later (the kernel adds at the head).
-		vs.Destinations = append(vs.Destinations, *vs.Sorry)
-	}
-	return vs
-}
-
 // unappliedServices returns the names decided anew since the last plan
 // and their configuration (those still configured).
 func (a *Agent) unappliedServices() (map[string]bool, []*config.Service) {
@@ -217,9 +143,9 @@ func (a *Agent) unappliedServices() (map[string]bool, []*config.Service) {
 
 // markApplied records the decisions of names as applied (those of removed
 // services go).
-func (a *Agent) markApplied(names map[string]bool, applied map[string]Eligibility) {
+func (a *Agent) markApplied(names map[string]bool, applied map[string]planner.Eligibility) {
 	if a.applied == nil {
-		a.applied = map[string]Eligibility{}
+		a.applied = map[string]planner.Eligibility{}
 	}
 	for name := range names {
 		if e, ok := applied[name]; ok {

@@ -11,6 +11,8 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/lvsd/lvsd/agent/planner"
+
 	"github.com/lvsd/lvsd/agent/statefile"
 	"github.com/lvsd/lvsd/cluster/bgp"
 )
@@ -34,7 +36,7 @@ type VIPOwnership interface {
 // Programmed is what the reconciler tells the VIP holder after each pass:
 // the data plane as programmed, which says which VIPs may be held.
 type Programmed struct {
-	Desired Desired // its Interface, VIPs (programmed ones) and NAT (in force)
+	Desired planner.Desired // its Interface, VIPs (programmed ones) and NAT (in force)
 	// InUse are addresses to keep whoever holds their VIP (AddressesInUse).
 	InUse map[netip.Addr]bool
 	// Eligible are the VIPs with an eligible backend (EligibleVIPs): with
@@ -67,7 +69,7 @@ type Holder struct {
 	shown atomic.Pointer[HolderState]
 
 	// Owned by the goroutine running the loop (or the caller, see above).
-	owned     Ownership
+	owned     planner.Ownership
 	prog      Programmed
 	synced    bool                  // prog came from a reconcile pass
 	served    []netip.Addr          // last told to the cluster
@@ -100,12 +102,12 @@ const holderFile = "holder.json"
 // request runs f on the holder's goroutine.
 type request struct {
 	ctx   context.Context
-	f     func(context.Context) ([]Op, error)
+	f     func(context.Context) ([]planner.Op, error)
 	reply chan reply
 }
 
 type reply struct {
-	ops []Op
+	ops []planner.Op
 	err error
 }
 
@@ -189,7 +191,7 @@ func (h *Holder) run(ctx context.Context) {
 }
 
 // do runs f on the holder's goroutine once started, else on the caller's.
-func (h *Holder) do(ctx context.Context, f func(context.Context) ([]Op, error)) ([]Op, error) {
+func (h *Holder) do(ctx context.Context, f func(context.Context) ([]planner.Op, error)) ([]planner.Op, error) {
 	if !h.running.Load() {
 		return f(ctx)
 	}
@@ -205,11 +207,11 @@ func (h *Holder) do(ctx context.Context, f func(context.Context) ([]Op, error)) 
 
 // Sync hands the holder the data plane a reconcile pass programmed and
 // returns the address ops that followed.
-func (h *Holder) Sync(ctx context.Context, p Programmed) ([]Op, error) {
-	return h.do(ctx, func(ctx context.Context) ([]Op, error) { return h.sync(ctx, p) })
+func (h *Holder) Sync(ctx context.Context, p Programmed) ([]planner.Op, error) {
+	return h.do(ctx, func(ctx context.Context) ([]planner.Op, error) { return h.sync(ctx, p) })
 }
 
-func (h *Holder) sync(ctx context.Context, p Programmed) ([]Op, error) {
+func (h *Holder) sync(ctx context.Context, p Programmed) ([]planner.Op, error) {
 	h.prog, h.synced = p, true
 	h.serve()
 	return h.pass(ctx)
@@ -273,20 +275,20 @@ func (h *Holder) TrackUpstream(verdicts <-chan bool) {
 func (h *Holder) grounded() bool { return h.linkDown || h.upDown }
 
 // linkChanged takes in the interface's state.
-func (h *Holder) linkChanged(ctx context.Context, up bool) ([]Op, error) {
+func (h *Holder) linkChanged(ctx context.Context, up bool) ([]planner.Op, error) {
 	return h.trackChanged(ctx, &h.linkDown, up, "interface down: giving the VIPs up",
 		"interface up: serving the VIPs again", "interface", h.prog.Desired.Interface)
 }
 
 // upstreamChanged takes in the upstream check's verdict.
-func (h *Holder) upstreamChanged(ctx context.Context, ok bool) ([]Op, error) {
+func (h *Holder) upstreamChanged(ctx context.Context, ok bool) ([]planner.Op, error) {
 	return h.trackChanged(ctx, &h.upDown, ok, "upstream check fails: giving the VIPs up",
 		"upstream check passes: serving the VIPs again")
 }
 
 // trackChanged takes in one tracker's verdict (down is its flag), logs a
 // change with lost or back, and serves and holds what the director can now.
-func (h *Holder) trackChanged(ctx context.Context, down *bool, ok bool, lost, back string, attrs ...any) ([]Op, error) {
+func (h *Holder) trackChanged(ctx context.Context, down *bool, ok bool, lost, back string, attrs ...any) ([]planner.Op, error) {
 	if *down == !ok {
 		return nil, nil
 	}
@@ -309,7 +311,7 @@ func (h *Holder) trackChanged(ctx context.Context, down *bool, ok bool, lost, ba
 // go on. The state is kept across restarts. It returns the state in force.
 func (h *Holder) Drain(ctx context.Context, on bool, now time.Time) (HolderState, error) {
 	var st HolderState
-	_, err := h.do(ctx, func(ctx context.Context) ([]Op, error) {
+	_, err := h.do(ctx, func(ctx context.Context) ([]planner.Op, error) {
 		if h.state.Drained != on {
 			next := HolderState{Drained: on}
 			if on {
@@ -354,7 +356,7 @@ func (h *Holder) publish() {
 // director holds nothing until the cluster gives it VIPs). Call it before
 // the cluster node starts, before Start.
 func (h *Holder) ReleaseStale(ctx context.Context) error {
-	_, err := h.apply(ctx, PlanAddresses(AddressInput{Owned: h.owned}))
+	_, err := h.apply(ctx, planner.PlanAddresses(planner.AddressInput{Owned: h.owned}))
 	return err
 }
 
@@ -376,12 +378,12 @@ func (h *Holder) Release(ctx context.Context) error {
 	h.stopping = true
 	in := h.input(h.present(ctx), nil)
 	in.InUse = nil
-	_, err := h.apply(ctx, PlanAddresses(in))
+	_, err := h.apply(ctx, planner.PlanAddresses(in))
 	return err
 }
 
 // pass plans and applies the addresses of the VIPs held now.
-func (h *Holder) pass(ctx context.Context) ([]Op, error) {
+func (h *Holder) pass(ctx context.Context) ([]planner.Op, error) {
 	held := make(map[netip.Addr]bool, len(h.prog.Desired.VIPs))
 	for _, v := range h.prog.Desired.VIPs {
 		held[v.VIP] = !h.grounded() && (h.vips == nil || h.vips.Holds(v.VIP))
@@ -390,7 +392,7 @@ func (h *Holder) pass(ctx context.Context) ([]Op, error) {
 	if err != nil {
 		return nil, err
 	}
-	ops, err := h.apply(ctx, PlanAddresses(h.input(present, held)))
+	ops, err := h.apply(ctx, planner.PlanAddresses(h.input(present, held)))
 	// After the addresses: the hook hears of a takeover once it is done
 	// (or tried; a failed address is retried by the next pass).
 	for _, ev := range ownershipEvents(h.reported, held) {
@@ -415,7 +417,7 @@ func (h *Holder) present(ctx context.Context) map[string][]netip.Prefix {
 }
 
 // input is the holder's AddressInput: its state, held as given.
-func (h *Holder) input(present map[string][]netip.Prefix, held map[netip.Addr]bool) AddressInput {
+func (h *Holder) input(present map[string][]netip.Prefix, held map[netip.Addr]bool) planner.AddressInput {
 	in := addressInput(h.k, h.prog, present, h.owned, held)
 	in.Announced, in.Drained, in.Stopping = h.announced, h.state.Drained, h.stopping
 	return in
@@ -423,9 +425,9 @@ func (h *Holder) input(present map[string][]netip.Prefix, held map[netip.Addr]bo
 
 // addressInput is the AddressInput of a director with host k and the data
 // plane p (the holder's, or `lvsd plan`'s).
-func addressInput(k Kernel, p Programmed, present map[string][]netip.Prefix, owned Ownership, held map[netip.Addr]bool) AddressInput {
+func addressInput(k Kernel, p Programmed, present map[string][]netip.Prefix, owned planner.Ownership, held map[netip.Addr]bool) planner.AddressInput {
 	d := p.Desired
-	return AddressInput{Interface: d.Interface, VIPDevice: d.VIPDevice, VIPs: d.VIPs, Held: held, Present: present,
+	return planner.AddressInput{Interface: d.Interface, VIPDevice: d.VIPDevice, VIPs: d.VIPs, Held: held, Present: present,
 		Owned: owned, InUse: p.InUse, Ruleset: d.NAT, Routes: d.Announce, Eligible: p.Eligible,
 		// Under ECMP, PeerFlows keeps the other directors' FULLNAT entries
 		// all along, with their source addresses: a restore from the
@@ -434,7 +436,7 @@ func addressInput(k Kernel, p Programmed, present map[string][]netip.Prefix, own
 }
 
 // listPresent lists the addresses of d's devices.
-func listPresent(ctx context.Context, k Kernel, d Desired) (map[string][]netip.Prefix, error) {
+func listPresent(ctx context.Context, k Kernel, d planner.Desired) (map[string][]netip.Prefix, error) {
 	out := map[string][]netip.Prefix{}
 	for _, dev := range []string{d.Interface, d.VIPDevice} {
 		if _, done := out[dev]; done || dev == "" {
@@ -451,7 +453,7 @@ func listPresent(ctx context.Context, k Kernel, d Desired) (map[string][]netip.P
 
 // apply runs ops with the record written ahead, tells the cluster which
 // addresses came and went, keeps what is announced, and logs each op.
-func (h *Holder) apply(ctx context.Context, ops []Op) ([]Op, error) {
+func (h *Holder) apply(ctx context.Context, ops []planner.Op) ([]planner.Op, error) {
 	if len(ops) == 0 {
 		return nil, nil
 	}
@@ -467,17 +469,17 @@ func (h *Holder) apply(ctx context.Context, ops []Op) ([]Op, error) {
 			continue
 		}
 		switch op.Kind {
-		case AddAddress, DeleteAddress:
+		case planner.AddAddress, planner.DeleteAddress:
 			if h.vips != nil {
-				h.vips.AddressChanged(op.Address.Addr(), op.Kind == AddAddress)
+				h.vips.AddressChanged(op.Address.Addr(), op.Kind == planner.AddAddress)
 			}
-		case AnnounceRoute:
+		case planner.AnnounceRoute:
 			h.announced[op.Route.Prefix] = op.Route
-		case WithdrawRoute:
+		case planner.WithdrawRoute:
 			delete(h.announced, op.Route.Prefix)
 		}
 	}
-	if err := h.save(intended.After(ops, errs)); err != nil {
+	if err := h.save(intended.After(ops, gone(ops, errs))); err != nil {
 		h.log.Error("saving the address record", "err", err)
 	}
 	logOps(h.log, ops, errs)
@@ -485,7 +487,7 @@ func (h *Holder) apply(ctx context.Context, ops []Op) ([]Op, error) {
 	return ops, errors.Join(errs...)
 }
 
-func (h *Holder) save(o Ownership) error {
+func (h *Holder) save(o planner.Ownership) error {
 	if o.Equal(h.owned) {
 		return nil
 	}

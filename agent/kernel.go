@@ -11,6 +11,8 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/lvsd/lvsd/agent/planner"
+
 	"github.com/lvsd/lvsd/arp"
 	"github.com/lvsd/lvsd/cluster/bgp"
 	"github.com/lvsd/lvsd/ipvs"
@@ -68,21 +70,21 @@ const expiryTimeout = 2 * time.Second
 // their destinations, the digest of lvsd's nft tables, the sysctls d sets
 // and the sync daemons (`lvsd plan`; the agent reads back what it must,
 // readBack).
-func (k Kernel) ReadActual(ctx context.Context, d Desired) (Actual, error) {
+func (k Kernel) ReadActual(ctx context.Context, d planner.Desired) (planner.Actual, error) {
 	a, err := k.readGlobals(ctx, d)
 	if err != nil {
-		return Actual{}, err
+		return planner.Actual{}, err
 	}
 	svcs, err := k.IPVS.Services(ctx)
 	if err != nil {
-		return Actual{}, err
+		return planner.Actual{}, err
 	}
 	for _, s := range svcs {
 		dsts, err := k.IPVS.Destinations(ctx, s.ServiceKey)
 		if err != nil {
-			return Actual{}, err
+			return planner.Actual{}, err
 		}
-		a.Services.Set(s.ServiceKey, ActualService{Service: s, Destinations: dsts})
+		a.Services.Set(s.ServiceKey, planner.ActualService{Service: s, Destinations: dsts})
 	}
 	return a, nil
 }
@@ -90,11 +92,11 @@ func (k Kernel) ReadActual(ctx context.Context, d Desired) (Actual, error) {
 // readGlobals reads back what is not IPVS services: the digest of lvsd's
 // nft tables, the sysctls d sets, the IPVS timeouts when d sets one and
 // the sync daemons.
-func (k Kernel) readGlobals(ctx context.Context, d Desired) (Actual, error) {
-	a := Actual{Sysctls: map[string]string{}}
+func (k Kernel) readGlobals(ctx context.Context, d planner.Desired) (planner.Actual, error) {
+	a := planner.Actual{Sysctls: map[string]string{}}
 	var err error
 	if a.NATDigest, err = k.NAT.Installed(ctx); err != nil {
-		return Actual{}, err
+		return planner.Actual{}, err
 	}
 	for key := range d.Sysctls {
 		v, err := k.Sysctls.Get(ctx, key)
@@ -102,21 +104,21 @@ func (k Kernel) readGlobals(ctx context.Context, d Desired) (Actual, error) {
 		case errors.Is(err, arp.ErrNotFound):
 			continue // planned as missing; setting it says why it fails
 		case err != nil:
-			return Actual{}, err
+			return planner.Actual{}, err
 		}
 		a.Sysctls[key] = v
 	}
 	if !d.Timeouts.IsZero() {
 		if k.Timeouts == nil {
-			return Actual{}, errors.New("this IPVS handle cannot read or set timeouts")
+			return planner.Actual{}, errors.New("this IPVS handle cannot read or set timeouts")
 		}
 		if a.Timeouts, err = k.Timeouts.Timeouts(ctx); err != nil {
-			return Actual{}, err
+			return planner.Actual{}, err
 		}
 	}
 	if k.Daemons != nil { // also without connection sync: lvsd's daemons must then stop
 		if a.Daemons, err = k.Daemons.Daemons(ctx); err != nil {
-			return Actual{}, err
+			return planner.Actual{}, err
 		}
 	}
 	return a, nil
@@ -124,21 +126,21 @@ func (k Kernel) readGlobals(ctx context.Context, d Desired) (Actual, error) {
 
 // readServices reads the IPVS services keys with their destinations, one
 // request each (those not in the kernel are left out).
-func (k Kernel) readServices(ctx context.Context, keys []ipvs.ServiceKey) (Actual, error) {
-	var a Actual
+func (k Kernel) readServices(ctx context.Context, keys []ipvs.ServiceKey) (planner.Actual, error) {
+	var a planner.Actual
 	for _, key := range keys {
 		s, err := k.IPVS.Service(ctx, key)
 		if errors.Is(err, ipvs.ErrNotFound) {
 			continue
 		}
 		if err != nil {
-			return Actual{}, err
+			return planner.Actual{}, err
 		}
 		dsts, err := k.IPVS.Destinations(ctx, key)
 		if err != nil {
-			return Actual{}, err
+			return planner.Actual{}, err
 		}
-		a.Services.Set(key, ActualService{Service: s, Destinations: dsts})
+		a.Services.Set(key, planner.ActualService{Service: s, Destinations: dsts})
 	}
 	return a, nil
 }
@@ -148,7 +150,7 @@ func (k Kernel) readServices(ctx context.Context, keys []ipvs.ServiceKey) (Actua
 // except where a later op depends on the failed one: a sync daemon is not
 // started without its nftables guard, an address that could not be added is
 // not announced.
-func (k Kernel) Apply(ctx context.Context, ops []Op) []error {
+func (k Kernel) Apply(ctx context.Context, ops []planner.Op) []error {
 	errs := make([]error, len(ops))
 	natFailed := false
 	notAdded := map[netip.Prefix]bool{}
@@ -177,50 +179,50 @@ func (k Kernel) Apply(ctx context.Context, ops []Op) []error {
 			}
 		}
 		switch {
-		case op.Kind == StartDaemon && natFailed:
+		case op.Kind == planner.StartDaemon && natFailed:
 			errs[i] = fmt.Errorf("%s: not started: its nftables guard could not be installed", op.Daemon)
-		case op.Kind == Announce && notAdded[op.Address]:
+		case op.Kind == planner.Announce && notAdded[op.Address]:
 			errs[i] = fmt.Errorf("announcing %s: not added", op.Address)
 		default:
 			errs[i] = k.apply(ctx, op)
 		}
 		if errs[i] != nil {
-			natFailed = natFailed || op.Kind == ReplaceNAT
-			notAdded[op.Address] = notAdded[op.Address] || op.Kind == AddAddress
+			natFailed = natFailed || op.Kind == planner.ReplaceNAT
+			notAdded[op.Address] = notAdded[op.Address] || op.Kind == planner.AddAddress
 		}
 	}
 	return errs
 }
 
-func (k Kernel) apply(ctx context.Context, op Op) error {
+func (k Kernel) apply(ctx context.Context, op planner.Op) error {
 	key := op.Service.ServiceKey
 	switch op.Kind {
-	case SetSysctl:
+	case planner.SetSysctl:
 		return sysctlError(k.Sysctls.Set(ctx, op.Key, op.Value))
-	case SetTimeouts:
+	case planner.SetTimeouts:
 		if k.Timeouts == nil {
 			return errors.New("this IPVS handle cannot set timeouts")
 		}
 		return k.Timeouts.SetTimeouts(ctx, op.Timeouts)
-	case AddService:
+	case planner.AddService:
 		return k.IPVS.AddService(ctx, op.Service)
-	case UpdateService:
+	case planner.UpdateService:
 		return k.IPVS.UpdateService(ctx, op.Service)
-	case DeleteService:
+	case planner.DeleteService:
 		return ignore(k.IPVS.DeleteService(ctx, key), ipvs.ErrNotFound)
-	case AddDestination:
+	case planner.AddDestination:
 		return k.IPVS.AddDestination(ctx, key, op.Destination)
-	case UpdateDestination:
+	case planner.UpdateDestination:
 		return k.IPVS.UpdateDestination(ctx, key, op.Destination)
-	case DeleteDestination:
+	case planner.DeleteDestination:
 		return ignore(k.IPVS.DeleteDestination(ctx, key, op.Destination.DestinationKey), ipvs.ErrNotFound)
-	case MoveDestination:
+	case planner.MoveDestination:
 		return k.move(ctx, op)
-	case ReplaceNAT:
+	case planner.ReplaceNAT:
 		return k.NAT.Apply(ctx, op.NAT)
-	case RemoveNAT:
+	case planner.RemoveNAT:
 		return k.NAT.Remove(ctx)
-	case AwaitExpiry:
+	case planner.AwaitExpiry:
 		// On a timeout the re-add that follows revives what is left: those
 		// connections go on, the others are gone. Worth an error, not a stop.
 		wctx, cancel := context.WithTimeout(ctx, expiryTimeout)
@@ -229,20 +231,20 @@ func (k Kernel) apply(ctx context.Context, op Op) error {
 			return fmt.Errorf("resetting connections of %s: %w", key, err)
 		}
 		return nil
-	case StartDaemon, StopDaemon:
+	case planner.StartDaemon, planner.StopDaemon:
 		return k.applyDaemon(ctx, op)
-	case RestoreConntrack:
+	case planner.RestoreConntrack:
 		return k.restore(ctx, op.NAT, op.VIPs)
-	case AddAddress:
+	case planner.AddAddress:
 		return k.Addrs.Add(ctx, op.Interface, op.Address)
-	case Announce:
+	case planner.Announce:
 		if k.Announcer == nil {
 			return nil
 		}
 		return k.Announcer.Announce(ctx, op.Interface, op.Address.Addr())
-	case DeleteAddress:
+	case planner.DeleteAddress:
 		return ignore(k.Addrs.Delete(ctx, op.Interface, op.Address), arp.ErrNotFound)
-	case ReleaseConnections:
+	case planner.ReleaseConnections:
 		if k.Relay == nil {
 			return nil
 		}
@@ -261,7 +263,7 @@ func (k Kernel) apply(ctx context.Context, op Op) error {
 // connections, due a jiffy later. So the sysctl is held at 0 across the
 // pair (a packet in between is dropped, not the connection), then set
 // back to what lvsd wants; not moved at all if it cannot be held.
-func (k Kernel) move(ctx context.Context, op Op) error {
+func (k Kernel) move(ctx context.Context, op planner.Op) error {
 	if err := k.Sysctls.Set(ctx, ipvs.ExpireNodestConn, "0"); err != nil {
 		return fmt.Errorf("not moved: holding %s: %w", ipvs.ExpireNodestConn, sysctlError(err))
 	}
@@ -274,27 +276,27 @@ func (k Kernel) move(ctx context.Context, op Op) error {
 	return errors.Join(err, sysctlError(k.Sysctls.Set(ctx, ipvs.ExpireNodestConn, wanted)))
 }
 
-func (k Kernel) applyDaemon(ctx context.Context, op Op) error {
+func (k Kernel) applyDaemon(ctx context.Context, op planner.Op) error {
 	if k.Daemons == nil {
 		return errors.New("this IPVS handle cannot run sync daemons")
 	}
-	if op.Kind == StopDaemon {
+	if op.Kind == planner.StopDaemon {
 		return k.Daemons.StopDaemon(ctx, op.Daemon.State)
 	}
 	_, err := k.Daemons.StartDaemon(ctx, op.Daemon)
 	return err
 }
 
-func isRoute(k OpKind) bool { return k == AnnounceRoute || k == WithdrawRoute }
+func isRoute(k planner.OpKind) bool { return k == planner.AnnounceRoute || k == planner.WithdrawRoute }
 
 // applyRoutes runs a run of route ops as one update, setting every op's
 // error. A VIP whose address could not be added is not announced.
-func (k Kernel) applyRoutes(ctx context.Context, ops []Op, errs []error, notAdded map[netip.Prefix]bool) {
+func (k Kernel) applyRoutes(ctx context.Context, ops []planner.Op, errs []error, notAdded map[netip.Prefix]bool) {
 	var announce []bgp.Route
 	var withdraw []netip.Prefix
 	for i, op := range ops {
 		switch {
-		case op.Kind == WithdrawRoute:
+		case op.Kind == planner.WithdrawRoute:
 			withdraw = append(withdraw, op.Route.Prefix)
 		case notAdded[op.Route.Prefix]:
 			errs[i] = fmt.Errorf("announcing %s: its address could not be added", op.Route.Prefix)

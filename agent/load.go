@@ -6,6 +6,8 @@ import (
 	"reflect"
 	"slices"
 
+	"github.com/lvsd/lvsd/agent/planner"
+
 	"github.com/lvsd/lvsd/agent/config"
 )
 
@@ -14,11 +16,11 @@ import (
 type Config struct {
 	Agent    *config.Agent
 	Services []*config.Service
-	Desired  Desired // every backend at its configured weight
+	Desired  planner.Desired // every backend at its configured weight
 	files    []*config.File
-	pieces   Pieces
+	pieces   planner.Pieces
 	// checked counts the backends with health checks by HealthKey.
-	checked cowMap[string, int]
+	checked planner.CopyOnWriteMap[string, int]
 	loader  *Loader // what read it, with its cache of the files
 }
 
@@ -80,13 +82,13 @@ func (l *Loader) Load(prev *Config, changed []string) (*Config, Changes, error) 
 	}
 	c.Services, c.files = set.Services, set.Files
 	ch := Changes{All: all}
-	var prevPieces Pieces
-	var prevDesired Desired
+	var prevPieces planner.Pieces
+	var prevDesired planner.Desired
 	if !all {
 		ch.Services, ch.Fresh = changedServices(prev.files, set), set.Fresh
 		prevPieces, prevDesired = prev.pieces, prev.Desired
 	}
-	if c.Desired, c.pieces, err = Rebuild(agent, c.Services, prevPieces, prevDesired, ch.Services, ch.Fresh); err != nil {
+	if c.Desired, c.pieces, err = planner.Rebuild(agent, c.Services, prevPieces, prevDesired, ch.Services, ch.Fresh); err != nil {
 		return nil, Changes{}, err
 	}
 	c.checked = checkedBackends(prev, c, ch.Services) // ch.Services nil: all
@@ -165,7 +167,7 @@ func changedServices(old []*config.File, set config.Set) map[string]bool {
 // backend healthy (only the running agent knows health) but takes the
 // operator's overrides in (`lvsd backend`); destinations already at weight
 // 0 that are still draining are shown as staying.
-func PlanFor(ctx context.Context, cfg *Config, k Kernel, held func(netip.Addr) bool) ([]Op, error) {
+func PlanFor(ctx context.Context, cfg *Config, k Kernel, held func(netip.Addr) bool) ([]planner.Op, error) {
 	owned, err := LoadOwnedServices(cfg.Agent.StateDir)
 	if err != nil {
 		return nil, err
@@ -175,12 +177,12 @@ func PlanFor(ctx context.Context, cfg *Config, k Kernel, held func(netip.Addr) b
 		return nil, err
 	}
 	overrides, _ = overrides.Pruned(cfg.Services)
-	desired, _ := WithHealth(cfg.Desired, cfg.Services, nil, overrides)
+	desired, _ := planner.WithHealth(cfg.Desired, cfg.Services, nil, overrides)
 	actual, err := k.ReadActual(ctx, desired)
 	if err != nil {
 		return nil, err
 	}
-	ops, _ := Plan(PlanInput{Desired: desired, Actual: actual, Owned: owned, Drains: Drains{}, DrainTimeout: 1 << 62})
+	ops, _ := planner.Plan(planner.PlanInput{Desired: desired, Actual: actual, Owned: owned, Drains: planner.Drains{}, DrainTimeout: 1 << 62})
 	addrs, err := LoadOwnedAddresses(cfg.Agent.StateDir)
 	if err != nil {
 		return nil, err
@@ -193,6 +195,6 @@ func PlanFor(ctx context.Context, cfg *Config, k Kernel, held func(netip.Addr) b
 	for _, v := range desired.VIPs {
 		hold[v.VIP] = held == nil || held(v.VIP)
 	}
-	p := Programmed{Desired: desired, InUse: AddressesInUse(desired, actual, ops), Eligible: EligibleVIPs(desired)}
-	return append(ops, PlanAddresses(addressInput(k, p, present, addrs, hold))...), nil
+	p := Programmed{Desired: desired, InUse: planner.AddressesInUse(desired, actual, ops), Eligible: planner.EligibleVIPs(desired)}
+	return append(ops, planner.PlanAddresses(addressInput(k, p, present, addrs, hold))...), nil
 }

@@ -5,6 +5,8 @@ import (
 	"slices"
 	"time"
 
+	"github.com/lvsd/lvsd/agent/planner"
+
 	"github.com/lvsd/lvsd/agent/config"
 	"github.com/lvsd/lvsd/agent/health"
 	"github.com/lvsd/lvsd/agent/histogram"
@@ -109,7 +111,7 @@ func (a *Agent) healthStates() map[string]health.State {
 
 // setHealth fills in the health of the backend with HealthKey key of a
 // service whose eligibility is elig.
-func (d *DestinationStatus) setHealth(states map[string]health.State, elig Eligibility, checked *cowMap[string, int], key string) {
+func (d *DestinationStatus) setHealth(states map[string]health.State, elig planner.Eligibility, checked *planner.CopyOnWriteMap[string, int], key string) {
 	var st health.State
 	d.Eligible = elig.Eligible(key)
 	d.Health, st = healthOf(states, checked, key)
@@ -122,15 +124,15 @@ func (d *DestinationStatus) setHealth(states map[string]health.State, elig Eligi
 // checkedBackends counts, by HealthKey, the backends of c's services that
 // have health checks. With prev, c is prev with the services in names
 // changed, and only theirs are counted again.
-func checkedBackends(prev, c *Config, names map[string]bool) cowMap[string, int] {
-	var out cowMap[string, int]
+func checkedBackends(prev, c *Config, names map[string]bool) planner.CopyOnWriteMap[string, int] {
+	var out planner.CopyOnWriteMap[string, int]
 	count := func(services []*config.Service, delta int) {
 		for _, s := range services {
 			for _, b := range s.Backends {
 				if b.Health == nil {
 					continue
 				}
-				k := HealthKey(s.Name, b)
+				k := planner.HealthKey(s.Name, b)
 				if n := out.At(k) + delta; n > 0 {
 					out.Set(k, n)
 				} else {

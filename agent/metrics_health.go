@@ -3,6 +3,8 @@ package agent
 import (
 	"strings"
 
+	"github.com/lvsd/lvsd/agent/planner"
+
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/lvsd/lvsd/agent/health"
@@ -38,7 +40,7 @@ func collectHealth(cfg *Config, states map[string]health.State, perBackend bool,
 		var rounds histogram.Durations
 		checked := false
 		for _, b := range s.Backends {
-			key := HealthKey(s.Name, b)
+			key := planner.HealthKey(s.Name, b)
 			st, ok := states[key]
 			if b.Health == nil || !ok {
 				continue

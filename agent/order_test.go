@@ -7,13 +7,15 @@ import (
 	"testing"
 	"time"
 
+	"github.com/lvsd/lvsd/agent/planner"
+
 	"github.com/lvsd/lvsd/arp"
 	"github.com/lvsd/lvsd/ipvs"
 )
 
 // dest is the destination 10.0.0.<last>:80 as lvsd wants it.
-func dest(last byte, weight int) Destination {
-	return Destination{Destination: ipvs.Destination{DestinationKey: ipvs.DestinationKey{Addr: netip.AddrFrom4([4]byte{10, 0, 0, last}), Port: 80},
+func dest(last byte, weight int) planner.Destination {
+	return planner.Destination{Destination: ipvs.Destination{DestinationKey: ipvs.DestinationKey{Addr: netip.AddrFrom4([4]byte{10, 0, 0, last}), Port: 80},
 		Weight: weight}, SlotWeight: max(weight, 1)}
 }
 
@@ -25,37 +27,6 @@ func keysOf(dsts []ipvs.Destination) []ipvs.DestinationKey {
 	return out
 }
 
-func TestCanonicalPrefix(t *testing.T) {
-	a, b, c, d := dest(1, 1), dest(2, 1), dest(3, 1), dest(4, 1)
-	kernel := func(ds ...Destination) []ipvs.Destination { // head first
-		var out []ipvs.Destination
-		for _, x := range ds {
-			out = append(out, x.Destination)
-		}
-		return out
-	}
-	for _, tc := range []struct {
-		name   string
-		want   []Destination
-		kernel []ipvs.Destination
-		n      int
-	}{
-		{"made now: reversed", []Destination{a, b, c}, kernel(c, b, a), 3},
-		{"empty", []Destination{a, b}, nil, 0},
-		{"one added last", []Destination{a, b, c}, kernel(b, a), 2},
-		{"one added in the middle", []Destination{a, b, c}, kernel(c, a), 1},
-		{"one added first", []Destination{a, b, c}, kernel(c, b), 0},
-		{"a later add went to the head", []Destination{a, b, c, d}, kernel(b, d, c, a), 2},
-		{"an unwanted one draining does not count", []Destination{a, c}, kernel(c, b, a), 2},
-	} {
-		t.Run(tc.name, func(t *testing.T) {
-			if n := canonicalPrefix(tc.want, tc.kernel); n != tc.n {
-				t.Errorf("canonicalPrefix = %d, want %d", n, tc.n)
-			}
-		})
-	}
-}
-
 // Whatever the history of a service's backends (added, removed, taken
 // out and back, in any order), the kernel's list after lvsd's plan is the
 // list a director that makes the service now builds: the same Maglev
@@ -65,33 +36,33 @@ func TestDestinationOrderIndependentOfHistory(t *testing.T) {
 	svc := ipvs.Service{ServiceKey: webKey, Scheduler: "mh"}
 	t0 := time.Unix(1000, 0)
 	for run := range 200 {
-		actual := Actual{}
-		var drains Drains
+		actual := planner.Actual{}
+		var drains planner.Drains
 		for step := range 8 {
 			// A random sorted subset of 8 backends, some ineligible.
-			var want []Destination
+			var want []planner.Destination
 			for last := byte(1); last <= 8; last++ {
 				if r.IntN(3) > 0 {
 					want = append(want, dest(last, r.IntN(3)))
 				}
 			}
-			desired := Desired{Services: []*VirtualService{{Service: svc, Destinations: want}}}
+			desired := planner.Desired{Services: []*planner.VirtualService{{Service: svc, Destinations: want}}}
 			// Connections gone at once: unwanted ones are deleted in
 			// two passes (weight 0, then the delete).
 			for range 2 {
-				var ops []Op
-				ops, drains = Plan(PlanInput{Desired: desired, Actual: actual, Drains: drains, Now: t0, SkipGlobals: true})
-				actual.apply(ops, make([]error, len(ops)))
+				var ops []planner.Op
+				ops, drains = planner.Plan(planner.PlanInput{Desired: desired, Actual: actual, Drains: drains, Now: t0, SkipGlobals: true})
+				actual.Applied(ops, make([]error, len(ops)))
 			}
-			fresh, _ := Plan(PlanInput{Desired: desired, Actual: Actual{}, SkipGlobals: true})
-			made := Actual{}
-			made.apply(fresh, make([]error, len(fresh)))
+			fresh, _ := planner.Plan(planner.PlanInput{Desired: desired, Actual: planner.Actual{}, SkipGlobals: true})
+			made := planner.Actual{}
+			made.Applied(fresh, make([]error, len(fresh)))
 			got, wantList := keysOf(actual.Services.At(webKey).Destinations), keysOf(made.Services.At(webKey).Destinations)
 			if !slices.Equal(got, wantList) {
 				t.Fatalf("run %d step %d: list %v, a director that makes it now has %v", run, step, got, wantList)
 			}
-			if ops, _ := Plan(PlanInput{Desired: desired, Actual: actual, Drains: drains, Now: t0, SkipGlobals: true}); len(ops) != 0 {
-				t.Fatalf("run %d step %d: a second plan: %q", run, step, opStrings(ops))
+			if ops, _ := planner.Plan(planner.PlanInput{Desired: desired, Actual: actual, Drains: drains, Now: t0, SkipGlobals: true}); len(ops) != 0 {
+				t.Fatalf("run %d step %d: a second plan: %q", run, step, planner.OpStrings(ops))
 			}
 		}
 	}
@@ -104,15 +75,15 @@ func TestPlanMovesIntoCanonicalOrder(t *testing.T) {
 	svc := ipvs.Service{ServiceKey: webKey, Scheduler: "mh"}
 	a, b, c := dest(1, 1), dest(2, 1), dest(3, 0)
 	cOld := c.Destination
-	actual := Actual{Services: tableOf(map[ipvs.ServiceKey]ActualService{webKey: {Service: svc,
+	actual := planner.Actual{Services: planner.NewServiceTable(map[ipvs.ServiceKey]planner.ActualService{webKey: {Service: svc,
 		Destinations: []ipvs.Destination{cOld, a.Destination}}})} // c then a: b is new, in the middle
-	ops, _ := Plan(PlanInput{Desired: Desired{Services: []*VirtualService{{Service: svc, Destinations: []Destination{a, b, c}}}}, Actual: actual, SkipGlobals: true})
+	ops, _ := planner.Plan(planner.PlanInput{Desired: planner.Desired{Services: []*planner.VirtualService{{Service: svc, Destinations: []planner.Destination{a, b, c}}}}, Actual: actual, SkipGlobals: true})
 	want := []string{
 		"add-destination tcp:10.0.0.50:80 -> 10.0.0.2:80 weight 1 masq",
 		"move-destination tcp:10.0.0.50:80 -> 10.0.0.3:80 weight 1 masq (into canonical order)",
 		"update-destination tcp:10.0.0.50:80 -> 10.0.0.3:80 weight 0 masq (not eligible)",
 	}
-	if got := opStrings(ops); !slices.Equal(got, want) {
+	if got := planner.OpStrings(ops); !slices.Equal(got, want) {
 		t.Errorf("ops\n%q\nwant\n%q", got, want)
 	}
 }
@@ -135,10 +106,10 @@ func TestKernelMove(t *testing.T) {
 		fake.Ops() // from here on
 		return Kernel{IPVS: fake, Sysctls: sysctls}, fake, sysctls
 	}
-	move := Op{Kind: MoveDestination, Service: svc, Destination: a}
+	move := planner.Op{Kind: planner.MoveDestination, Service: svc, Destination: a}
 
 	k, fake, sysctls := setup()
-	if errs := k.Apply(ctx, []Op{move}); errs[0] != nil {
+	if errs := k.Apply(ctx, []planner.Op{move}); errs[0] != nil {
 		t.Fatal(errs[0])
 	}
 	if got, want := sysctls.Ops(), []string{"set " + ipvs.ExpireNodestConn + "=0", "set " + ipvs.ExpireNodestConn + "=1"}; !slices.Equal(got, want) {
@@ -154,7 +125,7 @@ func TestKernelMove(t *testing.T) {
 
 	k, fake, sysctls = setup()
 	sysctls.SetReadOnly(ipvs.ExpireNodestConn)
-	if errs, calls := k.Apply(ctx, []Op{move}), fake.Ops(); errs[0] == nil || len(calls) != 0 {
+	if errs, calls := k.Apply(ctx, []planner.Op{move}), fake.Ops(); errs[0] == nil || len(calls) != 0 {
 		t.Errorf("with the sysctl read-only: err %v, ipvs calls %q", errs[0], calls)
 	}
 }

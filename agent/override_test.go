@@ -13,6 +13,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/lvsd/lvsd/agent/planner"
+
 	"github.com/lvsd/lvsd/agent/config"
 	"github.com/lvsd/lvsd/ipvs"
 	"github.com/prometheus/client_golang/prometheus/testutil"
@@ -28,47 +30,47 @@ func TestOverridesWith(t *testing.T) {
 	services := []*config.Service{&web, {Name: "dns"}}
 	now := time.Unix(5000, 0)
 	seven := 7
-	drained := Overrides{"web/10.0.0.11": {Service: "web", Backend: "10.0.0.11", Drained: true, DrainedAt: time.Unix(1, 0)}}
+	drained := planner.Overrides{"web/10.0.0.11": {Service: "web", Backend: "10.0.0.11", Drained: true, DrainedAt: time.Unix(1, 0)}}
 	for _, c := range []struct {
 		name     string
-		in       Overrides
-		change   BackendChange
-		want     BackendOverride
+		in       planner.Overrides
+		change   planner.BackendChange
+		want     planner.BackendOverride
 		wantErr  string // substring; "" = no error
 		notFound bool
 	}{
-		{name: "drain by address", change: BackendChange{Action: ActionDrain, Service: "web", Backend: "10.0.0.11"},
-			want: BackendOverride{Service: "web", Backend: "10.0.0.11", Drained: true, DrainedAt: now}},
+		{name: "drain by address", change: planner.BackendChange{Action: planner.ActionDrain, Service: "web", Backend: "10.0.0.11"},
+			want: planner.BackendOverride{Service: "web", Backend: "10.0.0.11", Drained: true, DrainedAt: now}},
 		{name: "drain by the kernel's address:port of a backend without port",
-			change: BackendChange{Action: ActionDrain, Service: "web", Backend: "10.0.0.11:80"},
-			want:   BackendOverride{Service: "web", Backend: "10.0.0.11", Drained: true, DrainedAt: now}},
+			change: planner.BackendChange{Action: planner.ActionDrain, Service: "web", Backend: "10.0.0.11:80"},
+			want:   planner.BackendOverride{Service: "web", Backend: "10.0.0.11", Drained: true, DrainedAt: now}},
 		{name: "drain again keeps the first time", in: drained,
-			change: BackendChange{Action: ActionDrain, Service: "web", Backend: "10.0.0.11"},
+			change: planner.BackendChange{Action: planner.ActionDrain, Service: "web", Backend: "10.0.0.11"},
 			want:   drained["web/10.0.0.11"]},
-		{name: "undrain", in: drained, change: BackendChange{Action: ActionUndrain, Service: "web", Backend: "10.0.0.11"},
-			want: BackendOverride{Service: "web", Backend: "10.0.0.11"}},
-		{name: "weight", change: BackendChange{Action: ActionWeight, Service: "web", Backend: "10.0.0.12:8081", Weight: 7},
-			want: BackendOverride{Service: "web", Backend: "10.0.0.12:8081", Weight: &seven, WeightAt: now}},
-		{name: "weight of an IPv6 backend", change: BackendChange{Action: ActionWeight, Service: "web", Backend: "[2001:db8::1]:80", Weight: 7},
-			want: BackendOverride{Service: "web", Backend: "[2001:db8::1]:80", Weight: &seven, WeightAt: now}},
-		{name: "clear", in: drained, change: BackendChange{Action: ActionClear, Service: "web", Backend: "10.0.0.11"},
-			want: BackendOverride{Service: "web", Backend: "10.0.0.11"}},
-		{name: "unknown service", change: BackendChange{Action: ActionDrain, Service: "mail", Backend: "10.0.0.11"},
+		{name: "undrain", in: drained, change: planner.BackendChange{Action: planner.ActionUndrain, Service: "web", Backend: "10.0.0.11"},
+			want: planner.BackendOverride{Service: "web", Backend: "10.0.0.11"}},
+		{name: "weight", change: planner.BackendChange{Action: planner.ActionWeight, Service: "web", Backend: "10.0.0.12:8081", Weight: 7},
+			want: planner.BackendOverride{Service: "web", Backend: "10.0.0.12:8081", Weight: &seven, WeightAt: now}},
+		{name: "weight of an IPv6 backend", change: planner.BackendChange{Action: planner.ActionWeight, Service: "web", Backend: "[2001:db8::1]:80", Weight: 7},
+			want: planner.BackendOverride{Service: "web", Backend: "[2001:db8::1]:80", Weight: &seven, WeightAt: now}},
+		{name: "clear", in: drained, change: planner.BackendChange{Action: planner.ActionClear, Service: "web", Backend: "10.0.0.11"},
+			want: planner.BackendOverride{Service: "web", Backend: "10.0.0.11"}},
+		{name: "unknown service", change: planner.BackendChange{Action: planner.ActionDrain, Service: "mail", Backend: "10.0.0.11"},
 			wantErr: `no service "mail" is configured (configured: dns, web)`, notFound: true},
-		{name: "unknown backend", change: BackendChange{Action: ActionDrain, Service: "web", Backend: "10.0.0.99"},
+		{name: "unknown backend", change: planner.BackendChange{Action: planner.ActionDrain, Service: "web", Backend: "10.0.0.99"},
 			wantErr:  `service "web" has no backend 10.0.0.99 (its backends: 10.0.0.11, 10.0.0.12:8080, 10.0.0.12:8081, [2001:db8::1]:80)`,
 			notFound: true},
-		{name: "a port the service does not listen on", change: BackendChange{Action: ActionDrain, Service: "web", Backend: "10.0.0.11:443"},
+		{name: "a port the service does not listen on", change: planner.BackendChange{Action: planner.ActionDrain, Service: "web", Backend: "10.0.0.11:443"},
 			wantErr: `has no backend 10.0.0.11:443`, notFound: true},
-		{name: "ambiguous address", change: BackendChange{Action: ActionDrain, Service: "web", Backend: "10.0.0.12"},
+		{name: "ambiguous address", change: planner.BackendChange{Action: planner.ActionDrain, Service: "web", Backend: "10.0.0.12"},
 			wantErr: "ambiguous: name one of 10.0.0.12:8080, 10.0.0.12:8081"},
-		{name: "not an address", change: BackendChange{Action: ActionDrain, Service: "web", Backend: "web-1"},
+		{name: "not an address", change: planner.BackendChange{Action: planner.ActionDrain, Service: "web", Backend: "web-1"},
 			wantErr: `backend "web-1" is not an address or address:port`},
-		{name: "weight out of range", change: BackendChange{Action: ActionWeight, Service: "web", Backend: "10.0.0.11", Weight: 65536},
+		{name: "weight out of range", change: planner.BackendChange{Action: planner.ActionWeight, Service: "web", Backend: "10.0.0.11", Weight: 65536},
 			wantErr: "weight 65536 is out of range 0-65535"},
-		{name: "negative weight", change: BackendChange{Action: ActionWeight, Service: "web", Backend: "10.0.0.11", Weight: -1},
+		{name: "negative weight", change: planner.BackendChange{Action: planner.ActionWeight, Service: "web", Backend: "10.0.0.11", Weight: -1},
 			wantErr: "weight -1 is out of range"},
-		{name: "unknown action", change: BackendChange{Action: "maint", Service: "web", Backend: "10.0.0.11"},
+		{name: "unknown action", change: planner.BackendChange{Action: "maint", Service: "web", Backend: "10.0.0.11"},
 			wantErr: `action "maint" is not one of`},
 	} {
 		t.Run(c.name, func(t *testing.T) {
@@ -78,7 +80,7 @@ func TestOverridesWith(t *testing.T) {
 				t.Errorf("the input map was modified: %v, was %v", c.in, before)
 			}
 			if c.wantErr != "" {
-				var ce *ChangeError
+				var ce *planner.ChangeError
 				if err == nil || !strings.Contains(err.Error(), c.wantErr) || !errors.As(err, &ce) || ce.NotFound != c.notFound {
 					t.Fatalf("err = %v, want one with %q (not found: %v)", err, c.wantErr, c.notFound)
 				}
@@ -90,14 +92,14 @@ func TestOverridesWith(t *testing.T) {
 			if !sameOverride(got, c.want) {
 				t.Fatalf("override %+v, want %+v", got, c.want)
 			}
-			if stored, ok := out[got.key()]; ok != !got.empty() || ok && !sameOverride(stored, got) {
+			if stored, ok := out[got.Key()]; ok != !got.Empty() || ok && !sameOverride(stored, got) {
 				t.Errorf("in the map: %+v (present %v) for %+v", stored, ok, got)
 			}
 		})
 	}
 }
 
-func sameOverride(a, b BackendOverride) bool {
+func sameOverride(a, b planner.BackendOverride) bool {
 	wa, wb := a.Weight, b.Weight
 	a.Weight, b.Weight = nil, nil
 	return a == b && (wa == nil) == (wb == nil) && (wa == nil || *wa == *wb)
@@ -107,7 +109,7 @@ func sameOverride(a, b BackendOverride) bool {
 // loop runs for ChangeBackend) and fails the test on error.
 func (e *testEnv) change(a *Agent, action, service, backend string, weight int) BackendState {
 	e.t.Helper()
-	st, err := a.changeBackend(context.Background(), BackendChange{Action: action, Service: service, Backend: backend, Weight: weight})
+	st, err := a.changeBackend(context.Background(), planner.BackendChange{Action: action, Service: service, Backend: backend, Weight: weight})
 	if err != nil {
 		e.t.Fatal(err)
 	}
@@ -139,7 +141,7 @@ func TestBackendOverrideAppliedKeptCleared(t *testing.T) {
 		drain  bool          // 10.0.0.11 drained in the status
 		config int           // its configured weight in the status
 	}{
-		{name: "drain", do: func() *Agent { e.change(a, ActionDrain, "web", "10.0.0.11", 0); return a },
+		{name: "drain", do: func() *Agent { e.change(a, planner.ActionDrain, "web", "10.0.0.11", 0); return a },
 			want: updates(0), kernel: 0, drain: true, config: 100},
 		{name: "restart adopts", do: func() *Agent { a = e.agent(); e.reconcile(a); return a },
 			kernel: 0, drain: true, config: 100},
@@ -149,13 +151,13 @@ func TestBackendOverrideAppliedKeptCleared(t *testing.T) {
 			e.reconcile(a)
 			return a
 		}, kernel: 0, drain: true, config: 40},
-		{name: "weight while drained", do: func() *Agent { e.change(a, ActionWeight, "web", "10.0.0.11", 7); return a },
+		{name: "weight while drained", do: func() *Agent { e.change(a, planner.ActionWeight, "web", "10.0.0.11", 7); return a },
 			kernel: 0, drain: true, config: 40},
-		{name: "undrain keeps the weight override", do: func() *Agent { e.change(a, ActionUndrain, "web", "10.0.0.11", 0); return a },
+		{name: "undrain keeps the weight override", do: func() *Agent { e.change(a, planner.ActionUndrain, "web", "10.0.0.11", 0); return a },
 			want: updates(7), kernel: 7, config: 40},
-		{name: "clear: the file's weight", do: func() *Agent { e.change(a, ActionClear, "web", "10.0.0.11", 0); return a },
+		{name: "clear: the file's weight", do: func() *Agent { e.change(a, planner.ActionClear, "web", "10.0.0.11", 0); return a },
 			want: updates(40), kernel: 40, config: 40},
-		{name: "drain again", do: func() *Agent { e.change(a, ActionDrain, "web", "10.0.0.11", 0); return a },
+		{name: "drain again", do: func() *Agent { e.change(a, planner.ActionDrain, "web", "10.0.0.11", 0); return a },
 			want: updates(0), kernel: 0, drain: true, config: 40},
 	} {
 		a = step.do()
@@ -215,7 +217,7 @@ func TestDrainedBackendAfterReboot(t *testing.T) {
 	e.service("web", webTwo)
 	a := e.agent()
 	e.reconcile(a)
-	e.change(a, ActionDrain, "web", "10.0.0.11", 0)
+	e.change(a, planner.ActionDrain, "web", "10.0.0.11", 0)
 	e.ipvs = ipvs.NewFake()
 	a = e.agent()
 	got := e.reconcile(a)
@@ -234,7 +236,7 @@ func TestDrainedBackendAfterReboot(t *testing.T) {
 // one IPVS service back and updates one destination, and reads no file.
 func TestBackendChangeIsTargeted(t *testing.T) {
 	e, a, c := countedDirector(t, 1000)
-	st := e.change(a, ActionDrain, "s00500", "10.1.0.3", 0)
+	st := e.change(a, planner.ActionDrain, "s00500", "10.1.0.3", 0)
 	if got, want := e.ipvs.Ops(), []string{"update-destination tcp:10.0.0.1:1500 10.1.0.3:1500 weight=0 route"}; !slices.Equal(got, want) {
 		t.Errorf("ops %q, want %q", got, want)
 	}
@@ -252,10 +254,10 @@ func TestBackendChangeErrorsChangeNothing(t *testing.T) {
 	e.service("web", webTwo)
 	a := e.agent()
 	e.reconcile(a)
-	for _, c := range []BackendChange{
-		{Action: ActionDrain, Service: "mail", Backend: "10.0.0.11"},
-		{Action: ActionDrain, Service: "web", Backend: "10.0.0.13"},
-		{Action: ActionWeight, Service: "web", Backend: "10.0.0.11", Weight: 1 << 20},
+	for _, c := range []planner.BackendChange{
+		{Action: planner.ActionDrain, Service: "mail", Backend: "10.0.0.11"},
+		{Action: planner.ActionDrain, Service: "web", Backend: "10.0.0.13"},
+		{Action: planner.ActionWeight, Service: "web", Backend: "10.0.0.11", Weight: 1 << 20},
 	} {
 		if _, err := a.changeBackend(context.Background(), c); err == nil {
 			t.Errorf("%+v: no error", c)
@@ -276,7 +278,7 @@ func TestPlanForTakesOverridesIn(t *testing.T) {
 	e.service("web", webTwo)
 	a := e.agent()
 	e.reconcile(a)
-	e.change(a, ActionDrain, "web", "10.0.0.11", 0)
+	e.change(a, planner.ActionDrain, "web", "10.0.0.11", 0)
 	cfg, err := LoadConfig(filepath.Join(e.dir, "lvsd.yaml"))
 	if err != nil {
 		t.Fatal(err)
@@ -294,8 +296,8 @@ func TestMetricsOverrides(t *testing.T) {
 	e.service("web", webTwo)
 	a := e.agent()
 	e.reconcile(a)
-	e.change(a, ActionDrain, "web", "10.0.0.11", 0)
-	e.change(a, ActionWeight, "web", "10.0.0.12", 3)
+	e.change(a, planner.ActionDrain, "web", "10.0.0.11", 0)
+	e.change(a, planner.ActionWeight, "web", "10.0.0.12", 3)
 	want := `
 # HELP lvsd_backend_override_drained 1 while an operator drains the backend at run time (lvsd backend drain: weight 0, its connections go on). Absent otherwise.
 # TYPE lvsd_backend_override_drained gauge

@@ -7,6 +7,8 @@ import (
 	"reflect"
 	"slices"
 
+	"github.com/lvsd/lvsd/agent/planner"
+
 	"github.com/lvsd/lvsd/ipvs"
 )
 
@@ -14,7 +16,7 @@ import (
 // returns the ops it and the VIP holder applied: read back what sc names,
 // plan it against the desired state with health applied, apply, hand the
 // VIP holder what changed for it.
-func (a *Agent) pass(ctx context.Context, sc scope) []Op {
+func (a *Agent) pass(ctx context.Context, sc scope) []planner.Op {
 	start := a.opts.Now()
 	desired := a.desired
 	readStart := a.opts.Now()
@@ -28,20 +30,20 @@ func (a *Agent) pass(ctx context.Context, sc scope) []Op {
 	}
 	a.audit.measured(len(keys), a.opts.Now().Sub(readStart))
 	names, resetServices := a.unappliedServices()
-	resets, applied := connectionResets(a.applied, a.eligibility.Get, resetServices)
-	in := PlanInput{Desired: desired, Actual: actual, Owned: a.owned, Drains: a.drains,
+	resets, applied := planner.ConnectionResets(a.applied, a.eligibility.Get, resetServices)
+	in := planner.PlanInput{Desired: desired, Actual: actual, Owned: a.owned, Drains: a.drains,
 		Now: a.opts.Now(), DrainTimeout: a.opts.DrainTimeout, Resets: resets, SkipGlobals: !sc.all && !sc.globals}
 	if !sc.all {
 		in.Scope = keys
 	}
-	ops, drains := Plan(in)
+	ops, drains := planner.Plan(in)
 	a.drains = drains
 	a.markApplied(names, applied)
 	a.logResets(desired, ops)
 	errs, applyErr := a.apply(ctx, desired, ops, in.Scope)
 	a.forgetResetConnections(ops)
 	a.actual = actual // readBack's copy: ours until published
-	a.actual.apply(ops, errs)
+	a.actual.Applied(ops, errs)
 	for _, k := range keys {
 		if cur, ok := a.actual.Services.Get(k); ok && cur.ReadAt.IsZero() {
 			cur.ReadAt = start // made by this pass: its numbers are as new
@@ -50,10 +52,10 @@ func (a *Agent) pass(ctx context.Context, sc scope) []Op {
 	}
 	a.retry(ops, errs)
 	if sc.all || sc.table || a.unwanted == nil {
-		a.unwanted = unwantedIn(desired, a.actual) // the table was read: anyone's services may have come or gone
+		a.unwanted = planner.UnwantedIn(desired, a.actual) // the table was read: anyone's services may have come or gone
 	} else {
 		for _, k := range keys {
-			a.unwanted.look(desired, a.actual, k)
+			a.unwanted.Look(desired, a.actual, k)
 		}
 	}
 
@@ -68,7 +70,7 @@ func (a *Agent) pass(ctx context.Context, sc scope) []Op {
 	// restart it says the kernel was adopted as it was.
 	if len(ops) > 0 || !a.reconciled {
 		a.reconciled = true
-		a.log.Info("reconciled", "ops", len(ops), "changes", summarize(ops), "services_read", len(keys),
+		a.log.Info("reconciled", "ops", len(ops), "changes", planner.Summarize(ops), "services_read", len(keys),
 			"duration", a.opts.Now().Sub(start).String())
 	}
 	return ops
@@ -79,7 +81,7 @@ func (a *Agent) pass(ctx context.Context, sc scope) []Op {
 // sc, the ones the service table showed missing, changed or new, and with
 // sc.all every service lvsd wants or owns. Only services lvsd wants or owns
 // get their destinations read: another user's thousands cost nothing.
-func (a *Agent) readBack(ctx context.Context, d Desired, sc scope) (Actual, []ipvs.ServiceKey, error) {
+func (a *Agent) readBack(ctx context.Context, d planner.Desired, sc scope) (planner.Actual, []ipvs.ServiceKey, error) {
 	k, now := a.opts.Kernel, a.opts.Now()
 	view := a.actual
 	view.Services = a.actual.Services.Clone() // shares what this pass does not change
@@ -88,13 +90,13 @@ func (a *Agent) readBack(ctx context.Context, d Desired, sc scope) (Actual, []ip
 		keys = map[ipvs.ServiceKey]bool{}
 	}
 	ours := func(key ipvs.ServiceKey) bool {
-		return d.wants(key) || a.owned.owns(key)
+		return d.Wants(key) || a.owned.Owns(key)
 	}
 	listed := sc.all || sc.table
 	if listed {
 		svcs, err := k.IPVS.Services(ctx)
 		if err != nil {
-			return Actual{}, nil, err
+			return planner.Actual{}, nil, err
 		}
 		table := make(map[ipvs.ServiceKey]ipvs.Service, len(svcs))
 		for _, s := range svcs {
@@ -128,7 +130,7 @@ func (a *Agent) readBack(ctx context.Context, d Desired, sc scope) (Actual, []ip
 				continue
 			}
 			if err != nil {
-				return Actual{}, nil, err
+				return planner.Actual{}, nil, err
 			}
 			cur := view.Services.At(key)
 			cur.Service = s
@@ -140,7 +142,7 @@ func (a *Agent) readBack(ctx context.Context, d Desired, sc scope) (Actual, []ip
 		}
 		dsts, err := k.IPVS.Destinations(ctx, key)
 		if err != nil {
-			return Actual{}, nil, err
+			return planner.Actual{}, nil, err
 		}
 		cur.Destinations, cur.ReadAt = dsts, now
 		view.Services.Set(key, cur)
@@ -148,7 +150,7 @@ func (a *Agent) readBack(ctx context.Context, d Desired, sc scope) (Actual, []ip
 	if sc.all || sc.globals {
 		g, err := k.readGlobals(ctx, d)
 		if err != nil {
-			return Actual{}, nil, err
+			return planner.Actual{}, nil, err
 		}
 		view.NATDigest, view.Sysctls, view.Daemons, view.Timeouts = g.NATDigest, g.Sysctls, g.Daemons, g.Timeouts
 	}
@@ -159,13 +161,13 @@ func (a *Agent) readBack(ctx context.Context, d Desired, sc scope) (Actual, []ip
 // services of failed ops, with the service table, since a failure often
 // means the kernel is not as the agent thought; the globals for a failed
 // sysctl, daemon or nftables op.
-func (a *Agent) retry(ops []Op, errs []error) {
+func (a *Agent) retry(ops []planner.Op, errs []error) {
 	for i, op := range ops {
 		if errs[i] == nil {
 			continue
 		}
 		switch op.Kind {
-		case SetSysctl, SetTimeouts, StartDaemon, StopDaemon, ReplaceNAT, RemoveNAT:
+		case planner.SetSysctl, planner.SetTimeouts, planner.StartDaemon, planner.StopDaemon, planner.ReplaceNAT, planner.RemoveNAT:
 			a.pending.globals = true
 		default:
 			a.pending.add(op.Service.ServiceKey)
@@ -177,9 +179,9 @@ func (a *Agent) retry(ops []Op, errs []error) {
 // syncHolder hands the VIP holder the data plane as programmed when that
 // changed for it (or always, with force) and returns the address ops that
 // followed.
-func (a *Agent) syncHolder(ctx context.Context, d Desired, actual Actual, ops []Op, errs []error, force bool) ([]Op, error) {
-	p := Programmed{Desired: Served(d, actual, ops, errs), InUse: a.unwanted.addresses(ops),
-		Eligible: a.eligibleVIPs.set}
+func (a *Agent) syncHolder(ctx context.Context, d planner.Desired, actual planner.Actual, ops []planner.Op, errs []error, force bool) ([]planner.Op, error) {
+	p := Programmed{Desired: Served(d, actual, ops, errs), InUse: a.unwanted.Addresses(ops),
+		Eligible: a.eligibleVIPs.VIPs()}
 	if !force && sameProgrammed(p, a.programmed) {
 		return nil, nil
 	}
@@ -193,7 +195,7 @@ func sameProgrammed(p, q Programmed) bool {
 	pd, qd := p.Desired, q.Desired
 	return pd.Interface == qd.Interface && pd.VIPDevice == qd.VIPDevice && reflect.DeepEqual(pd.Announce, qd.Announce) &&
 		pd.NAT.Digest() == qd.NAT.Digest() && maps.Equal(p.InUse, q.InUse) && maps.Equal(p.Eligible, q.Eligible) &&
-		slices.EqualFunc(pd.VIPs, qd.VIPs, func(a, b VIPAddresses) bool {
+		slices.EqualFunc(pd.VIPs, qd.VIPs, func(a, b planner.VIPAddresses) bool {
 			return a.VIP == b.VIP && a.Home == b.Home && slices.Equal(a.Addresses, b.Addresses) && slices.Equal(a.Needs, b.Needs)
 		}) && reflect.DeepEqual(pd.PeerSNAT, qd.PeerSNAT)
 }
@@ -201,7 +203,7 @@ func sameProgrammed(p, q Programmed) bool {
 // sameGlobals reports whether the parts of the data plane outside IPVS
 // services are the same in d and e: sysctls, sync daemons, nftables, IPVS
 // timeouts.
-func sameGlobals(d, e Desired) bool {
+func sameGlobals(d, e planner.Desired) bool {
 	return maps.Equal(d.Sysctls, e.Sysctls) && slices.Equal(d.Daemons, e.Daemons) && d.NAT.Digest() == e.NAT.Digest() &&
 		d.Timeouts == e.Timeouts
 }

@@ -3,12 +3,12 @@ package agent
 import (
 	"context"
 	"log/slog"
-	"net/netip"
 	"sync"
 	"sync/atomic"
 	"time"
 
-	"github.com/lvsd/lvsd/agent/config"
+	"github.com/lvsd/lvsd/agent/planner"
+
 	"github.com/lvsd/lvsd/cluster/connsync"
 	"github.com/lvsd/lvsd/ipvs"
 	"github.com/lvsd/lvsd/nat"
@@ -35,32 +35,12 @@ import (
 // is worse than none (the director would translate the flow to its own
 // addresses, and the real server would reset it either way).
 
-// SNATRange is a consecutive range of source addresses.
-type SNATRange struct{ From, To netip.Addr }
-
-// peerSNAT maps the FULLNAT services with per-director source addresses
-// to them, by ct mark.
-func peerSNAT(services []*config.Service, pieces Pieces) map[uint32]map[string]SNATRange {
-	out := map[uint32]map[string]SNATRange{}
-	for _, s := range services {
-		if len(s.SNATByDirector) == 0 {
-			continue
-		}
-		m := make(map[string]SNATRange, len(s.SNATByDirector))
-		for home, addrs := range s.SNATByDirector {
-			m[home] = SNATRange{From: addrs[0], To: addrs[len(addrs)-1]}
-		}
-		out[pieces.get(s.Name).mark] = m
-	}
-	return out
-}
-
 // peerRules are what a director needs to turn another's connections into
 // conntrack entries: its FULLNAT rules in force and every director's
 // source addresses.
 type peerRules struct {
 	rs   nat.Ruleset
-	snat map[uint32]map[string]SNATRange
+	snat map[uint32]map[string]planner.SNATRange
 }
 
 // peerQueue bounds the batches waiting for the kernel; maxEarly bounds
@@ -98,7 +78,7 @@ func NewPeerFlows(ct nat.ConntrackRestorer, log *slog.Logger) *PeerFlows {
 }
 
 // SetRules takes the data plane a pass programmed.
-func (p *PeerFlows) SetRules(d Desired) {
+func (p *PeerFlows) SetRules(d planner.Desired) {
 	if p == nil {
 		return
 	}

@@ -7,6 +7,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/lvsd/lvsd/agent/planner"
+
 	"github.com/lvsd/lvsd/cluster/connsync"
 	"github.com/lvsd/lvsd/nat"
 )
@@ -17,8 +19,8 @@ import (
 // without addresses for the service (or an unknown one) does not.
 func TestPeerEntries(t *testing.T) {
 	vip := "192.0.2.10"
-	mark := FirewallMark("fullnat" + vip)
-	r := peerRules{rs: fullnatRuleset(t, vip), snat: map[uint32]map[string]SNATRange{mark: {
+	mark := planner.FirewallMark("fullnat" + vip)
+	r := peerRules{rs: fullnatRuleset(t, vip), snat: map[uint32]map[string]planner.SNATRange{mark: {
 		"d1": {From: netip.MustParseAddr("10.0.0.70"), To: netip.MustParseAddr("10.0.0.71")},
 		"d2": {From: netip.MustParseAddr("10.0.0.80"), To: netip.MustParseAddr("10.0.0.80")},
 	}}}
@@ -71,7 +73,7 @@ func TestPeerEntries(t *testing.T) {
 // no FULLNAT under ECMP.
 func TestPeerFlowsWriteWhatTheRelayApplied(t *testing.T) {
 	vip := "192.0.2.10"
-	mark := FirewallMark("fullnat" + vip)
+	mark := planner.FirewallMark("fullnat" + vip)
 	ct := &nat.ConntrackFake{}
 	p := NewPeerFlows(ct, nil)
 	ctx, cancel := context.WithCancel(context.Background())
@@ -82,7 +84,7 @@ func TestPeerFlowsWriteWhatTheRelayApplied(t *testing.T) {
 	early := c
 	early.Client = netip.MustParseAddrPort("198.51.100.1:39999")
 	p.Applied([]connsync.Conn{early}) // before the first pass
-	d := Desired{NAT: fullnatRuleset(t, vip), PeerSNAT: map[uint32]map[string]SNATRange{mark: {
+	d := planner.Desired{NAT: fullnatRuleset(t, vip), PeerSNAT: map[uint32]map[string]planner.SNATRange{mark: {
 		"d2": {From: netip.MustParseAddr("10.0.0.80"), To: netip.MustParseAddr("10.0.0.80")}}}}
 	p.SetRules(d)
 	p.Applied([]connsync.Conn{c})
@@ -102,7 +104,7 @@ func TestPeerFlowsWriteWhatTheRelayApplied(t *testing.T) {
 		!slices.ContainsFunc(entries, func(e nat.ConntrackEntry) bool { return e.Backend == reused.Dest }) {
 		t.Fatalf("entries %v", entries)
 	}
-	p.SetRules(Desired{NAT: d.NAT})
+	p.SetRules(planner.Desired{NAT: d.NAT})
 	c.Client = netip.MustParseAddrPort("198.51.100.1:40001")
 	p.Applied([]connsync.Conn{c})
 	time.Sleep(20 * time.Millisecond)

@@ -9,6 +9,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/lvsd/lvsd/agent/planner"
+
 	"github.com/lvsd/lvsd/ipvs"
 	"github.com/lvsd/lvsd/nat"
 )
@@ -25,49 +27,38 @@ var (
 // drain timed out; the record then forgets it.
 func TestPlanDrains(t *testing.T) {
 	t0 := time.Unix(1000, 0)
-	want := Desired{Services: []*VirtualService{{Service: ipvs.Service{ServiceKey: webKey, Scheduler: "mh"}, DrainTimeout: 30 * time.Second,
-		Destinations: []Destination{{Destination: ipvs.Destination{DestinationKey: rs1, Weight: 1}, SlotWeight: 1}}}}}
-	actual := func(w2, conns int) Actual {
-		return Actual{Services: tableOf(map[ipvs.ServiceKey]ActualService{webKey: {Service: ipvs.Service{ServiceKey: webKey, Scheduler: "mh"},
+	want := planner.Desired{Services: []*planner.VirtualService{{Service: ipvs.Service{ServiceKey: webKey, Scheduler: "mh"}, DrainTimeout: 30 * time.Second,
+		Destinations: []planner.Destination{{Destination: ipvs.Destination{DestinationKey: rs1, Weight: 1}, SlotWeight: 1}}}}}
+	actual := func(w2, conns int) planner.Actual {
+		return planner.Actual{Services: planner.NewServiceTable(map[ipvs.ServiceKey]planner.ActualService{webKey: {Service: ipvs.Service{ServiceKey: webKey, Scheduler: "mh"},
 			Destinations: []ipvs.Destination{{DestinationKey: rs1, Weight: 1}, {DestinationKey: rs2, Weight: w2, ActiveConns: conns}}}})}
 	}
-	k := DrainKey{webKey, rs2}
+	k := planner.DrainKey{Service: webKey, Destination: rs2}
 	steps := []struct {
 		name   string
 		now    time.Duration
 		w2     int
 		conns  int
-		drains Drains
+		drains planner.Drains
 		ops    []string
-		next   Drains
+		next   planner.Drains
 	}{
-		{"leaves the configuration", 0, 1, 3, Drains{}, []string{"update-destination tcp:10.0.0.50:80 -> 10.0.0.12:80 weight 0 masq (draining)"}, Drains{k: t0}},
-		{"drains", 10 * time.Second, 0, 3, Drains{k: t0}, nil, Drains{k: t0}},
-		{"found at weight 0 after a restart", 10 * time.Second, 0, 3, Drains{}, nil, Drains{k: t0.Add(10 * time.Second)}},
-		{"connections gone", 10 * time.Second, 0, 0, Drains{k: t0}, []string{"delete-destination tcp:10.0.0.50:80 -> 10.0.0.12:80 (drained)"}, Drains{}},
-		{"timed out", 30 * time.Second, 0, 3, Drains{k: t0}, []string{"delete-destination tcp:10.0.0.50:80 -> 10.0.0.12:80 (drain timeout)"}, Drains{}},
+		{"leaves the configuration", 0, 1, 3, planner.Drains{}, []string{"update-destination tcp:10.0.0.50:80 -> 10.0.0.12:80 weight 0 masq (draining)"}, planner.Drains{k: t0}},
+		{"drains", 10 * time.Second, 0, 3, planner.Drains{k: t0}, nil, planner.Drains{k: t0}},
+		{"found at weight 0 after a restart", 10 * time.Second, 0, 3, planner.Drains{}, nil, planner.Drains{k: t0.Add(10 * time.Second)}},
+		{"connections gone", 10 * time.Second, 0, 0, planner.Drains{k: t0}, []string{"delete-destination tcp:10.0.0.50:80 -> 10.0.0.12:80 (drained)"}, planner.Drains{}},
+		{"timed out", 30 * time.Second, 0, 3, planner.Drains{k: t0}, []string{"delete-destination tcp:10.0.0.50:80 -> 10.0.0.12:80 (drain timeout)"}, planner.Drains{}},
 	}
 	for _, s := range steps {
 		t.Run(s.name, func(t *testing.T) {
-			ops, next := Plan(PlanInput{Desired: want, Actual: actual(s.w2, s.conns), Drains: s.drains, Now: t0.Add(s.now), DrainTimeout: time.Hour})
-			if got := opStrings(ops); !slices.Equal(got, s.ops) {
+			ops, next := planner.Plan(planner.PlanInput{Desired: want, Actual: actual(s.w2, s.conns), Drains: s.drains, Now: t0.Add(s.now), DrainTimeout: time.Hour})
+			if got := planner.OpStrings(ops); !slices.Equal(got, s.ops) {
 				t.Errorf("ops %q, want %q", got, s.ops)
 			}
 			if len(next) != len(s.next) || next[k] != s.next[k] {
 				t.Errorf("drains %v, want %v", next, s.next)
 			}
 		})
-	}
-}
-
-// Sysctls are set only where the value differs (the kernel prints vectors
-// tab-separated), in key order; a missing one is planned and says so.
-func TestPlanSysctls(t *testing.T) {
-	d := Desired{Sysctls: map[string]string{"net/ipv4/vs/sync_threshold": "3 0", "net/ipv4/ip_forward": "1", "net/ipv4/vs/conntrack": "1"}}
-	a := Actual{Sysctls: map[string]string{"net/ipv4/vs/sync_threshold": "3\t0", "net/ipv4/ip_forward": "0"}}
-	want := []string{"set-sysctl net/ipv4/ip_forward=1 (was 0)", "set-sysctl net/ipv4/vs/conntrack=1 (was missing)"}
-	if got := opStrings(planSysctls(d, a)); !slices.Equal(got, want) {
-		t.Errorf("got %q, want %q", got, want)
 	}
 }
 
@@ -79,37 +70,37 @@ func TestPlanDaemonsBehindTheirGuard(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	master := ipvs.Daemon{State: ipvs.DaemonMaster, Interface: "lo", SyncID: SyncID, MaxLen: 44, Group: ipvs.DefaultSyncGroup, Port: 8848}
-	on := Desired{NAT: guarded, Daemons: []ipvs.Daemon{master}}
-	kinds := func(ops []Op) []string {
+	master := ipvs.Daemon{State: ipvs.DaemonMaster, Interface: "lo", SyncID: planner.SyncID, MaxLen: 44, Group: ipvs.DefaultSyncGroup, Port: 8848}
+	on := planner.Desired{NAT: guarded, Daemons: []ipvs.Daemon{master}}
+	kinds := func(ops []planner.Op) []string {
 		var out []string
 		for _, op := range ops {
 			out = append(out, op.Kind.String())
 		}
 		return out
 	}
-	ops, _ := Plan(PlanInput{Desired: on})
+	ops, _ := planner.Plan(planner.PlanInput{Desired: on})
 	if got := kinds(ops); !slices.Equal(got, []string{"replace-nft-tables", "start-daemon"}) {
 		t.Errorf("first start: %q, want the guard first", got)
 	}
 	running := master
 	running.TTL = 1
-	ops, _ = Plan(PlanInput{Desired: on, Actual: Actual{NATDigest: guarded.Digest(), Daemons: []ipvs.Daemon{running}}})
+	ops, _ = planner.Plan(planner.PlanInput{Desired: on, Actual: planner.Actual{NATDigest: guarded.Digest(), Daemons: []ipvs.Daemon{running}}})
 	if len(ops) != 0 {
-		t.Errorf("running as wanted: %q", opStrings(ops))
+		t.Errorf("running as wanted: %q", planner.OpStrings(ops))
 	}
 	// Connection sync off: stop before the guard is removed.
-	ops, _ = Plan(PlanInput{Desired: Desired{}, Actual: Actual{NATDigest: guarded.Digest(), Daemons: []ipvs.Daemon{running}}})
+	ops, _ = planner.Plan(planner.PlanInput{Desired: planner.Desired{}, Actual: planner.Actual{NATDigest: guarded.Digest(), Daemons: []ipvs.Daemon{running}}})
 	if got := kinds(ops); !slices.Equal(got, []string{"stop-daemon", "remove-nft-tables"}) {
 		t.Errorf("sync off: %q", got)
 	}
 	foreign := running
 	foreign.SyncID = 9
-	if ops, _ := Plan(PlanInput{Desired: Desired{}, Actual: Actual{Daemons: []ipvs.Daemon{foreign}}}); len(ops) != 0 {
-		t.Errorf("another program's daemon: %q", opStrings(ops))
+	if ops, _ := planner.Plan(planner.PlanInput{Desired: planner.Desired{}, Actual: planner.Actual{Daemons: []ipvs.Daemon{foreign}}}); len(ops) != 0 {
+		t.Errorf("another program's daemon: %q", planner.OpStrings(ops))
 	}
 	// A guard that fails to install keeps the daemon from starting.
-	errs := Kernel{NAT: failingNAT{nat.NewFake()}, Daemons: ipvs.NewFake()}.Apply(t.Context(), []Op{{Kind: ReplaceNAT, NAT: guarded}, {Kind: StartDaemon, Daemon: master}})
+	errs := Kernel{NAT: failingNAT{nat.NewFake()}, Daemons: ipvs.NewFake()}.Apply(t.Context(), []planner.Op{{Kind: planner.ReplaceNAT, NAT: guarded}, {Kind: planner.StartDaemon, Daemon: master}})
 	if errs[0] == nil || errs[1] == nil {
 		t.Errorf("apply: %v; want the start refused after the failed guard", errs)
 	}
@@ -123,24 +114,24 @@ func (failingNAT) Apply(context.Context, nat.Ruleset) error { return errors.New(
 // what it deletes leaves the record only once gone.
 func TestOwnershipWriteAhead(t *testing.T) {
 	vip := netip.MustParsePrefix("10.0.0.50/32")
-	ops := []Op{
-		{Kind: AddService, Service: ipvs.Service{ServiceKey: webKey}},
-		{Kind: AddAddress, Interface: "eth0", Address: vip},
+	ops := []planner.Op{
+		{Kind: planner.AddService, Service: ipvs.Service{ServiceKey: webKey}},
+		{Kind: planner.AddAddress, Interface: "eth0", Address: vip},
 	}
-	intended := Ownership{}.Intend(ops)
+	intended := planner.Ownership{}.Intend(ops)
 	if !slices.Equal(intended.Services, []ipvs.ServiceKey{webKey}) || len(intended.Addresses) != 1 {
 		t.Fatalf("intended %+v", intended)
 	}
 	// A failed add stays claimed: the object may exist, and a claim on a
 	// missing one is harmless.
-	if after := intended.After(ops, []error{errors.New("boom"), nil}); !after.Equal(intended) {
+	if after := intended.After(ops, gone(ops, []error{errors.New("boom"), nil})); !after.Equal(intended) {
 		t.Errorf("after a failed add: %+v", after)
 	}
-	del := []Op{{Kind: DeleteService, Service: ipvs.Service{ServiceKey: webKey}}, {Kind: DeleteAddress, Interface: "eth0", Address: vip}}
-	if after := intended.After(del, []error{errors.New("busy"), nil}); len(after.Services) != 1 || len(after.Addresses) != 0 {
+	del := []planner.Op{{Kind: planner.DeleteService, Service: ipvs.Service{ServiceKey: webKey}}, {Kind: planner.DeleteAddress, Interface: "eth0", Address: vip}}
+	if after := intended.After(del, gone(del, []error{errors.New("busy"), nil})); len(after.Services) != 1 || len(after.Addresses) != 0 {
 		t.Errorf("after a failed and a done delete: %+v", after)
 	}
-	if after := intended.After(del, []error{ipvs.ErrNotFound, nil}); len(after.Services) != 0 {
+	if after := intended.After(del, gone(del, []error{ipvs.ErrNotFound, nil})); len(after.Services) != 0 {
 		t.Errorf("a service found gone leaves the record: %+v", after)
 	}
 }
@@ -154,21 +145,21 @@ func TestOwnershipEditsLeaveTheOriginal(t *testing.T) {
 	}
 	services := make([]ipvs.ServiceKey, 3, 8) // room to insert in place
 	copy(services, []ipvs.ServiceKey{key(80), key(82), key(84)})
-	addrs := make([]OwnedAddress, 1, 4)
-	addrs[0] = OwnedAddress{"eth0", netip.MustParsePrefix("10.0.0.50/32")}
-	o := Ownership{Services: services, Addresses: addrs}
-	want := Ownership{Services: slices.Clone(services), Addresses: slices.Clone(addrs)}
-	other := OwnedAddress{"eth0", netip.MustParsePrefix("10.0.0.51/32")}
+	addrs := make([]planner.OwnedAddress, 1, 4)
+	addrs[0] = planner.OwnedAddress{Interface: "eth0", Prefix: netip.MustParsePrefix("10.0.0.50/32")}
+	o := planner.Ownership{Services: services, Addresses: addrs}
+	want := planner.Ownership{Services: slices.Clone(services), Addresses: slices.Clone(addrs)}
+	other := planner.OwnedAddress{Interface: "eth0", Prefix: netip.MustParsePrefix("10.0.0.51/32")}
 
-	added := o.Intend([]Op{{Kind: AddService, Service: ipvs.Service{ServiceKey: key(81)}}, {Kind: AddAddress, Interface: other.Interface, Address: other.Prefix}})
+	added := o.Intend([]planner.Op{{Kind: planner.AddService, Service: ipvs.Service{ServiceKey: key(81)}}, {Kind: planner.AddAddress, Interface: other.Interface, Address: other.Prefix}})
 	adopted := o.Adopt([]ipvs.ServiceKey{key(83)})
-	deleted := o.After([]Op{{Kind: DeleteService, Service: ipvs.Service{ServiceKey: key(80)}}, {Kind: DeleteAddress, Interface: "eth0", Address: addrs[0].Prefix}}, []error{nil, nil})
+	deleted := o.After([]planner.Op{{Kind: planner.DeleteService, Service: ipvs.Service{ServiceKey: key(80)}}, {Kind: planner.DeleteAddress, Interface: "eth0", Address: addrs[0].Prefix}}, []bool{true, true})
 	if !o.Equal(want) || !slices.Equal(services[:cap(services)][3:], make([]ipvs.ServiceKey, 5)) {
 		t.Fatalf("the original changed: %+v (its spare room %v)", o, services[:cap(services)][3:])
 	}
 	for _, c := range []struct {
 		name     string
-		got      Ownership
+		got      planner.Ownership
 		services []ipvs.ServiceKey
 		addrs    int
 	}{
@@ -180,7 +171,7 @@ func TestOwnershipEditsLeaveTheOriginal(t *testing.T) {
 			t.Errorf("%s: %+v, want services %v and %d addresses", c.name, c.got, c.services, c.addrs)
 		}
 	}
-	same := o.Adopt([]ipvs.ServiceKey{key(82)}).Intend([]Op{{Kind: AddAddress, Interface: "eth0", Address: addrs[0].Prefix}})
+	same := o.Adopt([]ipvs.ServiceKey{key(82)}).Intend([]planner.Op{{Kind: planner.AddAddress, Interface: "eth0", Address: addrs[0].Prefix}})
 	if &same.Services[0] != &o.Services[0] || &same.Addresses[0] != &o.Addresses[0] {
 		t.Errorf("nothing changed, yet the lists were copied")
 	}
@@ -189,16 +180,16 @@ func TestOwnershipEditsLeaveTheOriginal(t *testing.T) {
 // A VIP whose service could not be added is not served: holding it would
 // attract traffic nothing forwards. One already in the kernel is.
 func TestServed(t *testing.T) {
-	d := Desired{Services: []*VirtualService{{Service: ipvs.Service{ServiceKey: webKey}, VIP: webKey.Addr}},
-		VIPs: []VIPAddresses{{VIP: webKey.Addr}}}
-	ops := []Op{{Kind: AddService, Service: ipvs.Service{ServiceKey: webKey}}}
-	if got := Served(d, Actual{}, ops, []error{errors.New("no memory")}); len(got.VIPs) != 0 {
+	d := planner.Desired{Services: []*planner.VirtualService{{Service: ipvs.Service{ServiceKey: webKey}, VIP: webKey.Addr}},
+		VIPs: []planner.VIPAddresses{{VIP: webKey.Addr}}}
+	ops := []planner.Op{{Kind: planner.AddService, Service: ipvs.Service{ServiceKey: webKey}}}
+	if got := Served(d, planner.Actual{}, ops, []error{errors.New("no memory")}); len(got.VIPs) != 0 {
 		t.Errorf("failed add: served %v", got.VIPs)
 	}
-	if got := Served(d, Actual{}, ops, []error{nil}); len(got.VIPs) != 1 {
+	if got := Served(d, planner.Actual{}, ops, []error{nil}); len(got.VIPs) != 1 {
 		t.Errorf("done: served %v", got.VIPs)
 	}
-	if got := Served(d, Actual{}, ops, []error{ipvs.ErrExists}); len(got.VIPs) != 1 {
+	if got := Served(d, planner.Actual{}, ops, []error{ipvs.ErrExists}); len(got.VIPs) != 1 {
 		t.Errorf("already there: served %v", got.VIPs)
 	}
 }
@@ -211,13 +202,13 @@ func TestAddressesInUse(t *testing.T) {
 	}
 	wanted, draining, deleted, foreign := key("10.0.0.1", 80), key("10.0.0.2", 80), key("10.0.0.3", 80), key("::ffff:10.0.0.4", 443)
 	mark := ipvs.ServiceKey{FWMark: 7}
-	d := Desired{Services: []*VirtualService{{Service: ipvs.Service{ServiceKey: wanted}}}}
-	a := Actual{}
+	d := planner.Desired{Services: []*planner.VirtualService{{Service: ipvs.Service{ServiceKey: wanted}}}}
+	a := planner.Actual{}
 	for _, k := range []ipvs.ServiceKey{wanted, draining, deleted, foreign, mark} {
-		a.Services.Set(k, ActualService{Service: ipvs.Service{ServiceKey: k}})
+		a.Services.Set(k, planner.ActualService{Service: ipvs.Service{ServiceKey: k}})
 	}
-	ops := []Op{{Kind: DeleteService, Service: ipvs.Service{ServiceKey: deleted}}}
-	got := AddressesInUse(d, a, ops)
+	ops := []planner.Op{{Kind: planner.DeleteService, Service: ipvs.Service{ServiceKey: deleted}}}
+	got := planner.AddressesInUse(d, a, ops)
 	want := map[netip.Addr]bool{netip.MustParseAddr("10.0.0.2"): true, netip.MustParseAddr("10.0.0.4"): true}
 	if !maps.Equal(got, want) {
 		t.Errorf("in use %v, want %v", got, want)

@@ -9,6 +9,8 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/lvsd/lvsd/agent/planner"
+
 	"github.com/lvsd/lvsd/agent/config"
 	"github.com/lvsd/lvsd/agent/health"
 	"github.com/lvsd/lvsd/cluster/connsync"
@@ -17,13 +19,13 @@ import (
 
 // decide runs the policy for a health string: '+' healthy, '-' not, one
 // character per backend in configuration order (10.0.0.11, .12, ...).
-func decide(t *testing.T, services []*config.Service, states string) map[string]Eligibility {
+func decide(t *testing.T, services []*config.Service, states string) map[string]planner.Eligibility {
 	t.Helper()
-	h := map[string]BackendHealth{}
+	h := map[string]planner.BackendHealth{}
 	for i, c := range states {
-		h[HealthKey("web", services[0].Backends[i])] = BackendHealth{Healthy: c == '+', Weight: -1}
+		h[planner.HealthKey("web", services[0].Backends[i])] = planner.BackendHealth{Healthy: c == '+', Weight: -1}
 	}
-	_, decisions := WithHealth(Desired{}, services, h, nil)
+	_, decisions := planner.WithHealth(planner.Desired{}, services, h, nil)
 	return decisions
 }
 
@@ -72,11 +74,11 @@ func TestConnectionResets(t *testing.T) {
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
 			services := loadOne(t, c.yaml).Services
-			var applied map[string]Eligibility
+			var applied map[string]planner.Eligibility
 			var got []string
 			for i, step := range c.steps {
 				decided := decide(t, services, step)
-				resets, next := connectionResets(applied, func(name string) (Eligibility, bool) { e, ok := decided[name]; return e, ok }, services)
+				resets, next := planner.ConnectionResets(applied, func(name string) (planner.Eligibility, bool) { e, ok := decided[name]; return e, ok }, services)
 				applied = next
 				if i == 0 {
 					if len(resets) != 0 {
@@ -88,12 +90,12 @@ func TestConnectionResets(t *testing.T) {
 				switch {
 				case !ok:
 					got = append(got, "")
-				case r.all:
+				case r.All:
 					got = append(got, "all")
 				default:
 					var s []string // positions of the reset backends
 					for i, b := range services[0].Backends {
-						if r.backends[HealthKey("web", b)] {
+						if r.Backends[planner.HealthKey("web", b)] {
 							s = append(s, string(rune('0'+i)))
 						}
 					}
@@ -191,27 +193,4 @@ func (r *forgetfulRelay) ReleaseVIP(netip.Addr) {}
 
 func (r *forgetfulRelay) ForgetDestinations(vip netip.Addr, dests []netip.AddrPort) {
 	r.forgot = append(r.forgot, fmt.Sprint(vip, " ", dests))
-}
-
-// A whole-service reset never leaves the service without an eligible
-// destination: ineligible ones go first, then the eligible in two halves.
-func TestResetBatches(t *testing.T) {
-	vs := VirtualService{}
-	for _, w := range []int{0, 1, 0, 1, 1} {
-		vs.Destinations = append(vs.Destinations, Destination{Destination: ipvs.Destination{Weight: w}})
-	}
-	cases := []struct {
-		idx  []int
-		want string
-	}{
-		{[]int{0, 1, 2, 3, 4}, "[[0 2] [1] [3 4]]"},
-		{[]int{0, 2}, "[[0 2]]"},
-		{[]int{3}, "[[3]]"},
-		{[]int{1, 4}, "[[1] [4]]"},
-	}
-	for _, c := range cases {
-		if got := fmt.Sprint(resetBatches(&vs, c.idx)); got != c.want {
-			t.Errorf("batches of %v: %s, want %s", c.idx, got, c.want)
-		}
-	}
 }

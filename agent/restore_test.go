@@ -11,6 +11,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/lvsd/lvsd/agent/planner"
+
 	"github.com/lvsd/lvsd/arp"
 	"github.com/lvsd/lvsd/ipvs"
 	"github.com/lvsd/lvsd/nat"
@@ -34,7 +36,7 @@ func fullnatRuleset(t *testing.T, vips ...string) nat.Ruleset {
 	for _, v := range vips {
 		spec.SNAT = append(spec.SNAT, nat.SNATRule{
 			Match:  nat.Match{VIP: netip.MustParseAddr(v), Protocol: nat.TCP, Ports: []nat.PortRange{{From: 7001, To: 7002}}},
-			CtMark: FirewallMark("fullnat" + v), Comment: "fullnat " + v,
+			CtMark: planner.FirewallMark("fullnat" + v), Comment: "fullnat " + v,
 			To: []netip.Addr{netip.MustParseAddr("10.0.0.70"), netip.MustParseAddr("10.0.0.71")},
 		})
 	}
@@ -48,26 +50,18 @@ func fullnatRuleset(t *testing.T, vips ...string) nat.Ruleset {
 func host(s string) netip.Prefix { return netip.PrefixFrom(netip.MustParseAddr(s), 32) }
 
 // takeoverOf plans taking vips (with their addresses) on an empty eth0.
-func takeoverOf(rs nat.Ruleset, vips ...VIPAddresses) []Op {
+func takeoverOf(rs nat.Ruleset, vips ...planner.VIPAddresses) []planner.Op {
 	held := map[netip.Addr]bool{}
 	for _, v := range vips {
 		held[v.VIP] = true
 	}
-	return PlanAddresses(AddressInput{Interface: "eth0", VIPs: vips, Held: held, Ruleset: rs, Restore: true, Announce: true, Release: true})
+	return planner.PlanAddresses(planner.AddressInput{Interface: "eth0", VIPs: vips, Held: held, Ruleset: rs, Restore: true, Announce: true, Release: true})
 }
 
 var (
-	drVIP      = VIPAddresses{VIP: netip.MustParseAddr("10.0.0.50"), Addresses: []netip.Prefix{host("10.0.0.50")}}
-	fullnatVIP = VIPAddresses{VIP: netip.MustParseAddr("10.0.0.52"), Addresses: []netip.Prefix{host("10.0.0.52"), host("10.0.0.70"), host("10.0.0.71")}}
+	drVIP      = planner.VIPAddresses{VIP: netip.MustParseAddr("10.0.0.50"), Addresses: []netip.Prefix{host("10.0.0.50")}}
+	fullnatVIP = planner.VIPAddresses{VIP: netip.MustParseAddr("10.0.0.52"), Addresses: []netip.Prefix{host("10.0.0.52"), host("10.0.0.70"), host("10.0.0.71")}}
 )
-
-func opStrings(ops []Op) []string {
-	out := make([]string, len(ops))
-	for i, op := range ops {
-		out[i] = op.String()
-	}
-	return out
-}
 
 // A takeover restores the FULLNAT connections once, then adds the
 // addresses, then announces them; a release deletes them, then tells the
@@ -85,15 +79,15 @@ func TestPlanAddressesTakeoverAndRelease(t *testing.T) {
 		"announce 10.0.0.70/32 dev eth0",
 		"announce 10.0.0.71/32 dev eth0",
 	}
-	if got := opStrings(takeoverOf(rs, drVIP, fullnatVIP)); !slices.Equal(got, want) {
+	if got := planner.OpStrings(takeoverOf(rs, drVIP, fullnatVIP)); !slices.Equal(got, want) {
 		t.Errorf("takeover:\n got %q\nwant %q", got, want)
 	}
-	var owned Ownership
-	for _, p := range Addresses([]VIPAddresses{drVIP, fullnatVIP}) {
-		owned.Addresses = append(owned.Addresses, OwnedAddress{"eth0", p})
+	var owned planner.Ownership
+	for _, p := range planner.Addresses([]planner.VIPAddresses{drVIP, fullnatVIP}) {
+		owned.Addresses = append(owned.Addresses, planner.OwnedAddress{Interface: "eth0", Prefix: p})
 	}
-	release := PlanAddresses(AddressInput{Interface: "eth0", VIPs: []VIPAddresses{drVIP, fullnatVIP},
-		Held: map[netip.Addr]bool{drVIP.VIP: true}, Present: map[string][]netip.Prefix{"eth0": Addresses([]VIPAddresses{drVIP, fullnatVIP})}, Owned: owned,
+	release := planner.PlanAddresses(planner.AddressInput{Interface: "eth0", VIPs: []planner.VIPAddresses{drVIP, fullnatVIP},
+		Held: map[netip.Addr]bool{drVIP.VIP: true}, Present: map[string][]netip.Prefix{"eth0": planner.Addresses([]planner.VIPAddresses{drVIP, fullnatVIP})}, Owned: owned,
 		Ruleset: rs, Restore: true, Announce: true, Release: true})
 	want = []string{
 		"delete-address 10.0.0.52/32 dev eth0 (not held)",
@@ -101,30 +95,30 @@ func TestPlanAddressesTakeoverAndRelease(t *testing.T) {
 		"delete-address 10.0.0.71/32 dev eth0 (not held)",
 		"release-connections [10.0.0.52] (held elsewhere now)",
 	}
-	if got := opStrings(release); !slices.Equal(got, want) {
+	if got := planner.OpStrings(release); !slices.Equal(got, want) {
 		t.Errorf("release:\n got %q\nwant %q", got, want)
 	}
 	// Without a connection-sync relay, conntrack writer or announcer the
 	// plan has no such steps.
-	bare := PlanAddresses(AddressInput{Interface: "eth0", VIPs: []VIPAddresses{fullnatVIP}, Held: map[netip.Addr]bool{fullnatVIP.VIP: true}, Ruleset: rs})
-	if slices.ContainsFunc(bare, func(o Op) bool { return o.Kind != AddAddress }) {
-		t.Errorf("bare takeover: %q", opStrings(bare))
+	bare := planner.PlanAddresses(planner.AddressInput{Interface: "eth0", VIPs: []planner.VIPAddresses{fullnatVIP}, Held: map[netip.Addr]bool{fullnatVIP.VIP: true}, Ruleset: rs})
+	if slices.ContainsFunc(bare, func(o planner.Op) bool { return o.Kind != planner.AddAddress }) {
+		t.Errorf("bare takeover: %q", planner.OpStrings(bare))
 	}
 }
 
 // Addresses still in use (a draining or foreign service on the VIP) and
 // addresses lvsd does not own are never removed.
 func TestPlanAddressesKeepsWhatIsNotItsToRemove(t *testing.T) {
-	var owned Ownership
-	owned.Addresses = append(owned.Addresses, OwnedAddress{"eth0", host("10.0.0.50")})
+	var owned planner.Ownership
+	owned.Addresses = append(owned.Addresses, planner.OwnedAddress{Interface: "eth0", Prefix: host("10.0.0.50")})
 	present := map[string][]netip.Prefix{"eth0": {host("10.0.0.50"), host("10.0.0.99")}}
-	in := AddressInput{Interface: "eth0", VIPs: []VIPAddresses{drVIP}, Held: map[netip.Addr]bool{}, Present: present, Owned: owned,
+	in := planner.AddressInput{Interface: "eth0", VIPs: []planner.VIPAddresses{drVIP}, Held: map[netip.Addr]bool{}, Present: present, Owned: owned,
 		InUse: map[netip.Addr]bool{drVIP.VIP: true}}
-	if ops := PlanAddresses(in); len(ops) != 0 {
-		t.Errorf("in use: %q", opStrings(ops))
+	if ops := planner.PlanAddresses(in); len(ops) != 0 {
+		t.Errorf("in use: %q", planner.OpStrings(ops))
 	}
 	in.InUse = nil
-	if got := opStrings(PlanAddresses(in)); !slices.Equal(got, []string{"delete-address 10.0.0.50/32 dev eth0 (not held)"}) {
+	if got := planner.OpStrings(planner.PlanAddresses(in)); !slices.Equal(got, []string{"delete-address 10.0.0.50/32 dev eth0 (not held)"}) {
 		t.Errorf("not held: %q (10.0.0.99 is not lvsd's)", got)
 	}
 }
@@ -152,7 +146,7 @@ func TestRestoreConntrackBeforeAdding(t *testing.T) {
 	if err := errors.Join(k.Apply(ctx, ops)...); err != nil {
 		t.Fatal(err)
 	}
-	mark := FirewallMark("fullnat10.0.0.52")
+	mark := planner.FirewallMark("fullnat10.0.0.52")
 	want := []nat.ConntrackEntry{
 		{Protocol: nat.TCP, Client: ap("10.0.0.102:40001"), VIP: ap("10.0.0.52:7001"), Backend: ap("10.0.0.2:7001"),
 			SNATFrom: netip.MustParseAddr("10.0.0.70"), SNATTo: netip.MustParseAddr("10.0.0.71"), Mark: mark, Timeout: 900 * time.Second},
@@ -196,7 +190,7 @@ func TestRestoreFailuresDoNotHoldTheAddressesBack(t *testing.T) {
 			k := Kernel{Conns: conns, Conntrack: ct, Addrs: addrs}
 			ops := takeoverOf(fullnatRuleset(t, "10.0.0.52"), fullnatVIP)
 			errs := k.Apply(context.Background(), ops)
-			if ops[0].Kind != RestoreConntrack || errs[0] == nil || !strings.Contains(errs[0].Error(), c.want) {
+			if ops[0].Kind != planner.RestoreConntrack || errs[0] == nil || !strings.Contains(errs[0].Error(), c.want) {
 				t.Errorf("restore: %v, want an error saying %q", errs[0], c.want)
 			}
 			if err := errors.Join(errs[1:]...); err != nil {

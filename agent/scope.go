@@ -1,9 +1,8 @@
 package agent
 
 import (
-	"sort"
-
 	"github.com/lvsd/lvsd/agent/config"
+	"github.com/lvsd/lvsd/agent/planner"
 	"github.com/lvsd/lvsd/ipvs"
 )
 
@@ -54,22 +53,6 @@ func (s scope) empty() bool {
 	return !s.all && !s.table && !s.globals && !s.holder && len(s.keys) == 0
 }
 
-// servicesOf returns the keys of the IPVS services of the named
-// configured services in d (sorted by key).
-func servicesOf(d Desired, names map[string]bool) []ipvs.ServiceKey {
-	var out []ipvs.ServiceKey
-	if len(names) == 0 {
-		return nil
-	}
-	named := config.NamesOf(names)
-	for _, vs := range d.Services {
-		if named.Has(vs.Name) && !vs.Internal {
-			out = append(out, vs.ServiceKey)
-		}
-	}
-	return out
-}
-
 // servicesAt returns the services of c at the indexes given whose names
 // are in names.
 func (c *Config) servicesAt(indexes []int, names map[string]bool) []*config.Service {
@@ -97,8 +80,8 @@ func (c *Config) named(names map[string]bool) []*config.Service {
 		return out
 	}
 	for name := range names {
-		if p := c.pieces.get(name); p != nil {
-			out = append(out, p.src)
+		if src := c.pieces.Source(name); src != nil {
+			out = append(out, src)
 		}
 	}
 	return out
@@ -109,29 +92,7 @@ func (c *Config) named(names map[string]bool) []*config.Service {
 // service, when c has them.
 func (c *Config) serviceKeys(names map[string]bool) []ipvs.ServiceKey {
 	if c.pieces == nil {
-		return servicesOf(c.Desired, names)
+		return planner.ServicesOf(c.Desired, names)
 	}
-	return c.pieces.keys(names)
-}
-
-// findService returns the service of d with key k (d.Services is sorted).
-func findService(d Desired, k ipvs.ServiceKey) (*VirtualService, bool) {
-	if i, ok := d.serviceIndex(k); ok {
-		return d.Services[i], true
-	}
-	return nil, false
-}
-
-// wants reports whether d has an IPVS service with key k.
-func (d Desired) wants(k ipvs.ServiceKey) bool {
-	_, ok := d.serviceIndex(k)
-	return ok
-}
-
-// serviceIndex is the index of k in d.Services, found by binary search on
-// the index: slices.BinarySearchFunc hands its function each probed
-// VirtualService by value (~200 bytes copied per step).
-func (d Desired) serviceIndex(k ipvs.ServiceKey) (int, bool) {
-	i := sort.Search(len(d.Services), func(i int) bool { return d.Services[i].ServiceKey.Compare(k) >= 0 })
-	return i, i < len(d.Services) && d.Services[i].ServiceKey.Compare(k) == 0
+	return c.pieces.Keys(names)
 }

@@ -9,6 +9,8 @@ import (
 	"net/netip"
 	"time"
 
+	"github.com/lvsd/lvsd/agent/planner"
+
 	"github.com/lvsd/lvsd/agent/api"
 	"github.com/lvsd/lvsd/cluster"
 	"github.com/lvsd/lvsd/cluster/bgp"
@@ -104,7 +106,7 @@ type DestinationStatus struct {
 	ReportedWeight int  `json:"reported_weight"`
 	// Override is the operator's (`lvsd backend drain|weight`), with when
 	// it was set; ConfiguredWeight stays the file's.
-	Override *BackendOverride `json:"override,omitempty"`
+	Override *planner.BackendOverride `json:"override,omitempty"`
 	// Sorry says it is the service's sorry server: in the kernel while no
 	// backend is eligible, draining (weight 0) once one is again.
 	Sorry bool `json:"sorry_server,omitempty"`
@@ -143,27 +145,27 @@ func (r *Rates) add(o Rates) {
 // on other goroutines (the API); it is never modified once published.
 type snapshot struct {
 	cfg      *Config
-	desired  Desired // with health applied
-	drains   Drains
+	desired  planner.Desired // with health applied
+	drains   planner.Drains
 	at       time.Time
 	duration time.Duration
 	err      string
 	// eligibility is the policy's last decision per service; the owner
 	// goroutine never writes it again, only clones of it.
-	eligibility cowMap[string, Eligibility]
-	resets      uint64         // destinations this pass reset
-	passes      ReconcileStats // counts up to and including this pass (metrics.go)
-	loaded      ConfigLoad     // the last attempt to load the configuration
-	actual      Actual         // the kernel as this pass left it (read, then its ops)
-	overrides   Overrides      // the operator's, in force now (replaced, never modified)
+	eligibility planner.CopyOnWriteMap[string, planner.Eligibility]
+	resets      uint64            // destinations this pass reset
+	passes      ReconcileStats    // counts up to and including this pass (metrics.go)
+	loaded      ConfigLoad        // the last attempt to load the configuration
+	actual      planner.Actual    // the kernel as this pass left it (read, then its ops)
+	overrides   planner.Overrides // the operator's, in force now (replaced, never modified)
 }
 
-func (a *Agent) publish(desired Desired, actual Actual, start time.Time, err error, ops ...Op) {
+func (a *Agent) publish(desired planner.Desired, actual planner.Actual, start time.Time, err error, ops ...planner.Op) {
 	s := &snapshot{cfg: a.cfg, desired: desired, drains: maps.Clone(a.drains), actual: actual,
 		at: start, duration: a.opts.Now().Sub(start), eligibility: a.eligibility, loaded: a.loaded,
 		overrides: a.overrides}
 	for _, op := range ops {
-		if op.Kind == AwaitExpiry {
+		if op.Kind == planner.AwaitExpiry {
 			s.resets += uint64(len(op.Expiring.Dests))
 		}
 	}
@@ -187,7 +189,7 @@ func (a *Agent) republish() {
 
 // oldestRead returns when the oldest numbers of the selected services in a
 // were read back, or at if none was read by a pass.
-func oldestRead(a Actual, selected []*VirtualService, at time.Time) time.Time {
+func oldestRead(a planner.Actual, selected []*planner.VirtualService, at time.Time) time.Time {
 	var oldest time.Time
 	for _, vs := range selected {
 		if t := a.Services.At(vs.ServiceKey).ReadAt; !t.IsZero() && (oldest.IsZero() || t.Before(oldest)) {
@@ -250,7 +252,7 @@ func (a *Agent) Status(ctx context.Context, q StatusQuery) (Status, error) {
 // statusReader reads what Status needs besides the snapshot: the kernel's
 // numbers of the selected services when they are few, the addresses on
 // the interface, health. It returns when the kernel's numbers were read.
-func (a *Agent) statusReader(ctx context.Context, s *snapshot, selected []*VirtualService) (*statusReader, time.Time, error) {
+func (a *Agent) statusReader(ctx context.Context, s *snapshot, selected []*planner.VirtualService) (*statusReader, time.Time, error) {
 	actual, asOf := s.actual, oldestRead(s.actual, selected, s.at)
 	if len(selected) <= FreshLimit {
 		keys := make([]ipvs.ServiceKey, len(selected))

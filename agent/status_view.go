@@ -9,6 +9,8 @@ import (
 	"strings"
 	"time"
 
+	"github.com/lvsd/lvsd/agent/planner"
+
 	"github.com/lvsd/lvsd/agent/health"
 	"github.com/lvsd/lvsd/ipvs"
 )
@@ -161,7 +163,7 @@ func plural(n int, noun string) string {
 // selectServices returns the configured IPVS services whose name matches
 // one of patterns (names or path.Match globs; none: every service), in the
 // configuration's order, and how many configured services match.
-func selectServices(cfg *Config, patterns []string) ([]*VirtualService, int, error) {
+func selectServices(cfg *Config, patterns []string) ([]*planner.VirtualService, int, error) {
 	for _, p := range patterns {
 		if _, err := path.Match(p, ""); err != nil {
 			return nil, 0, fmt.Errorf("%w: service pattern %q: %v", errBadQuery, p, err)
@@ -183,7 +185,7 @@ func selectServices(cfg *Config, patterns []string) ([]*VirtualService, int, err
 	if len(none) > 0 {
 		return nil, 0, fmt.Errorf("%w: no configured service is named or matches %s", errBadQuery, strings.Join(none, ", "))
 	}
-	var selected []*VirtualService
+	var selected []*planner.VirtualService
 	all := cfg.Desired.Services
 	for i := range all {
 		if !all[i].Internal && (len(patterns) == 0 || matchAny(patterns, all[i].Name, matched)) {
@@ -212,16 +214,16 @@ func matchAny(patterns []string, name string, matched []bool) bool {
 // read (now or by the passes), the addresses on the interface, health.
 type statusReader struct {
 	s       *snapshot
-	actual  Actual
+	actual  planner.Actual
 	present map[netip.Addr]bool
 	states  map[string]health.State
-	checked *cowMap[string, int] // Config.checked
+	checked *planner.CopyOnWriteMap[string, int] // Config.checked
 }
 
 // eachDestination calls f for every destination of vs: the configured ones
 // with their kernel counterpart (k nil: not in the kernel), then those the
 // kernel still has that are no longer configured (d nil).
-func eachDestination(vs *VirtualService, cur ActualService, f func(d *Destination, k *ipvs.Destination)) {
+func eachDestination(vs *planner.VirtualService, cur planner.ActualService, f func(d *planner.Destination, k *ipvs.Destination)) {
 	kernel := cur.Destinations
 	found := make([]bool, len(kernel))
 	var index map[ipvs.DestinationKey]int
@@ -266,10 +268,10 @@ func kernelPosition(kernel []ipvs.Destination, key ipvs.DestinationKey, guess in
 }
 
 // count adds up the destinations of vs.
-func (r *statusReader) count(vs *VirtualService) (BackendCounts, bool) {
+func (r *statusReader) count(vs *planner.VirtualService) (BackendCounts, bool) {
 	cur, inKernel := r.actual.Services.Get(vs.ServiceKey)
 	var c BackendCounts
-	eachDestination(vs, cur, func(d *Destination, k *ipvs.Destination) {
+	eachDestination(vs, cur, func(d *planner.Destination, k *ipvs.Destination) {
 		c.Total++
 		if d == nil {
 			c.Draining++
@@ -305,7 +307,7 @@ const (
 
 // healthOf says the health of the backend with HealthKey key: "" when it
 // has no checks.
-func healthOf(states map[string]health.State, checked *cowMap[string, int], key string) (string, health.State) {
+func healthOf(states map[string]health.State, checked *planner.CopyOnWriteMap[string, int], key string) (string, health.State) {
 	if !checked.Has(key) {
 		return "", health.State{Weight: health.NoWeight}
 	}
@@ -324,7 +326,7 @@ func healthOf(states map[string]health.State, checked *cowMap[string, int], key 
 
 // listed is a selected service the view shows, with what count found.
 type listed struct {
-	vs       *VirtualService
+	vs       *planner.VirtualService
 	counts   BackendCounts
 	inKernel bool
 	rank     int
@@ -334,7 +336,7 @@ type listed struct {
 // services adds up the selected services and returns those the view lists:
 // all of them in the configuration's order, or those with a problem, worst
 // first.
-func (r *statusReader) services(selected []*VirtualService, view View, now time.Time) (StatusTotals, []ServiceStatus) {
+func (r *statusReader) services(selected []*planner.VirtualService, view View, now time.Time) (StatusTotals, []ServiceStatus) {
 	t := StatusTotals{IPVSServices: len(selected)}
 	vips := map[netip.Addr]bool{}
 	var shown []listed
@@ -383,7 +385,7 @@ func (r *statusReader) service(l listed, withDests bool, now time.Time) ServiceS
 		return ss
 	}
 	ss.Destinations = make([]DestinationStatus, 0, l.counts.Total)
-	eachDestination(vs, r.actual.Services.At(vs.ServiceKey), func(d *Destination, k *ipvs.Destination) {
+	eachDestination(vs, r.actual.Services.At(vs.ServiceKey), func(d *planner.Destination, k *ipvs.Destination) {
 		ss.Destinations = append(ss.Destinations, r.destination(vs, d, k, now))
 	})
 	return ss
@@ -391,7 +393,7 @@ func (r *statusReader) service(l listed, withDests bool, now time.Time) ServiceS
 
 // destination is the status of a destination of vs: configured (d), in
 // the kernel (k), or both.
-func (r *statusReader) destination(vs *VirtualService, d *Destination, k *ipvs.Destination, now time.Time) DestinationStatus {
+func (r *statusReader) destination(vs *planner.VirtualService, d *planner.Destination, k *ipvs.Destination, now time.Time) DestinationStatus {
 	var ds DestinationStatus
 	if d != nil {
 		ds = DestinationStatus{Address: d.DestinationKey.String(), Forwarding: d.Method(), ConfiguredWeight: d.Weight, Weight: -1}
@@ -401,11 +403,11 @@ func (r *statusReader) destination(vs *VirtualService, d *Destination, k *ipvs.D
 		}
 	} else { // still in the kernel, no longer configured (or the sorry server)
 		ds = DestinationStatus{Address: k.DestinationKey.String(), Forwarding: k.Method(), ConfiguredWeight: -1,
-			ReportedWeight: health.NoWeight, Sorry: vs.isSorry(k.DestinationKey)}
+			ReportedWeight: health.NoWeight, Sorry: vs.IsSorry(k.DestinationKey)}
 		if ds.Sorry && sorryWanted(r.s.desired, vs.ServiceKey) {
 			ds.ConfiguredWeight, ds.Eligible = vs.Sorry.Weight, true // no backend is
 		}
-		if since, ok := r.s.drains[DrainKey{vs.ServiceKey, k.DestinationKey}]; ok {
+		if since, ok := r.s.drains[planner.DrainKey{Service: vs.ServiceKey, Destination: k.DestinationKey}]; ok {
 			ds.DrainingFor = now.Sub(since).Round(time.Second).Seconds()
 		}
 	}
@@ -418,7 +420,7 @@ func (r *statusReader) destination(vs *VirtualService, d *Destination, k *ipvs.D
 
 // sorryWanted reports whether the service with key k has its sorry server
 // among its destinations in d (with health applied): no backend is eligible.
-func sorryWanted(d Desired, k ipvs.ServiceKey) bool {
-	vs, ok := findService(d, k)
-	return ok && vs.Sorry != nil && slices.ContainsFunc(vs.Destinations, func(dst Destination) bool { return vs.isSorry(dst.DestinationKey) })
+func sorryWanted(d planner.Desired, k ipvs.ServiceKey) bool {
+	vs, ok := planner.FindService(d, k)
+	return ok && vs.Sorry != nil && slices.ContainsFunc(vs.Destinations, func(dst planner.Destination) bool { return vs.IsSorry(dst.DestinationKey) })
 }

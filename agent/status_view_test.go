@@ -11,6 +11,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/lvsd/lvsd/agent/planner"
+
 	"github.com/lvsd/lvsd/agent/health"
 	"github.com/lvsd/lvsd/ipvs"
 )
@@ -198,7 +200,7 @@ func TestStatusDoesNotWaitForHolder(t *testing.T) {
 	defer wait()
 	defer cancel()
 	busy, release := make(chan struct{}), make(chan struct{})
-	go a.holder.do(ctx, func(context.Context) ([]Op, error) {
+	go a.holder.do(ctx, func(context.Context) ([]planner.Op, error) {
 		close(busy)
 		<-release
 		return nil, nil

@@ -11,6 +11,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/lvsd/lvsd/agent/planner"
+
 	"github.com/lvsd/lvsd/ipvs"
 )
 
@@ -54,7 +56,7 @@ func TestUnwantedFollowsEveryPass(t *testing.T) {
 		}
 		e.now = e.now.Add(time.Duration(rng.IntN(20)) * time.Second) // drains run out
 		e.reconcile(a)
-		want := unwantedIn(a.desired, a.actual)
+		want := planner.UnwantedIn(a.desired, a.actual)
 		if !maps.Equal(a.unwanted, want) {
 			t.Fatalf("round %d: the agent kept %v unwanted, a look at every service finds %v", round, a.unwanted, want)
 		}

@@ -4,6 +4,8 @@ import (
 	"context"
 	"sync"
 
+	"github.com/lvsd/lvsd/agent/planner"
+
 	"github.com/lvsd/lvsd/ipvs"
 )
 
@@ -15,9 +17,9 @@ const minSpread = 64
 // spreadable says whether an op is an IPVS write that touches its service
 // only, so that runs of them for different services may go in any order.
 // A move is not: it holds a global sysctl across its two writes.
-func spreadable(k OpKind) bool {
+func spreadable(k planner.OpKind) bool {
 	switch k {
-	case AddService, UpdateService, DeleteService, AddDestination, UpdateDestination, DeleteDestination:
+	case planner.AddService, planner.UpdateService, planner.DeleteService, planner.AddDestination, planner.UpdateDestination, planner.DeleteDestination:
 		return true
 	}
 	return false
@@ -26,7 +28,7 @@ func spreadable(k OpKind) bool {
 // applySpread runs a run of spreadable ops on k.IPVSWriters goroutines,
 // each service's ops in their order on one of them, and sets every op's
 // error.
-func (k Kernel) applySpread(ctx context.Context, ops []Op, errs []error) {
+func (k Kernel) applySpread(ctx context.Context, ops []planner.Op, errs []error) {
 	var groups [][]int // op indexes, by service, in order of first appearance
 	group := map[ipvs.ServiceKey]int{}
 	for i, op := range ops {

@@ -10,6 +10,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/lvsd/lvsd/agent/planner"
+
 	"github.com/lvsd/lvsd/ipvs"
 )
 
@@ -52,21 +54,21 @@ func (c *concurrencyIPVS) AddDestination(ctx context.Context, k ipvs.ServiceKey,
 // spreadOps adds n services of three destinations each, then adds a
 // destination to a service that is not there and deletes one that is not
 // there either.
-func spreadOps(n int) []Op {
-	var ops []Op
+func spreadOps(n int) []planner.Op {
+	var ops []planner.Op
 	for i := range n {
 		key := ipvs.ServiceKey{Addr: netip.AddrFrom4([4]byte{10, 1, byte(i >> 8), byte(i)}), Protocol: ipvs.TCP, Port: 80}
-		ops = append(ops, Op{Kind: AddService, Service: ipvs.Service{ServiceKey: key, Scheduler: "mh"}})
+		ops = append(ops, planner.Op{Kind: planner.AddService, Service: ipvs.Service{ServiceKey: key, Scheduler: "mh"}})
 		for d := range 3 {
-			ops = append(ops, Op{Kind: AddDestination, Service: ipvs.Service{ServiceKey: key},
+			ops = append(ops, planner.Op{Kind: planner.AddDestination, Service: ipvs.Service{ServiceKey: key},
 				Destination: ipvs.Destination{DestinationKey: ipvs.DestinationKey{Addr: netip.AddrFrom4([4]byte{10, 2, byte(i), byte(d + 1)}), Port: 80}, Weight: 1}})
 		}
 	}
 	missing := ipvs.ServiceKey{Addr: netip.MustParseAddr("10.9.9.9"), Protocol: ipvs.TCP, Port: 80}
 	return append(ops,
-		Op{Kind: AddDestination, Service: ipvs.Service{ServiceKey: missing},
+		planner.Op{Kind: planner.AddDestination, Service: ipvs.Service{ServiceKey: missing},
 			Destination: ipvs.Destination{DestinationKey: ipvs.DestinationKey{Addr: netip.MustParseAddr("10.2.0.1"), Port: 80}}},
-		Op{Kind: DeleteService, Service: ipvs.Service{ServiceKey: missing}})
+		planner.Op{Kind: planner.DeleteService, Service: ipvs.Service{ServiceKey: missing}})
 }
 
 func kernelTable(t *testing.T, f *ipvs.Fake) []string {

@@ -1,11 +1,15 @@
 package ipvs
 
 import (
+	"bytes"
+	"encoding/binary"
+	"fmt"
 	"net/netip"
 	"syscall"
 	"testing"
 
 	"github.com/vishvananda/netlink/nl"
+	"golang.org/x/sys/unix"
 )
 
 // statsNest builds a counters nest as ip_vs_genl_fill_stats(64) sends it:
@@ -118,4 +122,166 @@ func TestParseDestinationsShort(t *testing.T) {
 func ignoreStats(d Destination) Destination {
 	d.Stats = nil
 	return d
+}
+
+// sentDest decodes a destination write as the kernel does: the command,
+// the service's nest, and the destination's attributes by type.
+func sentDest(t *testing.T, cmd uint8, svc ServiceKey, dst Destination) (uint8, map[uint16][]byte, map[uint16][]byte) {
+	t.Helper()
+	b := newGenlRequest(0x42, cmd, 0, destWrite(svc, dst)...).Serialize()
+	if len(b) < unix.NLMSG_HDRLEN+4 {
+		t.Fatalf("request of %d bytes", len(b))
+	}
+	b = b[unix.NLMSG_HDRLEN:]
+	top, err := nl.ParseRouteAttrAsMap(b[4:])
+	if err != nil {
+		t.Fatal(err)
+	}
+	nest := func(typ uint16) map[uint16][]byte {
+		attrs, err := nl.ParseRouteAttrAsMap(top[typ].Value)
+		if err != nil {
+			t.Fatalf("nest %d: %v", typ, err)
+		}
+		out := map[uint16][]byte{}
+		for k, a := range attrs {
+			out[k] = a.Value
+		}
+		return out
+	}
+	return b[0], nest(genlAttrService), nest(genlAttrDest)
+}
+
+// Every destination write, of every command and forwarding method, sends
+// the full entry with its family and all three tunnel attributes, in the
+// kernel's byte orders: the ports big-endian, the rest native. The tunnel
+// attributes are zero but for a tunnel destination.
+func TestDestWriteCarriesEveryAttribute(t *testing.T) {
+	v4 := ServiceKey{Protocol: TCP, Addr: netip.MustParseAddr("10.0.0.50"), Port: 80}
+	v6 := ServiceKey{FWMark: 9, IPv6: true}
+	key := DestinationKey{Addr: netip.MustParseAddr("10.0.1.11"), Port: 8080}
+	key6 := DestinationKey{Addr: netip.MustParseAddr("fd01::11"), Port: 443}
+	gue := TunnelOptions{Type: TunnelGUE, Port: 6080, Flags: TunnelChecksum}
+	cases := []struct {
+		svc     ServiceKey
+		dst     Destination
+		fam     uint16
+		addr    []byte
+		wantTun TunnelOptions
+	}{
+		{v4, Destination{DestinationKey: key, Weight: 7, Forwarding: DirectRoute, UpperThreshold: 20, LowerThreshold: 5}, syscall.AF_INET, []byte{10, 0, 1, 11}, TunnelOptions{}},
+		{v4, Destination{DestinationKey: key, Weight: 1, Forwarding: Masquerade}, syscall.AF_INET, []byte{10, 0, 1, 11}, TunnelOptions{}},
+		{v4, Destination{DestinationKey: key, Weight: 1, Forwarding: Tunnel}, syscall.AF_INET, []byte{10, 0, 1, 11}, TunnelOptions{}},
+		{v4, Destination{DestinationKey: key, Weight: 7, Forwarding: Tunnel, Tunnel: gue}, syscall.AF_INET, []byte{10, 0, 1, 11}, gue},
+		{v6, Destination{DestinationKey: key6, Weight: 2, Forwarding: Tunnel, Tunnel: TunnelOptions{Type: TunnelGRE, Flags: TunnelChecksum}},
+			syscall.AF_INET6, netip.MustParseAddr("fd01::11").AsSlice(), TunnelOptions{Type: TunnelGRE, Flags: TunnelChecksum}},
+		{v4, Destination{DestinationKey: key6, Weight: 3, Forwarding: Tunnel, Tunnel: gue}, syscall.AF_INET6, netip.MustParseAddr("fd01::11").AsSlice(), gue}, // IPv4 VIP, IPv6 real server
+		// A tunnel encapsulation with another forwarding method is not sent:
+		// the read side drops it too.
+		{v4, Destination{DestinationKey: key, Weight: 1, Forwarding: DirectRoute, Tunnel: gue}, syscall.AF_INET, []byte{10, 0, 1, 11}, TunnelOptions{}},
+	}
+	ne := binary.NativeEndian
+	for _, c := range cases {
+		for _, cmd := range []uint8{genlCmdNewDest, genlCmdSetDest, genlCmdDelDest} {
+			dst := c.dst
+			if cmd == genlCmdDelDest { // as DeleteDestination sends it
+				dst = Destination{DestinationKey: c.dst.DestinationKey}
+			}
+			gotCmd, svc, got := sentDest(t, cmd, c.svc, dst)
+			if gotCmd != cmd {
+				t.Errorf("command %d sent as %d", cmd, gotCmd)
+			}
+			if len(svc) == 0 || !bytes.Equal(svc[svcAttrAF], ne.AppendUint16(nil, serviceFamily(c.svc))) {
+				t.Errorf("cmd %d %s: service nest %v", cmd, c.svc, svc)
+			}
+			tun := c.wantTun
+			if cmd == genlCmdDelDest {
+				tun = TunnelOptions{}
+			}
+			want := map[uint16][]byte{
+				destAttrAddr:       c.addr,
+				destAttrPort:       binary.BigEndian.AppendUint16(nil, dst.Port),
+				destAttrFwdMethod:  ne.AppendUint32(nil, uint32(dst.Forwarding)),
+				destAttrWeight:     ne.AppendUint32(nil, uint32(dst.Weight)),
+				destAttrUThresh:    ne.AppendUint32(nil, dst.UpperThreshold),
+				destAttrLThresh:    ne.AppendUint32(nil, dst.LowerThreshold),
+				destAttrAddrFamily: ne.AppendUint16(nil, c.fam),
+				destAttrTunType:    {uint8(tun.Type)},
+				destAttrTunPort:    binary.BigEndian.AppendUint16(nil, tun.Port),
+				destAttrTunFlags:   ne.AppendUint16(nil, uint16(tun.Flags)),
+			}
+			if len(got) != len(want) {
+				t.Errorf("cmd %d %s: %d attributes, want %d: %v", cmd, dst.Method(), len(got), len(want), got)
+			}
+			for typ, w := range want {
+				if g, ok := got[typ]; !ok || !bytes.Equal(g, w) {
+					t.Errorf("cmd %d %s -> %s %s: attribute %d = %x (sent %v), want %x", cmd, c.svc, dst.DestinationKey, dst.Method(), typ, g, ok, w)
+				}
+			}
+		}
+	}
+}
+
+// A run of writes leaves the kernel with the last one's encapsulation:
+// IPIP, then GUE, then a weight change that keeps GUE and its port, then
+// GRE and a threshold change that keeps GRE, then direct routing. The
+// kernel is modelled as ip_vs_genl_parse_dest reads a write: every field
+// it is not sent is zero.
+func TestDestWritesKeepTunnel(t *testing.T) {
+	svc := ServiceKey{Protocol: UDP, Addr: netip.MustParseAddr("10.0.0.50"), Port: 53}
+	d := Destination{DestinationKey: DestinationKey{Addr: netip.MustParseAddr("10.0.1.11"), Port: 53}, Weight: 1, Forwarding: Tunnel}
+	kernel := map[DestinationKey]Destination{}
+	write := func(cmd uint8, dst Destination) {
+		t.Helper()
+		_, _, attrs := sentDest(t, cmd, svc, dst)
+		n := nl.NewRtAttr(genlAttrDest, nil)
+		for typ, v := range attrs {
+			n.AddRtAttr(int(typ), v)
+		}
+		got, err := parseDestination(n.Serialize()[4:], serviceFamily(svc))
+		if err != nil {
+			t.Fatal(err)
+		}
+		switch cmd {
+		case genlCmdDelDest:
+			delete(kernel, got.DestinationKey)
+		default:
+			kernel[got.DestinationKey] = got
+		}
+	}
+	steps := []struct {
+		what   string
+		change func(*Destination)
+		want   string
+	}{
+		{"ipip", func(*Destination) {}, "tunnel weight 1"},
+		{"to gue", func(d *Destination) {
+			d.Tunnel = TunnelOptions{Type: TunnelGUE, Port: 6080, Flags: TunnelRemoteChecksum}
+		},
+			"tunnel/gue:6080+remcsum weight 1"},
+		{"gue weight", func(d *Destination) { d.Weight = 0 }, "tunnel/gue:6080+remcsum weight 0"},
+		{"gue weight again", func(d *Destination) { d.Weight = 5 }, "tunnel/gue:6080+remcsum weight 5"},
+		{"to gre", func(d *Destination) { d.Tunnel = TunnelOptions{Type: TunnelGRE} }, "tunnel/gre weight 5"},
+		{"gre thresholds", func(d *Destination) { d.UpperThreshold, d.LowerThreshold = 10, 2 }, "tunnel/gre weight 5 upper 10 lower 2"},
+		{"to route", func(d *Destination) { d.Forwarding, d.Tunnel = DirectRoute, TunnelOptions{} }, "route weight 5 upper 10 lower 2"},
+	}
+	for i, s := range steps {
+		s.change(&d)
+		cmd := uint8(genlCmdSetDest)
+		if i == 0 {
+			cmd = genlCmdNewDest
+		}
+		write(cmd, d)
+		got := kernel[d.DestinationKey]
+		desc := fmt.Sprintf("%s weight %d", got.Method(), got.Weight)
+		if th := got.Thresholds(); th != "" {
+			desc += " " + th
+		}
+		if desc != s.want || !got.SameOptions(d) {
+			t.Errorf("%s: the kernel has %s (%+v), want %s", s.what, desc, got, s.want)
+		}
+	}
+	write(genlCmdDelDest, Destination{DestinationKey: d.DestinationKey})
+	if len(kernel) != 0 {
+		t.Errorf("after the delete: %v", kernel)
+	}
 }

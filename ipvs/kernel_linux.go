@@ -4,37 +4,47 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"net"
-	"net/netip"
 	"os"
 	"os/exec"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"syscall"
 
-	mobyipvs "github.com/moby/ipvs"
 	"github.com/vishvananda/netlink"
 	"github.com/vishvananda/netns"
 )
 
-// Kernel programs the IPVS tables of one network namespace through generic netlink.
+// Kernel programs the IPVS tables of one network namespace through generic
+// netlink: services and timeouts through moby/ipvs (moby_linux.go),
+// destinations through lvsd's own requests (dest_linux.go), sync daemons
+// through lvsd's own too (daemon_linux.go).
 type Kernel struct {
-	mu sync.Mutex // guards h (its socket is not safe for concurrent requests) and serializes daemon changes
-	h  *mobyipvs.Handle
+	mu sync.Mutex // guards h and dump (their sockets are not safe for concurrent requests) and serializes daemon changes
+	h  mobyConn   // service and timeout reads
 	// writers are the sockets of service and destination writes, each
 	// used by one request at a time: the kernel runs IPVS commands one
 	// at a time, but a request's user-space half (building, sending,
 	// waking for the answer) overlaps another's kernel half. Measured in
 	// the test VM, 1,000 services × 10: 4 sockets program them 25–35 %
 	// faster than one.
-	writers chan *mobyipvs.Handle
+	writers chan *writer
 	ns      netns.NsHandle // the namespace of Open's netnsPath, for the generic netlink socket; None: the caller's
-	// tunnelAttrsWork says a tunnel type written through lvsd's own
-	// netlink was read back (tunnel_linux.go); guarded by mu.
-	tunnelAttrsWork bool
+	// tunnelAttrsWork says a tunnel type written with the destination
+	// was read back (tunnel_linux.go).
+	tunnelAttrsWork atomic.Bool
 	// dump is the generic netlink socket kept for reading destinations
 	// (dest_linux.go); guarded by mu.
 	dump *genlConn
+}
+
+// writer is one of the Kernel's concurrent writes: a moby/ipvs socket for
+// services and timeouts, and a generic netlink socket for destinations.
+type writer struct {
+	moby mobyConn
+	// dest is opened at its first destination write, and again after a
+	// failure that may have left replies in it.
+	dest *genlConn
 }
 
 var _ Interface = (*Kernel)(nil)
@@ -54,17 +64,17 @@ func Open(netnsPath string) (*Kernel, error) {
 			return nil, fmt.Errorf("opening network namespace %s: %w", netnsPath, err)
 		}
 	}
-	k := &Kernel{ns: ns, writers: make(chan *mobyipvs.Handle, Writers)}
-	for range 1 + Writers {
-		h, err := mobyipvs.New(netnsPath)
+	k := &Kernel{ns: ns, writers: make(chan *writer, Writers)}
+	for i := range 1 + Writers {
+		c, err := openMoby(netnsPath)
 		if err != nil {
 			k.Close()
 			return nil, fmt.Errorf("opening IPVS netlink socket: %w", err)
 		}
-		if k.h == nil {
-			k.h = h
+		if i == 0 {
+			k.h = c
 		} else {
-			k.writers <- h
+			k.writers <- &writer{moby: c}
 		}
 	}
 	return k, nil
@@ -91,16 +101,16 @@ func Probe() error {
 	return nil
 }
 
-// Close releases the netlink socket and the namespace handle.
+// Close releases the netlink sockets and the namespace handle.
 func (k *Kernel) Close() {
 	k.mu.Lock()
 	k.closeDump()
 	k.mu.Unlock()
-	if k.h != nil {
-		k.h.Close()
-	}
+	k.h.close()
 	for len(k.writers) > 0 {
-		(<-k.writers).Close()
+		w := <-k.writers
+		w.moby.close()
+		w.closeDest()
 	}
 	if k.ns.IsOpen() {
 		k.ns.Close()
@@ -111,13 +121,9 @@ func (k *Kernel) Close() {
 func (k *Kernel) Services(ctx context.Context) ([]Service, error) {
 	k.mu.Lock()
 	defer k.mu.Unlock()
-	raw, err := k.h.GetServices()
+	out, err := k.h.services()
 	if err != nil {
 		return nil, fmt.Errorf("listing IPVS services: %w", err)
-	}
-	out := make([]Service, 0, len(raw))
-	for _, s := range raw {
-		out = append(out, fromMobyService(s))
 	}
 	return out, nil
 }
@@ -125,70 +131,57 @@ func (k *Kernel) Services(ctx context.Context) ([]Service, error) {
 // Service implements Interface.
 func (k *Kernel) Service(ctx context.Context, svc ServiceKey) (Service, error) {
 	k.mu.Lock()
-	raw, err := k.h.GetService(toMobyService(Service{ServiceKey: svc}))
+	s, err := k.h.service(svc)
 	k.mu.Unlock()
 	if err != nil {
 		return Service{}, fmt.Errorf("getting service %s: %w", svc, kernelErr(err))
 	}
-	return fromMobyService(raw), nil
+	return s, nil
 }
 
 // AddService implements Interface.
 func (k *Kernel) AddService(ctx context.Context, svc Service) error {
-	return k.do(func(h *mobyipvs.Handle) error { return h.NewService(toMobyService(svc)) },
+	return k.do(func(c mobyConn) error { return c.addService(svc) },
 		func() string { return "adding service " + svc.String() })
 }
 
 // UpdateService implements Interface.
 func (k *Kernel) UpdateService(ctx context.Context, svc Service) error {
-	return k.do(func(h *mobyipvs.Handle) error { return h.UpdateService(toMobyService(svc)) },
+	return k.do(func(c mobyConn) error { return c.updateService(svc) },
 		func() string { return "updating service " + svc.String() })
 }
 
 // DeleteService implements Interface.
 func (k *Kernel) DeleteService(ctx context.Context, svc ServiceKey) error {
-	return k.do(func(h *mobyipvs.Handle) error { return h.DelService(toMobyService(Service{ServiceKey: svc})) },
+	return k.do(func(c mobyConn) error { return c.deleteService(svc) },
 		func() string { return "deleting service " + svc.String() })
 }
 
 // AddDestination implements Interface.
 func (k *Kernel) AddDestination(ctx context.Context, svc ServiceKey, dst Destination) error {
-	if dst.needsOwnNetlink() {
-		return described(k.writeTunnelDestination(ctx, genlCmdNewDest, svc, dst),
-			func() string { return "adding destination " + svc.String() + " -> " + dst.String() })
-	}
-	return k.do(func(h *mobyipvs.Handle) error {
-		return h.NewDestination(toMobyService(Service{ServiceKey: svc}), toMobyDestination(dst))
-	},
+	return described(k.writeDest(ctx, genlCmdNewDest, svc, dst),
 		func() string { return "adding destination " + svc.String() + " -> " + dst.String() })
 }
 
 // UpdateDestination implements Interface.
 func (k *Kernel) UpdateDestination(ctx context.Context, svc ServiceKey, dst Destination) error {
-	if dst.needsOwnNetlink() {
-		return described(k.writeTunnelDestination(ctx, genlCmdSetDest, svc, dst),
-			func() string { return "updating destination " + svc.String() + " -> " + dst.String() })
-	}
-	return k.do(func(h *mobyipvs.Handle) error {
-		return h.UpdateDestination(toMobyService(Service{ServiceKey: svc}), toMobyDestination(dst))
-	},
+	return described(k.writeDest(ctx, genlCmdSetDest, svc, dst),
 		func() string { return "updating destination " + svc.String() + " -> " + dst.String() })
 }
 
 // DeleteDestination implements Interface.
 func (k *Kernel) DeleteDestination(ctx context.Context, svc ServiceKey, dst DestinationKey) error {
-	return k.do(func(h *mobyipvs.Handle) error {
-		return h.DelDestination(toMobyService(Service{ServiceKey: svc}), toMobyDestination(Destination{DestinationKey: dst}))
-	}, func() string { return "deleting destination " + svc.String() + " -> " + dst.String() })
+	return described(k.writeDest(ctx, genlCmdDelDest, svc, Destination{DestinationKey: dst}),
+		func() string { return "deleting destination " + svc.String() + " -> " + dst.String() })
 }
 
 // do runs one write on a free writer socket; what describes it, and is
 // only formatted on error (a cold start makes tens of thousands of
 // requests).
-func (k *Kernel) do(f func(*mobyipvs.Handle) error, what func() string) error {
-	h := <-k.writers
-	err := f(h)
-	k.writers <- h
+func (k *Kernel) do(f func(mobyConn) error, what func() string) error {
+	w := <-k.writers
+	err := f(w.moby)
+	k.writers <- w
 	if err != nil {
 		err = kernelErr(err)
 		desc := what()
@@ -218,91 +211,4 @@ func kernelErr(err error) error {
 		return fmt.Errorf("%w: %w", ErrNotFound, err)
 	}
 	return err
-}
-
-func toMobyService(s Service) *mobyipvs.Service {
-	m := &mobyipvs.Service{
-		AddressFamily: syscall.AF_INET,
-		Protocol:      uint16(s.Protocol),
-		Port:          s.Port,
-		FWMark:        s.FWMark,
-		SchedName:     s.Scheduler,
-		Flags:         uint32(s.Flags &^ flagHashed),
-		Timeout:       s.Timeout,
-	}
-	if s.IPv6 || s.Addr.Is6() && !s.Addr.Is4In6() {
-		m.AddressFamily = syscall.AF_INET6
-	}
-	if s.Addr.IsValid() {
-		m.Address = net.IP(s.Addr.AsSlice())
-	} else if m.AddressFamily == syscall.AF_INET6 {
-		m.Address = net.IPv6zero
-	} else {
-		m.Address = net.IPv4zero.To4()
-	}
-	// The kernel reads the IPv4 netmask as raw mask bytes but the IPv6 one as
-	// a prefix length (and rejects 0 for IPv6 even without persistence).
-	bits := s.netmaskBits()
-	if m.AddressFamily == syscall.AF_INET6 {
-		m.Netmask = uint32(bits)
-	} else {
-		mask := net.CIDRMask(bits, 32)
-		m.Netmask = nativeUint32(mask)
-	}
-	return m
-}
-
-func fromMobyService(m *mobyipvs.Service) Service {
-	s := Service{
-		ServiceKey: ServiceKey{
-			Protocol: Protocol(m.Protocol),
-			Port:     m.Port,
-			FWMark:   m.FWMark,
-			IPv6:     m.AddressFamily == syscall.AF_INET6,
-		},
-		Scheduler: m.SchedName,
-		Flags:     Flags(m.Flags) &^ flagHashed,
-		Timeout:   m.Timeout,
-	}
-	if m.FWMark == 0 {
-		if a, ok := netip.AddrFromSlice(m.Address); ok {
-			s.Addr = a.Unmap()
-		}
-		s.Protocol = Protocol(m.Protocol)
-	} else {
-		s.Protocol = 0
-	}
-	if s.IPv6 {
-		s.Netmask = int(m.Netmask)
-	} else {
-		ones, _ := net.IPMask(nativeBytes(m.Netmask)).Size()
-		s.Netmask = ones
-	}
-	if s.Netmask == s.netmaskBitsHost() {
-		s.Netmask = 0
-	}
-	return s
-}
-
-func (s Service) netmaskBitsHost() int {
-	if s.IPv6 {
-		return 128
-	}
-	return 32
-}
-
-func toMobyDestination(d Destination) *mobyipvs.Destination {
-	m := &mobyipvs.Destination{
-		Address:         net.IP(d.Addr.AsSlice()),
-		Port:            d.Port,
-		Weight:          d.Weight,
-		ConnectionFlags: uint32(d.Forwarding),
-		AddressFamily:   syscall.AF_INET,
-		UpperThreshold:  d.UpperThreshold,
-		LowerThreshold:  d.LowerThreshold,
-	}
-	if d.Addr.Is6() {
-		m.AddressFamily = syscall.AF_INET6
-	}
-	return m
 }

@@ -14,10 +14,9 @@ import (
 	"time"
 )
 
-// The kernel and the Fake agree on tunnel destinations: GUE and GRE
-// written through lvsd's own netlink read back as written, a weight change
-// keeps the encapsulation, IPIP (through moby/ipvs) clears it, and GUE
-// without a port is refused by both.
+// The kernel and the Fake agree on tunnel destinations: GUE and GRE read
+// back as written, a weight change keeps the encapsulation, IPIP clears
+// it, and GUE without a port is refused by both.
 func TestVMTunnelDestinations(t *testing.T) {
 	ctx := context.Background()
 	ns := newVMNS(t)

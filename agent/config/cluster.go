@@ -2,13 +2,14 @@ package config
 
 import (
 	"fmt"
-	"github.com/lvsd/lvsd/cluster/settings"
-	"github.com/lvsd/lvsd/ipvs"
 	"net"
 	"slices"
 	"strconv"
 	"strings"
 	"time"
+
+	"github.com/lvsd/lvsd/cluster/settings"
+	"github.com/lvsd/lvsd/ipvs"
 )
 
 // ClusterMode says how a cluster spreads its VIPs over the directors.

@@ -8,6 +8,8 @@ import (
 	"net/netip"
 	"sync"
 
+	"github.com/lvsd/lvsd/agent/planner"
+
 	"github.com/lvsd/lvsd/agent"
 	"github.com/lvsd/lvsd/agent/config"
 	"github.com/lvsd/lvsd/arp"
@@ -94,7 +96,7 @@ func resolveBind(ctx context.Context, bind string, cfg *agent.Config, addrs arp.
 		return bind, err
 	}
 	moving := map[netip.Addr]bool{}
-	for _, p := range agent.Addresses(cfg.Desired.VIPs) {
+	for _, p := range planner.Addresses(cfg.Desired.VIPs) {
 		moving[p.Addr()] = true
 	}
 	present, err := addrs.List(ctx, cfg.Agent.Interface)
@@ -147,7 +149,7 @@ func clusterConfig(a *config.Agent, reannounce func(netip.Addr), log *slog.Logge
 // sync"), pushing the master's last record out through the pusher service.
 func relayConfig(c config.ConnSync, t connsync.Transport, log *slog.Logger) connsync.Config {
 	lo := netip.MustParseAddr("127.0.0.1")
-	return connsync.Config{MasterPort: c.Port, BackupPort: c.Port + 1, SyncID: agent.SyncID,
+	return connsync.Config{MasterPort: c.Port, BackupPort: c.Port + 1, SyncID: planner.SyncID,
 		ResyncInterval: c.ResyncInterval, Transport: t, Log: log,
-		Pusher: netip.AddrPortFrom(lo, agent.PusherPort(c))}
+		Pusher: netip.AddrPortFrom(lo, planner.PusherPort(c))}
 }

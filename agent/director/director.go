@@ -11,6 +11,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"os"
 	"sync"
 	"time"
 
@@ -55,8 +56,9 @@ type Options struct {
 	RaisePriority func(nice int) error
 	// Notifier speaks sd_notify; nil: no service manager.
 	Notifier sdnotify.Notifier
-	// Reload delivers a value for every reload request (SIGHUP).
-	Reload <-chan struct{}
+	// Reload delivers a value for every reload request: SIGHUP, which
+	// cmd/lvsd subscribes to with signal.Notify.
+	Reload <-chan os.Signal
 }
 
 // Node is what the director uses of its cluster node (cluster.Node).

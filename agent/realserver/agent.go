@@ -107,7 +107,7 @@ func New(opts Options) *Agent {
 // fails to load at a reload is logged and the last good one stays.
 // Stopping leaves the VIPs and sysctls in place: a restart must not drop
 // traffic (`lvsd cleanup` removes them).
-func (a *Agent) Run(ctx context.Context, reload <-chan struct{}, apiL, healthL net.Listener) error {
+func (a *Agent) Run(ctx context.Context, reload <-chan os.Signal, apiL, healthL net.Listener) error {
 	if err := a.start(); err != nil {
 		return err
 	}

@@ -14,6 +14,7 @@ import (
 	"slices"
 	"strings"
 	"sync"
+	"syscall"
 	"testing"
 	"time"
 
@@ -259,7 +260,7 @@ func TestAgentTunnel(t *testing.T) {
 type running struct {
 	a      *Agent
 	client *api.Client
-	reload chan struct{}
+	reload chan os.Signal
 	stop   func()
 }
 
@@ -273,7 +274,7 @@ func (e *env) run() *running {
 	a := New(Options{ConfigPath: e.path(), Host: Host{Addrs: e.addrs, Sysctls: e.sys, Tunnels: modules{e.tun, e.sys}, NAT: e.nft}, Dial: e.dial,
 		Log: slog.New(slog.NewTextHandler(io.Discard, nil)), Check: 10 * time.Millisecond})
 	ctx, cancel := context.WithCancel(context.Background())
-	r := &running{a: a, client: api.NewClient(sock), reload: make(chan struct{})}
+	r := &running{a: a, client: api.NewClient(sock), reload: make(chan os.Signal)}
 	done := make(chan error, 1)
 	go func() { done <- a.Run(ctx, r.reload, l, nil) }()
 	r.stop = func() {
@@ -357,11 +358,11 @@ func TestReload(t *testing.T) {
 	}
 	waitWeight(5)
 	e.write("  vips: [10.0.0.50, 10.0.0.51]\n  weight: 9\n")
-	r.reload <- struct{}{}
+	r.reload <- syscall.SIGHUP
 	waitWeight(9)
 	e.write("  vips: [10.0.0.500]\n  weight: 1\n")
-	r.reload <- struct{}{}
-	r.reload <- struct{}{} // the second returns once the first was handled
+	r.reload <- syscall.SIGHUP
+	r.reload <- syscall.SIGHUP // the second returns once the first was handled
 	if w := r.a.status.Load().Weight; w != 9 {
 		t.Errorf("a broken file changed the weight to %d", w)
 	}

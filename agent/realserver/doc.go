@@ -11,4 +11,8 @@
 // only through arp.Addresses and arp.Sysctls, so everything here is tested
 // against their fakes. One goroutine (Agent.Run) owns the mutable state; the
 // HTTP handlers read a published snapshot and send drain requests to it.
+//
+// Run assembles the role: it opens the sockets, runs the Agent and tells
+// the service manager about it. cmd/lvsd builds the real Host (arp, nat)
+// and calls Run; Run owns the goroutines it starts and joins them.
 package realserver

@@ -10,6 +10,8 @@ import (
 	"strconv"
 	"time"
 
+	"github.com/lvsd/lvsd/agent/planner"
+
 	"github.com/lvsd/lvsd/agent"
 	"github.com/lvsd/lvsd/agent/api"
 )
@@ -43,7 +45,7 @@ func backend(ctx context.Context, e *env) error {
 		return usagef("%s", backendUsage)
 	}
 	action, args := args[0], args[1:]
-	want := map[string]int{"list": 0, agent.ActionDrain: 2, agent.ActionUndrain: 2, agent.ActionClear: 2, agent.ActionWeight: 3}
+	want := map[string]int{"list": 0, planner.ActionDrain: 2, planner.ActionUndrain: 2, planner.ActionClear: 2, planner.ActionWeight: 3}
 	n, ok := want[action]
 	if !ok || len(args) != n {
 		return usagef("%s", backendUsage)
@@ -63,7 +65,7 @@ func backend(ctx context.Context, e *env) error {
 		})
 	}
 	q := url.Values{"service": {args[0]}, "backend": {args[1]}}
-	if action == agent.ActionWeight {
+	if action == planner.ActionWeight {
 		if _, err := strconv.Atoi(args[2]); err != nil {
 			return usagef("weight %q is not a whole number (0-65535)", args[2])
 		}
@@ -170,7 +172,7 @@ func writeBackends(w io.Writer, list []agent.BackendState, now time.Time) error 
 }
 
 // overrideWords is an override in a table cell or a status line.
-func overrideWords(ov agent.BackendOverride, now time.Time) string {
+func overrideWords(ov planner.BackendOverride, now time.Time) string {
 	var s string
 	if ov.Drained {
 		s = "drained " + ago(now, ov.DrainedAt) + " ago"

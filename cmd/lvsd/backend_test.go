@@ -13,6 +13,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/lvsd/lvsd/agent/planner"
+
 	"github.com/lvsd/lvsd/agent"
 )
 
@@ -49,14 +51,14 @@ func TestInterspersedFlags(t *testing.T) {
 
 func TestWriteBackends(t *testing.T) {
 	seven := 7
-	drained := agent.BackendState{BackendOverride: agent.BackendOverride{Service: "web", Backend: "10.0.0.11", Drained: true,
+	drained := agent.BackendState{BackendOverride: planner.BackendOverride{Service: "web", Backend: "10.0.0.11", Drained: true,
 		DrainedAt: statusNow.Add(-90 * time.Second)}, ConfiguredWeight: 100,
 		Kernel: []agent.KernelWeight{{IPVSService: "tcp:10.0.0.50:80", Destination: "10.0.0.11:80", Weight: 0},
 			{IPVSService: "tcp:10.0.0.50:443", Destination: "10.0.0.11:443", Weight: 0}}}
-	weighted := agent.BackendState{BackendOverride: agent.BackendOverride{Service: "web", Backend: "10.0.0.12:8080",
+	weighted := agent.BackendState{BackendOverride: planner.BackendOverride{Service: "web", Backend: "10.0.0.12:8080",
 		Weight: &seven, WeightAt: statusNow.Add(-time.Hour)}, ConfiguredWeight: 100,
 		Kernel: []agent.KernelWeight{{IPVSService: "tcp:10.0.0.50:80", Destination: "10.0.0.12:8080", Weight: 7}}}
-	cleared := agent.BackendState{BackendOverride: agent.BackendOverride{Service: "web", Backend: "10.0.0.11"}, ConfiguredWeight: 100,
+	cleared := agent.BackendState{BackendOverride: planner.BackendOverride{Service: "web", Backend: "10.0.0.11"}, ConfiguredWeight: 100,
 		Kernel: []agent.KernelWeight{{IPVSService: "tcp:10.0.0.50:80", Destination: "10.0.0.11:80", Weight: 100}}}
 
 	var b bytes.Buffer
@@ -98,11 +100,11 @@ func TestDestinationStateOverride(t *testing.T) {
 		d    agent.DestinationStatus
 		want string
 	}{
-		{agent.DestinationStatus{ConfiguredWeight: 100, Weight: 0, Override: &agent.BackendOverride{Drained: true,
+		{agent.DestinationStatus{ConfiguredWeight: 100, Weight: 0, Override: &planner.BackendOverride{Drained: true,
 			DrainedAt: statusNow.Add(-time.Minute)}}, "drained 1m0s ago (lvsd backend)"},
-		{agent.DestinationStatus{ConfiguredWeight: 100, Weight: 7, Override: &agent.BackendOverride{Weight: &seven,
+		{agent.DestinationStatus{ConfiguredWeight: 100, Weight: 7, Override: &planner.BackendOverride{Weight: &seven,
 			WeightAt: statusNow.Add(-time.Minute)}}, "weight 7 set 1m0s ago (lvsd backend)"},
-		{agent.DestinationStatus{ConfiguredWeight: 100, Weight: 0, Health: "unhealthy", Override: &agent.BackendOverride{Drained: true,
+		{agent.DestinationStatus{ConfiguredWeight: 100, Weight: 0, Health: "unhealthy", Override: &planner.BackendOverride{Drained: true,
 			DrainedAt: statusNow}}, "UNHEALTHY, drained 0s ago (lvsd backend)"},
 	} {
 		if got := destinationState(c.d, statusNow); got != c.want {

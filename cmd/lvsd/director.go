@@ -12,12 +12,16 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/lvsd/lvsd/agent/planner"
+
 	"github.com/coreos/go-systemd/v22/daemon"
 
 	"github.com/lvsd/lvsd/agent"
 	"github.com/lvsd/lvsd/agent/api"
 	"github.com/lvsd/lvsd/agent/config"
 	"github.com/lvsd/lvsd/agent/director"
+	"github.com/lvsd/lvsd/agent/logging"
+	"github.com/lvsd/lvsd/agent/realserver"
 	"github.com/lvsd/lvsd/arp"
 	"github.com/lvsd/lvsd/cluster"
 	"github.com/lvsd/lvsd/cluster/bfd"
@@ -38,16 +42,20 @@ func init() {
 
 func runAgent(ctx context.Context, e *env) error {
 	// Catch SIGHUP before anything slow: its default action would kill a
-	// process reloaded right after start (systemctl reload).
-	reload := reloads(ctx)
+	// process reloaded right after start (systemctl reload). One pending
+	// signal is enough: a reload reads every file anyway.
+	reload := make(chan os.Signal, 1)
+	signal.Notify(reload, syscall.SIGHUP)
+	defer signal.Stop(reload)
 	cfg, err := agent.LoadConfig(e.config)
 	if err != nil {
 		return err
 	}
+	log := logging.New(e.stderr, cfg.Agent.LogLevel, cfg.Agent.LogFormat) // first: it also routes what libraries log
 	if cfg.Agent.Role == config.RoleRealServer {
-		return runRealServer(ctx, e, cfg.Agent, reload)
+		return realserver.Run(ctx, realserver.RunOptions{ConfigPath: e.config, Config: cfg.Agent, Version: version, Log: log,
+			Host: realServerHost(), Notifier: systemd{}, Reload: reload})
 	}
-	log := newLogger(cfg.Agent, e.stderr) // first: it also routes what libraries log
 	k, err := openKernel()
 	if err != nil {
 		return err
@@ -97,28 +105,6 @@ func (s speakerWithBFD) Close(ctx context.Context) error {
 		err = errors.Join(err, s.bfd.Close(ctx))
 	}
 	return err
-}
-
-// reloads turns SIGHUP into reload requests until ctx ends.
-func reloads(ctx context.Context) <-chan struct{} {
-	sig := make(chan os.Signal, 1)
-	signal.Notify(sig, syscall.SIGHUP)
-	hints := make(chan struct{}, 1)
-	go func() {
-		defer signal.Stop(sig)
-		for {
-			select {
-			case <-ctx.Done():
-				return
-			case <-sig:
-				select {
-				case hints <- struct{}{}:
-				default:
-				}
-			}
-		}
-	}()
-	return hints
 }
 
 // systemd is sd_notify through go-systemd.
@@ -174,7 +160,7 @@ func plan(ctx context.Context, e *env) error {
 	}
 	for _, op := range ops {
 		fmt.Fprintln(e.stdout, op)
-		if op.Kind == agent.ReplaceNAT {
+		if op.Kind == planner.ReplaceNAT {
 			fmt.Fprint(e.stdout, lines(op.NAT.String()))
 		}
 	}

@@ -3,15 +3,14 @@ package main
 import (
 	"bytes"
 	"context"
-	"os"
 	"os/exec"
-	"strconv"
 	"strings"
 	"testing"
 )
 
 // TestCompletionScripts: each script names every subcommand and parses in
-// its shell (shells that are not installed are skipped).
+// its shell (shells that are not installed are skipped); agent/clidoc
+// tests what the scripts complete.
 func TestCompletionScripts(t *testing.T) {
 	for _, sh := range []string{"bash", "zsh", "fish"} {
 		t.Run(sh, func(t *testing.T) {
@@ -19,9 +18,9 @@ func TestCompletionScripts(t *testing.T) {
 			if err := run(context.Background(), []string{"completion", sh}, &out, &errOut); err != nil {
 				t.Fatal(err)
 			}
-			for _, n := range commandNames() {
-				if !strings.Contains(out.String(), n) {
-					t.Errorf("the script does not mention %q", n)
+			for _, c := range cli().Commands {
+				if !strings.Contains(out.String(), c.Name) {
+					t.Errorf("the script does not mention %q", c.Name)
 				}
 			}
 			if !strings.Contains(out.String(), "json") {
@@ -40,35 +39,6 @@ func TestCompletionScripts(t *testing.T) {
 	}
 }
 
-// TestBashCompletionCompletes drives the bash function like bash does.
-func TestBashCompletionCompletes(t *testing.T) {
-	var script bytes.Buffer
-	bashCompletion(&script)
-	for line, want := range map[string]string{
-		"lvsd sta":                              "status",
-		"lvsd status --j":                       "--json",
-		"lvsd completion z":                     "zsh",
-		"lvsd check --config /etc/lvsd/lvsd.ya": "", // files: whatever exists
-		"lvsd status --connections --l":         "--limit",
-	} {
-		words := strings.Fields(line)
-		prog := script.String() + `
-COMP_WORDS=(` + strings.Join(words, " ") + `)
-COMP_CWORD=` + strconv.Itoa(len(words)-1) + `
-compopt() { :; }
-_lvsd
-printf '%s\n' "${COMPREPLY[@]}"
-`
-		out, err := exec.Command("bash", "-c", prog).CombinedOutput()
-		if err != nil {
-			t.Fatalf("%q: %v\n%s", line, err, out)
-		}
-		if want != "" && strings.TrimSpace(string(out)) != want {
-			t.Errorf("%q completes to %q, want %q", line, out, want)
-		}
-	}
-}
-
 func TestManPage(t *testing.T) {
 	var out, errOut bytes.Buffer
 	if err := run(context.Background(), []string{"man"}, &out, &errOut); err != nil {
@@ -81,18 +51,6 @@ func TestManPage(t *testing.T) {
 		}
 	}
 	checkRoff(t, page)
-}
-
-// TestMarkdownToRoff: the Markdown docs/configuration.md uses, in roff
-// (testdata/mdroff.md, mdroff.golden).
-func TestMarkdownToRoff(t *testing.T) {
-	md, err := os.ReadFile("testdata/mdroff.md")
-	if err != nil {
-		t.Fatal(err)
-	}
-	var b bytes.Buffer
-	mdToRoff(&b, string(md))
-	checkGolden(t, "mdroff.golden", b.Bytes())
 }
 
 // TestManPage5: lvsd man 5 (and lvsd man lvsd.yaml) prints lvsd.yaml(5)
@@ -136,25 +94,5 @@ func checkRoff(t *testing.T, page string) {
 	check.Stdin = strings.NewReader(page)
 	if msg, err := check.CombinedOutput(); err != nil || len(msg) > 0 {
 		t.Errorf("groff -man -ww: %v\n%s", err, msg)
-	}
-}
-
-// A flag whose value is not a path (--limit N, --service NAMES) gets no
-// completion: neither files nor the command's flags.
-func TestBashCompletionNoValueWords(t *testing.T) {
-	var script bytes.Buffer
-	bashCompletion(&script)
-	for _, flagName := range []string{"--limit", "--service"} {
-		prog := script.String() + `
-COMP_WORDS=(lvsd status ` + flagName + ` "")
-COMP_CWORD=3
-compopt() { :; }
-_lvsd
-echo "${#COMPREPLY[@]}"
-`
-		out, err := exec.Command("bash", "-c", prog).CombinedOutput()
-		if err != nil || strings.TrimSpace(string(out)) != "0" {
-			t.Errorf("after %s: %v, %s words offered, want none", flagName, err, out)
-		}
 	}
 }

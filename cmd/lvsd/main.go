@@ -25,6 +25,7 @@ const defaultConfig = "/etc/lvsd/lvsd.yaml"
 type command struct {
 	usage string // one line: arguments and what it does
 	run   func(ctx context.Context, env *env) error
+	args  []string // the words it takes besides flags, which the shells complete
 }
 
 // env is what a subcommand gets: its parsed flags and arguments, and where

@@ -10,9 +10,7 @@ import (
 	"github.com/lvsd/lvsd/agent"
 	"github.com/lvsd/lvsd/agent/api"
 	"github.com/lvsd/lvsd/agent/config"
-	"github.com/lvsd/lvsd/agent/metrics"
 	"github.com/lvsd/lvsd/agent/realserver"
-	"github.com/lvsd/lvsd/agent/sdnotify"
 	"github.com/lvsd/lvsd/arp"
 	"github.com/lvsd/lvsd/nat"
 )
@@ -28,36 +26,6 @@ func init() {
 // MSS clamp of tunnel VIPs.
 func realServerHost() realserver.Host {
 	return realserver.Host{Addrs: arp.Kernel{}, Sysctls: arp.ProcSys{}, Tunnels: arp.KernelTunnels{}, NAT: nat.NewKernel()}
-}
-
-// runRealServer is `lvsd run` for role realserver; reload carries SIGHUP.
-func runRealServer(ctx context.Context, e *env, a *config.Agent, reload <-chan struct{}) error {
-	log := newLogger(a, e.stderr).With("role", "realserver")
-	apiL, err := api.Listen(a.APISocket)
-	if err != nil {
-		return fmt.Errorf("api socket: %w", err)
-	}
-	var readOnlyL net.Listener
-	if ro := a.ReadOnlyAPI; ro != nil {
-		if readOnlyL, err = api.ListenGroup(ro.Socket, ro.GID); err != nil {
-			apiL.Close()
-			return fmt.Errorf("read-only api socket: %w", err)
-		}
-	}
-	var healthL net.Listener
-	if addr := a.RealServer.Health.Listen; addr != "" {
-		if healthL, err = net.Listen("tcp", addr); err != nil {
-			apiL.Close()
-			if readOnlyL != nil {
-				readOnlyL.Close()
-			}
-			return fmt.Errorf("realserver.health.listen: %w", err)
-		}
-	}
-	ag := realserver.New(realserver.Options{ConfigPath: e.config, Config: a, Host: realServerHost(), Log: log,
-		Metrics: metrics.Listen(a.MetricsListen, log), Version: version, ReadOnlyAPI: readOnlyL})
-	go sdnotify.Run(ctx, log, systemd{}, sdnotify.SocketLiveness(a.APISocket))
-	return ag.Run(ctx, reload, apiL, healthL)
 }
 
 func drain(ctx context.Context, e *env) error   { return setDrain(ctx, e, true) }

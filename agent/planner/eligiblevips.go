@@ -1,4 +1,4 @@
-package agent
+package planner
 
 import (
 	"maps"
@@ -7,11 +7,11 @@ import (
 	"github.com/lvsd/lvsd/ipvs"
 )
 
-// eligibleVIPs is EligibleVIPs of the agent's desired state, kept up to
+// EligibleVIPCount is EligibleVIPs of the agent's desired state, kept up to
 // date from what each change of it touched: every pass hands the holder
 // the eligible VIPs, and finding them by a walk over 10,000 services was a
 // fifth of a one-file change's pass.
-type eligibleVIPs struct {
+type EligibleVIPCount struct {
 	// count is, per VIP, its services with a destination that takes new
 	// connections.
 	count map[netip.Addr]int
@@ -20,25 +20,25 @@ type eligibleVIPs struct {
 	set map[netip.Addr]bool
 }
 
-// countEligible counts the eligible services of d by VIP.
-func countEligible(d Desired) eligibleVIPs {
-	e := eligibleVIPs{count: map[netip.Addr]int{}}
+// CountEligible counts the eligible services of d by VIP.
+func CountEligible(d Desired) EligibleVIPCount {
+	e := EligibleVIPCount{count: map[netip.Addr]int{}}
 	for _, vs := range d.Services {
 		if takesNew(vs) {
 			e.count[vs.VIP]++
 		}
 	}
-	e.set = e.vips()
+	e.set = e.fromCounts()
 	return e
 }
 
 // update returns e for next, which is prev with at most the IPVS services
 // of keys changed. It reuses e's maps: e is not to be used again.
-func (e eligibleVIPs) update(prev, next Desired, keys []ipvs.ServiceKey) eligibleVIPs {
+func (e EligibleVIPCount) Update(prev, next Desired, keys []ipvs.ServiceKey) EligibleVIPCount {
 	seen := make(map[ipvs.ServiceKey]bool, len(keys))
 	changed := false
 	add := func(d Desired, k ipvs.ServiceKey, n int) {
-		if vs, ok := findService(d, k); ok && takesNew(vs) {
+		if vs, ok := FindService(d, k); ok && takesNew(vs) {
 			before := e.count[vs.VIP]
 			e.count[vs.VIP] += n
 			if e.count[vs.VIP] == 0 {
@@ -56,12 +56,21 @@ func (e eligibleVIPs) update(prev, next Desired, keys []ipvs.ServiceKey) eligibl
 		add(next, k, 1)
 	}
 	if changed {
-		e.set = e.vips()
+		e.set = e.fromCounts()
 	}
 	return e
 }
 
-func (e eligibleVIPs) vips() map[netip.Addr]bool {
+// Equal reports whether e and o count the same services per VIP.
+func (e EligibleVIPCount) Equal(o EligibleVIPCount) bool {
+	return maps.Equal(e.count, o.count) && maps.Equal(e.set, o.set)
+}
+
+// VIPs is EligibleVIPs: the VIPs with a count. The map is replaced, never
+// modified, when a VIP comes or goes.
+func (e EligibleVIPCount) VIPs() map[netip.Addr]bool { return e.set }
+
+func (e EligibleVIPCount) fromCounts() map[netip.Addr]bool {
 	out := make(map[netip.Addr]bool, len(e.count))
 	for v := range maps.Keys(e.count) {
 		out[v] = true

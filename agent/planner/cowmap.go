@@ -1,4 +1,4 @@
-package agent
+package planner
 
 import (
 	"hash/maphash"
@@ -6,7 +6,7 @@ import (
 	"maps"
 )
 
-// cowMap is a map that is cheap to copy. Its entries live in shards;
+// CopyOnWriteMap is a map that is cheap to copy. Its entries live in shards;
 // Clone shares every shard with the original, and the first write to a
 // shard after a clone copies that shard alone, in whichever of the two
 // writes. A pass changes a handful of the 10,000 services the agent knows
@@ -15,7 +15,7 @@ import (
 // garbage. The zero value is an empty map. Like a map, it is not safe for
 // concurrent writes; copies may be written and read on different
 // goroutines.
-type cowMap[K comparable, V any] struct {
+type CopyOnWriteMap[K comparable, V any] struct {
 	shards []map[K]V // cowShards long once written; shared with clones
 	owned  []bool    // shards this copy made itself and may write
 	n      int
@@ -27,12 +27,12 @@ const cowShards = 256
 
 var cowSeed = maphash.MakeSeed()
 
-func (m *cowMap[K, V]) shard(k K) int {
+func (m *CopyOnWriteMap[K, V]) shard(k K) int {
 	return int(maphash.Comparable(cowSeed, k) % cowShards)
 }
 
 // Get returns the value of k and whether k is in m.
-func (m *cowMap[K, V]) Get(k K) (V, bool) {
+func (m *CopyOnWriteMap[K, V]) Get(k K) (V, bool) {
 	if m.shards == nil {
 		var zero V
 		return zero, false
@@ -42,19 +42,19 @@ func (m *cowMap[K, V]) Get(k K) (V, bool) {
 }
 
 // At returns the value of k, the zero value if k is not in m.
-func (m *cowMap[K, V]) At(k K) V {
+func (m *CopyOnWriteMap[K, V]) At(k K) V {
 	v, _ := m.Get(k)
 	return v
 }
 
 // Has reports whether k is in m.
-func (m *cowMap[K, V]) Has(k K) bool {
+func (m *CopyOnWriteMap[K, V]) Has(k K) bool {
 	_, ok := m.Get(k)
 	return ok
 }
 
 // Set makes v the value of k.
-func (m *cowMap[K, V]) Set(k K, v V) {
+func (m *CopyOnWriteMap[K, V]) Set(k K, v V) {
 	s := m.writable(m.shard(k))
 	if _, ok := s[k]; !ok {
 		m.n++
@@ -63,7 +63,7 @@ func (m *cowMap[K, V]) Set(k K, v V) {
 }
 
 // Delete removes k from m.
-func (m *cowMap[K, V]) Delete(k K) {
+func (m *CopyOnWriteMap[K, V]) Delete(k K) {
 	if m.shards == nil {
 		return
 	}
@@ -76,12 +76,12 @@ func (m *cowMap[K, V]) Delete(k K) {
 }
 
 // Len is the number of entries.
-func (m *cowMap[K, V]) Len() int { return m.n }
+func (m *CopyOnWriteMap[K, V]) Len() int { return m.n }
 
 // All yields every entry, in no order. Deleting the entry just yielded is
 // safe; other changes meanwhile may or may not show in what it yields (a
 // shard copied for a write is walked as it was).
-func (m *cowMap[K, V]) All() iter.Seq2[K, V] {
+func (m *CopyOnWriteMap[K, V]) All() iter.Seq2[K, V] {
 	return func(yield func(K, V) bool) {
 		for _, s := range m.shards {
 			for k, v := range s {
@@ -95,7 +95,7 @@ func (m *cowMap[K, V]) All() iter.Seq2[K, V] {
 
 // Keys yields every key, in no order, as All does (readBack deletes the
 // services gone from the kernel while it walks them).
-func (m *cowMap[K, V]) Keys() iter.Seq[K] {
+func (m *CopyOnWriteMap[K, V]) Keys() iter.Seq[K] {
 	return func(yield func(K) bool) {
 		for k := range m.All() {
 			if !yield(k) {
@@ -107,18 +107,18 @@ func (m *cowMap[K, V]) Keys() iter.Seq[K] {
 
 // Clone returns a copy of m. Both share every shard until they write it:
 // m gives up writing its shards in place too.
-func (m *cowMap[K, V]) Clone() cowMap[K, V] {
+func (m *CopyOnWriteMap[K, V]) Clone() CopyOnWriteMap[K, V] {
 	if m.shards == nil {
-		return cowMap[K, V]{}
+		return CopyOnWriteMap[K, V]{}
 	}
 	clear(m.owned)
 	shards := make([]map[K]V, cowShards)
 	copy(shards, m.shards)
-	return cowMap[K, V]{shards: shards, owned: make([]bool, cowShards), n: m.n}
+	return CopyOnWriteMap[K, V]{shards: shards, owned: make([]bool, cowShards), n: m.n}
 }
 
 // writable returns shard i, copied first if another copy may read it.
-func (m *cowMap[K, V]) writable(i int) map[K]V {
+func (m *CopyOnWriteMap[K, V]) writable(i int) map[K]V {
 	if m.shards == nil {
 		m.shards, m.owned = make([]map[K]V, cowShards), make([]bool, cowShards)
 	}

@@ -1,8 +1,9 @@
-package agent
+package planner
 
 import (
 	"fmt"
 	"net/netip"
+	"strings"
 
 	"github.com/lvsd/lvsd/cluster/bgp"
 	"github.com/lvsd/lvsd/ipvs"
@@ -151,4 +152,28 @@ func routeAttrs(r bgp.Route) string {
 		s += fmt.Sprintf(" as-path-prepend %d", r.ASPathPrepend)
 	}
 	return s
+}
+
+// Summarize counts ops by kind, e.g. "add-service=2 add-destination=20".
+func Summarize(ops []Op) string {
+	var counts [len(opNames)]int
+	for _, op := range ops {
+		counts[op.Kind]++
+	}
+	var parts []string
+	for k, n := range counts {
+		if n > 0 {
+			parts = append(parts, fmt.Sprintf("%s=%d", OpKind(k), n))
+		}
+	}
+	return strings.Join(parts, " ")
+}
+
+// OpStrings describes ops one a line, as `lvsd plan` and the logs show them.
+func OpStrings(ops []Op) []string {
+	out := make([]string, len(ops))
+	for i, op := range ops {
+		out[i] = op.String()
+	}
+	return out
 }

@@ -1,4 +1,4 @@
-package agent
+package planner
 
 import (
 	"fmt"
@@ -49,17 +49,28 @@ func (p *piece) sameOutside(q *piece) bool {
 // 10,000 pieces.
 type Pieces = *pieceTable
 
-type pieceTable struct{ byName cowMap[string, *piece] }
+type pieceTable struct {
+	byName CopyOnWriteMap[string, *piece]
+}
 
 func newPieces() Pieces { return &pieceTable{} }
 
 // get returns the piece of the service named name, nil if none (or ps
 // is nil).
-func (ps *pieceTable) get(name string) *piece {
+func (ps *pieceTable) Get(name string) *piece {
 	if ps == nil {
 		return nil
 	}
 	return ps.byName.At(name)
+}
+
+// Source is the configured service the named piece was made of (nil: no
+// such piece).
+func (ps *pieceTable) Source(name string) *config.Service {
+	if p := ps.Get(name); p != nil {
+		return p.src
+	}
+	return nil
 }
 
 func (ps *pieceTable) set(name string, p *piece) { ps.byName.Set(name, p) }
@@ -72,10 +83,10 @@ func (ps *pieceTable) len() int { return ps.byName.Len() }
 func (ps *pieceTable) clone() Pieces { return &pieceTable{byName: ps.byName.Clone()} }
 
 // keys returns the keys of the IPVS services of the named services' pieces.
-func (ps *pieceTable) keys(names map[string]bool) []ipvs.ServiceKey {
+func (ps *pieceTable) Keys(names map[string]bool) []ipvs.ServiceKey {
 	var out []ipvs.ServiceKey
 	for name := range names {
-		if p := ps.get(name); p != nil {
+		if p := ps.Get(name); p != nil {
 			for _, vs := range p.services {
 				out = append(out, vs.ServiceKey)
 			}
@@ -112,7 +123,7 @@ func Rebuild(agent *config.Agent, services []*config.Service, prev Pieces, prevD
 		// The unchanged pieces are the previous ones: a copy of the map,
 		// not a look-up of every service's name (a tenth of a one-file
 		// change among 10,000 services).
-		pieces, removed = prev.clone(), prev.keys(changed)
+		pieces, removed = prev.clone(), prev.Keys(changed)
 		for name := range changed {
 			pieces.delete(name)
 		}
@@ -139,7 +150,7 @@ func Rebuild(agent *config.Agent, services []*config.Service, prev Pieces, prevD
 		if err != nil {
 			return Desired{}, nil, err
 		}
-		old := prev.get(s.Name)
+		old := prev.Get(s.Name)
 		pieces.set(s.Name, p)
 		added = append(added, p.services...)
 		outsideSame = outsideSame && old != nil && old.sameOutside(p)
@@ -248,7 +259,7 @@ func addGroups(groups map[netip.Addr]VIPAddresses, p *piece, s *config.Service) 
 func checkMarks(services []*config.Service, pieces Pieces) error {
 	marks := make(map[uint32]string, len(services))
 	for _, s := range services {
-		mark := pieces.get(s.Name).mark
+		mark := pieces.Get(s.Name).mark
 		if other, ok := marks[mark]; ok {
 			return fmt.Errorf("%s:%d: services %q and %q get the same firewall mark %#x; rename one", s.File, s.Line, other, s.Name, mark)
 		}
@@ -271,7 +282,7 @@ func assemble(agent *config.Agent, services []*config.Service, pieces Pieces) (D
 	groups := map[netip.Addr]VIPAddresses{}
 	needs := map[netip.Addr]map[netip.Addr]bool{}
 	for _, s := range services {
-		p := pieces.get(s.Name)
+		p := pieces.Get(s.Name)
 		if err := addGroups(groups, p, s); err != nil {
 			return Desired{}, err
 		}

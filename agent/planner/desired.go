@@ -1,4 +1,4 @@
-package agent
+package planner
 
 import (
 	"hash/fnv"
@@ -210,7 +210,7 @@ func destinations(s *config.Service, servicePort uint16) ([]Destination, *Destin
 }
 
 // isSorry reports whether k is the service's sorry server.
-func (vs VirtualService) isSorry(k ipvs.DestinationKey) bool {
+func (vs VirtualService) IsSorry(k ipvs.DestinationKey) bool {
 	return vs.Sorry != nil && vs.Sorry.DestinationKey == k
 }
 

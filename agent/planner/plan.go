@@ -1,4 +1,4 @@
-package agent
+package planner
 
 import (
 	"maps"
@@ -22,8 +22,8 @@ type Actual struct {
 }
 
 // ServiceTable is the kernel's IPVS services by key: a copy per pass costs
-// what the pass changes (cowMap).
-type ServiceTable = cowMap[ipvs.ServiceKey, ActualService]
+// what the pass changes (CopyOnWriteMap).
+type ServiceTable = CopyOnWriteMap[ipvs.ServiceKey, ActualService]
 
 // ActualService is a kernel service and its destinations in kernel list order.
 type ActualService struct {
@@ -57,8 +57,8 @@ type PlanInput struct {
 	// configuration drains (the others take their service's drain_timeout).
 	DrainTimeout time.Duration
 	// Resets are the connection resets the last health decision asks for
-	// (connectionResets).
-	Resets map[string]reset
+	// (ConnectionResets).
+	Resets map[string]Reset
 	// Scope limits the IPVS part of the plan to these services (sorted):
 	// the desired ones among them and those owned and no longer desired.
 	// The others are taken as they are, and their drain records kept; their
@@ -122,7 +122,7 @@ func (p *planner) services(ops []Op) []Op {
 	if p.in.Scope != nil {
 		desired, owned = nil, nil
 		for _, k := range p.in.Scope {
-			if vs, ok := findService(d, k); ok {
+			if vs, ok := FindService(d, k); ok {
 				desired = append(desired, vs)
 			} else {
 				owned = append(owned, k) // planned below if owned
@@ -148,7 +148,7 @@ func (p *planner) services(ops []Op) []Op {
 	}
 	for _, k := range owned {
 		cur, ok := a.Services.Get(k)
-		if wanted[k] || !ok || !p.in.Owned.owns(k) {
+		if wanted[k] || !ok || !p.in.Owned.Owns(k) {
 			continue
 		}
 		drain := p.destinations(&VirtualService{Service: cur.Service}, cur, p.in.DrainTimeout)
@@ -364,29 +364,29 @@ func planDaemons(d Desired, a Actual) (stop, start []Op) {
 // whose connections need the address, and services that are not lvsd's (an
 // operator's ipvsadm service on the same VIP).
 func AddressesInUse(d Desired, a Actual, ops []Op) map[netip.Addr]bool {
-	return unwantedIn(d, a).addresses(ops)
+	return UnwantedIn(d, a).Addresses(ops)
 }
 
-// unwantedServices are the IPVS services of the kernel that lvsd does not
+// UnwantedServices are the IPVS services of the kernel that lvsd does not
 // want (AddressesInUse). The agent keeps them from pass to pass and looks
 // again only at the services a pass read back: testing each of 10,000
 // kernel services against the desired list was a third of a one-file
 // change.
-type unwantedServices map[ipvs.ServiceKey]bool
+type UnwantedServices map[ipvs.ServiceKey]bool
 
-// unwantedIn returns the services of a that d does not want.
-func unwantedIn(d Desired, a Actual) unwantedServices {
-	u := unwantedServices{}
+// UnwantedIn returns the services of a that d does not want.
+func UnwantedIn(d Desired, a Actual) UnwantedServices {
+	u := UnwantedServices{}
 	for k := range a.Services.Keys() {
-		u.look(d, a, k)
+		u.Look(d, a, k)
 	}
 	return u
 }
 
 // look records whether service k of a is one d does not want. Services
 // without an address (fwmark) hold none.
-func (u unwantedServices) look(d Desired, a Actual, k ipvs.ServiceKey) {
-	if _, inKernel := a.Services.Get(k); inKernel && k.Addr.IsValid() && !d.wants(k) {
+func (u UnwantedServices) Look(d Desired, a Actual, k ipvs.ServiceKey) {
+	if _, inKernel := a.Services.Get(k); inKernel && k.Addr.IsValid() && !d.Wants(k) {
 		u[k] = true
 	} else {
 		delete(u, k)
@@ -395,7 +395,7 @@ func (u unwantedServices) look(d Desired, a Actual, k ipvs.ServiceKey) {
 
 // addresses are the addresses of the unwanted services that ops do not
 // delete.
-func (u unwantedServices) addresses(ops []Op) map[netip.Addr]bool {
+func (u UnwantedServices) Addresses(ops []Op) map[netip.Addr]bool {
 	var deleted map[ipvs.ServiceKey]bool
 	for _, op := range ops {
 		if op.Kind == DeleteService && u[op.Service.ServiceKey] {
@@ -414,13 +414,13 @@ func (u unwantedServices) addresses(ops []Op) map[netip.Addr]bool {
 	return out
 }
 
-// apply makes out what it is once ops ran with errs (errs[i] is op i's): the
+// Applied makes out what it is once ops ran with errs (errs[i] is op i's): the
 // IPVS services and destinations added, updated and deleted, counters as
 // read. The status answers from it without reading the kernel again. It
 // changes out's Services map itself: the caller's own copy (a pass's
 // read-back; cloning 10,000 services per pass cost more than the rest of a
 // one-file change).
-func (out *Actual) apply(ops []Op, errs []error) {
+func (out *Actual) Applied(ops []Op, errs []error) {
 	for i, op := range ops {
 		if errs[i] != nil {
 			continue
@@ -475,4 +475,13 @@ func withoutDestination(dsts []ipvs.Destination, k ipvs.DestinationKey) ([]ipvs.
 		out = append(out, dsts[i])
 	}
 	return out, found
+}
+
+// NewServiceTable is a table holding m's services.
+func NewServiceTable(m map[ipvs.ServiceKey]ActualService) ServiceTable {
+	var t ServiceTable
+	for k, v := range m {
+		t.Set(k, v)
+	}
+	return t
 }

@@ -1,4 +1,4 @@
-package agent
+package planner
 
 import (
 	"fmt"
@@ -9,17 +9,17 @@ import (
 	"github.com/lvsd/lvsd/ipvs"
 )
 
-// reset is the connections of one service that a change of eligibility
+// Reset is the connections of one service that a change of eligibility
 // drops (seed 000): those of backends that became unhealthy where they do
 // not persist, or all of them when the eligible set switched pool and
 // drain_on_failover is false.
-type reset struct {
-	all      bool            // every destination
-	backends map[string]bool // by HealthKey
+type Reset struct {
+	All      bool            // every destination
+	Backends map[string]bool // by HealthKey
 	why      string
 }
 
-// connectionResets compares the decision last applied (prev) with the new
+// ConnectionResets compares the decision last applied (prev) with the new
 // one (next) and returns the resets due, by service name, and the record to
 // keep as applied. It is pure.
 //
@@ -27,9 +27,9 @@ type reset struct {
 // ineligible, not on every pass it stays so, and nothing is reset without a
 // previous decision (a fresh start does not know what changed, and the
 // connections it finds were kept by the previous run's decisions).
-func connectionResets(prev map[string]Eligibility, next func(name string) (Eligibility, bool), services []*config.Service) (map[string]reset, map[string]Eligibility) {
+func ConnectionResets(prev map[string]Eligibility, next func(name string) (Eligibility, bool), services []*config.Service) (map[string]Reset, map[string]Eligibility) {
 	applied := make(map[string]Eligibility, len(services))
-	resets := map[string]reset{}
+	resets := map[string]Reset{}
 	for _, s := range services {
 		e, ok := next(s.Name)
 		if !ok {
@@ -50,28 +50,28 @@ func connectionResets(prev map[string]Eligibility, next func(name string) (Eligi
 	return resets, applied
 }
 
-func serviceReset(s *config.Service, prev, next Eligibility) (reset, bool) {
+func serviceReset(s *config.Service, prev, next Eligibility) (Reset, bool) {
 	if s.Failover.Configured && !s.Failover.DrainOnFailover &&
 		prev.Pool != policy.PoolNone && next.Pool != policy.PoolNone && prev.Pool != next.Pool {
 		what := "failover"
 		if next.Pool == policy.PoolPrimary {
 			what = "failback"
 		}
-		return reset{all: true, why: what + " with drain_on_failover false"}, true
+		return Reset{All: true, why: what + " with drain_on_failover false"}, true
 	}
 	if s.KeepsConnectionsOnUnhealthy() {
-		return reset{}, false
+		return Reset{}, false
 	}
-	r := reset{backends: map[string]bool{}}
+	r := Reset{Backends: map[string]bool{}}
 	before, now := prev.diverted(), next.diverted()
 	for _, b := range s.Backends {
 		k := HealthKey(s.Name, b)
 		if _, was := prev.backend(k); was && !before[k] && now[k] {
-			r.backends[k] = true
+			r.Backends[k] = true
 		}
 	}
 	r.why = fmt.Sprintf("unhealthy, persistence_on_unhealthy %s (%s)", s.PersistenceOnUnhealthy, s.Protocol)
-	return r, len(r.backends) > 0
+	return r, len(r.Backends) > 0
 }
 
 // planResets drops the connections of resets: the destinations are
@@ -89,7 +89,7 @@ func serviceReset(s *config.Service, prev, next Eligibility) (reset, bool) {
 // Maglev table depends on that order only where two destinations compete
 // for a slot in the same round: a simulation of ip_vs_mh_populate puts it
 // at about 0.3 % of the slots (docs/health.md).
-func planResets(d Desired, a Actual, resets map[string]reset) []Op {
+func planResets(d Desired, a Actual, resets map[string]Reset) []Op {
 	if len(resets) == 0 {
 		return nil // the usual pass: no need to look at 10,000 services
 	}
@@ -103,7 +103,7 @@ func planResets(d Desired, a Actual, resets map[string]reset) []Op {
 		var idx []int
 		for i, dst := range vs.Destinations {
 			j := slices.IndexFunc(cur.Destinations, func(x ipvs.Destination) bool { return x.DestinationKey == dst.DestinationKey })
-			if j >= 0 && cur.Destinations[j].ActiveConns+cur.Destinations[j].InactiveConns > 0 && (r.all || r.backends[dst.Backend]) {
+			if j >= 0 && cur.Destinations[j].ActiveConns+cur.Destinations[j].InactiveConns > 0 && (r.All || r.Backends[dst.Backend]) {
 				idx = append(idx, i)
 			}
 		}

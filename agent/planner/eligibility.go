@@ -1,4 +1,4 @@
-package agent
+package planner
 
 import (
 	"slices"
@@ -60,7 +60,7 @@ func (e Eligibility) Eligible(key string) bool {
 }
 
 // sameEligible says whether e and o decided the same backends eligible.
-func (e Eligibility) sameEligible(o Eligibility) bool {
+func (e Eligibility) SameEligible(o Eligibility) bool {
 	return slices.EqualFunc(e.Backends, o.Backends, func(a, b Decided) bool { return a.Key == b.Key && a.Eligible == b.Eligible })
 }
 
@@ -86,7 +86,7 @@ func (e Eligibility) anyHealthy() bool {
 }
 
 // weights are the kernel and slot weight the policy gives one backend.
-type weights struct{ kernel, slot int }
+type Weights struct{ kernel, slot int }
 
 // WithHealth sets every destination's weight from the eligibility policy
 // of seed 000 (agent/policy): an eligible backend gets its weight (the
@@ -100,9 +100,9 @@ type weights struct{ kernel, slot int }
 // not modified.
 func WithHealth(d Desired, services []*config.Service, health map[string]BackendHealth, overrides Overrides) (Desired, map[string]Eligibility) {
 	decisions := make(map[string]Eligibility, len(services))
-	byBackend := map[string]weights{}
+	byBackend := map[string]Weights{}
 	for _, s := range services {
-		decisions[s.Name] = serviceWeights(s, health, overrides, byBackend)
+		decisions[s.Name] = ServiceWeights(s, health, overrides, byBackend)
 	}
 	out := d
 	out.Services = make([]*VirtualService, len(d.Services))
@@ -112,10 +112,10 @@ func WithHealth(d Desired, services []*config.Service, health map[string]Backend
 	return out, decisions
 }
 
-// serviceWeights decides the eligible backends of s with the operator's
+// ServiceWeights decides the eligible backends of s with the operator's
 // overrides, records each one's kernel and slot weight in out by
 // HealthKey, and returns the decision.
-func serviceWeights(s *config.Service, health map[string]BackendHealth, overrides Overrides, out map[string]weights) Eligibility {
+func ServiceWeights(s *config.Service, health map[string]BackendHealth, overrides Overrides, out map[string]Weights) Eligibility {
 	weighted := slices.ContainsFunc(s.Backends, func(b config.Backend) bool { return b.Health != nil && b.Health.WeightHeader })
 	// A sorry server stands in for the seed's last resort: with nothing
 	// healthy no backend is eligible, and it takes the new connections.
@@ -139,7 +139,7 @@ func serviceWeights(s *config.Service, health map[string]BackendHealth, override
 		if weighted && h.Weight > 0 {
 			slot = h.Weight
 		}
-		out[key] = weights{kernel: 0, slot: slot}
+		out[key] = Weights{kernel: 0, slot: slot}
 		if weight == 0 || ov.Drained {
 			continue // administratively out
 		}

@@ -1,4 +1,4 @@
-package agent
+package planner
 
 import (
 	"net/netip"
@@ -32,7 +32,7 @@ func TestAnnounceDecision(t *testing.T) {
 	} {
 		t.Run(c.name, func(t *testing.T) {
 			c.policy.Routes = map[netip.Addr]bgp.Route{vip: route}
-			got, ok := c.policy.route(vip, c.eligible, c.drained, c.stopping)
+			got, ok := c.policy.Route(vip, c.eligible, c.drained, c.stopping)
 			if ok != (c.want != nil) || ok && !sameRoute(got, *c.want) {
 				t.Errorf("route %v, announced %v; want %v", got, ok, c.want)
 			}
@@ -51,7 +51,7 @@ func TestPlanAddressesRoutes(t *testing.T) {
 	in := AddressInput{Interface: "eth0", VIPDevice: "lo", VIPs: []VIPAddresses{v}, Held: map[netip.Addr]bool{vip: true},
 		Routes: policy, Eligible: map[netip.Addr]bool{vip: true}, Announce: true}
 	want := []string{"add-address 192.0.2.10/32 dev lo (VIP held)", "announce-route 192.0.2.10/32"}
-	if got := opStrings(PlanAddresses(in)); !slices.Equal(got, want) {
+	if got := OpStrings(PlanAddresses(in)); !slices.Equal(got, want) {
 		t.Errorf("takeover:\n got %q\nwant %q", got, want)
 	}
 	var owned Ownership
@@ -59,22 +59,22 @@ func TestPlanAddressesRoutes(t *testing.T) {
 	in.Owned, in.Present = owned, map[string][]netip.Prefix{"lo": {p}}
 	in.Announced = map[netip.Prefix]bgp.Route{p: {Prefix: p}}
 	if ops := PlanAddresses(in); len(ops) != 0 {
-		t.Errorf("steady: %q", opStrings(ops))
+		t.Errorf("steady: %q", OpStrings(ops))
 	}
 	in.Eligible = nil // the last backend went
-	if got := opStrings(PlanAddresses(in)); !slices.Equal(got, []string{"withdraw-route 192.0.2.10/32 (no eligible backend)"}) {
+	if got := OpStrings(PlanAddresses(in)); !slices.Equal(got, []string{"withdraw-route 192.0.2.10/32 (no eligible backend)"}) {
 		t.Errorf("no backend: %q; the address stays, the route goes", got)
 	}
 	in.Eligible, in.Held = map[netip.Addr]bool{vip: true}, map[netip.Addr]bool{}
 	want = []string{"withdraw-route 192.0.2.10/32 (not held)", "delete-address 192.0.2.10/32 dev lo (not held)"}
-	if got := opStrings(PlanAddresses(in)); !slices.Equal(got, want) {
+	if got := OpStrings(PlanAddresses(in)); !slices.Equal(got, want) {
 		t.Errorf("release:\n got %q\nwant %q", got, want)
 	}
 	// Changed attributes re-announce.
 	in.Held = map[netip.Addr]bool{vip: true}
 	med := uint32(5)
 	policy.Routes[vip] = bgp.Route{Prefix: p, MED: &med}
-	if got := opStrings(PlanAddresses(in)); !slices.Equal(got, []string{"announce-route 192.0.2.10/32 med 5"}) {
+	if got := OpStrings(PlanAddresses(in)); !slices.Equal(got, []string{"announce-route 192.0.2.10/32 med 5"}) {
 		t.Errorf("changed attributes: %q", got)
 	}
 }
@@ -94,19 +94,19 @@ func TestPlanAddressesOwnSourceAddresses(t *testing.T) {
 			{VIP: vip, Addresses: []netip.Prefix{host(vip)}, Needs: []netip.Addr{own}},
 		},
 		Held: map[netip.Addr]bool{vip: true}}
-	if got := opStrings(PlanAddresses(in)); !slices.Equal(got, []string{"add-address 192.0.2.10/32 dev lo (VIP held)"}) {
+	if got := OpStrings(PlanAddresses(in)); !slices.Equal(got, []string{"add-address 192.0.2.10/32 dev lo (VIP held)"}) {
 		t.Errorf("own source addresses not held: %q, want the VIP programmed but not announced", got)
 	}
 	in.Held[own], in.Held[other] = true, true
 	want := []string{"add-address 10.0.0.201/32 dev eth0 (VIP held)", "add-address 10.0.0.202/32 dev eth0 (VIP held)",
 		"add-address 192.0.2.10/32 dev lo (VIP held)", "announce 10.0.0.201/32 dev eth0", "announce 10.0.0.202/32 dev eth0",
 		"announce-route 192.0.2.10/32"}
-	if got := opStrings(PlanAddresses(in)); !slices.Equal(got, want) {
+	if got := OpStrings(PlanAddresses(in)); !slices.Equal(got, want) {
 		t.Errorf("held:\n got %q\nwant %q", got, want)
 	}
 	in.Announced = map[netip.Prefix]bgp.Route{host(vip): {Prefix: host(vip)}}
 	delete(in.Held, own)
-	if got := opStrings(PlanAddresses(in)); !slices.Contains(got, "withdraw-route 192.0.2.10/32 (own source addresses not held)") {
+	if got := OpStrings(PlanAddresses(in)); !slices.Contains(got, "withdraw-route 192.0.2.10/32 (own source addresses not held)") {
 		t.Errorf("own source addresses lost: %q, want the route withdrawn", got)
 	}
 }

@@ -1,4 +1,4 @@
-package agent
+package planner
 
 import (
 	"net/netip"
@@ -136,7 +136,7 @@ func planRoutes(in AddressInput) (announce, withdraw []Op) {
 		if !in.Held[v.VIP] || v.Home != "" || !in.holdsAll(v.Needs) {
 			continue
 		}
-		if r, ok := in.Routes.route(v.VIP, in.Eligible[v.VIP], in.Drained, in.Stopping); ok {
+		if r, ok := in.Routes.Route(v.VIP, in.Eligible[v.VIP], in.Drained, in.Stopping); ok {
 			want[r.Prefix] = r
 		}
 	}

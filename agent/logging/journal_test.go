@@ -1,4 +1,4 @@
-package main
+package logging
 
 import (
 	"bytes"
@@ -11,7 +11,6 @@ import (
 	"testing"
 
 	"github.com/coreos/go-systemd/v22/journal"
-	"github.com/sirupsen/logrus"
 )
 
 func TestFieldName(t *testing.T) {
@@ -75,7 +74,7 @@ func TestJournalHandlerFields(t *testing.T) {
 	if got[0].msg != "applied" || got[0].prio != journal.PriInfo {
 		t.Errorf("entry 0: message %q priority %d", got[0].msg, got[0].prio)
 	}
-	if !strings.HasSuffix(got[0].fields["CODE_FILE"], "logging_test.go") || got[0].fields["CODE_FUNC"] == "" {
+	if !strings.HasSuffix(got[0].fields["CODE_FILE"], "journal_test.go") || got[0].fields["CODE_FUNC"] == "" {
 		t.Errorf("entry 0: CODE_FILE %q CODE_FUNC %q", got[0].fields["CODE_FILE"], got[0].fields["CODE_FUNC"])
 	}
 	if f := got[1].fields; f["HEALTH_EVENT"] != "fall" || f["HEALTH_CHECK_TYPE"] != "http" || f["ROLE"] != "director" ||
@@ -148,15 +147,5 @@ func TestJournalHandlerRealSocketMissing(t *testing.T) {
 	out := stderr.String()
 	if !strings.Contains(out, "cannot write to the journal") || !strings.Contains(out, "msg=starting service=web") {
 		t.Errorf("stderr:\n%s", out)
-	}
-}
-
-// TestLogrusRouted: moby/ipvs's logrus warnings become slog debug records.
-func TestLogrusRouted(t *testing.T) {
-	var b bytes.Buffer
-	routeLogrus(slog.New(slog.NewTextHandler(&b, &slog.HandlerOptions{Level: slog.LevelDebug})))
-	logrus.WithField("module", "ip_vs").Warn("Running modprobe ip_vs failed")
-	if want := `level=DEBUG msg="Running modprobe ip_vs failed" logger=logrus module=ip_vs`; !strings.Contains(b.String(), want) {
-		t.Errorf("got %q, want %q", b.String(), want)
 	}
 }

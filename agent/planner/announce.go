@@ -1,4 +1,4 @@
-package agent
+package planner
 
 import (
 	"net/netip"
@@ -41,7 +41,7 @@ func announcePolicy(b *config.BGP, services []*config.Service) *AnnouncePolicy {
 
 // route returns the route of vip as it is announced now, and whether it is
 // announced at all.
-func (p *AnnouncePolicy) route(vip netip.Addr, eligible, drained, stopping bool) (bgp.Route, bool) {
+func (p *AnnouncePolicy) Route(vip netip.Addr, eligible, drained, stopping bool) (bgp.Route, bool) {
 	r, ok := p.Routes[vip]
 	switch {
 	case !ok, stopping, !eligible && !p.WithoutBackends, drained && !p.Deprefer:

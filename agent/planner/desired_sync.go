@@ -1,4 +1,4 @@
-package agent
+package planner
 
 import (
 	"net/netip"

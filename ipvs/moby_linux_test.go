@@ -1,7 +1,12 @@
 package ipvs
 
 import (
+	"go/ast"
+	"go/parser"
+	"go/token"
 	"net/netip"
+	"path/filepath"
+	"strings"
 	"syscall"
 	"testing"
 )
@@ -29,4 +34,40 @@ func TestMobyServiceRoundTrip(t *testing.T) {
 			t.Errorf("round trip:\n got %+v\nwant %+v", got, c.svc)
 		}
 	}
+}
+
+// moby/ipvs is reached through mobyConn only, and mobyConn calls none of
+// its destination requests: a write through them would drop a GUE or GRE
+// destination's encapsulation, a read through them its counters' upper
+// bits.
+func TestMobyOnlyHere(t *testing.T) {
+	files, err := filepath.Glob("*.go")
+	if err != nil {
+		t.Fatal(err)
+	}
+	fset := token.NewFileSet()
+	for _, name := range files {
+		if strings.HasSuffix(name, "_test.go") {
+			continue
+		}
+		f, err := parser.ParseFile(fset, name, nil, parser.ImportsOnly)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, imp := range f.Imports {
+			if strings.Trim(imp.Path.Value, `"`) == "github.com/moby/ipvs" && name != "moby_linux.go" {
+				t.Errorf("%s imports moby/ipvs: reach it through mobyConn (moby_linux.go)", name)
+			}
+		}
+	}
+	f, err := parser.ParseFile(fset, "moby_linux.go", nil, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ast.Inspect(f, func(n ast.Node) bool {
+		if sel, ok := n.(*ast.SelectorExpr); ok && strings.Contains(sel.Sel.Name, "Destination") {
+			t.Errorf("%s: moby_linux.go uses moby's %s: destinations go through dest_linux.go", fset.Position(sel.Pos()), sel.Sel.Name)
+		}
+		return true
+	})
 }

@@ -1,30 +1,19 @@
-package agent
+package planner
 
 import (
 	"fmt"
 	"maps"
 	"math/rand/v2"
 	"testing"
-
-	"github.com/lvsd/lvsd/ipvs"
 )
 
-// tableOf is the service table with m's entries.
-func tableOf(m map[ipvs.ServiceKey]ActualService) ServiceTable {
-	var t ServiceTable
-	for k, v := range m {
-		t.Set(k, v)
-	}
-	return t
-}
-
-// A cowMap behaves as a map, and a clone as a copy of one: random writes
+// A CopyOnWriteMap behaves as a map, and a clone as a copy of one: random writes
 // to an original and its clones (and clones of clones) each see only their
 // own, against plain maps doing the same.
 func TestCowMapClonesAreCopies(t *testing.T) {
 	rng := rand.New(rand.NewPCG(1, 16))
 	type pair struct {
-		cow   cowMap[int, string]
+		cow   CopyOnWriteMap[int, string]
 		plain map[int]string
 	}
 	copies := []*pair{{plain: map[int]string{}}}
@@ -62,7 +51,7 @@ func hasKey(m map[int]string, k int) bool { _, ok := m[k]; return ok }
 // A clone copies no entry, and a write after it copies one shard: what a
 // pass that changes one service pays among 10,000.
 func TestCowMapCloneCostsWhatChanges(t *testing.T) {
-	var m cowMap[int, int]
+	var m CopyOnWriteMap[int, int]
 	for i := range 10000 {
 		m.Set(i, i)
 	}
