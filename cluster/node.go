@@ -15,6 +15,8 @@ import (
 	"time"
 
 	"github.com/hashicorp/memberlist"
+
+	"github.com/lvsd/lvsd/cluster/settings"
 )
 
 // Config configures a Node. Zero durations take the defaults below.
@@ -60,12 +62,13 @@ type Config struct {
 	Transport memberlist.Transport
 }
 
-// Defaults of Config.
+// Defaults of Config, written down in cluster/settings, which the
+// configuration reads without linking memberlist.
 const (
-	DefaultPort              = 7946 // memberlist's, UDP and TCP
-	DefaultHeartbeatInterval = 50 * time.Millisecond
-	DefaultFailureTimeout    = 250 * time.Millisecond
-	DefaultRejoinInterval    = 10 * time.Second
+	DefaultPort              = settings.DefaultPort // memberlist's, UDP and TCP
+	DefaultHeartbeatInterval = settings.DefaultHeartbeatInterval
+	DefaultFailureTimeout    = settings.DefaultFailureTimeout
+	DefaultRejoinInterval    = settings.DefaultRejoinInterval
 	maxNameLen               = 128
 )
 

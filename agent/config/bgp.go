@@ -7,7 +7,7 @@ import (
 	"strings"
 	"time"
 
-	"github.com/lvsd/lvsd/cluster/bgp"
+	"github.com/lvsd/lvsd/cluster/bgp/route"
 )
 
 // BGP is the validated `bgp:` block of a director: it announces the VIPs it
@@ -57,13 +57,13 @@ type BGPPeer struct {
 	BFD           bool
 	BFDInterval   time.Duration
 	BFDMultiplier int
-	Families      []bgp.Family
+	Families      []route.Family
 }
 
 // Announce are the path attributes of a VIP's route.
 type Announce struct {
-	Communities      []bgp.Community
-	LargeCommunities []bgp.LargeCommunity
+	Communities      []route.Community
+	LargeCommunities []route.LargeCommunity
 	LocalPref        uint32
 	MED              *uint32
 	ASPathPrepend    int
@@ -232,8 +232,8 @@ func (d *doc) bgpPeer(path string, raw rawPeer, file string) (BGPPeer, bool) {
 		}
 	}
 	for j, f := range raw.Families {
-		fam := bgp.Family(f)
-		if fam != bgp.IPv4Unicast && fam != bgp.IPv6Unicast {
+		fam := route.Family(f)
+		if fam != route.IPv4Unicast && fam != route.IPv6Unicast {
 			d.errorf(fmt.Sprintf("%s.families[%d]", path, j), "family %q is not one of ipv4-unicast, ipv6-unicast", f)
 			continue
 		}
@@ -246,7 +246,7 @@ func (d *doc) bgpPeer(path string, raw rawPeer, file string) (BGPPeer, bool) {
 func (d *doc) announce(path string, raw *rawAnnounce) Announce {
 	var a Announce
 	for i, s := range raw.Communities {
-		c, err := bgp.ParseCommunity(s)
+		c, err := route.ParseCommunity(s)
 		if err != nil {
 			d.errorf(fmt.Sprintf("%s.communities[%d]", path, i), "%v", err)
 			continue
@@ -254,7 +254,7 @@ func (d *doc) announce(path string, raw *rawAnnounce) Announce {
 		a.Communities = append(a.Communities, c)
 	}
 	for i, s := range raw.LargeCommunities {
-		c, err := bgp.ParseLargeCommunity(s)
+		c, err := route.ParseLargeCommunity(s)
 		if err != nil {
 			d.errorf(fmt.Sprintf("%s.large_communities[%d]", path, i), "%v", err)
 			continue

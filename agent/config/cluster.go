@@ -8,9 +8,8 @@ import (
 	"strings"
 	"time"
 
-	"github.com/lvsd/lvsd/cluster"
-	"github.com/lvsd/lvsd/cluster/connsync"
-	"github.com/lvsd/lvsd/ipvs"
+	"github.com/lvsd/lvsd/cluster/settings"
+	"github.com/lvsd/lvsd/ipvs/spec"
 )
 
 // ClusterMode says how a cluster spreads its VIPs over the directors.
@@ -92,22 +91,22 @@ type ConnSync struct {
 
 // Defaults and bounds of the cluster block.
 const (
-	DefaultClusterPort       = cluster.DefaultPort
+	DefaultClusterPort       = settings.DefaultPort
 	DefaultClusterLabel      = "lvsd"
 	DefaultClusterPriority   = 100
-	DefaultHeartbeatInterval = cluster.DefaultHeartbeatInterval
-	DefaultFailureTimeout    = cluster.DefaultFailureTimeout
+	DefaultHeartbeatInterval = settings.DefaultHeartbeatInterval
+	DefaultFailureTimeout    = settings.DefaultFailureTimeout
 	// Under ECMP the routers' BFD moves the traffic and the cluster's own
 	// failure detection only picks whom connection sync sends to: slower
 	// heartbeats cost a quarter as much (packets, encryption, memberlist's
 	// 64 KB buffer per packet received) and ride out a busy host.
 	DefaultECMPHeartbeatInterval = 200 * time.Millisecond
 	DefaultECMPFailureTimeout    = time.Second
-	DefaultRejoinInterval        = cluster.DefaultRejoinInterval
+	DefaultRejoinInterval        = settings.DefaultRejoinInterval
 	DefaultAddressLifetime       = 10 * time.Second
 	DefaultClusterNice           = -10
-	DefaultConnSyncPort          = ipvs.DefaultSyncPort
-	DefaultResyncInterval        = connsync.DefaultResyncInterval
+	DefaultConnSyncPort          = spec.DefaultSyncPort
+	DefaultResyncInterval        = settings.DefaultResyncInterval
 	maxClusterLabel              = 64
 )
 

@@ -10,15 +10,6 @@ import (
 	"github.com/lvsd/lvsd/cluster/bfd"
 )
 
-// Family is an address family a session carries (AFI/SAFI unicast).
-type Family string
-
-// Families of PeerConfig.Families.
-const (
-	IPv4Unicast Family = "ipv4-unicast"
-	IPv6Unicast Family = "ipv6-unicast"
-)
-
 // Config configures a Speaker.
 type Config struct {
 	// ASN is the local autonomous system number (4-byte ASNs work).

@@ -229,7 +229,7 @@ func TestSpeakerAnnouncesAndWithdrawsOverEBGP(t *testing.T) {
 
 	med := uint32(50)
 	vip := Route{Prefix: netip.MustParsePrefix("192.0.2.10/32"), MED: &med,
-		Communities: []Community{65001<<16 | 100}, LargeCommunities: []LargeCommunity{{65001, 1, 2}}}
+		Communities: []Community{65001<<16 | 100}, LargeCommunities: []LargeCommunity{{ASN: 65001, Local1: 1, Local2: 2}}}
 	vip6 := Route{Prefix: netip.MustParsePrefix("2001:db8::10/128")}
 	if err := s.SetRoutes(ctx, []Route{vip, vip6}); err != nil {
 		t.Fatal(err)

@@ -3,6 +3,8 @@ package connsync
 import (
 	"encoding/binary"
 	"net/netip"
+
+	"github.com/lvsd/lvsd/cluster/connsync/records"
 )
 
 // A relayed record becomes a connection in this director's IPVS table, and
@@ -24,17 +26,9 @@ type Authority interface {
 }
 
 // Service is a virtual service configured on this director, as the records
-// of its connections name it: by protocol, VIP and port, or by firewall
-// mark (with the VIP the mark stands for).
-type Service struct {
-	VIP      netip.Addr
-	Protocol uint8  // IP protocol number: 6 TCP, 17 UDP, 132 SCTP; 0 with FWMark (any)
-	Port     uint16 // 0 with FWMark
-	FWMark   uint32 // non-zero: a firewall-mark service
-	// Dests are its real servers. Port 0 keeps the client's destination
-	// port (a firewall-mark service in DR).
-	Dests []netip.AddrPort
-}
+// of its connections name it (cluster/connsync/records, which the agent
+// fills in without linking this package).
+type Service = records.Service
 
 // services indexes the configured services for record lookups. It is never
 // modified once built.

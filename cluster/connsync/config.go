@@ -6,6 +6,8 @@ import (
 	"log/slog"
 	"net/netip"
 	"time"
+
+	"github.com/lvsd/lvsd/cluster/settings"
 )
 
 // Defaults for the zero values of Config.
@@ -13,7 +15,7 @@ const (
 	DefaultInterface      = "lo"
 	DefaultMasterPort     = 8848
 	DefaultBackupPort     = 8849
-	DefaultResyncInterval = 10 * time.Second
+	DefaultResyncInterval = settings.DefaultResyncInterval // the configuration's default too
 	// DefaultFullResyncInterval: a full replay of a million connections
 	// costs 37 MB per member (docs/ecmp.md), lost messages are sent again
 	// within seconds without it (antientropy.go).

@@ -1,7 +1,11 @@
-package bgp
+// Package route holds the values a BGP speaker announces — a Route with its
+// communities, large communities and path attributes, and the address
+// families a session carries — apart from the speaker, so that the
+// configuration and the agent's planning build routes without linking
+// GoBGP. cluster/bgp announces them; its names for these types are aliases.
+package route
 
 import (
-	"errors"
 	"fmt"
 	"net/netip"
 	"slices"
@@ -9,10 +13,20 @@ import (
 	"strings"
 )
 
+// Family is an address family a session carries (AFI/SAFI unicast).
+type Family string
+
+// The address families a session may carry.
+const (
+	IPv4Unicast Family = "ipv4-unicast"
+	IPv6Unicast Family = "ipv6-unicast"
+)
+
 // Route is one prefix the speaker announces, with its attributes.
 type Route struct {
 	Prefix netip.Prefix // a VIP as /32 or /128, or any prefix
-	// NextHop: zero is the session's own address (or Config.NextHop4/6).
+	// NextHop: zero is the session's own address (or the speaker's
+	// NextHop4/6, bgp.Config).
 	NextHop          netip.Addr
 	Communities      []Community
 	LargeCommunities []LargeCommunity
@@ -74,10 +88,6 @@ func ParseLargeCommunity(s string) (LargeCommunity, error) {
 
 func (c LargeCommunity) String() string { return fmt.Sprintf("%d:%d:%d", c.ASN, c.Local1, c.Local2) }
 
-// maxPrepend bounds AS-path prepending: beyond a few the path is already
-// the longest everywhere.
-const maxPrepend = 10
-
 // Equal reports whether two routes announce the same thing.
 func (r Route) Equal(o Route) bool {
 	medEqual := (r.MED == nil) == (o.MED == nil) && (r.MED == nil || *r.MED == *o.MED)
@@ -108,52 +118,4 @@ func (r Route) String() string {
 		fmt.Fprintf(&b, " prepend %d", r.ASPathPrepend)
 	}
 	return b.String()
-}
-
-// validateRoutes checks a route set against the configuration: canonical
-// prefixes, each once, next hops of the prefix's family, a session that
-// carries the family, prepending only towards eBGP peers. It returns the
-// routes keyed by prefix.
-func validateRoutes(cfg Config, routes []Route) (map[netip.Prefix]Route, error) {
-	out := make(map[netip.Prefix]Route, len(routes))
-	var errs []error
-	for _, r := range routes {
-		p := r.Prefix
-		switch {
-		case !p.IsValid():
-			errs = append(errs, fmt.Errorf("route %v: invalid prefix", p))
-			continue
-		case p.Addr().Is4In6():
-			errs = append(errs, fmt.Errorf("route %s: IPv4-mapped prefix; write the IPv4 prefix", p))
-			continue
-		case p != p.Masked():
-			errs = append(errs, fmt.Errorf("route %s: host bits set (did you mean %s?)", p, p.Masked()))
-			continue
-		}
-		if _, dup := out[p]; dup {
-			errs = append(errs, fmt.Errorf("route %s: listed twice", p))
-			continue
-		}
-		f := familyOf(p.Addr())
-		if r.NextHop.IsValid() && familyOf(r.NextHop.Unmap()) != f {
-			errs = append(errs, fmt.Errorf("route %s: next hop %s is of the other family", p, r.NextHop))
-		}
-		if r.ASPathPrepend < 0 || r.ASPathPrepend > maxPrepend {
-			errs = append(errs, fmt.Errorf("route %s: as-path prepend %d outside 0-%d", p, r.ASPathPrepend, maxPrepend))
-		}
-		carried := false
-		for _, peer := range cfg.Peers {
-			carried = carried || peer.carries(f)
-			if r.ASPathPrepend > 0 && !peer.external(cfg.ASN) && peer.carries(f) {
-				errs = append(errs, fmt.Errorf("route %s: as-path prepend towards iBGP peer %s (same ASN): routers drop paths with their own ASN; use local-pref or MED",
-					p, peer.Address))
-			}
-		}
-		if !carried {
-			errs = append(errs, fmt.Errorf("route %s: no peer carries %s", p, f))
-		}
-		r.NextHop = r.NextHop.Unmap()
-		out[p] = r
-	}
-	return out, errors.Join(errs...)
 }
