@@ -55,8 +55,8 @@ var layers = []layer{
 	{pkg: "agent/health", mayUse: []string{"agent/histogram", "agent/program"}, mayNot3: kernelLibraries, mayNotReach: kernelLibraries},
 	{pkg: "agent/hooks", mayUse: []string{"agent/metrics", "agent/program"}, mayNot3: kernelLibraries, mayNotReach: kernelLibraries},
 	{pkg: "agent/config", mayUse: []string{"agent/policy", "agent/hooks", "ipvs/spec", "cluster/settings", "cluster/bgp/route"}, mayNot3: kernelLibraries, mayNotReach: kernelLibraries},
-	{pkg: "agent/planner", mayUse: []string{"agent/config", "agent/policy", "agent/maglev", "ipvs", "ipvs/spec", "nat", "nat/rules", "cluster/..."},
-		mayNot3: kernelLibraries, pure: true},
+	{pkg: "agent/planner", mayUse: []string{"agent/config", "agent/policy", "ipvs/spec", "nat/rules", "cluster/bgp/route", "cluster/connsync/records"},
+		pure: true, mayNotReach: kernelLibraries}, // reaches x/sys/unix only through agent/config → agent/hooks → prometheus
 	{pkg: "agent", mayUse: []string{"agent/planner", "agent/config", "agent/policy", "agent/health", "agent/hooks", "agent/histogram", "agent/metrics", "agent/maglev", "agent/api", "agent/statefile",
 		"ipvs", "nat", "arp", "cluster/..."}, mayNot3: kernelLibraries},
 	{pkg: "agent/logging", mayNot3: kernelLibraries}, // the journal is a local datagram socket

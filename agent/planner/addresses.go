@@ -4,8 +4,8 @@ import (
 	"net/netip"
 	"slices"
 
-	"github.com/lvsd/lvsd/cluster/bgp"
-	"github.com/lvsd/lvsd/nat"
+	"github.com/lvsd/lvsd/cluster/bgp/route"
+	nat "github.com/lvsd/lvsd/nat/rules"
 )
 
 // AddressInput is everything the VIP holder's plan depends on.
@@ -36,7 +36,7 @@ type AddressInput struct {
 	// announced now; Eligible the VIPs with an eligible backend; Drained and
 	// Stopping the director's own state.
 	Routes            *AnnouncePolicy
-	Announced         map[netip.Prefix]bgp.Route
+	Announced         map[netip.Prefix]route.Route
 	Eligible          map[netip.Addr]bool
 	Drained, Stopping bool
 }
@@ -131,7 +131,7 @@ func planRoutes(in AddressInput) (announce, withdraw []Op) {
 	if in.Routes == nil {
 		return nil, nil
 	}
-	want := map[netip.Prefix]bgp.Route{}
+	want := map[netip.Prefix]route.Route{}
 	for _, v := range in.VIPs {
 		if !in.Held[v.VIP] || v.Home != "" || !in.holdsAll(v.Needs) {
 			continue
@@ -142,7 +142,7 @@ func planRoutes(in AddressInput) (announce, withdraw []Op) {
 	}
 	for _, p := range sortedRoutePrefixes(in.Announced) {
 		if _, ok := want[p]; !ok {
-			withdraw = append(withdraw, Op{Kind: WithdrawRoute, Route: bgp.Route{Prefix: p}, Reason: withdrawReason(in, p.Addr())})
+			withdraw = append(withdraw, Op{Kind: WithdrawRoute, Route: route.Route{Prefix: p}, Reason: withdrawReason(in, p.Addr())})
 		}
 	}
 	for _, p := range sortedRoutePrefixes(want) {
@@ -190,14 +190,14 @@ func (in AddressInput) needs(vip netip.Addr) []netip.Addr {
 	return nil
 }
 
-func sameRoute(a, b bgp.Route) bool {
+func sameRoute(a, b route.Route) bool {
 	medEqual := a.MED == nil && b.MED == nil || a.MED != nil && b.MED != nil && *a.MED == *b.MED
 	return a.Prefix == b.Prefix && a.NextHop == b.NextHop && slices.Equal(a.Communities, b.Communities) &&
 		slices.Equal(a.LargeCommunities, b.LargeCommunities) && a.LocalPref == b.LocalPref && medEqual &&
 		a.ASPathPrepend == b.ASPathPrepend
 }
 
-func sortedRoutePrefixes(m map[netip.Prefix]bgp.Route) []netip.Prefix {
+func sortedRoutePrefixes(m map[netip.Prefix]route.Route) []netip.Prefix {
 	out := make([]netip.Prefix, 0, len(m))
 	for p := range m {
 		out = append(out, p)

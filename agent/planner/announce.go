@@ -4,7 +4,7 @@ import (
 	"net/netip"
 
 	"github.com/lvsd/lvsd/agent/config"
-	"github.com/lvsd/lvsd/cluster/bgp"
+	"github.com/lvsd/lvsd/cluster/bgp/route"
 )
 
 // AnnouncePolicy says which route each VIP is announced with over BGP, and
@@ -12,7 +12,7 @@ import (
 // not stopping, and not drained (or, with a Deprefer drain, with worse
 // attributes).
 type AnnouncePolicy struct {
-	Routes          map[netip.Addr]bgp.Route // by VIP
+	Routes          map[netip.Addr]route.Route // by VIP
 	WithoutBackends bool
 	// Deprefer: a drained director keeps its routes with DrainMED and
 	// DrainPrepend instead of withdrawing them.
@@ -24,7 +24,7 @@ type AnnouncePolicy struct {
 // announcePolicy builds the routes of the services' VIPs from the bgp
 // block's defaults and the services' own announce.
 func announcePolicy(b *config.BGP, services []*config.Service) *AnnouncePolicy {
-	p := &AnnouncePolicy{Routes: map[netip.Addr]bgp.Route{}, WithoutBackends: b.WithoutBackends == "announce",
+	p := &AnnouncePolicy{Routes: map[netip.Addr]route.Route{}, WithoutBackends: b.WithoutBackends == "announce",
 		Deprefer: b.Drain == "deprefer", DrainMED: b.DrainMED, DrainPrepend: b.DrainPrepend}
 	for _, s := range services {
 		a := b.Announce
@@ -33,7 +33,7 @@ func announcePolicy(b *config.BGP, services []*config.Service) *AnnouncePolicy {
 		} else if _, ok := p.Routes[s.VIP]; ok {
 			continue // another service of the VIP set it (the config checks they agree)
 		}
-		p.Routes[s.VIP] = bgp.Route{Prefix: netip.PrefixFrom(s.VIP, s.VIP.BitLen()), Communities: a.Communities,
+		p.Routes[s.VIP] = route.Route{Prefix: netip.PrefixFrom(s.VIP, s.VIP.BitLen()), Communities: a.Communities,
 			LargeCommunities: a.LargeCommunities, LocalPref: a.LocalPref, MED: a.MED, ASPathPrepend: a.ASPathPrepend}
 	}
 	return p
@@ -41,11 +41,11 @@ func announcePolicy(b *config.BGP, services []*config.Service) *AnnouncePolicy {
 
 // route returns the route of vip as it is announced now, and whether it is
 // announced at all.
-func (p *AnnouncePolicy) Route(vip netip.Addr, eligible, drained, stopping bool) (bgp.Route, bool) {
+func (p *AnnouncePolicy) Route(vip netip.Addr, eligible, drained, stopping bool) (route.Route, bool) {
 	r, ok := p.Routes[vip]
 	switch {
 	case !ok, stopping, !eligible && !p.WithoutBackends, drained && !p.Deprefer:
-		return bgp.Route{}, false
+		return route.Route{}, false
 	case drained:
 		med := p.DrainMED
 		r.MED, r.ASPathPrepend = &med, p.DrainPrepend

@@ -9,8 +9,8 @@ import (
 	"sort"
 
 	"github.com/lvsd/lvsd/agent/config"
-	"github.com/lvsd/lvsd/ipvs"
-	"github.com/lvsd/lvsd/nat"
+	ipvs "github.com/lvsd/lvsd/ipvs/spec"
+	nat "github.com/lvsd/lvsd/nat/rules"
 )
 
 // piece is what Build makes of one configured service on its own: its IPVS

@@ -7,8 +7,8 @@ import (
 	"time"
 
 	"github.com/lvsd/lvsd/agent/config"
-	"github.com/lvsd/lvsd/ipvs"
-	"github.com/lvsd/lvsd/nat"
+	ipvs "github.com/lvsd/lvsd/ipvs/spec"
+	nat "github.com/lvsd/lvsd/nat/rules"
 )
 
 // Desired is the host state the configuration asks for: the data plane

@@ -4,8 +4,8 @@ import (
 	"net/netip"
 
 	"github.com/lvsd/lvsd/agent/config"
-	"github.com/lvsd/lvsd/cluster/connsync"
-	"github.com/lvsd/lvsd/ipvs"
+	"github.com/lvsd/lvsd/cluster/connsync/records"
+	ipvs "github.com/lvsd/lvsd/ipvs/spec"
 )
 
 const (
@@ -39,7 +39,7 @@ func PusherPort(c config.ConnSync) uint16 { return c.Port + 2 }
 // pusherService is the IPVS service the relay sends a datagram to, from a
 // new port each time, when the master daemon's records stop coming: its new
 // connection's record pushes the master's last one out at once
-// (connsync.Config.Pusher). UDP on 127.0.0.1, the port after the backup
+// (records.Config.Pusher). UDP on 127.0.0.1, the port after the backup
 // daemon's, delivered to itself: nothing listens there.
 func pusherService(c config.ConnSync) *VirtualService {
 	lo := netip.MustParseAddr("127.0.0.1")
@@ -56,16 +56,16 @@ func pusherService(c config.ConnSync) *VirtualService {
 }
 
 // SyncServices lists the IPVS services of d as the connection-sync relay
-// checks the records it receives (connsync.Relay.SetServices): a record is
+// checks the records it receives (records.Relay.SetServices): a record is
 // applied only if its service and real server are configured here. The
 // internal pusher service is left out: no peer's record names it.
-func SyncServices(d Desired) []connsync.Service {
-	out := make([]connsync.Service, 0, len(d.Services))
+func SyncServices(d Desired) []records.Service {
+	out := make([]records.Service, 0, len(d.Services))
 	for _, vs := range d.Services {
 		if vs.Internal {
 			continue
 		}
-		s := connsync.Service{VIP: vs.VIP, FWMark: vs.FWMark}
+		s := records.Service{VIP: vs.VIP, FWMark: vs.FWMark}
 		if vs.FWMark == 0 {
 			s.VIP, s.Protocol, s.Port = vs.Addr, uint8(vs.Protocol), vs.Port
 		}

@@ -4,7 +4,7 @@ import (
 	"maps"
 	"net/netip"
 
-	"github.com/lvsd/lvsd/ipvs"
+	ipvs "github.com/lvsd/lvsd/ipvs/spec"
 )
 
 // EligibleVIPCount is EligibleVIPs of the agent's desired state, kept up to

@@ -4,7 +4,7 @@ import (
 	"sort"
 
 	"github.com/lvsd/lvsd/agent/config"
-	"github.com/lvsd/lvsd/ipvs"
+	ipvs "github.com/lvsd/lvsd/ipvs/spec"
 )
 
 // ServicesOf returns the keys of the IPVS services of the named

@@ -5,9 +5,9 @@ import (
 	"net/netip"
 	"strings"
 
-	"github.com/lvsd/lvsd/cluster/bgp"
-	"github.com/lvsd/lvsd/ipvs"
-	"github.com/lvsd/lvsd/nat"
+	"github.com/lvsd/lvsd/cluster/bgp/route"
+	ipvs "github.com/lvsd/lvsd/ipvs/spec"
+	nat "github.com/lvsd/lvsd/nat/rules"
 )
 
 // OpKind is the kind of one change to the host.
@@ -77,7 +77,7 @@ type Op struct {
 	Expiring    ipvs.Expiring // AwaitExpiry: whose connections
 	VIPs        []netip.Addr  // RestoreConntrack, ReleaseConnections
 	Daemon      ipvs.Daemon   // StartDaemon, StopDaemon (its State)
-	Route       bgp.Route     // AnnounceRoute; WithdrawRoute: its Prefix
+	Route       route.Route   // AnnounceRoute; WithdrawRoute: its Prefix
 	Key, Value  string        // SetSysctl
 	Previous    string        // SetSysctl: the value found
 	// Timeouts are the IPVS timeouts a SetTimeouts op sets (the others
@@ -134,7 +134,7 @@ func (o Op) describe() string {
 }
 
 // routeAttrs lists a route's attributes that are set, for lvsd plan.
-func routeAttrs(r bgp.Route) string {
+func routeAttrs(r route.Route) string {
 	var s string
 	if len(r.Communities) > 0 {
 		s += fmt.Sprintf(" communities %v", r.Communities)

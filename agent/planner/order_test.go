@@ -4,7 +4,7 @@ import (
 	"net/netip"
 	"testing"
 
-	"github.com/lvsd/lvsd/ipvs"
+	ipvs "github.com/lvsd/lvsd/ipvs/spec"
 )
 
 func TestCanonicalPrefix(t *testing.T) {

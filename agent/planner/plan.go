@@ -7,7 +7,7 @@ import (
 	"strings"
 	"time"
 
-	"github.com/lvsd/lvsd/ipvs"
+	ipvs "github.com/lvsd/lvsd/ipvs/spec"
 )
 
 // Actual is the host state as read back.

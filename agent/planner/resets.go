@@ -6,7 +6,7 @@ import (
 
 	"github.com/lvsd/lvsd/agent/config"
 	"github.com/lvsd/lvsd/agent/policy"
-	"github.com/lvsd/lvsd/ipvs"
+	ipvs "github.com/lvsd/lvsd/ipvs/spec"
 )
 
 // Reset is the connections of one service that a change of eligibility

@@ -4,7 +4,7 @@ import (
 	"slices"
 
 	"github.com/lvsd/lvsd/agent/config"
-	"github.com/lvsd/lvsd/ipvs"
+	ipvs "github.com/lvsd/lvsd/ipvs/spec"
 )
 
 // weighted returns desired with the weights of byBackend on the named
