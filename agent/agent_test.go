@@ -332,10 +332,11 @@ type fakeOwnership struct {
 	served []netip.Addr
 }
 
-func (f *fakeOwnership) Serve(vips []netip.Addr)         { f.served = vips }
-func (f *fakeOwnership) Holds(vip netip.Addr) bool       { return f.held[vip] }
-func (f *fakeOwnership) AddressChanged(netip.Addr, bool) {}
-func (f *fakeOwnership) Changed() <-chan struct{}        { return nil }
+func (f *fakeOwnership) Serve(vips []netip.Addr)          { f.served = vips }
+func (f *fakeOwnership) ServeHomes(map[netip.Addr]string) {}
+func (f *fakeOwnership) Holds(vip netip.Addr) bool        { return f.held[vip] }
+func (f *fakeOwnership) AddressChanged(netip.Addr, bool)  {}
+func (f *fakeOwnership) Changed() <-chan struct{}         { return nil }
 
 // A standby director programs IPVS for every service but announces only the
 // VIPs it holds; taking over or releasing one is an address change alone.

@@ -23,8 +23,8 @@ import (
 // builds the real ones. Only IPVS, NAT, Sysctls and Addrs are required.
 type Kernel struct {
 	IPVS    ipvs.Interface
-	Daemons ipvs.SyncDaemons      // the sync daemons; nil: connection sync impossible
-	Conns   ipvs.ConnectionLister // the connection table, read by resets and FULLNAT restores
+	Daemons ipvs.SyncDaemons // the sync daemons; nil: connection sync impossible
+	Conns   ConnectionTable  // read by resets, FULLNAT restores and the connection listing
 	// Timeouts reads and sets the IPVS timeouts; nil: the agent file
 	// must set none.
 	Timeouts ipvs.TimeoutConfig
@@ -50,6 +50,14 @@ type Kernel struct {
 	// time. IPVS must then take that many concurrent writes usefully
 	// (ipvs.Writers for the kernel's).
 	IPVSWriters int
+}
+
+// ConnectionTable reads the IPVS connection table: whole (a reset waits
+// for entries to go, a FULLNAT restore copies them), or entry by entry for
+// a listing that keeps a few of millions (ipvs.Kernel, ipvs.ConnFake).
+type ConnectionTable interface {
+	ipvs.ConnectionLister
+	ipvs.ConnectionWalker
 }
 
 // Routes announces routes to the routers (a BGP speaker). Implementations

@@ -64,6 +64,7 @@ type Node interface {
 	agent.VIPOwnership
 	agent.ClusterViewer
 	connsync.Transport
+	HealthVoter
 	SetSync(cluster.SyncReceiver)
 	// Healthy reports whether the node runs and checks its peers: VIP
 	// leases are renewed only while it does.
