@@ -4,14 +4,13 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"io/fs"
 	"log/slog"
 	"net/netip"
 	"strings"
-	"syscall"
 	"time"
 
 	"github.com/lvsd/lvsd/arp"
+	"github.com/lvsd/lvsd/arp/sysctl"
 	"github.com/lvsd/lvsd/cluster/bgp"
 	"github.com/lvsd/lvsd/ipvs"
 	"github.com/lvsd/lvsd/nat"
@@ -32,7 +31,7 @@ type Kernel struct {
 	// Conntrack restores FULLNAT connections' conntrack entries on
 	// takeover; nil: no restore.
 	Conntrack nat.ConntrackRestorer
-	Sysctls   arp.Sysctls
+	Sysctls   sysctl.Interface
 	// Addrs holds the VIP addresses; in a cluster an arp.Leased, which adds
 	// them with a lifetime it renews.
 	Addrs arp.Addresses
@@ -107,7 +106,7 @@ func (k Kernel) readGlobals(ctx context.Context, d Desired) (Actual, error) {
 	for key := range d.Sysctls {
 		v, err := k.Sysctls.Get(ctx, key)
 		switch {
-		case errors.Is(err, arp.ErrNotFound):
+		case errors.Is(err, sysctl.ErrMissing):
 			continue // planned as missing; setting it says why it fails
 		case err != nil:
 			return Actual{}, err
@@ -334,13 +333,13 @@ func ignore(err, target error) error {
 
 // sysctlError says what to do about a sysctl that cannot be set.
 func sysctlError(err error) error {
-	var pathErr *fs.PathError
+	var e *sysctl.Error
 	switch {
 	case err == nil:
 		return nil
-	case errors.Is(err, arp.ErrNotFound) && strings.Contains(err.Error(), ipvs.SysctlPrefix):
+	case errors.Is(err, sysctl.ErrMissing) && errors.As(err, &e) && strings.HasPrefix(e.Key, ipvs.SysctlPrefix):
 		return fmt.Errorf("%w (is the ip_vs module loaded? modprobe ip_vs)", err)
-	case errors.Is(err, fs.ErrPermission), errors.Is(err, syscall.EROFS), errors.As(err, &pathErr) && errors.Is(pathErr.Err, syscall.EROFS):
+	case errors.Is(err, sysctl.ErrReadOnly):
 		return fmt.Errorf("%w (read-only /proc/sys? set it on the host or in /etc/sysctl.d)", err)
 	}
 	return err

@@ -30,12 +30,12 @@ var layers = []layer{
 	{pkg: "agent/hooks", mayUse: []string{"agent/metrics", "agent/program"}, mayNot3: kernelLibraries},
 	{pkg: "agent/config", mayUse: []string{"agent/policy", "agent/hooks", "ipvs", "cluster/..."}, mayNot3: kernelLibraries},
 	{pkg: "agent", mayUse: []string{"agent/config", "agent/policy", "agent/health", "agent/hooks", "agent/histogram", "agent/metrics", "agent/maglev", "agent/api", "agent/statefile",
-		"ipvs", "nat", "arp", "cluster/..."}, mayNot3: kernelLibraries},
-	{pkg: "agent/realserver", mayUse: []string{"agent/config", "agent/api", "agent/statefile", "agent/metrics", "arp", "nat"},
+		"ipvs", "nat", "arp", "arp/sysctl", "cluster/..."}, mayNot3: kernelLibraries},
+	{pkg: "agent/realserver", mayUse: []string{"agent/config", "agent/api", "agent/statefile", "agent/metrics", "arp", "arp/sysctl", "nat"},
 		mayNot3: kernelLibraries},
 	{pkg: "agent/director", mayUse: []string{"agent", "agent/config", "agent/health", "agent/hooks", "agent/api", "agent/sdnotify", "agent/metrics",
 		"arp", "cluster/..."}, mayNot3: kernelLibraries},
-	{pkg: "cmd/...", mayUse: []string{"agent/...", "ipvs", "nat", "arp", "cluster/...", "docs"}, mayNot3: append(kernelLibraries, "golang.org/x/sys/unix")},
+	{pkg: "cmd/...", mayUse: []string{"agent/...", "ipvs", "nat", "arp", "arp/sysctl", "cluster/...", "docs"}, mayNot3: append(kernelLibraries, "golang.org/x/sys/unix")},
 	{pkg: "e2e/...", mayUse: []string{"e2e/...", "ipvs", "arp", "agent/api", "agent/health", "agent/maglev", "cluster/bgp", "cluster/bfd"}},
 }
 

@@ -7,7 +7,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/lvsd/lvsd/arp"
+	"github.com/lvsd/lvsd/arp/sysctl"
 	"github.com/lvsd/lvsd/ipvs"
 )
 
@@ -124,9 +124,9 @@ func TestKernelMove(t *testing.T) {
 	ctx := t.Context()
 	svc := ipvs.Service{ServiceKey: webKey, Scheduler: "mh"}
 	a, b := dest(1, 1).Destination, dest(2, 1).Destination
-	setup := func() (Kernel, *ipvs.Fake, *arp.FakeSysctls) {
+	setup := func() (Kernel, *ipvs.Fake, *sysctl.Fake) {
 		fake := ipvs.NewFake()
-		sysctls := arp.NewFakeSysctls(map[string]string{ipvs.ExpireNodestConn: "1"})
+		sysctls := sysctl.NewFake(map[string]string{ipvs.ExpireNodestConn: "1"})
 		for _, err := range []error{fake.AddService(ctx, svc), fake.AddDestination(ctx, webKey, a), fake.AddDestination(ctx, webKey, b)} {
 			if err != nil {
 				t.Fatal(err)

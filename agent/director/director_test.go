@@ -15,6 +15,7 @@ import (
 	"github.com/lvsd/lvsd/agent"
 	"github.com/lvsd/lvsd/agent/api"
 	"github.com/lvsd/lvsd/arp"
+	"github.com/lvsd/lvsd/arp/sysctl"
 	"github.com/lvsd/lvsd/cluster"
 	"github.com/lvsd/lvsd/cluster/connsync"
 	"github.com/lvsd/lvsd/ipvs"
@@ -112,7 +113,7 @@ func setup(t *testing.T, clustered bool) (Options, *arp.FakeExpiring, *events) {
 	ipvsFake := ipvs.NewFake()
 	o := Options{
 		ConfigPath: filepath.Join(dir, "lvsd.yaml"), Config: cfg, Log: slog.New(slog.NewTextHandler(io.Discard, nil)),
-		Kernel: agent.Kernel{IPVS: ipvsFake, Daemons: ipvsFake, NAT: nat.NewFake(), Sysctls: arp.NewFakeSysctls(nil),
+		Kernel: agent.Kernel{IPVS: ipvsFake, Daemons: ipvsFake, NAT: nat.NewFake(), Sysctls: sysctl.NewFake(nil),
 			Addrs: recordingAddrs{addrs, ev}, Announcer: &arp.FakeAnnouncer{}},
 		Leases: recordingAddrs{addrs, ev},
 	}

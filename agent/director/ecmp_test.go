@@ -15,6 +15,7 @@ import (
 	"github.com/lvsd/lvsd/agent"
 	"github.com/lvsd/lvsd/agent/api"
 	"github.com/lvsd/lvsd/arp"
+	"github.com/lvsd/lvsd/arp/sysctl"
 	"github.com/lvsd/lvsd/cluster"
 	"github.com/lvsd/lvsd/cluster/bgp"
 	"github.com/lvsd/lvsd/cluster/connsync"
@@ -53,7 +54,7 @@ func TestRunECMP(t *testing.T) {
 	f := cluster.NewFake(cluster.Rules{Mode: cluster.ECMP, Quorum: 1}, netip.MustParseAddr("192.0.2.10"))
 	o := Options{
 		ConfigPath: filepath.Join(dir, "lvsd.yaml"), Config: cfg, Log: slog.New(slog.NewTextHandler(io.Discard, nil)),
-		Kernel: agent.Kernel{IPVS: ipvsFake, Daemons: ipvsFake, NAT: nat.NewFake(), Sysctls: arp.NewFakeSysctls(nil),
+		Kernel: agent.Kernel{IPVS: ipvsFake, Daemons: ipvsFake, NAT: nat.NewFake(), Sysctls: sysctl.NewFake(nil),
 			Addrs: addrs, Announcer: &arp.FakeAnnouncer{}},
 		Leases:       recordingAddrs{addrs, ev},
 		StartCluster: func(cluster.Config) (Node, error) { return fakeNode{f.Add("d1", 100), ev}, nil },
@@ -151,7 +152,7 @@ func TestRunECMPFullNAT(t *testing.T) {
 	addrs := arp.NewFakeExpiring("eth0", "lo")
 	must(t, addrs.Fake.Add(context.Background(), "eth0", netip.MustParsePrefix("10.0.0.2/24")))
 	ipvsFake, nft, garp := ipvs.NewFake(), nat.NewFake(), &arp.FakeAnnouncer{}
-	sysctls := arp.NewFakeSysctls(map[string]string{nat.SysctlTCPBeLiberal: "0"})
+	sysctls := sysctl.NewFake(map[string]string{nat.SysctlTCPBeLiberal: "0"})
 	own, other := netip.MustParseAddr("10.0.0.201"), netip.MustParseAddr("10.0.0.202")
 	f := cluster.NewFake(cluster.Rules{Mode: cluster.ECMP, Quorum: 1}, netip.MustParseAddr("192.0.2.10"), own, other)
 	f.Add("d2", 100)

@@ -8,7 +8,8 @@
 // and the drain/undrain/status handlers of the local API socket.
 //
 // Desired state (Build) and the diff (Plan) are pure; the host is reached
-// only through arp.Addresses and arp.Sysctls, so everything here is tested
-// against their fakes. One goroutine (Agent.Run) owns the mutable state; the
-// HTTP handlers read a published snapshot and send drain requests to it.
+// only through arp.Addresses and sysctl.Interface (arp/sysctl), so
+// everything here is tested against their fakes. One goroutine (Agent.Run)
+// owns the mutable state; the HTTP handlers read a published snapshot and
+// send drain requests to it.
 package realserver

@@ -19,6 +19,7 @@ import (
 	"github.com/lvsd/lvsd/agent/config"
 	"github.com/lvsd/lvsd/agent/director"
 	"github.com/lvsd/lvsd/arp"
+	"github.com/lvsd/lvsd/arp/sysctl"
 	"github.com/lvsd/lvsd/cluster"
 	"github.com/lvsd/lvsd/cluster/bfd"
 	"github.com/lvsd/lvsd/cluster/bgp"
@@ -134,7 +135,7 @@ func openKernel() (agent.Kernel, error) {
 		return agent.Kernel{}, err
 	}
 	n := nat.NewKernel()
-	return agent.Kernel{IPVS: h, Daemons: h, Conns: h, Timeouts: h, NAT: n, Conntrack: n, Sysctls: arp.ProcSys{},
+	return agent.Kernel{IPVS: h, Daemons: h, Conns: h, Timeouts: h, NAT: n, Conntrack: n, Sysctls: sysctl.ProcSys{},
 		Addrs: arp.Kernel{}, Announcer: &arp.Gratuitous{}, IPVSWriters: ipvs.Writers}, nil
 }
 

@@ -14,6 +14,7 @@ import (
 	"github.com/lvsd/lvsd/agent/realserver"
 	"github.com/lvsd/lvsd/agent/sdnotify"
 	"github.com/lvsd/lvsd/arp"
+	"github.com/lvsd/lvsd/arp/sysctl"
 	"github.com/lvsd/lvsd/nat"
 )
 
@@ -27,7 +28,7 @@ func init() {
 // /proc/sys for sysctls, generic netlink for GUE ports, nftables for the
 // MSS clamp of tunnel VIPs.
 func realServerHost() realserver.Host {
-	return realserver.Host{Addrs: arp.Kernel{}, Sysctls: arp.ProcSys{}, Tunnels: arp.KernelTunnels{}, NAT: nat.NewKernel()}
+	return realserver.Host{Addrs: arp.Kernel{}, Sysctls: sysctl.ProcSys{}, Tunnels: arp.KernelTunnels{}, NAT: nat.NewKernel()}
 }
 
 // runRealServer is `lvsd run` for role realserver; reload carries SIGHUP.
