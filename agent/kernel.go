@@ -154,11 +154,13 @@ func (k Kernel) readServices(ctx context.Context, keys []ipvs.ServiceKey) (Actua
 // on after a failed op (one bad backend must not hold back the others),
 // except where a later op depends on the failed one: a sync daemon is not
 // started without its nftables guard, an address that could not be added is
-// not announced.
+// not announced, a destination is not moved, nor its sysctl set back, when
+// the sysctl could not be held for the move (Op.Hold).
 func (k Kernel) Apply(ctx context.Context, ops []Op) []error {
 	errs := make([]error, len(ops))
 	natFailed := false
 	notAdded := map[netip.Prefix]bool{}
+	var notHeld string // the sysctl whose HoldForMove failed, until its release
 	for i := 0; i < len(ops); i++ {
 		op := ops[i]
 		if isRoute(op.Kind) {
@@ -188,12 +190,20 @@ func (k Kernel) Apply(ctx context.Context, ops []Op) []error {
 			errs[i] = fmt.Errorf("%s: not started: its nftables guard could not be installed", op.Daemon)
 		case op.Kind == Announce && notAdded[op.Address]:
 			errs[i] = fmt.Errorf("announcing %s: not added", op.Address)
+		case op.Kind == MoveDestination && notHeld != "":
+			errs[i] = fmt.Errorf("not moved: %s could not be held", notHeld)
+		case op.Hold == ReleaseAfterMove && notHeld != "":
+			errs[i] = fmt.Errorf("%s not set back: it could not be held", op.Key)
+			notHeld = ""
 		default:
 			errs[i] = k.apply(ctx, op)
 		}
 		if errs[i] != nil {
 			natFailed = natFailed || op.Kind == ReplaceNAT
 			notAdded[op.Address] = notAdded[op.Address] || op.Kind == AddAddress
+			if op.Hold == HoldForMove {
+				notHeld = op.Key
+			}
 		}
 	}
 	return errs
@@ -262,23 +272,15 @@ func (k Kernel) apply(ctx context.Context, op Op) error {
 }
 
 // move deletes a destination and adds it again, which puts it at the head
-// of the kernel's list. The kernel keeps a deleted destination in its trash
-// with its connections, and an add of the same one takes it back; but with
-// expire_nodest_conn set the delete also queues the expiry of those
-// connections, due a jiffy later. So the sysctl is held at 0 across the
-// pair (a packet in between is dropped, not the connection), then set
-// back to what lvsd wants; not moved at all if it cannot be held.
+// of the kernel's list. The plan holds expire_nodest_conn at 0 around it
+// (appendMove says why), so the add takes the destination back from the
+// kernel's trash with its connections.
 func (k Kernel) move(ctx context.Context, op Op) error {
-	if err := k.Sysctls.Set(ctx, ipvs.ExpireNodestConn, "0"); err != nil {
-		return fmt.Errorf("not moved: holding %s: %w", ipvs.ExpireNodestConn, sysctlError(err))
-	}
 	key := op.Service.ServiceKey
-	err := ignore(k.IPVS.DeleteDestination(ctx, key, op.Destination.DestinationKey), ipvs.ErrNotFound)
-	if err == nil {
-		err = k.IPVS.AddDestination(ctx, key, op.Destination)
+	if err := ignore(k.IPVS.DeleteDestination(ctx, key, op.Destination.DestinationKey), ipvs.ErrNotFound); err != nil {
+		return err
 	}
-	wanted := ipvs.ConnectionExpirySysctls()[ipvs.ExpireNodestConn]
-	return errors.Join(err, sysctlError(k.Sysctls.Set(ctx, ipvs.ExpireNodestConn, wanted)))
+	return k.IPVS.AddDestination(ctx, key, op.Destination)
 }
 
 func (k Kernel) applyDaemon(ctx context.Context, op Op) error {
