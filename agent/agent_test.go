@@ -16,6 +16,7 @@ import (
 	"time"
 
 	"github.com/lvsd/lvsd/arp"
+	"github.com/lvsd/lvsd/arp/sysctl"
 	"github.com/lvsd/lvsd/ipvs"
 	"github.com/lvsd/lvsd/nat"
 )
@@ -28,14 +29,14 @@ type testEnv struct {
 	addrs   *arp.Fake
 	nat     *nat.Fake
 	conns   *ipvs.ConnFake
-	sysctls *arp.FakeSysctls
+	sysctls *sysctl.Fake
 	now     time.Time
 }
 
 // freshSysctls are the kernel parameters lvsd may set, as a fresh network
 // namespace with the ip_vs module loaded has them.
-func freshSysctls() *arp.FakeSysctls {
-	return arp.NewFakeSysctls(map[string]string{
+func freshSysctls() *sysctl.Fake {
+	return sysctl.NewFake(map[string]string{
 		"net/ipv4/ip_forward": "0", "net/ipv6/conf/all/forwarding": "0",
 		"net/ipv4/conf/all/send_redirects": "1", "net/ipv4/conf/eth0/send_redirects": "1",
 		"net/ipv4/vs/conntrack": "0", "net/ipv4/vs/expire_nodest_conn": "0", "net/ipv4/vs/expire_quiescent_template": "0",
@@ -332,10 +333,11 @@ type fakeOwnership struct {
 	served []netip.Addr
 }
 
-func (f *fakeOwnership) Serve(vips []netip.Addr)         { f.served = vips }
-func (f *fakeOwnership) Holds(vip netip.Addr) bool       { return f.held[vip] }
-func (f *fakeOwnership) AddressChanged(netip.Addr, bool) {}
-func (f *fakeOwnership) Changed() <-chan struct{}        { return nil }
+func (f *fakeOwnership) Serve(vips []netip.Addr)          { f.served = vips }
+func (f *fakeOwnership) ServeHomes(map[netip.Addr]string) {}
+func (f *fakeOwnership) Holds(vip netip.Addr) bool        { return f.held[vip] }
+func (f *fakeOwnership) AddressChanged(netip.Addr, bool)  {}
+func (f *fakeOwnership) Changed() <-chan struct{}         { return nil }
 
 // A standby director programs IPVS for every service but announces only the
 // VIPs it holds; taking over or releasing one is an address change alone.

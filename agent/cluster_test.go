@@ -16,6 +16,13 @@ import (
 	"github.com/lvsd/lvsd/cluster"
 )
 
+// Both of the cluster's nodes decide the holder's VIPs; the compiler
+// checks they have every method it calls.
+var (
+	_ VIPOwnership = (*cluster.Node)(nil)
+	_ VIPOwnership = (*cluster.FakeNode)(nil)
+)
+
 // clusterDirector is a director of an in-memory cluster: its holder adds
 // VIPs through arp.Leased (lifetime, announcement) on a fake kernel.
 type clusterDirector struct {

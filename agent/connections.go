@@ -86,15 +86,7 @@ func (a *Agent) Connections(ctx context.Context, q ConnectionQuery) (ConnectionL
 			list.Connections = append(list.Connections, connectionEntry(c, name))
 		}
 	}
-	if w, ok := a.opts.Kernel.Conns.(ipvs.ConnectionWalker); ok {
-		err = w.EachConnection(ctx, each)
-	} else {
-		var conns []ipvs.Connection
-		conns, err = a.opts.Kernel.Conns.Connections(ctx)
-		for _, c := range conns {
-			each(c)
-		}
-	}
+	err = a.opts.Kernel.Conns.EachConnection(ctx, each)
 	if err != nil {
 		return ConnectionList{}, err
 	}

@@ -23,6 +23,12 @@ type VIPOwnership interface {
 	// Serve tells the cluster which VIPs this director can serve now (their
 	// data plane is programmed): it decides about these only.
 	Serve(vips []netip.Addr)
+	// ServeHomes tells the cluster which of the served VIPs are a
+	// director's own source addresses (VIPAddresses.Home), to be held by
+	// that director while it lives and by a survivor otherwise. Only
+	// FULLNAT under ECMP has homes: in every other mode the holder never
+	// calls it with any, and an implementation may ignore an empty map.
+	ServeHomes(homes map[netip.Addr]string)
 	// Holds reports whether this director holds vip now.
 	Holds(vip netip.Addr) bool
 	// AddressChanged reports that an address of a VIP was added here
@@ -73,7 +79,7 @@ type Holder struct {
 	prog      Programmed
 	synced    bool                  // prog came from a reconcile pass
 	served    []netip.Addr          // last told to the cluster
-	homes     map[netip.Addr]string // source-address groups last told to the cluster (homeServer)
+	homes     map[netip.Addr]string // source-address groups last told to the cluster (ServeHomes)
 	announced map[netip.Prefix]bgp.Route
 	state     HolderState
 	stopping  bool
@@ -229,29 +235,20 @@ func (h *Holder) serve() {
 			vips = append(vips, v.VIP)
 		}
 	}
-	if hs, ok := h.vips.(homeServer); ok {
-		homes := map[netip.Addr]string{}
-		for _, v := range h.prog.Desired.VIPs {
-			if v.Home != "" {
-				homes[v.VIP] = v.Home
-			}
+	homes := map[netip.Addr]string{}
+	for _, v := range h.prog.Desired.VIPs {
+		if v.Home != "" {
+			homes[v.VIP] = v.Home
 		}
-		if !maps.Equal(homes, h.homes) {
-			hs.ServeHomes(homes)
-			h.homes = homes
-		}
+	}
+	if !maps.Equal(homes, h.homes) {
+		h.vips.ServeHomes(homes)
+		h.homes = homes
 	}
 	if h.served == nil || !slices.Equal(vips, h.served) {
 		h.vips.Serve(vips)
 		h.served = vips
 	}
-}
-
-// homeServer is a VIPOwnership that gives the source addresses of a
-// director (VIPAddresses.Home) to that director while it lives, to a
-// survivor otherwise (cluster.Node).
-type homeServer interface {
-	ServeHomes(homes map[netip.Addr]string)
 }
 
 // TrackLink makes the holder follow the state of the director's interface

@@ -4,16 +4,15 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"io/fs"
 	"log/slog"
 	"net/netip"
 	"strings"
-	"syscall"
 	"time"
 
 	"github.com/lvsd/lvsd/agent/planner"
 
 	"github.com/lvsd/lvsd/arp"
+	"github.com/lvsd/lvsd/arp/sysctl"
 	"github.com/lvsd/lvsd/cluster/bgp"
 	"github.com/lvsd/lvsd/ipvs"
 	"github.com/lvsd/lvsd/nat"
@@ -25,8 +24,8 @@ import (
 // builds the real ones. Only IPVS, NAT, Sysctls and Addrs are required.
 type Kernel struct {
 	IPVS    ipvs.Interface
-	Daemons ipvs.SyncDaemons      // the sync daemons; nil: connection sync impossible
-	Conns   ipvs.ConnectionLister // the connection table, read by resets and FULLNAT restores
+	Daemons ipvs.SyncDaemons // the sync daemons; nil: connection sync impossible
+	Conns   ConnectionTable  // read by resets, FULLNAT restores and the connection listing
 	// Timeouts reads and sets the IPVS timeouts; nil: the agent file
 	// must set none.
 	Timeouts ipvs.TimeoutConfig
@@ -34,7 +33,7 @@ type Kernel struct {
 	// Conntrack restores FULLNAT connections' conntrack entries on
 	// takeover; nil: no restore.
 	Conntrack nat.ConntrackRestorer
-	Sysctls   arp.Sysctls
+	Sysctls   sysctl.Interface
 	// Addrs holds the VIP addresses; in a cluster an arp.Leased, which adds
 	// them with a lifetime it renews.
 	Addrs arp.Addresses
@@ -52,6 +51,14 @@ type Kernel struct {
 	// time. IPVS must then take that many concurrent writes usefully
 	// (ipvs.Writers for the kernel's).
 	IPVSWriters int
+}
+
+// ConnectionTable reads the IPVS connection table: whole (a reset waits
+// for entries to go, a FULLNAT restore copies them), or entry by entry for
+// a listing that keeps a few of millions (ipvs.Kernel, ipvs.ConnFake).
+type ConnectionTable interface {
+	ipvs.ConnectionLister
+	ipvs.ConnectionWalker
 }
 
 // Routes announces routes to the routers (a BGP speaker). Implementations
@@ -101,7 +108,7 @@ func (k Kernel) readGlobals(ctx context.Context, d planner.Desired) (planner.Act
 	for key := range d.Sysctls {
 		v, err := k.Sysctls.Get(ctx, key)
 		switch {
-		case errors.Is(err, arp.ErrNotFound):
+		case errors.Is(err, sysctl.ErrMissing):
 			continue // planned as missing; setting it says why it fails
 		case err != nil:
 			return planner.Actual{}, err
@@ -149,11 +156,13 @@ func (k Kernel) readServices(ctx context.Context, keys []ipvs.ServiceKey) (plann
 // on after a failed op (one bad backend must not hold back the others),
 // except where a later op depends on the failed one: a sync daemon is not
 // started without its nftables guard, an address that could not be added is
-// not announced.
+// not announced, a destination is not moved, nor its sysctl set back, when
+// the sysctl could not be held for the move (Op.Hold).
 func (k Kernel) Apply(ctx context.Context, ops []planner.Op) []error {
 	errs := make([]error, len(ops))
 	natFailed := false
 	notAdded := map[netip.Prefix]bool{}
+	var notHeld string // the sysctl whose HoldForMove failed, until its release
 	for i := 0; i < len(ops); i++ {
 		op := ops[i]
 		if isRoute(op.Kind) {
@@ -183,12 +192,20 @@ func (k Kernel) Apply(ctx context.Context, ops []planner.Op) []error {
 			errs[i] = fmt.Errorf("%s: not started: its nftables guard could not be installed", op.Daemon)
 		case op.Kind == planner.Announce && notAdded[op.Address]:
 			errs[i] = fmt.Errorf("announcing %s: not added", op.Address)
+		case op.Kind == planner.MoveDestination && notHeld != "":
+			errs[i] = fmt.Errorf("not moved: %s could not be held", notHeld)
+		case op.Hold == planner.ReleaseAfterMove && notHeld != "":
+			errs[i] = fmt.Errorf("%s not set back: it could not be held", op.Key)
+			notHeld = ""
 		default:
 			errs[i] = k.apply(ctx, op)
 		}
 		if errs[i] != nil {
 			natFailed = natFailed || op.Kind == planner.ReplaceNAT
 			notAdded[op.Address] = notAdded[op.Address] || op.Kind == planner.AddAddress
+			if op.Hold == planner.HoldForMove {
+				notHeld = op.Key
+			}
 		}
 	}
 	return errs
@@ -257,23 +274,15 @@ func (k Kernel) apply(ctx context.Context, op planner.Op) error {
 }
 
 // move deletes a destination and adds it again, which puts it at the head
-// of the kernel's list. The kernel keeps a deleted destination in its trash
-// with its connections, and an add of the same one takes it back; but with
-// expire_nodest_conn set the delete also queues the expiry of those
-// connections, due a jiffy later. So the sysctl is held at 0 across the
-// pair (a packet in between is dropped, not the connection), then set
-// back to what lvsd wants; not moved at all if it cannot be held.
+// of the kernel's list. The plan holds expire_nodest_conn at 0 around it
+// (appendMove says why), so the add takes the destination back from the
+// kernel's trash with its connections.
 func (k Kernel) move(ctx context.Context, op planner.Op) error {
-	if err := k.Sysctls.Set(ctx, ipvs.ExpireNodestConn, "0"); err != nil {
-		return fmt.Errorf("not moved: holding %s: %w", ipvs.ExpireNodestConn, sysctlError(err))
-	}
 	key := op.Service.ServiceKey
-	err := ignore(k.IPVS.DeleteDestination(ctx, key, op.Destination.DestinationKey), ipvs.ErrNotFound)
-	if err == nil {
-		err = k.IPVS.AddDestination(ctx, key, op.Destination)
+	if err := ignore(k.IPVS.DeleteDestination(ctx, key, op.Destination.DestinationKey), ipvs.ErrNotFound); err != nil {
+		return err
 	}
-	wanted := ipvs.ConnectionExpirySysctls()[ipvs.ExpireNodestConn]
-	return errors.Join(err, sysctlError(k.Sysctls.Set(ctx, ipvs.ExpireNodestConn, wanted)))
+	return k.IPVS.AddDestination(ctx, key, op.Destination)
 }
 
 func (k Kernel) applyDaemon(ctx context.Context, op planner.Op) error {
@@ -328,13 +337,13 @@ func ignore(err, target error) error {
 
 // sysctlError says what to do about a sysctl that cannot be set.
 func sysctlError(err error) error {
-	var pathErr *fs.PathError
+	var e *sysctl.Error
 	switch {
 	case err == nil:
 		return nil
-	case errors.Is(err, arp.ErrNotFound) && strings.Contains(err.Error(), ipvs.SysctlPrefix):
+	case errors.Is(err, sysctl.ErrMissing) && errors.As(err, &e) && strings.HasPrefix(e.Key, ipvs.SysctlPrefix):
 		return fmt.Errorf("%w (is the ip_vs module loaded? modprobe ip_vs)", err)
-	case errors.Is(err, fs.ErrPermission), errors.Is(err, syscall.EROFS), errors.As(err, &pathErr) && errors.Is(pathErr.Err, syscall.EROFS):
+	case errors.Is(err, sysctl.ErrReadOnly):
 		return fmt.Errorf("%w (read-only /proc/sys? set it on the host or in /etc/sysctl.d)", err)
 	}
 	return err

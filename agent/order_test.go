@@ -1,6 +1,8 @@
 package agent
 
 import (
+	"context"
+	"errors"
 	"math/rand/v2"
 	"net/netip"
 	"slices"
@@ -9,7 +11,7 @@ import (
 
 	"github.com/lvsd/lvsd/agent/planner"
 
-	"github.com/lvsd/lvsd/arp"
+	"github.com/lvsd/lvsd/arp/sysctl"
 	"github.com/lvsd/lvsd/ipvs"
 )
 
@@ -68,9 +70,10 @@ func TestDestinationOrderIndependentOfHistory(t *testing.T) {
 	}
 }
 
-// A destination out of order is moved in one op (Kernel.move holds
-// expire_nodest_conn around its delete and add), its weight as wanted;
-// one wanted at weight 0 comes back with its slot weight first.
+// A destination out of order is moved in one op, between the two that
+// hold expire_nodest_conn at 0 and set it back, its weight as wanted; one
+// wanted at weight 0 comes back with its slot weight first and is lowered
+// once the sysctl is back.
 func TestPlanMovesIntoCanonicalOrder(t *testing.T) {
 	svc := ipvs.Service{ServiceKey: webKey, Scheduler: "mh"}
 	a, b, c := dest(1, 1), dest(2, 1), dest(3, 0)
@@ -80,52 +83,100 @@ func TestPlanMovesIntoCanonicalOrder(t *testing.T) {
 	ops, _ := planner.Plan(planner.PlanInput{Desired: planner.Desired{Services: []*planner.VirtualService{{Service: svc, Destinations: []planner.Destination{a, b, c}}}}, Actual: actual, SkipGlobals: true})
 	want := []string{
 		"add-destination tcp:10.0.0.50:80 -> 10.0.0.2:80 weight 1 masq",
+		"set-sysctl net/ipv4/vs/expire_nodest_conn=0 (was 1) (held across the move of 10.0.0.3:80)",
 		"move-destination tcp:10.0.0.50:80 -> 10.0.0.3:80 weight 1 masq (into canonical order)",
+		"set-sysctl net/ipv4/vs/expire_nodest_conn=1 (was 0) (set back after the move of 10.0.0.3:80)",
 		"update-destination tcp:10.0.0.50:80 -> 10.0.0.3:80 weight 0 masq (not eligible)",
 	}
 	if got := planner.OpStrings(ops); !slices.Equal(got, want) {
 		t.Errorf("ops\n%q\nwant\n%q", got, want)
 	}
+	if holds := []planner.SysctlHold{ops[1].Hold, ops[2].Hold, ops[3].Hold}; !slices.Equal(holds, []planner.SysctlHold{planner.HoldForMove, planner.NotHeld, planner.ReleaseAfterMove}) {
+		t.Errorf("holds %v around the move", holds)
+	}
 }
 
-// Kernel.move holds expire_nodest_conn at 0 across the delete and the add
-// (else the delete queues the expiry of the destination's connections),
-// and moves nothing when it cannot hold it.
+// journal records the host's calls of both kinds in one order.
+type journal struct{ calls []string }
+
+type journaledIPVS struct {
+	ipvs.Interface
+	j       *journal
+	failAdd error
+}
+
+func (i journaledIPVS) DeleteDestination(ctx context.Context, svc ipvs.ServiceKey, d ipvs.DestinationKey) error {
+	i.j.calls = append(i.j.calls, "delete "+d.String())
+	return i.Interface.DeleteDestination(ctx, svc, d)
+}
+
+func (i journaledIPVS) AddDestination(ctx context.Context, svc ipvs.ServiceKey, d ipvs.Destination) error {
+	i.j.calls = append(i.j.calls, "add "+d.DestinationKey.String())
+	if i.failAdd != nil {
+		return i.failAdd
+	}
+	return i.Interface.AddDestination(ctx, svc, d)
+}
+
+type journaledSysctls struct {
+	sysctl.Interface
+	j *journal
+}
+
+func (s journaledSysctls) Set(ctx context.Context, key, value string) error {
+	s.j.calls = append(s.j.calls, "set "+key+"="+value)
+	return s.Interface.Set(ctx, key, value)
+}
+
+// Applied, a move's ops hold expire_nodest_conn at 0 across the delete and
+// the add (else the delete queues the expiry of the destination's
+// connections) and set it back even when the move fails; nothing moves,
+// and nothing is set back, when the sysctl cannot be held.
 func TestKernelMove(t *testing.T) {
 	ctx := t.Context()
 	svc := ipvs.Service{ServiceKey: webKey, Scheduler: "mh"}
-	a, b := dest(1, 1).Destination, dest(2, 1).Destination
-	setup := func() (Kernel, *ipvs.Fake, *arp.FakeSysctls) {
+	a, b := dest(1, 1), dest(2, 1)
+	setup := func(failAdd error) (Kernel, *ipvs.Fake, *sysctl.Fake, *journal) {
 		fake := ipvs.NewFake()
-		sysctls := arp.NewFakeSysctls(map[string]string{ipvs.ExpireNodestConn: "1"})
-		for _, err := range []error{fake.AddService(ctx, svc), fake.AddDestination(ctx, webKey, a), fake.AddDestination(ctx, webKey, b)} {
+		sysctls := sysctl.NewFake(map[string]string{ipvs.ExpireNodestConn: "1"})
+		for _, err := range []error{fake.AddService(ctx, svc), fake.AddDestination(ctx, webKey, a.Destination), fake.AddDestination(ctx, webKey, b.Destination)} {
 			if err != nil {
 				t.Fatal(err)
 			}
 		}
-		fake.Ops() // from here on
-		return Kernel{IPVS: fake, Sysctls: sysctls}, fake, sysctls
+		j := &journal{}
+		return Kernel{IPVS: journaledIPVS{fake, j, failAdd}, Sysctls: journaledSysctls{sysctls, j}}, fake, sysctls, j
 	}
-	move := planner.Op{Kind: planner.MoveDestination, Service: svc, Destination: a}
+	move := planner.AppendMove(nil, svc, a)
+	hold, release := "set "+ipvs.ExpireNodestConn+"=0", "set "+ipvs.ExpireNodestConn+"=1"
 
-	k, fake, sysctls := setup()
-	if errs := k.Apply(ctx, []planner.Op{move}); errs[0] != nil {
-		t.Fatal(errs[0])
+	k, fake, _, j := setup(nil)
+	if err := errors.Join(k.Apply(ctx, move)...); err != nil {
+		t.Fatal(err)
 	}
-	if got, want := sysctls.Ops(), []string{"set " + ipvs.ExpireNodestConn + "=0", "set " + ipvs.ExpireNodestConn + "=1"}; !slices.Equal(got, want) {
-		t.Errorf("sysctl writes %q, want %q", got, want)
-	}
-	if got := fake.Ops(); !slices.Equal(got, []string{
-		"delete-destination tcp:10.0.0.50:80 10.0.0.1:80", "add-destination tcp:10.0.0.50:80 10.0.0.1:80 weight=1 masq"}) {
-		t.Errorf("ipvs calls %q", got)
+	if want := []string{hold, "delete 10.0.0.1:80", "add 10.0.0.1:80", release}; !slices.Equal(j.calls, want) {
+		t.Errorf("calls %q, want %q", j.calls, want)
 	}
 	if dsts, _ := fake.Destinations(ctx, webKey); !slices.Equal(keysOf(dsts), []ipvs.DestinationKey{a.DestinationKey, b.DestinationKey}) {
 		t.Errorf("list %v, want a at the head", keysOf(dsts))
 	}
 
-	k, fake, sysctls = setup()
+	k, _, _, j = setup(errors.New("no memory"))
+	errs := k.Apply(ctx, move)
+	if errs[0] != nil || errs[1] == nil || errs[2] != nil {
+		t.Errorf("a failed add: errors %v, want the move's only", errs)
+	}
+	if want := []string{hold, "delete 10.0.0.1:80", "add 10.0.0.1:80", release}; !slices.Equal(j.calls, want) {
+		t.Errorf("a failed add: calls %q, want the sysctl set back all the same", j.calls)
+	}
+
+	k, _, sysctls, j := setup(nil)
 	sysctls.SetReadOnly(ipvs.ExpireNodestConn)
-	if errs, calls := k.Apply(ctx, []planner.Op{move}), fake.Ops(); errs[0] == nil || len(calls) != 0 {
-		t.Errorf("with the sysctl read-only: err %v, ipvs calls %q", errs[0], calls)
+	errs = k.Apply(ctx, move)
+	if !errors.Is(errs[0], sysctl.ErrReadOnly) || errs[1] == nil || errs[2] == nil {
+		t.Errorf("with the sysctl read-only: errors %v, want all three to fail", errs)
+	}
+	if len(j.calls) != 1 || j.calls[0] != hold {
+		t.Errorf("with the sysctl read-only: calls %q, want only the hold tried", j.calls)
 	}
 }

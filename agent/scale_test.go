@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"github.com/lvsd/lvsd/arp"
+	"github.com/lvsd/lvsd/arp/sysctl"
 	"github.com/lvsd/lvsd/ipvs"
 	"github.com/lvsd/lvsd/nat"
 )
@@ -119,18 +120,18 @@ func (c countedNAT) Remove(ctx context.Context) error {
 }
 
 type countedSysctls struct {
-	arp.Sysctls
+	sysctl.Interface
 	n *int
 }
 
 func (c countedSysctls) Get(ctx context.Context, key string) (string, error) {
 	*c.n++
-	return c.Sysctls.Get(ctx, key)
+	return c.Interface.Get(ctx, key)
 }
 
 func (c countedSysctls) Set(ctx context.Context, key, value string) error {
 	*c.n++
-	return c.Sysctls.Set(ctx, key, value)
+	return c.Interface.Set(ctx, key, value)
 }
 
 type countedDaemons struct {

@@ -20,6 +20,11 @@ var DefaultBurst = []time.Duration{0, 100 * time.Millisecond, 500 * time.Millise
 // after at most Lifetime; an announcement is a burst that goes on while the
 // address stays. Add, Delete and the renewal are serialized, so a renewal
 // never brings back an address just deleted.
+//
+// The repeats of a burst run on goroutines of Run's: started there (those
+// asked for before Run are started when it starts), stopped when its ctx
+// ends, and waited for before it returns. Once Run has returned nothing
+// repeats: Announce sends its first announcement only, Reannounce none.
 type Leased struct {
 	Addrs     ExpiringAddresses
 	Announcer Announcer // sends one announcement; nil: Announce does nothing
@@ -29,10 +34,23 @@ type Leased struct {
 	Keep func() bool
 	Log  *slog.Logger
 
-	mu     sync.Mutex // guards all following fields
-	leases map[lease]uint64
-	gen    uint64
-	paused bool
+	mu      sync.Mutex // guards all following fields
+	leases  map[lease]uint64
+	gen     uint64
+	paused  bool
+	runCtx  context.Context // Run's; nil until it starts
+	ended   bool            // Run has stopped: no more bursts
+	pending []burst         // asked for before Run started
+	bursts  sync.WaitGroup  // the bursts running; Add only under mu while !ended
+}
+
+// burst is the repeated announcement of a lease: at each of offsets from
+// start, while it is still the same lease (gen).
+type burst struct {
+	k       lease
+	gen     uint64
+	start   time.Time
+	offsets []time.Duration
 }
 
 type lease struct {
@@ -85,8 +103,23 @@ func (l *Leased) Announce(ctx context.Context, dev string, addr netip.Addr) erro
 	if err := l.announce(ctx, k); err != nil {
 		return err
 	}
-	go l.burst(k, gen, now, l.offsets()[1:])
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	l.startBurst(burst{k, gen, now, l.offsets()[1:]})
 	return nil
+}
+
+// startBurst runs b on Run's goroutines, or keeps it for Run to start;
+// l.mu is held.
+func (l *Leased) startBurst(b burst) {
+	switch {
+	case len(b.offsets) == 0 || l.Announcer == nil || l.ended:
+	case l.runCtx == nil:
+		l.pending = append(l.pending, b)
+	default:
+		ctx := l.runCtx
+		l.bursts.Go(func() { l.burst(ctx, b) })
+	}
 }
 
 func (l *Leased) offsets() []time.Duration {
@@ -114,8 +147,23 @@ func (l *Leased) log() *slog.Logger {
 	return l.Log
 }
 
-// Run renews the leased addresses four times per lifetime until ctx ends.
+// Run renews the leased addresses four times per lifetime and runs the
+// announcement bursts until ctx ends, then waits for the bursts to stop.
+// Call it once.
 func (l *Leased) Run(ctx context.Context) {
+	l.mu.Lock()
+	l.runCtx = ctx
+	for _, b := range l.pending {
+		l.startBurst(b)
+	}
+	l.pending = nil
+	l.mu.Unlock()
+	defer func() {
+		l.mu.Lock()
+		l.ended = true // after this no burst starts: Wait sees every one
+		l.mu.Unlock()
+		l.bursts.Wait()
+	}()
 	t := time.NewTicker(max(l.Lifetime/4, 250*time.Millisecond))
 	defer t.Stop()
 	for {
@@ -154,28 +202,31 @@ func (l *Leased) Reannounce(addr netip.Addr) {
 	defer l.mu.Unlock()
 	for k, gen := range l.leases {
 		if k.p.Addr() == addr {
-			go l.burst(k, gen, time.Now(), l.offsets())
+			l.startBurst(burst{k, gen, time.Now(), l.offsets()})
 		}
 	}
 }
 
-// burst announces k at each of offsets from start while it is still the
-// same lease.
-func (l *Leased) burst(k lease, gen uint64, start time.Time, offsets []time.Duration) {
-	if l.Announcer == nil {
-		return
-	}
-	for _, off := range offsets {
-		time.Sleep(time.Until(start.Add(off)))
+// burst announces b's lease at each of its offsets while it is still the
+// same lease, until ctx ends.
+func (l *Leased) burst(ctx context.Context, b burst) {
+	for _, off := range b.offsets {
+		t := time.NewTimer(time.Until(b.start.Add(off)))
+		select {
+		case <-ctx.Done():
+			t.Stop()
+			return
+		case <-t.C:
+		}
 		l.mu.Lock()
-		current := l.leases[k] == gen
+		current := l.leases[b.k] == b.gen
 		l.mu.Unlock()
 		if !current {
 			return
 		}
-		ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
-		if err := l.announce(ctx, k); err != nil {
-			l.log().Warn("announcing a VIP address", "address", k.p.Addr().String(), "interface", k.dev, "err", err)
+		actx, cancel := context.WithTimeout(ctx, 2*time.Second)
+		if err := l.announce(actx, b.k); err != nil {
+			l.log().Warn("announcing a VIP address", "address", b.k.p.Addr().String(), "interface", b.k.dev, "err", err)
 		}
 		cancel()
 	}

@@ -5,6 +5,8 @@ import (
 	"errors"
 	"net/netip"
 	"reflect"
+	"runtime"
+	"strings"
 	"testing"
 	"time"
 )
@@ -21,8 +23,18 @@ func newLeased(t *testing.T) (*Leased, *FakeExpiring, *FakeAnnouncer) {
 	return &Leased{Addrs: k, Announcer: ann, Lifetime: 10 * time.Second, Burst: []time.Duration{0, time.Second}}, k, ann
 }
 
+// runLeased runs l until the test ends.
+func runLeased(t *testing.T, l *Leased) {
+	t.Helper()
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan struct{})
+	go func() { defer close(done); l.Run(ctx) }()
+	t.Cleanup(func() { cancel(); <-done })
+}
+
 func TestLeasedAddAndAnnounce(t *testing.T) {
 	l, k, ann := newLeased(t)
+	runLeased(t, l)
 	ctx := context.Background()
 	for _, p := range []netip.Prefix{vipA, vipB} {
 		if err := l.Add(ctx, "eth0", p); err != nil {
@@ -90,4 +102,64 @@ func TestLeasedRenew(t *testing.T) {
 	if got, _ := k.List(ctx, "eth0"); len(got) != 0 {
 		t.Errorf("renewed although Keep said no: %v", got)
 	}
+}
+
+// The bursts run on Run's goroutines: one asked for before Run starts
+// with it, and once ctx ends and Run returned none is left.
+func TestLeasedRunJoinsBursts(t *testing.T) {
+	k := NewFakeExpiring("eth0")
+	ann := &FakeAnnouncer{}
+	l := &Leased{Addrs: k, Announcer: ann, Lifetime: 10 * time.Second, Burst: []time.Duration{0, 50 * time.Millisecond, time.Hour}}
+	ctx := context.Background()
+	for _, p := range []netip.Prefix{vipA, vipB} {
+		if err := l.Add(ctx, "eth0", p); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := l.Announce(ctx, "eth0", vipA.Addr()); err != nil { // before Run: its repeats wait for it
+		t.Fatal(err)
+	}
+	if n := leasedGoroutines("burst"); n != 0 {
+		t.Errorf("%d bursts before Run, want none: a burst started on its own", n)
+	}
+	ann.Sent() // the first announcement, sent at once
+	runCtx, cancel := context.WithCancel(ctx)
+	done := make(chan struct{})
+	go func() { defer close(done); l.Run(runCtx) }()
+	if err := l.Announce(ctx, "eth0", vipB.Addr()); err != nil {
+		t.Fatal(err)
+	}
+	l.Reannounce(vipA.Addr())
+	// Three bursts, each waiting for its repeat an hour in.
+	for deadline := time.Now().Add(10 * time.Second); leasedGoroutines("burst") != 3; time.Sleep(5 * time.Millisecond) {
+		if time.Now().After(deadline) {
+			t.Fatalf("%d bursts running, want vipA's asked for before Run, vipB's and the reannouncement's", leasedGoroutines("burst"))
+		}
+	}
+	if n := leasedGoroutines("Run"); n != 1 {
+		t.Errorf("%d goroutines in Run, want 1", n)
+	}
+	cancel()
+	<-done
+	if n := leasedGoroutines(""); n != 0 {
+		t.Errorf("%d goroutines of Leased left after Run returned, want none", n)
+	}
+	l.Reannounce(vipA.Addr()) // after Run: nothing starts
+	if n := leasedGoroutines(""); n != 0 {
+		t.Errorf("%d goroutines of Leased after a Reannounce once Run returned, want none", n)
+	}
+}
+
+// leasedGoroutines counts the goroutines in the method fn of Leased (""
+// any method), by their stacks.
+func leasedGoroutines(fn string) int {
+	buf := make([]byte, 1<<20)
+	buf = buf[:runtime.Stack(buf, true)]
+	n := 0
+	for _, g := range strings.Split(string(buf), "\n\n") {
+		if strings.Contains(g, "arp.(*Leased)."+fn) {
+			n++
+		}
+	}
+	return n
 }

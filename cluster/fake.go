@@ -10,8 +10,10 @@ import (
 
 // Fake is an in-memory cluster for agent tests: directors that all see the
 // same live set and decide with the same rules as Node (Owners, Next), with
-// handovers done at once. Each director's side is a FakeNode, which
-// implements the agent's VIPOwnership. Methods are safe for concurrent use.
+// handovers done at once, and hear each other's health votes as Node's
+// heartbeats carry them. Each director's side is a FakeNode, which
+// implements what the agent and the director use of a Node. Methods are
+// safe for concurrent use.
 type Fake struct {
 	mu    sync.Mutex // guards all following fields
 	rules Rules
@@ -28,7 +30,9 @@ type FakeNode struct {
 	held     map[netip.Addr]bool // guarded by f.mu
 	served   []netip.Addr        // guarded by f.mu; nil: every VIP of the cluster
 	present  map[netip.Addr]bool // guarded by f.mu
+	down     map[uint64]bool     // guarded by f.mu: its health vote (ShareHealth); nil: abstains
 	changed  chan struct{}
+	voted    chan struct{} // HealthVotesChanged
 }
 
 // NewFake returns a cluster without directors deciding about vips.
@@ -41,7 +45,7 @@ func (f *Fake) Add(name string, priority int) *FakeNode {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	n := &FakeNode{f: f, name: name, priority: priority, up: true, held: map[netip.Addr]bool{},
-		present: map[netip.Addr]bool{}, changed: make(chan struct{}, 1)}
+		present: map[netip.Addr]bool{}, changed: make(chan struct{}, 1), voted: make(chan struct{}, 1)}
 	f.nodes = append(f.nodes, n)
 	f.recompute()
 	return n
@@ -65,11 +69,31 @@ func (f *Fake) SetUp(name string, up bool) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	for _, n := range f.nodes {
-		if n.name == name {
+		if n.name == name && n.up != up {
 			n.up = up
+			if n.down != nil {
+				f.votesChanged(n) // a failed director stops counting as a voter
+			}
 		}
 	}
 	f.recompute()
+}
+
+// votesChanged tells every director but from that the votes changed;
+// f.mu is held.
+func (f *Fake) votesChanged(from *FakeNode) {
+	for _, n := range f.nodes {
+		if n != from {
+			notify(n.voted)
+		}
+	}
+}
+
+func notify(c chan struct{}) {
+	select {
+	case c <- struct{}{}:
+	default:
+	}
 }
 
 // SetVIPs replaces the VIPs the cluster decides about.
@@ -117,10 +141,7 @@ func (f *Fake) recompute() {
 			}
 			if !maps.Equal(next, n.held) {
 				n.held, moved = next, true
-				select {
-				case n.changed <- struct{}{}:
-				default:
-				}
+				notify(n.changed)
 			}
 		}
 		if !moved {
@@ -165,6 +186,44 @@ func (n *FakeNode) AddressChanged(addr netip.Addr, present bool) {
 
 // Changed implements the agent's VIPOwnership.
 func (n *FakeNode) Changed() <-chan struct{} { return n.changed }
+
+// ShareHealth makes the director vote, as Node.ShareHealth does: down are
+// the targets it sees down; nil, or more than MaxDown: it abstains. The
+// other directors hear it at once.
+func (n *FakeNode) ShareHealth(down []uint64) {
+	var vote map[uint64]bool
+	if down != nil && len(down) <= MaxDown {
+		vote = make(map[uint64]bool, len(down))
+		for _, id := range down {
+			vote[id] = true
+		}
+	}
+	n.f.mu.Lock()
+	defer n.f.mu.Unlock()
+	if vote == nil && n.down == nil || vote != nil && n.down != nil && maps.Equal(vote, n.down) {
+		return
+	}
+	n.down = vote
+	n.f.votesChanged(n)
+}
+
+// HealthVotes returns the votes of the other live directors that vote, as
+// Node.HealthVotes does; empty while none does (as in every mode but ecmp,
+// where no director votes).
+func (n *FakeNode) HealthVotes() Votes {
+	n.f.mu.Lock()
+	defer n.f.mu.Unlock()
+	votes := Votes{}
+	for _, m := range n.f.nodes {
+		if m != n && m.up && m.down != nil {
+			votes[m.name] = maps.Clone(m.down)
+		}
+	}
+	return votes
+}
+
+// HealthVotesChanged delivers a value when HealthVotes may have changed.
+func (n *FakeNode) HealthVotesChanged() <-chan struct{} { return n.voted }
 
 // Name is the member's name.
 func (n *FakeNode) Name() string { return n.name }

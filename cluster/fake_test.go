@@ -2,6 +2,7 @@ package cluster
 
 import (
 	"context"
+	"maps"
 	"net/netip"
 	"slices"
 	"testing"
@@ -10,8 +11,18 @@ import (
 // vipOwnership is the agent's interface (agent.VIPOwnership), restated so
 // this package need not import agent.
 type vipOwnership interface {
+	Serve([]netip.Addr)
+	ServeHomes(map[netip.Addr]string)
 	Holds(netip.Addr) bool
+	AddressChanged(netip.Addr, bool)
 	Changed() <-chan struct{}
+}
+
+// healthVoter is the director's interface (director.HealthVoter).
+type healthVoter interface {
+	ShareHealth([]uint64)
+	HealthVotes() Votes
+	HealthVotesChanged() <-chan struct{}
 }
 
 // viewer is how the agent's status reads the cluster view.
@@ -24,6 +35,8 @@ var (
 	_ vipOwnership = (*FakeNode)(nil)
 	_ viewer       = (*Node)(nil)
 	_ viewer       = (*FakeNode)(nil)
+	_ healthVoter  = (*Node)(nil)
+	_ healthVoter  = (*FakeNode)(nil)
 )
 
 func TestFake(t *testing.T) {
@@ -78,5 +91,39 @@ func signalled(c <-chan struct{}) bool {
 		return true
 	default:
 		return false
+	}
+}
+
+// The fake's directors hear each other's health votes as Node's heartbeats
+// carry them: from live directors that vote, with a change signalled.
+func TestFakeHealthVotes(t *testing.T) {
+	f := NewFake(Rules{Mode: ECMP, Quorum: 1}, vip1)
+	a, b := f.Add("a", 100), f.Add("b", 100)
+	if v := a.HealthVotes(); len(v) != 0 {
+		t.Errorf("votes %v before anyone voted, want none", v)
+	}
+	b.ShareHealth([]uint64{7})
+	if !signalled(a.HealthVotesChanged()) || signalled(b.HealthVotesChanged()) {
+		t.Error("b's vote: a not told, or b told of its own vote")
+	}
+	if v := a.HealthVotes(); !maps.EqualFunc(v, Votes{"b": {7: true}}, maps.Equal) {
+		t.Errorf("a hears %v, want b's vote for 7", v)
+	}
+	if v := b.HealthVotes(); len(v) != 0 {
+		t.Errorf("b hears %v: its own vote is no peer's", v)
+	}
+	b.ShareHealth([]uint64{7})
+	if signalled(a.HealthVotesChanged()) {
+		t.Error("the same vote again signalled a change")
+	}
+	f.SetUp("b", false)
+	if !signalled(a.HealthVotesChanged()) || len(a.HealthVotes()) != 0 {
+		t.Errorf("b failed: a hears %v, want no vote", a.HealthVotes())
+	}
+	f.SetUp("b", true)
+	drain(a.HealthVotesChanged())
+	b.ShareHealth(nil)
+	if !signalled(a.HealthVotesChanged()) || len(a.HealthVotes()) != 0 {
+		t.Errorf("b abstains: a hears %v, want no vote", a.HealthVotes())
 	}
 }

@@ -8,7 +8,7 @@ import (
 
 // setSysctls writes kernel parameters of the calling thread's network
 // namespace, for the datapath tests (the agent sets them through
-// arp.Sysctls; nat only names them).
+// arp/sysctl; nat only names them).
 func setSysctls(t *testing.T, kv map[string]string) {
 	t.Helper()
 	for k, v := range kv {

@@ -66,6 +66,7 @@ type Node interface {
 	agent.VIPOwnership
 	agent.ClusterViewer
 	connsync.Transport
+	HealthVoter
 	SetSync(cluster.SyncReceiver)
 	// Healthy reports whether the node runs and checks its peers: VIP
 	// leases are renewed only while it does.
@@ -90,7 +91,8 @@ const leaveTimeout = 5 * time.Second
 // reconciler and the VIP holder first, then it leaves the cluster (its VIP
 // addresses go, the peers take over at once), then the relay and the rest.
 // The kernel's IPVS and nftables state stays, so a restart costs no
-// connection.
+// connection. When a step of the start fails, what the steps before it
+// started stops, in reverse order, before Run returns the error.
 func Run(ctx context.Context, o Options) error {
 	cfg := o.Config
 	log := o.Log
@@ -107,16 +109,26 @@ func Run(ctx context.Context, o Options) error {
 	if cfg.Agent.Cluster == nil {
 		k.Announcer = nil // a director alone: its VIPs never move
 	}
+	// What started and must stop if a later step fails, in reverse order
+	// (the normal stop, below, stops them in its own way).
+	var started []func()
+	fail := func(err error) error {
+		for i := len(started) - 1; i >= 0; i-- {
+			started[i]()
+		}
+		return err
+	}
 	m, err := startMember(ctx, o, &k, bgCtx, &bg)
 	if err != nil {
 		return err
 	}
+	started = append(started, func() { m.leave(log, nil) })
 	speaker, err := startSpeaker(ctx, o, k)
 	if err != nil {
-		m.leave(log, nil)
-		return err
+		return fail(err)
 	}
 	if speaker != nil {
+		started = append(started, func() { stopSpeaker(speaker, nil, 0, log) })
 		k.Routes = newRouteTable(speaker)
 	}
 	var checks agent.HealthChecker = checker
@@ -126,9 +138,7 @@ func Run(ctx context.Context, o Options) error {
 	}
 	holder, err := agent.NewHolder(k, m.vips(), cfg.Agent.StateDir, log)
 	if err != nil {
-		stopSpeaker(speaker, nil, 0, log)
-		m.leave(log, nil)
-		return fmt.Errorf("reading the address record: %w", err)
+		return fail(fmt.Errorf("reading the address record: %w", err))
 	}
 	holder.SetEvents(events)
 	trackLink(bgCtx, o.Links, holder, cfg.Agent.Interface, log)
@@ -147,8 +157,7 @@ func Run(ctx context.Context, o Options) error {
 	opts.PeerFlows = m.peers
 	a := agent.New(opts)
 	if err := serve(bgCtx, &bg, cfg, a, events, o.Version, log); err != nil {
-		m.leave(log, nil)
-		return err
+		return fail(err)
 	}
 	if o.Notifier != nil {
 		bg.Go(func() { sdnotify.Run(bgCtx, log, o.Notifier, liveness(a)) })

@@ -15,6 +15,7 @@ import (
 	"github.com/lvsd/lvsd/agent"
 	"github.com/lvsd/lvsd/agent/api"
 	"github.com/lvsd/lvsd/arp"
+	"github.com/lvsd/lvsd/arp/sysctl"
 	"github.com/lvsd/lvsd/cluster"
 	"github.com/lvsd/lvsd/cluster/connsync"
 	"github.com/lvsd/lvsd/ipvs"
@@ -45,12 +46,22 @@ type fakeNode struct {
 	ev *events
 }
 
+// The real node and the fake have every method the director calls, the
+// health vote's too.
+var (
+	_ Node = (*cluster.Node)(nil)
+	_ Node = fakeNode{}
+)
+
 func (n fakeNode) Broadcast([]byte)             {}
 func (n fakeNode) SendTo(string, []byte)        {}
 func (n fakeNode) SetSync(cluster.SyncReceiver) {}
 func (n fakeNode) Healthy() bool                { return true }
 func (n fakeNode) Leave(ctx context.Context, release func(context.Context) error) error {
 	n.ev.add("leave")
+	if release == nil {
+		return nil
+	}
 	return release(ctx)
 }
 
@@ -102,7 +113,7 @@ func setup(t *testing.T, clustered bool) (Options, *arp.FakeExpiring, *events) {
 	ipvsFake := ipvs.NewFake()
 	o := Options{
 		ConfigPath: filepath.Join(dir, "lvsd.yaml"), Config: cfg, Log: slog.New(slog.NewTextHandler(io.Discard, nil)),
-		Kernel: agent.Kernel{IPVS: ipvsFake, Daemons: ipvsFake, NAT: nat.NewFake(), Sysctls: arp.NewFakeSysctls(nil),
+		Kernel: agent.Kernel{IPVS: ipvsFake, Daemons: ipvsFake, NAT: nat.NewFake(), Sysctls: sysctl.NewFake(nil),
 			Addrs: recordingAddrs{addrs, ev}, Announcer: &arp.FakeAnnouncer{}},
 		Leases: recordingAddrs{addrs, ev},
 	}

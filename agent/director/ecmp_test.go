@@ -2,6 +2,7 @@ package director
 
 import (
 	"context"
+	"errors"
 	"io"
 	"log/slog"
 	"net/netip"
@@ -15,6 +16,7 @@ import (
 	"github.com/lvsd/lvsd/agent"
 	"github.com/lvsd/lvsd/agent/api"
 	"github.com/lvsd/lvsd/arp"
+	"github.com/lvsd/lvsd/arp/sysctl"
 	"github.com/lvsd/lvsd/cluster"
 	"github.com/lvsd/lvsd/cluster/bgp"
 	"github.com/lvsd/lvsd/cluster/connsync"
@@ -53,7 +55,7 @@ func TestRunECMP(t *testing.T) {
 	f := cluster.NewFake(cluster.Rules{Mode: cluster.ECMP, Quorum: 1}, netip.MustParseAddr("192.0.2.10"))
 	o := Options{
 		ConfigPath: filepath.Join(dir, "lvsd.yaml"), Config: cfg, Log: slog.New(slog.NewTextHandler(io.Discard, nil)),
-		Kernel: agent.Kernel{IPVS: ipvsFake, Daemons: ipvsFake, NAT: nat.NewFake(), Sysctls: arp.NewFakeSysctls(nil),
+		Kernel: agent.Kernel{IPVS: ipvsFake, Daemons: ipvsFake, NAT: nat.NewFake(), Sysctls: sysctl.NewFake(nil),
 			Addrs: addrs, Announcer: &arp.FakeAnnouncer{}},
 		Leases:       recordingAddrs{addrs, ev},
 		StartCluster: func(cluster.Config) (Node, error) { return fakeNode{f.Add("d1", 100), ev}, nil },
@@ -151,7 +153,7 @@ func TestRunECMPFullNAT(t *testing.T) {
 	addrs := arp.NewFakeExpiring("eth0", "lo")
 	must(t, addrs.Fake.Add(context.Background(), "eth0", netip.MustParsePrefix("10.0.0.2/24")))
 	ipvsFake, nft, garp := ipvs.NewFake(), nat.NewFake(), &arp.FakeAnnouncer{}
-	sysctls := arp.NewFakeSysctls(map[string]string{nat.SysctlTCPBeLiberal: "0"})
+	sysctls := sysctl.NewFake(map[string]string{nat.SysctlTCPBeLiberal: "0"})
 	own, other := netip.MustParseAddr("10.0.0.201"), netip.MustParseAddr("10.0.0.202")
 	f := cluster.NewFake(cluster.Rules{Mode: cluster.ECMP, Quorum: 1}, netip.MustParseAddr("192.0.2.10"), own, other)
 	f.Add("d2", 100)
@@ -202,4 +204,49 @@ func TestRunECMPFullNAT(t *testing.T) {
 	eventually(t, "d2's source addresses given back", func() bool { return !on("eth0", other) && f.Owner(other) == "d2" })
 	cancel()
 	must(t, <-done)
+}
+
+// A start that fails after the cluster and the BGP speaker started stops
+// them in reverse order: the speaker closes, then the director leaves the
+// cluster and its relay stops. Run returns the error.
+func TestRunFailedStartStopsInReverse(t *testing.T) {
+	for _, tc := range []struct {
+		name  string
+		spoil func(o *Options, dir string)
+		want  []string
+	}{
+		{"the local API cannot listen", func(o *Options, dir string) {
+			blocker := filepath.Join(dir, "not-a-dir")
+			must(t, os.WriteFile(blocker, nil, 0o600))
+			o.Config.Agent.APISocket = filepath.Join(blocker, "lvsd.sock")
+		}, []string{"speaker closed, routes []", "leave", "relay stopped"}},
+		{"the BGP speaker cannot start", func(o *Options, _ string) {
+			o.StartBGP = func(context.Context, bgp.Config) (Speaker, error) { return nil, errors.New("no BGP here") }
+		}, []string{"leave", "relay stopped"}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			dir, cfg := ecmpConfig(t, "conn_sync: {enabled: true}", "service: web\nvip: 192.0.2.10\nports: [80]\nbackends: [{address: 10.0.0.11}]\n")
+			ev := &events{}
+			addrs := arp.NewFakeExpiring("eth0", "lo")
+			must(t, addrs.Fake.Add(context.Background(), "eth0", netip.MustParsePrefix("10.0.0.2/24")))
+			ipvsFake := ipvs.NewFake()
+			f := cluster.NewFake(cluster.Rules{Mode: cluster.ECMP, Quorum: 1}, netip.MustParseAddr("192.0.2.10"))
+			o := Options{
+				ConfigPath: filepath.Join(dir, "lvsd.yaml"), Config: cfg, Log: slog.New(slog.NewTextHandler(io.Discard, nil)),
+				Kernel: agent.Kernel{IPVS: ipvsFake, Daemons: ipvsFake, NAT: nat.NewFake(), Sysctls: sysctl.NewFake(nil),
+					Addrs: addrs, Announcer: &arp.FakeAnnouncer{}},
+				Leases:       recordingAddrs{addrs, ev},
+				StartCluster: func(cluster.Config) (Node, error) { return fakeNode{f.Add("d1", 100), ev}, nil },
+				NewRelay:     func(connsync.Config) (Relay, error) { return fakeRelay{ev}, nil },
+			}
+			o.StartBGP, _ = fakeBGP(ev, nil)
+			tc.spoil(&o, dir)
+			if err := Run(context.Background(), o); err == nil {
+				t.Fatal("Run started")
+			}
+			if got := ev.list(); !slices.Equal(got, tc.want) {
+				t.Errorf("stopped:\n got %q\nwant %q", got, tc.want)
+			}
+		})
+	}
 }

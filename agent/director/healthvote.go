@@ -13,9 +13,16 @@ import (
 
 // HealthVoter is what the health vote uses of the cluster node
 // (cluster.Node): it carries this director's vote and hears the peers'.
+// Only mode ecmp votes (newVotedHealth); in the other modes nobody calls
+// ShareHealth, so HealthVotes stays empty and the local checks decide.
 type HealthVoter interface {
+	// ShareHealth makes this director vote the targets it sees down
+	// (cluster.HealthID); nil: it abstains.
 	ShareHealth(down []uint64)
+	// HealthVotes returns the votes of the live peers that vote; empty
+	// without any.
 	HealthVotes() cluster.Votes
+	// HealthVotesChanged delivers a value when HealthVotes may have changed.
 	HealthVotesChanged() <-chan struct{}
 }
 
@@ -34,14 +41,13 @@ type votedHealth struct {
 }
 
 // newVotedHealth returns the vote around local for a director in cluster
-// mode ecmp whose node can vote; nil otherwise (the local checks decide).
-func newVotedHealth(cfg *agent.Config, node Node, local agent.HealthChecker, log *slog.Logger) *votedHealth {
+// mode ecmp; nil otherwise (the local checks decide).
+func newVotedHealth(cfg *agent.Config, node HealthVoter, local agent.HealthChecker, log *slog.Logger) *votedHealth {
 	c := cfg.Agent.Cluster
-	voter, ok := node.(HealthVoter)
-	if c == nil || cluster.Mode(c.Mode) != cluster.ECMP || !ok {
+	if c == nil || cluster.Mode(c.Mode) != cluster.ECMP {
 		return nil
 	}
-	return &votedHealth{local: local, node: voter, log: log, changed: make(chan struct{}, 1), overruled: map[string]bool{}}
+	return &votedHealth{local: local, node: node, log: log, changed: make(chan struct{}, 1), overruled: map[string]bool{}}
 }
 
 func (v *votedHealth) Set(targets []health.Target) { v.local.Set(targets) }

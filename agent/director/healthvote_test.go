@@ -10,6 +10,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/lvsd/lvsd/agent"
+	"github.com/lvsd/lvsd/agent/config"
 	"github.com/lvsd/lvsd/agent/health"
 	"github.com/lvsd/lvsd/cluster"
 )
@@ -171,5 +173,35 @@ func TestVotedHealth(t *testing.T) {
 	}
 	if s := v.Snapshot(); s[rs1].Healthy || !s[rs2].Healthy || v.overruled[rs2] {
 		t.Errorf("decided rs1 %v rs2 %v overruled %v", s[rs1].Healthy, s[rs2].Healthy, v.overruled)
+	}
+}
+
+// Over the cluster's fake, as over its node, a director in mode ecmp
+// votes: its peers' votes decide, and outside ecmp the local checks do.
+func TestVotedHealthOverFakeCluster(t *testing.T) {
+	const rs1 = "web/10.0.0.11:80"
+	cfg := func(mode config.ClusterMode) *agent.Config {
+		return &agent.Config{Agent: &config.Agent{Cluster: &config.Cluster{Mode: mode}}}
+	}
+	f := cluster.NewFake(cluster.Rules{Mode: cluster.ECMP, Quorum: 1})
+	d1, d2, d3 := f.Add("d1", 100), f.Add("d2", 100), f.Add("d3", 100)
+	local := &fakeChecks{states: map[string]health.State{rs1: {Healthy: true, Known: true}}, changed: make(chan struct{})}
+	if v := newVotedHealth(cfg(config.ModeActiveStandby), d1, local, slog.New(slog.DiscardHandler)); v != nil {
+		t.Error("a vote outside mode ecmp")
+	}
+	v := newVotedHealth(cfg(config.ModeECMP), d1, local, slog.New(slog.DiscardHandler))
+	if v == nil {
+		t.Fatal("no vote in mode ecmp over the fake cluster")
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	var wg sync.WaitGroup
+	wg.Go(func() { v.run(ctx) })
+	defer func() { cancel(); wg.Wait() }()
+	d2.ShareHealth([]uint64{cluster.HealthID(rs1)})
+	d3.ShareHealth([]uint64{cluster.HealthID(rs1)})
+	for deadline := time.Now().Add(10 * time.Second); v.Snapshot()[rs1].Healthy; time.Sleep(5 * time.Millisecond) {
+		if time.Now().After(deadline) {
+			t.Fatal("two peers voting rs1 down did not overrule this director's checks")
+		}
 	}
 }

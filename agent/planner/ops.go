@@ -56,7 +56,25 @@ const (
 	// MoveDestination deletes a destination and adds it again at once,
 	// which puts it at the head of the kernel's list (planned to bring the
 	// list to canonical order, canonicalPrefix), keeping its connections.
+	// The plan puts it between the SetSysctl ops that hold
+	// expire_nodest_conn at 0 and set it back (Op.Hold, appendMove).
 	MoveDestination
+)
+
+// SysctlHold is the part a SetSysctl op plays around the MoveDestination
+// that follows it: Kernel.Apply runs the three as one, in order.
+type SysctlHold uint8
+
+const (
+	// NotHeld: an ordinary SetSysctl.
+	NotHeld SysctlHold = iota
+	// HoldForMove sets the sysctl for the move that follows, which runs
+	// only once this succeeded.
+	HoldForMove
+	// ReleaseAfterMove sets it back after the move, whether the move
+	// succeeded or not; it runs only if the hold succeeded (else nothing
+	// changed).
+	ReleaseAfterMove
 )
 
 var opNames = [...]string{"set-sysctl", "set-ipvs-timeouts", "add-service", "update-service", "add-destination",
@@ -79,7 +97,8 @@ type Op struct {
 	Daemon      ipvs.Daemon   // StartDaemon, StopDaemon (its State)
 	Route       route.Route   // AnnounceRoute; WithdrawRoute: its Prefix
 	Key, Value  string        // SetSysctl
-	Previous    string        // SetSysctl: the value found
+	Previous    string        // SetSysctl: the value found (held: the value before the hold)
+	Hold        SysctlHold    // SetSysctl: its part around a MoveDestination
 	// Timeouts are the IPVS timeouts a SetTimeouts op sets (the others
 	// zero) and PreviousTimeouts what it found of them.
 	Timeouts, PreviousTimeouts ipvs.Timeouts

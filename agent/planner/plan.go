@@ -230,14 +230,25 @@ func canonicalPrefix(want []Destination, kernel []ipvs.Destination) int {
 	return len(want)
 }
 
-// appendMove appends the ops that move dst to the head of svc's list, keeping its
-// connections (Kernel.move); one wanted at weight 0 comes back with its
-// slot weight and is lowered, as appendDestination does.
-func appendMove(ops []Op, svc ipvs.Service, dst Destination) []Op {
+// AppendMove appends the ops that move dst to the head of svc's list,
+// keeping its connections: the move (a delete and an add, Kernel.move)
+// between two SetSysctl ops that hold expire_nodest_conn at 0 and set it
+// back. The kernel keeps a deleted destination in its trash with its
+// connections, and an add of the same one takes it back; but with
+// expire_nodest_conn set the delete also queues the expiry of those
+// connections, due a jiffy later. Held at 0, a packet in between is
+// dropped, not the connection; and nothing moves if it cannot be held
+// (Kernel.Apply). One wanted at weight 0 comes back with its slot weight
+// and is lowered after, as appendDestination does.
+func AppendMove(ops []Op, svc ipvs.Service, dst Destination) []Op {
+	wanted := ipvs.ConnectionExpirySysctls()[ipvs.ExpireNodestConn]
+	why := "held across the move of " + dst.DestinationKey.String()
+	ops = append(ops, Op{Kind: SetSysctl, Key: ipvs.ExpireNodestConn, Value: "0", Previous: wanted, Hold: HoldForMove, Reason: why})
 	n := len(ops)
 	ops = appendDestination(ops, svc, dst)
 	ops[n].Kind, ops[n].Reason = MoveDestination, "into canonical order"
-	return ops
+	return slices.Insert(ops, n+1, Op{Kind: SetSysctl, Key: ipvs.ExpireNodestConn, Value: wanted, Previous: "0",
+		Hold: ReleaseAfterMove, Reason: "set back after the move of " + dst.DestinationKey.String()})
 }
 
 // destinations plans the destinations of one service: adds and updates for
@@ -257,7 +268,7 @@ func (p *planner) destinations(vs *VirtualService, cur ActualService, timeout ti
 		case !ok:
 			ops = appendDestination(ops, vs.Service, dst)
 		case i >= inOrder:
-			ops = appendMove(ops, vs.Service, dst)
+			ops = AppendMove(ops, vs.Service, dst)
 		case !old.SameOptions(dst.Destination):
 			ops = append(ops, Op{Kind: UpdateDestination, Service: vs.Service, Destination: dst.Destination})
 		}

@@ -21,6 +21,7 @@ import (
 	"github.com/lvsd/lvsd/agent/api"
 	"github.com/lvsd/lvsd/agent/config"
 	"github.com/lvsd/lvsd/arp"
+	"github.com/lvsd/lvsd/arp/sysctl"
 	"github.com/lvsd/lvsd/nat"
 )
 
@@ -29,14 +30,14 @@ type env struct {
 	t     *testing.T
 	dir   string
 	addrs *arp.Fake
-	sys   *arp.FakeSysctls
+	sys   *sysctl.Fake
 	tun   *arp.FakeTunnels
 	nft   *nat.Fake
 	dial  func(ctx context.Context, network, addr string) (net.Conn, error)
 }
 
 func newEnv(t *testing.T, realserver string, lo ...string) *env {
-	e := &env{t: t, dir: t.TempDir(), addrs: newLo(t, lo...), sys: arp.NewFakeConf("eth0"), tun: arp.NewFakeTunnels(), nft: nat.NewFake()}
+	e := &env{t: t, dir: t.TempDir(), addrs: newLo(t, lo...), sys: sysctl.NewFakeConf("eth0"), tun: arp.NewFakeTunnels(), nft: nat.NewFake()}
 	e.write(realserver)
 	return e
 }

@@ -6,7 +6,7 @@ import (
 	"slices"
 
 	"github.com/lvsd/lvsd/agent/config"
-	"github.com/lvsd/lvsd/arp"
+	"github.com/lvsd/lvsd/arp/sysctl"
 )
 
 // Loopback is the interface that holds the VIPs on a real server.
@@ -14,7 +14,7 @@ const Loopback = "lo"
 
 // Setting is one sysctl a real server needs.
 type Setting struct {
-	Key string // arp.ConfKey form: "net/ipv4/conf/all/arp_ignore"
+	Key string // sysctl.ConfKey form: "net/ipv4/conf/all/arp_ignore"
 	// Value is written when the current value is not in Accept.
 	Value string
 	// Accept lists the current values that already do the job (Value is
@@ -84,11 +84,11 @@ func Build(rs config.RealServer, vips []netip.Addr) (Desired, error) {
 	for _, dev := range devs {
 		guard := dev == "all"
 		d.Settings = append(d.Settings,
-			Setting{Key: arp.ConfKey(dev, "arp_ignore"), Value: "1", Accept: []string{"1", "2", "8"}, Guard: guard,
+			Setting{Key: sysctl.ConfKey(dev, "arp_ignore"), Value: "1", Accept: []string{"1", "2", "8"}, Guard: guard,
 				Why: "answer ARP only for addresses of the receiving interface (never the VIPs on lo)"},
-			Setting{Key: arp.ConfKey(dev, "arp_announce"), Value: "2", Accept: []string{"2"}, Guard: guard,
+			Setting{Key: sysctl.ConfKey(dev, "arp_announce"), Value: "2", Accept: []string{"2"}, Guard: guard,
 				Why: "never use a VIP as the source of ARP requests"},
-			Setting{Key: arp.ConfKey(dev, "rp_filter"), Value: "2", Accept: []string{"0", "2"},
+			Setting{Key: sysctl.ConfKey(dev, "rp_filter"), Value: "2", Accept: []string{"0", "2"},
 				Why: "loose reverse-path filter: DR replies may leave through another interface"},
 		)
 	}

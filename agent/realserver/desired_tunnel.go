@@ -6,6 +6,7 @@ import (
 
 	"github.com/lvsd/lvsd/agent/config"
 	"github.com/lvsd/lvsd/arp"
+	"github.com/lvsd/lvsd/arp/sysctl"
 	"github.com/lvsd/lvsd/nat"
 )
 
@@ -77,7 +78,7 @@ func tunnelRPFilter(settings []Setting, links []TunnelLink) []Setting {
 	var devs []Setting
 	for _, l := range links {
 		if l.Kind == arp.KindIPIP || l.Kind == arp.KindGRE {
-			devs = append(devs, Setting{Key: arp.ConfKey(l.Name, "rp_filter"), Value: "0", Accept: []string{"0"},
+			devs = append(devs, Setting{Key: sysctl.ConfKey(l.Name, "rp_filter"), Value: "0", Accept: []string{"0"},
 				Why: "no reverse-path filter on the tunnel device: it has no address, so loose mode drops too"})
 		}
 	}
@@ -86,7 +87,7 @@ func tunnelRPFilter(settings []Setting, links []TunnelLink) []Setting {
 	}
 	out := slices.Clone(settings)
 	for i := range out {
-		if out[i].Key == arp.ConfKey("all", "rp_filter") {
+		if out[i].Key == sysctl.ConfKey("all", "rp_filter") {
 			out[i].Value, out[i].Accept = "0", []string{"0"}
 			out[i].Why = "the tunnel devices need rp_filter 0 here too: the kernel takes the larger of all and the device"
 		}

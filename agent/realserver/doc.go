@@ -8,9 +8,10 @@
 // and the drain/undrain/status handlers of the local API socket.
 //
 // Desired state (Build) and the diff (Plan) are pure; the host is reached
-// only through arp.Addresses and arp.Sysctls, so everything here is tested
-// against their fakes. One goroutine (Agent.Run) owns the mutable state; the
-// HTTP handlers read a published snapshot and send drain requests to it.
+// only through arp.Addresses and sysctl.Interface (arp/sysctl), so
+// everything here is tested against their fakes. One goroutine (Agent.Run)
+// owns the mutable state; the HTTP handlers read a published snapshot and
+// send drain requests to it.
 //
 // Run assembles the role: it opens the sockets, runs the Agent and tells
 // the service manager about it. cmd/lvsd builds the real Host (arp, nat)

@@ -6,6 +6,7 @@ import (
 	"fmt"
 
 	"github.com/lvsd/lvsd/arp"
+	"github.com/lvsd/lvsd/arp/sysctl"
 	"github.com/lvsd/lvsd/nat"
 )
 
@@ -15,7 +16,7 @@ import (
 // record), so a DR-only host may leave them nil.
 type Host struct {
 	Addrs   arp.Addresses
-	Sysctls arp.Sysctls
+	Sysctls sysctl.Interface
 	Tunnels arp.Tunnels
 	NAT     nat.Interface
 }
@@ -39,7 +40,7 @@ func (h Host) ReadActual(ctx context.Context, d Desired, rec Record) (Actual, []
 	for _, k := range keys {
 		v, err := h.Sysctls.Get(ctx, k)
 		switch {
-		case errors.Is(err, arp.ErrNotFound):
+		case errors.Is(err, sysctl.ErrMissing):
 			missing = append(missing, k)
 		case err != nil:
 			return Actual{}, nil, err
@@ -112,7 +113,7 @@ func (h Host) Apply(ctx context.Context, ops []Op, rec *Record, save func(Record
 				rec.dropAddress(op.Address)
 			}
 		case RestoreSysctl:
-			if err = h.Sysctls.Set(ctx, op.Key, op.Value); done(err) {
+			if err = h.Sysctls.Set(ctx, op.Key, op.Value); err == nil || errors.Is(err, sysctl.ErrMissing) {
 				err = nil
 				rec.dropSysctl(op.Key)
 			}

@@ -10,6 +10,7 @@ import (
 
 	"github.com/lvsd/lvsd/agent/config"
 	"github.com/lvsd/lvsd/arp"
+	"github.com/lvsd/lvsd/arp/sysctl"
 )
 
 // journal puts the calls to both fakes in one list, to check their order.
@@ -31,13 +32,13 @@ func (l loggedAddrs) Delete(ctx context.Context, dev string, p netip.Prefix) err
 }
 
 type loggedSysctls struct {
-	arp.Sysctls
+	sysctl.Interface
 	j *journal
 }
 
 func (l loggedSysctls) Set(ctx context.Context, key, value string) error {
 	l.j.calls = append(l.j.calls, "set "+key+"="+value)
-	return l.Sysctls.Set(ctx, key, value)
+	return l.Interface.Set(ctx, key, value)
 }
 
 // newLo returns an address fake whose lo holds what a fresh namespace has.
@@ -66,7 +67,7 @@ func planFor(t *testing.T, h Host, d Desired, rec Record) []Op {
 // crash in between cannot orphan it; sysctls change before any VIP appears.
 func TestApplyRecordsFirstAndOrders(t *testing.T) {
 	j := &journal{}
-	addrs, sys := newLo(t), arp.NewFakeConf("eth0")
+	addrs, sys := newLo(t), sysctl.NewFakeConf("eth0")
 	h := Host{Addrs: loggedAddrs{addrs, j}, Sysctls: loggedSysctls{sys, j}}
 	d := build(config.RealServer{ARPInterfaces: []string{"eth0"}}, []netip.Addr{netip.MustParseAddr("10.0.0.50")})
 	var rec Record
@@ -96,7 +97,7 @@ func TestApplyRecordsFirstAndOrders(t *testing.T) {
 }
 
 func TestApplySaveFailsChangesNothing(t *testing.T) {
-	addrs, sys := newLo(t), arp.NewFakeConf()
+	addrs, sys := newLo(t), sysctl.NewFakeConf()
 	h := Host{Addrs: addrs, Sysctls: sys}
 	d := build(config.RealServer{}, []netip.Addr{netip.MustParseAddr("10.0.0.50")})
 	var rec Record
@@ -115,7 +116,7 @@ func TestApplySaveFailsChangesNothing(t *testing.T) {
 // A read-only all/arp_ignore (a container's /proc/sys) holds back the VIPs:
 // on lo they would be answered for by ARP.
 func TestApplyGuardFailsNoVIP(t *testing.T) {
-	addrs, sys := newLo(t), arp.NewFakeConf()
+	addrs, sys := newLo(t), sysctl.NewFakeConf()
 	sys.SetReadOnly("net/ipv4/conf/all/arp_ignore")
 	h := Host{Addrs: addrs, Sysctls: sys}
 	d := build(config.RealServer{}, []netip.Addr{netip.MustParseAddr("10.0.0.50"), netip.MustParseAddr("fd00::50")})
@@ -135,7 +136,7 @@ func TestApplyGuardFailsNoVIP(t *testing.T) {
 // Deleting what someone already removed, or restoring a key whose
 // interface went away, is done, not an error.
 func TestApplyGoneIsDone(t *testing.T) {
-	addrs, sys := newLo(t), arp.NewFakeConf()
+	addrs, sys := newLo(t), sysctl.NewFakeConf()
 	h := Host{Addrs: addrs, Sysctls: sys}
 	rec := Record{Addresses: []netip.Prefix{pfx("10.0.0.50/32")}, Sysctls: []OwnedSysctl{{"net/ipv4/conf/eth9/arp_ignore", "0", "1"}}}
 	ops := []Op{{Kind: DeleteAddress, Address: pfx("10.0.0.50/32")}, {Kind: RestoreSysctl, Key: "net/ipv4/conf/eth9/arp_ignore", Value: "0"}}

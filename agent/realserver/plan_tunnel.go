@@ -3,7 +3,7 @@ package realserver
 import (
 	"slices"
 
-	"github.com/lvsd/lvsd/arp"
+	"github.com/lvsd/lvsd/arp/sysctl"
 )
 
 // createLinks makes the missing tunnel devices exist.
@@ -44,7 +44,7 @@ func planDecapsulation(d Desired, a Actual) []Op {
 // sysctlsRead reports whether every desired setting of dev was read.
 func sysctlsRead(d Desired, a Actual, dev string) bool {
 	for _, s := range d.Settings {
-		if arp.ConfKeyDevice(s.Key) != dev {
+		if sysctl.ConfKeyDevice(s.Key) != dev {
 			continue
 		}
 		if _, ok := a.Sysctls[s.Key]; !ok {

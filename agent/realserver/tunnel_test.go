@@ -9,6 +9,7 @@ import (
 
 	"github.com/lvsd/lvsd/agent/config"
 	"github.com/lvsd/lvsd/arp"
+	"github.com/lvsd/lvsd/arp/sysctl"
 	"github.com/lvsd/lvsd/nat"
 )
 
@@ -93,7 +94,7 @@ func TestBuildDecapsulation(t *testing.T) {
 // a RHEL-like default.
 type modules struct {
 	*arp.FakeTunnels
-	sys *arp.FakeSysctls
+	sys *sysctl.Fake
 }
 
 func (m modules) CreateLink(ctx context.Context, dev, kind string) (bool, error) {
@@ -107,7 +108,7 @@ func (m modules) CreateLink(ctx context.Context, dev, kind string) (bool, error)
 
 // tunnelHost is a fresh host: lo, eth0, no tunnel module loaded.
 func tunnelHost(t *testing.T) (Host, *arp.FakeTunnels, *nat.Fake) {
-	sys := arp.NewFakeConf("eth0")
+	sys := sysctl.NewFakeConf("eth0")
 	tun, nft := arp.NewFakeTunnels(), nat.NewFake()
 	return Host{Addrs: newLo(t), Sysctls: sys, Tunnels: modules{tun, sys}, NAT: nft}, tun, nft
 }
@@ -210,7 +211,7 @@ func TestTunnelAdoptsAndCreates(t *testing.T) {
 	if err := tun.AddFouPort(ctx, arp.FouPort{Port: 6080}); err != nil {
 		t.Fatal(err)
 	}
-	h.Sysctls.(*arp.FakeSysctls).AddInterface("tunl0")
+	h.Sysctls.(*sysctl.Fake).AddInterface("tunl0")
 	rs := tunnelConfig(config.EncapGUE, "203.0.113.10", "2001:db8::10")
 	rs.Tunnel.ClampMSS = false
 	d := build(rs, nil)

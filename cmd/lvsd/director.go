@@ -23,6 +23,7 @@ import (
 	"github.com/lvsd/lvsd/agent/logging"
 	"github.com/lvsd/lvsd/agent/realserver"
 	"github.com/lvsd/lvsd/arp"
+	"github.com/lvsd/lvsd/arp/sysctl"
 	"github.com/lvsd/lvsd/cluster"
 	"github.com/lvsd/lvsd/cluster/bfd"
 	"github.com/lvsd/lvsd/cluster/bgp"
@@ -120,7 +121,7 @@ func openKernel() (agent.Kernel, error) {
 		return agent.Kernel{}, err
 	}
 	n := nat.NewKernel()
-	return agent.Kernel{IPVS: h, Daemons: h, Conns: h, Timeouts: h, NAT: n, Conntrack: n, Sysctls: arp.ProcSys{},
+	return agent.Kernel{IPVS: h, Daemons: h, Conns: h, Timeouts: h, NAT: n, Conntrack: n, Sysctls: sysctl.ProcSys{},
 		Addrs: arp.Kernel{}, Announcer: &arp.Gratuitous{}, IPVSWriters: ipvs.Writers}, nil
 }
 

@@ -12,6 +12,7 @@ import (
 	"github.com/lvsd/lvsd/agent/config"
 	"github.com/lvsd/lvsd/agent/realserver"
 	"github.com/lvsd/lvsd/arp"
+	"github.com/lvsd/lvsd/arp/sysctl"
 	"github.com/lvsd/lvsd/nat"
 )
 
@@ -25,7 +26,7 @@ func init() {
 // /proc/sys for sysctls, generic netlink for GUE ports, nftables for the
 // MSS clamp of tunnel VIPs.
 func realServerHost() realserver.Host {
-	return realserver.Host{Addrs: arp.Kernel{}, Sysctls: arp.ProcSys{}, Tunnels: arp.KernelTunnels{}, NAT: nat.NewKernel()}
+	return realserver.Host{Addrs: arp.Kernel{}, Sysctls: sysctl.ProcSys{}, Tunnels: arp.KernelTunnels{}, NAT: nat.NewKernel()}
 }
 
 func drain(ctx context.Context, e *env) error   { return setDrain(ctx, e, true) }

@@ -2,7 +2,7 @@ package rules
 
 // Kernel parameters (paths below /proc/sys) a NAT or FULLNAT director needs.
 // rules only names them; the agent sets them through its one sysctl writer
-// (arp.Sysctls) and shows every change in its plan.
+// (arp/sysctl) and shows every change in its plan.
 const (
 	// SysctlForwardV4 and SysctlForwardV6 turn on forwarding: a NAT or
 	// FULLNAT director forwards packets between clients and real servers.

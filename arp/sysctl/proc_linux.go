@@ -1,11 +1,9 @@
-package arp
+package sysctl
 
 import (
 	"bytes"
 	"context"
-	"errors"
 	"fmt"
-	"io/fs"
 	"os"
 	"path/filepath"
 	"strings"
@@ -19,7 +17,7 @@ type ProcSys struct {
 	Root string
 }
 
-var _ Sysctls = ProcSys{}
+var _ Interface = ProcSys{}
 
 func (p ProcSys) path(key string) (string, error) {
 	// A key is a relative path below the root: "..", an absolute path or an
@@ -39,7 +37,7 @@ func (p ProcSys) path(key string) (string, error) {
 	return filepath.Join(root, key), nil
 }
 
-// Get implements Sysctls.
+// Get implements Interface.
 func (p ProcSys) Get(ctx context.Context, key string) (string, error) {
 	if err := ctx.Err(); err != nil {
 		return "", err
@@ -49,16 +47,13 @@ func (p ProcSys) Get(ctx context.Context, key string) (string, error) {
 		return "", err
 	}
 	b, err := os.ReadFile(path)
-	if errors.Is(err, fs.ErrNotExist) {
-		return "", fmt.Errorf("sysctl %s: %w", key, ErrNotFound)
-	}
 	if err != nil {
-		return "", fmt.Errorf("reading sysctl %s: %w", key, err)
+		return "", &Error{Key: key, Err: err}
 	}
 	return string(bytes.TrimSpace(b)), nil
 }
 
-// Set implements Sysctls.
+// Set implements Interface.
 func (p ProcSys) Set(ctx context.Context, key, value string) error {
 	if err := ctx.Err(); err != nil {
 		return err
@@ -70,11 +65,8 @@ func (p ProcSys) Set(ctx context.Context, key, value string) error {
 	// No O_CREATE: the kernel owns the set of keys, and a key that went away
 	// (its interface was deleted) must be reported, not created in a test root.
 	f, err := os.OpenFile(path, os.O_WRONLY|os.O_TRUNC, 0)
-	if errors.Is(err, fs.ErrNotExist) {
-		return fmt.Errorf("sysctl %s: %w", key, ErrNotFound)
-	}
 	if err != nil {
-		return fmt.Errorf("setting sysctl %s=%s: %w", key, value, err)
+		return &Error{Key: key, Value: value, Set: true, Err: err}
 	}
 	// One write: the kernel parses each write to a sysctl on its own.
 	_, err = f.Write([]byte(value + "\n"))
@@ -82,7 +74,7 @@ func (p ProcSys) Set(ctx context.Context, key, value string) error {
 		err = cerr
 	}
 	if err != nil {
-		return fmt.Errorf("setting sysctl %s=%s: %w", key, value, err)
+		return &Error{Key: key, Value: value, Set: true, Err: err}
 	}
 	return nil
 }

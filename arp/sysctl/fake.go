@@ -1,39 +1,36 @@
-package arp
+package sysctl
 
 import (
 	"context"
-	"errors"
 	"fmt"
+	"io/fs"
 	"maps"
 	"sync"
+	"syscall"
 )
 
-// FakeSysctls keeps sysctls in memory and behaves like /proc/sys: only keys
-// it was created with (or that AddInterface made) exist, and writing a
-// missing key fails with ErrNotFound.
-type FakeSysctls struct {
+// Fake keeps sysctls in memory and behaves like /proc/sys: only keys it
+// was created with (or that AddInterface made) exist, and its errors are
+// the kinds ProcSys returns (ErrMissing, ErrReadOnly).
+type Fake struct {
 	mu       sync.Mutex // guards all following fields
 	values   map[string]string
 	readOnly map[string]bool
 	ops      []string
 }
 
-var _ Sysctls = (*FakeSysctls)(nil)
+var _ Interface = (*Fake)(nil)
 
-// ErrReadOnly is what FakeSysctls returns for a key made read-only with
-// SetReadOnly, as /proc/sys does in a container.
-var ErrReadOnly = errors.New("read-only file system")
-
-// NewFakeSysctls returns a fake holding initial (copied).
-func NewFakeSysctls(initial map[string]string) *FakeSysctls {
-	return &FakeSysctls{values: maps.Clone(initial), readOnly: map[string]bool{}}
+// NewFake returns a fake holding initial (copied).
+func NewFake(initial map[string]string) *Fake {
+	return &Fake{values: maps.Clone(initial), readOnly: map[string]bool{}}
 }
 
 // NewFakeConf returns a fake with the IPv4 conf keys arp_ignore,
 // arp_announce and rp_filter of "all", "default", "lo" and devs, all 0, as
 // a fresh Linux network namespace has them.
-func NewFakeConf(devs ...string) *FakeSysctls {
-	f := NewFakeSysctls(nil)
+func NewFakeConf(devs ...string) *Fake {
+	f := NewFake(nil)
 	for _, d := range append([]string{"all", "default", "lo"}, devs...) {
 		f.AddInterface(d)
 	}
@@ -42,7 +39,7 @@ func NewFakeConf(devs ...string) *FakeSysctls {
 
 // AddInterface creates the conf keys of dev with value 0, as the kernel
 // does when an interface appears.
-func (f *FakeSysctls) AddInterface(dev string) {
+func (f *Fake) AddInterface(dev string) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	if f.values == nil {
@@ -54,7 +51,7 @@ func (f *FakeSysctls) AddInterface(dev string) {
 }
 
 // RemoveInterface deletes the conf keys of dev, as when it goes away.
-func (f *FakeSysctls) RemoveInterface(dev string) {
+func (f *Fake) RemoveInterface(dev string) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	for k := range f.values {
@@ -64,29 +61,30 @@ func (f *FakeSysctls) RemoveInterface(dev string) {
 	}
 }
 
-// SetReadOnly makes writes to key fail with ErrReadOnly.
-func (f *FakeSysctls) SetReadOnly(key string) {
+// SetReadOnly makes writes to key fail with ErrReadOnly (EROFS), as
+// /proc/sys does in a container.
+func (f *Fake) SetReadOnly(key string) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	f.readOnly[key] = true
 }
 
 // Put changes a value without recording an op, as another program would.
-func (f *FakeSysctls) Put(key, value string) {
+func (f *Fake) Put(key, value string) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	f.values[key] = value
 }
 
 // Values returns a copy of every key and value.
-func (f *FakeSysctls) Values() map[string]string {
+func (f *Fake) Values() map[string]string {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	return maps.Clone(f.values)
 }
 
 // Ops returns the writes made so far ("set KEY=VALUE") and forgets them.
-func (f *FakeSysctls) Ops() []string {
+func (f *Fake) Ops() []string {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	ops := f.ops
@@ -94,26 +92,26 @@ func (f *FakeSysctls) Ops() []string {
 	return ops
 }
 
-// Get implements Sysctls.
-func (f *FakeSysctls) Get(ctx context.Context, key string) (string, error) {
+// Get implements Interface.
+func (f *Fake) Get(ctx context.Context, key string) (string, error) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	v, ok := f.values[key]
 	if !ok {
-		return "", fmt.Errorf("sysctl %s: %w", key, ErrNotFound)
+		return "", &Error{Key: key, Err: fs.ErrNotExist}
 	}
 	return v, nil
 }
 
-// Set implements Sysctls.
-func (f *FakeSysctls) Set(ctx context.Context, key, value string) error {
+// Set implements Interface.
+func (f *Fake) Set(ctx context.Context, key, value string) error {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	if _, ok := f.values[key]; !ok {
-		return fmt.Errorf("sysctl %s: %w", key, ErrNotFound)
+		return &Error{Key: key, Value: value, Set: true, Err: fs.ErrNotExist}
 	}
 	if f.readOnly[key] {
-		return fmt.Errorf("setting sysctl %s=%s: %w", key, value, ErrReadOnly)
+		return &Error{Key: key, Value: value, Set: true, Err: syscall.EROFS}
 	}
 	f.ops = append(f.ops, fmt.Sprintf("set %s=%s", key, value))
 	f.values[key] = value
