@@ -18,6 +18,7 @@ import (
 	"github.com/lvsd/lvsd/arp"
 	"github.com/lvsd/lvsd/arp/sysctl"
 	"github.com/lvsd/lvsd/ipvs"
+	"github.com/lvsd/lvsd/l4"
 	"github.com/lvsd/lvsd/nat"
 )
 
@@ -213,7 +214,7 @@ func TestRemovedBackendDrainsBeforeDelete(t *testing.T) {
 	e.service("web", webTwo)
 	a := e.agent()
 	e.reconcile(a)
-	svc := ipvs.ServiceKey{Protocol: ipvs.TCP, Addr: netip.MustParseAddr("10.0.0.50"), Port: 80}
+	svc := ipvs.ServiceKey{Protocol: l4.TCP, Addr: netip.MustParseAddr("10.0.0.50"), Port: 80}
 	rs2 := ipvs.DestinationKey{Addr: netip.MustParseAddr("10.0.0.12"), Port: 80}
 	if err := e.ipvs.SetConns(svc, rs2, 3, 1); err != nil {
 		t.Fatal(err)
@@ -246,7 +247,7 @@ func TestDrainTimeoutDeletes(t *testing.T) {
 	e.service("web", webTwo)
 	a := e.agent()
 	e.reconcile(a)
-	svc := ipvs.ServiceKey{Protocol: ipvs.TCP, Addr: netip.MustParseAddr("10.0.0.50"), Port: 80}
+	svc := ipvs.ServiceKey{Protocol: l4.TCP, Addr: netip.MustParseAddr("10.0.0.50"), Port: 80}
 	rs2 := ipvs.DestinationKey{Addr: netip.MustParseAddr("10.0.0.12"), Port: 80}
 	e.ipvs.SetConns(svc, rs2, 5, 0)
 	os.Remove(filepath.Join(e.dir, "services.d", "web.yaml"))
@@ -266,7 +267,7 @@ func TestDrainTimeoutDeletes(t *testing.T) {
 func TestForeignServicesUntouched(t *testing.T) {
 	e := newEnv(t)
 	ctx := context.Background()
-	foreign := ipvs.Service{ServiceKey: ipvs.ServiceKey{Protocol: ipvs.TCP, Addr: netip.MustParseAddr("192.0.2.1"), Port: 443}, Scheduler: "rr"}
+	foreign := ipvs.Service{ServiceKey: ipvs.ServiceKey{Protocol: l4.TCP, Addr: netip.MustParseAddr("192.0.2.1"), Port: 443}, Scheduler: "rr"}
 	e.ipvs.AddService(ctx, foreign)
 	e.ipvs.AddDestination(ctx, foreign.ServiceKey, ipvs.Destination{DestinationKey: ipvs.DestinationKey{Addr: netip.MustParseAddr("192.0.2.9"), Port: 443}, Weight: 1})
 	e.addrs.Add(ctx, "eth0", netip.MustParsePrefix("192.0.2.1/32"))
@@ -313,7 +314,7 @@ func TestBadReloadKeepsLastGood(t *testing.T) {
 func TestVIPKeptWhileForeignServiceUsesIt(t *testing.T) {
 	e := newEnv(t)
 	ctx := context.Background()
-	foreign := ipvs.Service{ServiceKey: ipvs.ServiceKey{Protocol: ipvs.TCP, Addr: netip.MustParseAddr("10.0.0.50"), Port: 8080}, Scheduler: "wlc"}
+	foreign := ipvs.Service{ServiceKey: ipvs.ServiceKey{Protocol: l4.TCP, Addr: netip.MustParseAddr("10.0.0.50"), Port: 8080}, Scheduler: "wlc"}
 	e.ipvs.AddService(ctx, foreign)
 	e.service("web", webTwo)
 	a := e.agent()
@@ -371,7 +372,7 @@ func TestStatusShowsKernelAndDrains(t *testing.T) {
 		t.Fatal("status before the first pass should say not ready")
 	}
 	e.reconcile(a)
-	svc := ipvs.ServiceKey{Protocol: ipvs.TCP, Addr: netip.MustParseAddr("10.0.0.50"), Port: 80}
+	svc := ipvs.ServiceKey{Protocol: l4.TCP, Addr: netip.MustParseAddr("10.0.0.50"), Port: 80}
 	rs2 := ipvs.DestinationKey{Addr: netip.MustParseAddr("10.0.0.12"), Port: 80}
 	e.ipvs.SetConns(svc, rs2, 2, 1)
 	e.service("web", "service: web\nvip: 10.0.0.50\nports: [80]\nbackends:\n  - {address: 10.0.0.11}\n")
@@ -437,7 +438,7 @@ func TestStatusAtScale(t *testing.T) {
 	// numbers look newer than they are.
 	first := e.now
 	e.now = e.now.Add(time.Minute)
-	a.pending.add(ipvs.ServiceKey{Protocol: ipvs.TCP, Addr: netip.MustParseAddr("10.0.1.1"), Port: 1003})
+	a.pending.add(ipvs.ServiceKey{Protocol: l4.TCP, Addr: netip.MustParseAddr("10.0.1.1"), Port: 1003})
 	e.reconcile(a)
 	if st, err = a.Status(context.Background(), StatusQuery{}); err != nil {
 		t.Fatal(err)

@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/lvsd/lvsd/ipvs"
+	"github.com/lvsd/lvsd/l4"
 )
 
 // What someone else changes behind lvsd's back is corrected by the
@@ -21,7 +22,7 @@ func TestAuditCorrectsDrift(t *testing.T) {
 	a := e.agent()
 	e.reconcile(a)
 	key := func(port uint16) ipvs.ServiceKey {
-		return ipvs.ServiceKey{Protocol: ipvs.TCP, Addr: netip.MustParseAddr("10.0.1.1"), Port: port}
+		return ipvs.ServiceKey{Protocol: l4.TCP, Addr: netip.MustParseAddr("10.0.1.1"), Port: port}
 	}
 	ctx := context.Background()
 	if err := e.ipvs.DeleteService(ctx, key(1007)); err != nil {

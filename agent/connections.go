@@ -10,6 +10,7 @@ import (
 
 	"github.com/lvsd/lvsd/agent/api"
 	"github.com/lvsd/lvsd/ipvs"
+	"github.com/lvsd/lvsd/l4"
 )
 
 // RouteConnections is the API route of Connections.
@@ -115,7 +116,7 @@ func connectionMatcher(cfg *Config, patterns []string) (func(ipvs.Connection) (s
 		return nil, err
 	}
 	type virtual struct {
-		proto ipvs.Protocol
+		proto l4.Protocol
 		vip   netip.AddrPort
 	}
 	byVirtual := map[virtual]string{}

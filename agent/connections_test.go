@@ -14,6 +14,7 @@ import (
 
 	"github.com/lvsd/lvsd/agent/api"
 	"github.com/lvsd/lvsd/ipvs"
+	"github.com/lvsd/lvsd/l4"
 )
 
 // connDirector is a director of two services (web on :80 and :443, mail
@@ -26,19 +27,19 @@ func connDirector(t *testing.T, n int) (*testEnv, *Agent) {
 	e.service("mail", "service: mail\nvip: 10.0.0.51\nports: [25]\nbackends:\n  - {address: 10.0.0.12}\n")
 	a := e.agent()
 	e.reconcile(a)
-	conn := func(proto ipvs.Protocol, client, virtual, dest, state string, expires time.Duration) ipvs.Connection {
+	conn := func(proto l4.Protocol, client, virtual, dest, state string, expires time.Duration) ipvs.Connection {
 		return ipvs.Connection{Protocol: proto, Client: netip.MustParseAddrPort(client), Virtual: netip.MustParseAddrPort(virtual),
 			Dest: netip.MustParseAddrPort(dest), State: state, Expires: expires}
 	}
 	var conns []ipvs.Connection
 	for i := range n {
-		conns = append(conns, conn(ipvs.TCP, fmt.Sprintf("192.0.%d.7:%d", 2+i/20000, 40000+i%20000), "10.0.0.50:80", "10.0.0.11:80",
+		conns = append(conns, conn(l4.TCP, fmt.Sprintf("192.0.%d.7:%d", 2+i/20000, 40000+i%20000), "10.0.0.50:80", "10.0.0.11:80",
 			"ESTABLISHED", 900*time.Second))
 	}
 	conns = append(conns,
-		conn(ipvs.TCP, "192.0.2.8:40000", "10.0.0.51:25", "10.0.0.12:25", "FIN_WAIT", 100*time.Second),
+		conn(l4.TCP, "192.0.2.8:40000", "10.0.0.51:25", "10.0.0.12:25", "FIN_WAIT", 100*time.Second),
 		conn(0, "192.0.2.0:0", "10.0.0.50:0", "10.0.0.11:0", "NONE", 300*time.Second),
-		conn(ipvs.UDP, "192.0.2.9:53", "10.0.0.99:53", "10.0.0.13:53", "UDP", 290*time.Second))
+		conn(l4.UDP, "192.0.2.9:53", "10.0.0.99:53", "10.0.0.13:53", "UDP", 290*time.Second))
 	e.conns.Set(conns, nil)
 	return e, a
 }

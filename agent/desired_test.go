@@ -9,6 +9,7 @@ import (
 	"testing"
 
 	"github.com/lvsd/lvsd/agent/planner"
+	"github.com/lvsd/lvsd/l4"
 
 	"github.com/lvsd/lvsd/agent/config"
 )
@@ -160,7 +161,7 @@ func TestFullNATReconcileAppliesTablesOnce(t *testing.T) {
 // without conn_sync there is no such rule.
 func TestBuildSyncGuard(t *testing.T) {
 	svc := config.Service{Name: "web", VIP: netip.MustParseAddr("10.0.0.50"), Protocol: "tcp",
-		Ports: []config.PortRange{{From: 80, To: 80}}, Forwarding: config.DR, Scheduler: "mh"}
+		Ports: []l4.PortRange{{From: 80, To: 80}}, Forwarding: config.DR, Scheduler: "mh"}
 	for _, enabled := range []bool{true, false} {
 		a := &config.Agent{Interface: "eth0", Cluster: &config.Cluster{ConnSync: config.ConnSync{Enabled: enabled, Port: 9000}}}
 		d, err := planner.Build(a, []*config.Service{&svc})
@@ -179,7 +180,7 @@ func TestBuildSyncGuard(t *testing.T) {
 func TestBuildDropsIPv6Redirects(t *testing.T) {
 	for fwd, want := range map[config.Forwarding]bool{config.NAT: true, config.DR: false} {
 		svc := config.Service{Name: "web6", VIP: netip.MustParseAddr("fd00::60"), Protocol: "tcp",
-			Ports: []config.PortRange{{From: 80, To: 80}}, Forwarding: fwd, Scheduler: "mh"}
+			Ports: []l4.PortRange{{From: 80, To: 80}}, Forwarding: fwd, Scheduler: "mh"}
 		d, err := planner.Build(&config.Agent{Interface: "eth0"}, []*config.Service{&svc})
 		if err != nil {
 			t.Fatal(err)

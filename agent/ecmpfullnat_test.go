@@ -7,6 +7,7 @@ import (
 	"testing"
 
 	"github.com/lvsd/lvsd/agent/planner"
+	"github.com/lvsd/lvsd/l4"
 
 	"github.com/lvsd/lvsd/agent/config"
 	"github.com/lvsd/lvsd/nat"
@@ -24,7 +25,7 @@ func TestBuildFullNATUnderECMP(t *testing.T) {
 	}
 	service := func(fwd config.Forwarding, per map[string][]netip.Addr) *config.Service {
 		return &config.Service{Name: "web", File: "web.yaml", Line: 1, VIP: mp("192.0.2.10"), Protocol: "tcp",
-			Ports: []config.PortRange{{From: 80, To: 80}}, Forwarding: fwd, Scheduler: "mh", SNATByDirector: per,
+			Ports: []l4.PortRange{{From: 80, To: 80}}, Forwarding: fwd, Scheduler: "mh", SNATByDirector: per,
 			Backends: []config.Backend{{Addr: mp("10.0.0.11"), Weight: 1}}}
 	}
 	both := map[string][]netip.Addr{"d1": {mp("10.0.0.201")}, "d2": {mp("10.0.0.202"), mp("10.0.0.203")}}

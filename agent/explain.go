@@ -9,6 +9,7 @@ import (
 	"net/url"
 
 	"github.com/lvsd/lvsd/agent/planner"
+	"github.com/lvsd/lvsd/l4"
 
 	"github.com/lvsd/lvsd/agent/api"
 	"github.com/lvsd/lvsd/agent/maglev"
@@ -22,7 +23,7 @@ const RouteExplain = "/v1/explain"
 type ExplainQuery struct {
 	Client   netip.AddrPort
 	Virtual  netip.AddrPort
-	Protocol ipvs.Protocol
+	Protocol l4.Protocol
 }
 
 // Explanation says which backend a flow gets and why, from the kernel's
@@ -254,11 +255,11 @@ func ParseExplainQuery(client, virtual, protocol string) (ExplainQuery, error) {
 	}
 	switch protocol {
 	case "", "tcp":
-		q.Protocol = ipvs.TCP
+		q.Protocol = l4.TCP
 	case "udp":
-		q.Protocol = ipvs.UDP
+		q.Protocol = l4.UDP
 	case "sctp":
-		q.Protocol = ipvs.SCTP
+		q.Protocol = l4.SCTP
 	default:
 		return q, fmt.Errorf("protocol %q is not tcp, udp or sctp", protocol)
 	}

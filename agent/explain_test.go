@@ -10,6 +10,7 @@ import (
 
 	"github.com/lvsd/lvsd/agent/maglev"
 	"github.com/lvsd/lvsd/ipvs"
+	"github.com/lvsd/lvsd/l4"
 )
 
 // Explain names the destination the Maglev table gives a flow, from the
@@ -23,7 +24,7 @@ func TestExplain(t *testing.T) {
 	e.reconcile(a)
 	ctx := context.Background()
 	vip := netip.MustParseAddrPort("10.0.0.50:80")
-	svc := ipvs.ServiceKey{Protocol: ipvs.TCP, Addr: vip.Addr(), Port: 80}
+	svc := ipvs.ServiceKey{Protocol: l4.TCP, Addr: vip.Addr(), Port: 80}
 	kernel, err := e.ipvs.Destinations(ctx, svc)
 	if err != nil {
 		t.Fatal(err)
@@ -36,7 +37,7 @@ func TestExplain(t *testing.T) {
 
 	for port := uint16(40000); port < 40050; port++ {
 		client := netip.AddrPortFrom(netip.MustParseAddr("192.0.2.7"), port)
-		x, err := a.Explain(ctx, ExplainQuery{Client: client, Virtual: vip, Protocol: ipvs.TCP})
+		x, err := a.Explain(ctx, ExplainQuery{Client: client, Virtual: vip, Protocol: l4.TCP})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -47,7 +48,7 @@ func TestExplain(t *testing.T) {
 			t.Fatalf("%s: %+v, want maglev to %s slot %d", client, x, mds[want.Dest].Addr, want.Slot)
 		}
 	}
-	x, _ := a.Explain(ctx, ExplainQuery{Client: netip.MustParseAddrPort("192.0.2.7:40000"), Virtual: vip, Protocol: ipvs.TCP})
+	x, _ := a.Explain(ctx, ExplainQuery{Client: netip.MustParseAddrPort("192.0.2.7:40000"), Virtual: vip, Protocol: l4.TCP})
 	if len(x.Destinations) != 2 || x.Destinations[0].Slots+x.Destinations[1].Slots != maglev.TableSize {
 		t.Errorf("destinations %+v: want both, holding every slot", x.Destinations)
 	}
@@ -58,14 +59,14 @@ func TestExplain(t *testing.T) {
 	if x.Backend == other {
 		other = "10.0.0.12:80"
 	}
-	e.conns.Set([]ipvs.Connection{{Protocol: ipvs.TCP, Client: client, Virtual: vip, Dest: netip.MustParseAddrPort(other),
+	e.conns.Set([]ipvs.Connection{{Protocol: l4.TCP, Client: client, Virtual: vip, Dest: netip.MustParseAddrPort(other),
 		State: "ESTABLISHED", Expires: 900 * time.Second}}, nil)
-	x, err = a.Explain(ctx, ExplainQuery{Client: client, Virtual: vip, Protocol: ipvs.TCP})
+	x, err = a.Explain(ctx, ExplainQuery{Client: client, Virtual: vip, Protocol: l4.TCP})
 	if err != nil || x.Decided != "connection" || x.Backend != other || x.Connection.Expires != 900 {
 		t.Errorf("with a connection entry: %+v, %v; want it to decide", x, err)
 	}
 
-	_, err = a.Explain(ctx, ExplainQuery{Client: client, Virtual: netip.MustParseAddrPort("10.0.0.50:81"), Protocol: ipvs.TCP})
+	_, err = a.Explain(ctx, ExplainQuery{Client: client, Virtual: netip.MustParseAddrPort("10.0.0.50:81"), Protocol: l4.TCP})
 	if !errors.Is(err, errNoService) {
 		t.Errorf("port 81: %v, want %v", err, errNoService)
 	}
@@ -78,7 +79,7 @@ func TestExplainFirewallMark(t *testing.T) {
 	a := e.agent()
 	e.reconcile(a)
 	_, err := a.Explain(context.Background(), ExplainQuery{Client: netip.MustParseAddrPort("192.0.2.7:40000"),
-		Virtual: netip.MustParseAddrPort("10.0.0.50:8005"), Protocol: ipvs.TCP})
+		Virtual: netip.MustParseAddrPort("10.0.0.50:8005"), Protocol: l4.TCP})
 	if err == nil || !strings.Contains(err.Error(), "service web is a firewall-mark service (fwmark:") {
 		t.Errorf("got %v, want it to name the firewall-mark service", err)
 	}

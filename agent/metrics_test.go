@@ -22,6 +22,7 @@ import (
 	"github.com/lvsd/lvsd/agent/health"
 	"github.com/lvsd/lvsd/agent/histogram"
 	"github.com/lvsd/lvsd/ipvs"
+	"github.com/lvsd/lvsd/l4"
 )
 
 var update = flag.Bool("update", false, "rewrite testdata/*.golden from the current output")
@@ -104,7 +105,7 @@ lvsd_ready 0
 	}
 
 	e.reconcile(a)
-	svc := ipvs.ServiceKey{Protocol: ipvs.TCP, Addr: netip.MustParseAddr("10.0.0.50"), Port: 80}
+	svc := ipvs.ServiceKey{Protocol: l4.TCP, Addr: netip.MustParseAddr("10.0.0.50"), Port: 80}
 	rs2 := ipvs.DestinationKey{Addr: netip.MustParseAddr("10.0.0.12"), Port: 80}
 	e.ipvs.SetConns(svc, rs2, 2, 1)
 	e.ipvs.SetStats(svc, rs2, ipvs.Stats{Connections: 9, PacketsIn: 5 << 32, PacketsOut: 0, BytesIn: 6400})

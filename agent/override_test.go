@@ -14,6 +14,7 @@ import (
 	"time"
 
 	"github.com/lvsd/lvsd/agent/planner"
+	"github.com/lvsd/lvsd/l4"
 
 	"github.com/lvsd/lvsd/agent/config"
 	"github.com/lvsd/lvsd/ipvs"
@@ -21,7 +22,7 @@ import (
 )
 
 func TestOverridesWith(t *testing.T) {
-	web := config.Service{Name: "web", Ports: []config.PortRange{{From: 80, To: 80}}, Backends: []config.Backend{
+	web := config.Service{Name: "web", Ports: []l4.PortRange{{From: 80, To: 80}}, Backends: []config.Backend{
 		{Addr: netip.MustParseAddr("10.0.0.11"), Weight: 100},
 		{Addr: netip.MustParseAddr("10.0.0.12"), Port: 8080, Weight: 100},
 		{Addr: netip.MustParseAddr("10.0.0.12"), Port: 8081, Weight: 100},

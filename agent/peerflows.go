@@ -8,9 +8,9 @@ import (
 	"time"
 
 	"github.com/lvsd/lvsd/agent/planner"
+	"github.com/lvsd/lvsd/l4"
 
 	"github.com/lvsd/lvsd/cluster/connsync"
-	"github.com/lvsd/lvsd/ipvs"
 	"github.com/lvsd/lvsd/nat"
 )
 
@@ -195,7 +195,7 @@ func peerEntries(r peerRules, conns []connsync.Conn) []nat.ConntrackEntry {
 		if !c.Masquerade || !ok {
 			continue
 		}
-		e, ok := r.rs.FullNATEntry(nat.Protocol(c.Protocol), c.Client, c.Virtual, c.Dest)
+		e, ok := r.rs.FullNATEntry(l4.Protocol(c.Protocol), c.Client, c.Virtual, c.Dest)
 		if !ok {
 			continue
 		}
@@ -230,9 +230,9 @@ const (
 // retransmitted SYN is scheduled again.
 func peerState(c connsync.Conn) (closing, ok bool) {
 	switch {
-	case c.Protocol == uint8(ipvs.UDP):
+	case c.Protocol == uint8(l4.UDP):
 		return false, true
-	case c.Protocol != uint8(ipvs.TCP):
+	case c.Protocol != uint8(l4.TCP):
 		return false, false
 	case c.State == tcpEstablished:
 		return false, true

@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/lvsd/lvsd/agent/planner"
+	"github.com/lvsd/lvsd/l4"
 
 	"github.com/lvsd/lvsd/cluster/connsync"
 	"github.com/lvsd/lvsd/nat"
@@ -58,7 +59,7 @@ func TestPeerEntries(t *testing.T) {
 				}
 				return
 			}
-			want := nat.ConntrackEntry{Protocol: nat.TCP, Client: tc.conn.Client, VIP: tc.conn.Virtual, Backend: tc.conn.Dest,
+			want := nat.ConntrackEntry{Protocol: l4.TCP, Client: tc.conn.Client, VIP: tc.conn.Virtual, Backend: tc.conn.Dest,
 				SNATFrom: netip.MustParseAddr("10.0.0.80"), SNATTo: netip.MustParseAddr("10.0.0.80"), Mark: mark, Timeout: 900 * time.Second, Refresh: true, Closing: tc.closing}
 			if len(got) != 1 || got[0] != want {
 				t.Fatalf("entries %v, want [%v]", got, want)

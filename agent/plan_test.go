@@ -10,13 +10,14 @@ import (
 	"time"
 
 	"github.com/lvsd/lvsd/agent/planner"
+	"github.com/lvsd/lvsd/l4"
 
 	"github.com/lvsd/lvsd/ipvs"
 	"github.com/lvsd/lvsd/nat"
 )
 
 var (
-	webKey = ipvs.ServiceKey{Protocol: ipvs.TCP, Addr: netip.MustParseAddr("10.0.0.50"), Port: 80}
+	webKey = ipvs.ServiceKey{Protocol: l4.TCP, Addr: netip.MustParseAddr("10.0.0.50"), Port: 80}
 	rs1    = ipvs.DestinationKey{Addr: netip.MustParseAddr("10.0.0.11"), Port: 80}
 	rs2    = ipvs.DestinationKey{Addr: netip.MustParseAddr("10.0.0.12"), Port: 80}
 )
@@ -141,7 +142,7 @@ func TestOwnershipWriteAhead(t *testing.T) {
 // do not change is handed back as it is (no copy of every key per pass).
 func TestOwnershipEditsLeaveTheOriginal(t *testing.T) {
 	key := func(port uint16) ipvs.ServiceKey {
-		return ipvs.ServiceKey{Protocol: ipvs.TCP, Addr: webKey.Addr, Port: port}
+		return ipvs.ServiceKey{Protocol: l4.TCP, Addr: webKey.Addr, Port: port}
 	}
 	services := make([]ipvs.ServiceKey, 3, 8) // room to insert in place
 	copy(services, []ipvs.ServiceKey{key(80), key(82), key(84)})
@@ -198,7 +199,7 @@ func TestServed(t *testing.T) {
 // plan does not delete; fwmark services have none.
 func TestAddressesInUse(t *testing.T) {
 	key := func(addr string, port uint16) ipvs.ServiceKey {
-		return ipvs.ServiceKey{Protocol: ipvs.TCP, Addr: netip.MustParseAddr(addr), Port: port}
+		return ipvs.ServiceKey{Protocol: l4.TCP, Addr: netip.MustParseAddr(addr), Port: port}
 	}
 	wanted, draining, deleted, foreign := key("10.0.0.1", 80), key("10.0.0.2", 80), key("10.0.0.3", 80), key("::ffff:10.0.0.4", 443)
 	mark := ipvs.ServiceKey{FWMark: 7}

@@ -10,6 +10,7 @@ import (
 	"testing"
 
 	"github.com/lvsd/lvsd/agent/planner"
+	"github.com/lvsd/lvsd/l4"
 
 	"github.com/lvsd/lvsd/agent/config"
 	"github.com/lvsd/lvsd/agent/health"
@@ -133,7 +134,7 @@ func TestResetThroughTheKernel(t *testing.T) {
 
 	// 10.0.0.11 has connections to drop; 10.0.0.12 becomes unhealthy too,
 	// but has none: it is left alone (no reorder for nothing).
-	svc := ipvs.ServiceKey{Protocol: ipvs.TCP, Addr: netip.MustParseAddr("10.0.0.50"), Port: 80}
+	svc := ipvs.ServiceKey{Protocol: l4.TCP, Addr: netip.MustParseAddr("10.0.0.50"), Port: 80}
 	if err := e.ipvs.SetConns(svc, ipvs.DestinationKey{Addr: netip.MustParseAddr("10.0.0.11"), Port: 80}, 3, 1); err != nil {
 		t.Fatal(err)
 	}

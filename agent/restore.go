@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/lvsd/lvsd/ipvs"
+	"github.com/lvsd/lvsd/l4"
 	"github.com/lvsd/lvsd/nat"
 )
 
@@ -56,7 +57,7 @@ func restoreEntries(rs nat.Ruleset, conns []ipvs.Connection, vips []netip.Addr) 
 		if !want[c.Virtual.Addr().Unmap()] {
 			continue
 		}
-		e, ok := rs.FullNATEntry(nat.Protocol(c.Protocol), c.Client, c.Virtual, c.Dest)
+		e, ok := rs.FullNATEntry(l4.Protocol(c.Protocol), c.Client, c.Virtual, c.Dest)
 		if !ok {
 			continue // another service on the VIP, or a persistence template
 		}
@@ -76,9 +77,9 @@ func restoreEntries(rs nat.Ruleset, conns []ipvs.Connection, vips []netip.Addr) 
 // SYN, a closing one to its timers.
 func restorable(c ipvs.Connection) bool {
 	switch c.Protocol {
-	case ipvs.TCP:
+	case l4.TCP:
 		return c.State == "ESTABLISHED" || c.State == "FIN_WAIT" || c.State == "CLOSE_WAIT"
-	case ipvs.UDP:
+	case l4.UDP:
 		return true
 	}
 	return false

@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/lvsd/lvsd/agent/planner"
+	"github.com/lvsd/lvsd/l4"
 
 	"github.com/lvsd/lvsd/arp"
 	"github.com/lvsd/lvsd/ipvs"
@@ -35,7 +36,7 @@ func fullnatRuleset(t *testing.T, vips ...string) nat.Ruleset {
 	var spec nat.Spec
 	for _, v := range vips {
 		spec.SNAT = append(spec.SNAT, nat.SNATRule{
-			Match:  nat.Match{VIP: netip.MustParseAddr(v), Protocol: nat.TCP, Ports: []nat.PortRange{{From: 7001, To: 7002}}},
+			Match:  nat.Match{VIP: netip.MustParseAddr(v), Protocol: l4.TCP, Ports: []l4.PortRange{{From: 7001, To: 7002}}},
 			CtMark: planner.FirewallMark("fullnat" + v), Comment: "fullnat " + v,
 			To: []netip.Addr{netip.MustParseAddr("10.0.0.70"), netip.MustParseAddr("10.0.0.71")},
 		})
@@ -130,12 +131,12 @@ func TestRestoreConntrackBeforeAdding(t *testing.T) {
 	ap := netip.MustParseAddrPort
 	conns := &ipvs.ConnFake{}
 	conns.Set([]ipvs.Connection{
-		{Protocol: ipvs.TCP, Client: ap("10.0.0.102:40001"), Virtual: ap("10.0.0.52:7001"), Dest: ap("10.0.0.2:7001"), State: "ESTABLISHED", Expires: 900 * time.Second},
-		{Protocol: ipvs.TCP, Client: ap("10.0.0.102:40002"), Virtual: ap("10.0.0.52:7002"), Dest: ap("10.0.0.3:7002"), State: "CLOSE_WAIT", Expires: 60 * time.Second},
-		{Protocol: ipvs.TCP, Client: ap("10.0.0.102:40003"), Virtual: ap("10.0.0.52:7001"), Dest: ap("10.0.0.2:7001"), State: "SYN_RECV", Expires: 50 * time.Second},
-		{Protocol: ipvs.TCP, Client: ap("10.0.0.102:40004"), Virtual: ap("10.0.0.52:8000"), Dest: ap("10.0.0.2:8000"), State: "ESTABLISHED"}, // no FULLNAT rule
-		{Protocol: ipvs.TCP, Client: ap("10.0.0.101:40005"), Virtual: ap("10.0.0.50:7001"), Dest: ap("10.0.0.2:7001"), State: "ESTABLISHED"}, // a DR VIP
-		{Protocol: 0, Client: ap("10.0.0.102:0"), Virtual: ap("10.0.0.52:0"), Dest: ap("10.0.0.2:0"), State: "NONE"},                         // a template
+		{Protocol: l4.TCP, Client: ap("10.0.0.102:40001"), Virtual: ap("10.0.0.52:7001"), Dest: ap("10.0.0.2:7001"), State: "ESTABLISHED", Expires: 900 * time.Second},
+		{Protocol: l4.TCP, Client: ap("10.0.0.102:40002"), Virtual: ap("10.0.0.52:7002"), Dest: ap("10.0.0.3:7002"), State: "CLOSE_WAIT", Expires: 60 * time.Second},
+		{Protocol: l4.TCP, Client: ap("10.0.0.102:40003"), Virtual: ap("10.0.0.52:7001"), Dest: ap("10.0.0.2:7001"), State: "SYN_RECV", Expires: 50 * time.Second},
+		{Protocol: l4.TCP, Client: ap("10.0.0.102:40004"), Virtual: ap("10.0.0.52:8000"), Dest: ap("10.0.0.2:8000"), State: "ESTABLISHED"}, // no FULLNAT rule
+		{Protocol: l4.TCP, Client: ap("10.0.0.101:40005"), Virtual: ap("10.0.0.50:7001"), Dest: ap("10.0.0.2:7001"), State: "ESTABLISHED"}, // a DR VIP
+		{Protocol: 0, Client: ap("10.0.0.102:0"), Virtual: ap("10.0.0.52:0"), Dest: ap("10.0.0.2:0"), State: "NONE"},                       // a template
 	}, nil)
 	ct := &nat.ConntrackFake{}
 	var logs bytes.Buffer
@@ -148,9 +149,9 @@ func TestRestoreConntrackBeforeAdding(t *testing.T) {
 	}
 	mark := planner.FirewallMark("fullnat10.0.0.52")
 	want := []nat.ConntrackEntry{
-		{Protocol: nat.TCP, Client: ap("10.0.0.102:40001"), VIP: ap("10.0.0.52:7001"), Backend: ap("10.0.0.2:7001"),
+		{Protocol: l4.TCP, Client: ap("10.0.0.102:40001"), VIP: ap("10.0.0.52:7001"), Backend: ap("10.0.0.2:7001"),
 			SNATFrom: netip.MustParseAddr("10.0.0.70"), SNATTo: netip.MustParseAddr("10.0.0.71"), Mark: mark, Timeout: 900 * time.Second},
-		{Protocol: nat.TCP, Client: ap("10.0.0.102:40002"), VIP: ap("10.0.0.52:7002"), Backend: ap("10.0.0.3:7002"),
+		{Protocol: l4.TCP, Client: ap("10.0.0.102:40002"), VIP: ap("10.0.0.52:7002"), Backend: ap("10.0.0.3:7002"),
 			SNATFrom: netip.MustParseAddr("10.0.0.70"), SNATTo: netip.MustParseAddr("10.0.0.71"), Mark: mark, Timeout: 60 * time.Second},
 	}
 	if got := ct.Entries(); !slices.Equal(got, want) {
@@ -182,7 +183,7 @@ func TestRestoreFailuresDoNotHoldTheAddressesBack(t *testing.T) {
 	} {
 		t.Run(c.name, func(t *testing.T) {
 			conns := &ipvs.ConnFake{}
-			conns.Set([]ipvs.Connection{{Protocol: ipvs.TCP, Client: netip.MustParseAddrPort("10.0.0.102:40001"),
+			conns.Set([]ipvs.Connection{{Protocol: l4.TCP, Client: netip.MustParseAddrPort("10.0.0.102:40001"),
 				Virtual: netip.MustParseAddrPort("10.0.0.52:7001"), Dest: netip.MustParseAddrPort("10.0.0.2:7001"), State: "ESTABLISHED"}}, c.connsErr)
 			ct := &nat.ConntrackFake{}
 			ct.FailWith(c.ctErr)

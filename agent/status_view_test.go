@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/lvsd/lvsd/agent/planner"
+	"github.com/lvsd/lvsd/l4"
 
 	"github.com/lvsd/lvsd/agent/health"
 	"github.com/lvsd/lvsd/ipvs"
@@ -36,7 +37,7 @@ func problemDirector(t *testing.T) (*testEnv, *Agent) {
 		"sick/10.0.0.11": {Known: true, Weight: health.NoWeight, LastError: "connection refused"}}}
 	e.reconcile(a)
 	key := func(vip string, port uint16) ipvs.ServiceKey {
-		return ipvs.ServiceKey{Protocol: ipvs.TCP, Addr: netip.MustParseAddr(vip), Port: port}
+		return ipvs.ServiceKey{Protocol: l4.TCP, Addr: netip.MustParseAddr(vip), Port: port}
 	}
 	if err := e.ipvs.DeleteService(context.Background(), key("10.0.0.51", 80)); err != nil {
 		t.Fatal(err)
@@ -221,7 +222,7 @@ func TestStatusDoesNotWaitForHolder(t *testing.T) {
 // --stats and --rate).
 func TestStatusStatsAndRates(t *testing.T) {
 	e, a := problemDirector(t)
-	svc := ipvs.ServiceKey{Protocol: ipvs.TCP, Addr: netip.MustParseAddr("10.0.0.50"), Port: 80}
+	svc := ipvs.ServiceKey{Protocol: l4.TCP, Addr: netip.MustParseAddr("10.0.0.50"), Port: 80}
 	rs := func(addr string) ipvs.DestinationKey {
 		return ipvs.DestinationKey{Addr: netip.MustParseAddr(addr), Port: 80}
 	}

@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/lvsd/lvsd/agent/planner"
+	"github.com/lvsd/lvsd/l4"
 
 	"github.com/lvsd/lvsd/ipvs"
 )
@@ -28,7 +29,7 @@ func TestUnwantedFollowsEveryPass(t *testing.T) {
 		return fmt.Sprintf("service: s%d\nvip: 10.0.0.5%d\nports: [%d]\nbackends:\n  - {address: 10.1.0.%d}\n", i, i%3, 80+i, backend)
 	}
 	foreign := func(i int) ipvs.Service {
-		return ipvs.Service{ServiceKey: ipvs.ServiceKey{Protocol: ipvs.TCP, Addr: netip.MustParseAddr(fmt.Sprintf("10.0.0.5%d", i%3)), Port: uint16(9000 + i)}, Scheduler: "wlc"}
+		return ipvs.Service{ServiceKey: ipvs.ServiceKey{Protocol: l4.TCP, Addr: netip.MustParseAddr(fmt.Sprintf("10.0.0.5%d", i%3)), Port: uint16(9000 + i)}, Scheduler: "wlc"}
 	}
 	for i := range 4 {
 		e.service(fmt.Sprintf("s%d", i), body(i, 1))

@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/lvsd/lvsd/agent/planner"
+	"github.com/lvsd/lvsd/l4"
 
 	"github.com/lvsd/lvsd/ipvs"
 )
@@ -57,14 +58,14 @@ func (c *concurrencyIPVS) AddDestination(ctx context.Context, k ipvs.ServiceKey,
 func spreadOps(n int) []planner.Op {
 	var ops []planner.Op
 	for i := range n {
-		key := ipvs.ServiceKey{Addr: netip.AddrFrom4([4]byte{10, 1, byte(i >> 8), byte(i)}), Protocol: ipvs.TCP, Port: 80}
+		key := ipvs.ServiceKey{Addr: netip.AddrFrom4([4]byte{10, 1, byte(i >> 8), byte(i)}), Protocol: l4.TCP, Port: 80}
 		ops = append(ops, planner.Op{Kind: planner.AddService, Service: ipvs.Service{ServiceKey: key, Scheduler: "mh"}})
 		for d := range 3 {
 			ops = append(ops, planner.Op{Kind: planner.AddDestination, Service: ipvs.Service{ServiceKey: key},
 				Destination: ipvs.Destination{DestinationKey: ipvs.DestinationKey{Addr: netip.AddrFrom4([4]byte{10, 2, byte(i), byte(d + 1)}), Port: 80}, Weight: 1}})
 		}
 	}
-	missing := ipvs.ServiceKey{Addr: netip.MustParseAddr("10.9.9.9"), Protocol: ipvs.TCP, Port: 80}
+	missing := ipvs.ServiceKey{Addr: netip.MustParseAddr("10.9.9.9"), Protocol: l4.TCP, Port: 80}
 	return append(ops,
 		planner.Op{Kind: planner.AddDestination, Service: ipvs.Service{ServiceKey: missing},
 			Destination: ipvs.Destination{DestinationKey: ipvs.DestinationKey{Addr: netip.MustParseAddr("10.2.0.1"), Port: 80}}},

@@ -14,6 +14,7 @@ import (
 	"github.com/lvsd/lvsd/e2e/echo"
 	"github.com/lvsd/lvsd/e2e/topo"
 	"github.com/lvsd/lvsd/ipvs"
+	"github.com/lvsd/lvsd/l4"
 )
 
 // TestAffinity: with `affinity: none` lvsd sets the Maglev flag mh-port, so
@@ -38,7 +39,7 @@ func TestAffinity(t *testing.T) {
 	d.waitServices(1, 2)
 	d.waitLog(0, 10*time.Second, "msg=reconciled") // the first reconcile is over
 	k := d.ipvs()
-	key := ipvs.ServiceKey{Protocol: ipvs.TCP, Addr: vip, Port: 80}
+	key := ipvs.ServiceKey{Protocol: l4.TCP, Addr: vip, Port: 80}
 	dst := netip.AddrPortFrom(vip, 80)
 	sources := tp.ClientSources(false)
 

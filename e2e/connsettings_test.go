@@ -15,6 +15,7 @@ import (
 	"github.com/lvsd/lvsd/e2e/echo"
 	"github.com/lvsd/lvsd/e2e/topo"
 	"github.com/lvsd/lvsd/ipvs"
+	"github.com/lvsd/lvsd/l4"
 )
 
 // TestTimeoutsAndThresholds (issue 17, item 4) checks the kernel connection
@@ -56,7 +57,7 @@ func connEntry(t *testing.T, k *ipvs.Kernel, c *echo.Conn) (ipvs.Connection, boo
 	}
 	client := netip.MustParseAddrPort(c.LocalAddr().String())
 	for _, e := range conns {
-		if e.Protocol == ipvs.TCP && e.Client == client {
+		if e.Protocol == l4.TCP && e.Client == client {
 			return e, true
 		}
 	}
@@ -178,7 +179,7 @@ func testThresholds(t *testing.T) {
 	d.start()
 	d.waitServices(1, 2)
 	k := d.ipvs()
-	svc := ipvs.ServiceKey{Protocol: ipvs.TCP, Addr: vip, Port: 80}
+	svc := ipvs.ServiceKey{Protocol: l4.TCP, Addr: vip, Port: 80}
 	if r := destination(t, k, svc, rs1.V4); r.UpperThreshold != 2 || r.LowerThreshold != 1 {
 		t.Fatalf("rs1's thresholds in the kernel: upper %d lower %d, want 2 and 1", r.UpperThreshold, r.LowerThreshold)
 	}

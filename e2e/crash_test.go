@@ -19,6 +19,7 @@ import (
 	"github.com/lvsd/lvsd/e2e/echo"
 	"github.com/lvsd/lvsd/e2e/topo"
 	"github.com/lvsd/lvsd/ipvs"
+	"github.com/lvsd/lvsd/l4"
 )
 
 // crashServices is how many services TestCrashDuringApply applies.
@@ -92,7 +93,7 @@ func TestCrashDuringApply(t *testing.T) {
 	d.start()
 	d.waitLog(off, 120*time.Second, "msg=reconciled")
 	want := crashKeys(kills, tp)
-	want = append(want, ipvs.ServiceKey{Protocol: ipvs.TCP, Addr: steady, Port: 80}.String())
+	want = append(want, ipvs.ServiceKey{Protocol: l4.TCP, Addr: steady, Port: 80}.String())
 	slices.Sort(want)
 	waitFor(t, 60*time.Second, "the kernel holding exactly the last configuration", func() bool {
 		return slices.Equal(kernelKeys(t, tp.Director(1)), want)
@@ -125,7 +126,7 @@ func crashKeys(round int, tp *topo.Topology) []string {
 	var out []string
 	for i := range crashServices {
 		vip, port := crashService(round, i)
-		out = append(out, ipvs.ServiceKey{Protocol: ipvs.TCP, Addr: vip, Port: uint16(port)}.String())
+		out = append(out, ipvs.ServiceKey{Protocol: l4.TCP, Addr: vip, Port: uint16(port)}.String())
 	}
 	return out
 }

@@ -14,6 +14,7 @@ import (
 	"github.com/lvsd/lvsd/e2e/echo"
 	"github.com/lvsd/lvsd/e2e/topo"
 	"github.com/lvsd/lvsd/ipvs"
+	"github.com/lvsd/lvsd/l4"
 	"github.com/vishvananda/netlink"
 )
 
@@ -360,7 +361,7 @@ func kernelDestinations(t *testing.T, h *topo.Host, addr netip.AddrPort) string 
 	k := openIPVS(t, h)
 	defer k.Close()
 	var out []string
-	for _, d := range destinations(t, k, ipvs.ServiceKey{Protocol: ipvs.TCP, Addr: addr.Addr(), Port: addr.Port()}) {
+	for _, d := range destinations(t, k, ipvs.ServiceKey{Protocol: l4.TCP, Addr: addr.Addr(), Port: addr.Port()}) {
 		out = append(out, fmt.Sprintf("%s %s weight %d", d.DestinationKey, d.Forwarding, d.Weight))
 	}
 	return strings.Join(out, "\n")

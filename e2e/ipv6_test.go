@@ -11,6 +11,7 @@ import (
 	"github.com/lvsd/lvsd/e2e/echo"
 	"github.com/lvsd/lvsd/e2e/topo"
 	"github.com/lvsd/lvsd/ipvs"
+	"github.com/lvsd/lvsd/l4"
 )
 
 // TestIPv6 covers NAT with an IPv6 VIP (DR over IPv6 is TestDR/IPv6): lvsd
@@ -55,7 +56,7 @@ func TestIPv6(t *testing.T) {
 		t.Fatalf("lvsd left net.ipv6.conf.all.forwarding=%s on the director, want 1 for an IPv6 NAT service", got)
 	}
 	k := d.ipvs()
-	key := ipvs.ServiceKey{Protocol: ipvs.TCP, Addr: vip, Port: 80, IPv6: true}
+	key := ipvs.ServiceKey{Protocol: l4.TCP, Addr: vip, Port: 80, IPv6: true}
 	dests := destinations(t, k, key)
 	for _, rs := range []*topo.Host{tp.RS(1), tp.RS(2)} {
 		want := ipvs.DestinationKey{Addr: rs.V6, Port: 8080}

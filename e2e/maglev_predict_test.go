@@ -14,6 +14,7 @@ import (
 	"github.com/lvsd/lvsd/e2e/echo"
 	"github.com/lvsd/lvsd/e2e/topo"
 	"github.com/lvsd/lvsd/ipvs"
+	"github.com/lvsd/lvsd/l4"
 )
 
 // TestMaglevPrediction: agent/maglev names, from the kernel's live
@@ -126,7 +127,7 @@ func TestMaglevPrediction(t *testing.T) {
 // The service of TestMaglevPrediction and TestExplain.
 var (
 	weightedVIP = netip.MustParseAddr("10.0.0.50")
-	weightedKey = ipvs.ServiceKey{Protocol: ipvs.TCP, Addr: weightedVIP, Port: 80}
+	weightedKey = ipvs.ServiceKey{Protocol: l4.TCP, Addr: weightedVIP, Port: 80}
 )
 
 // startWeighted starts a director with service web (weightedService) over

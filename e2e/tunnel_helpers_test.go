@@ -14,6 +14,7 @@ import (
 	"github.com/lvsd/lvsd/arp"
 	"github.com/lvsd/lvsd/e2e/topo"
 	"github.com/lvsd/lvsd/ipvs"
+	"github.com/lvsd/lvsd/l4"
 )
 
 // The tunnel tests' topology: the client and the director on the
@@ -80,7 +81,7 @@ func (tn tunnelNet) tunnelService(v6 bool, tunnelBlock string, port int) string 
 func tunnelDestinations(t *testing.T, d *lvsd, vip netip.Addr, port uint16) []ipvs.Destination {
 	t.Helper()
 	k := d.ipvs()
-	dsts, err := k.Destinations(context.Background(), ipvs.ServiceKey{Protocol: ipvs.TCP, Addr: vip, Port: port, IPv6: vip.Is6()})
+	dsts, err := k.Destinations(context.Background(), ipvs.ServiceKey{Protocol: l4.TCP, Addr: vip, Port: port, IPv6: vip.Is6()})
 	if err != nil {
 		t.Fatal(err)
 	}

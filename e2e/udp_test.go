@@ -11,6 +11,7 @@ import (
 	"github.com/lvsd/lvsd/e2e/echo"
 	"github.com/lvsd/lvsd/e2e/topo"
 	"github.com/lvsd/lvsd/ipvs"
+	"github.com/lvsd/lvsd/l4"
 )
 
 // TestUDP: a UDP DR service (IPv4 and IPv6) becomes a UDP IPVS service;
@@ -34,7 +35,7 @@ func TestUDP(t *testing.T) {
 				vip, rs1.Addr(fam.v6), rs2.Addr(fam.v6))})
 			d.start()
 			svcs := d.waitServices(1, 2)
-			if want := (ipvs.ServiceKey{Protocol: ipvs.UDP, Addr: vip, Port: 53, IPv6: fam.v6}); svcs[0].ServiceKey != want {
+			if want := (ipvs.ServiceKey{Protocol: l4.UDP, Addr: vip, Port: 53, IPv6: fam.v6}); svcs[0].ServiceKey != want {
 				t.Fatalf("kernel service is %s, want %s", svcs[0].ServiceKey, want)
 			}
 

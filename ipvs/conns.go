@@ -11,6 +11,8 @@ import (
 	"strings"
 	"sync"
 	"time"
+
+	"github.com/lvsd/lvsd/l4"
 )
 
 // The kernel's IPVS connection table has no generic netlink dump (the genl
@@ -33,7 +35,7 @@ type ConnectionWalker interface {
 }
 
 // protoNames are ip_vs_proto_name's names of the protocols lvsd balances.
-var protoNames = map[string]Protocol{"TCP": TCP, "UDP": UDP, "SCTP": SCTP, "IP": 0}
+var protoNames = map[string]l4.Protocol{"TCP": l4.TCP, "UDP": l4.UDP, "SCTP": l4.SCTP, "IP": 0}
 
 // ParseConnections reads the text of /proc/net/ip_vs_conn. Its lines are
 // written by ip_vs_conn_seq_show (net/netfilter/ipvs/ip_vs_conn.c):
@@ -83,7 +85,7 @@ func ScanConnections(r io.Reader, f func(Connection)) error {
 	return nil
 }
 
-func parseConnection(proto Protocol, f []string) (Connection, error) {
+func parseConnection(proto l4.Protocol, f []string) (Connection, error) {
 	c := Connection{Protocol: proto, State: f[7]}
 	var err error
 	for i, dst := range []*netip.AddrPort{&c.Client, &c.Virtual, &c.Dest} {

@@ -10,6 +10,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/lvsd/lvsd/l4"
 )
 
 // A table as ip_vs_conn_seq_show prints it: IPv4 and IPv6 entries, a
@@ -31,11 +33,11 @@ func TestParseConnections(t *testing.T) {
 		t.Fatal(err)
 	}
 	want := []Connection{
-		{Protocol: TCP, Client: ap("10.0.0.102:46050"), Virtual: ap("10.0.0.52:7001"), Dest: ap("10.0.0.2:7002"), State: "ESTABLISHED", Expires: 899 * time.Second},
-		{Protocol: TCP, Client: ap("10.0.0.102:46051"), Virtual: ap("10.0.0.52:7002"), Dest: ap("10.0.0.3:7002"), State: "SYN_RECV", Expires: 59 * time.Second},
+		{Protocol: l4.TCP, Client: ap("10.0.0.102:46050"), Virtual: ap("10.0.0.52:7001"), Dest: ap("10.0.0.2:7002"), State: "ESTABLISHED", Expires: 899 * time.Second},
+		{Protocol: l4.TCP, Client: ap("10.0.0.102:46051"), Virtual: ap("10.0.0.52:7002"), Dest: ap("10.0.0.3:7002"), State: "SYN_RECV", Expires: 59 * time.Second},
 		{Protocol: 0, Client: ap("10.0.0.102:0"), Virtual: ap("10.0.0.52:0"), Dest: ap("10.0.0.2:0"), State: "NONE", Expires: 359 * time.Second},
-		{Protocol: UDP, Client: ap("10.0.0.102:5060"), Virtual: ap("10.0.0.52:5060"), Dest: ap("10.0.0.2:5060"), State: "UDP", Expires: 299 * time.Second},
-		{Protocol: TCP, Client: ap("[2001:db8::5]:50000"), Virtual: ap("[2001:db8::10]:80"), Dest: ap("[2001:db8::11]:80"), State: "FIN_WAIT", Expires: 118 * time.Second},
+		{Protocol: l4.UDP, Client: ap("10.0.0.102:5060"), Virtual: ap("10.0.0.52:5060"), Dest: ap("10.0.0.2:5060"), State: "UDP", Expires: 299 * time.Second},
+		{Protocol: l4.TCP, Client: ap("[2001:db8::5]:50000"), Virtual: ap("[2001:db8::10]:80"), Dest: ap("[2001:db8::11]:80"), State: "FIN_WAIT", Expires: 118 * time.Second},
 	}
 	if !reflect.DeepEqual(got, want) {
 		t.Errorf("ParseConnections:\n got %v\nwant %v", got, want)
@@ -65,7 +67,7 @@ func TestConnFake(t *testing.T) {
 	if c, err := f.Connections(ctx); err != nil || len(c) != 0 {
 		t.Errorf("empty fake: %v, %v", c, err)
 	}
-	conns := []Connection{{Protocol: TCP, State: "ESTABLISHED"}}
+	conns := []Connection{{Protocol: l4.TCP, State: "ESTABLISHED"}}
 	f.Set(conns, nil)
 	conns[0].State = "changed by the caller"
 	if c, _ := f.Connections(ctx); len(c) != 1 || c[0].State != "ESTABLISHED" {

@@ -8,6 +8,8 @@ import (
 	"syscall"
 	"testing"
 
+	"github.com/lvsd/lvsd/l4"
+
 	"github.com/vishvananda/netlink/nl"
 	"golang.org/x/sys/unix"
 )
@@ -156,7 +158,7 @@ func sentDest(t *testing.T, cmd uint8, svc ServiceKey, dst Destination) (uint8, 
 // kernel's byte orders: the ports big-endian, the rest native. The tunnel
 // attributes are zero but for a tunnel destination.
 func TestDestWriteCarriesEveryAttribute(t *testing.T) {
-	v4 := ServiceKey{Protocol: TCP, Addr: netip.MustParseAddr("10.0.0.50"), Port: 80}
+	v4 := ServiceKey{Protocol: l4.TCP, Addr: netip.MustParseAddr("10.0.0.50"), Port: 80}
 	v6 := ServiceKey{FWMark: 9, IPv6: true}
 	key := DestinationKey{Addr: netip.MustParseAddr("10.0.1.11"), Port: 8080}
 	key6 := DestinationKey{Addr: netip.MustParseAddr("fd01::11"), Port: 443}
@@ -227,7 +229,7 @@ func TestDestWriteCarriesEveryAttribute(t *testing.T) {
 // kernel is modelled as ip_vs_genl_parse_dest reads a write: every field
 // it is not sent is zero.
 func TestDestWritesKeepTunnel(t *testing.T) {
-	svc := ServiceKey{Protocol: UDP, Addr: netip.MustParseAddr("10.0.0.50"), Port: 53}
+	svc := ServiceKey{Protocol: l4.UDP, Addr: netip.MustParseAddr("10.0.0.50"), Port: 53}
 	d := Destination{DestinationKey: DestinationKey{Addr: netip.MustParseAddr("10.0.1.11"), Port: 53}, Weight: 1, Forwarding: Tunnel}
 	kernel := map[DestinationKey]Destination{}
 	write := func(cmd uint8, dst Destination) {

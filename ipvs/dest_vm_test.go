@@ -9,6 +9,8 @@ import (
 	"strconv"
 	"strings"
 	"testing"
+
+	"github.com/lvsd/lvsd/l4"
 )
 
 // On the real kernel, every destination write goes through the one
@@ -21,8 +23,8 @@ func TestVMDestinationWritesKeepTunnel(t *testing.T) {
 	ns := newVMNS(t)
 	run(t, "ip", "-n", ns.name, "link", "set", "lo", "up") // IPVS refuses destinations while lo is down
 	k := openVM(t, ns.path)
-	v4 := Service{ServiceKey: ServiceKey{Protocol: TCP, Addr: netip.MustParseAddr("10.0.0.50"), Port: 80}, Scheduler: "mh", Flags: FlagMHFallback}
-	v6 := Service{ServiceKey: ServiceKey{Protocol: UDP, Addr: netip.MustParseAddr("fd00::50"), Port: 53, IPv6: true}, Scheduler: "rr"}
+	v4 := Service{ServiceKey: ServiceKey{Protocol: l4.TCP, Addr: netip.MustParseAddr("10.0.0.50"), Port: 80}, Scheduler: "mh", Flags: FlagMHFallback}
+	v6 := Service{ServiceKey: ServiceKey{Protocol: l4.UDP, Addr: netip.MustParseAddr("fd00::50"), Port: 53, IPv6: true}, Scheduler: "rr"}
 	mark := Service{ServiceKey: ServiceKey{FWMark: 7}, Scheduler: "rr"}
 	dest := func(addr string, port uint16, weight int, fwd Forwarding) Destination {
 		return Destination{DestinationKey: DestinationKey{Addr: netip.MustParseAddr(addr), Port: port}, Weight: weight, Forwarding: fwd}

@@ -6,6 +6,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/lvsd/lvsd/l4"
 )
 
 // shrinkingLister returns its tables one call after the other, then the last.
@@ -20,7 +22,7 @@ func (l *shrinkingLister) Connections(context.Context) ([]Connection, error) {
 	return t, nil
 }
 
-func conn(proto Protocol, virtual, dest string) Connection {
+func conn(proto l4.Protocol, virtual, dest string) Connection {
 	return Connection{Protocol: proto, Client: netip.MustParseAddrPort("192.0.2.7:40000"),
 		Virtual: netip.MustParseAddrPort(virtual), Dest: netip.MustParseAddrPort(dest)}
 }
@@ -29,14 +31,14 @@ func TestAwaitExpiry(t *testing.T) {
 	e := Expiring{VIP: netip.MustParseAddr("10.0.0.50"), Port: 80,
 		Dests: []DestinationKey{{Addr: netip.MustParseAddr("10.0.0.11"), Port: 80}}}
 	other := []Connection{
-		conn(TCP, "10.0.0.50:80", "10.0.0.12:80"),  // another destination
-		conn(TCP, "10.0.0.50:443", "10.0.0.11:80"), // another service port
-		conn(TCP, "10.0.0.51:80", "10.0.0.11:80"),  // another VIP
-		conn(0, "10.0.0.50:80", "10.0.0.11:80"),    // a persistence template
+		conn(l4.TCP, "10.0.0.50:80", "10.0.0.12:80"),  // another destination
+		conn(l4.TCP, "10.0.0.50:443", "10.0.0.11:80"), // another service port
+		conn(l4.TCP, "10.0.0.51:80", "10.0.0.11:80"),  // another VIP
+		conn(0, "10.0.0.50:80", "10.0.0.11:80"),       // a persistence template
 	}
 	l := &shrinkingLister{tables: [][]Connection{
-		append([]Connection{conn(TCP, "10.0.0.50:80", "10.0.0.11:80")}, other...),
-		append([]Connection{conn(UDP, "10.0.0.50:80", "10.0.0.11:80")}, other...),
+		append([]Connection{conn(l4.TCP, "10.0.0.50:80", "10.0.0.11:80")}, other...),
+		append([]Connection{conn(l4.UDP, "10.0.0.50:80", "10.0.0.11:80")}, other...),
 		other,
 	}}
 	if err := AwaitExpiry(context.Background(), l, e); err != nil {
@@ -48,7 +50,7 @@ func TestAwaitExpiry(t *testing.T) {
 
 	// A firewall-mark service (port 0) with a port-0 destination matches any port.
 	fw := Expiring{VIP: netip.MustParseAddr("10.0.0.50"), Dests: []DestinationKey{{Addr: netip.MustParseAddr("10.0.0.11")}}}
-	stuck := &shrinkingLister{tables: [][]Connection{{conn(TCP, "10.0.0.50:8443", "10.0.0.11:8443")}}}
+	stuck := &shrinkingLister{tables: [][]Connection{{conn(l4.TCP, "10.0.0.50:8443", "10.0.0.11:8443")}}}
 	ctx, cancel := context.WithTimeout(context.Background(), 50*time.Millisecond)
 	defer cancel()
 	err := AwaitExpiry(ctx, stuck, fw)

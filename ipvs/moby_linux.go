@@ -13,6 +13,8 @@ import (
 	"net/netip"
 	"syscall"
 
+	"github.com/lvsd/lvsd/l4"
+
 	mobyipvs "github.com/moby/ipvs"
 )
 
@@ -105,7 +107,7 @@ func toMobyService(s Service) *mobyipvs.Service {
 func fromMobyService(m *mobyipvs.Service) Service {
 	s := Service{
 		ServiceKey: ServiceKey{
-			Protocol: Protocol(m.Protocol),
+			Protocol: l4.Protocol(m.Protocol),
 			Port:     m.Port,
 			FWMark:   m.FWMark,
 			IPv6:     m.AddressFamily == syscall.AF_INET6,
@@ -118,7 +120,7 @@ func fromMobyService(m *mobyipvs.Service) Service {
 		if a, ok := netip.AddrFromSlice(m.Address); ok {
 			s.Addr = a.Unmap()
 		}
-		s.Protocol = Protocol(m.Protocol)
+		s.Protocol = l4.Protocol(m.Protocol)
 	} else {
 		s.Protocol = 0
 	}

@@ -9,6 +9,8 @@ import (
 	"strings"
 	"syscall"
 	"testing"
+
+	"github.com/lvsd/lvsd/l4"
 )
 
 // The kernel reads an IPv4 netmask as raw mask bytes and an IPv6 one as a
@@ -19,9 +21,9 @@ func TestMobyServiceRoundTrip(t *testing.T) {
 		wantNetmask uint32
 		wantFamily  uint16
 	}{
-		{Service{ServiceKey: ServiceKey{Protocol: TCP, Addr: netip.MustParseAddr("10.0.0.50"), Port: 80}, Scheduler: "mh", Flags: FlagMHFallback | FlagMHPort}, 0xFFFFFFFF, syscall.AF_INET},
-		{Service{ServiceKey: ServiceKey{Protocol: UDP, Addr: netip.MustParseAddr("10.0.0.50"), Port: 53}, Scheduler: "rr", Flags: FlagPersistent, Timeout: 300, Netmask: 24}, nativeUint32([]byte{255, 255, 255, 0}), syscall.AF_INET},
-		{Service{ServiceKey: ServiceKey{Protocol: TCP, Addr: netip.MustParseAddr("fd00::50"), Port: 443, IPv6: true}, Scheduler: "mh"}, 128, syscall.AF_INET6},
+		{Service{ServiceKey: ServiceKey{Protocol: l4.TCP, Addr: netip.MustParseAddr("10.0.0.50"), Port: 80}, Scheduler: "mh", Flags: FlagMHFallback | FlagMHPort}, 0xFFFFFFFF, syscall.AF_INET},
+		{Service{ServiceKey: ServiceKey{Protocol: l4.UDP, Addr: netip.MustParseAddr("10.0.0.50"), Port: 53}, Scheduler: "rr", Flags: FlagPersistent, Timeout: 300, Netmask: 24}, nativeUint32([]byte{255, 255, 255, 0}), syscall.AF_INET},
+		{Service{ServiceKey: ServiceKey{Protocol: l4.TCP, Addr: netip.MustParseAddr("fd00::50"), Port: 443, IPv6: true}, Scheduler: "mh"}, 128, syscall.AF_INET6},
 		{Service{ServiceKey: ServiceKey{FWMark: 7, IPv6: true}, Scheduler: "mh", Flags: FlagPersistent, Timeout: 60, Netmask: 64}, 64, syscall.AF_INET6},
 	}
 	for _, c := range cases {

@@ -10,7 +10,6 @@ import (
 // library; these names keep ipvs's callers as they were.
 
 type (
-	Protocol       = spec.Protocol
 	Flags          = spec.Flags
 	Forwarding     = spec.Forwarding
 	ServiceKey     = spec.ServiceKey
@@ -32,10 +31,6 @@ type (
 )
 
 const (
-	TCP  = spec.TCP
-	UDP  = spec.UDP
-	SCTP = spec.SCTP
-
 	FlagPersistent = spec.FlagPersistent
 	FlagOnePacket  = spec.FlagOnePacket
 	FlagMHFallback = spec.FlagMHFallback

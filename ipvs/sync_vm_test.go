@@ -12,6 +12,8 @@ import (
 	"sync"
 	"testing"
 	"time"
+
+	"github.com/lvsd/lvsd/l4"
 )
 
 // TestVMSyncThreshold shows with the kernel's own master daemon why
@@ -27,7 +29,7 @@ func TestVMSyncThreshold(t *testing.T) {
 	run(t, "ip", "-n", ns.name, "addr", "add", "10.99.0.100/32", "dev", "lo")
 	k := openVM(t, ns.path)
 	vip := netip.MustParseAddr("10.99.0.100")
-	key := ServiceKey{Protocol: TCP, Addr: vip, Port: 80}
+	key := ServiceKey{Protocol: l4.TCP, Addr: vip, Port: 80}
 	if err := k.AddService(ctx, Service{ServiceKey: key, Scheduler: "rr"}); err != nil {
 		t.Fatal(err)
 	}

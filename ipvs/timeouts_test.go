@@ -8,6 +8,8 @@ import (
 	"syscall"
 	"testing"
 	"time"
+
+	"github.com/lvsd/lvsd/l4"
 )
 
 // The Fake starts at the kernel's defaults, changes only what is set and
@@ -38,7 +40,7 @@ func TestFakeTimeouts(t *testing.T) {
 func TestFakeThresholds(t *testing.T) {
 	ctx := context.Background()
 	f := NewFake()
-	svc := Service{ServiceKey: ServiceKey{Protocol: TCP, Addr: netip.MustParseAddr("192.0.2.1"), Port: 80}, Scheduler: "mh"}
+	svc := Service{ServiceKey: ServiceKey{Protocol: l4.TCP, Addr: netip.MustParseAddr("192.0.2.1"), Port: 80}, Scheduler: "mh"}
 	if err := f.AddService(ctx, svc); err != nil {
 		t.Fatal(err)
 	}

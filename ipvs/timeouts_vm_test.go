@@ -10,6 +10,8 @@ import (
 	"syscall"
 	"testing"
 	"time"
+
+	"github.com/lvsd/lvsd/l4"
 )
 
 // The kernel and the Fake agree on timeouts (a fresh namespace has the
@@ -42,7 +44,7 @@ func TestVMTimeoutsAndThresholds(t *testing.T) {
 		t.Errorf("another namespace: %+v (%v), want the defaults: timeouts are per namespace", got, err)
 	}
 
-	svc := Service{ServiceKey: ServiceKey{Protocol: TCP, Addr: netip.MustParseAddr("10.0.0.50"), Port: 80}, Scheduler: "mh", Flags: FlagMHFallback}
+	svc := Service{ServiceKey: ServiceKey{Protocol: l4.TCP, Addr: netip.MustParseAddr("10.0.0.50"), Port: 80}, Scheduler: "mh", Flags: FlagMHFallback}
 	dst := Destination{DestinationKey: DestinationKey{Addr: netip.MustParseAddr("10.0.2.11"), Port: 80}, Weight: 1,
 		Forwarding: DirectRoute, UpperThreshold: 2, LowerThreshold: 1}
 	for _, i := range []Interface{k, f} {

@@ -6,6 +6,8 @@ import (
 	"net/netip"
 	"syscall"
 	"testing"
+
+	"github.com/lvsd/lvsd/l4"
 )
 
 // The tunnel type is an option: a destination whose encapsulation differs
@@ -14,7 +16,7 @@ import (
 func TestFakeTunnelDestinations(t *testing.T) {
 	ctx := context.Background()
 	f := NewFake()
-	svc := Service{ServiceKey: ServiceKey{Protocol: TCP, Addr: netip.MustParseAddr("10.0.0.50"), Port: 80}, Scheduler: "mh"}
+	svc := Service{ServiceKey: ServiceKey{Protocol: l4.TCP, Addr: netip.MustParseAddr("10.0.0.50"), Port: 80}, Scheduler: "mh"}
 	if err := f.AddService(ctx, svc); err != nil {
 		t.Fatal(err)
 	}

@@ -12,6 +12,8 @@ import (
 	"syscall"
 	"testing"
 	"time"
+
+	"github.com/lvsd/lvsd/l4"
 )
 
 // The kernel and the Fake agree on tunnel destinations: GUE and GRE read
@@ -23,7 +25,7 @@ func TestVMTunnelDestinations(t *testing.T) {
 	run(t, "ip", "-n", ns.name, "link", "set", "lo", "up") // IPVS refuses destinations while lo is down
 	k := openVM(t, ns.path)
 	f := NewFake()
-	svc := Service{ServiceKey: ServiceKey{Protocol: TCP, Addr: netip.MustParseAddr("10.0.0.50"), Port: 80}, Scheduler: "mh", Flags: FlagMHFallback}
+	svc := Service{ServiceKey: ServiceKey{Protocol: l4.TCP, Addr: netip.MustParseAddr("10.0.0.50"), Port: 80}, Scheduler: "mh", Flags: FlagMHFallback}
 	dst := Destination{DestinationKey: DestinationKey{Addr: netip.MustParseAddr("10.0.2.11"), Port: 80}, Weight: 3,
 		Forwarding: Tunnel, Tunnel: TunnelOptions{Type: TunnelGUE, Port: 6080, Flags: TunnelChecksum}}
 	both := func(what string, call func(Interface) error) {
@@ -69,7 +71,7 @@ func TestVMTunnelDestinations(t *testing.T) {
 		}
 	}
 	// An IPv6 service and its IPIP (IPv6-in-IPv6) destination read back too.
-	svc6 := Service{ServiceKey: ServiceKey{Protocol: TCP, Addr: netip.MustParseAddr("fd00::50"), Port: 80, IPv6: true}, Scheduler: "mh"}
+	svc6 := Service{ServiceKey: ServiceKey{Protocol: l4.TCP, Addr: netip.MustParseAddr("fd00::50"), Port: 80, IPv6: true}, Scheduler: "mh"}
 	dst6 := Destination{DestinationKey: DestinationKey{Addr: netip.MustParseAddr("fd02::11"), Port: 80}, Weight: 1, Forwarding: Tunnel}
 	if err := k.AddService(ctx, svc6); err != nil {
 		t.Fatal(err)
@@ -95,7 +97,7 @@ func TestVMDestinationReadBack(t *testing.T) {
 	run(t, "ip", "-n", ns.name, "link", "set", "v1", "up")
 	run(t, "ip", "-n", ns.name, "route", "add", "10.0.0.50/32", "dev", "v0")
 	k := openVM(t, ns.path)
-	svc := Service{ServiceKey: ServiceKey{Protocol: UDP, Addr: netip.MustParseAddr("10.0.0.50"), Port: 5353}, Scheduler: "rr"}
+	svc := Service{ServiceKey: ServiceKey{Protocol: l4.UDP, Addr: netip.MustParseAddr("10.0.0.50"), Port: 5353}, Scheduler: "rr"}
 	if err := k.AddService(ctx, svc); err != nil {
 		t.Fatal(err)
 	}

@@ -3,6 +3,7 @@ package nat
 import (
 	"net/netip"
 
+	"github.com/lvsd/lvsd/l4"
 	"github.com/lvsd/lvsd/nat/internal/golden"
 )
 
@@ -23,4 +24,4 @@ func addrs(ss ...string) []netip.Addr {
 	return as
 }
 
-func port(p uint16) PortRange { return PortRange{From: p, To: p} }
+func port(p uint16) l4.PortRange { return l4.PortRange{From: p, To: p} }

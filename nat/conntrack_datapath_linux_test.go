@@ -11,6 +11,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/lvsd/lvsd/l4"
 	"github.com/lvsd/lvsd/nat/rules"
 	"github.com/mdlayher/netlink"
 	"golang.org/x/sys/unix"
@@ -69,7 +70,7 @@ func TestRestoredEntriesCarryTraffic(t *testing.T) {
 		if addr(v).Is6() {
 			to = addrs("2001:db8:99::100", "2001:db8:99::101", "2001:db8:99::102", "2001:db8:99::103")
 		}
-		spec.SNAT = append(spec.SNAT, SNATRule{Match: Match{VIP: addr(v), Protocol: UDP, Ports: []PortRange{port(53)}},
+		spec.SNAT = append(spec.SNAT, SNATRule{Match: Match{VIP: addr(v), Protocol: l4.UDP, Ports: []l4.PortRange{port(53)}},
 			CtMark: 0x10, To: to, Comment: "fullnat " + v})
 	}
 	rset := mustRender(t, spec)
@@ -122,7 +123,7 @@ func TestRestoredEntriesCarryTraffic(t *testing.T) {
 			flushConntrack(t, dir, fam.ctFamily)
 			var es []ConntrackEntry
 			for _, d := range slices.Backward(made) {
-				e, ok := rset.FullNATEntry(UDP, d.orig[0], d.orig[1], d.reply[0])
+				e, ok := rset.FullNATEntry(l4.UDP, d.orig[0], d.orig[1], d.reply[0])
 				if !ok {
 					t.Fatalf("FullNATEntry(%s) found no rule", d)
 				}

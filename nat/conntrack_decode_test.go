@@ -6,6 +6,8 @@ import (
 	"net/netip"
 	"testing"
 
+	"github.com/lvsd/lvsd/l4"
+
 	"github.com/mdlayher/netlink"
 )
 
@@ -14,7 +16,7 @@ import (
 
 // dumpedEntry is what a ctnetlink dump says of an entry.
 type dumpedEntry struct {
-	proto          Protocol
+	proto          l4.Protocol
 	orig, reply    [2]netip.AddrPort // source, destination
 	status, mark   uint32
 	timeout        uint32
@@ -94,10 +96,10 @@ func decodeEntry(t *testing.T, b []byte) dumpedEntry {
 }
 
 // decodeTuple reads CTA_TUPLE_IP and CTA_TUPLE_PROTO: source, destination.
-func decodeTuple(ad *netlink.AttributeDecoder) ([2]netip.AddrPort, Protocol) {
+func decodeTuple(ad *netlink.AttributeDecoder) ([2]netip.AddrPort, l4.Protocol) {
 	var addrs [2]netip.Addr
 	var ports [2]uint16
-	var proto Protocol
+	var proto l4.Protocol
 	for ad.Next() {
 		switch ad.Type() {
 		case ctaTupleIP:
@@ -118,7 +120,7 @@ func decodeTuple(ad *netlink.AttributeDecoder) ([2]netip.AddrPort, Protocol) {
 				for p.Next() {
 					switch p.Type() {
 					case ctaProtoNum:
-						proto = Protocol(p.Uint8())
+						proto = l4.Protocol(p.Uint8())
 					case ctaProtoSrcPort:
 						ports[0] = p.Uint16()
 					case ctaProtoDstPort:

@@ -8,6 +8,8 @@ import (
 	"slices"
 	"sync"
 	"syscall"
+
+	"github.com/lvsd/lvsd/l4"
 )
 
 // ConntrackFake keeps restored entries in memory. Like the kernel it
@@ -23,7 +25,7 @@ type ConntrackFake struct {
 var _ ConntrackRestorer = (*ConntrackFake)(nil)
 
 type origTuple struct {
-	proto          Protocol
+	proto          l4.Protocol
 	client, target netip.AddrPort
 }
 

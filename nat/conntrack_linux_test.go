@@ -7,6 +7,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/lvsd/lvsd/l4"
+
 	"github.com/mdlayher/netlink"
 	"golang.org/x/sys/unix"
 )
@@ -79,7 +81,7 @@ func TestRestoreConntrack(t *testing.T) {
 		if d.timeout > wantTimeout || d.timeout+5 < wantTimeout {
 			t.Errorf("%s: timeout %d, want about %d", e, d.timeout, wantTimeout)
 		}
-		if e.Protocol == TCP && (d.tcpState != tcpConntrackEstablished ||
+		if e.Protocol == l4.TCP && (d.tcpState != tcpConntrackEstablished ||
 			d.tcpFlags[0]&ipCtTCPFlagBeLiberal == 0 || d.tcpFlags[1]&ipCtTCPFlagBeLiberal == 0) {
 			t.Errorf("%s: TCP state %d flags %v, want ESTABLISHED, liberal both ways", e, d.tcpState, d.tcpFlags)
 		}
@@ -147,7 +149,7 @@ func TestRestoreConntrackMany(t *testing.T) {
 		k := NewKernel(InNetNS(ns.fd))
 		es := make([]ConntrackEntry, n)
 		for i := range es {
-			es[i] = ConntrackEntry{Protocol: TCP,
+			es[i] = ConntrackEntry{Protocol: l4.TCP,
 				Client: netip.AddrPortFrom(netip.AddrFrom4([4]byte{203, 0, 113, byte(i % 250)}), uint16(10000+i)),
 				VIP:    ap("198.51.100.9:80"), Backend: ap("10.99.0.2:8080"),
 				SNATFrom: addr("10.99.0.100"), SNATTo: addr("10.99.0.103"), Mark: 0x10, Timeout: time.Minute}

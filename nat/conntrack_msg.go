@@ -6,6 +6,8 @@ import (
 	"net/netip"
 	"time"
 
+	"github.com/lvsd/lvsd/l4"
+
 	"github.com/mdlayher/netlink"
 )
 
@@ -84,7 +86,7 @@ const maxRestoreErrors = 3
 
 // checkEntry validates what the kernel would refuse or misread.
 func checkEntry(e ConntrackEntry) error {
-	if e.Protocol != TCP && e.Protocol != UDP {
+	if e.Protocol != l4.TCP && e.Protocol != l4.UDP {
 		return fmt.Errorf("protocol %s: only tcp and udp entries are restored", e.Protocol)
 	}
 	v4 := e.VIP.Addr().Is4()
@@ -139,7 +141,7 @@ func newConntrackMessage(e ConntrackEntry, status uint32) (netlink.Message, erro
 // UDP: ESTABLISHED, or TIME_WAIT with the close seen (Closing), without
 // window tracking either way.
 func tcpState(e ConntrackEntry, ae *netlink.AttributeEncoder) {
-	if e.Protocol != TCP {
+	if e.Protocol != l4.TCP {
 		return
 	}
 	state, flags := uint8(tcpConntrackEstablished), byte(ipCtTCPFlagBeLiberal)

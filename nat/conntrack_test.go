@@ -10,6 +10,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/lvsd/lvsd/l4"
+
 	"github.com/mdlayher/netlink"
 )
 
@@ -19,7 +21,7 @@ func ap(s string) netip.AddrPort { return netip.MustParseAddrPort(s) }
 // by byte (include/uapi/linux/netfilter/nfnetlink_conntrack.h; nested
 // attributes carry NLA_F_NESTED, numbers are big-endian).
 func TestConntrackMessageBytes(t *testing.T) {
-	e := ConntrackEntry{Protocol: TCP, Client: ap("203.0.113.5:40001"), VIP: ap("198.51.100.9:80"), Backend: ap("10.99.0.2:8080"),
+	e := ConntrackEntry{Protocol: l4.TCP, Client: ap("203.0.113.5:40001"), VIP: ap("198.51.100.9:80"), Backend: ap("10.99.0.2:8080"),
 		SNATFrom: addr("10.99.0.100"), SNATTo: addr("10.99.0.101"), Mark: 0x10, Timeout: 900 * time.Second}
 	m, err := newConntrackMessage(e, restoredStatus)
 	if err != nil {
@@ -68,7 +70,7 @@ func TestConntrackMessageDecodesBack(t *testing.T) {
 		want := dumpedEntry{proto: e.Protocol, orig: [2]netip.AddrPort{e.Client, e.VIP}, reply: [2]netip.AddrPort{e.Backend, e.Client},
 			status: ipsSeenReply | ipsAssured, mark: e.Mark, timeout: uint32(max(e.Timeout, minRestoreTimeout) / time.Second),
 			natMin: snatAddress(e.Client.Addr(), e.SNATFrom, e.SNATTo), natMax: snatAddress(e.Client.Addr(), e.SNATFrom, e.SNATTo)}
-		if e.Protocol == TCP {
+		if e.Protocol == l4.TCP {
 			want.hasTCP, want.tcpState, want.tcpFlags = true, tcpConntrackEstablished, [2]uint8{ipCtTCPFlagBeLiberal, ipCtTCPFlagBeLiberal}
 		}
 		if !reflect.DeepEqual(d, want) {
@@ -101,7 +103,7 @@ func TestSNATAddress(t *testing.T) {
 func TestConntrackMessageRejects(t *testing.T) {
 	good := restoreCases[0]
 	for name, mod := range map[string]func(*ConntrackEntry){
-		"sctp":              func(e *ConntrackEntry) { e.Protocol = SCTP },
+		"sctp":              func(e *ConntrackEntry) { e.Protocol = l4.SCTP },
 		"mixed families":    func(e *ConntrackEntry) { e.Client = ap("[2001:db8::1]:1") },
 		"client port 0":     func(e *ConntrackEntry) { e.Client = ap("203.0.113.5:0") },
 		"no backend":        func(e *ConntrackEntry) { e.Backend = netip.AddrPort{} },
@@ -118,11 +120,11 @@ func TestConntrackMessageRejects(t *testing.T) {
 
 // restoreCases are FULLNAT connections as a new VIP owner restores them.
 var restoreCases = []ConntrackEntry{
-	{Protocol: TCP, Client: ap("203.0.113.5:40001"), VIP: ap("198.51.100.9:80"), Backend: ap("10.99.0.2:8080"),
+	{Protocol: l4.TCP, Client: ap("203.0.113.5:40001"), VIP: ap("198.51.100.9:80"), Backend: ap("10.99.0.2:8080"),
 		SNATFrom: addr("10.99.0.100"), SNATTo: addr("10.99.0.101"), Mark: 0x10, Timeout: 900 * time.Second},
-	{Protocol: UDP, Client: ap("203.0.113.5:40002"), VIP: ap("198.51.100.9:53"), Backend: ap("10.99.0.2:53"),
+	{Protocol: l4.UDP, Client: ap("203.0.113.5:40002"), VIP: ap("198.51.100.9:53"), Backend: ap("10.99.0.2:53"),
 		SNATFrom: addr("10.99.0.100"), SNATTo: addr("10.99.0.100"), Mark: 0x11, Timeout: 5 * time.Second},
-	{Protocol: TCP, Client: ap("[2001:db8:1::5]:40003"), VIP: ap("[2001:db8:f::10]:443"), Backend: ap("[2001:db8:2::11]:443"),
+	{Protocol: l4.TCP, Client: ap("[2001:db8:1::5]:40003"), VIP: ap("[2001:db8:f::10]:443"), Backend: ap("[2001:db8:2::11]:443"),
 		SNATFrom: addr("2001:db8:2::100"), SNATTo: addr("2001:db8:2::103"), Mark: 0x12, Timeout: 60 * time.Second},
 }
 
@@ -134,7 +136,7 @@ func TestConntrackFake(t *testing.T) {
 		t.Fatalf("first restore: %+v, %v", res, err)
 	}
 	bad := restoreCases[0]
-	bad.Protocol = SCTP
+	bad.Protocol = l4.SCTP
 	res, err = f.RestoreConntrack(ctx, append([]ConntrackEntry{bad}, restoreCases...))
 	if err == nil || res != (RestoreResult{Existing: 3, Failed: 1}) {
 		t.Errorf("second restore: %+v, %v", res, err)

@@ -15,6 +15,7 @@ import (
 	"time"
 
 	"github.com/lvsd/lvsd/ipvs"
+	"github.com/lvsd/lvsd/l4"
 )
 
 // TestVMRestoreFullNATConntrack is a takeover in one director, with real
@@ -82,8 +83,8 @@ link set r0 up
 -a -t [2001:db8:f::10]:80 -r [2001:db8:2::11]:8080 -m
 `, "ipvsadm", "-R")
 	rset := mustRender(t, Spec{SNAT: []SNATRule{
-		{Match: Match{VIP: addr("203.0.113.10"), Protocol: TCP, Ports: []PortRange{port(80)}}, CtMark: 0x10, To: addrs("10.0.2.100", "10.0.2.101"), Comment: "fullnat"},
-		{Match: Match{VIP: addr("2001:db8:f::10"), Protocol: TCP, Ports: []PortRange{port(80)}}, CtMark: 0x11, To: addrs("2001:db8:2::100"), Comment: "fullnat v6"},
+		{Match: Match{VIP: addr("203.0.113.10"), Protocol: l4.TCP, Ports: []l4.PortRange{port(80)}}, CtMark: 0x10, To: addrs("10.0.2.100", "10.0.2.101"), Comment: "fullnat"},
+		{Match: Match{VIP: addr("2001:db8:f::10"), Protocol: l4.TCP, Ports: []l4.PortRange{port(80)}}, CtMark: 0x11, To: addrs("2001:db8:2::100"), Comment: "fullnat v6"},
 	}})
 	k := NewKernel(InNetNS(dir.fd))
 	if err := k.Apply(ctx, rset); err != nil {
@@ -163,7 +164,7 @@ link set r0 up
 				if ic.Virtual != vip {
 					continue
 				}
-				e, ok := rset.FullNATEntry(Protocol(ic.Protocol), ic.Client, ic.Virtual, ic.Dest)
+				e, ok := rset.FullNATEntry(l4.Protocol(ic.Protocol), ic.Client, ic.Virtual, ic.Dest)
 				if !ok {
 					t.Fatalf("no FULLNAT rule for %+v", ic)
 				}

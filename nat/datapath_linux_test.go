@@ -12,6 +12,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/lvsd/lvsd/l4"
+
 	"github.com/vishvananda/netns"
 )
 
@@ -61,7 +63,7 @@ func TestKernelDataPath(t *testing.T) {
 	})
 	spec := Spec{
 		Marks: steering,
-		SNAT: []SNATRule{{Match: Match{VIP: addr("198.51.100.9"), Protocol: TCP, Ports: []PortRange{port(80)}},
+		SNAT: []SNATRule{{Match: Match{VIP: addr("198.51.100.9"), Protocol: l4.TCP, Ports: []l4.PortRange{port(80)}},
 			CtMark: 0x10, To: addrs("10.99.0.100"), Comment: "fullnat"}},
 	}
 	if err := NewKernel(InNetNS(dir.fd)).Apply(ctx, mustRender(t, spec)); err != nil {

@@ -6,6 +6,7 @@ import (
 	"github.com/google/nftables"
 	"github.com/google/nftables/expr"
 	"github.com/google/nftables/userdata"
+	"github.com/lvsd/lvsd/l4"
 	"github.com/lvsd/lvsd/nat/rules"
 	"golang.org/x/sys/unix"
 )
@@ -148,7 +149,7 @@ func (b batch) addrMatches(r rules.Rule) ([]expr.Any, error) {
 // l4Matches match the protocol and the destination ports.
 func (b batch) l4Matches(r rules.Rule) ([]expr.Any, error) {
 	var e []expr.Any
-	if r.Proto != AnyProtocol {
+	if r.Proto != l4.Any {
 		e = append(e, &expr.Meta{Key: expr.MetaKeyL4PROTO, Register: 1}, eq([]byte{byte(r.Proto)}))
 	}
 	if len(r.Protos) > 0 {
@@ -303,7 +304,7 @@ func addrElems(rs []rules.AddrRange) []nftables.SetElement {
 	return es
 }
 
-func portElems(ps []PortRange) []nftables.SetElement {
+func portElems(ps []l4.PortRange) []nftables.SetElement {
 	var es []nftables.SetElement
 	for _, p := range ps {
 		es = append(es, nftables.SetElement{Key: be16(p.From)})

@@ -8,8 +8,6 @@ import "github.com/lvsd/lvsd/nat/rules"
 type (
 	Spec           = rules.Spec
 	MSSClamp       = rules.MSSClamp
-	Protocol       = rules.Protocol
-	PortRange      = rules.PortRange
 	Match          = rules.Match
 	MarkRule       = rules.MarkRule
 	SNATRule       = rules.SNATRule
@@ -18,11 +16,6 @@ type (
 )
 
 const (
-	AnyProtocol = rules.AnyProtocol
-	TCP         = rules.TCP
-	UDP         = rules.UDP
-	SCTP        = rules.SCTP
-
 	TableName = rules.TableName
 
 	SysctlForwardV4     = rules.SysctlForwardV4

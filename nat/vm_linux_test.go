@@ -21,6 +21,8 @@ import (
 	"syscall"
 	"testing"
 	"time"
+
+	"github.com/lvsd/lvsd/l4"
 )
 
 // requireIPVS is requireNetAdmin plus a kernel with IPVS: these tests run
@@ -129,20 +131,20 @@ link set d0 up
 		t.Logf("without SNAT: %v (expected: rs has no route back)", err)
 	}
 
-	fullnat := func(vip string, ports ...PortRange) SNATRule {
-		return SNATRule{Match: Match{VIP: addr(vip), Protocol: TCP, Ports: ports}, CtMark: 0x10, To: addrs("10.0.2.100"), Comment: "fullnat " + vip}
+	fullnat := func(vip string, ports ...l4.PortRange) SNATRule {
+		return SNATRule{Match: Match{VIP: addr(vip), Protocol: l4.TCP, Ports: ports}, CtMark: 0x10, To: addrs("10.0.2.100"), Comment: "fullnat " + vip}
 	}
 	spec := Spec{
 		Marks: []MarkRule{
-			{Match: Match{VIP: addr("203.0.113.20"), Protocol: TCP, Ports: []PortRange{{From: 8000, To: 8099}}}, Mark: 0x20, Comment: "port range"},
-			{Match: Match{VIP: addr("203.0.113.30"), Protocol: TCP, Ports: []PortRange{port(80)}}, Mark: 0x30, Comment: "pool A"},
-			{Match: Match{VIP: addr("203.0.113.30"), Protocol: TCP, Ports: []PortRange{port(80)}, Sources: prefixes("10.0.1.0/24")}, Mark: 0x31, Comment: "pool B"},
+			{Match: Match{VIP: addr("203.0.113.20"), Protocol: l4.TCP, Ports: []l4.PortRange{{From: 8000, To: 8099}}}, Mark: 0x20, Comment: "port range"},
+			{Match: Match{VIP: addr("203.0.113.30"), Protocol: l4.TCP, Ports: []l4.PortRange{port(80)}}, Mark: 0x30, Comment: "pool A"},
+			{Match: Match{VIP: addr("203.0.113.30"), Protocol: l4.TCP, Ports: []l4.PortRange{port(80)}, Sources: prefixes("10.0.1.0/24")}, Mark: 0x31, Comment: "pool B"},
 		},
 		SNAT: []SNATRule{
 			fullnat("203.0.113.10", port(80)),
-			fullnat("203.0.113.20", PortRange{From: 8000, To: 8099}),
+			fullnat("203.0.113.20", l4.PortRange{From: 8000, To: 8099}),
 			fullnat("203.0.113.30", port(80)),
-			{Match: Match{VIP: addr("2001:db8:f::10"), Protocol: TCP, Ports: []PortRange{port(80)}}, CtMark: 0x10, To: addrs("2001:db8:2::100"), Comment: "fullnat v6"},
+			{Match: Match{VIP: addr("2001:db8:f::10"), Protocol: l4.TCP, Ports: []l4.PortRange{port(80)}}, CtMark: 0x10, To: addrs("2001:db8:2::100"), Comment: "fullnat v6"},
 		},
 	}
 	rs := mustRender(t, spec)

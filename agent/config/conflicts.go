@@ -5,6 +5,8 @@ import (
 	"fmt"
 	"net/netip"
 	"slices"
+
+	"github.com/lvsd/lvsd/l4"
 )
 
 // checkSet finds conflicts between services: the same name twice, or two
@@ -53,7 +55,7 @@ func checkChanged(all []*Service, fresh, among []int, errs *List) {
 	var claims []clientClaim // the fresh services' claims
 	for _, i := range fresh {
 		freshNames[all[i].Name] = true
-		eachClaim(all[i], func(k clients, r PortRange) bool {
+		eachClaim(all[i], func(k clients, r l4.PortRange) bool {
 			claims = append(claims, clientClaim{clients: k, r: r, proto: all[i].Protocol})
 			return true
 		})
@@ -101,7 +103,7 @@ func mergeSorted(a, b []int) []int {
 // clients, on its protocol.
 type clientClaim struct {
 	clients
-	r     PortRange
+	r     l4.PortRange
 	proto string
 }
 
@@ -114,7 +116,7 @@ func overlapsAny(s *Service, claims []clientClaim) bool {
 		if c.vip != s.VIP || !(s.Protocol == c.proto || s.Protocol == "any" || c.proto == "any") {
 			continue
 		}
-		overlaps := !eachClaim(s, func(k clients, r PortRange) bool {
+		overlaps := !eachClaim(s, func(k clients, r l4.PortRange) bool {
 			return k != c.clients || r.To < c.r.From || c.r.To < r.From // go on while they do not overlap
 		})
 		if overlaps {
@@ -170,7 +172,7 @@ func checkAmong(all []*Service, byName, byClaim []int, errs *List) {
 
 // claim is one port range of service svc (an index into all).
 type claim struct {
-	r   PortRange
+	r   l4.PortRange
 	svc int
 }
 
@@ -187,7 +189,7 @@ type clients struct {
 func claimsByClients(all []*Service, idx []int) map[clients][]claim {
 	out := map[clients][]claim{}
 	for _, i := range idx {
-		eachClaim(all[i], func(k clients, r PortRange) bool {
+		eachClaim(all[i], func(k clients, r l4.PortRange) bool {
 			out[k] = append(out[k], claim{r: r, svc: i})
 			return true
 		})
@@ -199,8 +201,8 @@ func claimsByClients(all []*Service, idx []int) map[clients][]claim {
 // (everyone, or each of its source ranges) until f returns false, and
 // reports whether f never did. It allocates nothing: a check calls it for
 // every service.
-func eachClaim(s *Service, f func(clients, PortRange) bool) bool {
-	ranges, all := s.Ports, [1]PortRange{{1, 65535}}
+func eachClaim(s *Service, f func(clients, l4.PortRange) bool) bool {
+	ranges, all := s.Ports, [1]l4.PortRange{{From: 1, To: 65535}}
 	if s.AllPorts {
 		ranges = all[:]
 	}
@@ -242,7 +244,7 @@ func sweep(all []*Service, claims []claim, proto string, found map[int]*Error) {
 			later, earlier := max(c.svc, reach.svc), min(c.svc, reach.svc)
 			if found[later] == nil {
 				a, b := all[later], all[earlier]
-				r := PortRange{c.r.From, min(c.r.To, reach.r.To)}
+				r := l4.PortRange{From: c.r.From, To: min(c.r.To, reach.r.To)}
 				port := r.String()
 				if a.AllPorts && b.AllPorts {
 					port = "all"

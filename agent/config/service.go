@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/lvsd/lvsd/agent/policy"
+	"github.com/lvsd/lvsd/l4"
 )
 
 // Forwarding is how the director delivers packets to real servers.
@@ -46,8 +47,8 @@ type Service struct {
 	File       string
 	Line       int
 	VIP        netip.Addr
-	Protocol   string      // tcp | udp | sctp | any
-	Ports      []PortRange // sorted, non-overlapping
+	Protocol   string         // tcp | udp | sctp | any
+	Ports      []l4.PortRange // sorted, non-overlapping
 	AllPorts   bool
 	Forwarding Forwarding
 	Scheduler  string
@@ -96,16 +97,6 @@ type Persistence struct {
 
 // DefaultDrainTimeout bounds how long a removed backend keeps its connections.
 const DefaultDrainTimeout = 30 * time.Second
-
-// PortRange is an inclusive range of ports; a single port has From == To.
-type PortRange struct{ From, To uint16 }
-
-func (r PortRange) String() string {
-	if r.From == r.To {
-		return strconv.Itoa(int(r.From))
-	}
-	return fmt.Sprintf("%d-%d", r.From, r.To)
-}
 
 // Backend is one real server of a service.
 type Backend struct {
@@ -434,12 +425,12 @@ func (d *doc) duration(path, subject, what, raw string, def time.Duration) time.
 
 // ports accepts port numbers, "from-to" ranges and the single word "all",
 // as written: decimal, without signs or leading zeros.
-func (d *doc) ports(name string, raw []text) ([]PortRange, bool) {
+func (d *doc) ports(name string, raw []text) ([]l4.PortRange, bool) {
 	if len(raw) == 0 {
 		d.errorf("$", "service %q: ports is required (a list of ports, ranges \"8000-8099\", or [all])", name)
 		return nil, false
 	}
-	var out []PortRange
+	var out []l4.PortRange
 	for i, p := range raw {
 		path := fmt.Sprintf("$.ports[%d]", i)
 		s := string(p)
@@ -463,9 +454,9 @@ func (d *doc) ports(name string, raw []text) ([]PortRange, bool) {
 			d.errorf(path, "service %q: port range %q ends before it starts", name, s)
 			continue
 		}
-		out = append(out, PortRange{lo, hi})
+		out = append(out, l4.PortRange{From: lo, To: hi})
 	}
-	slices.SortFunc(out, func(a, b PortRange) int { return cmp.Compare(a.From, b.From) })
+	slices.SortFunc(out, func(a, b l4.PortRange) int { return cmp.Compare(a.From, b.From) })
 	for i := 1; i < len(out); i++ {
 		if out[i].From <= out[i-1].To {
 			d.errorf("$.ports", "service %q: ports %s and %s overlap", name, out[i-1], out[i])

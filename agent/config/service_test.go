@@ -8,6 +8,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/lvsd/lvsd/l4"
 )
 
 func writeFile(t *testing.T, dir, name, body string) string {
@@ -54,7 +56,7 @@ backends:
 		t.Errorf("backends not sorted or weights wrong: %+v", web.Backends)
 	}
 	dns := got[1]
-	if len(dns.Ports) != 2 || dns.Ports[1] != (PortRange{5300, 5310}) || dns.Line != 9 {
+	if len(dns.Ports) != 2 || dns.Ports[1] != (l4.PortRange{From: 5300, To: 5310}) || dns.Line != 9 {
 		t.Errorf("dns ports or line wrong: %+v line %d", dns.Ports, dns.Line)
 	}
 }

@@ -31,17 +31,21 @@ const root = "../.."
 // import no other kernel package and nothing of the agent. A package's
 // test files (in-package and external) obey its row too, plus testMayUse.
 var layers = []layer{
-	{pkg: "ipvs/...", mayUse: []string{"ipvs/..."}},
-	{pkg: "nat/...", mayUse: []string{"nat/..."},
+	// l4 is the protocol numbers and port ranges that IPVS, nftables and
+	// the configuration all speak of: a value leaf with no imports, shared
+	// by the kernel packages so that none of them imports another.
+	{pkg: "l4", pure: true, mayNotReach: kernelOrSyscalls},
+	{pkg: "ipvs/...", mayUse: []string{"ipvs/...", "l4"}},
+	{pkg: "nat/...", mayUse: []string{"nat/...", "l4"},
 		testMayUse: []string{"ipvs"}}, // the VM test restores conntrack from IPVS's real connection table, which only ipvs reads
 	{pkg: "arp/...", mayUse: []string{"arp/..."}},
 	{pkg: "cluster/...", mayUse: []string{"cluster/..."}},
-	{pkg: "ipvs/spec", pure: true, mayNotReach: kernelOrSyscalls},
-	{pkg: "nat/rules", pure: true, mayNotReach: kernelOrSyscalls,
+	{pkg: "ipvs/spec", mayUse: []string{"l4"}, pure: true, mayNotReach: kernelOrSyscalls}, // services and connections name their protocol in l4's numbers
+	{pkg: "nat/rules", mayUse: []string{"l4"}, pure: true, mayNotReach: kernelOrSyscalls, // rules match l4's protocols and port ranges
 		testMayUse: []string{"nat/internal/golden"}}, // the golden cases nat's namespace tests apply to the kernel too
 	{pkg: "cluster/bgp/route", pure: true, mayNotReach: kernelOrSyscalls},
 	{pkg: "cluster/settings", pure: true, mayNotReach: kernelOrSyscalls},
-	{pkg: "cluster/connsync/records", pure: true, mayNotReach: kernelOrSyscalls},
+	{pkg: "cluster/connsync/records", mayUse: []string{"l4"}, pure: true, mayNotReach: kernelOrSyscalls}, // a service names its protocol in l4's numbers
 	{pkg: "agent/policy", pure: true, mayNotReach: kernelOrSyscalls},
 	{pkg: "agent/maglev", pure: true, mayNotReach: kernelOrSyscalls},
 	{pkg: "agent/histogram", pure: true, mayNotReach: kernelOrSyscalls},
@@ -54,10 +58,10 @@ var layers = []layer{
 	{pkg: "agent/program", mayNot3: kernelLibraries, mayNotReach: kernelLibraries},
 	{pkg: "agent/health", mayUse: []string{"agent/histogram", "agent/program"}, mayNot3: kernelLibraries, mayNotReach: kernelLibraries},
 	{pkg: "agent/hooks", mayUse: []string{"agent/metrics", "agent/program"}, mayNot3: kernelLibraries, mayNotReach: kernelLibraries},
-	{pkg: "agent/config", mayUse: []string{"agent/policy", "agent/hooks", "ipvs/spec", "cluster/settings", "cluster/bgp/route"}, mayNot3: kernelLibraries, mayNotReach: kernelLibraries},
-	{pkg: "agent/planner", mayUse: []string{"agent/config", "agent/policy", "ipvs/spec", "nat/rules", "cluster/bgp/route", "cluster/connsync/records"},
+	{pkg: "agent/config", mayUse: []string{"l4", "agent/policy", "agent/hooks", "ipvs/spec", "cluster/settings", "cluster/bgp/route"}, mayNot3: kernelLibraries, mayNotReach: kernelLibraries},
+	{pkg: "agent/planner", mayUse: []string{"l4", "agent/config", "agent/policy", "ipvs/spec", "nat/rules", "cluster/bgp/route", "cluster/connsync/records"},
 		pure: true, mayNotReach: kernelLibraries}, // reaches x/sys/unix only through agent/config → agent/hooks → prometheus
-	{pkg: "agent", mayUse: []string{"agent/planner", "agent/config", "agent/policy", "agent/health", "agent/hooks", "agent/histogram", "agent/metrics", "agent/maglev", "agent/api", "agent/statefile",
+	{pkg: "agent", mayUse: []string{"l4", "agent/planner", "agent/config", "agent/policy", "agent/health", "agent/hooks", "agent/histogram", "agent/metrics", "agent/maglev", "agent/api", "agent/statefile",
 		"ipvs", "nat", "arp", "arp/sysctl", "cluster/..."}, mayNot3: kernelLibraries},
 	{pkg: "agent/logging", mayNot3: kernelLibraries}, // the journal is a local datagram socket
 	{pkg: "agent/clidoc", mayUse: []string{"docs"}, mayNot3: kernelLibraries},
@@ -73,6 +77,7 @@ var layers = []layer{
 	{pkg: "e2e/...", mayUse: []string{"e2e/..."}},
 	{pkg: "e2e", mayUse: []string{"e2e/..."}, testMayUse: []string{
 		"ipvs",                                 // reads back what lvsd programmed: IPVS services, destinations, connections
+		"l4",                                   // names the protocols of the services and connections it reads back
 		"arp",                                  // reads back the addresses lvsd put on the directors' interfaces
 		"agent/maglev",                         // TestMaglevPrediction compares lvsd's prediction of ip_vs_mh with the kernel's choice
 		"agent", "cluster", "cluster/connsync", // decode `lvsd status` JSON into the types lvsd encodes it from, and wait out the cluster's default timers

@@ -8,6 +8,7 @@ import (
 
 	"github.com/lvsd/lvsd/agent/config"
 	ipvs "github.com/lvsd/lvsd/ipvs/spec"
+	"github.com/lvsd/lvsd/l4"
 	nat "github.com/lvsd/lvsd/nat/rules"
 )
 
@@ -95,7 +96,7 @@ var ecmpForwarding = map[config.Forwarding]string{
 		"every director; use dr, or a single director with cluster mode active-standby",
 }
 
-var protocolNumbers = map[string]ipvs.Protocol{"tcp": ipvs.TCP, "udp": ipvs.UDP, "sctp": ipvs.SCTP}
+var protocolNumbers = map[string]l4.Protocol{"tcp": l4.TCP, "udp": l4.UDP, "sctp": l4.SCTP}
 
 var forwardingMethods = map[config.Forwarding]ipvs.Forwarding{
 	config.DR:      ipvs.DirectRoute,
@@ -144,7 +145,7 @@ func FirewallMark(service string) uint32 {
 // source-range steering all need nftables to mark its packets.
 func needsFirewallMark(s *config.Service) bool {
 	return s.AllPorts || s.Protocol == "any" || len(s.SourceRanges) > 0 ||
-		slices.ContainsFunc(s.Ports, func(r config.PortRange) bool { return r.From != r.To })
+		slices.ContainsFunc(s.Ports, func(r l4.PortRange) bool { return r.From != r.To })
 }
 
 func buildService(s *config.Service, mark uint32, snat []netip.Addr) ([]*VirtualService, nat.Spec) {
@@ -157,10 +158,10 @@ func buildService(s *config.Service, mark uint32, snat []netip.Addr) ([]*Virtual
 		base.Timeout = uint32(s.Persistence.Timeout.Seconds())
 		base.Netmask = s.Persistence.Netmask
 	}
-	match := nat.Match{VIP: s.VIP, Protocol: nat.Protocol(protocolNumbers[s.Protocol]), Sources: s.SourceRanges}
+	match := nat.Match{VIP: s.VIP, Protocol: l4.Protocol(protocolNumbers[s.Protocol]), Sources: s.SourceRanges}
 	if !s.AllPorts {
 		for _, r := range s.Ports {
-			match.Ports = append(match.Ports, nat.PortRange{From: r.From, To: r.To})
+			match.Ports = append(match.Ports, l4.PortRange{From: r.From, To: r.To})
 		}
 	}
 	var spec nat.Spec

@@ -6,6 +6,7 @@ import (
 	"github.com/lvsd/lvsd/agent/config"
 	"github.com/lvsd/lvsd/cluster/connsync/records"
 	ipvs "github.com/lvsd/lvsd/ipvs/spec"
+	"github.com/lvsd/lvsd/l4"
 )
 
 const (
@@ -43,7 +44,7 @@ func PusherPort(c config.ConnSync) uint16 { return c.Port + 2 }
 // daemon's, delivered to itself: nothing listens there.
 func pusherService(c config.ConnSync) *VirtualService {
 	lo := netip.MustParseAddr("127.0.0.1")
-	key := ipvs.ServiceKey{Protocol: ipvs.UDP, Addr: lo, Port: PusherPort(c)}
+	key := ipvs.ServiceKey{Protocol: l4.UDP, Addr: lo, Port: PusherPort(c)}
 	return &VirtualService{
 		Service:  ipvs.Service{ServiceKey: key, Scheduler: "rr"},
 		Name:     "conn-sync-pusher",
@@ -67,7 +68,7 @@ func SyncServices(d Desired) []records.Service {
 		}
 		s := records.Service{VIP: vs.VIP, FWMark: vs.FWMark}
 		if vs.FWMark == 0 {
-			s.VIP, s.Protocol, s.Port = vs.Addr, uint8(vs.Protocol), vs.Port
+			s.VIP, s.Protocol, s.Port = vs.Addr, vs.Protocol, vs.Port
 		}
 		for _, dst := range vs.Destinations {
 			s.Dests = append(s.Dests, netip.AddrPortFrom(dst.Addr, dst.Port))

@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/lvsd/lvsd/agent/config"
+	"github.com/lvsd/lvsd/l4"
 )
 
 // BackendOverride is an operator's runtime change to one backend of one
@@ -178,7 +179,7 @@ func listensOn(s *config.Service, port uint16) bool {
 	if s.AllPorts {
 		return true
 	}
-	return slices.ContainsFunc(s.Ports, func(r config.PortRange) bool { return r.From <= port && port <= r.To })
+	return slices.ContainsFunc(s.Ports, func(r l4.PortRange) bool { return r.From <= port && port <= r.To })
 }
 
 func listOrNone(names []string) string {

@@ -58,7 +58,7 @@ func indexServices(list []Service) *services {
 		if s.FWMark != 0 {
 			ix.byMark[s.FWMark] = d
 		} else {
-			ix.byAddr[addrKey{s.Protocol, d.vip, s.Port}] = d
+			ix.byAddr[addrKey{uint8(s.Protocol), d.vip, s.Port}] = d
 		}
 	}
 	return ix

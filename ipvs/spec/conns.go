@@ -3,13 +3,15 @@ package spec
 import (
 	"net/netip"
 	"time"
+
+	"github.com/lvsd/lvsd/l4"
 )
 
 // Connection is one entry of the kernel's IPVS connection table.
 type Connection struct {
-	// Protocol is TCP, UDP or SCTP; 0 for a persistence template (the
-	// kernel's "IP" lines), which is not a connection.
-	Protocol Protocol
+	// Protocol is TCP, UDP or SCTP; l4.Any for a persistence template
+	// (the kernel's "IP" lines), which is not a connection.
+	Protocol l4.Protocol
 	Client   netip.AddrPort // the client's address and port
 	Virtual  netip.AddrPort // the VIP and port the client connected to
 	Dest     netip.AddrPort // the real server IPVS chose

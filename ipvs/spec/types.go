@@ -4,31 +4,9 @@ import (
 	"fmt"
 	"net/netip"
 	"strings"
+
+	"github.com/lvsd/lvsd/l4"
 )
-
-// Protocol is an IP protocol number as IPVS stores it.
-type Protocol uint16
-
-// Protocols IPVS balances.
-const (
-	TCP  Protocol = 6  // IPPROTO_TCP
-	UDP  Protocol = 17 // IPPROTO_UDP
-	SCTP Protocol = 132
-)
-
-func (p Protocol) String() string {
-	switch p {
-	case TCP:
-		return "tcp"
-	case UDP:
-		return "udp"
-	case SCTP:
-		return "sctp"
-	case 0:
-		return "fwmark"
-	}
-	return fmt.Sprintf("proto-%d", uint16(p))
-}
 
 // Flags are IPVS service flags (IP_VS_SVC_F_*). The kernel replaces the whole
 // set on every update, so a Service always carries all of them.
@@ -82,8 +60,8 @@ func (f Forwarding) String() string {
 // ServiceKey identifies a virtual service: either protocol+address+port or,
 // for firewall-mark services, family+mark.
 type ServiceKey struct {
-	Protocol Protocol
-	Addr     netip.Addr // zero for fwmark services
+	Protocol l4.Protocol // l4.Any for fwmark services
+	Addr     netip.Addr  // zero for fwmark services
 	Port     uint16
 	FWMark   uint32
 	IPv6     bool // address family; needed on its own for fwmark services
@@ -244,7 +222,7 @@ func (d Destination) Method() string {
 	return d.Forwarding.String() + "/" + d.Tunnel.String()
 }
 
-func cmpInt[T ~uint16 | ~uint32 | ~int](a, b T) int {
+func cmpInt[T ~uint8 | ~uint16 | ~uint32 | ~int](a, b T) int {
 	switch {
 	case a < b:
 		return -1

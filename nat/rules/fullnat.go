@@ -4,11 +4,13 @@ import (
 	"fmt"
 	"net/netip"
 	"time"
+
+	"github.com/lvsd/lvsd/l4"
 )
 
 // ConntrackEntry is the conntrack entry of one FULLNAT connection.
 type ConntrackEntry struct {
-	Protocol Protocol       // TCP or UDP
+	Protocol l4.Protocol    // TCP or UDP
 	Client   netip.AddrPort // original source
 	VIP      netip.AddrPort // original destination
 	Backend  netip.AddrPort // the real server: where IPVS sent the connection
@@ -45,8 +47,8 @@ func (e ConntrackEntry) String() string {
 // rule that matches it, as the prerouting chain would, and the SNAT range of
 // that mark. ok is false when rs does not source-NAT the connection (it
 // belongs to a DR or NAT service, or a protocol other than TCP and UDP).
-func (rs Ruleset) FullNATEntry(proto Protocol, client, vip, backend netip.AddrPort) (e ConntrackEntry, ok bool) {
-	if proto != TCP && proto != UDP {
+func (rs Ruleset) FullNATEntry(proto l4.Protocol, client, vip, backend netip.AddrPort) (e ConntrackEntry, ok bool) {
+	if proto != l4.TCP && proto != l4.UDP {
 		return ConntrackEntry{}, false
 	}
 	for _, t := range rs.tables {
@@ -71,8 +73,8 @@ func (rs Ruleset) FullNATEntry(proto Protocol, client, vip, backend netip.AddrPo
 
 // matchesConn reports whether a packet from client to vip passes the rule's
 // matches (daddr, saddr, protocol, ports).
-func (r Rule) matchesConn(proto Protocol, client netip.Addr, vip netip.AddrPort) bool {
-	if r.DAddr != vip.Addr() || r.Proto != AnyProtocol && r.Proto != proto {
+func (r Rule) matchesConn(proto l4.Protocol, client netip.Addr, vip netip.AddrPort) bool {
+	if r.DAddr != vip.Addr() || r.Proto != l4.Any && r.Proto != proto {
 		return false
 	}
 	if len(r.SAddr) > 0 && !inRanges(r.SAddr, client) {

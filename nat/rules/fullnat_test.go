@@ -6,18 +6,19 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/lvsd/lvsd/l4"
 	"github.com/lvsd/lvsd/nat/rules"
 )
 
 // fullnatSpec has two FULLNAT services (one with source ranges) and a DR
 // service on the same VIP, in both families.
 var fullnatSpec = rules.Spec{
-	Marks: []rules.MarkRule{{Match: rules.Match{VIP: addr("203.0.113.10"), Protocol: rules.TCP, Ports: []rules.PortRange{{From: 8000, To: 8099}}}, Mark: 0x30, Comment: "dr range"}},
+	Marks: []rules.MarkRule{{Match: rules.Match{VIP: addr("203.0.113.10"), Protocol: l4.TCP, Ports: []l4.PortRange{{From: 8000, To: 8099}}}, Mark: 0x30, Comment: "dr range"}},
 	SNAT: []rules.SNATRule{
-		{Match: rules.Match{VIP: addr("203.0.113.10"), Protocol: rules.TCP, Ports: []rules.PortRange{port(80), port(443)}}, CtMark: 0x10, To: addrs("192.0.2.2", "192.0.2.3"), Comment: "web"},
-		{Match: rules.Match{VIP: addr("203.0.113.10"), Protocol: rules.TCP, Ports: []rules.PortRange{port(80)}, Sources: prefixes("198.51.100.0/24")}, CtMark: 0x11, To: addrs("192.0.2.9"), Comment: "web steered"},
-		{Match: rules.Match{VIP: addr("203.0.113.20"), Protocol: rules.AnyProtocol}, CtMark: 0x12, To: addrs("192.0.2.3"), Comment: "l3"},
-		{Match: rules.Match{VIP: addr("2001:db8::10"), Protocol: rules.UDP, Ports: []rules.PortRange{port(53)}}, CtMark: 0x10, To: addrs("2001:db8:1::2"), Comment: "dns6"},
+		{Match: rules.Match{VIP: addr("203.0.113.10"), Protocol: l4.TCP, Ports: []l4.PortRange{port(80), port(443)}}, CtMark: 0x10, To: addrs("192.0.2.2", "192.0.2.3"), Comment: "web"},
+		{Match: rules.Match{VIP: addr("203.0.113.10"), Protocol: l4.TCP, Ports: []l4.PortRange{port(80)}, Sources: prefixes("198.51.100.0/24")}, CtMark: 0x11, To: addrs("192.0.2.9"), Comment: "web steered"},
+		{Match: rules.Match{VIP: addr("203.0.113.20"), Protocol: l4.Any}, CtMark: 0x12, To: addrs("192.0.2.3"), Comment: "l3"},
+		{Match: rules.Match{VIP: addr("2001:db8::10"), Protocol: l4.UDP, Ports: []l4.PortRange{port(53)}}, CtMark: 0x10, To: addrs("2001:db8:1::2"), Comment: "dns6"},
 	},
 }
 
@@ -25,22 +26,22 @@ func TestFullNATEntry(t *testing.T) {
 	rs := mustRender(t, fullnatSpec)
 	rsv := ap("10.0.2.11:8080")
 	for _, c := range []struct {
-		proto       rules.Protocol
+		proto       l4.Protocol
 		client, vip string
 		ok          bool
 		mark        uint32
 		from, to    string
 	}{
-		{rules.TCP, "192.0.2.200:1000", "203.0.113.10:80", true, 0x10, "192.0.2.2", "192.0.2.3"},
-		{rules.TCP, "192.0.2.200:1000", "203.0.113.10:443", true, 0x10, "192.0.2.2", "192.0.2.3"},
-		{rules.TCP, "198.51.100.7:1000", "203.0.113.10:80", true, 0x11, "192.0.2.9", "192.0.2.9"}, // longest source prefix first
-		{rules.TCP, "198.51.100.7:1000", "203.0.113.10:443", true, 0x10, "192.0.2.2", "192.0.2.3"},
-		{rules.UDP, "192.0.2.200:1000", "203.0.113.10:80", false, 0, "", ""},   // no udp rule
-		{rules.TCP, "192.0.2.200:1000", "203.0.113.10:8000", false, 0, "", ""}, // the DR service
-		{rules.UDP, "192.0.2.200:1000", "203.0.113.20:5000", true, 0x12, "192.0.2.3", "192.0.2.3"},
-		{rules.SCTP, "192.0.2.200:1000", "203.0.113.20:5000", false, 0, "", ""}, // not restored
-		{rules.UDP, "[2001:db8:9::1]:1000", "[2001:db8::10]:53", true, 0x10, "2001:db8:1::2", "2001:db8:1::2"},
-		{rules.UDP, "[2001:db8:9::1]:1000", "[2001:db8::11]:53", false, 0, "", ""},
+		{l4.TCP, "192.0.2.200:1000", "203.0.113.10:80", true, 0x10, "192.0.2.2", "192.0.2.3"},
+		{l4.TCP, "192.0.2.200:1000", "203.0.113.10:443", true, 0x10, "192.0.2.2", "192.0.2.3"},
+		{l4.TCP, "198.51.100.7:1000", "203.0.113.10:80", true, 0x11, "192.0.2.9", "192.0.2.9"}, // longest source prefix first
+		{l4.TCP, "198.51.100.7:1000", "203.0.113.10:443", true, 0x10, "192.0.2.2", "192.0.2.3"},
+		{l4.UDP, "192.0.2.200:1000", "203.0.113.10:80", false, 0, "", ""},   // no udp rule
+		{l4.TCP, "192.0.2.200:1000", "203.0.113.10:8000", false, 0, "", ""}, // the DR service
+		{l4.UDP, "192.0.2.200:1000", "203.0.113.20:5000", true, 0x12, "192.0.2.3", "192.0.2.3"},
+		{l4.SCTP, "192.0.2.200:1000", "203.0.113.20:5000", false, 0, "", ""}, // not restored
+		{l4.UDP, "[2001:db8:9::1]:1000", "[2001:db8::10]:53", true, 0x10, "2001:db8:1::2", "2001:db8:1::2"},
+		{l4.UDP, "[2001:db8:9::1]:1000", "[2001:db8::11]:53", false, 0, "", ""},
 	} {
 		e, ok := rs.FullNATEntry(c.proto, ap(c.client), ap(c.vip), rsv)
 		if ok != c.ok {
@@ -95,7 +96,7 @@ func TestGuardRanges(t *testing.T) {
 	}
 	// A SNAT address that is a VIP stays out of the guard.
 	rs := mustRender(t, rules.Spec{SNAT: []rules.SNATRule{
-		{Match: rules.Match{VIP: addr("203.0.113.10"), Protocol: rules.TCP}, CtMark: 1, To: addrs("203.0.113.10", "203.0.113.11"), Comment: "snat to the vip"},
+		{Match: rules.Match{VIP: addr("203.0.113.10"), Protocol: l4.TCP}, CtMark: 1, To: addrs("203.0.113.10", "203.0.113.11"), Comment: "snat to the vip"},
 	}})
 	if !strings.Contains(rs.String(), "ip daddr 203.0.113.11 meta l4proto { tcp, udp, sctp } ct state invalid,new drop") {
 		t.Errorf("guard:\n%s", rs)

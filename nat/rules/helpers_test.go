@@ -4,6 +4,7 @@ import (
 	"net/netip"
 	"testing"
 
+	"github.com/lvsd/lvsd/l4"
 	"github.com/lvsd/lvsd/nat/internal/golden"
 	"github.com/lvsd/lvsd/nat/rules"
 )
@@ -15,9 +16,9 @@ var (
 	steering    = golden.Steering
 )
 
-func addr(s string) netip.Addr      { return netip.MustParseAddr(s) }
-func ap(s string) netip.AddrPort    { return netip.MustParseAddrPort(s) }
-func port(p uint16) rules.PortRange { return rules.PortRange{From: p, To: p} }
+func addr(s string) netip.Addr   { return netip.MustParseAddr(s) }
+func ap(s string) netip.AddrPort { return netip.MustParseAddrPort(s) }
+func port(p uint16) l4.PortRange { return l4.PortRange{From: p, To: p} }
 
 func addrs(ss ...string) []netip.Addr {
 	as := make([]netip.Addr, len(ss))

@@ -4,6 +4,8 @@ import (
 	"cmp"
 	"net/netip"
 	"slices"
+
+	"github.com/lvsd/lvsd/l4"
 )
 
 // Family is one of the two tables lvsd owns.
@@ -87,10 +89,10 @@ func mergePrefixes(ps []netip.Prefix) []AddrRange {
 }
 
 // mergePorts sorts port ranges and merges overlapping and adjacent ones.
-func mergePorts(ps []PortRange) []PortRange {
+func mergePorts(ps []l4.PortRange) []l4.PortRange {
 	rs := slices.Clone(ps)
-	slices.SortFunc(rs, func(a, b PortRange) int { return cmp.Compare(a.From, b.From) })
-	var out []PortRange
+	slices.SortFunc(rs, func(a, b l4.PortRange) int { return cmp.Compare(a.From, b.From) })
+	var out []l4.PortRange
 	for _, r := range rs {
 		if n := len(out); n > 0 && int(r.From) <= int(out[n-1].To)+1 {
 			out[n-1].To = max(out[n-1].To, r.To)
@@ -101,7 +103,7 @@ func mergePorts(ps []PortRange) []PortRange {
 	return out
 }
 
-func portsOverlap(a, b []PortRange) bool {
+func portsOverlap(a, b []l4.PortRange) bool {
 	if len(a) == 0 || len(b) == 0 {
 		return len(a) == len(b) // "all ports" overlaps only "all ports": order settles the rest
 	}
@@ -129,8 +131,8 @@ func consecutive(as []netip.Addr) (AddrRange, bool) {
 	return AddrRange{s[0], s[len(s)-1]}, true
 }
 
-func comparePorts(a, b []PortRange) int {
-	return slices.CompareFunc(a, b, func(x, y PortRange) int {
+func comparePorts(a, b []l4.PortRange) int {
+	return slices.CompareFunc(a, b, func(x, y l4.PortRange) int {
 		return cmp.Or(cmp.Compare(x.From, y.From), cmp.Compare(x.To, y.To))
 	})
 }

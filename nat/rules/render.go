@@ -8,6 +8,8 @@ import (
 	"net/netip"
 	"slices"
 	"strings"
+
+	"github.com/lvsd/lvsd/l4"
 )
 
 // Render checks spec and turns it into the Ruleset that implements it. It
@@ -165,7 +167,7 @@ func clampRule(vips []AddrRange, mss uint16) Rule {
 // Invalid packets (no entry either) are dropped for the same reason; other
 // protocols (ICMP) pass.
 func guardRule(to []AddrRange) Rule {
-	return Rule{DAddrs: to, Protos: []Protocol{TCP, UDP, SCTP}, CtState: CtStateInvalid | CtStateNew,
+	return Rule{DAddrs: to, Protos: []l4.Protocol{l4.TCP, l4.UDP, l4.SCTP}, CtState: CtStateInvalid | CtStateNew,
 		Verdict: Drop, Comment: "SNAT addresses take only replies"}
 }
 
@@ -174,12 +176,12 @@ func guardRule(to []AddrRange) Rule {
 // what reaches the master's port is relayed to every director. Only root
 // (lvsd's relay; the kernel's own master socket) may send there.
 func syncGuardRule(group netip.Addr, ports []uint16) Rule {
-	var pr []PortRange
+	var pr []l4.PortRange
 	for _, p := range ports {
-		pr = append(pr, PortRange{From: p, To: p})
+		pr = append(pr, l4.PortRange{From: p, To: p})
 	}
 	// Merged: adjacent ranges in one interval set break its lookups.
-	return Rule{OIF: "lo", DAddr: group, Proto: UDP, Ports: mergePorts(pr), NotRoot: true, Verdict: Drop,
+	return Rule{OIF: "lo", DAddr: group, Proto: l4.UDP, Ports: mergePorts(pr), NotRoot: true, Verdict: Drop,
 		Comment: "only root feeds the IPVS sync daemons"}
 }
 
@@ -243,9 +245,9 @@ type entry struct {
 	fam     Family
 	name    string // the Spec rule, for errors
 	vip     netip.Addr
-	proto   Protocol
-	ports   []PortRange // merged; nil = all ports
-	bits    int         // source prefix length; -1 = every client
+	proto   l4.Protocol
+	ports   []l4.PortRange // merged; nil = all ports
+	bits    int            // source prefix length; -1 = every client
 	srcs    []netip.Prefix
 	value   uint32 // mark or ct mark
 	comment string
@@ -280,7 +282,7 @@ func expand(fam Family, name string, m Match, value uint32, comment string) []en
 func (a entry) compare(b entry) int {
 	return cmp.Or(
 		cmp.Compare(a.fam, b.fam),
-		cmp.Compare(b2i(a.proto == AnyProtocol), b2i(b.proto == AnyProtocol)),
+		cmp.Compare(b2i(a.proto == l4.Any), b2i(b.proto == l4.Any)),
 		cmp.Compare(b.bits, a.bits),
 		cmp.Compare(b2i(a.ports == nil), b2i(b.ports == nil)),
 		a.vip.Compare(b.vip),

@@ -6,6 +6,8 @@ import (
 	"fmt"
 	"net/netip"
 	"strings"
+
+	"github.com/lvsd/lvsd/l4"
 )
 
 // TableName is the name of lvsd's table in both the ip and ip6 families.
@@ -76,9 +78,9 @@ type Rule struct {
 	DAddr    netip.Addr  // destination (a VIP), if valid
 	DAddrs   []AddrRange // destination ranges (SNAT addresses), if any
 	SAddr    []AddrRange
-	Proto    Protocol   // AnyProtocol: no protocol match
-	Protos   []Protocol // "meta l4proto { ... }", sorted; instead of Proto
-	Ports    []PortRange
+	Proto    l4.Protocol   // l4.Any: no protocol match
+	Protos   []l4.Protocol // "meta l4proto { ... }", sorted; instead of Proto
+	Ports    []l4.PortRange
 	CtMark   uint32 // "ct mark X" match, if non-zero
 	CtState  uint32 // "ct state X,Y" match (CtState* bits), if non-zero
 	NotRoot  bool   // "meta skuid != 0": sent by a socket of another user than root
@@ -208,7 +210,7 @@ func (r Rule) format(f Family) string {
 	case len(r.Ports) > 0:
 		// nft hides the "meta l4proto" dependency of a port match.
 		add("%s dport %s", r.Proto, list(r.Ports))
-	case r.Proto != AnyProtocol:
+	case r.Proto != l4.Any:
 		add("meta l4proto %s", r.Proto)
 	}
 	if r.SynAck {

@@ -5,6 +5,8 @@ import (
 	"fmt"
 	"net/netip"
 	"strings"
+
+	"github.com/lvsd/lvsd/l4"
 )
 
 // Spec is every nftables rule lvsd wants, in lvsd's vocabulary. The order of
@@ -59,52 +61,14 @@ func (c MSSClamp) check() (Family, error) {
 	return familyOf(c.VIP), nil
 }
 
-// Protocol is an IP protocol number. AnyProtocol matches every protocol (the
-// L3_DEFAULT forwarding rule of seed 001).
-type Protocol uint8
-
-// The protocols a rule can name.
-const (
-	AnyProtocol Protocol = 0
-	TCP         Protocol = 6
-	UDP         Protocol = 17
-	SCTP        Protocol = 132
-)
-
-// String returns the protocol's nft name ("any" for AnyProtocol).
-func (p Protocol) String() string {
-	switch p {
-	case AnyProtocol:
-		return "any"
-	case TCP:
-		return "tcp"
-	case UDP:
-		return "udp"
-	case SCTP:
-		return "sctp"
-	}
-	return fmt.Sprintf("protocol(%d)", uint8(p))
-}
-
-// PortRange is an inclusive range of destination ports; From == To is one port.
-type PortRange struct{ From, To uint16 }
-
-// String returns "80" or "8000-8099".
-func (r PortRange) String() string {
-	if r.From == r.To {
-		return fmt.Sprint(r.From)
-	}
-	return fmt.Sprintf("%d-%d", r.From, r.To)
-}
-
 // Match selects packets addressed to one VIP.
 type Match struct {
 	VIP netip.Addr
-	// Protocol is the IP protocol; AnyProtocol matches all of them.
-	Protocol Protocol
+	// Protocol is the IP protocol; l4.Any matches all of them.
+	Protocol l4.Protocol
 	// Ports are the destination ports; empty means all ports. Listing ports
 	// requires TCP, UDP or SCTP. Overlapping and adjacent ranges are merged.
-	Ports []PortRange
+	Ports []l4.PortRange
 	// Sources restricts the rule to clients inside these prefixes (source-
 	// range steering); empty means every client. The longest matching prefix
 	// among all rules for the same packet wins.
@@ -153,11 +117,11 @@ func (m Match) check() (Family, error) {
 	}
 	fam := familyOf(m.VIP)
 	switch m.Protocol {
-	case AnyProtocol, TCP, UDP, SCTP:
+	case l4.Any, l4.TCP, l4.UDP, l4.SCTP:
 	default:
 		return 0, fmt.Errorf("protocol %d: want tcp, udp, sctp or any", uint8(m.Protocol))
 	}
-	if len(m.Ports) > 0 && m.Protocol == AnyProtocol {
+	if len(m.Ports) > 0 && m.Protocol == l4.Any {
 		// Ports only exist in tcp/udp/sctp; seed 001's L3_DEFAULT rules always
 		// take all ports. One rule per protocol expresses "tcp and udp on 53".
 		return 0, errors.New("ports need protocol tcp, udp or sctp (protocol any takes all ports)")

@@ -5,12 +5,13 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/lvsd/lvsd/l4"
 	"github.com/lvsd/lvsd/nat/rules"
 )
 
 func TestRenderRejects(t *testing.T) {
 	vip := addr("203.0.113.10")
-	tcp80 := rules.Match{VIP: vip, Protocol: rules.TCP, Ports: []rules.PortRange{port(80)}}
+	tcp80 := rules.Match{VIP: vip, Protocol: l4.TCP, Ports: []l4.PortRange{port(80)}}
 	for _, tc := range []struct {
 		name string
 		spec rules.Spec
@@ -23,9 +24,9 @@ func TestRenderRejects(t *testing.T) {
 		{"mapped VIP", rules.Spec{Marks: []rules.MarkRule{{Match: rules.Match{VIP: addr("::ffff:203.0.113.10")}, Mark: 1}}}, "write 203.0.113.10"},
 		{"zoned VIP", rules.Spec{Marks: []rules.MarkRule{{Match: rules.Match{VIP: addr("fe80::1%eth0")}, Mark: 1}}}, "zoned"},
 		{"unknown protocol", rules.Spec{Marks: []rules.MarkRule{{Match: rules.Match{VIP: vip, Protocol: 47}, Mark: 1}}}, "protocol 47"},
-		{"ports without protocol", rules.Spec{Marks: []rules.MarkRule{{Match: rules.Match{VIP: vip, Ports: []rules.PortRange{port(53)}}, Mark: 1}}}, "ports need protocol"},
-		{"port 0", rules.Spec{Marks: []rules.MarkRule{{Match: rules.Match{VIP: vip, Protocol: rules.UDP, Ports: []rules.PortRange{port(0)}}, Mark: 1}}}, "port range 0-0"},
-		{"reversed range", rules.Spec{Marks: []rules.MarkRule{{Match: rules.Match{VIP: vip, Protocol: rules.UDP, Ports: []rules.PortRange{{From: 90, To: 80}}}, Mark: 1}}}, "port range 90-80"},
+		{"ports without protocol", rules.Spec{Marks: []rules.MarkRule{{Match: rules.Match{VIP: vip, Ports: []l4.PortRange{port(53)}}, Mark: 1}}}, "ports need protocol"},
+		{"port 0", rules.Spec{Marks: []rules.MarkRule{{Match: rules.Match{VIP: vip, Protocol: l4.UDP, Ports: []l4.PortRange{port(0)}}, Mark: 1}}}, "port range 0-0"},
+		{"reversed range", rules.Spec{Marks: []rules.MarkRule{{Match: rules.Match{VIP: vip, Protocol: l4.UDP, Ports: []l4.PortRange{{From: 90, To: 80}}}, Mark: 1}}}, "port range 90-80"},
 		{"mixed family source", rules.Spec{Marks: []rules.MarkRule{{Match: rules.Match{VIP: vip, Sources: prefixes("2001:db8::/32")}, Mark: 1}}}, "not the VIP's address family"},
 		{"host bits", rules.Spec{Marks: []rules.MarkRule{{Match: rules.Match{VIP: vip, Sources: prefixes("10.1.2.3/24")}, Mark: 1}}}, "did you mean 10.1.2.0/24"},
 		{"zero prefix", rules.Spec{Marks: []rules.MarkRule{{Match: rules.Match{VIP: vip, Sources: prefixes("0.0.0.0/0")}, Mark: 1}}}, "leave sources empty"},
@@ -37,15 +38,15 @@ func TestRenderRejects(t *testing.T) {
 		{"SNAT gap", rules.Spec{SNAT: []rules.SNATRule{{Match: tcp80, CtMark: 1, To: addrs("192.0.2.1", "192.0.2.3")}}}, "not consecutive"},
 		{"ct mark with two targets", rules.Spec{SNAT: []rules.SNATRule{
 			{Match: tcp80, CtMark: 1, To: addrs("192.0.2.1"), Comment: "a"},
-			{Match: rules.Match{VIP: addr("203.0.113.11"), Protocol: rules.TCP}, CtMark: 1, To: addrs("192.0.2.2"), Comment: "b"},
+			{Match: rules.Match{VIP: addr("203.0.113.11"), Protocol: l4.TCP}, CtMark: 1, To: addrs("192.0.2.2"), Comment: "b"},
 		}}, "ct mark 0x1 already SNATs to 192.0.2.1"},
 		{"same match, two marks", rules.Spec{Marks: []rules.MarkRule{
 			{Match: tcp80, Mark: 1, Comment: "a"},
-			{Match: rules.Match{VIP: vip, Protocol: rules.TCP, Ports: []rules.PortRange{{From: 70, To: 90}}}, Mark: 2, Comment: "b"},
+			{Match: rules.Match{VIP: vip, Protocol: l4.TCP, Ports: []l4.PortRange{{From: 70, To: 90}}}, Mark: 2, Comment: "b"},
 		}}, "mark rule 0 (a) and mark rule 1 (b) both match tcp 203.0.113.10 from every client with different packet marks"},
 		{"same steering prefix, two marks", rules.Spec{Marks: []rules.MarkRule{
-			{Match: rules.Match{VIP: vip, Protocol: rules.TCP, Sources: prefixes("10.0.0.0/8", "10.1.0.0/16")}, Mark: 1},
-			{Match: rules.Match{VIP: vip, Protocol: rules.TCP, Sources: prefixes("10.1.0.0/16")}, Mark: 2},
+			{Match: rules.Match{VIP: vip, Protocol: l4.TCP, Sources: prefixes("10.0.0.0/8", "10.1.0.0/16")}, Mark: 1},
+			{Match: rules.Match{VIP: vip, Protocol: l4.TCP, Sources: prefixes("10.1.0.0/16")}, Mark: 2},
 		}}, "from clients in 10.1.0.0/16"},
 		{"same match, two ct marks", rules.Spec{SNAT: []rules.SNATRule{
 			{Match: tcp80, CtMark: 1, To: addrs("192.0.2.1")},
@@ -78,20 +79,20 @@ func TestRenderAccepts(t *testing.T) {
 		// settled by rule order, not conflicts.
 		{"parent and steering", rules.Spec{Marks: steering}},
 		{"all ports and listed ports", rules.Spec{Marks: []rules.MarkRule{
-			{Match: rules.Match{VIP: vip, Protocol: rules.TCP}, Mark: 1},
-			{Match: rules.Match{VIP: vip, Protocol: rules.TCP, Ports: []rules.PortRange{port(80)}}, Mark: 2},
+			{Match: rules.Match{VIP: vip, Protocol: l4.TCP}, Mark: 1},
+			{Match: rules.Match{VIP: vip, Protocol: l4.TCP, Ports: []l4.PortRange{port(80)}}, Mark: 2},
 		}}},
 		{"duplicate rules", rules.Spec{Marks: []rules.MarkRule{
-			{Match: rules.Match{VIP: vip, Protocol: rules.TCP}, Mark: 1},
-			{Match: rules.Match{VIP: vip, Protocol: rules.TCP}, Mark: 1},
+			{Match: rules.Match{VIP: vip, Protocol: l4.TCP}, Mark: 1},
+			{Match: rules.Match{VIP: vip, Protocol: l4.TCP}, Mark: 1},
 		}}},
 		{"same ct mark for tcp and udp", rules.Spec{SNAT: []rules.SNATRule{
-			{Match: rules.Match{VIP: vip, Protocol: rules.TCP}, CtMark: 1, To: addrs("192.0.2.1")},
-			{Match: rules.Match{VIP: vip, Protocol: rules.UDP}, CtMark: 1, To: addrs("192.0.2.1")},
+			{Match: rules.Match{VIP: vip, Protocol: l4.TCP}, CtMark: 1, To: addrs("192.0.2.1")},
+			{Match: rules.Match{VIP: vip, Protocol: l4.UDP}, CtMark: 1, To: addrs("192.0.2.1")},
 		}}},
 		{"same mark in both families", rules.Spec{SNAT: []rules.SNATRule{
-			{Match: rules.Match{VIP: vip, Protocol: rules.TCP}, CtMark: 1, To: addrs("192.0.2.1")},
-			{Match: rules.Match{VIP: addr("2001:db8::1"), Protocol: rules.TCP}, CtMark: 1, To: addrs("2001:db8::2")},
+			{Match: rules.Match{VIP: vip, Protocol: l4.TCP}, CtMark: 1, To: addrs("192.0.2.1")},
+			{Match: rules.Match{VIP: addr("2001:db8::1"), Protocol: l4.TCP}, CtMark: 1, To: addrs("2001:db8::2")},
 		}}},
 	} {
 		if _, err := rules.Render(tc.spec); err != nil {
@@ -101,7 +102,7 @@ func TestRenderAccepts(t *testing.T) {
 }
 
 func TestDuplicateRulesRenderOnce(t *testing.T) {
-	r := rules.MarkRule{Match: rules.Match{VIP: addr("203.0.113.10"), Protocol: rules.TCP}, Mark: 1}
+	r := rules.MarkRule{Match: rules.Match{VIP: addr("203.0.113.10"), Protocol: l4.TCP}, Mark: 1}
 	one, two := mustRender(t, rules.Spec{Marks: []rules.MarkRule{r}}), mustRender(t, rules.Spec{Marks: []rules.MarkRule{r, r}})
 	if one.String() != two.String() {
 		t.Errorf("a duplicated rule renders twice:\n%s", two)
@@ -126,8 +127,8 @@ func TestAddrRangeString(t *testing.T) {
 }
 
 func TestMergePorts(t *testing.T) {
-	got := rules.MergePorts([]rules.PortRange{{From: 8050, To: 8099}, port(443), {From: 8000, To: 8060}, port(80), port(81), {From: 65000, To: 65535}, port(65535)})
-	want := []rules.PortRange{{From: 80, To: 81}, port(443), {From: 8000, To: 8099}, {From: 65000, To: 65535}}
+	got := rules.MergePorts([]l4.PortRange{{From: 8050, To: 8099}, port(443), {From: 8000, To: 8060}, port(80), port(81), {From: 65000, To: 65535}, port(65535)})
+	want := []l4.PortRange{{From: 80, To: 81}, port(443), {From: 8000, To: 8099}, {From: 65000, To: 65535}}
 	if rules.ComparePorts(got, want) != 0 {
 		t.Errorf("mergePorts = %v, want %v", got, want)
 	}

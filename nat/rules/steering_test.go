@@ -6,13 +6,14 @@ import (
 	"slices"
 	"testing"
 
+	"github.com/lvsd/lvsd/l4"
 	"github.com/lvsd/lvsd/nat/rules"
 )
 
 // packet is what the prerouting rules look at.
 type packet struct {
 	src, dst netip.Addr
-	proto    rules.Protocol
+	proto    l4.Protocol
 	port     uint16
 }
 
@@ -50,10 +51,10 @@ func matches(r rules.Rule, p packet) bool {
 	}) {
 		return false
 	}
-	if r.Proto != rules.AnyProtocol && r.Proto != p.proto {
+	if r.Proto != l4.Any && r.Proto != p.proto {
 		return false
 	}
-	if len(r.Ports) > 0 && !slices.ContainsFunc(r.Ports, func(pr rules.PortRange) bool { return pr.From <= p.port && p.port <= pr.To }) {
+	if len(r.Ports) > 0 && !slices.ContainsFunc(r.Ports, func(pr l4.PortRange) bool { return pr.From <= p.port && p.port <= pr.To }) {
 		return false
 	}
 	return true
@@ -66,10 +67,10 @@ func matches(r rules.Rule, p packet) bool {
 func oracle(ms []rules.Match, values []uint32, p packet) uint32 {
 	best, bestKey := uint32(0), [3]int{-1, -2, -1}
 	for i, m := range ms {
-		if m.VIP != p.dst || m.Protocol != rules.AnyProtocol && m.Protocol != p.proto {
+		if m.VIP != p.dst || m.Protocol != l4.Any && m.Protocol != p.proto {
 			continue
 		}
-		if len(m.Ports) > 0 && !slices.ContainsFunc(m.Ports, func(pr rules.PortRange) bool { return pr.From <= p.port && p.port <= pr.To }) {
+		if len(m.Ports) > 0 && !slices.ContainsFunc(m.Ports, func(pr l4.PortRange) bool { return pr.From <= p.port && p.port <= pr.To }) {
 			continue
 		}
 		bits := -1
@@ -81,7 +82,7 @@ func oracle(ms []rules.Match, values []uint32, p packet) uint32 {
 		if len(m.Sources) > 0 && bits < 0 {
 			continue
 		}
-		key := [3]int{b2i(m.Protocol != rules.AnyProtocol), bits, b2i(len(m.Ports) > 0)}
+		key := [3]int{b2i(m.Protocol != l4.Any), bits, b2i(len(m.Ports) > 0)}
 		if slices.Compare(key[:], bestKey[:]) > 0 {
 			best, bestKey = values[i], key
 		}
@@ -102,7 +103,7 @@ func TestSteeringSeed001(t *testing.T) {
 		{"192.0.2.1", 80, 0x100},    // outside every range: the parent
 		{"203.0.113.5", 81, 0},      // no rule for port 81: no mark, a plain IPVS service may take it
 	} {
-		if got, _ := eval(rs, packet{addr(tc.src), vip, rules.TCP, tc.port}); got != tc.want {
+		if got, _ := eval(rs, packet{addr(tc.src), vip, l4.TCP, tc.port}); got != tc.want {
 			t.Errorf("client %s port %d: mark 0x%x, want 0x%x", tc.src, tc.port, got, tc.want)
 		}
 	}
@@ -118,10 +119,10 @@ func TestL3DefaultScenarios(t *testing.T) {
 		probe []packet
 		want  []uint32
 	}{
-		{"scenario 1: tcp all ports", rules.MarkRule{Match: rules.Match{VIP: vip, Protocol: rules.TCP}, Mark: 2},
-			[]packet{{addr("192.0.2.1"), vip, rules.TCP, 1234}, {addr("192.0.2.1"), vip, rules.UDP, 1234}}, []uint32{2, 1}},
-		{"scenario 2: tcp 8080", rules.MarkRule{Match: rules.Match{VIP: vip, Protocol: rules.TCP, Ports: []rules.PortRange{port(8080)}}, Mark: 2},
-			[]packet{{addr("192.0.2.1"), vip, rules.TCP, 8080}, {addr("192.0.2.1"), vip, rules.TCP, 80}, {addr("192.0.2.1"), vip, rules.UDP, 8080}}, []uint32{2, 1, 1}},
+		{"scenario 1: tcp all ports", rules.MarkRule{Match: rules.Match{VIP: vip, Protocol: l4.TCP}, Mark: 2},
+			[]packet{{addr("192.0.2.1"), vip, l4.TCP, 1234}, {addr("192.0.2.1"), vip, l4.UDP, 1234}}, []uint32{2, 1}},
+		{"scenario 2: tcp 8080", rules.MarkRule{Match: rules.Match{VIP: vip, Protocol: l4.TCP, Ports: []l4.PortRange{port(8080)}}, Mark: 2},
+			[]packet{{addr("192.0.2.1"), vip, l4.TCP, 8080}, {addr("192.0.2.1"), vip, l4.TCP, 80}, {addr("192.0.2.1"), vip, l4.UDP, 8080}}, []uint32{2, 1, 1}},
 	} {
 		rs := mustRender(t, rules.Spec{Marks: []rules.MarkRule{l3, tc.tcp}})
 		for i, p := range tc.probe {
@@ -140,11 +141,11 @@ func TestRandomSpecsAgreeWithOracle(t *testing.T) {
 	vips := addrs("198.51.100.1", "198.51.100.2", "2001:db8::1")
 	src4 := prefixes("10.0.0.0/8", "10.1.0.0/16", "10.1.2.0/24", "10.1.3.0/24", "10.1.2.128/25", "10.1.2.7/32", "192.168.0.0/16")
 	src6 := prefixes("2001:db8:a::/48", "2001:db8:a:1::/64", "2001:db8:a:2::/64", "2001:db8:b::/48")
-	protos := []rules.Protocol{rules.AnyProtocol, rules.TCP, rules.UDP, rules.SCTP}
-	portSets := [][]rules.PortRange{nil, {port(80)}, {port(80), port(443)}, {{From: 8000, To: 8099}}, {{From: 70, To: 90}, port(65535)}}
+	protos := []l4.Protocol{l4.Any, l4.TCP, l4.UDP, l4.SCTP}
+	portSets := [][]l4.PortRange{nil, {port(80)}, {port(80), port(443)}, {{From: 8000, To: 8099}}, {{From: 70, To: 90}, port(65535)}}
 	randMatch := func() rules.Match {
 		m := rules.Match{VIP: vips[r.IntN(len(vips))], Protocol: protos[r.IntN(len(protos))]}
-		if m.Protocol != rules.AnyProtocol {
+		if m.Protocol != l4.Any {
 			m.Ports = portSets[r.IntN(len(portSets))]
 		}
 		pool := src4

@@ -6,16 +6,20 @@
 // (connsync.Relay.SetServices).
 package records
 
-import "net/netip"
+import (
+	"net/netip"
+
+	"github.com/lvsd/lvsd/l4"
+)
 
 // Service is a virtual service configured on this director, as the records
 // of its connections name it: by protocol, VIP and port, or by firewall
 // mark (with the VIP the mark stands for).
 type Service struct {
 	VIP      netip.Addr
-	Protocol uint8  // IP protocol number: 6 TCP, 17 UDP, 132 SCTP; 0 with FWMark (any)
-	Port     uint16 // 0 with FWMark
-	FWMark   uint32 // non-zero: a firewall-mark service
+	Protocol l4.Protocol // l4.Any with FWMark
+	Port     uint16      // 0 with FWMark
+	FWMark   uint32      // non-zero: a firewall-mark service
 	// Dests are its real servers. Port 0 keeps the client's destination
 	// port (a firewall-mark service in DR).
 	Dests []netip.AddrPort
