@@ -29,7 +29,7 @@ const (
 // Options configure an Agent.
 type Options struct {
 	ConfigPath   string
-	Config       *Config // already loaded from ConfigPath; nil: Run loads it
+	Config       *LoadedConfig // already loaded from ConfigPath; nil: Run loads it
 	Kernel       Kernel
 	Log          *slog.Logger
 	Resync       time.Duration // how often the whole kernel state is read back and corrected
@@ -88,7 +88,7 @@ type ClusterViewer interface {
 // Run; nothing else may touch it.
 //
 // A pass costs what changed, not what exists: the agent keeps the
-// configuration as read (Loader), the desired state with health applied,
+// configuration as read (Reloader), the desired state with health applied,
 // and the kernel as last read, and each trigger adds to the next pass only
 // what it may have changed (scope.go). A rotating audit reads the rest back
 // at a bounded share of the time (audit.go).
@@ -96,8 +96,8 @@ type Agent struct {
 	opts   Options
 	log    *slog.Logger
 	holder *Holder
-	loader *Loader
-	cfg    *Config
+	loader *Reloader
+	cfg    *LoadedConfig
 	owned  planner.Ownership
 	drains planner.Drains
 	snap   atomic.Pointer[snapshot] // the last pass, for Status on other goroutines
@@ -247,7 +247,7 @@ func (a *Agent) start() error {
 	}
 	a.loader = cfg.loader
 	if a.loader == nil {
-		a.loader = NewLoader(a.opts.ConfigPath)
+		a.loader = NewReloader(a.opts.ConfigPath)
 	}
 	var err error
 	if a.overrides, err = LoadOverrides(cfg.Agent.StateDir); err != nil {
@@ -274,7 +274,7 @@ func (a *Agent) start() error {
 
 // setConfig puts cfg in force; ch says what changed since the last one.
 // What changed goes into the next pass.
-func (a *Agent) setConfig(cfg *Config, ch Changes) {
+func (a *Agent) setConfig(cfg *LoadedConfig, ch Changes) {
 	prev := a.cfg
 	a.cfg = cfg
 	a.pruneOverrides()

@@ -110,7 +110,7 @@ func connectionEntry(c ipvs.Connection, service string) ConnectionEntry {
 // persistence template by its VIP and port (0: all ports); to a
 // firewall-mark service, which the entry cannot name, by its VIP and a
 // destination of the service.
-func connectionMatcher(cfg *Config, patterns []string) (func(ipvs.Connection) (string, bool), error) {
+func connectionMatcher(cfg *LoadedConfig, patterns []string) (func(ipvs.Connection) (string, bool), error) {
 	selected, _, err := selectServices(cfg, patterns)
 	if err != nil {
 		return nil, err

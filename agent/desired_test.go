@@ -15,7 +15,7 @@ import (
 )
 
 // loadOne loads an agent configuration with one service file.
-func loadOne(t *testing.T, yaml string) *Config {
+func loadOne(t *testing.T, yaml string) *LoadedConfig {
 	t.Helper()
 	e := newEnv(t)
 	e.service("svc", yaml)

@@ -142,7 +142,7 @@ func (a *Agent) reload(why string, changed []string) {
 		a.loading()
 		agentFile = a.loader.cache.FileFingerprint(a.opts.ConfigPath) // before it is read
 	}
-	cfg, ch, err := a.loader.Load(a.cfg, changed)
+	cfg, ch, err := a.loader.Reload(a.cfg, changed)
 	if changed == nil {
 		// Remember the files' fingerprint, from the stats of this load, so a
 		// broken file's error is logged once, not at every scan, and the scan
@@ -203,7 +203,7 @@ func (a *Agent) configFingerprint() [32]byte {
 // loadedFingerprint is configFingerprint after a full load into cfg (nil:
 // it failed), from the agent file's stamp taken before and the stats the
 // load made of the service files, when it got that far: one stat per file.
-func (a *Agent) loadedFingerprint(agentFile config.Fingerprint, cfg *Config) [32]byte {
+func (a *Agent) loadedFingerprint(agentFile config.Fingerprint, cfg *LoadedConfig) [32]byte {
 	if cfg == nil {
 		cfg = a.cfg
 	}

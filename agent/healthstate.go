@@ -82,7 +82,7 @@ func (a *Agent) applyHealth(names map[string]bool) {
 // them (nil: they are found by name). With both, the work is what
 // changed: the named services' pieces, and a.desired spliced, instead of
 // a walk over every service.
-func (a *Agent) applyHealthSince(prev *Config, fresh []int, names map[string]bool) {
+func (a *Agent) applyHealthSince(prev *LoadedConfig, fresh []int, names map[string]bool) {
 	cfg := a.cfg
 	var decisions planner.CopyOnWriteMap[string, planner.Eligibility]
 	if names != nil {

@@ -11,9 +11,10 @@ import (
 	"github.com/lvsd/lvsd/agent/config"
 )
 
-// Config is one consistent, validated reading of the agent file and its
+// LoadedConfig is the whole configuration as the agent runs it: one
+// consistent, validated reading of the agent file (config.Agent) and its
 // services directory, with the desired state it implies.
-type Config struct {
+type LoadedConfig struct {
 	Agent    *config.Agent
 	Services []*config.Service
 	Desired  planner.Desired // every backend at its configured weight
@@ -21,27 +22,28 @@ type Config struct {
 	pieces   planner.Pieces
 	// checked counts the backends with health checks by HealthKey.
 	checked planner.CopyOnWriteMap[string, int]
-	loader  *Loader // what read it, with its cache of the files
+	loader  *Reloader // what read it, with its cache of the files
 }
 
 // LoadConfig reads and validates everything under the agent file at path.
 // It never touches the kernel, so `lvsd check` and a reload can use it freely.
-func LoadConfig(path string) (*Config, error) {
-	c, _, err := NewLoader(path).Load(nil, nil)
+func LoadConfig(path string) (*LoadedConfig, error) {
+	c, _, err := NewReloader(path).Reload(nil, nil)
 	return c, err
 }
 
-// Loader reads the configuration for the reconciler and keeps what it
+// Reloader reads the configuration for the reconciler and keeps what it
 // read, so that a reload reads, parses and builds only what changed. One
 // goroutine owns it.
-type Loader struct {
+type Reloader struct {
 	path  string
 	cache *config.Cache
 }
 
-// NewLoader returns a loader of the agent file at path and its services.
-func NewLoader(path string) *Loader {
-	return &Loader{path: path, cache: config.NewCache()}
+// NewReloader returns a reloader of the agent file at path and its
+// services, which has read nothing yet.
+func NewReloader(path string) *Reloader {
+	return &Reloader{path: path, cache: config.NewCache()}
 }
 
 // Changes says what a reload changed.
@@ -56,16 +58,16 @@ type Changes struct {
 	Fresh []int
 }
 
-// Load reads the configuration again: with prev nil from scratch, else
+// Reload reads the configuration again: with prev nil from scratch, else
 // the files in changed (paths; nil: check every file) and the rest as
 // prev had them. It returns the configuration and what changed since prev,
 // or what is wrong, in which case prev stays the configuration in force.
-func (l *Loader) Load(prev *Config, changed []string) (*Config, Changes, error) {
+func (l *Reloader) Reload(prev *LoadedConfig, changed []string) (*LoadedConfig, Changes, error) {
 	agent, all, err := l.agent(prev, changed)
 	if err != nil {
 		return nil, Changes{}, err
 	}
-	c := &Config{Agent: agent, loader: l}
+	c := &LoadedConfig{Agent: agent, loader: l}
 	if agent.Role != config.RoleDirector {
 		return c, Changes{All: true}, nil
 	}
@@ -97,7 +99,7 @@ func (l *Loader) Load(prev *Config, changed []string) (*Config, Changes, error) 
 
 // agent reads the agent file when it may have changed, and reports
 // whether it did (or there is no previous configuration).
-func (l *Loader) agent(prev *Config, changed []string) (*config.Agent, bool, error) {
+func (l *Reloader) agent(prev *LoadedConfig, changed []string) (*config.Agent, bool, error) {
 	if prev != nil && changed != nil && !slices.Contains(changed, l.path) {
 		return prev.Agent, false, nil
 	}
@@ -167,7 +169,7 @@ func changedServices(old []*config.File, set config.Set) map[string]bool {
 // backend healthy (only the running agent knows health) but takes the
 // operator's overrides in (`lvsd backend`); destinations already at weight
 // 0 that are still draining are shown as staying.
-func PlanFor(ctx context.Context, cfg *Config, k Kernel, held func(netip.Addr) bool) ([]planner.Op, error) {
+func PlanFor(ctx context.Context, cfg *LoadedConfig, k Kernel, held func(netip.Addr) bool) ([]planner.Op, error) {
 	owned, err := LoadOwnedServices(cfg.Agent.StateDir)
 	if err != nil {
 		return nil, err

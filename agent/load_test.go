@@ -23,8 +23,8 @@ func TestChangedServicesOfAPatch(t *testing.T) {
 	for i := range 10 {
 		e.service(fmt.Sprintf("f%02d", i), body(i))
 	}
-	l := NewLoader(filepath.Join(e.dir, "lvsd.yaml"))
-	prev, _, err := l.Load(nil, nil)
+	l := NewReloader(filepath.Join(e.dir, "lvsd.yaml"))
+	prev, _, err := l.Reload(nil, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -35,7 +35,7 @@ func TestChangedServicesOfAPatch(t *testing.T) {
 			i := rng.IntN(14)
 			changed = append(changed, e.rewriteOrRemove(rng, fmt.Sprintf("f%02d", i), func() string { return body(i) }))
 		}
-		next, ch, err := l.Load(prev, changed)
+		next, ch, err := l.Reload(prev, changed)
 		if err != nil {
 			t.Fatal(err)
 		}

@@ -124,7 +124,7 @@ func (d *DestinationStatus) setHealth(states map[string]health.State, elig plann
 // checkedBackends counts, by HealthKey, the backends of c's services that
 // have health checks. With prev, c is prev with the services in names
 // changed, and only theirs are counted again.
-func checkedBackends(prev, c *Config, names map[string]bool) planner.CopyOnWriteMap[string, int] {
+func checkedBackends(prev, c *LoadedConfig, names map[string]bool) planner.CopyOnWriteMap[string, int] {
 	var out planner.CopyOnWriteMap[string, int]
 	count := func(services []*config.Service, delta int) {
 		for _, s := range services {

@@ -55,7 +55,7 @@ func (s scope) empty() bool {
 
 // servicesAt returns the services of c at the indexes given whose names
 // are in names.
-func (c *Config) servicesAt(indexes []int, names map[string]bool) []*config.Service {
+func (c *LoadedConfig) servicesAt(indexes []int, names map[string]bool) []*config.Service {
 	var out []*config.Service
 	for _, i := range indexes {
 		if names[c.Services[i].Name] {
@@ -68,7 +68,7 @@ func (c *Config) servicesAt(indexes []int, names map[string]bool) []*config.Serv
 // named returns the configured services whose names are in names, in no
 // particular order: from their pieces, without a walk over every service,
 // when c has them.
-func (c *Config) named(names map[string]bool) []*config.Service {
+func (c *LoadedConfig) named(names map[string]bool) []*config.Service {
 	var out []*config.Service
 	if c.pieces == nil {
 		has := config.NamesOf(names)
@@ -90,7 +90,7 @@ func (c *Config) named(names map[string]bool) []*config.Service {
 // serviceKeys returns the keys of the IPVS services of the named
 // configured services: from their pieces, without a walk over every
 // service, when c has them.
-func (c *Config) serviceKeys(names map[string]bool) []ipvs.ServiceKey {
+func (c *LoadedConfig) serviceKeys(names map[string]bool) []ipvs.ServiceKey {
 	if c.pieces == nil {
 		return planner.ServicesOf(c.Desired, names)
 	}

@@ -144,7 +144,7 @@ func (r *Rates) add(o Rates) {
 // snapshot is what the owner goroutine publishes after each pass for readers
 // on other goroutines (the API); it is never modified once published.
 type snapshot struct {
-	cfg      *Config
+	cfg      *LoadedConfig
 	desired  planner.Desired // with health applied
 	drains   planner.Drains
 	at       time.Time

@@ -163,7 +163,7 @@ func plural(n int, noun string) string {
 // selectServices returns the configured IPVS services whose name matches
 // one of patterns (names or path.Match globs; none: every service), in the
 // configuration's order, and how many configured services match.
-func selectServices(cfg *Config, patterns []string) ([]*planner.VirtualService, int, error) {
+func selectServices(cfg *LoadedConfig, patterns []string) ([]*planner.VirtualService, int, error) {
 	for _, p := range patterns {
 		if _, err := path.Match(p, ""); err != nil {
 			return nil, 0, fmt.Errorf("%w: service pattern %q: %v", errBadQuery, p, err)

@@ -90,7 +90,7 @@ func startMember(ctx context.Context, o Options, k *agent.Kernel, bgCtx context.
 // resolveBind fills in the host of a bind without one (cluster.bind unset):
 // the director's own address on its interface, IPv4 first (only, with
 // v4only), never a VIP or an address that moves with one.
-func resolveBind(ctx context.Context, bind string, cfg *agent.Config, addrs arp.Addresses, v4only bool) (string, error) {
+func resolveBind(ctx context.Context, bind string, cfg *agent.LoadedConfig, addrs arp.Addresses, v4only bool) (string, error) {
 	host, port, err := net.SplitHostPort(bind)
 	if err != nil || host != "" {
 		return bind, err

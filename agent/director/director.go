@@ -32,7 +32,7 @@ import (
 // required; the constructors are required only in a cluster.
 type Options struct {
 	ConfigPath string
-	Config     *agent.Config
+	Config     *agent.LoadedConfig
 	Version    string
 	Log        *slog.Logger
 	// Kernel is the host. Its Addrs are plain addresses: in a cluster Run
@@ -206,7 +206,7 @@ func (m member) leave(log *slog.Logger, release func(context.Context) error) {
 }
 
 // serve starts the local API and /metrics.
-func serve(ctx context.Context, wg *sync.WaitGroup, cfg *agent.Config, a *agent.Agent, events *hooks.Runner, version string, log *slog.Logger) error {
+func serve(ctx context.Context, wg *sync.WaitGroup, cfg *agent.LoadedConfig, a *agent.Agent, events *hooks.Runner, version string, log *slog.Logger) error {
 	l, err := api.Listen(cfg.Agent.APISocket)
 	if err != nil {
 		return fmt.Errorf("local API socket: %w", err)
@@ -275,7 +275,7 @@ func trackLink(ctx context.Context, links arp.LinkWatcher, holder *agent.Holder,
 
 // newHooks returns the runner of the agent file's event hooks; nil
 // without any. They are read at start: a change takes a restart.
-func newHooks(cfg *agent.Config, log *slog.Logger) *hooks.Runner {
+func newHooks(cfg *agent.LoadedConfig, log *slog.Logger) *hooks.Runner {
 	h := cfg.Agent.Hooks
 	if h == nil {
 		return nil

@@ -113,7 +113,7 @@ func fakeBGP(ev *events, check func(bgp.Config)) (func(context.Context, bgp.Conf
 
 // ecmpConfig writes director d1's files, in cluster mode ecmp with
 // connSync and a bgp block, and the service file web.yaml, and loads them.
-func ecmpConfig(t *testing.T, connSync, service string) (string, *agent.Config) {
+func ecmpConfig(t *testing.T, connSync, service string) (string, *agent.LoadedConfig) {
 	t.Helper()
 	dir := t.TempDir()
 	must(t, os.MkdirAll(filepath.Join(dir, "services.d"), 0o755))

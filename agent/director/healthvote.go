@@ -42,7 +42,7 @@ type votedHealth struct {
 
 // newVotedHealth returns the vote around local for a director in cluster
 // mode ecmp; nil otherwise (the local checks decide).
-func newVotedHealth(cfg *agent.Config, node HealthVoter, local agent.HealthChecker, log *slog.Logger) *votedHealth {
+func newVotedHealth(cfg *agent.LoadedConfig, node HealthVoter, local agent.HealthChecker, log *slog.Logger) *votedHealth {
 	c := cfg.Agent.Cluster
 	if c == nil || cluster.Mode(c.Mode) != cluster.ECMP {
 		return nil

@@ -180,8 +180,8 @@ func TestVotedHealth(t *testing.T) {
 // votes: its peers' votes decide, and outside ecmp the local checks do.
 func TestVotedHealthOverFakeCluster(t *testing.T) {
 	const rs1 = "web/10.0.0.11:80"
-	cfg := func(mode config.ClusterMode) *agent.Config {
-		return &agent.Config{Agent: &config.Agent{Cluster: &config.Cluster{Mode: mode}}}
+	cfg := func(mode config.ClusterMode) *agent.LoadedConfig {
+		return &agent.LoadedConfig{Agent: &config.Agent{Cluster: &config.Cluster{Mode: mode}}}
 	}
 	f := cluster.NewFake(cluster.Rules{Mode: cluster.ECMP, Quorum: 1})
 	d1, d2, d3 := f.Add("d1", 100), f.Add("d2", 100), f.Add("d3", 100)

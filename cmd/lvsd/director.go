@@ -171,7 +171,7 @@ func plan(ctx context.Context, e *env) error {
 // heldVIPs says which VIPs `lvsd plan` plans for: all of them without a
 // cluster or with --takeover; in a cluster those the running agent holds
 // (none when it does not answer).
-func heldVIPs(ctx context.Context, cfg *agent.Config, takeover bool) (func(netip.Addr) bool, error) {
+func heldVIPs(ctx context.Context, cfg *agent.LoadedConfig, takeover bool) (func(netip.Addr) bool, error) {
 	if cfg.Agent.Cluster == nil || takeover {
 		return nil, nil
 	}
