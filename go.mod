@@ -3,7 +3,6 @@ module github.com/lvsd/lvsd
 go 1.26.8
 
 require (
-	github.com/goccy/go-yaml v1.19.2
 	github.com/google/nftables v0.3.0
 	github.com/mdlayher/netlink v1.7.3-0.20250113171957-fbb4dce95f42
 	github.com/moby/ipvs v1.1.0

@@ -15,7 +15,8 @@ import (
 // The fuzz targets load arbitrary bytes as a service file and as an agent
 // file. Besides not panicking, every input must:
 //   - give problems that each name the file and a line (bar the few that
-//     are about the whole file), in one line of bounded length;
+//     are about the whole file), in one line of bounded length, and a
+//     syntax error the column of the offending token;
 //   - while fuzzing (not when the seeds run as unit tests, which must not
 //     depend on the machine's speed), take under a second of CPU and
 //     allocate boundedly.
@@ -99,6 +100,9 @@ func bounded(t *testing.T, size int, load func() error, path string) {
 		wholeFile := e.Line == 0 && e.File == path
 		if e.File == "" || e.Line < 1 && !wholeFile {
 			t.Errorf("problem without a position: %q", e.Error())
+		}
+		if strings.HasPrefix(e.Msg, "YAML syntax") && e.Col < 1 {
+			t.Errorf("syntax error without a column: %q", e.Error())
 		}
 		if strings.Contains(e.Msg, "\n") || len(e.Msg) > maxMessage {
 			t.Errorf("problem of %d bytes or several lines: %q", len(e.Msg), e.Msg)

@@ -136,7 +136,20 @@ func TestServiceFileRejects(t *testing.T) {
 		{"unclosed list", "service: web\nvip: 10.0.0.50\nports: [80\n" + svcOne, "svc.yaml:4:1: YAML syntax: a list written [a, b] needs a ',' between items and a ']' at its end"},
 		{"tab", "service: web\n\tvip: 10.0.0.50\n", "svc.yaml:2:1: YAML syntax: a tab or another character that cannot start a value here; YAML indents with spaces only"},
 		{"missing colon", "service: web\nvip 10.0.0.50\nports: [80]\n", "svc.yaml:2:1: YAML syntax: want \"key: value\" here (a missing ':' after the key, or a line indented differently from its neighbours)"},
-		{"syntax in a big document", "service: web\nvip: 10.0.0.50\nports: [80\n" + strings.Repeat("# padding\n", 2000), "svc.yaml:2: YAML syntax: did not find expected ',' or ']'"},
+		{"syntax in a big document", "service: web\nvip: 10.0.0.50\nports: [80\n" + strings.Repeat("# padding\n", 2000), "svc.yaml:3:8: YAML syntax: a list written [a, b] needs a ']' at its end"},
+		{"unclosed mapping", svcHead + "backends:\n  - {address: 10.0.0.11\n", "svc.yaml:5:5: YAML syntax: a mapping written {a: 1, b: 2} needs a '}' at its end"},
+		{"wrong closing bracket", svcHead + "backends: [{address: 10.0.0.11, weight: 2]\n", "svc.yaml:4:42: YAML syntax: a mapping written {a: 1, b: 2} needs a ',' between entries and a '}' at its end"},
+		{"stray bracket", "service: web\nvip: 10.0.0.50\nports: [80, 443]]\n" + svcOne, "svc.yaml:3:17: YAML syntax: a ']' that closes nothing"},
+		{"empty item", svcGood + "health: {checks: [{type: tcp,, port: 80}]}\n", "svc.yaml:5:30: YAML syntax: an empty item: a ',' with nothing before it"},
+		{"unclosed quote on the first line", "service: \"web\nvip: 10.0.0.50\nports: [80]\n" + svcOne, "svc.yaml:1:10: YAML syntax: a text opened with \" is not closed"},
+		{"unknown escape", "service: \"we\\qb\"\nvip: 10.0.0.50\nports: [80]\n" + svcOne, "svc.yaml:1:13: YAML syntax: an unknown escape after \\ in a text in double quotes: write \\\\ for a backslash, or use single quotes"},
+		{"reserved character", "service: @web\nvip: 10.0.0.50\nports: [80]\n" + svcOne, "svc.yaml:1:10: YAML syntax: '@' cannot start a value: put the value in quotes"},
+		{"colon in a value", "service: web\nvip: 10.0.0.50: 80\nports: [80]\n" + svcOne, "svc.yaml:2:15: YAML syntax: a ':' where none can go: quote a value that contains \": \", or check the indentation"},
+		{"key indented under a value", "service: web\n vip: 10.0.0.50\nports: [80]\n" + svcOne, "svc.yaml:2:5: YAML syntax: a ':' where none can go: quote a value that contains \": \", or check the indentation"},
+		{"key among list items", svcHead + "backends:\n  - address: 10.0.0.11\n  weight: 2\n", "svc.yaml:6:3: YAML syntax: " + misplaced},
+		{"key between levels", svcHead + "backends:\n  - address: 10.0.0.11\n   weight: 2\n", "svc.yaml:6:4: YAML syntax: " + misplaced},
+		{"key under a value", "service: web\nvip: 10.0.0.50 # c\n  ports: [80]\n" + svcOne, "svc.yaml:3:3: YAML syntax: " + misplaced},
+		{"line under a block text", svcGood + "health:\n  checks:\n    - type: exec\n      command: |\n        true\n     timeout: 1s\n", "svc.yaml:10:6: YAML syntax: " + misplaced},
 	} {
 		t.Run(c.name, func(t *testing.T) {
 			if got := serviceErrors(t, c.body); got != c.want {

@@ -6,12 +6,9 @@ import (
 	"fmt"
 	"io"
 	"regexp"
-	"strconv"
 	"strings"
 	"unicode/utf8"
 
-	goccy "github.com/goccy/go-yaml"
-	goccyparser "github.com/goccy/go-yaml/parser"
 	"go.yaml.in/yaml/v3"
 )
 
@@ -24,12 +21,8 @@ import (
 //     parser works in linear time and memory and never expands aliases
 //     into a node tree. The tree is then decoded strictly (decode.go).
 //
-// yaml/v3 reports a syntax error with a line only, and often the line where
-// the enclosing block starts. For the position and wording of a syntax
-// error lvsd asks goccy/go-yaml, whose parser points at the offending
-// token, but only for a small document: its parser is quadratic in nesting
-// depth and in the keys of one mapping.
-const maxDocForSyntaxPosition = 16 << 10
+// A document that does not parse is reported at the offending token
+// (syntax.go).
 
 const bom = "\uFEFF"
 
@@ -143,19 +136,10 @@ func isEmpty(n *yaml.Node) bool {
 	return n.Kind == yaml.ScalarNode && n.Tag == "!!null" && n.Value == "" && n.Style == 0
 }
 
-var v3Line = regexp.MustCompile(`^yaml: (?:line (\d+): )?`)
-
-// syntaxError describes a document that does not parse, at the offending
-// token when goccy/go-yaml finds it (see maxDocForSyntaxPosition), else at
-// the line yaml/v3 gives.
+// syntaxError describes a document that does not parse, at the token
+// yaml/v3 objects to, in words that say what would be valid.
 func syntaxError(file string, c chunk, err error) *Error {
-	msg, line := err.Error(), 1
-	if m := v3Line.FindStringSubmatch(msg); m != nil {
-		msg = msg[len(m[0]):]
-		if n, err := strconv.Atoi(m[1]); err == nil {
-			line = n
-		}
-	}
+	msg, line := v3Message(err)
 	// An alias of an anchor defined later (or never) does not parse; it
 	// is refused like any other alias, at its place.
 	if m := unknownAnchor.FindStringSubmatch(msg); m != nil {
@@ -164,20 +148,12 @@ func syntaxError(file string, c chunk, err error) *Error {
 				Msg: fmt.Sprintf("an alias (*%s) is not allowed: write the value out", visible(cut(m[1])))}
 		}
 	}
-	// yaml/v3's line is that of the problem or of the block around it, so
-	// goccy's token is trusted only at or after it: before, goccy would
-	// be objecting to something yaml/v3 accepted.
-	if len(c.text) <= maxDocForSyntaxPosition {
-		if _, gerr := goccyparser.ParseBytes(c.text, 0); gerr != nil {
-			var ye goccy.Error
-			if errors.As(gerr, &ye) && ye.GetToken() != nil && ye.GetToken().Position.Line >= line {
-				tk := ye.GetToken()
-				return &Error{File: file, Line: c.line + tk.Position.Line, Col: tk.Position.Column,
-					Msg: "YAML syntax: " + parserWords(syntaxHint(ye.GetMessage()))}
-			}
-		}
+	mark := markLine(c.text)
+	if mark == 0 { // not the same failure again: the line yaml/v3 gave
+		mark = max(line, 1)
 	}
-	return &Error{File: file, Line: c.line + line, Msg: "YAML syntax: " + parserWords(msg)}
+	line, col, say := locateSyntax(c.text, mark, msg)
+	return &Error{File: file, Line: c.line + line, Col: col, Msg: "YAML syntax: " + parserWords(say)}
 }
 
 var unknownAnchor = regexp.MustCompile(`^unknown anchor '(.*)' referenced$`)
@@ -188,10 +164,8 @@ func find(text []byte, s string) (int, int, bool) {
 	if i < 0 {
 		return 0, 0, false
 	}
-	before := text[:i]
-	line := 1 + bytes.Count(before, []byte("\n"))
-	start := bytes.LastIndexByte(before, '\n') + 1
-	return line, 1 + utf8.RuneCount(before[start:]), true
+	line, col := position(text, i)
+	return line, col, true
 }
 
 // parserWords keeps a parser's message to one line of bounded length: it
@@ -202,30 +176,6 @@ func parserWords(msg string) string {
 		msg = string(r[:3*maxShownValue]) + "…"
 	}
 	return visible(msg)
-}
-
-// syntaxHints rewords goccy/go-yaml's most common syntax errors to say what
-// would be valid. The others keep its words.
-var syntaxHints = []struct{ contains, say string }{
-	{"',' or ']' must be specified", "a list written [a, b] needs a ',' between items and a ']' at its end"},
-	{"sequence end token ']' not found", "a list written [a, b] needs a ']' at its end"},
-	{"',' or '}' must be specified", "a mapping written {a: 1, b: 2} needs a ',' between entries and a '}' at its end"},
-	{"could not find flow mapping end token '}'", "a mapping written {a: 1, b: 2} needs a '}' at its end"},
-	{"that cannot start any token", "a tab or another character that cannot start a value here; YAML indents with spaces only"},
-	{"non-map value is specified", "want \"key: value\" here (a missing ':' after the key, or a line indented differently from its neighbours)"},
-	{"value is not allowed in this context", "a value where none can go: keys of one mapping start in the same column, and items of a list each start with '- '"},
-	{"mapping value is not allowed in this context", "a ':' where none can go: quote a value that contains \": \", or check the indentation"},
-	{"could not find end character of double-quoted text", "a text opened with \" is not closed"},
-	{"could not find end character of single-quoted text", "a text opened with ' is not closed"},
-}
-
-func syntaxHint(msg string) string {
-	for _, h := range syntaxHints {
-		if strings.Contains(msg, h.contains) {
-			return h.say
-		}
-	}
-	return msg
 }
 
 // checkText rejects what YAML does not allow in a file: text that is not

@@ -1,6 +1,7 @@
 package main
 
 import (
+	"bytes"
 	"encoding/json"
 	"os"
 	"regexp"
@@ -8,7 +9,7 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/goccy/go-yaml"
+	"go.yaml.in/yaml/v3"
 )
 
 // promQL finds the metric and label names an expression uses.
@@ -87,7 +88,9 @@ func TestAlertRules(t *testing.T) {
 			}
 		}
 	}
-	if err := yaml.UnmarshalWithOptions(b, &file, yaml.Strict()); err != nil {
+	dec := yaml.NewDecoder(bytes.NewReader(b))
+	dec.KnownFields(true)
+	if err := dec.Decode(&file); err != nil {
 		t.Fatal(err)
 	}
 	series, types := exported(t), documented(t)
