@@ -152,7 +152,7 @@ func status(ctx context.Context, e *env) error {
 	c := api.NewClient(socket)
 	// The full status of 10,000 services is 28 MB, seconds to build on a
 	// slow machine.
-	c.MaxAnswer, c.Timeout = 1<<30, time.Minute
+	c.MaxAnswer, c.Timeout = 1<<30, api.LongestWait
 	raw, err := c.Fetch(ctx, "GET", agent.RouteStatus+"?"+q.Encode())
 	if err != nil {
 		return err

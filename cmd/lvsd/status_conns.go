@@ -9,7 +9,6 @@ import (
 	"net/url"
 	"strconv"
 	"strings"
-	"time"
 
 	"github.com/lvsd/lvsd/agent"
 	"github.com/lvsd/lvsd/agent/api"
@@ -36,7 +35,7 @@ func statusConnections(ctx context.Context, e *env, asJSON bool) error {
 		q.Add("service", n)
 	}
 	c := api.NewClient(socket)
-	c.MaxAnswer, c.Timeout = 256<<20, time.Minute // reading a table of millions takes seconds
+	c.MaxAnswer, c.Timeout = 256<<20, api.LongestWait // reading a table of millions takes seconds
 	raw, err := c.Fetch(ctx, "GET", agent.RouteConnections+"?"+q.Encode())
 	if err != nil {
 		return err
