@@ -100,7 +100,7 @@ type Agent struct {
 	cfg    *Config
 	owned  planner.Ownership
 	drains planner.Drains
-	snap   atomic.Pointer[snapshot] // the last pass, for Status on other goroutines
+	snap   atomic.Pointer[Snapshot] // the last pass, for the views on other goroutines (published.go)
 
 	// desired is cfg.Desired with health applied (applyHealth); health
 	// the backends' health it was computed with.
@@ -117,7 +117,7 @@ type Agent struct {
 	// lost.
 	applied   map[string]planner.Eligibility
 	unapplied map[string]bool
-	loaded    ConfigLoad // the last attempt to load the configuration (metrics.go)
+	loaded    ConfigLoad // the last attempt to load the configuration (published.go)
 	// actual is the kernel as last read back, with the ops applied since;
 	// replaced, never modified (the snapshot shares it).
 	actual     planner.Actual
@@ -207,8 +207,8 @@ func (a *Agent) Run(ctx context.Context, reload <-chan os.Signal) error {
 		case <-reload:
 			a.reload("signal", nil)
 		case r := <-a.reqs:
-			st, err := a.changeBackend(ctx, r.change) // runs its pass
-			r.reply <- backendReply{st, err}
+			ov, after, err := a.changeBackend(ctx, r.change) // runs its pass
+			r.reply <- backendReply{ov, after, err}
 			continue
 		case <-healthChanged:
 		case ev, ok := <-a.watch.events():

@@ -27,7 +27,7 @@ const root = "../.."
 // layers says which of lvsd's packages each package may import (a prefix
 // covers a package and those below it; the most specific row holds). It
 // is the dependency direction of docs/architecture.md: cmd →
-// agent/director → agent → agent's leaves → the kernel packages, which
+// agent/director → agent/views → agent → agent's leaves → the kernel packages, which
 // import no other kernel package and nothing of the agent. A package's
 // test files (in-package and external) obey its row too, plus testMayUse.
 var layers = []layer{
@@ -57,13 +57,17 @@ var layers = []layer{
 	{pkg: "agent/config", mayUse: []string{"agent/policy", "agent/hooks", "ipvs/spec", "cluster/settings", "cluster/bgp/route"}, mayNot3: kernelLibraries, mayNotReach: kernelLibraries},
 	{pkg: "agent/planner", mayUse: []string{"agent/config", "agent/policy", "ipvs/spec", "nat/rules", "cluster/bgp/route", "cluster/connsync/records"},
 		pure: true, mayNotReach: kernelLibraries}, // reaches x/sys/unix only through agent/config → agent/hooks → prometheus
-	{pkg: "agent", mayUse: []string{"agent/planner", "agent/config", "agent/policy", "agent/health", "agent/hooks", "agent/histogram", "agent/metrics", "agent/maglev", "agent/api", "agent/statefile",
+	{pkg: "agent", mayUse: []string{"agent/planner", "agent/config", "agent/policy", "agent/health", "agent/hooks", "agent/histogram", "agent/statefile",
 		"ipvs", "nat", "arp", "arp/sysctl", "cluster/..."}, mayNot3: kernelLibraries},
+	{pkg: "agent/views", mayUse: []string{"agent", "agent/planner", "agent/api", "agent/health", "agent/histogram", "agent/maglev", "agent/metrics", "ipvs/spec",
+		"cluster", "cluster/bgp", "cluster/connsync"}, // the status carries the cluster's, BGP's and the relay's own status values
+		mayNot3:    kernelLibraries,
+		testMayUse: []string{"ipvs", "arp", "arp/sysctl", "nat"}}, // the tests drive an agent on the kernel packages' fakes
 	{pkg: "agent/logging", mayNot3: kernelLibraries}, // the journal is a local datagram socket
 	{pkg: "agent/clidoc", mayUse: []string{"docs"}, mayNot3: kernelLibraries},
 	{pkg: "agent/realserver", mayUse: []string{"agent/config", "agent/api", "agent/statefile", "agent/metrics", "agent/sdnotify", "arp", "arp/sysctl", "nat"},
 		mayNot3: kernelLibraries},
-	{pkg: "agent/director", mayUse: []string{"agent", "agent/planner", "agent/config", "agent/health", "agent/hooks", "agent/api", "agent/sdnotify", "agent/metrics",
+	{pkg: "agent/director", mayUse: []string{"agent", "agent/views", "agent/planner", "agent/config", "agent/health", "agent/hooks", "agent/api", "agent/sdnotify", "agent/metrics",
 		"arp", "cluster/..."}, mayNot3: kernelLibraries,
 		testMayUse: []string{"ipvs", "nat", "arp/sysctl"}}, // the tests build the agent's Kernel from the kernel packages' fakes, as cmd/lvsd builds it from the real ones
 	{pkg: "cmd/...", mayUse: []string{"agent/...", "ipvs", "nat", "arp", "arp/sysctl", "cluster/...", "docs"}, mayNot3: append(slices.Clip(kernelLibraries), "golang.org/x/sys/unix")},
@@ -72,10 +76,10 @@ var layers = []layer{
 	// rows below name each exception and why.
 	{pkg: "e2e/...", mayUse: []string{"e2e/..."}},
 	{pkg: "e2e", mayUse: []string{"e2e/..."}, testMayUse: []string{
-		"ipvs",                                 // reads back what lvsd programmed: IPVS services, destinations, connections
-		"arp",                                  // reads back the addresses lvsd put on the directors' interfaces
-		"agent/maglev",                         // TestMaglevPrediction compares lvsd's prediction of ip_vs_mh with the kernel's choice
-		"agent", "cluster", "cluster/connsync", // decode `lvsd status` JSON into the types lvsd encodes it from, and wait out the cluster's default timers
+		"ipvs",                                       // reads back what lvsd programmed: IPVS services, destinations, connections
+		"arp",                                        // reads back the addresses lvsd put on the directors' interfaces
+		"agent/maglev",                               // TestMaglevPrediction compares lvsd's prediction of ip_vs_mh with the kernel's choice
+		"agent/views", "cluster", "cluster/connsync", // decode `lvsd status` JSON into the types lvsd encodes it from, and wait out the cluster's default timers
 	}},
 	{pkg: "e2e/demo", mayUse: []string{"e2e/...", "ipvs"}},                          // prints the kernel's IPVS table as lvsd programmed it
 	{pkg: "e2e/bench", mayUse: []string{"e2e/...", "agent/api"}},                    // lvsd-bench fetches profiles through the control socket's client
@@ -483,7 +487,7 @@ func TestLayersCatch(t *testing.T) {
 		"nat (tests)":            {module + "ipvs"},
 		"agent/director":         {module + "nat"},
 		"agent/director (tests)": {module + "nat", module + "ipvs"},
-		"e2e (tests)":            {module + "agent", module + "agent/director"},
+		"e2e (tests)":            {module + "agent/views", module + "agent/director"},
 		"e2e/topo":               {module + "ipvs"},
 	})
 	want := []string{
