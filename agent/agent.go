@@ -344,7 +344,7 @@ func (a *Agent) apply(ctx context.Context, d planner.Desired, ops []planner.Op, 
 			keys = append(keys, k)
 		}
 	}
-	intended := a.owned.Intend(ops).Adopt(keys)
+	intended := a.owned.Intend(ops, planner.ClaimServices).Adopt(keys)
 	if err := a.saveOwned(intended); err != nil {
 		err = fmt.Errorf("saving ownership record; nothing applied: %w", err)
 		errs := make([]error, len(ops))

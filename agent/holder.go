@@ -455,7 +455,7 @@ func (h *Holder) apply(ctx context.Context, ops []planner.Op) ([]planner.Op, err
 		return nil, nil
 	}
 	start := time.Now()
-	intended := h.owned.Intend(ops)
+	intended := h.owned.Intend(ops, planner.ClaimAddresses)
 	if err := h.save(intended); err != nil {
 		return nil, err // nothing changed: better no address than one lvsd does not know it made
 	}
