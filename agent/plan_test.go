@@ -124,14 +124,14 @@ func TestOwnershipWriteAhead(t *testing.T) {
 	}
 	// A failed add stays claimed: the object may exist, and a claim on a
 	// missing one is harmless.
-	if after := intended.After(ops, gone(ops, []error{errors.New("boom"), nil})); !after.Equal(intended) {
+	if after := intended.After(ops, goneAfter(ops, []error{errors.New("boom"), nil})); !after.Equal(intended) {
 		t.Errorf("after a failed add: %+v", after)
 	}
 	del := []planner.Op{{Kind: planner.DeleteService, Service: ipvs.Service{ServiceKey: webKey}}, {Kind: planner.DeleteAddress, Interface: "eth0", Address: vip}}
-	if after := intended.After(del, gone(del, []error{errors.New("busy"), nil})); len(after.Services) != 1 || len(after.Addresses) != 0 {
+	if after := intended.After(del, goneAfter(del, []error{errors.New("busy"), nil})); len(after.Services) != 1 || len(after.Addresses) != 0 {
 		t.Errorf("after a failed and a done delete: %+v", after)
 	}
-	if after := intended.After(del, gone(del, []error{ipvs.ErrNotFound, nil})); len(after.Services) != 0 {
+	if after := intended.After(del, goneAfter(del, []error{ipvs.ErrNotFound, nil})); len(after.Services) != 0 {
 		t.Errorf("a service found gone leaves the record: %+v", after)
 	}
 }

@@ -58,11 +58,12 @@ var layers = []layer{
 	{pkg: "agent/config", mayUse: []string{"agent/policy", "agent/hooks", "ipvs/spec", "cluster/settings", "cluster/bgp/route"}, mayNot3: kernelLibraries, mayNotReach: kernelLibraries},
 	{pkg: "agent/planner", mayUse: []string{"agent/config", "agent/policy", "ipvs/spec", "nat/rules", "arp/spec", "cluster/bgp/route", "cluster/connsync/records"},
 		pure: true, mayNotReach: kernelLibraries}, // reaches x/sys/unix only through agent/config → agent/hooks → prometheus
-	{pkg: "agent", mayUse: []string{"agent/planner", "agent/config", "agent/policy", "agent/health", "agent/hooks", "agent/histogram", "agent/metrics", "agent/maglev", "agent/api", "agent/statefile",
+	{pkg: "agent/apply", mayUse: []string{"agent/planner", "ipvs/spec"}, pure: true, mayNotReach: kernelLibraries},
+	{pkg: "agent", mayUse: []string{"agent/apply", "agent/planner", "agent/config", "agent/policy", "agent/health", "agent/hooks", "agent/histogram", "agent/metrics", "agent/maglev", "agent/api", "agent/statefile",
 		"ipvs", "nat", "arp", "arp/sysctl", "cluster/..."}, mayNot3: kernelLibraries},
 	{pkg: "agent/logging", mayNot3: kernelLibraries}, // the journal is a local datagram socket
 	{pkg: "agent/clidoc", mayUse: []string{"docs"}, mayNot3: kernelLibraries},
-	{pkg: "agent/realserver", mayUse: []string{"agent/planner", "agent/config", "agent/api", "agent/statefile", "agent/metrics", "agent/sdnotify", "arp", "arp/sysctl", "nat"},
+	{pkg: "agent/realserver", mayUse: []string{"agent/apply", "agent/planner", "agent/config", "agent/api", "agent/statefile", "agent/metrics", "agent/sdnotify", "arp", "arp/sysctl", "nat"},
 		mayNot3: kernelLibraries},
 	{pkg: "agent/director", mayUse: []string{"agent", "agent/planner", "agent/config", "agent/health", "agent/hooks", "agent/api", "agent/sdnotify", "agent/metrics",
 		"arp", "cluster/..."}, mayNot3: kernelLibraries,

@@ -120,8 +120,24 @@ func (o Ownership) Intend(ops []Op, claims Claims) Ownership {
 	return e.Ownership
 }
 
+// NewClaims says, op by op, whether Intend(ops, claims) adds an entry to o
+// for it: an entry the record did not hold before. Pure.
+func (o Ownership) NewClaims(ops []Op, claims Claims) []bool {
+	out := make([]bool, len(ops))
+	claimed := o
+	for i, op := range ops {
+		if claimed.Recorded(op) {
+			continue
+		}
+		next := claimed.Intend(ops[i:i+1], claims)
+		out[i] = !next.Equal(claimed)
+		claimed = next
+	}
+	return out
+}
+
 // Recorded reports whether the object op makes is in o already: Intend
-// adds nothing for it, and a failure of op leaves it on record.
+// adds nothing for it.
 func (o Ownership) Recorded(op Op) bool {
 	switch op.Kind {
 	case AddService, UpdateService:

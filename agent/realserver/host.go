@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 
+	"github.com/lvsd/lvsd/agent/apply"
 	"github.com/lvsd/lvsd/agent/planner"
 	"github.com/lvsd/lvsd/arp"
 	"github.com/lvsd/lvsd/arp/sysctl"
@@ -68,20 +69,32 @@ func (h Host) Apply(ctx context.Context, ops []planner.Op, rec *Record, save fun
 	if len(ops) == 0 {
 		return nil
 	}
-	fresh := make([]bool, len(ops)) // the op's entry is new in the record
-	for i, op := range ops {
-		fresh[i] = !rec.Recorded(op)
+	a := apply.Applier{Claims: claims, UnclaimFailed: true, Run: h.run,
+		Save: func(o planner.Ownership) error {
+			r := *rec
+			r.Ownership = o
+			return save(r)
+		}}
+	r, err := a.Apply(ctx, rec.Ownership, ops, nil)
+	if err != nil {
+		return fmt.Errorf("recording what lvsd is about to change (nothing changed): %w", err)
 	}
-	intended := *rec
-	intended.Ownership = rec.Intend(ops, claims)
-	if !intended.Ownership.Equal(rec.Ownership) {
-		if err := save(intended); err != nil {
-			return fmt.Errorf("recording what lvsd is about to change (nothing changed): %w", err)
+	rec.Ownership = r.After
+	var failed []error
+	for i, err := range r.Errs {
+		if err != nil {
+			failed = append(failed, fmt.Errorf("%s: %w", ops[i].Describe(), err))
 		}
 	}
-	*rec = intended
-	gone := make([]bool, len(ops)) // the op's object is not lvsd's now
-	var errs []error
+	if r.SaveErr != nil {
+		failed = append(failed, fmt.Errorf("saving the record: %w", r.SaveErr))
+	}
+	return errors.Join(failed...)
+}
+
+// run executes ops on the host (an apply.Executor).
+func (h Host) run(ctx context.Context, ops []planner.Op) (errs []error, gone []bool) {
+	errs, gone = make([]error, len(ops)), make([]bool, len(ops))
 	guardFailed := false
 	for i, op := range ops {
 		var err error
@@ -90,14 +103,12 @@ func (h Host) Apply(ctx context.Context, ops []planner.Op, rec *Record, save fun
 			if err = h.Sysctls.Set(ctx, op.Key, op.Value); err != nil {
 				guardFailed = guardFailed || op.Guard
 			}
-			gone[i] = err != nil && fresh[i]
 		case planner.AddAddress:
 			if guardFailed {
 				err = fmt.Errorf("not adding %s to %s: ARP suppression is not in force", op.Address, op.Interface)
 			} else {
 				err = h.Addrs.Add(ctx, op.Interface, op.Address)
 			}
-			gone[i] = err != nil && fresh[i]
 		case planner.DeleteAddress:
 			if err = h.Addrs.Delete(ctx, op.Interface, op.Address); done(err) {
 				err, gone[i] = nil, true
@@ -109,19 +120,9 @@ func (h Host) Apply(ctx context.Context, ops []planner.Op, rec *Record, save fun
 		case planner.ForgetAddress, planner.ForgetSysctl, planner.ForgetLink, planner.ForgetFouPort, planner.ForgetNAT:
 			gone[i] = true
 		default:
-			gone[i], err = h.applyTunnel(ctx, op, fresh[i])
+			gone[i], err = h.runTunnel(ctx, op)
 		}
-		if err != nil {
-			errs = append(errs, fmt.Errorf("%s: %w", op.Describe(), err))
-		}
+		errs[i] = err
 	}
-	after := intended
-	after.Ownership = intended.After(ops, gone)
-	*rec = after
-	if !after.Ownership.Equal(intended.Ownership) {
-		if err := save(after); err != nil {
-			errs = append(errs, fmt.Errorf("saving the record: %w", err))
-		}
-	}
-	return errors.Join(errs...)
+	return errs, gone
 }

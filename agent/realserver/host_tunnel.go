@@ -52,11 +52,10 @@ func (h Host) readDecapsulation(ctx context.Context, d planner.RealServerDesired
 	return nil
 }
 
-// applyTunnel runs one tunnel op. It reports whether the op's object is
-// not lvsd's now, to leave the record: removed (or found gone), not made
-// because the op failed and fresh says its entry was new, or made by the
+// runTunnel runs one tunnel op. It reports whether the op's object is not
+// lvsd's now, to leave the record: removed (or found gone), or made by the
 // kernel's module rather than by lvsd.
-func (h Host) applyTunnel(ctx context.Context, op planner.Op, fresh bool) (gone bool, err error) {
+func (h Host) runTunnel(ctx context.Context, op planner.Op) (gone bool, err error) {
 	switch op.Kind {
 	case planner.CreateLink:
 		var created bool
@@ -94,7 +93,7 @@ func (h Host) applyTunnel(ctx context.Context, op planner.Op, fresh bool) (gone 
 	default:
 		return false, fmt.Errorf("unknown op %v", op.Kind)
 	}
-	return err != nil && fresh, err
+	return false, err
 }
 
 // done reports whether a removal succeeded or found nothing to remove.
