@@ -11,6 +11,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/lvsd/lvsd/agent/apply"
 	"github.com/lvsd/lvsd/agent/planner"
 
 	"github.com/lvsd/lvsd/cluster"
@@ -344,8 +345,9 @@ func (a *Agent) apply(ctx context.Context, d planner.Desired, ops []planner.Op, 
 			keys = append(keys, k)
 		}
 	}
-	intended := a.owned.Intend(ops).Adopt(keys)
-	if err := a.saveOwned(intended); err != nil {
+	applier := apply.Applier{Claims: planner.ClaimServices, Save: a.saveOwned, Run: a.opts.Kernel.Run}
+	r, err := applier.Apply(ctx, a.owned, ops, keys)
+	if err != nil {
 		err = fmt.Errorf("saving ownership record; nothing applied: %w", err)
 		errs := make([]error, len(ops))
 		for i := range errs {
@@ -353,12 +355,11 @@ func (a *Agent) apply(ctx context.Context, d planner.Desired, ops []planner.Op, 
 		}
 		return errs, err
 	}
-	errs := a.opts.Kernel.Apply(ctx, ops)
-	if err := a.saveOwned(intended.After(ops, gone(ops, errs))); err != nil {
-		a.log.Error("saving ownership record", "err", err)
+	if r.SaveErr != nil {
+		a.log.Error("saving ownership record", "err", r.SaveErr)
 	}
-	logOps(a.log, ops, errs)
-	return errs, errors.Join(errs...)
+	logOps(a.log, ops, r.Errs)
+	return r.Errs, errors.Join(r.Errs...)
 }
 
 func (a *Agent) saveOwned(o planner.Ownership) error {

@@ -37,6 +37,7 @@ var layers = []layer{
 	{pkg: "arp/...", mayUse: []string{"arp/..."}},
 	{pkg: "cluster/...", mayUse: []string{"cluster/..."}},
 	{pkg: "ipvs/spec", pure: true, mayNotReach: kernelOrSyscalls},
+	{pkg: "arp/spec", pure: true, mayNotReach: kernelOrSyscalls},
 	{pkg: "nat/rules", pure: true, mayNotReach: kernelOrSyscalls,
 		testMayUse: []string{"nat/internal/golden"}}, // the golden cases nat's namespace tests apply to the kernel too
 	{pkg: "cluster/bgp/route", pure: true, mayNotReach: kernelOrSyscalls},
@@ -55,9 +56,10 @@ var layers = []layer{
 	{pkg: "agent/health", mayUse: []string{"agent/histogram", "agent/program"}, mayNot3: kernelLibraries, mayNotReach: kernelLibraries},
 	{pkg: "agent/hooks", mayUse: []string{"agent/metrics", "agent/program"}, mayNot3: kernelLibraries, mayNotReach: kernelLibraries},
 	{pkg: "agent/config", mayUse: []string{"agent/policy", "agent/hooks", "ipvs/spec", "cluster/settings", "cluster/bgp/route"}, mayNot3: kernelLibraries, mayNotReach: kernelLibraries},
-	{pkg: "agent/planner", mayUse: []string{"agent/config", "agent/policy", "ipvs/spec", "nat/rules", "cluster/bgp/route", "cluster/connsync/records"},
+	{pkg: "agent/planner", mayUse: []string{"agent/config", "agent/policy", "ipvs/spec", "nat/rules", "arp/spec", "cluster/bgp/route", "cluster/connsync/records"},
 		pure: true, mayNotReach: kernelLibraries}, // reaches x/sys/unix only through agent/config → agent/hooks → prometheus
-	{pkg: "agent", mayUse: []string{"agent/planner", "agent/config", "agent/policy", "agent/health", "agent/hooks", "agent/histogram", "agent/statefile",
+	{pkg: "agent/apply", mayUse: []string{"agent/planner", "ipvs/spec"}, pure: true, mayNotReach: kernelLibraries},
+	{pkg: "agent", mayUse: []string{"agent/apply", "agent/planner", "agent/config", "agent/policy", "agent/health", "agent/hooks", "agent/histogram", "agent/statefile",
 		"ipvs", "nat", "arp", "arp/sysctl", "cluster/..."}, mayNot3: kernelLibraries},
 	{pkg: "agent/views", mayUse: []string{"agent", "agent/planner", "agent/api", "agent/health", "agent/histogram", "agent/maglev", "agent/metrics", "ipvs/spec",
 		"cluster", "cluster/bgp", "cluster/connsync"}, // the status carries the cluster's, BGP's and the relay's own status values
@@ -65,7 +67,7 @@ var layers = []layer{
 		testMayUse: []string{"ipvs", "arp", "arp/sysctl", "nat"}}, // the tests drive an agent on the kernel packages' fakes
 	{pkg: "agent/logging", mayNot3: kernelLibraries}, // the journal is a local datagram socket
 	{pkg: "agent/clidoc", mayUse: []string{"docs"}, mayNot3: kernelLibraries},
-	{pkg: "agent/realserver", mayUse: []string{"agent/config", "agent/api", "agent/statefile", "agent/metrics", "agent/sdnotify", "arp", "arp/sysctl", "nat"},
+	{pkg: "agent/realserver", mayUse: []string{"agent/apply", "agent/planner", "agent/config", "agent/api", "agent/statefile", "agent/metrics", "agent/sdnotify", "arp", "arp/sysctl", "nat"},
 		mayNot3: kernelLibraries},
 	{pkg: "agent/director", mayUse: []string{"agent", "agent/views", "agent/planner", "agent/config", "agent/health", "agent/hooks", "agent/api", "agent/sdnotify", "agent/metrics",
 		"arp", "cluster/..."}, mayNot3: kernelLibraries,

@@ -97,7 +97,7 @@ func cleanup(ctx context.Context, e *env) error {
 	}
 	ops, err := realserver.Cleanup(ctx, realServerHost(), a.StateDir)
 	for _, op := range ops {
-		fmt.Fprintln(e.stdout, op)
+		fmt.Fprintln(e.stdout, op.Describe())
 	}
 	if err == nil && len(ops) == 0 {
 		fmt.Fprintln(e.stdout, "nothing to clean up: nothing lvsd added is left")
