@@ -1,6 +1,7 @@
 package realserver
 
 import (
+	"net/netip"
 	"time"
 
 	"github.com/lvsd/lvsd/agent/planner"
@@ -32,9 +33,8 @@ type OwnedSysctl = planner.OwnedSysctl
 
 // LoadRecord reads the record in stateDir. A missing file is an empty
 // record (first start); a corrupt one is an error, since guessing could
-// make cleanup remove what is not lvsd's. The format of earlier releases,
-// which kept the addresses as bare prefixes, reads as well: they are on
-// lo; the next save writes the current format.
+// make cleanup remove what is not lvsd's. The addresses are kept as bare
+// prefixes (recordFile): they are all on lo.
 func LoadRecord(stateDir string) (Record, error) {
 	var r Record
 	if err := statefile.Load(stateDir, RecordFile, &r); err != nil {
@@ -51,5 +51,18 @@ func LoadRecord(stateDir string) (Record, error) {
 // SaveRecord writes r atomically: a crash leaves the old or the new record,
 // never a torn one.
 func SaveRecord(stateDir string, r Record) error {
-	return statefile.Save(stateDir, RecordFile, r)
+	f := recordFile{Record: r, Addresses: make([]netip.Prefix, 0, len(r.Addresses))}
+	for _, a := range r.Addresses {
+		f.Addresses = append(f.Addresses, a.Prefix)
+	}
+	return statefile.Save(stateDir, RecordFile, f)
+}
+
+// recordFile is a Record as the file keeps it: the addresses as bare
+// prefixes, every one on lo, as releases before the shared ownership record
+// wrote them, so that a release before it still reads the file (a
+// downgrade, or `lvsd cleanup` of the older package).
+type recordFile struct {
+	Record
+	Addresses []netip.Prefix `json:"addresses"` // shadows Ownership.Addresses
 }
