@@ -49,6 +49,7 @@ FUZZ_TARGETS := \
 	./agent/config:FuzzAgentFile \
 	./cluster:FuzzDecodeHeartbeat \
 	./cluster:FuzzHeartbeatGuard \
+	./cluster:FuzzParseMemberlistLine \
 	./cluster/connsync:FuzzDecodeMessage \
 	./cluster/connsync:FuzzDeliver \
 	./cluster/connsync:FuzzParseDatagram \

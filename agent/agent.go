@@ -11,6 +11,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/lvsd/lvsd/agent/apply"
 	"github.com/lvsd/lvsd/agent/planner"
 
 	"github.com/lvsd/lvsd/cluster"
@@ -100,7 +101,7 @@ type Agent struct {
 	cfg    *LoadedConfig
 	owned  planner.Ownership
 	drains planner.Drains
-	snap   atomic.Pointer[snapshot] // the last pass, for Status on other goroutines
+	snap   atomic.Pointer[Snapshot] // the last pass, for the views on other goroutines (published.go)
 
 	// desired is cfg.Desired with health applied (applyHealth); health
 	// the backends' health it was computed with.
@@ -117,7 +118,7 @@ type Agent struct {
 	// lost.
 	applied   map[string]planner.Eligibility
 	unapplied map[string]bool
-	loaded    ConfigLoad // the last attempt to load the configuration (metrics.go)
+	loaded    ConfigLoad // the last attempt to load the configuration (published.go)
 	// actual is the kernel as last read back, with the ops applied since;
 	// replaced, never modified (the snapshot shares it).
 	actual     planner.Actual
@@ -207,8 +208,8 @@ func (a *Agent) Run(ctx context.Context, reload <-chan os.Signal) error {
 		case <-reload:
 			a.reload("signal", nil)
 		case r := <-a.reqs:
-			st, err := a.changeBackend(ctx, r.change) // runs its pass
-			r.reply <- backendReply{st, err}
+			ov, after, err := a.changeBackend(ctx, r.change) // runs its pass
+			r.reply <- backendReply{ov, after, err}
 			continue
 		case <-healthChanged:
 		case ev, ok := <-a.watch.events():
@@ -344,8 +345,9 @@ func (a *Agent) apply(ctx context.Context, d planner.Desired, ops []planner.Op, 
 			keys = append(keys, k)
 		}
 	}
-	intended := a.owned.Intend(ops).Adopt(keys)
-	if err := a.saveOwned(intended); err != nil {
+	applier := apply.Applier{Claims: planner.ClaimServices, Save: a.saveOwned, Run: a.opts.Kernel.Run}
+	r, err := applier.Apply(ctx, a.owned, ops, keys)
+	if err != nil {
 		err = fmt.Errorf("saving ownership record; nothing applied: %w", err)
 		errs := make([]error, len(ops))
 		for i := range errs {
@@ -353,12 +355,11 @@ func (a *Agent) apply(ctx context.Context, d planner.Desired, ops []planner.Op, 
 		}
 		return errs, err
 	}
-	errs := a.opts.Kernel.Apply(ctx, ops)
-	if err := a.saveOwned(intended.After(ops, gone(ops, errs))); err != nil {
-		a.log.Error("saving ownership record", "err", err)
+	if r.SaveErr != nil {
+		a.log.Error("saving ownership record", "err", r.SaveErr)
 	}
-	logOps(a.log, ops, errs)
-	return errs, errors.Join(errs...)
+	logOps(a.log, ops, r.Errs)
+	return r.Errs, errors.Join(r.Errs...)
 }
 
 func (a *Agent) saveOwned(o planner.Ownership) error {

@@ -301,7 +301,7 @@ func TestBadReloadKeepsLastGood(t *testing.T) {
 	e.reload(a)
 	// No pass follows a rejected load: the status and the metrics
 	// (lvsd_config_last_reload_successful) must show it anyway.
-	if s := a.snap.Load(); s == nil || s.loaded.Err == "" {
+	if s := a.snap.Load(); s == nil || s.Loaded.Err == "" {
 		t.Fatal("the rejected reload is not published before the next pass")
 	}
 	if got := e.reconcile(a); len(got) != 0 {
@@ -364,37 +364,6 @@ func TestVIPOwnershipMovesOnlyAddresses(t *testing.T) {
 	}
 }
 
-func TestStatusShowsKernelAndDrains(t *testing.T) {
-	e := newEnv(t)
-	e.service("web", webTwo)
-	a := e.agent()
-	if _, err := a.Status(context.Background(), StatusQuery{}); err == nil {
-		t.Fatal("status before the first pass should say not ready")
-	}
-	e.reconcile(a)
-	svc := ipvs.ServiceKey{Protocol: l4.TCP, Addr: netip.MustParseAddr("10.0.0.50"), Port: 80}
-	rs2 := ipvs.DestinationKey{Addr: netip.MustParseAddr("10.0.0.12"), Port: 80}
-	e.ipvs.SetConns(svc, rs2, 2, 1)
-	e.service("web", "service: web\nvip: 10.0.0.50\nports: [80]\nbackends:\n  - {address: 10.0.0.11}\n")
-	e.reload(a)
-	e.reconcile(a)
-	e.now = e.now.Add(7 * time.Second)
-	st, err := a.Status(context.Background(), StatusQuery{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	if len(st.Services) != 1 || !st.Services[0].VIPHeld || !st.Services[0].InKernel {
-		t.Fatalf("status: %+v", st)
-	}
-	want := []DestinationStatus{
-		{Address: "10.0.0.11:80", Forwarding: "route", ConfiguredWeight: 1, Weight: 1, Eligible: true, ReportedWeight: -1},
-		{Address: "10.0.0.12:80", Forwarding: "route", ConfiguredWeight: -1, Weight: 0, ActiveConns: 2, InactiveConns: 1, DrainingFor: 7, ReportedWeight: -1},
-	}
-	if got := st.Services[0].Destinations; !slices.Equal(got, want) {
-		t.Fatalf("destinations:\n got %+v\nwant %+v", got, want)
-	}
-}
-
 // countingIPVS counts destination dumps.
 type countingIPVS struct {
 	ipvs.Interface
@@ -404,46 +373,4 @@ type countingIPVS struct {
 func (c *countingIPVS) Destinations(ctx context.Context, k ipvs.ServiceKey) ([]ipvs.Destination, error) {
 	c.dumps++
 	return c.Interface.Destinations(ctx, k)
-}
-
-// Over FreshLimit IPVS services the status answers from the passes'
-// read-back, without a dump, and says how old its oldest numbers are; a
-// query for one service reads that one now.
-func TestStatusAtScale(t *testing.T) {
-	e := newEnv(t)
-	e.bulkServices(FreshLimit+10, "{address: 10.0.0.11}")
-	a := e.agent()
-	e.reconcile(a)
-	counting := &countingIPVS{Interface: e.ipvs}
-	a.opts.Kernel.IPVS = counting
-	st, err := a.Status(context.Background(), StatusQuery{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	if len(st.Services) != FreshLimit+10 || counting.dumps != 0 || !st.KernelAsOf.Equal(e.now) {
-		t.Errorf("all: %d services, %d dumps, numbers as of %v; want %d, 0, the pass", len(st.Services), counting.dumps, st.KernelAsOf, FreshLimit+10)
-	}
-	if st.Services[0].Destinations[0].Weight != 1 {
-		t.Errorf("from the pass: %+v", st.Services[0].Destinations)
-	}
-	st, err = a.Status(context.Background(), StatusQuery{Services: []string{"s7"}})
-	if err != nil {
-		t.Fatal(err)
-	}
-	if len(st.Services) != 1 || st.Services[0].Name != "s7" || counting.dumps != 1 {
-		t.Errorf("one service: %d services, %d dumps", len(st.Services), counting.dumps)
-	}
-
-	// A later pass that reads one service back does not make the others'
-	// numbers look newer than they are.
-	first := e.now
-	e.now = e.now.Add(time.Minute)
-	a.pending.add(ipvs.ServiceKey{Protocol: l4.TCP, Addr: netip.MustParseAddr("10.0.1.1"), Port: 1003})
-	e.reconcile(a)
-	if st, err = a.Status(context.Background(), StatusQuery{}); err != nil {
-		t.Fatal(err)
-	}
-	if !st.KernelAsOf.Equal(first) || !st.LastReconcile.Equal(e.now) {
-		t.Errorf("after reading one service back: numbers as of %v, last pass %v; want %v, %v", st.KernelAsOf, st.LastReconcile, first, e.now)
-	}
 }

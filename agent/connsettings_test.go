@@ -145,7 +145,7 @@ func TestSorryServerLifecycle(t *testing.T) {
 		if got := e.reconcile(a); !slices.Equal(got, s.want) {
 			t.Fatalf("%s:\n got %q\nwant %q", s.name, got, s.want)
 		}
-		if got := sorryRow(t, a); got != s.status {
+		if got := sorryRow(t, e, a); got != s.status {
 			t.Errorf("%s: status of the sorry server %q, want %q", s.name, got, s.status)
 		}
 	}
@@ -158,18 +158,28 @@ func TestSorryServerLifecycle(t *testing.T) {
 	}
 }
 
-// sorryRow is the sorry server's destination in lvsd status as
-// "configured/kernel/eligible"; "" when it has none.
-func sorryRow(t *testing.T, a *Agent) string {
+// sorryRow is the sorry server's destination as lvsd status shows it,
+// "configured/kernel/eligible": its weight in the kernel, and while the
+// pass wants it (no backend is eligible) its configured weight and
+// eligible; else -1 and false. "" when the kernel has none.
+func sorryRow(t *testing.T, e *testEnv, a *Agent) string {
 	t.Helper()
-	st, err := a.Status(context.Background(), StatusQuery{})
+	s := a.Published()
+	vs := s.Config.Desired.Services[0]
+	kernel, err := e.ipvs.Destinations(context.Background(), vs.ServiceKey)
 	if err != nil {
 		t.Fatal(err)
 	}
-	for _, d := range st.Services[0].Destinations {
-		if d.Sorry {
-			return fmt.Sprintf("%d/%d/%v", d.ConfiguredWeight, d.Weight, d.Eligible)
+	for _, k := range kernel {
+		if !vs.IsSorry(k.DestinationKey) {
+			continue
 		}
+		configured, eligible := -1, false
+		wanted, ok := planner.FindService(s.Desired, vs.ServiceKey)
+		if ok && slices.ContainsFunc(wanted.Destinations, func(d planner.Destination) bool { return vs.IsSorry(d.DestinationKey) }) {
+			configured, eligible = vs.Sorry.Weight, true
+		}
+		return fmt.Sprintf("%d/%d/%v", configured, k.Weight, eligible)
 	}
 	return ""
 }

@@ -11,6 +11,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/lvsd/lvsd/agent/apply"
 	"github.com/lvsd/lvsd/agent/planner"
 
 	"github.com/lvsd/lvsd/agent/statefile"
@@ -455,11 +456,12 @@ func (h *Holder) apply(ctx context.Context, ops []planner.Op) ([]planner.Op, err
 		return nil, nil
 	}
 	start := time.Now()
-	intended := h.owned.Intend(ops)
-	if err := h.save(intended); err != nil {
+	applier := apply.Applier{Claims: planner.ClaimAddresses, Save: h.save, Run: h.k.Run}
+	r, err := applier.Apply(ctx, h.owned, ops, nil)
+	if err != nil {
 		return nil, err // nothing changed: better no address than one lvsd does not know it made
 	}
-	errs := h.k.Apply(ctx, ops)
+	errs := r.Errs
 	h.announced = maps.Clone(h.announced)
 	for i, op := range ops {
 		if errs[i] != nil {
@@ -476,8 +478,8 @@ func (h *Holder) apply(ctx context.Context, ops []planner.Op) ([]planner.Op, err
 			delete(h.announced, op.Route.Prefix)
 		}
 	}
-	if err := h.save(intended.After(ops, gone(ops, errs))); err != nil {
-		h.log.Error("saving the address record", "err", err)
+	if r.SaveErr != nil {
+		h.log.Error("saving the address record", "err", r.SaveErr)
 	}
 	logOps(h.log, ops, errs)
 	h.log.Debug("addresses", "ops", len(ops), "duration", time.Since(start).String())

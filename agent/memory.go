@@ -130,7 +130,7 @@ func (a *Agent) loading() {
 func (a *Agent) settleMemory() {
 	if !a.loadGarbage {
 		a.limitMemory(markedLive())
-		collectAhead()
+		CollectAhead()
 		return
 	}
 	a.loadGarbage = false
@@ -146,10 +146,10 @@ func (a *Agent) settleMemory() {
 		"duration", time.Since(start).Round(time.Microsecond).String())
 }
 
-// collecting is set while collectAhead's collection runs.
+// collecting is set while CollectAhead's collection runs.
 var collecting atomic.Bool
 
-// collectAhead starts a collection in the background, while the loop waits
+// CollectAhead starts a collection in the background, while the loop waits
 // for its next event, when the heap is past half its way from the live
 // heap to the collector's goal (collectNow). A one-file change among
 // 10,000 services allocates ~9 MiB against a headroom of ~15 MiB at the
@@ -157,7 +157,9 @@ var collecting atomic.Bool
 // goroutine allocating, did much of the marking of the whole heap itself:
 // its reload took 0.08–0.75 s under emulation instead of ~0.08 s. The
 // collection costs the same CPU here, off the path of the next change.
-func collectAhead() {
+// The loop calls it after each pass, the local API (agent/views) after
+// each answer, whose copies are garbage then.
+func CollectAhead() {
 	v, ok := heapBytes("/gc/heap/live:bytes", "/gc/heap/goal:bytes", "/memory/classes/heap/objects:bytes")
 	if !ok || !collectNow(v[0], v[1], v[2]) || !collecting.CompareAndSwap(false, true) {
 		return

@@ -18,7 +18,6 @@ import (
 
 	"github.com/lvsd/lvsd/agent/config"
 	"github.com/lvsd/lvsd/ipvs"
-	"github.com/prometheus/client_golang/prometheus/testutil"
 )
 
 func TestOverridesWith(t *testing.T) {
@@ -107,14 +106,15 @@ func sameOverride(a, b planner.BackendOverride) bool {
 }
 
 // change changes a backend of a on the caller's goroutine (what the
-// loop runs for ChangeBackend) and fails the test on error.
-func (e *testEnv) change(a *Agent, action, service, backend string, weight int) BackendState {
+// loop runs for ChangeBackend) and fails the test on error. It returns the
+// override and the snapshot of the pass that applied it.
+func (e *testEnv) change(a *Agent, action, service, backend string, weight int) (planner.BackendOverride, *Snapshot) {
 	e.t.Helper()
-	st, err := a.changeBackend(context.Background(), planner.BackendChange{Action: action, Service: service, Backend: backend, Weight: weight})
+	ov, after, err := a.changeBackend(context.Background(), planner.BackendChange{Action: action, Service: service, Backend: backend, Weight: weight})
 	if err != nil {
 		e.t.Fatal(err)
 	}
-	return st
+	return ov, after
 }
 
 const webWeighted = "service: web\nvip: 10.0.0.50\nports: [80, 443]\nbackends:\n  - {address: 10.0.0.11, weight: 100}\n  - {address: 10.0.0.12, weight: 100}\n"
@@ -168,7 +168,7 @@ func TestBackendOverrideAppliedKeptCleared(t *testing.T) {
 		if got := e.reconcile(a); len(got) != 0 {
 			t.Errorf("%s: the next pass made calls: %q", step.name, got)
 		}
-		checkBackendStatus(t, step.name, a, step.kernel, step.drain, step.config)
+		checkBackend(t, step.name, e, a, step.kernel, step.drain, step.config)
 	}
 
 	// The backend leaves the file: the override goes (the record too), and
@@ -186,25 +186,30 @@ func TestBackendOverrideAppliedKeptCleared(t *testing.T) {
 	e.service("web", webWeighted)
 	e.reload(a)
 	e.reconcile(a)
-	checkBackendStatus(t, "back in the file", a, 100, false, 100)
+	checkBackend(t, "back in the file", e, a, 100, false, 100)
 }
 
-// checkBackendStatus checks 10.0.0.11 in every IPVS service of the status.
-func checkBackendStatus(t *testing.T, step string, a *Agent, kernel int, drained bool, configured int) {
+// checkBackend checks 10.0.0.11 in every IPVS service: its weight in the
+// kernel, the operator's drain and the file's weight in force.
+func checkBackend(t *testing.T, step string, e *testEnv, a *Agent, kernel int, drained bool, configured int) {
 	t.Helper()
-	st, err := a.Status(context.Background(), StatusQuery{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	for _, s := range st.Services {
-		for _, d := range s.Destinations {
-			if !strings.HasPrefix(d.Address, "10.0.0.11:") {
+	s := a.Published()
+	for _, vs := range s.Config.Desired.Services {
+		for _, d := range vs.Destinations {
+			if d.Addr != netip.MustParseAddr("10.0.0.11") {
 				continue
 			}
-			gotDrained := d.Override != nil && d.Override.Drained
-			if d.Weight != kernel || gotDrained != drained || d.ConfiguredWeight != configured {
+			inKernel, _ := e.ipvs.Destinations(context.Background(), vs.ServiceKey)
+			gotKernel := -1
+			for _, k := range inKernel {
+				if k.DestinationKey == d.DestinationKey {
+					gotKernel = k.Weight
+				}
+			}
+			gotDrained := s.Overrides[d.Backend].Drained
+			if gotKernel != kernel || gotDrained != drained || d.Weight != configured {
 				t.Errorf("%s: %s %s: kernel weight %d, drained %v, configured %d; want %d, %v, %d",
-					step, s.Key, d.Address, d.Weight, gotDrained, d.ConfiguredWeight, kernel, drained, configured)
+					step, vs.ServiceKey, d.DestinationKey, gotKernel, gotDrained, d.Weight, kernel, drained, configured)
 			}
 		}
 	}
@@ -237,16 +242,22 @@ func TestDrainedBackendAfterReboot(t *testing.T) {
 // one IPVS service back and updates one destination, and reads no file.
 func TestBackendChangeIsTargeted(t *testing.T) {
 	e, a, c := countedDirector(t, 1000)
-	st := e.change(a, planner.ActionDrain, "s00500", "10.1.0.3", 0)
+	ov, after := e.change(a, planner.ActionDrain, "s00500", "10.1.0.3", 0)
 	if got, want := e.ipvs.Ops(), []string{"update-destination tcp:10.0.0.1:1500 10.1.0.3:1500 weight=0 route"}; !slices.Equal(got, want) {
 		t.Errorf("ops %q, want %q", got, want)
 	}
 	if c.ipvs > 3 || c.stats+c.reads+c.lists+c.nat+c.sysctls+c.daemons != 0 {
 		t.Errorf("one drain cost %v; want at most 3 IPVS calls and nothing else", *c)
 	}
-	want := []KernelWeight{{IPVSService: "tcp:10.0.0.1:1500", Destination: "10.1.0.3:1500", Weight: 0}}
-	if !slices.Equal(st.Kernel, want) || st.ConfiguredWeight != 1 || !st.Drained || st.PassError != "" {
-		t.Errorf("answer %+v, want kernel %v, configured 1, drained", st, want)
+	key := ipvs.ServiceKey{Protocol: l4.TCP, Addr: netip.MustParseAddr("10.0.0.1"), Port: 1500}
+	var weights []int
+	for _, d := range after.Actual.Services.At(key).Destinations {
+		if d.Addr == netip.MustParseAddr("10.1.0.3") {
+			weights = append(weights, d.Weight)
+		}
+	}
+	if !slices.Equal(weights, []int{0}) || !ov.Drained || after.Err != "" {
+		t.Errorf("answer %+v, pass error %q, kernel weights %v; want drained, none, [0]", ov, after.Err, weights)
 	}
 }
 
@@ -260,7 +271,7 @@ func TestBackendChangeErrorsChangeNothing(t *testing.T) {
 		{Action: planner.ActionDrain, Service: "web", Backend: "10.0.0.13"},
 		{Action: planner.ActionWeight, Service: "web", Backend: "10.0.0.11", Weight: 1 << 20},
 	} {
-		if _, err := a.changeBackend(context.Background(), c); err == nil {
+		if _, _, err := a.changeBackend(context.Background(), c); err == nil {
 			t.Errorf("%+v: no error", c)
 		}
 	}
@@ -287,32 +298,5 @@ func TestPlanForTakesOverridesIn(t *testing.T) {
 	ops, err := PlanFor(context.Background(), cfg, e.kernel(), nil)
 	if err != nil || len(ops) != 0 {
 		t.Errorf("plan with the backend drained: %v, %v; want nothing", ops, err)
-	}
-}
-
-// The overrides show in the metrics: the drain and the weight, next to the
-// kernel's and the file's weights.
-func TestMetricsOverrides(t *testing.T) {
-	e := newEnv(t)
-	e.service("web", webTwo)
-	a := e.agent()
-	e.reconcile(a)
-	e.change(a, planner.ActionDrain, "web", "10.0.0.11", 0)
-	e.change(a, planner.ActionWeight, "web", "10.0.0.12", 3)
-	want := `
-# HELP lvsd_backend_override_drained 1 while an operator drains the backend at run time (lvsd backend drain: weight 0, its connections go on). Absent otherwise.
-# TYPE lvsd_backend_override_drained gauge
-lvsd_backend_override_drained{backend="10.0.0.11:80",ipvs_service="tcp:10.0.0.50:80",service="web"} 1
-# HELP lvsd_backend_override_weight The weight an operator set at run time (lvsd backend weight), which replaces the file's. Absent without one.
-# TYPE lvsd_backend_override_weight gauge
-lvsd_backend_override_weight{backend="10.0.0.12:80",ipvs_service="tcp:10.0.0.50:80",service="web"} 3
-# HELP lvsd_backend_weight The backend's weight in the kernel now (the effective weight; 0 while it drains). Absent when it is not in the kernel.
-# TYPE lvsd_backend_weight gauge
-lvsd_backend_weight{backend="10.0.0.11:80",ipvs_service="tcp:10.0.0.50:80",service="web"} 0
-lvsd_backend_weight{backend="10.0.0.12:80",ipvs_service="tcp:10.0.0.50:80",service="web"} 3
-`
-	if err := testutil.CollectAndCompare(NewCollector(a, "dev"), strings.NewReader(want),
-		"lvsd_backend_override_drained", "lvsd_backend_override_weight", "lvsd_backend_weight"); err != nil {
-		t.Fatal(err)
 	}
 }

@@ -1,6 +1,7 @@
 package agent
 
 import (
+	"context"
 	"errors"
 	"slices"
 
@@ -51,9 +52,16 @@ func SaveOwnedAddresses(stateDir string, o planner.Ownership) error {
 	return statefile.Save(stateDir, addressesFile, planner.Ownership{Addresses: slices.Clone(o.Addresses)})
 }
 
-// gone says, op by op, whether the object a delete was for is no longer in
+// Run is Apply as an apply.Executor: each op's error, and whether its
+// object is gone, for the ownership record.
+func (k Kernel) Run(ctx context.Context, ops []planner.Op) (errs []error, gone []bool) {
+	errs = k.Apply(ctx, ops)
+	return errs, goneAfter(ops, errs)
+}
+
+// goneAfter says, op by op, whether the object a delete was for is no longer in
 // the kernel: deleted now, or found already gone (Ownership.After).
-func gone(ops []planner.Op, errs []error) []bool {
+func goneAfter(ops []planner.Op, errs []error) []bool {
 	out := make([]bool, len(ops))
 	for i, op := range ops {
 		err := errs[i]

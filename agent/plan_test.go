@@ -119,20 +119,20 @@ func TestOwnershipWriteAhead(t *testing.T) {
 		{Kind: planner.AddService, Service: ipvs.Service{ServiceKey: webKey}},
 		{Kind: planner.AddAddress, Interface: "eth0", Address: vip},
 	}
-	intended := planner.Ownership{}.Intend(ops)
+	intended := planner.Ownership{}.Intend(ops, planner.ClaimServices|planner.ClaimAddresses)
 	if !slices.Equal(intended.Services, []ipvs.ServiceKey{webKey}) || len(intended.Addresses) != 1 {
 		t.Fatalf("intended %+v", intended)
 	}
 	// A failed add stays claimed: the object may exist, and a claim on a
 	// missing one is harmless.
-	if after := intended.After(ops, gone(ops, []error{errors.New("boom"), nil})); !after.Equal(intended) {
+	if after := intended.After(ops, goneAfter(ops, []error{errors.New("boom"), nil})); !after.Equal(intended) {
 		t.Errorf("after a failed add: %+v", after)
 	}
 	del := []planner.Op{{Kind: planner.DeleteService, Service: ipvs.Service{ServiceKey: webKey}}, {Kind: planner.DeleteAddress, Interface: "eth0", Address: vip}}
-	if after := intended.After(del, gone(del, []error{errors.New("busy"), nil})); len(after.Services) != 1 || len(after.Addresses) != 0 {
+	if after := intended.After(del, goneAfter(del, []error{errors.New("busy"), nil})); len(after.Services) != 1 || len(after.Addresses) != 0 {
 		t.Errorf("after a failed and a done delete: %+v", after)
 	}
-	if after := intended.After(del, gone(del, []error{ipvs.ErrNotFound, nil})); len(after.Services) != 0 {
+	if after := intended.After(del, goneAfter(del, []error{ipvs.ErrNotFound, nil})); len(after.Services) != 0 {
 		t.Errorf("a service found gone leaves the record: %+v", after)
 	}
 }
@@ -152,7 +152,7 @@ func TestOwnershipEditsLeaveTheOriginal(t *testing.T) {
 	want := planner.Ownership{Services: slices.Clone(services), Addresses: slices.Clone(addrs)}
 	other := planner.OwnedAddress{Interface: "eth0", Prefix: netip.MustParsePrefix("10.0.0.51/32")}
 
-	added := o.Intend([]planner.Op{{Kind: planner.AddService, Service: ipvs.Service{ServiceKey: key(81)}}, {Kind: planner.AddAddress, Interface: other.Interface, Address: other.Prefix}})
+	added := o.Intend([]planner.Op{{Kind: planner.AddService, Service: ipvs.Service{ServiceKey: key(81)}}, {Kind: planner.AddAddress, Interface: other.Interface, Address: other.Prefix}}, planner.ClaimServices|planner.ClaimAddresses)
 	adopted := o.Adopt([]ipvs.ServiceKey{key(83)})
 	deleted := o.After([]planner.Op{{Kind: planner.DeleteService, Service: ipvs.Service{ServiceKey: key(80)}}, {Kind: planner.DeleteAddress, Interface: "eth0", Address: addrs[0].Prefix}}, []bool{true, true})
 	if !o.Equal(want) || !slices.Equal(services[:cap(services)][3:], make([]ipvs.ServiceKey, 5)) {
@@ -172,7 +172,7 @@ func TestOwnershipEditsLeaveTheOriginal(t *testing.T) {
 			t.Errorf("%s: %+v, want services %v and %d addresses", c.name, c.got, c.services, c.addrs)
 		}
 	}
-	same := o.Adopt([]ipvs.ServiceKey{key(82)}).Intend([]planner.Op{{Kind: planner.AddAddress, Interface: "eth0", Address: addrs[0].Prefix}})
+	same := o.Adopt([]ipvs.ServiceKey{key(82)}).Intend([]planner.Op{{Kind: planner.AddAddress, Interface: "eth0", Address: addrs[0].Prefix}}, planner.ClaimAddresses)
 	if &same.Services[0] != &o.Services[0] || &same.Addresses[0] != &o.Addresses[0] {
 		t.Errorf("nothing changed, yet the lists were copied")
 	}

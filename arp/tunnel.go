@@ -2,7 +2,8 @@ package arp
 
 import (
 	"context"
-	"fmt"
+
+	"github.com/lvsd/lvsd/arp/spec"
 )
 
 // Tunnels manages the receiving end of IPVS tunnels on a real server: the
@@ -33,35 +34,19 @@ type Tunnels interface {
 }
 
 // Link is what a real server needs to know of a device.
-type Link struct {
-	Name string
-	Kind string // rtnetlink's kind: "ipip", "ip6tnl", "gre", "ip6gre", "veth", …
-	Up   bool
-}
+type Link = spec.Link
 
-// FouPort is a UDP port on which the kernel unwraps GUE (`ip fou add port
-// N gue`, with -6 for IPv6): the inner packet goes on to the tunnel
-// device of its protocol (tunl0 for IPv4, ip6tnl0 for IPv6).
-type FouPort struct {
-	Port uint16
-	IPv6 bool
-}
+// FouPort is a UDP port on which the kernel unwraps GUE.
+type FouPort = spec.FouPort
 
-func (p FouPort) String() string {
-	if p.IPv6 {
-		return fmt.Sprintf("gue port %d ipv6", p.Port)
-	}
-	return fmt.Sprintf("gue port %d", p.Port)
-}
-
-// Tunnel device kinds, as rtnetlink names them.
+// Tunnel device kinds, as rtnetlink names them (spec.KindIPIP…).
 const (
-	KindIPIP   = "ipip"   // IPv4-in-IPv4; fallback device tunl0 (module ipip)
-	KindIP6IP6 = "ip6tnl" // IPv6-in-IPv6; fallback device ip6tnl0 (module ip6_tunnel)
-	KindGRE    = "gre"    // GRE over IPv4; fallback device gre0 (module ip_gre)
-	KindGRE6   = "ip6gre" // GRE over IPv6; fallback device ip6gre0 (module ip6_gre)
+	KindIPIP   = spec.KindIPIP
+	KindIP6IP6 = spec.KindIP6IP6
+	KindGRE    = spec.KindGRE
+	KindGRE6   = spec.KindGRE6
 )
 
-// FallbackDevice is the device a kind's module creates in every namespace,
-// which receives every packet of that encapsulation no other tunnel claims.
-var FallbackDevice = map[string]string{KindIPIP: "tunl0", KindIP6IP6: "ip6tnl0", KindGRE: "gre0", KindGRE6: "ip6gre0"}
+// FallbackDevice is the device a kind's module creates in every namespace
+// (spec.FallbackDevice).
+var FallbackDevice = spec.FallbackDevice

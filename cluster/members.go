@@ -13,6 +13,7 @@ import (
 	"strings"
 	"sync"
 	"time"
+	"unicode"
 
 	"github.com/hashicorp/memberlist"
 )
@@ -252,18 +253,7 @@ type mlLog struct {
 }
 
 func (w *mlLog) Write(p []byte) (int, error) {
-	line := strings.TrimSpace(string(p))
-	level, msg := "INFO", line
-	if strings.HasPrefix(line, "[") {
-		if i := strings.IndexByte(line, ']'); i > 0 {
-			level, msg = line[1:i], strings.TrimSpace(line[i+1:])
-		}
-	}
-	msg = strings.TrimPrefix(msg, "memberlist: ")
-	from := ""
-	if i := strings.Index(msg, "from="); i >= 0 {
-		from = strings.Fields(msg[i+len("from="):])[0]
-	}
+	level, msg, from := parseMemberlistLine(string(p))
 	log := w.n.log
 	if hint := authHint(msg); hint != "" {
 		if w.allow("auth "+from, 30*time.Second) {
@@ -286,6 +276,31 @@ func (w *mlLog) Write(p []byte) (int, error) {
 		}
 	}
 	return len(p), nil
+}
+
+// parseMemberlistLine splits one of memberlist's log lines into its level
+// (INFO when the line has none), its message without the "memberlist: "
+// prefix, and the sender named by the last "from=", empty when the line
+// names none. The message quotes what remote peers sent (an error reply, a
+// node name), so any text must parse, since a panic here would repeat on
+// every such packet; and memberlist appends the address it saw last, so a
+// "from=" inside the quoted text cannot stand in for it.
+func parseMemberlistLine(line string) (level, msg, from string) {
+	line = strings.TrimSpace(line)
+	level, msg = "INFO", line
+	if strings.HasPrefix(line, "[") {
+		if i := strings.IndexByte(line, ']'); i > 0 {
+			level, msg = line[1:i], strings.TrimSpace(line[i+1:])
+		}
+	}
+	msg = strings.TrimPrefix(msg, "memberlist: ")
+	if i := strings.LastIndex(msg, "from="); i >= 0 {
+		from = msg[i+len("from="):]
+		if end := strings.IndexFunc(from, unicode.IsSpace); end >= 0 {
+			from = from[:end]
+		}
+	}
+	return level, msg, from
 }
 
 func (w *mlLog) allow(key string, every time.Duration) bool {

@@ -13,7 +13,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/lvsd/lvsd/agent"
+	"github.com/lvsd/lvsd/agent/views"
 	"github.com/lvsd/lvsd/cluster"
 	"github.com/lvsd/lvsd/cluster/connsync"
 	"github.com/lvsd/lvsd/e2e/topo"
@@ -319,7 +319,7 @@ func checkStatusOwners(t *testing.T, host *topo.Host, owners map[netip.Addr]stri
 	if code != 0 {
 		t.Fatalf("lvsd status --json: exit %d: %s", code, out)
 	}
-	var st agent.Status
+	var st views.Status
 	if err := json.Unmarshal([]byte(out), &st); err != nil {
 		t.Fatalf("lvsd status --json: %v: %s", err, out)
 	}

@@ -126,7 +126,7 @@ func TestStatusAtScale(t *testing.T) {
 		{"status --service " + one, "-> 10.3.0.10:", []string{"--service", one}},
 		// 200 services: the summary, from the passes' read-back.
 		{"status --service 's00[01]*'", "services: 200 (200 IPVS services", []string{"--service", "s00[01]*"}},
-		// 60 services: read from the kernel now (up to agent.FreshLimit), in full.
+		// 60 services: read from the kernel now (up to views.FreshLimit), in full.
 		{"status --service 's000[0-5]*'", "-> 10.3.0.10:1009", []string{"--service", "s000[0-5]*"}},
 		{"status --all", "s00000", []string{"--all"}},
 		{"status --json", `"name": "s00000"`, []string{"--json"}},

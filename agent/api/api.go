@@ -13,13 +13,17 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"io/fs"
 	"net"
 	"net/http"
 	"net/http/pprof"
 	"os"
 	"path/filepath"
 	"strings"
+	"syscall"
 	"time"
+
+	"golang.org/x/net/netutil"
 )
 
 // SchemaVersion is the "schema" of every JSON object the local API answers
@@ -30,7 +34,8 @@ import (
 const SchemaVersion = 1
 
 // Listen creates the socket at path with mode 0600, replacing a stale socket
-// left by a dead agent but refusing to take over one a live agent answers on.
+// left by a dead agent but refusing to take over one a live agent answers on,
+// or to remove anything that is not a socket.
 func Listen(path string) (net.Listener, error) { return listen(path, -1) }
 
 // ListenGroup creates the socket at path as Listen does, then hands it to
@@ -44,11 +49,7 @@ func listen(path string, gid int) (net.Listener, error) {
 	if err := os.MkdirAll(filepath.Dir(path), 0o750); err != nil {
 		return nil, err
 	}
-	if c, err := net.DialTimeout("unix", path, time.Second); err == nil {
-		c.Close()
-		return nil, fmt.Errorf("%s: another lvsd is running and serving this socket", path)
-	}
-	if err := os.Remove(path); err != nil && !errors.Is(err, os.ErrNotExist) {
+	if err := removeStale(path); err != nil {
 		return nil, err
 	}
 	// The umask makes the socket 0600 from its creation: no window in which
@@ -76,6 +77,49 @@ func listen(path string, gid int) (net.Listener, error) {
 	return l, nil
 }
 
+// removeStale removes the socket at path if a dead agent left it there.
+// Anything else stays: a file that is not a socket is someone's (a
+// mistyped api.socket must not cost a file), and a socket that answers, or
+// that cannot be told from one that does, belongs to a running agent.
+func removeStale(path string) error {
+	fi, err := os.Lstat(path)
+	if errors.Is(err, fs.ErrNotExist) {
+		return nil
+	}
+	if err != nil {
+		return err
+	}
+	if fi.Mode().Type() != fs.ModeSocket {
+		return fmt.Errorf("%s exists and is not a socket (%s): not replacing it; remove it or choose another path", path, describeType(fi.Mode()))
+	}
+	c, err := net.DialTimeout("unix", path, time.Second)
+	if err == nil {
+		c.Close()
+		return fmt.Errorf("%s: another lvsd seems to be running: something answers on this socket", path)
+	}
+	if !errors.Is(err, syscall.ECONNREFUSED) {
+		return fmt.Errorf("%s: another lvsd may be running: the socket exists and cannot be probed (%w)", path, err)
+	}
+	if err := os.Remove(path); err != nil && !errors.Is(err, fs.ErrNotExist) {
+		return err
+	}
+	return nil
+}
+
+// describeType names a file's type for an error message.
+func describeType(m fs.FileMode) string {
+	switch t := m.Type(); {
+	case t == 0:
+		return "a regular file"
+	case t&fs.ModeDir != 0:
+		return "a directory"
+	case t&fs.ModeSymlink != 0:
+		return "a symbolic link"
+	default:
+		return "type " + t.String()
+	}
+}
+
 // ReadOnly serves only the GET (and HEAD) requests of h; anything else is
 // answered 403: a change needs the control socket.
 func ReadOnly(h http.Handler) http.Handler {
@@ -89,16 +133,44 @@ func ReadOnly(h http.Handler) http.Handler {
 	})
 }
 
+// LongestWait is the longest a client waits for an answer: the full status
+// of 10,000 services, or a table of millions of connections, takes seconds
+// to gather and tens of MB to send.
+const LongestWait = time.Minute
+
+// limits bound what one client may hold of the server. A local client
+// sends a request of a few hundred bytes at once and reads the answer as it
+// comes: one that does not is stuck or hostile, and is cut off rather
+// than left holding a connection, a goroutine and its buffers.
+type limits struct {
+	readHeader time.Duration // the request's header
+	read       time.Duration // the whole request (no request has a body)
+	// write bounds the handler and the answer, from the end of the
+	// request: twice LongestWait, so it outlasts every client's own
+	// timeout, and a CPU profile of 60 s (docs/operations.md) fits.
+	write time.Duration
+	idle  time.Duration // a kept-alive connection between requests
+	conns int           // connections served at once; more wait to be accepted
+}
+
+var defaultLimits = limits{readHeader: 5 * time.Second, read: 10 * time.Second, write: 2 * LongestWait,
+	idle: 30 * time.Second, conns: 64}
+
 // Serve answers requests on l with h until ctx ends, then removes the socket.
 func Serve(ctx context.Context, l net.Listener, h http.Handler) error {
-	srv := &http.Server{Handler: h, ReadHeaderTimeout: 5 * time.Second}
+	return serve(ctx, l, h, defaultLimits)
+}
+
+func serve(ctx context.Context, l net.Listener, h http.Handler, lim limits) error {
+	srv := &http.Server{Handler: h, ReadHeaderTimeout: lim.readHeader, ReadTimeout: lim.read,
+		WriteTimeout: lim.write, IdleTimeout: lim.idle}
 	go func() {
 		<-ctx.Done()
 		shutdown, cancel := context.WithTimeout(context.Background(), 2*time.Second)
 		defer cancel()
 		srv.Shutdown(shutdown)
 	}()
-	err := srv.Serve(l)
+	err := srv.Serve(netutil.LimitListener(l, lim.conns))
 	if errors.Is(err, http.ErrServerClosed) {
 		return nil
 	}

@@ -14,6 +14,7 @@ import (
 	"sync/atomic"
 	"syscall"
 	"testing"
+	"time"
 )
 
 func TestSocketIsPrivateAndServes(t *testing.T) {
@@ -39,7 +40,7 @@ func TestSocketIsPrivateAndServes(t *testing.T) {
 	if err := NewClient(path).Do(ctx, "GET", "/v1/ping", &out); err != nil || out["pong"] != "yes" {
 		t.Fatalf("ping: %v %v", out, err)
 	}
-	if _, err := Listen(path); err == nil || !strings.Contains(err.Error(), "another lvsd is running") {
+	if _, err := Listen(path); err == nil || !strings.Contains(err.Error(), "another lvsd seems to be running") {
 		t.Fatalf("second Listen on a live socket: %v", err)
 	}
 	cancel()
@@ -182,5 +183,191 @@ func TestWriteCompactJSONList(t *testing.T) {
 		if !bytes.Equal(got.Bytes(), want) {
 			t.Errorf("%d items:\n got %s\nwant %s", len(items), got.Bytes(), want)
 		}
+	}
+}
+
+// Listen replaces only a socket a dead agent left: it refuses a live one,
+// and leaves whatever else is at the path where it is.
+func TestListenReplacesOnlyAStaleSocket(t *testing.T) {
+	for _, c := range []struct {
+		name    string
+		prepare func(t *testing.T, path string)
+		want    string // in the error; "" when Listen must succeed
+		kept    bool   // what was at path must still be there
+	}{
+		{"nothing", func(*testing.T, string) {}, "", false},
+		{"stale socket", func(t *testing.T, path string) {
+			l, err := net.Listen("unix", path)
+			if err != nil {
+				t.Fatal(err)
+			}
+			l.(*net.UnixListener).SetUnlinkOnClose(false)
+			l.Close()
+		}, "", false},
+		{"live socket", func(t *testing.T, path string) {
+			l, err := net.Listen("unix", path)
+			if err != nil {
+				t.Fatal(err)
+			}
+			t.Cleanup(func() { l.Close() })
+		}, "another lvsd seems to be running", true},
+		{"regular file", func(t *testing.T, path string) {
+			if err := os.WriteFile(path, []byte("precious"), 0o600); err != nil {
+				t.Fatal(err)
+			}
+		}, "exists and is not a socket (a regular file)", true},
+		{"empty directory", func(t *testing.T, path string) {
+			if err := os.Mkdir(path, 0o700); err != nil {
+				t.Fatal(err)
+			}
+		}, "exists and is not a socket (a directory)", true},
+		{"symbolic link to a stale socket", func(t *testing.T, path string) {
+			target := path + ".target"
+			l, err := net.Listen("unix", target)
+			if err != nil {
+				t.Fatal(err)
+			}
+			l.(*net.UnixListener).SetUnlinkOnClose(false)
+			l.Close()
+			if err := os.Symlink(target, path); err != nil {
+				t.Fatal(err)
+			}
+		}, "exists and is not a socket (a symbolic link)", true},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			path := filepath.Join(t.TempDir(), "lvsd.sock")
+			c.prepare(t, path)
+			before, _ := os.Lstat(path)
+			l, err := Listen(path)
+			if c.want == "" {
+				if err != nil {
+					t.Fatalf("Listen: %v", err)
+				}
+				l.Close()
+				return
+			}
+			if err == nil {
+				l.Close()
+				t.Fatalf("Listen succeeded, want an error saying %q", c.want)
+			}
+			if !strings.Contains(err.Error(), c.want) || !strings.Contains(err.Error(), path) {
+				t.Errorf("error %q, want the path and %q", err, c.want)
+			}
+			after, err := os.Lstat(path)
+			if err != nil || !os.SameFile(before, after) {
+				t.Errorf("%s was replaced or removed (%v)", path, err)
+			}
+			if c.name == "regular file" {
+				if b, err := os.ReadFile(path); err != nil || string(b) != "precious" {
+					t.Errorf("the file now holds %q (%v)", b, err)
+				}
+			}
+		})
+	}
+}
+
+// served serves h on a fresh socket with lim until the test ends and
+// returns the socket's path.
+func served(t *testing.T, h http.Handler, lim limits) string {
+	t.Helper()
+	path := filepath.Join(t.TempDir(), "lvsd.sock")
+	l, err := Listen(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- serve(ctx, l, h, lim) }()
+	t.Cleanup(func() {
+		cancel()
+		if err := <-done; err != nil {
+			t.Error(err)
+		}
+	})
+	return path
+}
+
+func ping(w http.ResponseWriter, _ *http.Request) { WriteJSON(w, map[string]string{"pong": "yes"}) }
+
+// A client that connects and never finishes its request's header is cut
+// off after the header timeout; the others are served meanwhile.
+func TestSlowClientIsCutOff(t *testing.T) {
+	path := served(t, http.HandlerFunc(ping), limits{readHeader: 200 * time.Millisecond, read: time.Second,
+		write: 10 * time.Second, idle: time.Second, conns: 4})
+	c, err := net.Dial("unix", path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	if _, err := io.WriteString(c, "GET /v1/ping HTTP/1.1\r\nHost: lvsd\r\n"); err != nil {
+		t.Fatal(err)
+	}
+	if err := NewClient(path).Do(context.Background(), "GET", "/v1/ping", nil); err != nil {
+		t.Errorf("another client while one stalls: %v", err)
+	}
+	c.SetReadDeadline(time.Now().Add(time.Minute)) // a liveness bound, not a timing assertion
+	if b, err := io.ReadAll(c); err != nil || len(b) != 0 {
+		t.Errorf("the stalled connection: read %q, %v; want it closed without an answer", b, err)
+	}
+}
+
+// The read timeout bounds reading the request, not answering it: a handler
+// that takes longer still answers, its request's context alive.
+func TestSlowHandlerOutlivesReadTimeout(t *testing.T) {
+	path := served(t, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		select {
+		case <-time.After(500 * time.Millisecond):
+		case <-r.Context().Done():
+			http.Error(w, "request cancelled", http.StatusInternalServerError)
+			return
+		}
+		ping(w, r)
+	}), limits{readHeader: 100 * time.Millisecond, read: 100 * time.Millisecond, write: time.Minute, idle: time.Second, conns: 4})
+	var out map[string]string
+	if err := NewClient(path).Do(context.Background(), "GET", "/v1/ping", &out); err != nil || out["pong"] != "yes" {
+		t.Fatalf("slow answer: %v %v", out, err)
+	}
+}
+
+// The write timeout outlasts every client's wait and the documented CPU
+// profile of 60 s (pprof refuses one as long as the write timeout).
+func TestDefaultLimitsAllowTheLongestRequest(t *testing.T) {
+	if defaultLimits.write <= LongestWait || defaultLimits.write <= 60*time.Second {
+		t.Errorf("write timeout %s, want more than %s and 60s", defaultLimits.write, LongestWait)
+	}
+	if defaultLimits.readHeader <= 0 || defaultLimits.read <= 0 || defaultLimits.idle <= 0 || defaultLimits.conns <= 0 {
+		t.Errorf("unbounded: %+v", defaultLimits)
+	}
+}
+
+// Beyond the cap, a connection waits to be accepted until one closes.
+func TestConnectionCap(t *testing.T) {
+	const limit = 2
+	path := served(t, http.HandlerFunc(ping), limits{readHeader: time.Minute, read: time.Minute, write: time.Minute,
+		idle: time.Minute, conns: limit})
+	var held []net.Conn
+	for range limit {
+		c, err := net.Dial("unix", path)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer c.Close()
+		held = append(held, c)
+	}
+	answered := make(chan error, 1)
+	go func() { answered <- NewClient(path).Do(context.Background(), "GET", "/v1/ping", nil) }()
+	select {
+	case err := <-answered:
+		t.Fatalf("answered beyond the cap of %d connections (%v)", limit, err)
+	case <-time.After(300 * time.Millisecond):
+	}
+	held[0].Close()
+	select {
+	case err := <-answered:
+		if err != nil {
+			t.Fatal(err)
+		}
+	case <-time.After(time.Minute): // a liveness bound, not a timing assertion
+		t.Fatal("not answered a minute after a connection closed")
 	}
 }

@@ -21,6 +21,7 @@ import (
 	"github.com/lvsd/lvsd/agent/hooks"
 	"github.com/lvsd/lvsd/agent/metrics"
 	"github.com/lvsd/lvsd/agent/sdnotify"
+	"github.com/lvsd/lvsd/agent/views"
 	"github.com/lvsd/lvsd/arp"
 	"github.com/lvsd/lvsd/cluster"
 	"github.com/lvsd/lvsd/cluster/bgp"
@@ -205,14 +206,15 @@ func (m member) leave(log *slog.Logger, release func(context.Context) error) {
 	m.stop()
 }
 
-// serve starts the local API and /metrics.
+// serve starts the local API and /metrics: the views of a (agent/views).
 func serve(ctx context.Context, wg *sync.WaitGroup, cfg *agent.LoadedConfig, a *agent.Agent, events *hooks.Runner, version string, log *slog.Logger) error {
+	v := views.New(a)
 	l, err := api.Listen(cfg.Agent.APISocket)
 	if err != nil {
 		return fmt.Errorf("local API socket: %w", err)
 	}
 	wg.Go(func() {
-		if err := api.Serve(ctx, l, api.WithProfiling(a.APIHandler())); err != nil {
+		if err := api.Serve(ctx, l, api.WithProfiling(v.APIHandler())); err != nil {
 			log.Error("local API stopped", "socket", cfg.Agent.APISocket, "err", err)
 		}
 	})
@@ -222,13 +224,13 @@ func serve(ctx context.Context, wg *sync.WaitGroup, cfg *agent.LoadedConfig, a *
 			return fmt.Errorf("read-only API socket: %w", err)
 		}
 		wg.Go(func() {
-			if err := api.Serve(ctx, rl, api.ReadOnly(a.APIHandler())); err != nil {
+			if err := api.Serve(ctx, rl, api.ReadOnly(v.APIHandler())); err != nil {
 				log.Error("read-only API stopped", "socket", ro.Socket, "err", err)
 			}
 		})
 	}
 	if ml := metrics.Listen(cfg.Agent.MetricsListen, log); ml != nil {
-		cs := []prometheus.Collector{agent.NewCollector(a, version)}
+		cs := []prometheus.Collector{views.NewCollector(v, version)}
 		if events != nil {
 			cs = append(cs, events)
 		}
@@ -249,12 +251,12 @@ func liveness(a *agent.Agent) sdnotify.Liveness {
 		if a.Stalled(now) {
 			return true, "", fmt.Errorf("no reconcile pass finished since %s", end.Format(time.RFC3339))
 		}
-		status := fmt.Sprintf("%d IPVS services; last pass at %s ok", st.Services, end.Format(time.TimeOnly))
+		line := fmt.Sprintf("%d IPVS services; last pass at %s ok", st.Services, end.Format(time.TimeOnly))
 		if st.LastError != "" {
-			status = fmt.Sprintf("%d IPVS services; last pass at %s FAILED (lvsd status; journalctl -u lvsd)",
+			line = fmt.Sprintf("%d IPVS services; last pass at %s FAILED (lvsd status; journalctl -u lvsd)",
 				st.Services, end.Format(time.TimeOnly))
 		}
-		return true, status, nil
+		return true, line, nil
 	}
 }
 

@@ -14,6 +14,7 @@ import (
 
 	"github.com/lvsd/lvsd/agent"
 	"github.com/lvsd/lvsd/agent/api"
+	"github.com/lvsd/lvsd/agent/views"
 	"github.com/lvsd/lvsd/arp"
 	"github.com/lvsd/lvsd/arp/sysctl"
 	"github.com/lvsd/lvsd/cluster"
@@ -144,10 +145,10 @@ func runUntilHeld(t *testing.T, o Options, addrs *arp.FakeExpiring) error {
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan error, 1)
 	go func() { done <- Run(ctx, o) }()
-	var st agent.Status
+	var st views.Status
 	var err error
 	for deadline := time.Now().Add(10 * time.Second); ; time.Sleep(5 * time.Millisecond) {
-		err = api.NewClient(o.Config.Agent.APISocket).Do(ctx, "GET", agent.RouteStatus, &st)
+		err = api.NewClient(o.Config.Agent.APISocket).Do(ctx, "GET", views.RouteStatus, &st)
 		if got, _ := addrs.List(ctx, "eth0"); slices.Contains(got, vipPrefix) && err == nil {
 			break
 		}

@@ -15,6 +15,7 @@ import (
 
 	"github.com/lvsd/lvsd/agent"
 	"github.com/lvsd/lvsd/agent/api"
+	"github.com/lvsd/lvsd/agent/views"
 	"github.com/lvsd/lvsd/arp"
 	"github.com/lvsd/lvsd/arp/sysctl"
 	"github.com/lvsd/lvsd/cluster"
@@ -77,14 +78,14 @@ func TestRunECMP(t *testing.T) {
 		return slices.Contains(lo, vip) && routeList(speaker.Routes()) == "[192.0.2.10/32]"
 	})
 	var st agent.HolderState
-	must(t, client.Do(ctx, "POST", agent.RouteDrain, &st))
+	must(t, client.Do(ctx, "POST", views.RouteDrain, &st))
 	if !st.Drained || len(speaker.Routes()) != 0 {
 		t.Errorf("drained: %+v, routes %v", st, speaker.Routes())
 	}
 	if lo, _ := addrs.List(ctx, "lo"); !slices.Contains(lo, vip) {
 		t.Error("draining took the VIP off lo: established connections would break")
 	}
-	must(t, client.Do(ctx, "POST", agent.RouteUndrain, &st))
+	must(t, client.Do(ctx, "POST", views.RouteUndrain, &st))
 	if st.Drained || len(speaker.Routes()) != 1 {
 		t.Errorf("undrained: %+v, routes %v", st, speaker.Routes())
 	}

@@ -4,6 +4,7 @@ import (
 	"context"
 	"log/slog"
 	"os"
+	"slices"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -37,7 +38,7 @@ type Runner struct {
 	log     *slog.Logger
 	hooks   map[Kind]*hook
 	seq     atomic.Uint64
-	env     []string // what a hook inherits of lvsd's environment (program.Env)
+	env     []string // what a hook inherits of lvsd's environment (program.Env); read only
 
 	// ran, when set (tests), is called after every run.
 	ran func(Kind, Result)
@@ -139,7 +140,11 @@ func (r *Runner) Run(ctx context.Context) {
 // runOne runs h's program for q and logs and counts the outcome.
 func (r *Runner) runOne(ctx context.Context, h *hook, q queued) {
 	start := time.Now()
-	res, out := run(ctx, h.program, append(r.env, q.ev.env(r.node, q.seq)...), r.timeout)
+	// A fresh slice per run: the hooks' goroutines share r.env, and
+	// appending to it in place would let one hook's variables overwrite
+	// another's.
+	env := slices.Concat(r.env, q.ev.env(r.node, q.seq))
+	res, out := run(ctx, h.program, env, r.timeout)
 	h.runs[res.Outcome].Add(1)
 	attrs := []any{"hook", string(h.kind), "program", h.program, "event_state", q.ev.State, "seq", q.seq,
 		"result", res.Outcome.String(), "duration", time.Since(start).String()}

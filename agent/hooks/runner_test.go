@@ -277,3 +277,56 @@ func TestStopKillsRunAndDropsQueue(t *testing.T) {
 		t.Errorf("runs by seq %q, want only 1", b)
 	}
 }
+
+// TestConcurrentHooksSeeOnlyTheirOwnEvent runs the two hooks side by side
+// many times: each process must see exactly its own event's variables,
+// even when the inherited environment has room to grow in place (as
+// program.Env's result may), which the two hooks' goroutines share.
+func TestConcurrentHooksSeeOnlyTheirOwnEvent(t *testing.T) {
+	const runs = 40
+	dir := t.TempDir()
+	progs := map[Kind]string{}
+	for _, k := range Kinds {
+		if err := os.Mkdir(filepath.Join(dir, string(k)), 0o755); err != nil {
+			t.Fatal(err)
+		}
+		// $$ names the file: the variables themselves are what is checked.
+		progs[k] = script(t, dir, "hook-"+string(k), "env | grep ^LVSD_ | sort > "+filepath.Join(dir, string(k))+"/$$")
+	}
+	r := New(Config{Node: "d1", Programs: progs}, nil)
+	r.env = append(make([]string, 0, 64), r.env...)
+	ran := started(t, r)
+	at := time.Date(2026, 12, 1, 23, 0, 0, 0, time.UTC)
+	want := map[Kind]map[string]bool{Ownership: {}, Health: {}}
+	for i := range runs {
+		own := Event{Kind: Ownership, State: StateTaken, VIP: netip.AddrFrom4([4]byte{203, 0, 113, byte(i)}), Time: at}
+		health := Event{Kind: Health, State: StateUnhealthy, Service: "web" + strconv.Itoa(i), Backend: "10.0.0.11:80", Time: at}
+		for j, ev := range []Event{own, health} {
+			r.Notify(ev)
+			env := ev.env("d1", uint64(2*i+j+1))
+			slices.Sort(env)
+			want[ev.Kind][strings.Join(env, " ")] = true
+		}
+		await(t, ran, 2) // the queues never fill: no event is dropped
+	}
+	for _, k := range Kinds {
+		files, err := os.ReadDir(filepath.Join(dir, string(k)))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if len(files) != runs {
+			t.Errorf("%s hook: %d processes wrote their environment, want %d", k, len(files), runs)
+		}
+		for _, f := range files {
+			data, err := os.ReadFile(filepath.Join(dir, string(k), f.Name()))
+			if err != nil {
+				t.Fatal(err)
+			}
+			got := strings.Join(strings.Fields(string(data)), " ")
+			if !want[k][got] {
+				t.Errorf("%s hook saw variables of no %s event: %s", k, k, got)
+			}
+			delete(want[k], got)
+		}
+	}
+}

@@ -27,7 +27,7 @@ const root = "../.."
 // layers says which of lvsd's packages each package may import (a prefix
 // covers a package and those below it; the most specific row holds). It
 // is the dependency direction of docs/architecture.md: cmd →
-// agent/director → agent → agent's leaves → the kernel packages, which
+// agent/director → agent/views → agent → agent's leaves → the kernel packages, which
 // import no other kernel package and nothing of the agent. A package's
 // test files (in-package and external) obey its row too, plus testMayUse.
 var layers = []layer{
@@ -41,6 +41,7 @@ var layers = []layer{
 	{pkg: "arp/...", mayUse: []string{"arp/..."}},
 	{pkg: "cluster/...", mayUse: []string{"cluster/..."}},
 	{pkg: "ipvs/spec", mayUse: []string{"l4"}, pure: true, mayNotReach: kernelOrSyscalls}, // services and connections name their protocol in l4's numbers
+	{pkg: "arp/spec", pure: true, mayNotReach: kernelOrSyscalls},
 	{pkg: "nat/rules", mayUse: []string{"l4"}, pure: true, mayNotReach: kernelOrSyscalls, // rules match l4's protocols and port ranges
 		testMayUse: []string{"nat/internal/golden"}}, // the golden cases nat's namespace tests apply to the kernel too
 	{pkg: "cluster/bgp/route", pure: true, mayNotReach: kernelOrSyscalls},
@@ -59,15 +60,20 @@ var layers = []layer{
 	{pkg: "agent/health", mayUse: []string{"agent/histogram", "agent/program"}, mayNot3: kernelLibraries, mayNotReach: kernelLibraries},
 	{pkg: "agent/hooks", mayUse: []string{"agent/metrics", "agent/program"}, mayNot3: kernelLibraries, mayNotReach: kernelLibraries},
 	{pkg: "agent/config", mayUse: []string{"l4", "agent/policy", "agent/hooks", "ipvs/spec", "cluster/settings", "cluster/bgp/route"}, mayNot3: kernelLibraries, mayNotReach: kernelLibraries},
-	{pkg: "agent/planner", mayUse: []string{"l4", "agent/config", "agent/policy", "ipvs/spec", "nat/rules", "cluster/bgp/route", "cluster/connsync/records"},
+	{pkg: "agent/planner", mayUse: []string{"l4", "agent/config", "agent/policy", "ipvs/spec", "nat/rules", "arp/spec", "cluster/bgp/route", "cluster/connsync/records"},
 		pure: true, mayNotReach: kernelLibraries}, // reaches x/sys/unix only through agent/config → agent/hooks → prometheus
-	{pkg: "agent", mayUse: []string{"l4", "agent/planner", "agent/config", "agent/policy", "agent/health", "agent/hooks", "agent/histogram", "agent/metrics", "agent/maglev", "agent/api", "agent/statefile",
+	{pkg: "agent/apply", mayUse: []string{"agent/planner", "ipvs/spec"}, pure: true, mayNotReach: kernelLibraries},
+	{pkg: "agent", mayUse: []string{"l4", "agent/apply", "agent/planner", "agent/config", "agent/policy", "agent/health", "agent/hooks", "agent/histogram", "agent/statefile",
 		"ipvs", "nat", "arp", "arp/sysctl", "cluster/..."}, mayNot3: kernelLibraries},
+	{pkg: "agent/views", mayUse: []string{"l4", "agent", "agent/planner", "agent/api", "agent/health", "agent/histogram", "agent/maglev", "agent/metrics", "ipvs/spec",
+		"cluster", "cluster/bgp", "cluster/connsync"}, // the status carries the cluster's, BGP's and the relay's own status values
+		mayNot3:    kernelLibraries,
+		testMayUse: []string{"ipvs", "arp", "arp/sysctl", "nat"}}, // the tests drive an agent on the kernel packages' fakes
 	{pkg: "agent/logging", mayNot3: kernelLibraries}, // the journal is a local datagram socket
 	{pkg: "agent/clidoc", mayUse: []string{"docs"}, mayNot3: kernelLibraries},
-	{pkg: "agent/realserver", mayUse: []string{"agent/config", "agent/api", "agent/statefile", "agent/metrics", "agent/sdnotify", "arp", "arp/sysctl", "nat"},
+	{pkg: "agent/realserver", mayUse: []string{"agent/apply", "agent/planner", "agent/config", "agent/api", "agent/statefile", "agent/metrics", "agent/sdnotify", "arp", "arp/sysctl", "nat"},
 		mayNot3: kernelLibraries},
-	{pkg: "agent/director", mayUse: []string{"agent", "agent/planner", "agent/config", "agent/health", "agent/hooks", "agent/api", "agent/sdnotify", "agent/metrics",
+	{pkg: "agent/director", mayUse: []string{"agent", "agent/views", "agent/planner", "agent/config", "agent/health", "agent/hooks", "agent/api", "agent/sdnotify", "agent/metrics",
 		"arp", "cluster/..."}, mayNot3: kernelLibraries,
 		testMayUse: []string{"ipvs", "nat", "arp/sysctl"}}, // the tests build the agent's Kernel from the kernel packages' fakes, as cmd/lvsd builds it from the real ones
 	{pkg: "cmd/...", mayUse: []string{"agent/...", "ipvs", "nat", "arp", "arp/sysctl", "cluster/...", "docs"}, mayNot3: append(slices.Clip(kernelLibraries), "golang.org/x/sys/unix")},
@@ -76,11 +82,11 @@ var layers = []layer{
 	// rows below name each exception and why.
 	{pkg: "e2e/...", mayUse: []string{"e2e/..."}},
 	{pkg: "e2e", mayUse: []string{"e2e/..."}, testMayUse: []string{
-		"ipvs",                                 // reads back what lvsd programmed: IPVS services, destinations, connections
-		"l4",                                   // names the protocols of the services and connections it reads back
-		"arp",                                  // reads back the addresses lvsd put on the directors' interfaces
-		"agent/maglev",                         // TestMaglevPrediction compares lvsd's prediction of ip_vs_mh with the kernel's choice
-		"agent", "cluster", "cluster/connsync", // decode `lvsd status` JSON into the types lvsd encodes it from, and wait out the cluster's default timers
+		"ipvs",                                       // reads back what lvsd programmed: IPVS services, destinations, connections
+		"l4",                                         // names the protocols of the services and connections it reads back
+		"arp",                                        // reads back the addresses lvsd put on the directors' interfaces
+		"agent/maglev",                               // TestMaglevPrediction compares lvsd's prediction of ip_vs_mh with the kernel's choice
+		"agent/views", "cluster", "cluster/connsync", // decode `lvsd status` JSON into the types lvsd encodes it from, and wait out the cluster's default timers
 	}},
 	{pkg: "e2e/demo", mayUse: []string{"e2e/...", "ipvs"}},                          // prints the kernel's IPVS table as lvsd programmed it
 	{pkg: "e2e/bench", mayUse: []string{"e2e/...", "agent/api"}},                    // lvsd-bench fetches profiles through the control socket's client
@@ -488,7 +494,7 @@ func TestLayersCatch(t *testing.T) {
 		"nat (tests)":            {module + "ipvs"},
 		"agent/director":         {module + "nat"},
 		"agent/director (tests)": {module + "nat", module + "ipvs"},
-		"e2e (tests)":            {module + "agent", module + "agent/director"},
+		"e2e (tests)":            {module + "agent/views", module + "agent/director"},
 		"e2e/topo":               {module + "ipvs"},
 	})
 	want := []string{

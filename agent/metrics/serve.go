@@ -1,5 +1,5 @@
 // Package metrics serves an agent's Prometheus metrics over HTTP, for both
-// roles: the collectors come from the role (agent.Collector,
+// roles: the collectors come from the role (views.Collector,
 // realserver.Collector); the Go runtime and process collectors are added.
 package metrics
 

@@ -5,6 +5,7 @@ import (
 	"net/netip"
 	"strings"
 
+	arp "github.com/lvsd/lvsd/arp/spec"
 	"github.com/lvsd/lvsd/cluster/bgp/route"
 	ipvs "github.com/lvsd/lvsd/ipvs/spec"
 	nat "github.com/lvsd/lvsd/nat/rules"
@@ -59,6 +60,32 @@ const (
 	// The plan puts it between the SetSysctl ops that hold
 	// expire_nodest_conn at 0 and set it back (Op.Hold, appendMove).
 	MoveDestination
+
+	// The kinds a real server's plan adds (PlanRealServer). It also uses
+	// SetSysctl (Previous is what cleanup restores), AddAddress and
+	// DeleteAddress (on Loopback), ReplaceNAT and RemoveNAT (the MSS clamp).
+
+	// RestoreSysctl writes back the value lvsd found (Value).
+	RestoreSysctl
+	// CreateLink makes tunnel device Link of its Kind exist (loading its
+	// module).
+	CreateLink
+	// SetLinkUp brings tunnel device Link up; SetLinkDown takes it down
+	// again (lvsd brought it up).
+	SetLinkUp
+	SetLinkDown
+	// DeleteLink deletes tunnel device Link (lvsd created it).
+	DeleteLink
+	// AddFouPort opens GUE receive port Fou; DeleteFouPort closes it.
+	AddFouPort
+	DeleteFouPort
+	// The Forget kinds drop an object from the ownership record only:
+	// someone else removed or changed it since lvsd made it.
+	ForgetAddress
+	ForgetSysctl
+	ForgetLink
+	ForgetFouPort
+	ForgetNAT
 )
 
 // SysctlHold is the part a SetSysctl op plays around the MoveDestination
@@ -80,7 +107,9 @@ const (
 var opNames = [...]string{"set-sysctl", "set-ipvs-timeouts", "add-service", "update-service", "add-destination",
 	"update-destination", "delete-destination", "delete-service", "replace-nft-tables",
 	"remove-nft-tables", "await-expiry", "start-daemon", "stop-daemon", "restore-conntrack", "add-address",
-	"announce", "delete-address", "release-connections", "announce-route", "withdraw-route", "move-destination"}
+	"announce", "delete-address", "release-connections", "announce-route", "withdraw-route", "move-destination",
+	"restore-sysctl", "create-link", "set-link-up", "set-link-down", "delete-link", "add-fou", "delete-fou",
+	"forget-address", "forget-sysctl", "forget-link", "forget-fou", "forget-nft"}
 
 func (k OpKind) String() string { return opNames[k] }
 
@@ -99,6 +128,11 @@ type Op struct {
 	Key, Value  string        // SetSysctl
 	Previous    string        // SetSysctl: the value found (held: the value before the hold)
 	Hold        SysctlHold    // SetSysctl: its part around a MoveDestination
+	// Guard marks a real server's SetSysctl that must succeed before any
+	// VIP is added to Loopback (ARP suppression).
+	Guard bool
+	Link  TunnelLink  // the link ops (its Kind only for CreateLink)
+	Fou   arp.FouPort // AddFouPort, DeleteFouPort, ForgetFouPort
 	// Timeouts are the IPVS timeouts a SetTimeouts op sets (the others
 	// zero) and PreviousTimeouts what it found of them.
 	Timeouts, PreviousTimeouts ipvs.Timeouts
@@ -106,20 +140,33 @@ type Op struct {
 }
 
 func (o Op) String() string {
-	s := o.describe()
+	s := o.Describe()
 	if o.Reason != "" {
 		s += " (" + o.Reason + ")"
 	}
 	return s
 }
 
-func (o Op) describe() string {
+// Describe says what o changes, without its reason.
+func (o Op) Describe() string {
 	switch o.Kind {
 	case SetSysctl:
 		return fmt.Sprintf("%s %s=%s (was %s)", o.Kind, o.Key, o.Value, o.Previous)
+	case RestoreSysctl:
+		return fmt.Sprintf("%s %s=%s", o.Kind, o.Key, o.Value)
+	case ForgetSysctl:
+		return fmt.Sprintf("%s %s", o.Kind, o.Key)
+	case CreateLink:
+		return fmt.Sprintf("%s %s type %s", o.Kind, o.Link.Name, o.Link.Kind)
+	case SetLinkUp, SetLinkDown, DeleteLink, ForgetLink:
+		return fmt.Sprintf("%s %s", o.Kind, o.Link.Name)
+	case AddFouPort, DeleteFouPort, ForgetFouPort:
+		return fmt.Sprintf("%s %s", o.Kind, o.Fou)
+	case ForgetNAT:
+		return fmt.Sprintf("%s ip/ip6 %s", o.Kind, nat.TableName)
 	case SetTimeouts:
 		return fmt.Sprintf("%s %s (was %s)", o.Kind, o.Timeouts, o.PreviousTimeouts)
-	case AddAddress, DeleteAddress, Announce:
+	case AddAddress, DeleteAddress, ForgetAddress, Announce:
 		return fmt.Sprintf("%s %s dev %s", o.Kind, o.Address, o.Interface)
 	case AddService, UpdateService:
 		return fmt.Sprintf("%s %s", o.Kind, o.Service)

@@ -1,9 +1,11 @@
 package planner
 
 import (
+	"encoding/json"
 	"net/netip"
 	"slices"
 
+	arp "github.com/lvsd/lvsd/arp/spec"
 	ipvs "github.com/lvsd/lvsd/ipvs/spec"
 )
 
@@ -14,12 +16,23 @@ import (
 //
 // It is written ahead: objects a plan adds are recorded before the kernel
 // changes (Intend), deleted ones leave the record once gone (After), so a
-// crash at any point leaves nothing lvsd made without a claim on it. The
-// reconciler keeps the services (owned.json), the VIP holder the addresses
-// (addresses.json): one writer per file.
+// crash at any point leaves nothing lvsd made without a claim on it. Both
+// roles keep it, one writer per file: the director's reconciler the
+// services (owned.json), its VIP holder the addresses (addresses.json);
+// the real server everything it changes on its host (realserver.json),
+// where `lvsd cleanup` finds what to undo.
 type Ownership struct {
 	Services  []ipvs.ServiceKey `json:"services,omitempty"`
 	Addresses []OwnedAddress    `json:"addresses,omitempty"`
+	// Sysctls lvsd changed, with the values it found (a real server's).
+	Sysctls []OwnedSysctl `json:"sysctls,omitempty"`
+	// Links are the tunnel devices lvsd brought up, or created.
+	Links []OwnedLink `json:"links,omitempty"`
+	// FouPorts are the GUE receive ports lvsd opened.
+	FouPorts []OwnedFouPort `json:"fou_ports,omitempty"`
+	// NAT says lvsd put its nftables tables (a real server's MSS clamp)
+	// in place.
+	NAT bool `json:"nft,omitempty"`
 }
 
 // OwnedAddress is an address lvsd put on an interface.
@@ -28,19 +41,119 @@ type OwnedAddress struct {
 	Prefix    netip.Prefix `json:"prefix"`
 }
 
-// Intend returns o with every object ops create, for the record written
-// before they run. Pure.
-func (o Ownership) Intend(ops []Op) Ownership {
+// UnmarshalJSON reads an address as it is written, and as a bare prefix
+// ("10.0.0.50/32"), which is how releases before this record format kept a
+// real server's addresses on lo: such an entry has no Interface, which its
+// reader fills in.
+func (a *OwnedAddress) UnmarshalJSON(b []byte) error {
+	if len(b) > 0 && b[0] == '"' {
+		*a = OwnedAddress{}
+		return json.Unmarshal(b, &a.Prefix)
+	}
+	type plain OwnedAddress // without this method
+	return json.Unmarshal(b, (*plain)(a))
+}
+
+// OwnedSysctl is a sysctl lvsd set to Value, which was Previous before.
+type OwnedSysctl struct {
+	Key      string `json:"key"`
+	Previous string `json:"previous"`
+	Value    string `json:"value"`
+}
+
+// OwnedLink is a tunnel device lvsd brought up. Created says lvsd also
+// made it (cleanup deletes it); otherwise it is the fallback device of a
+// kernel module, which stays, down as lvsd found it.
+type OwnedLink struct {
+	Name    string `json:"name"`
+	Kind    string `json:"kind"`
+	Created bool   `json:"created,omitempty"`
+}
+
+// OwnedFouPort is a GUE receive port lvsd opened.
+type OwnedFouPort struct {
+	Port uint16 `json:"port"`
+	IPv6 bool   `json:"ipv6,omitempty"`
+}
+
+// FouPort is the port p records.
+func (p OwnedFouPort) FouPort() arp.FouPort { return arp.FouPort{Port: p.Port, IPv6: p.IPv6} }
+
+func ownedFou(p arp.FouPort) OwnedFouPort { return OwnedFouPort{Port: p.Port, IPv6: p.IPv6} }
+
+// Claims are the kinds of object a record takes on when a plan makes them;
+// each file of ownership has one writer, which claims its own kinds.
+type Claims uint8
+
+const (
+	// ClaimServices: the IPVS services a plan adds, or adopts by updating
+	// (the reconciler's).
+	ClaimServices Claims = 1 << iota
+	// ClaimAddresses: the addresses a plan adds (the VIP holder's; a real
+	// server's VIPs on lo).
+	ClaimAddresses
+	// ClaimHost: the sysctls a plan sets with the values found, the tunnel
+	// devices it creates or brings up, the GUE ports it opens and lvsd's
+	// nftables tables, which a real server's cleanup undoes. The
+	// director's sysctls and tables are not recorded.
+	ClaimHost
+)
+
+// Intend returns o with every object of the kinds claims that ops create,
+// for the record written before they run. A sysctl already recorded keeps
+// the value lvsd found first, which is what cleanup restores; a tunnel
+// device about to be created counts as created until the kernel says it
+// only loaded the module that made it (After). Pure.
+func (o Ownership) Intend(ops []Op, claims Claims) Ownership {
 	e := ownershipEdit{Ownership: o}
 	for _, op := range ops {
-		switch op.Kind {
-		case AddService, UpdateService: // an update adopts a configured service found in the kernel
+		switch {
+		case claims&ClaimServices != 0 && (op.Kind == AddService || op.Kind == UpdateService):
+			// An update adopts a configured service found in the kernel.
 			e.addService(op.Service.ServiceKey)
-		case AddAddress:
+		case claims&ClaimAddresses != 0 && op.Kind == AddAddress:
 			e.addAddress(OwnedAddress{op.Interface, op.Address})
+		case claims&ClaimHost != 0:
+			e.intendHost(op)
 		}
 	}
 	return e.Ownership
+}
+
+// NewClaims says, op by op, whether Intend(ops, claims) adds an entry to o
+// for it: an entry the record did not hold before. Pure.
+func (o Ownership) NewClaims(ops []Op, claims Claims) []bool {
+	out := make([]bool, len(ops))
+	claimed := o
+	for i, op := range ops {
+		if claimed.Recorded(op) {
+			continue
+		}
+		next := claimed.Intend(ops[i:i+1], claims)
+		out[i] = !next.Equal(claimed)
+		claimed = next
+	}
+	return out
+}
+
+// Recorded reports whether the object op makes is in o already: Intend
+// adds nothing for it.
+func (o Ownership) Recorded(op Op) bool {
+	switch op.Kind {
+	case AddService, UpdateService:
+		return o.Owns(op.Service.ServiceKey)
+	case AddAddress:
+		return slices.Contains(o.Addresses, OwnedAddress{op.Interface, op.Address})
+	case SetSysctl:
+		return slices.ContainsFunc(o.Sysctls, func(s OwnedSysctl) bool { return s.Key == op.Key })
+	case CreateLink, SetLinkUp:
+		return slices.ContainsFunc(o.Links, func(l OwnedLink) bool { return l.Name == op.Link.Name })
+	case AddFouPort:
+		return slices.Contains(o.FouPorts, ownedFou(op.Fou))
+	case ReplaceNAT:
+		return o.NAT
+	}
+	return false
 }
 
 // Adopt returns o with the services keys, configured and (now) in the
@@ -53,9 +166,10 @@ func (o Ownership) Adopt(keys []ipvs.ServiceKey) Ownership {
 	return e.Ownership
 }
 
-// After returns o once ops ran: gone[i] says op i's object is no longer in
-// the kernel (deleted, or found already gone), and such an object leaves the
-// record. The applier tells gone from the adapters' errors.
+// After returns o once ops ran: gone[i] says op i's object is not lvsd's
+// now (deleted, found already gone, forgotten, or not made after all), and
+// such an object leaves the record. The applier tells gone from the
+// adapters' errors. Pure.
 func (o Ownership) After(ops []Op, gone []bool) Ownership {
 	e := ownershipEdit{Ownership: o}
 	for i, op := range ops {
@@ -63,10 +177,18 @@ func (o Ownership) After(ops []Op, gone []bool) Ownership {
 			continue
 		}
 		switch op.Kind {
-		case DeleteService:
+		case AddService, UpdateService, DeleteService:
 			e.deleteService(op.Service.ServiceKey)
-		case DeleteAddress:
+		case AddAddress, DeleteAddress, ForgetAddress:
 			e.deleteAddress(OwnedAddress{op.Interface, op.Address})
+		case SetSysctl, RestoreSysctl, ForgetSysctl:
+			e.Sysctls = deleted(e.Sysctls, func(s OwnedSysctl) bool { return s.Key == op.Key })
+		case CreateLink, SetLinkUp, SetLinkDown, DeleteLink, ForgetLink:
+			e.Links = deleted(e.Links, func(l OwnedLink) bool { return l.Name == op.Link.Name })
+		case AddFouPort, DeleteFouPort, ForgetFouPort:
+			e.FouPorts = deleted(e.FouPorts, func(p OwnedFouPort) bool { return p == ownedFou(op.Fou) })
+		case ReplaceNAT, RemoveNAT, ForgetNAT:
+			e.NAT = false
 		}
 	}
 	return e.Ownership
@@ -74,7 +196,9 @@ func (o Ownership) After(ops []Op, gone []bool) Ownership {
 
 // Equal reports whether o and p record the same objects.
 func (o Ownership) Equal(p Ownership) bool {
-	return sameList(o.Services, p.Services) && sameList(o.Addresses, p.Addresses)
+	return sameList(o.Services, p.Services) && sameList(o.Addresses, p.Addresses) &&
+		slices.Equal(o.Sysctls, p.Sysctls) && slices.Equal(o.Links, p.Links) &&
+		slices.Equal(o.FouPorts, p.FouPorts) && o.NAT == p.NAT
 }
 
 // sameList is slices.Equal, told at once for two views of the same array
@@ -147,4 +271,39 @@ func (e *ownershipEdit) copyAddresses() {
 	if !e.addressesCopied {
 		e.Addresses, e.addressesCopied = slices.Clone(e.Addresses), true
 	}
+}
+
+// intendHost records the host object op is about to make (ClaimHost). The
+// lists are short (a dozen sysctls), so each change copies its list.
+func (e *ownershipEdit) intendHost(op Op) {
+	switch op.Kind {
+	case SetSysctl:
+		i := slices.IndexFunc(e.Sysctls, func(s OwnedSysctl) bool { return s.Key == op.Key })
+		if i < 0 {
+			e.Sysctls = append(slices.Clip(e.Sysctls), OwnedSysctl{Key: op.Key, Previous: op.Previous, Value: op.Value})
+		} else if e.Sysctls[i].Value != op.Value {
+			e.Sysctls = slices.Clone(e.Sysctls)
+			e.Sysctls[i].Value = op.Value
+		}
+	case CreateLink, SetLinkUp:
+		if !e.Recorded(op) {
+			l := OwnedLink{Name: op.Link.Name, Kind: op.Link.Kind, Created: op.Kind == CreateLink}
+			e.Links = append(slices.Clip(e.Links), l)
+		}
+	case AddFouPort:
+		if !e.Recorded(op) {
+			e.FouPorts = append(slices.Clip(e.FouPorts), ownedFou(op.Fou))
+		}
+	case ReplaceNAT:
+		e.NAT = true
+	}
+}
+
+// deleted returns list without the entries del matches, as a new list when
+// there are any (the original may be shared).
+func deleted[T any](list []T, del func(T) bool) []T {
+	if !slices.ContainsFunc(list, del) {
+		return list
+	}
+	return slices.DeleteFunc(slices.Clone(list), del)
 }

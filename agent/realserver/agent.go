@@ -18,6 +18,7 @@ import (
 	"github.com/lvsd/lvsd/agent/api"
 	"github.com/lvsd/lvsd/agent/config"
 	"github.com/lvsd/lvsd/agent/metrics"
+	"github.com/lvsd/lvsd/agent/planner"
 )
 
 // Defaults of the real-server agent.
@@ -253,25 +254,25 @@ func (a *Agent) reload(why string) {
 
 // reconcile brings the host to the desired state once and returns the ops
 // it applied. Failures are logged and retried at the next pass.
-func (a *Agent) reconcile(ctx context.Context) []Op {
+func (a *Agent) reconcile(ctx context.Context) []planner.Op {
 	start := a.opts.Now()
-	d, err := Build(a.cfg.RealServer, a.opts.VIPs(a.cfg))
+	d, err := planner.BuildRealServer(a.cfg.RealServer, a.opts.VIPs(a.cfg))
 	if err != nil {
 		a.log.Error("computing the desired state", "err", err)
 		return nil
 	}
-	var all []Op
+	var all []planner.Op
 	// One round applies the plan; a read after it tells the endpoint what
 	// is in place. A device that did not exist had its sysctls unread and
 	// could not come up: a second round does that at once.
 	rounds := 1
 	for round := 1; ; round++ {
-		actual, missing, err := a.opts.Host.ReadActual(ctx, d, a.rec)
+		actual, missing, err := a.opts.Host.ReadActual(ctx, d, a.rec.Ownership)
 		if err != nil {
 			a.log.Error("reading host state", "err", err)
 			return all
 		}
-		ops := Plan(d, actual, a.rec)
+		ops := planner.PlanRealServer(d, actual, a.rec.Ownership)
 		if len(ops) == 0 || round > rounds {
 			a.logMissing(missing)
 			a.publishState(d, actual)
@@ -279,13 +280,13 @@ func (a *Agent) reconcile(ctx context.Context) []Op {
 		}
 		applyErr := a.opts.Host.Apply(ctx, ops, &a.rec, a.save)
 		for _, op := range ops {
-			a.log.Info("applied", "op", op.Kind.String(), "object", op.String(), "reason", op.Reason)
+			a.log.Info("applied", "op", op.Kind.String(), "object", op.Describe(), "reason", op.Reason)
 		}
 		if applyErr != nil {
 			a.log.Error("some changes failed; will retry", "err", applyErr)
 		}
 		all = append(all, ops...)
-		if round == 1 && slices.ContainsFunc(ops, func(o Op) bool { return o.Kind == CreateLink }) {
+		if round == 1 && slices.ContainsFunc(ops, func(o planner.Op) bool { return o.Kind == planner.CreateLink }) {
 			rounds = 2
 		}
 	}
@@ -300,10 +301,10 @@ func (a *Agent) reconcile(ctx context.Context) []Op {
 // publishState publishes what the weight endpoint needs of the host: the
 // configured VIPs not on lo, and the tunnel devices not up and GUE ports
 // not open that the tunnel VIPs need.
-func (a *Agent) publishState(d Desired, actual Actual) {
+func (a *Agent) publishState(d planner.RealServerDesired, actual planner.RealServerActual) {
 	var notHeld []netip.Addr
 	for _, p := range d.Addresses {
-		if !holds(actual.Loopback, p.Addr()) {
+		if !planner.Holds(actual.Loopback, p.Addr()) {
 			notHeld = append(notHeld, p.Addr())
 		}
 	}
@@ -342,7 +343,7 @@ func (a *Agent) setDrained(drain bool) error {
 	if a.rec.Drained == drain {
 		return nil
 	}
-	next := a.rec.clone()
+	next := a.rec
 	next.Drained, next.DrainedAt = drain, time.Time{}
 	if drain {
 		next.DrainedAt = a.opts.Now().UTC()
@@ -436,7 +437,7 @@ func (a *Agent) publish(missing []netip.Addr, down []string) {
 		TunnelVIPs:       slices.Clone(rs.Tunnel.VIPs),
 		MissingVIPs:      slices.Clone(missing),
 		DownTunnels:      slices.Clone(down),
-		OwnedAddresses:   slices.Clone(a.rec.Addresses),
+		OwnedAddresses:   ownedPrefixes(a.rec.Addresses),
 		OwnedSysctls:     slices.Clone(a.rec.Sysctls),
 		HealthListen:     rs.Health.Listen,
 		HealthPath:       rs.Health.Path,
@@ -448,4 +449,14 @@ func (a *Agent) publish(missing []netip.Addr, down []string) {
 		st.Weight = 0
 	}
 	a.status.Store(st)
+}
+
+// ownedPrefixes are the prefixes of addrs, as the status shows them (all on
+// lo).
+func ownedPrefixes(addrs []planner.OwnedAddress) []netip.Prefix {
+	var out []netip.Prefix
+	for _, o := range addrs {
+		out = append(out, o.Prefix)
+	}
+	return out
 }

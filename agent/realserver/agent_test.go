@@ -20,6 +20,7 @@ import (
 
 	"github.com/lvsd/lvsd/agent/api"
 	"github.com/lvsd/lvsd/agent/config"
+	"github.com/lvsd/lvsd/agent/planner"
 	"github.com/lvsd/lvsd/arp"
 	"github.com/lvsd/lvsd/arp/sysctl"
 	"github.com/lvsd/lvsd/nat"
@@ -242,7 +243,7 @@ func TestAgentTunnel(t *testing.T) {
 		t.Errorf("decapsulation not in place: %d %q %q", code, w, body)
 	}
 	ops := a.reconcile(context.Background())
-	if !slices.ContainsFunc(ops, func(o Op) bool { return o.Kind == SetLinkUp }) {
+	if !slices.ContainsFunc(ops, func(o planner.Op) bool { return o.Kind == planner.SetLinkUp }) {
 		t.Errorf("one reconcile did not bring tunl0 up: %q", opStrings(ops))
 	}
 	if code, _, body := get(t, h, "/healthz"); code != 200 {

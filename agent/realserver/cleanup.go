@@ -3,6 +3,8 @@ package realserver
 import (
 	"context"
 	"fmt"
+
+	"github.com/lvsd/lvsd/agent/planner"
 )
 
 // Cleanup undoes what lvsd did on this host, as recorded in stateDir: it
@@ -11,21 +13,23 @@ import (
 // nftables tables and writes back the values it found in the sysctls it
 // changed, unless someone changed them since (theirs stay).
 // Addresses and sysctls lvsd did not add are left alone. The drain state is
-// kept. It returns the ops applied.
+// kept. It reads the record of earlier releases too. It returns the ops
+// applied.
 //
 // Run it with the agent stopped: a running agent would put everything back
 // at its next pass.
-func Cleanup(ctx context.Context, h Host, stateDir string) ([]Op, error) {
+func Cleanup(ctx context.Context, h Host, stateDir string) ([]planner.Op, error) {
 	rec, err := LoadRecord(stateDir)
 	if err != nil {
 		return nil, fmt.Errorf("reading the real-server record: %w", err)
 	}
-	actual, _, err := h.ReadActual(ctx, Desired{}, rec)
+	actual, _, err := h.ReadActual(ctx, planner.RealServerDesired{}, rec.Ownership)
 	if err != nil {
 		return nil, err
 	}
-	// Nothing desired: Plan removes what is recorded, tunnel devices first.
-	ops := Plan(Desired{}, actual, rec)
+	// Nothing desired: the plan removes what is recorded, tunnel devices
+	// first.
+	ops := planner.PlanRealServer(planner.RealServerDesired{}, actual, rec.Ownership)
 	err = h.Apply(ctx, ops, &rec, func(r Record) error { return SaveRecord(stateDir, r) })
 	return ops, err
 }

@@ -7,9 +7,11 @@
 // the directors probe (X-Load-Balancing-Endpoint-Weight, 0 while drained)
 // and the drain/undrain/status handlers of the local API socket.
 //
-// Desired state (Build) and the diff (Plan) are pure; the host is reached
-// only through arp.Addresses and sysctl.Interface (arp/sysctl), so
-// everything here is tested against their fakes. One goroutine (Agent.Run)
+// Its desired state and plan are the planner's (planner.BuildRealServer,
+// planner.PlanRealServer), in the ops and the ownership record the director
+// uses too; the host is reached only through arp.Addresses, arp.Tunnels,
+// sysctl.Interface (arp/sysctl) and nat.Interface, so everything here is
+// tested against their fakes. One goroutine (Agent.Run)
 // owns the mutable state; the HTTP handlers read a published snapshot and
 // send drain requests to it.
 //

@@ -16,6 +16,7 @@ import (
 	"golang.org/x/net/netutil"
 
 	"github.com/lvsd/lvsd/agent/config"
+	"github.com/lvsd/lvsd/agent/planner"
 )
 
 // WeightHeader carries the weight a real server asks for (seed 000's
@@ -82,7 +83,7 @@ func (a *Agent) HealthHandler() http.Handler {
 		// server has the details.
 		var problems []string
 		if n := len(st.MissingVIPs); n > 0 {
-			problems = append(problems, fmt.Sprintf("%d VIP(s) not on %s", n, Loopback))
+			problems = append(problems, fmt.Sprintf("%d VIP(s) not on %s", n, planner.Loopback))
 		}
 		if n := len(st.DownTunnels); n > 0 {
 			problems = append(problems, fmt.Sprintf("%d tunnel(s) not decapsulating", n))

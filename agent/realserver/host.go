@@ -5,6 +5,8 @@ import (
 	"errors"
 	"fmt"
 
+	"github.com/lvsd/lvsd/agent/apply"
+	"github.com/lvsd/lvsd/agent/planner"
 	"github.com/lvsd/lvsd/arp"
 	"github.com/lvsd/lvsd/arp/sysctl"
 	"github.com/lvsd/lvsd/nat"
@@ -21,20 +23,20 @@ type Host struct {
 	NAT     nat.Interface
 }
 
-// ReadActual reads what Plan compares for d and rec: the addresses of lo,
-// the sysctls (Keys), and the tunnel devices, GUE ports and nftables
-// tables when d wants or rec holds any. Keys the host does not have are
-// left out of Actual and returned as missing; any other failure is an
-// error.
-func (h Host) ReadActual(ctx context.Context, d Desired, rec Record) (Actual, []string, error) {
-	addrs, err := h.Addrs.List(ctx, Loopback)
+// ReadActual reads what planner.PlanRealServer compares for d and owned:
+// the addresses of lo, the sysctls (planner.RealServerKeys), and the tunnel
+// devices, GUE ports and nftables tables when d wants or owned holds any.
+// Keys the host does not have are left out of the actual state and
+// returned as missing; any other failure is an error.
+func (h Host) ReadActual(ctx context.Context, d planner.RealServerDesired, owned planner.Ownership) (planner.RealServerActual, []string, error) {
+	addrs, err := h.Addrs.List(ctx, planner.Loopback)
 	if err != nil {
-		return Actual{}, nil, err
+		return planner.RealServerActual{}, nil, err
 	}
-	keys := Keys(d, rec)
-	a := Actual{Loopback: addrs, Sysctls: make(map[string]string, len(keys))}
-	if err := h.readDecapsulation(ctx, d, rec, &a); err != nil {
-		return Actual{}, nil, err
+	keys := planner.RealServerKeys(d, owned)
+	a := planner.RealServerActual{Loopback: addrs, Sysctls: make(map[string]string, len(keys))}
+	if err := h.readDecapsulation(ctx, d, owned, &a); err != nil {
+		return planner.RealServerActual{}, nil, err
 	}
 	var missing []string
 	for _, k := range keys {
@@ -43,7 +45,7 @@ func (h Host) ReadActual(ctx context.Context, d Desired, rec Record) (Actual, []
 		case errors.Is(err, sysctl.ErrMissing):
 			missing = append(missing, k)
 		case err != nil:
-			return Actual{}, nil, err
+			return planner.RealServerActual{}, nil, err
 		default:
 			a.Sysctls[k] = v
 		}
@@ -63,75 +65,64 @@ func (h Host) ReadActual(ctx context.Context, d Desired, rec Record) (Actual, []
 // A failed op does not stop the others, except that no VIP is added once a
 // guard setting failed (ARP for it would not be suppressed). Every failure
 // is returned, joined.
-func (h Host) Apply(ctx context.Context, ops []Op, rec *Record, save func(Record) error) error {
+func (h Host) Apply(ctx context.Context, ops []planner.Op, rec *Record, save func(Record) error) error {
 	if len(ops) == 0 {
 		return nil
 	}
-	before := rec.clone()
-	recorded := map[int]bool{} // the op's entry is new in the record
-	for i, op := range ops {
-		switch op.Kind {
-		case AddAddress:
-			recorded[i] = rec.addAddress(op.Address)
-		case SetSysctl:
-			recorded[i] = rec.addSysctl(op.Key, op.Previous, op.Value)
-		default:
-			recorded[i] = intendTunnel(rec, op)
+	a := apply.Applier{Claims: claims, UnclaimFailed: true, Run: h.run,
+		Save: func(o planner.Ownership) error {
+			r := *rec
+			r.Ownership = o
+			return save(r)
+		}}
+	r, err := a.Apply(ctx, rec.Ownership, ops, nil)
+	if err != nil {
+		return fmt.Errorf("recording what lvsd is about to change (nothing changed): %w", err)
+	}
+	rec.Ownership = r.After
+	var failed []error
+	for i, err := range r.Errs {
+		if err != nil {
+			failed = append(failed, fmt.Errorf("%s: %w", ops[i].Describe(), err))
 		}
 	}
-	if !rec.equal(before) {
-		if err := save(*rec); err != nil {
-			*rec = before
-			return fmt.Errorf("recording what lvsd is about to change (nothing changed): %w", err)
-		}
+	if r.SaveErr != nil {
+		failed = append(failed, fmt.Errorf("saving the record: %w", r.SaveErr))
 	}
-	saved := rec.clone()
-	var errs []error
+	return errors.Join(failed...)
+}
+
+// run executes ops on the host (an apply.Executor).
+func (h Host) run(ctx context.Context, ops []planner.Op) (errs []error, gone []bool) {
+	errs, gone = make([]error, len(ops)), make([]bool, len(ops))
 	guardFailed := false
 	for i, op := range ops {
 		var err error
 		switch op.Kind {
-		case SetSysctl:
+		case planner.SetSysctl:
 			if err = h.Sysctls.Set(ctx, op.Key, op.Value); err != nil {
 				guardFailed = guardFailed || op.Guard
-				if recorded[i] {
-					rec.dropSysctl(op.Key)
-				}
 			}
-		case AddAddress:
+		case planner.AddAddress:
 			if guardFailed {
-				err = fmt.Errorf("not adding %s to %s: ARP suppression is not in force", op.Address, Loopback)
+				err = fmt.Errorf("not adding %s to %s: ARP suppression is not in force", op.Address, op.Interface)
 			} else {
-				err = h.Addrs.Add(ctx, Loopback, op.Address)
+				err = h.Addrs.Add(ctx, op.Interface, op.Address)
 			}
-			if err != nil && recorded[i] {
-				rec.dropAddress(op.Address)
+		case planner.DeleteAddress:
+			if err = h.Addrs.Delete(ctx, op.Interface, op.Address); done(err) {
+				err, gone[i] = nil, true
 			}
-		case DeleteAddress:
-			if err = h.Addrs.Delete(ctx, Loopback, op.Address); done(err) {
-				err = nil
-				rec.dropAddress(op.Address)
-			}
-		case RestoreSysctl:
+		case planner.RestoreSysctl:
 			if err = h.Sysctls.Set(ctx, op.Key, op.Value); err == nil || errors.Is(err, sysctl.ErrMissing) {
-				err = nil
-				rec.dropSysctl(op.Key)
+				err, gone[i] = nil, true
 			}
-		case ForgetAddress:
-			rec.dropAddress(op.Address)
-		case ForgetSysctl:
-			rec.dropSysctl(op.Key)
+		case planner.ForgetAddress, planner.ForgetSysctl, planner.ForgetLink, planner.ForgetFouPort, planner.ForgetNAT:
+			gone[i] = true
 		default:
-			err = h.applyTunnel(ctx, op, rec, recorded[i])
+			gone[i], err = h.runTunnel(ctx, op)
 		}
-		if err != nil {
-			errs = append(errs, fmt.Errorf("%s: %w", op, err))
-		}
+		errs[i] = err
 	}
-	if !rec.equal(saved) {
-		if err := save(*rec); err != nil {
-			errs = append(errs, fmt.Errorf("saving the record: %w", err))
-		}
-	}
-	return errors.Join(errs...)
+	return errs, gone
 }

@@ -9,6 +9,7 @@ import (
 	"testing"
 
 	"github.com/lvsd/lvsd/agent/config"
+	"github.com/lvsd/lvsd/agent/planner"
 	"github.com/lvsd/lvsd/arp"
 	"github.com/lvsd/lvsd/arp/sysctl"
 )
@@ -54,13 +55,13 @@ func newLo(t *testing.T, extra ...string) *arp.Fake {
 	return f
 }
 
-func planFor(t *testing.T, h Host, d Desired, rec Record) []Op {
+func planFor(t *testing.T, h Host, d planner.RealServerDesired, rec Record) []planner.Op {
 	t.Helper()
-	a, _, err := h.ReadActual(context.Background(), d, rec)
+	a, _, err := h.ReadActual(context.Background(), d, rec.Ownership)
 	if err != nil {
 		t.Fatal(err)
 	}
-	return Plan(d, a, rec)
+	return planner.PlanRealServer(d, a, rec.Ownership)
 }
 
 // What lvsd is about to add is on record before the first change, so a
@@ -76,7 +77,7 @@ func TestApplyRecordsFirstAndOrders(t *testing.T) {
 		if len(saves) == 0 && len(j.calls) > 0 {
 			t.Errorf("the record was first saved after %d host calls", len(j.calls))
 		}
-		saves = append(saves, r.clone())
+		saves = append(saves, r)
 		return nil
 	}
 	if err := h.Apply(context.Background(), planFor(t, h, d, rec), &rec, save); err != nil {
@@ -138,8 +139,10 @@ func TestApplyGuardFailsNoVIP(t *testing.T) {
 func TestApplyGoneIsDone(t *testing.T) {
 	addrs, sys := newLo(t), sysctl.NewFakeConf()
 	h := Host{Addrs: addrs, Sysctls: sys}
-	rec := Record{Addresses: []netip.Prefix{pfx("10.0.0.50/32")}, Sysctls: []OwnedSysctl{{"net/ipv4/conf/eth9/arp_ignore", "0", "1"}}}
-	ops := []Op{{Kind: DeleteAddress, Address: pfx("10.0.0.50/32")}, {Kind: RestoreSysctl, Key: "net/ipv4/conf/eth9/arp_ignore", Value: "0"}}
+	rec := Record{Ownership: planner.Ownership{Addresses: []planner.OwnedAddress{{Interface: planner.Loopback, Prefix: pfx("10.0.0.50/32")}},
+		Sysctls: []OwnedSysctl{{Key: "net/ipv4/conf/eth9/arp_ignore", Previous: "0", Value: "1"}}}}
+	ops := []planner.Op{{Kind: planner.DeleteAddress, Interface: planner.Loopback, Address: pfx("10.0.0.50/32")},
+		{Kind: planner.RestoreSysctl, Key: "net/ipv4/conf/eth9/arp_ignore", Value: "0"}}
 	if err := h.Apply(context.Background(), ops, &rec, func(Record) error { return nil }); err != nil {
 		t.Fatal(err)
 	}

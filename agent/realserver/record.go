@@ -2,91 +2,48 @@ package realserver
 
 import (
 	"net/netip"
-	"slices"
 	"time"
 
+	"github.com/lvsd/lvsd/agent/planner"
 	"github.com/lvsd/lvsd/agent/statefile"
 )
 
 // RecordFile is the name of the real server's record in state_dir.
 const RecordFile = "realserver.json"
 
-// Record is what lvsd added on this host and the drain state: everything a
+// claims are the kinds of object the real server's record takes on: all
+// it changes on the host, which cleanup undoes.
+const claims = planner.ClaimAddresses | planner.ClaimHost
+
+// Record is the content of RecordFile: what lvsd added on this host (the
+// ownership record both roles keep, with the real server's parts) and the
+// drain state, which is not ownership but shares the file because the same
+// goroutine writes both and both must survive a restart. Everything a
 // restarted agent or `lvsd cleanup` must know.
 type Record struct {
-	// Addresses lvsd put on lo.
-	Addresses []netip.Prefix `json:"addresses"`
-	// Sysctls lvsd changed, with the values it found.
-	Sysctls []OwnedSysctl `json:"sysctls"`
-	// Links are the tunnel devices lvsd brought up (or created).
-	Links []OwnedLink `json:"links,omitempty"`
-	// FouPorts are the GUE receive ports lvsd opened.
-	FouPorts []OwnedFouPort `json:"fou_ports,omitempty"`
-	// NAT says lvsd put its nftables tables (the MSS clamp) in place.
-	NAT bool `json:"nft,omitempty"`
+	planner.Ownership
 	// Drained makes the weight endpoint announce 0 until undrained; it
 	// survives restarts and cleanup.
 	Drained   bool      `json:"drained"`
 	DrainedAt time.Time `json:"drained_at,omitzero"`
 }
 
-// OwnedSysctl is a sysctl lvsd set to Value, which was Previous before.
-type OwnedSysctl struct {
-	Key      string `json:"key"`
-	Previous string `json:"previous"`
-	Value    string `json:"value"`
-}
-
-func (r *Record) addAddress(p netip.Prefix) bool {
-	if slices.Contains(r.Addresses, p) {
-		return false
-	}
-	r.Addresses = append(r.Addresses, p)
-	return true
-}
-
-func (r *Record) dropAddress(p netip.Prefix) {
-	r.Addresses = slices.DeleteFunc(r.Addresses, func(x netip.Prefix) bool { return x == p })
-}
-
-// addSysctl records that key goes from previous to value. A key already
-// recorded keeps the value lvsd found first: that is what cleanup restores.
-func (r *Record) addSysctl(key, previous, value string) bool {
-	for i := range r.Sysctls {
-		if r.Sysctls[i].Key == key {
-			r.Sysctls[i].Value = value
-			return false
-		}
-	}
-	r.Sysctls = append(r.Sysctls, OwnedSysctl{Key: key, Previous: previous, Value: value})
-	return true
-}
-
-func (r *Record) dropSysctl(key string) {
-	r.Sysctls = slices.DeleteFunc(r.Sysctls, func(s OwnedSysctl) bool { return s.Key == key })
-}
-
-func (r Record) clone() Record {
-	r.Addresses = slices.Clone(r.Addresses)
-	r.Sysctls = slices.Clone(r.Sysctls)
-	r.Links = slices.Clone(r.Links)
-	r.FouPorts = slices.Clone(r.FouPorts)
-	return r
-}
-
-func (r Record) equal(o Record) bool {
-	return slices.Equal(r.Addresses, o.Addresses) && slices.Equal(r.Sysctls, o.Sysctls) &&
-		slices.Equal(r.Links, o.Links) && slices.Equal(r.FouPorts, o.FouPorts) && r.NAT == o.NAT &&
-		r.Drained == o.Drained && r.DrainedAt.Equal(o.DrainedAt)
-}
+// OwnedSysctl is a sysctl lvsd set, as the status shows it.
+type OwnedSysctl = planner.OwnedSysctl
 
 // LoadRecord reads the record in stateDir. A missing file is an empty
 // record (first start); a corrupt one is an error, since guessing could
-// make cleanup remove what is not lvsd's.
+// make cleanup remove what is not lvsd's. The addresses are kept as bare
+// prefixes (recordFile): they are all on lo.
 func LoadRecord(stateDir string) (Record, error) {
 	var r Record
 	if err := statefile.Load(stateDir, RecordFile, &r); err != nil {
 		return Record{}, err
+	}
+	for i := range r.Addresses {
+		if r.Addresses[i].Interface == "" {
+			r.Addresses[i].Interface = planner.Loopback
+		}
 	}
 	return r, nil
 }
@@ -94,5 +51,18 @@ func LoadRecord(stateDir string) (Record, error) {
 // SaveRecord writes r atomically: a crash leaves the old or the new record,
 // never a torn one.
 func SaveRecord(stateDir string, r Record) error {
-	return statefile.Save(stateDir, RecordFile, r)
+	f := recordFile{Record: r, Addresses: make([]netip.Prefix, 0, len(r.Addresses))}
+	for _, a := range r.Addresses {
+		f.Addresses = append(f.Addresses, a.Prefix)
+	}
+	return statefile.Save(stateDir, RecordFile, f)
+}
+
+// recordFile is a Record as the file keeps it: the addresses as bare
+// prefixes, every one on lo, as releases before the shared ownership record
+// wrote them, so that a release before it still reads the file (a
+// downgrade, or `lvsd cleanup` of the older package).
+type recordFile struct {
+	Record
+	Addresses []netip.Prefix `json:"addresses"` // shadows Ownership.Addresses
 }

@@ -11,8 +11,9 @@ import (
 	"context"
 	"errors"
 	"io/fs"
-	"strings"
 	"syscall"
+
+	"github.com/lvsd/lvsd/arp/spec"
 )
 
 // Interface reads and writes kernel parameters below /proc/sys of the
@@ -76,17 +77,8 @@ func (e *Error) Is(target error) bool {
 // ConfKey is the IPv4 per-interface key named param of dev ("all" for the
 // setting the kernel combines with every interface's own one):
 // ConfKey("eth0", "arp_ignore") is "net/ipv4/conf/eth0/arp_ignore".
-func ConfKey(dev, param string) string {
-	return "net/ipv4/conf/" + dev + "/" + param
-}
+func ConfKey(dev, param string) string { return spec.ConfKey(dev, param) }
 
 // ConfKeyDevice returns the interface of a key made by ConfKey, or "" for
 // any other key.
-func ConfKeyDevice(key string) string {
-	rest, ok := strings.CutPrefix(key, "net/ipv4/conf/")
-	if !ok {
-		return ""
-	}
-	dev, _, _ := strings.Cut(rest, "/")
-	return dev
-}
+func ConfKeyDevice(key string) string { return spec.ConfKeyDevice(key) }

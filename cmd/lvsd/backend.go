@@ -12,8 +12,8 @@ import (
 
 	"github.com/lvsd/lvsd/agent/planner"
 
-	"github.com/lvsd/lvsd/agent"
 	"github.com/lvsd/lvsd/agent/api"
+	"github.com/lvsd/lvsd/agent/views"
 )
 
 func init() {
@@ -57,10 +57,10 @@ func backend(ctx context.Context, e *env) error {
 			return err
 		}
 		var raw json.RawMessage
-		if err := api.NewClient(socket).Do(ctx, "GET", agent.RouteBackends, &raw); err != nil {
+		if err := api.NewClient(socket).Do(ctx, "GET", views.RouteBackends, &raw); err != nil {
 			return err
 		}
-		return printOr(e.stdout, raw, asJSON, func(w io.Writer, list agent.BackendList) error {
+		return printOr(e.stdout, raw, asJSON, func(w io.Writer, list views.BackendList) error {
 			return writeBackends(w, list.Backends, time.Now())
 		})
 	}
@@ -76,14 +76,14 @@ func backend(ctx context.Context, e *env) error {
 		return err
 	}
 	var raw json.RawMessage
-	if err := api.NewClient(socket).Do(ctx, "POST", agent.RouteBackend+action+"?"+q.Encode(), &raw); err != nil {
+	if err := api.NewClient(socket).Do(ctx, "POST", views.RouteBackend+action+"?"+q.Encode(), &raw); err != nil {
 		return err
 	}
-	var st agent.BackendState
+	var st views.BackendState
 	if err := json.Unmarshal(raw, &st); err != nil {
 		return fmt.Errorf("agent answer: %w", err)
 	}
-	if err := printOr(e.stdout, raw, asJSON, func(w io.Writer, st agent.BackendState) error {
+	if err := printOr(e.stdout, raw, asJSON, func(w io.Writer, st views.BackendState) error {
 		return writeBackendState(w, st, time.Now())
 	}); err != nil {
 		return err
@@ -125,7 +125,7 @@ func printOr[T any](out io.Writer, raw json.RawMessage, asJSON bool, write func(
 
 // writeBackendState says what a change left: the override, the file's
 // weight, and the backend's weight in each IPVS service now.
-func writeBackendState(w io.Writer, st agent.BackendState, now time.Time) error {
+func writeBackendState(w io.Writer, st views.BackendState, now time.Time) error {
 	fmt.Fprintf(w, "%s %s: %s\n", st.Service, st.Backend, overrideSummary(st, now))
 	for _, k := range st.Kernel {
 		fmt.Fprintf(w, "  %s -> %s  weight %s in the kernel\n", serviceAddress(k.IPVSService), k.Destination, weight(k.Weight))
@@ -135,7 +135,7 @@ func writeBackendState(w io.Writer, st agent.BackendState, now time.Time) error 
 
 // overrideSummary is a backend's override in words, with the file's
 // weight.
-func overrideSummary(st agent.BackendState, now time.Time) string {
+func overrideSummary(st views.BackendState, now time.Time) string {
 	s := "in service"
 	if st.Drained {
 		s = fmt.Sprintf("drained since %s (%s ago)", st.DrainedAt.Format(time.DateTime), ago(now, st.DrainedAt))
@@ -151,7 +151,7 @@ func overrideSummary(st agent.BackendState, now time.Time) string {
 }
 
 // writeBackends lists the overrides in force.
-func writeBackends(w io.Writer, list []agent.BackendState, now time.Time) error {
+func writeBackends(w io.Writer, list []views.BackendState, now time.Time) error {
 	if len(list) == 0 {
 		_, err := fmt.Fprintln(w, "no backend overrides: every backend runs as its service file says")
 		return err

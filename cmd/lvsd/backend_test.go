@@ -15,7 +15,7 @@ import (
 
 	"github.com/lvsd/lvsd/agent/planner"
 
-	"github.com/lvsd/lvsd/agent"
+	"github.com/lvsd/lvsd/agent/views"
 )
 
 func TestBackendCommandLine(t *testing.T) {
@@ -51,18 +51,18 @@ func TestInterspersedFlags(t *testing.T) {
 
 func TestWriteBackends(t *testing.T) {
 	seven := 7
-	drained := agent.BackendState{BackendOverride: planner.BackendOverride{Service: "web", Backend: "10.0.0.11", Drained: true,
+	drained := views.BackendState{BackendOverride: planner.BackendOverride{Service: "web", Backend: "10.0.0.11", Drained: true,
 		DrainedAt: statusNow.Add(-90 * time.Second)}, ConfiguredWeight: 100,
-		Kernel: []agent.KernelWeight{{IPVSService: "tcp:10.0.0.50:80", Destination: "10.0.0.11:80", Weight: 0},
+		Kernel: []views.KernelWeight{{IPVSService: "tcp:10.0.0.50:80", Destination: "10.0.0.11:80", Weight: 0},
 			{IPVSService: "tcp:10.0.0.50:443", Destination: "10.0.0.11:443", Weight: 0}}}
-	weighted := agent.BackendState{BackendOverride: planner.BackendOverride{Service: "web", Backend: "10.0.0.12:8080",
+	weighted := views.BackendState{BackendOverride: planner.BackendOverride{Service: "web", Backend: "10.0.0.12:8080",
 		Weight: &seven, WeightAt: statusNow.Add(-time.Hour)}, ConfiguredWeight: 100,
-		Kernel: []agent.KernelWeight{{IPVSService: "tcp:10.0.0.50:80", Destination: "10.0.0.12:8080", Weight: 7}}}
-	cleared := agent.BackendState{BackendOverride: planner.BackendOverride{Service: "web", Backend: "10.0.0.11"}, ConfiguredWeight: 100,
-		Kernel: []agent.KernelWeight{{IPVSService: "tcp:10.0.0.50:80", Destination: "10.0.0.11:80", Weight: 100}}}
+		Kernel: []views.KernelWeight{{IPVSService: "tcp:10.0.0.50:80", Destination: "10.0.0.12:8080", Weight: 7}}}
+	cleared := views.BackendState{BackendOverride: planner.BackendOverride{Service: "web", Backend: "10.0.0.11"}, ConfiguredWeight: 100,
+		Kernel: []views.KernelWeight{{IPVSService: "tcp:10.0.0.50:80", Destination: "10.0.0.11:80", Weight: 100}}}
 
 	var b bytes.Buffer
-	writeBackends(&b, []agent.BackendState{drained, weighted}, statusNow)
+	writeBackends(&b, []views.BackendState{drained, weighted}, statusNow)
 	want := `SERVICE  BACKEND         OVERRIDE                 CONFIGURED  KERNEL
 web      10.0.0.11       drained 1m30s ago        100         0 0
 web      10.0.0.12:8080  weight 7 set 1h0m0s ago  100         7
@@ -76,7 +76,7 @@ web      10.0.0.12:8080  weight 7 set 1h0m0s ago  100         7
 		t.Errorf("empty list: %q", got)
 	}
 	for _, c := range []struct {
-		st   agent.BackendState
+		st   views.BackendState
 		want string
 	}{
 		{drained, "web 10.0.0.11: drained since 2025-06-01 11:58:40 (1m30s ago), the file's weight 100\n" +
@@ -97,14 +97,14 @@ web      10.0.0.12:8080  weight 7 set 1h0m0s ago  100         7
 func TestDestinationStateOverride(t *testing.T) {
 	seven := 7
 	for _, c := range []struct {
-		d    agent.DestinationStatus
+		d    views.DestinationStatus
 		want string
 	}{
-		{agent.DestinationStatus{ConfiguredWeight: 100, Weight: 0, Override: &planner.BackendOverride{Drained: true,
+		{views.DestinationStatus{ConfiguredWeight: 100, Weight: 0, Override: &planner.BackendOverride{Drained: true,
 			DrainedAt: statusNow.Add(-time.Minute)}}, "drained 1m0s ago (lvsd backend)"},
-		{agent.DestinationStatus{ConfiguredWeight: 100, Weight: 7, Override: &planner.BackendOverride{Weight: &seven,
+		{views.DestinationStatus{ConfiguredWeight: 100, Weight: 7, Override: &planner.BackendOverride{Weight: &seven,
 			WeightAt: statusNow.Add(-time.Minute)}}, "weight 7 set 1m0s ago (lvsd backend)"},
-		{agent.DestinationStatus{ConfiguredWeight: 100, Weight: 0, Health: "unhealthy", Override: &planner.BackendOverride{Drained: true,
+		{views.DestinationStatus{ConfiguredWeight: 100, Weight: 0, Health: "unhealthy", Override: &planner.BackendOverride{Drained: true,
 			DrainedAt: statusNow}}, "UNHEALTHY, drained 0s ago (lvsd backend)"},
 	} {
 		if got := destinationState(c.d, statusNow); got != c.want {

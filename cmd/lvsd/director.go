@@ -22,6 +22,7 @@ import (
 	"github.com/lvsd/lvsd/agent/director"
 	"github.com/lvsd/lvsd/agent/logging"
 	"github.com/lvsd/lvsd/agent/realserver"
+	"github.com/lvsd/lvsd/agent/views"
 	"github.com/lvsd/lvsd/arp"
 	"github.com/lvsd/lvsd/arp/sysctl"
 	"github.com/lvsd/lvsd/cluster"
@@ -175,10 +176,10 @@ func heldVIPs(ctx context.Context, cfg *agent.LoadedConfig, takeover bool) (func
 	if cfg.Agent.Cluster == nil || takeover {
 		return nil, nil
 	}
-	var st agent.Status
+	var st views.Status
 	held := map[netip.Addr]bool{}
 	// The summary: the cluster part is all this needs, not every service.
-	route := agent.RouteStatus + "?view=" + string(agent.ViewSummary)
+	route := views.RouteStatus + "?view=" + string(views.ViewSummary)
 	if err := api.NewClient(cfg.Agent.APISocket).Do(ctx, "GET", route, &st); err == nil && st.Cluster != nil {
 		for _, v := range st.Cluster.VIPs {
 			if v.Held {

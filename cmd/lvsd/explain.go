@@ -8,9 +8,9 @@ import (
 	"io"
 	"strings"
 
-	"github.com/lvsd/lvsd/agent"
 	"github.com/lvsd/lvsd/agent/api"
 	"github.com/lvsd/lvsd/agent/maglev"
+	"github.com/lvsd/lvsd/agent/views"
 )
 
 func init() {
@@ -28,7 +28,7 @@ func explain(ctx context.Context, e *env) error {
 		return usagef("usage: lvsd explain CLIENT[:PORT] VIP:PORT[/PROTO] (e.g. 192.0.2.7:51000 10.0.0.50:443/tcp)")
 	}
 	virtual, proto, _ := strings.Cut(e.args[1], "/")
-	q, err := agent.ParseExplainQuery(e.args[0], virtual, proto)
+	q, err := views.ParseExplainQuery(e.args[0], virtual, proto)
 	if err != nil {
 		return usageError{err}
 	}
@@ -37,14 +37,14 @@ func explain(ctx context.Context, e *env) error {
 		return err
 	}
 	var raw json.RawMessage
-	if err := api.NewClient(socket).Do(ctx, "GET", agent.RouteExplain+"?"+agent.ExplainValues(q).Encode(), &raw); err != nil {
+	if err := api.NewClient(socket).Do(ctx, "GET", views.RouteExplain+"?"+views.ExplainValues(q).Encode(), &raw); err != nil {
 		return err
 	}
 	if e.flags.Lookup("json").Value.String() == "true" {
 		_, err := fmt.Fprintf(e.stdout, "%s\n", raw)
 		return err
 	}
-	var x agent.Explanation
+	var x views.Explanation
 	if err := json.Unmarshal(raw, &x); err != nil {
 		return fmt.Errorf("agent explanation: %w", err)
 	}
@@ -53,7 +53,7 @@ func explain(ctx context.Context, e *env) error {
 
 // writeExplanation prints x for a person: the verdict first, then the
 // destinations in the kernel's order.
-func writeExplanation(w io.Writer, x agent.Explanation) error {
+func writeExplanation(w io.Writer, x views.Explanation) error {
 	fmt.Fprintf(w, "service %s (%s, scheduler %s %s)\n", x.Service, x.IPVSService, x.Scheduler, x.Flags)
 	if x.Rule != "" {
 		fmt.Fprintf(w, "eligibility: %s\n", x.Rule)
@@ -94,7 +94,7 @@ func writeExplanation(w io.Writer, x agent.Explanation) error {
 }
 
 // hashed says what of the client the slot comes from.
-func hashed(x agent.Explanation) string {
+func hashed(x views.Explanation) string {
 	if x.HashesPort {
 		return ", from the client's address and source port"
 	}

@@ -4,25 +4,25 @@ import (
 	"bytes"
 	"testing"
 
-	"github.com/lvsd/lvsd/agent"
+	"github.com/lvsd/lvsd/agent/views"
 )
 
 // The verdict comes first and says what decided; the destinations follow
 // in the kernel's order with their slots.
 func TestWriteExplanation(t *testing.T) {
-	dests := []agent.ExplainedBackend{
-		{DestinationStatus: agent.DestinationStatus{Address: "10.0.0.12:80", Weight: 0, Health: "unhealthy", HealthError: "http: status 503"},
+	dests := []views.ExplainedBackend{
+		{DestinationStatus: views.DestinationStatus{Address: "10.0.0.12:80", Weight: 0, Health: "unhealthy", HealthError: "http: status 503"},
 			SlotWeight: 2, Slots: 1365},
-		{DestinationStatus: agent.DestinationStatus{Address: "10.0.0.11:80", Weight: 4, Health: "healthy"}, SlotWeight: 4, Slots: 2728},
+		{DestinationStatus: views.DestinationStatus{Address: "10.0.0.11:80", Weight: 4, Health: "healthy"}, SlotWeight: 4, Slots: 2728},
 	}
-	base := agent.Explanation{Client: "192.0.2.7:51000", Service: "web", IPVSService: "tcp:10.0.0.50:80", Scheduler: "mh",
+	base := views.Explanation{Client: "192.0.2.7:51000", Service: "web", IPVSService: "tcp:10.0.0.50:80", Scheduler: "mh",
 		Flags: "mh-fallback,mh-port", HashesPort: true, Destinations: dests}
 	for _, tc := range []struct {
 		name string
-		edit func(*agent.Explanation)
+		edit func(*views.Explanation)
 		want string
 	}{
-		{"maglev, rehashed", func(x *agent.Explanation) {
+		{"maglev, rehashed", func(x *views.Explanation) {
 			x.Decided, x.Backend, x.Slot, x.SlotOwner, x.Rehashed = "maglev", "10.0.0.11:80", 17, "10.0.0.12:80", 2
 		}, `service web (tcp:10.0.0.50:80, scheduler mh mh-fallback,mh-port)
 192.0.2.7:51000 -> 10.0.0.11:80: Maglev slot 17 of 4093, from the client's address and source port
@@ -31,9 +31,9 @@ destinations in the kernel's order (the Maglev table depends on it):
   10.0.0.12:80           weight 0, slot weight 2, 1365 slots; weight 0: no new connections, unhealthy (http: status 503)
   10.0.0.11:80           weight 4, slot weight 4, 2728 slots; takes new connections, healthy
 `},
-		{"connection", func(x *agent.Explanation) {
+		{"connection", func(x *views.Explanation) {
 			x.Decided, x.Backend = "connection", "10.0.0.12:80"
-			x.Connection = &agent.ExplainedConn{Backend: "10.0.0.12:80", State: "ESTABLISHED", Expires: 899}
+			x.Connection = &views.ExplainedConn{Backend: "10.0.0.12:80", State: "ESTABLISHED", Expires: 899}
 		}, `service web (tcp:10.0.0.50:80, scheduler mh mh-fallback,mh-port)
 192.0.2.7:51000 -> 10.0.0.12:80: an existing connection entry (ESTABLISHED, expires in 899s) decides, whatever the scheduler would choose
 destinations in the kernel's order (the Maglev table depends on it):

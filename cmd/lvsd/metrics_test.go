@@ -8,16 +8,16 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 
-	"github.com/lvsd/lvsd/agent"
 	"github.com/lvsd/lvsd/agent/hooks"
 	"github.com/lvsd/lvsd/agent/realserver"
+	"github.com/lvsd/lvsd/agent/views"
 )
 
 // exported are the series both roles describe, by name, with their labels.
 func exported(t *testing.T) map[string][]string {
 	t.Helper()
 	ch := make(chan *prometheus.Desc, 512)
-	agent.NewCollector(nil, "").Describe(ch)
+	views.NewCollector(nil, "").Describe(ch)
 	realserver.NewCollector(nil, "").Describe(ch)
 	(*hooks.Runner)(nil).Describe(ch)
 	close(ch)

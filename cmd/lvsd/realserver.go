@@ -11,6 +11,7 @@ import (
 	"github.com/lvsd/lvsd/agent/api"
 	"github.com/lvsd/lvsd/agent/config"
 	"github.com/lvsd/lvsd/agent/realserver"
+	"github.com/lvsd/lvsd/agent/views"
 	"github.com/lvsd/lvsd/arp"
 	"github.com/lvsd/lvsd/arp/sysctl"
 	"github.com/lvsd/lvsd/nat"
@@ -63,9 +64,9 @@ func setDirectorDrain(ctx context.Context, e *env, a *config.Agent, on bool) err
 	if a.BGP == nil {
 		return errors.New("drain on a director withdraws its BGP routes: " + e.config + " has no bgp block (drain a real server on the real server)")
 	}
-	route := agent.RouteUndrain
+	route := views.RouteUndrain
 	if on {
-		route = agent.RouteDrain
+		route = views.RouteDrain
 	}
 	var st agent.HolderState
 	if err := api.NewClient(a.APISocket).Do(ctx, "POST", route, &st); err != nil {
@@ -96,7 +97,7 @@ func cleanup(ctx context.Context, e *env) error {
 	}
 	ops, err := realserver.Cleanup(ctx, realServerHost(), a.StateDir)
 	for _, op := range ops {
-		fmt.Fprintln(e.stdout, op)
+		fmt.Fprintln(e.stdout, op.Describe())
 	}
 	if err == nil && len(ops) == 0 {
 		fmt.Fprintln(e.stdout, "nothing to clean up: nothing lvsd added is left")

@@ -19,15 +19,15 @@ import (
 	"text/tabwriter"
 	"time"
 
-	"github.com/lvsd/lvsd/agent"
 	"github.com/lvsd/lvsd/agent/api"
 	"github.com/lvsd/lvsd/agent/config"
 	"github.com/lvsd/lvsd/agent/realserver"
+	"github.com/lvsd/lvsd/agent/views"
 )
 
 func init() {
 	commands["status"] = command{usage: "show the running agent's services and backends, as the kernel has them now " +
-		"(a summary above " + strconv.Itoa(agent.SummaryAbove) + " IPVS services; --all, --service, --stats, --rate, --connections, --json)", run: status}
+		"(a summary above " + strconv.Itoa(views.SummaryAbove) + " IPVS services; --all, --service, --stats, --rate, --connections, --json)", run: status}
 	flagSetup["status"] = func(fs *flag.FlagSet) {
 		fs.Bool("json", false, "print the agent's status as JSON, for scripts (every selected service unless --summary or --problems)")
 		fs.String("socket", "", "the agent's local API socket (default: api.socket of the agent file)")
@@ -39,7 +39,7 @@ func init() {
 			"(connections, packets and bytes in and out, as ipvsadm -Ln --stats)")
 		fs.Bool("connections", false, "the kernel's IPVS connection entries (as ipvsadm -Lnc), of --service only if given, "+
 			"at most --limit of them")
-		fs.Int("limit", agent.DefaultConnectionLimit, "with --connections: list at most this many entries")
+		fs.Int("limit", views.DefaultConnectionLimit, "with --connections: list at most this many entries")
 		fs.Bool("rate", false, "the kernel's rate estimates per service and backend instead of weights and state "+
 			"(connections, packets and bytes per second, as ipvsadm -Ln --rate)")
 	}
@@ -47,13 +47,13 @@ func init() {
 
 // statusView is the view the flags ask for: --all, --summary, --problems
 // (at most one), else full for --json and auto for the table.
-func statusView(e *env, asJSON bool) (agent.View, error) {
+func statusView(e *env, asJSON bool) (views.View, error) {
 	var asked []string
-	view := agent.ViewAuto
+	view := views.ViewAuto
 	if asJSON {
-		view = agent.ViewFull
+		view = views.ViewFull
 	}
-	for flagName, v := range map[string]agent.View{"all": agent.ViewFull, "summary": agent.ViewSummary, "problems": agent.ViewProblems} {
+	for flagName, v := range map[string]views.View{"all": views.ViewFull, "summary": views.ViewSummary, "problems": views.ViewProblems} {
 		if e.flags.Lookup(flagName).Value.String() == "true" {
 			asked, view = append(asked, "--"+flagName), v
 		}
@@ -152,8 +152,8 @@ func status(ctx context.Context, e *env) error {
 	c := api.NewClient(socket)
 	// The full status of 10,000 services is 28 MB, seconds to build on a
 	// slow machine.
-	c.MaxAnswer, c.Timeout = 1<<30, time.Minute
-	raw, err := c.Fetch(ctx, "GET", agent.RouteStatus+"?"+q.Encode())
+	c.MaxAnswer, c.Timeout = 1<<30, api.LongestWait
+	raw, err := c.Fetch(ctx, "GET", views.RouteStatus+"?"+q.Encode())
 	if err != nil {
 		return err
 	}
@@ -171,7 +171,7 @@ func printStatus(w io.Writer, raw []byte, asJSON bool, cols statusColumns, now t
 		return printIndented(w, raw)
 	}
 	// Both roles serve GET /v1/status; only a director's says its role.
-	var st agent.Status
+	var st views.Status
 	if err := json.Unmarshal(raw, &st); err != nil {
 		return fmt.Errorf("agent status: %w", err)
 	}
@@ -200,7 +200,7 @@ func printIndented(w io.Writer, raw []byte) error {
 // `ipvsadm -Ln`: a line per IPVS service, then its real servers, with the
 // configured next to the kernel's (effective) weight, connections and
 // drain progress; or with cols, their counters or rates.
-func writeDirectorStatus(w io.Writer, st agent.Status, cols statusColumns, now time.Time) error {
+func writeDirectorStatus(w io.Writer, st views.Status, cols statusColumns, now time.Time) error {
 	fmt.Fprintf(w, "director %s, config %s\n", st.Node, st.Config)
 	pass := "ok"
 	if st.LastError != "" {
@@ -216,7 +216,7 @@ func writeDirectorStatus(w io.Writer, st agent.Status, cols statusColumns, now t
 		fmt.Fprintf(w, "serving NO VIP: %s (the VIPs return when it clears)\n", st.Grounded)
 	}
 	if !st.KernelAsOf.IsZero() && now.Sub(st.KernelAsOf) > time.Second {
-		fmt.Fprintf(w, "kernel numbers as of that pass (over %d IPVS services: --service NAME reads them now)\n", agent.FreshLimit)
+		fmt.Fprintf(w, "kernel numbers as of that pass (over %d IPVS services: --service NAME reads them now)\n", views.FreshLimit)
 	}
 	fmt.Fprintln(w)
 	if st.Cluster != nil {
@@ -234,7 +234,7 @@ func writeDirectorStatus(w io.Writer, st agent.Status, cols statusColumns, now t
 			return err
 		}
 	}
-	summary := st.View == agent.ViewSummary || st.View == agent.ViewProblems
+	summary := st.View == views.ViewSummary || st.View == views.ViewProblems
 	if summary {
 		writeStatusTotals(w, st.Totals)
 		fmt.Fprintf(w, "\n%s\n", problemHeading(st))
@@ -264,7 +264,7 @@ func writeDirectorStatus(w io.Writer, st agent.Status, cols statusColumns, now t
 // writeServiceTable prints services as `ipvsadm -Ln` does, a row per
 // service and one per destination; withProblem adds each service's problem
 // to its state.
-func writeServiceTable(w io.Writer, services []agent.ServiceStatus, withProblem bool, now time.Time) error {
+func writeServiceTable(w io.Writer, services []views.ServiceStatus, withProblem bool, now time.Time) error {
 	rows := make([][]string, 0, 1+len(services)*11)
 	rows = append(rows, []string{"SERVICE", "PROT LOCAL/REMOTE ADDRESS:PORT", "SCHED/FORWARD", "WEIGHT", "CONFIGURED", "ACTIVE",
 		"INACTIVE", "STATE"})
@@ -295,7 +295,7 @@ func writeServiceTable(w io.Writer, services []agent.ServiceStatus, withProblem 
 // writeRules prints, once per service, the rule of seed 000's eligibility
 // policy that chose its eligible backends: why a healthy backend may sit at
 // weight 0.
-func writeRules(w io.Writer, services []agent.ServiceStatus) error {
+func writeRules(w io.Writer, services []views.ServiceStatus) error {
 	seen := map[string]bool{}
 	var lines []string
 	for _, s := range services {
@@ -322,7 +322,7 @@ func serviceAddress(key string) string {
 	return strings.ToUpper(proto) + "  " + rest
 }
 
-func serviceState(s agent.ServiceStatus) string {
+func serviceState(s views.ServiceStatus) string {
 	var parts []string
 	if !s.InKernel {
 		parts = append(parts, "NOT IN KERNEL")
@@ -337,7 +337,7 @@ func serviceState(s agent.ServiceStatus) string {
 
 // destinationState says what is special about a backend: health first,
 // then why its kernel weight is not the configured one.
-func destinationState(d agent.DestinationStatus, now time.Time) string {
+func destinationState(d views.DestinationStatus, now time.Time) string {
 	var parts []string
 	switch d.Health {
 	case "unhealthy":

@@ -6,20 +6,20 @@ import (
 	"io"
 	"testing"
 
-	"github.com/lvsd/lvsd/agent"
+	"github.com/lvsd/lvsd/agent/views"
 )
 
 // scaleStatus is a director's full status of n services × backends, as the
 // agent answers it (compact JSON), with a problem every hundredth service.
-func scaleStatus(tb testing.TB, n, backends int, view agent.View) []byte {
+func scaleStatus(tb testing.TB, n, backends int, view views.View) []byte {
 	st := directorStatus()
 	st.View, st.Services = view, nil
-	st.Totals = agent.StatusTotals{Services: n, IPVSServices: n, InKernel: n, VIPs: n / 10, VIPsHeld: n / 10}
+	st.Totals = views.StatusTotals{Services: n, IPVSServices: n, InKernel: n, VIPs: n / 10, VIPsHeld: n / 10}
 	for i := range n {
-		s := agent.ServiceStatus{Name: fmt.Sprintf("s%05d", i), Key: fmt.Sprintf("tcp:10.50.%d.%d:%d", i/2500, i/10%250+1, 1000+i%10),
+		s := views.ServiceStatus{Name: fmt.Sprintf("s%05d", i), Key: fmt.Sprintf("tcp:10.50.%d.%d:%d", i/2500, i/10%250+1, 1000+i%10),
 			VIP: fmt.Sprintf("10.50.%d.%d", i/2500, i/10%250+1), Scheduler: "mh", Flags: "mh-fallback", InKernel: true, VIPHeld: true}
 		for j := range backends {
-			d := agent.DestinationStatus{Address: fmt.Sprintf("10.3.0.%d:%d", j+1, 1000+i%10), Forwarding: "route",
+			d := views.DestinationStatus{Address: fmt.Sprintf("10.3.0.%d:%d", j+1, 1000+i%10), Forwarding: "route",
 				ConfiguredWeight: 1, Weight: 1, Eligible: true, ReportedWeight: -1, ActiveConns: j, Connections: uint64(100 * j)}
 			if i%100 == 0 {
 				d.Weight, d.Eligible, d.Health, d.HealthError = 0, false, "unhealthy", "tcp: connection refused"
@@ -30,7 +30,7 @@ func scaleStatus(tb testing.TB, n, backends int, view agent.View) []byte {
 			s.Problem = "no backend takes new connections"
 			st.Totals.Problems++
 		}
-		if view == agent.ViewFull || (s.Problem != "" && len(st.Services) < agent.ProblemsListed) {
+		if view == views.ViewFull || (s.Problem != "" && len(st.Services) < views.ProblemsListed) {
 			st.Services = append(st.Services, s)
 		}
 	}
@@ -43,13 +43,13 @@ func scaleStatus(tb testing.TB, n, backends int, view agent.View) []byte {
 
 // BenchmarkPrintStatus times the CLI's side of `lvsd status`: decoding the
 // agent's answer and printing the table (full: --all; summary: what
-// `lvsd status` shows above agent.SummaryAbove services) or the JSON.
+// `lvsd status` shows above views.SummaryAbove services) or the JSON.
 func BenchmarkPrintStatus(b *testing.B) {
 	for _, n := range []int{1000, 5000, 10000} {
 		for _, c := range []struct {
-			view   agent.View
+			view   views.View
 			asJSON bool
-		}{{agent.ViewFull, false}, {agent.ViewFull, true}, {agent.ViewSummary, false}} {
+		}{{views.ViewFull, false}, {views.ViewFull, true}, {views.ViewSummary, false}} {
 			raw := scaleStatus(b, n, 10, c.view)
 			name := fmt.Sprintf("services=%d/view=%s", n, c.view)
 			if c.asJSON {

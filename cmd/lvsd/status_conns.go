@@ -9,10 +9,9 @@ import (
 	"net/url"
 	"strconv"
 	"strings"
-	"time"
 
-	"github.com/lvsd/lvsd/agent"
 	"github.com/lvsd/lvsd/agent/api"
+	"github.com/lvsd/lvsd/agent/views"
 )
 
 // statusConnections lists the kernel's IPVS connection table as the agent
@@ -24,8 +23,8 @@ func statusConnections(ctx context.Context, e *env, asJSON bool) error {
 		}
 	}
 	limit, err := strconv.Atoi(e.flags.Lookup("limit").Value.String())
-	if err != nil || limit < 1 || limit > agent.MaxConnectionLimit {
-		return usagef("lvsd status: --limit %s: want a whole number from 1 to %d", e.flags.Lookup("limit").Value, agent.MaxConnectionLimit)
+	if err != nil || limit < 1 || limit > views.MaxConnectionLimit {
+		return usagef("lvsd status: --limit %s: want a whole number from 1 to %d", e.flags.Lookup("limit").Value, views.MaxConnectionLimit)
 	}
 	socket, err := readSocket(e, "status")
 	if err != nil {
@@ -36,8 +35,8 @@ func statusConnections(ctx context.Context, e *env, asJSON bool) error {
 		q.Add("service", n)
 	}
 	c := api.NewClient(socket)
-	c.MaxAnswer, c.Timeout = 256<<20, time.Minute // reading a table of millions takes seconds
-	raw, err := c.Fetch(ctx, "GET", agent.RouteConnections+"?"+q.Encode())
+	c.MaxAnswer, c.Timeout = 256<<20, api.LongestWait // reading a table of millions takes seconds
+	raw, err := c.Fetch(ctx, "GET", views.RouteConnections+"?"+q.Encode())
 	if err != nil {
 		return err
 	}
@@ -45,7 +44,7 @@ func statusConnections(ctx context.Context, e *env, asJSON bool) error {
 	if asJSON {
 		err = printIndented(out, raw)
 	} else {
-		var list agent.ConnectionList
+		var list views.ConnectionList
 		if err := json.Unmarshal(raw, &list); err != nil {
 			return fmt.Errorf("agent connections: %w", err)
 		}
@@ -70,7 +69,7 @@ func serviceFlag(e *env) []string {
 
 // writeConnections prints entries as `ipvsadm -Lnc` does, with the
 // service each belongs to, then what the limit left out.
-func writeConnections(w io.Writer, list agent.ConnectionList) error {
+func writeConnections(w io.Writer, list views.ConnectionList) error {
 	if list.Matched == 0 {
 		_, err := fmt.Fprintln(w, "no IPVS connection entries")
 		return err

@@ -7,12 +7,12 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/lvsd/lvsd/agent"
 	"github.com/lvsd/lvsd/agent/api"
+	"github.com/lvsd/lvsd/agent/views"
 )
 
-func connectionList() agent.ConnectionList {
-	return agent.ConnectionList{Schema: api.SchemaVersion, Matched: 1204, Omitted: 1201, Connections: []agent.ConnectionEntry{
+func connectionList() views.ConnectionList {
+	return views.ConnectionList{Schema: api.SchemaVersion, Matched: 1204, Omitted: 1201, Connections: []views.ConnectionEntry{
 		{Protocol: "tcp", Client: "192.0.2.7:51000", Virtual: "10.0.0.50:80", Destination: "10.0.0.11:80", State: "ESTABLISHED",
 			Expires: 899, Service: "web"},
 		{Protocol: "udp", Client: "[2001:db8::7]:5353", Virtual: "[fd00::53]:53", Destination: "[fd00::11]:53", State: "UDP",
@@ -24,10 +24,10 @@ func connectionList() agent.ConnectionList {
 func TestWriteConnections(t *testing.T) {
 	for _, c := range []struct {
 		golden string
-		list   agent.ConnectionList
+		list   views.ConnectionList
 	}{
 		{"connections.golden", connectionList()},
-		{"connections-none.golden", agent.ConnectionList{Schema: api.SchemaVersion}},
+		{"connections-none.golden", views.ConnectionList{Schema: api.SchemaVersion}},
 	} {
 		var b bytes.Buffer
 		if err := writeConnections(&b, c.list); err != nil {
@@ -41,7 +41,7 @@ func TestWriteConnections(t *testing.T) {
 // service and limit; it cannot be combined with the other tables.
 func TestStatusConnectionsCommand(t *testing.T) {
 	var asked []string
-	ctx, sock := fakeAgent(t, agent.RouteConnections, func(w http.ResponseWriter, r *http.Request) {
+	ctx, sock := fakeAgent(t, views.RouteConnections, func(w http.ResponseWriter, r *http.Request) {
 		asked = append(asked, r.URL.RawQuery)
 		api.WriteCompactJSON(w, connectionList())
 	})

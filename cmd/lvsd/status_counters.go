@@ -4,7 +4,7 @@ import (
 	"io"
 	"strconv"
 
-	"github.com/lvsd/lvsd/agent"
+	"github.com/lvsd/lvsd/agent/views"
 )
 
 // statusColumns says what the service table shows after the addresses:
@@ -28,7 +28,7 @@ var counterHeads = map[statusColumns][]string{
 // does: a row per IPVS service with the sums over its destinations in the
 // kernel, then one per destination. Numbers are exact, as with ipvsadm
 // --exact: scripts and eyes both read them.
-func writeCounterTable(w io.Writer, services []agent.ServiceStatus, cols statusColumns) error {
+func writeCounterTable(w io.Writer, services []views.ServiceStatus, cols statusColumns) error {
 	rows := make([][]string, 0, 1+len(services)*11)
 	rows = append(rows, append([]string{"SERVICE", "PROT LOCAL/REMOTE ADDRESS:PORT"}, counterHeads[cols]...))
 	for _, s := range services {
@@ -47,7 +47,7 @@ func writeCounterTable(w io.Writer, services []agent.ServiceStatus, cols statusC
 }
 
 // counterCells are the five numbers cols shows: the counters or the rates.
-func counterCells(cols statusColumns, conns, pktsIn, pktsOut, bytesIn, bytesOut uint64, r agent.Rates) []string {
+func counterCells(cols statusColumns, conns, pktsIn, pktsOut, bytesIn, bytesOut uint64, r views.Rates) []string {
 	n := []uint64{conns, pktsIn, pktsOut, bytesIn, bytesOut}
 	if cols == columnsRate {
 		n = []uint64{r.Connections, r.PacketsIn, r.PacketsOut, r.BytesIn, r.BytesOut}

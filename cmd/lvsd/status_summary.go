@@ -5,12 +5,12 @@ import (
 	"io"
 	"strings"
 
-	"github.com/lvsd/lvsd/agent"
+	"github.com/lvsd/lvsd/agent/views"
 )
 
 // writeStatusTotals prints the totals of a summary: services, VIPs,
 // backends by state, connections, problems.
-func writeStatusTotals(w io.Writer, t agent.StatusTotals) {
+func writeStatusTotals(w io.Writer, t views.StatusTotals) {
 	b := t.Backends
 	fmt.Fprintf(w, "services: %d (%d IPVS services, %d in the kernel); VIPs: %d (%d held here)\n",
 		t.Services, t.IPVSServices, t.InKernel, t.VIPs, t.VIPsHeld)
@@ -28,8 +28,8 @@ func writeStatusTotals(w io.Writer, t agent.StatusTotals) {
 }
 
 // writeSummaryHint says what the summary left out and how to see it.
-func writeSummaryHint(w io.Writer, st agent.Status) error {
-	if st.View == agent.ViewSummary && st.Totals.Problems > len(st.Services) {
+func writeSummaryHint(w io.Writer, st views.Status) error {
+	if st.View == views.ViewSummary && st.Totals.Problems > len(st.Services) {
 		fmt.Fprintf(w, "\nthe %d worst of %d IPVS services with a problem are shown; lvsd status --problems lists them all\n",
 			len(st.Services), st.Totals.Problems)
 	}
@@ -39,7 +39,7 @@ func writeSummaryHint(w io.Writer, st agent.Status) error {
 }
 
 // problemHeading introduces the services a summary lists.
-func problemHeading(st agent.Status) string {
+func problemHeading(st views.Status) string {
 	switch {
 	case st.Totals.Problems == 0:
 		return "no problems: every IPVS service is in the kernel with its backends, and some take new connections"

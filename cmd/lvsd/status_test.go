@@ -12,20 +12,20 @@ import (
 	"testing"
 	"time"
 
-	"github.com/lvsd/lvsd/agent"
 	"github.com/lvsd/lvsd/agent/api"
 	"github.com/lvsd/lvsd/agent/realserver"
+	"github.com/lvsd/lvsd/agent/views"
 )
 
 var statusNow = time.Date(2025, 6, 1, 12, 0, 10, 0, time.UTC)
 
-func directorStatus() agent.Status {
-	return agent.Status{Node: "lvs1", Role: "director", Config: "/etc/lvsd/lvsd.yaml",
+func directorStatus() views.Status {
+	return views.Status{Node: "lvs1", Role: "director", Config: "/etc/lvsd/lvsd.yaml",
 		LastReconcile: statusNow.Add(-4 * time.Second), LastDuration: 0.0032,
-		Services: []agent.ServiceStatus{
+		Services: []views.ServiceStatus{
 			{Name: "web", Key: "tcp:10.0.0.50:80", VIP: "10.0.0.50", Scheduler: "mh", Flags: "mh-fallback,mh-port",
 				Rule:     "failover policy, unweighted: healthy primaries at or above the ratio",
-				InKernel: true, VIPHeld: true, Destinations: []agent.DestinationStatus{
+				InKernel: true, VIPHeld: true, Destinations: []views.DestinationStatus{
 					{Address: "10.0.0.11:80", Forwarding: "route", ConfiguredWeight: 3, Weight: 3, ActiveConns: 12, InactiveConns: 4},
 					{Address: "10.0.0.13:80", Forwarding: "route", ConfiguredWeight: 1, Weight: -1},
 					{Address: "10.0.0.14:80", Forwarding: "route", ConfiguredWeight: 1, Weight: 0, Health: "unhealthy",
@@ -34,7 +34,7 @@ func directorStatus() agent.Status {
 					{Address: "10.0.0.12:80", Forwarding: "route", ConfiguredWeight: -1, Weight: 0, ActiveConns: 2, InactiveConns: 1, DrainingFor: 7},
 				}},
 			{Name: "dns", Key: "fwmark:7/ipv6", VIP: "fd00::53", Scheduler: "rr",
-				InKernel: false, VIPHeld: false, Destinations: []agent.DestinationStatus{
+				InKernel: false, VIPHeld: false, Destinations: []views.DestinationStatus{
 					{Address: "[fd00::11]:0", Forwarding: "masq", ConfiguredWeight: 1, Weight: -1},
 				}},
 		}}
@@ -67,7 +67,7 @@ eligible backends by:
 }
 
 func TestWriteDirectorStatusFailedPass(t *testing.T) {
-	st := agent.Status{Node: "lvs1", Config: "c.yaml", LastReconcile: statusNow.Add(-3 * time.Minute),
+	st := views.Status{Node: "lvs1", Config: "c.yaml", LastReconcile: statusNow.Add(-3 * time.Minute),
 		LastDuration: 1, LastError: "adding destination 10.0.0.11:80: file exists"}
 	var b bytes.Buffer
 	writeDirectorStatus(&b, st, columnsState, statusNow)
@@ -79,7 +79,7 @@ func TestWriteDirectorStatusFailedPass(t *testing.T) {
 // A rejected configuration is said under the header, with the time of
 // the one still in force.
 func TestWriteDirectorStatusConfigRejected(t *testing.T) {
-	st := agent.Status{Node: "lvs1", Config: "c.yaml", LastReconcile: statusNow, LastDuration: 0.001,
+	st := views.Status{Node: "lvs1", Config: "c.yaml", LastReconcile: statusNow, LastDuration: 0.001,
 		ConfigLoadedAt: statusNow.Add(-time.Hour), ConfigError: `web.yaml:5:26: service "web": unknown key "wieght"`}
 	var b bytes.Buffer
 	writeDirectorStatus(&b, st, columnsState, statusNow)
@@ -163,7 +163,7 @@ func TestStatusCommand(t *testing.T) {
 // test ends; it returns a context for the test's commands and the socket.
 func fakeStatusAgent(t *testing.T, answer http.HandlerFunc) (context.Context, string) {
 	t.Helper()
-	return fakeAgent(t, agent.RouteStatus, answer)
+	return fakeAgent(t, views.RouteStatus, answer)
 }
 
 // fakeAgent serves answer on GET route of a local socket, as the agent's API.
@@ -190,14 +190,14 @@ func TestStatusCommandNoAgent(t *testing.T) {
 	}
 }
 
-// Above agent.SummaryAbove services the agent answers a summary: totals,
+// Above views.SummaryAbove services the agent answers a summary: totals,
 // then the services with a problem (their problem first in the state),
 // then what was left out and how to see it.
 func TestWriteDirectorStatusSummary(t *testing.T) {
 	st := directorStatus()
-	st.View = agent.ViewSummary
-	st.Totals = agent.StatusTotals{Services: 9000, IPVSServices: 10000, InKernel: 9999, VIPs: 1000, VIPsHeld: 1000, Problems: 57,
-		Backends: agent.BackendCounts{Total: 100000, Eligible: 99990, Unhealthy: 4, Draining: 1, NotInKernel: 1, ActiveConns: 14, InactiveConns: 8}}
+	st.View = views.ViewSummary
+	st.Totals = views.StatusTotals{Services: 9000, IPVSServices: 10000, InKernel: 9999, VIPs: 1000, VIPsHeld: 1000, Problems: 57,
+		Backends: views.BackendCounts{Total: 100000, Eligible: 99990, Unhealthy: 4, Draining: 1, NotInKernel: 1, ActiveConns: 14, InactiveConns: 8}}
 	st.Services[0].Problem = "1 backend not in the kernel"
 	st.Services[1].Problem = "not in the kernel"
 	st.Services[0], st.Services[1] = st.Services[1], st.Services[0]
@@ -244,7 +244,7 @@ lvsd status --service NAME shows services with their backends (globs: 'web-*'), 
 }
 
 // The flags choose the view the agent is asked for; the table asks for
-// auto (full up to agent.SummaryAbove services), --json for everything.
+// auto (full up to views.SummaryAbove services), --json for everything.
 // The agent answers compact JSON; --json prints it indented.
 func TestStatusCommandViews(t *testing.T) {
 	var asked []string

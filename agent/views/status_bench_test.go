@@ -1,4 +1,4 @@
-package agent
+package views
 
 import (
 	"context"
@@ -15,7 +15,7 @@ import (
 
 // statusDirector is a director of n services × backends backends, ten
 // services to a VIP, reconciled once against the fakes.
-func statusDirector(tb testing.TB, n, backends int) *Agent {
+func statusDirector(tb testing.TB, n, backends int) *Views {
 	e := newEnv(tb)
 	var b strings.Builder
 	for i := range n {
@@ -31,7 +31,7 @@ func statusDirector(tb testing.TB, n, backends int) *Agent {
 	e.service("bulk", b.String())
 
 	a := e.agent()
-	a.reconcile(context.Background())
+	a.a.Step(context.Background())
 	return a
 }
 
@@ -80,7 +80,7 @@ func BenchmarkMetrics(b *testing.B) {
 				b.ReportAllocs()
 				// The collector reads the mode from the configuration in force;
 				// the benchmark runs alone, so it may set it in place.
-				a.snap.Load().cfg.Agent.MetricsPerBackend = perBackend
+				a.a.Published().Config.Agent.MetricsPerBackend = perBackend
 				reg := prometheus.NewRegistry()
 				reg.MustRegister(NewCollector(a, "dev"))
 				var series int

@@ -1,4 +1,4 @@
-package agent
+package views
 
 import (
 	"context"
@@ -8,12 +8,13 @@ import (
 	"net/netip"
 	"net/url"
 
-	"github.com/lvsd/lvsd/agent/planner"
-	"github.com/lvsd/lvsd/l4"
-
+	"github.com/lvsd/lvsd/agent"
 	"github.com/lvsd/lvsd/agent/api"
+	"github.com/lvsd/lvsd/agent/health"
 	"github.com/lvsd/lvsd/agent/maglev"
-	"github.com/lvsd/lvsd/ipvs"
+	"github.com/lvsd/lvsd/agent/planner"
+	"github.com/lvsd/lvsd/ipvs/spec"
+	"github.com/lvsd/lvsd/l4"
 )
 
 // RouteExplain is the API route of Explain.
@@ -77,14 +78,14 @@ type ExplainedBackend struct {
 var errNoService = errors.New("no IPVS service of lvsd's takes this flow")
 
 // Explain says which backend a new flow q would get now, and why.
-func (a *Agent) Explain(ctx context.Context, q ExplainQuery) (Explanation, error) {
-	s := a.snap.Load()
+func (v *Views) Explain(ctx context.Context, q ExplainQuery) (Explanation, error) {
+	s := v.a.Published()
 	if s == nil {
 		return Explanation{}, errors.New("no reconcile pass has finished yet")
 	}
-	vs, ok := explainedService(s.cfg.Desired.Services, q)
+	vs, ok := explainedService(s.Config.Desired.Services, q)
 	if !ok {
-		for _, m := range s.cfg.Desired.Services {
+		for _, m := range s.Config.Desired.Services {
 			if m.ServiceKey.FWMark != 0 && m.VIP == q.Virtual.Addr() {
 				return Explanation{}, fmt.Errorf("%s %s: service %s is a firewall-mark service (%s), which lvsd explain "+
 					"does not resolve yet", q.Protocol, q.Virtual, m.Name, m.ServiceKey)
@@ -92,7 +93,7 @@ func (a *Agent) Explain(ctx context.Context, q ExplainQuery) (Explanation, error
 		}
 		return Explanation{}, fmt.Errorf("%s %s: %w", q.Protocol, q.Virtual, errNoService)
 	}
-	actual, err := a.opts.Kernel.readServices(ctx, []ipvs.ServiceKey{vs.ServiceKey})
+	actual, err := v.a.ReadServices(ctx, []spec.ServiceKey{vs.ServiceKey})
 	if err != nil {
 		return Explanation{}, err
 	}
@@ -101,11 +102,11 @@ func (a *Agent) Explain(ctx context.Context, q ExplainQuery) (Explanation, error
 		return Explanation{}, fmt.Errorf("%s (service %s) is not in the kernel", vs.ServiceKey, vs.Name)
 	}
 	e := Explanation{Schema: api.SchemaVersion, Client: q.Client.String(), Service: vs.Name, IPVSService: vs.ServiceKey.String(),
-		Scheduler: cur.Scheduler, Flags: cur.Flags.String(), Rule: s.eligibility.At(vs.Name).Rule, Slot: -1,
-		HashesPort: cur.Flags&ipvs.FlagMHPort != 0}
-	mds := explainDestinations(a, s, vs, cur, &e)
-	if a.opts.Kernel.Conns != nil {
-		conns, err := a.opts.Kernel.Conns.Connections(ctx)
+		Scheduler: cur.Scheduler, Flags: cur.Flags.String(), Rule: s.Eligibility.At(vs.Name).Rule, Slot: -1,
+		HashesPort: cur.Flags&spec.FlagMHPort != 0}
+	mds := explainDestinations(v.a.HealthStates(), s, vs, cur, &e)
+	if table := v.a.ConnectionTable(); table != nil {
+		conns, err := table.Connections(ctx)
 		if err != nil {
 			return Explanation{}, err
 		}
@@ -128,7 +129,7 @@ func (a *Agent) Explain(ctx context.Context, q ExplainQuery) (Explanation, error
 	if e.HashesPort {
 		port = q.Client.Port()
 	}
-	c := table.Pick(q.Client.Addr(), port, cur.Flags&ipvs.FlagMHFallback != 0)
+	c := table.Pick(q.Client.Addr(), port, cur.Flags&spec.FlagMHFallback != 0)
 	e.Slot, e.Rehashed = c.Slot, c.Rehashed
 	if c.Owner >= 0 {
 		e.SlotOwner = e.Destinations[c.Owner].Address
@@ -159,12 +160,11 @@ func explainedService(services []*planner.VirtualService, q ExplainQuery) (*plan
 // returns them as the Maglev scheduler sees them. A destination's slot
 // weight is its kernel weight, or at weight 0 the weight lvsd gave it last
 // (its configured slot weight; 1 for one no longer configured).
-func explainDestinations(a *Agent, s *snapshot, vs *planner.VirtualService, cur planner.ActualService, e *Explanation) []maglev.Destination {
-	wanted := map[ipvs.DestinationKey]planner.Destination{}
+func explainDestinations(states map[string]health.State, s *agent.Snapshot, vs *planner.VirtualService, cur planner.ActualService, e *Explanation) []maglev.Destination {
+	wanted := map[spec.DestinationKey]planner.Destination{}
 	for _, d := range vs.Destinations {
 		wanted[d.DestinationKey] = d
 	}
-	states, checked := a.healthStates(), &s.cfg.checked
 	var mds []maglev.Destination
 	for _, k := range cur.Destinations {
 		ds := DestinationStatus{Address: k.DestinationKey.String(), Forwarding: k.Method(), ConfiguredWeight: -1,
@@ -172,7 +172,7 @@ func explainDestinations(a *Agent, s *snapshot, vs *planner.VirtualService, cur 
 		slotWeight := k.Weight
 		if w, ok := wanted[k.DestinationKey]; ok {
 			ds.ConfiguredWeight = w.Weight
-			ds.setHealth(states, s.eligibility.At(vs.Name), checked, w.Backend)
+			ds.setHealth(states, s.Eligibility.At(vs.Name), s.Config, w.Backend)
 			if slotWeight == 0 {
 				slotWeight = max(w.SlotWeight, w.Weight)
 			}
@@ -192,7 +192,7 @@ func explainDestinations(a *Agent, s *snapshot, vs *planner.VirtualService, cur 
 // deciding finds the connection entry q's next packet belongs to (for a
 // client with a port), else the persistence template of a persistent
 // service: what decides before the scheduler does.
-func deciding(conns []ipvs.Connection, svc ipvs.Service, q ExplainQuery) (ipvs.Connection, string, bool) {
+func deciding(conns []spec.Connection, svc spec.Service, q ExplainQuery) (spec.Connection, string, bool) {
 	if q.Client.Port() != 0 {
 		for _, c := range conns {
 			if c.Protocol == q.Protocol && c.Client == q.Client && c.Virtual == q.Virtual {
@@ -200,8 +200,8 @@ func deciding(conns []ipvs.Connection, svc ipvs.Service, q ExplainQuery) (ipvs.C
 			}
 		}
 	}
-	if svc.Flags&ipvs.FlagPersistent == 0 {
-		return ipvs.Connection{}, "", false
+	if svc.Flags&spec.FlagPersistent == 0 {
+		return spec.Connection{}, "", false
 	}
 	bits := svc.Netmask
 	if bits == 0 {
@@ -209,7 +209,7 @@ func deciding(conns []ipvs.Connection, svc ipvs.Service, q ExplainQuery) (ipvs.C
 	}
 	masked, err := q.Client.Addr().Prefix(bits)
 	if err != nil {
-		return ipvs.Connection{}, "", false
+		return spec.Connection{}, "", false
 	}
 	for _, c := range conns {
 		if c.Protocol == 0 && c.Client.Addr() == masked.Addr() && c.Virtual.Addr() == q.Virtual.Addr() &&
@@ -217,17 +217,17 @@ func deciding(conns []ipvs.Connection, svc ipvs.Service, q ExplainQuery) (ipvs.C
 			return c, "persistence", true
 		}
 	}
-	return ipvs.Connection{}, "", false
+	return spec.Connection{}, "", false
 }
 
 // serveExplain answers GET /v1/explain?client=ADDR[:PORT]&virtual=VIP:PORT&protocol=tcp.
-func (a *Agent) serveExplain(w http.ResponseWriter, r *http.Request) {
+func (v *Views) serveExplain(w http.ResponseWriter, r *http.Request) {
 	q, err := ParseExplainQuery(r.URL.Query().Get("client"), r.URL.Query().Get("virtual"), r.URL.Query().Get("protocol"))
 	if err != nil {
 		http.Error(w, err.Error(), http.StatusBadRequest)
 		return
 	}
-	e, err := a.Explain(r.Context(), q)
+	e, err := v.Explain(r.Context(), q)
 	switch {
 	case errors.Is(err, errNoService):
 		http.Error(w, err.Error(), http.StatusNotFound)

@@ -1,4 +1,4 @@
-package agent
+package views
 
 import (
 	"errors"
@@ -9,10 +9,10 @@ import (
 	"strings"
 	"time"
 
-	"github.com/lvsd/lvsd/agent/planner"
-
+	"github.com/lvsd/lvsd/agent"
 	"github.com/lvsd/lvsd/agent/health"
-	"github.com/lvsd/lvsd/ipvs"
+	"github.com/lvsd/lvsd/agent/planner"
+	"github.com/lvsd/lvsd/ipvs/spec"
 )
 
 // View says how much of the selected services Status reports. At 10,000
@@ -107,12 +107,12 @@ func (c *BackendCounts) add(o BackendCounts) {
 	c.Total, c.Eligible, c.Unhealthy, c.Pending = c.Total+o.Total, c.Eligible+o.Eligible, c.Unhealthy+o.Unhealthy, c.Pending+o.Pending
 	c.NotInKernel, c.Draining = c.NotInKernel+o.NotInKernel, c.Draining+o.Draining
 	c.ActiveConns, c.InactiveConns = c.ActiveConns+o.ActiveConns, c.InactiveConns+o.InactiveConns
-	c.addStats(ipvs.Stats{Connections: o.Connections, PacketsIn: o.PacketsIn, PacketsOut: o.PacketsOut,
+	c.addStats(spec.Stats{Connections: o.Connections, PacketsIn: o.PacketsIn, PacketsOut: o.PacketsOut,
 		BytesIn: o.BytesIn, BytesOut: o.BytesOut})
 	c.Rates.add(o.Rates)
 }
 
-func (c *BackendCounts) addStats(s ipvs.Stats) {
+func (c *BackendCounts) addStats(s spec.Stats) {
 	c.Connections, c.PacketsIn, c.PacketsOut = c.Connections+s.Connections, c.PacketsIn+s.PacketsIn, c.PacketsOut+s.PacketsOut
 	c.BytesIn, c.BytesOut = c.BytesIn+s.BytesIn, c.BytesOut+s.BytesOut
 }
@@ -163,7 +163,7 @@ func plural(n int, noun string) string {
 // selectServices returns the configured IPVS services whose name matches
 // one of patterns (names or path.Match globs; none: every service), in the
 // configuration's order, and how many configured services match.
-func selectServices(cfg *LoadedConfig, patterns []string) ([]*planner.VirtualService, int, error) {
+func selectServices(cfg *agent.LoadedConfig, patterns []string) ([]*planner.VirtualService, int, error) {
 	for _, p := range patterns {
 		if _, err := path.Match(p, ""); err != nil {
 			return nil, 0, fmt.Errorf("%w: service pattern %q: %v", errBadQuery, p, err)
@@ -213,26 +213,25 @@ func matchAny(patterns []string, name string, matched []bool) bool {
 // statusReader answers for the services of one snapshot: the kernel as
 // read (now or by the passes), the addresses on the interface, health.
 type statusReader struct {
-	s       *snapshot
+	s       *agent.Snapshot
 	actual  planner.Actual
 	present map[netip.Addr]bool
 	states  map[string]health.State
-	checked *planner.CopyOnWriteMap[string, int] // Config.checked
 }
 
 // eachDestination calls f for every destination of vs: the configured ones
 // with their kernel counterpart (k nil: not in the kernel), then those the
 // kernel still has that are no longer configured (d nil).
-func eachDestination(vs *planner.VirtualService, cur planner.ActualService, f func(d *planner.Destination, k *ipvs.Destination)) {
+func eachDestination(vs *planner.VirtualService, cur planner.ActualService, f func(d *planner.Destination, k *spec.Destination)) {
 	kernel := cur.Destinations
 	found := make([]bool, len(kernel))
-	var index map[ipvs.DestinationKey]int
+	var index map[spec.DestinationKey]int
 	for i := range vs.Destinations {
 		d := &vs.Destinations[i]
 		j := kernelPosition(kernel, d.DestinationKey, len(vs.Destinations)-1-i)
 		if j < 0 && len(kernel) > 16 { // a search is cheaper for the usual few
 			if index == nil {
-				index = make(map[ipvs.DestinationKey]int, len(kernel))
+				index = make(map[spec.DestinationKey]int, len(kernel))
 				for i, k := range kernel {
 					index[k.DestinationKey] = i
 				}
@@ -241,7 +240,7 @@ func eachDestination(vs *planner.VirtualService, cur planner.ActualService, f fu
 				j = at
 			}
 		} else if j < 0 {
-			j = slices.IndexFunc(kernel, func(k ipvs.Destination) bool { return k.DestinationKey == d.DestinationKey })
+			j = slices.IndexFunc(kernel, func(k spec.Destination) bool { return k.DestinationKey == d.DestinationKey })
 		}
 		if j < 0 {
 			f(d, nil)
@@ -260,7 +259,7 @@ func eachDestination(vs *planner.VirtualService, cur planner.ActualService, f fu
 // kernelPosition returns where key is in kernel if it is at guess, -1 if
 // not. The kernel lists destinations newest first and lvsd adds them in
 // canonical order, so the configured i-th of n is usually (n-1-i)-th.
-func kernelPosition(kernel []ipvs.Destination, key ipvs.DestinationKey, guess int) int {
+func kernelPosition(kernel []spec.Destination, key spec.DestinationKey, guess int) int {
 	if guess >= 0 && guess < len(kernel) && kernel[guess].DestinationKey == key {
 		return guess
 	}
@@ -271,12 +270,12 @@ func kernelPosition(kernel []ipvs.Destination, key ipvs.DestinationKey, guess in
 func (r *statusReader) count(vs *planner.VirtualService) (BackendCounts, bool) {
 	cur, inKernel := r.actual.Services.Get(vs.ServiceKey)
 	var c BackendCounts
-	eachDestination(vs, cur, func(d *planner.Destination, k *ipvs.Destination) {
+	eachDestination(vs, cur, func(d *planner.Destination, k *spec.Destination) {
 		c.Total++
 		if d == nil {
 			c.Draining++
 		} else {
-			switch h, _ := healthOf(r.states, r.checked, d.Backend); h {
+			switch h, _ := healthOf(r.states, r.s.Config, d.Backend); h {
 			case healthUnhealthy:
 				c.Unhealthy++
 			case healthPending:
@@ -305,10 +304,10 @@ const (
 	healthPending   = "pending" // no round finished yet
 )
 
-// healthOf says the health of the backend with HealthKey key: "" when it
-// has no checks.
-func healthOf(states map[string]health.State, checked *planner.CopyOnWriteMap[string, int], key string) (string, health.State) {
-	if !checked.Has(key) {
+// healthOf says the health of the backend with HealthKey key of cfg: ""
+// when it has no checks.
+func healthOf(states map[string]health.State, cfg *agent.LoadedConfig, key string) (string, health.State) {
+	if !cfg.HasChecks(key) {
 		return "", health.State{Weight: health.NoWeight}
 	}
 	st, ok := states[key]
@@ -380,12 +379,12 @@ func (r *statusReader) service(l listed, withDests bool, now time.Time) ServiceS
 	vs := l.vs
 	ss := ServiceStatus{Name: vs.Name, Key: vs.ServiceKey.String(), Scheduler: vs.Scheduler,
 		VIP: vs.VIP.String(), Flags: vs.Flags.String(), InKernel: l.inKernel, VIPHeld: r.present[vs.VIP],
-		Rule: r.s.eligibility.At(vs.Name).Rule, Backends: l.counts, Problem: l.problem}
+		Rule: r.s.Eligibility.At(vs.Name).Rule, Backends: l.counts, Problem: l.problem}
 	if !withDests {
 		return ss
 	}
 	ss.Destinations = make([]DestinationStatus, 0, l.counts.Total)
-	eachDestination(vs, r.actual.Services.At(vs.ServiceKey), func(d *planner.Destination, k *ipvs.Destination) {
+	eachDestination(vs, r.actual.Services.At(vs.ServiceKey), func(d *planner.Destination, k *spec.Destination) {
 		ss.Destinations = append(ss.Destinations, r.destination(vs, d, k, now))
 	})
 	return ss
@@ -393,21 +392,21 @@ func (r *statusReader) service(l listed, withDests bool, now time.Time) ServiceS
 
 // destination is the status of a destination of vs: configured (d), in
 // the kernel (k), or both.
-func (r *statusReader) destination(vs *planner.VirtualService, d *planner.Destination, k *ipvs.Destination, now time.Time) DestinationStatus {
+func (r *statusReader) destination(vs *planner.VirtualService, d *planner.Destination, k *spec.Destination, now time.Time) DestinationStatus {
 	var ds DestinationStatus
 	if d != nil {
 		ds = DestinationStatus{Address: d.DestinationKey.String(), Forwarding: d.Method(), ConfiguredWeight: d.Weight, Weight: -1}
-		ds.setHealth(r.states, r.s.eligibility.At(vs.Name), r.checked, d.Backend)
-		if ov, ok := r.s.overrides[d.Backend]; ok {
+		ds.setHealth(r.states, r.s.Eligibility.At(vs.Name), r.s.Config, d.Backend)
+		if ov, ok := r.s.Overrides[d.Backend]; ok {
 			ds.Override = &ov
 		}
 	} else { // still in the kernel, no longer configured (or the sorry server)
 		ds = DestinationStatus{Address: k.DestinationKey.String(), Forwarding: k.Method(), ConfiguredWeight: -1,
 			ReportedWeight: health.NoWeight, Sorry: vs.IsSorry(k.DestinationKey)}
-		if ds.Sorry && sorryWanted(r.s.desired, vs.ServiceKey) {
+		if ds.Sorry && sorryWanted(r.s.Desired, vs.ServiceKey) {
 			ds.ConfiguredWeight, ds.Eligible = vs.Sorry.Weight, true // no backend is
 		}
-		if since, ok := r.s.drains[planner.DrainKey{Service: vs.ServiceKey, Destination: k.DestinationKey}]; ok {
+		if since, ok := r.s.Drains[planner.DrainKey{Service: vs.ServiceKey, Destination: k.DestinationKey}]; ok {
 			ds.DrainingFor = now.Sub(since).Round(time.Second).Seconds()
 		}
 	}
@@ -420,7 +419,25 @@ func (r *statusReader) destination(vs *planner.VirtualService, d *planner.Destin
 
 // sorryWanted reports whether the service with key k has its sorry server
 // among its destinations in d (with health applied): no backend is eligible.
-func sorryWanted(d planner.Desired, k ipvs.ServiceKey) bool {
+func sorryWanted(d planner.Desired, k spec.ServiceKey) bool {
 	vs, ok := planner.FindService(d, k)
 	return ok && vs.Sorry != nil && slices.ContainsFunc(vs.Destinations, func(dst planner.Destination) bool { return vs.IsSorry(dst.DestinationKey) })
+}
+
+func (d *DestinationStatus) setStats(s spec.Stats) {
+	d.Connections, d.PacketsIn, d.PacketsOut, d.BytesIn, d.BytesOut =
+		s.Connections, s.PacketsIn, s.PacketsOut, s.BytesIn, s.BytesOut
+	d.Rates = ratesOf(s.Rates)
+}
+
+// setHealth fills in the health of the backend with HealthKey key of a
+// service whose eligibility is elig.
+func (d *DestinationStatus) setHealth(states map[string]health.State, elig planner.Eligibility, cfg *agent.LoadedConfig, key string) {
+	var st health.State
+	d.Eligible = elig.Eligible(key)
+	d.Health, st = healthOf(states, cfg, key)
+	d.ReportedWeight = st.Weight
+	if d.Health == healthUnhealthy {
+		d.HealthError = st.LastError
+	}
 }

@@ -1,4 +1,4 @@
-package agent
+package views
 
 import (
 	"context"
@@ -19,8 +19,10 @@ import (
 	dto "github.com/prometheus/client_model/go"
 	"github.com/prometheus/common/expfmt"
 
+	"github.com/lvsd/lvsd/agent"
 	"github.com/lvsd/lvsd/agent/health"
 	"github.com/lvsd/lvsd/agent/histogram"
+	"github.com/lvsd/lvsd/agent/planner"
 	"github.com/lvsd/lvsd/ipvs"
 	"github.com/lvsd/lvsd/l4"
 )
@@ -94,7 +96,8 @@ func scrape(t *testing.T, c prometheus.Collector) string {
 func TestMetrics(t *testing.T) {
 	e := newEnv(t)
 	e.service("web", webTwo)
-	a := e.agent()
+	checker := &fakeHealth{} // no states until the second pass
+	a := e.agentWith(agent.Options{Health: checker})
 	c := NewCollector(a, "1.2.3")
 	if err := testutil.CollectAndCompare(c, strings.NewReader(`
 # HELP lvsd_ready 1 once the first reconcile pass has finished.
@@ -115,8 +118,8 @@ lvsd_ready 0
 	var rounds histogram.Durations
 	rounds.Observe(3 * time.Millisecond)
 	rounds.Observe(40 * time.Millisecond)
-	a.opts.Health = &fakeHealth{states: map[string]health.State{"web/10.0.0.11": {Known: true, Healthy: true, Weight: -1,
-		Rounds: 2, FailedRounds: 1, Transitions: 1, Durations: rounds, LastDuration: 40 * time.Millisecond}}}
+	checker.states = map[string]health.State{"web/10.0.0.11": {Known: true, Healthy: true, Weight: -1,
+		Rounds: 2, FailedRounds: 1, Transitions: 1, Durations: rounds, LastDuration: 40 * time.Millisecond}}
 	e.now = e.now.Add(time.Second)
 	e.reconcile(a)
 	e.now = e.now.Add(7 * time.Second)
@@ -179,12 +182,15 @@ func descName(d *prometheus.Desc) string {
 func TestMetricsCountFailedPasses(t *testing.T) {
 	e := newEnv(t)
 	e.service("web", webTwo)
-	a := e.agent()
+	broken := &brokenIPVS{Interface: e.ipvs}
+	k := e.kernel()
+	k.IPVS = broken
+	a := e.agentWith(agent.Options{Kernel: k})
 	c := NewCollector(a, "dev")
 	e.reconcile(a)
-	a.opts.Kernel.IPVS = brokenIPVS{e.ipvs}
+	broken.broken = true
 	e.resync(a)
-	a.opts.Kernel.IPVS = e.ipvs
+	broken.broken = false
 	check := func(want string) {
 		t.Helper()
 		if err := testutil.CollectAndCompare(c, strings.NewReader(want),
@@ -209,32 +215,23 @@ lvsd_last_reconcile_success 1
 # TYPE lvsd_reconcile_errors_total counter
 lvsd_reconcile_errors_total 1
 `)
-	if st, _ := a.Reconciles(); st.Passes != 3 || st.Failed != 1 {
+	if st, _ := a.a.Reconciles(); st.Passes != 3 || st.Failed != 1 {
 		t.Errorf("Reconciles() = %+v, want 3 passes, 1 failed", st)
 	}
 }
 
-// brokenIPVS fails every read, as a kernel without IPVS would.
-type brokenIPVS struct{ ipvs.Interface }
-
-func (brokenIPVS) Services(context.Context) ([]ipvs.Service, error) {
-	return nil, errors.New("netlink: boom")
+// brokenIPVS fails every read while broken, as a kernel without IPVS
+// would.
+type brokenIPVS struct {
+	ipvs.Interface
+	broken bool
 }
 
-// TestStalled: the watchdog's view of the loop.
-func TestStalled(t *testing.T) {
-	e := newEnv(t)
-	a := e.agent()
-	if a.Stalled(e.now.Add(time.Hour)) {
-		t.Error("stalled before the first pass; a slow start is not a hang")
+func (b *brokenIPVS) Services(ctx context.Context) ([]ipvs.Service, error) {
+	if b.broken {
+		return nil, errors.New("netlink: boom")
 	}
-	e.reconcile(a)
-	if a.Stalled(e.now.Add(DefaultResync)) {
-		t.Error("stalled one resync period after a pass")
-	}
-	if !a.Stalled(e.now.Add(2*DefaultResync + DefaultCheck + time.Second)) {
-		t.Error("not stalled after two resync periods without a pass")
-	}
+	return b.Interface.Services(ctx)
 }
 
 // TestMetricsHealth: checked backends export lvsd_backend_healthy, and an
@@ -244,11 +241,10 @@ func TestMetricsHealth(t *testing.T) {
 	e := newEnv(t)
 	e.service("web", "service: web\nvip: 10.0.0.50\nports: [80]\nhealth: {checks: [{type: tcp}]}\n"+
 		"backends:\n  - {address: 10.0.0.11}\n  - {address: 10.0.0.12}\n  - {address: 10.0.0.13, health: {checks: [{type: tcp}]}}\n")
-	a := e.agent()
-	a.opts.Health = &fakeHealth{states: map[string]health.State{ // fakeHealth: eligibility_test.go
+	a := e.agentWith(agent.Options{Health: &fakeHealth{states: map[string]health.State{
 		"web/10.0.0.11": {Known: true, Healthy: true, Weight: -1},
 		"web/10.0.0.12": {Known: true, Healthy: false, Weight: -1, LastError: "tcp: connection refused"},
-	}}
+	}}})
 	e.reconcile(a)
 	want := `
 # HELP lvsd_backend_healthy 0 if the backend fails its health checks, else 1 (backends start healthy, before their first round). Absent for backends without checks.
@@ -316,4 +312,36 @@ lvsd_config_last_reload_successful %d
 	e.reload(a)
 	e.reconcile(a)
 	check(1, 1060)
+}
+
+// The overrides show in the metrics: the drain and the weight, next to the
+// kernel's and the file's weights.
+func TestMetricsOverrides(t *testing.T) {
+	e := newEnv(t)
+	e.service("web", webTwo)
+	a := e.run(e.unstarted(agent.Options{})) // changes go through the agent's loop
+	for _, c := range []planner.BackendChange{
+		{Action: planner.ActionDrain, Service: "web", Backend: "10.0.0.11"},
+		{Action: planner.ActionWeight, Service: "web", Backend: "10.0.0.12", Weight: 3},
+	} {
+		if _, err := a.ChangeBackend(context.Background(), c); err != nil {
+			t.Fatal(err)
+		}
+	}
+	want := `
+# HELP lvsd_backend_override_drained 1 while an operator drains the backend at run time (lvsd backend drain: weight 0, its connections go on). Absent otherwise.
+# TYPE lvsd_backend_override_drained gauge
+lvsd_backend_override_drained{backend="10.0.0.11:80",ipvs_service="tcp:10.0.0.50:80",service="web"} 1
+# HELP lvsd_backend_override_weight The weight an operator set at run time (lvsd backend weight), which replaces the file's. Absent without one.
+# TYPE lvsd_backend_override_weight gauge
+lvsd_backend_override_weight{backend="10.0.0.12:80",ipvs_service="tcp:10.0.0.50:80",service="web"} 3
+# HELP lvsd_backend_weight The backend's weight in the kernel now (the effective weight; 0 while it drains). Absent when it is not in the kernel.
+# TYPE lvsd_backend_weight gauge
+lvsd_backend_weight{backend="10.0.0.11:80",ipvs_service="tcp:10.0.0.50:80",service="web"} 0
+lvsd_backend_weight{backend="10.0.0.12:80",ipvs_service="tcp:10.0.0.50:80",service="web"} 3
+`
+	if err := testutil.CollectAndCompare(NewCollector(a, "dev"), strings.NewReader(want),
+		"lvsd_backend_override_drained", "lvsd_backend_override_weight", "lvsd_backend_weight"); err != nil {
+		t.Fatal(err)
+	}
 }

@@ -1,4 +1,4 @@
-package agent
+package views
 
 import (
 	"github.com/prometheus/client_golang/prometheus"

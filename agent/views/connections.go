@@ -1,4 +1,4 @@
-package agent
+package views
 
 import (
 	"context"
@@ -8,8 +8,9 @@ import (
 	"net/netip"
 	"strconv"
 
+	"github.com/lvsd/lvsd/agent"
 	"github.com/lvsd/lvsd/agent/api"
-	"github.com/lvsd/lvsd/ipvs"
+	"github.com/lvsd/lvsd/ipvs/spec"
 	"github.com/lvsd/lvsd/l4"
 )
 
@@ -57,10 +58,10 @@ type ConnectionEntry struct {
 // Connections lists the IPVS connection table, bounded by q.Limit. It
 // reads the table entry by entry, keeping only what it lists, so a table
 // of millions costs the read, not their memory. Safe from any goroutine.
-func (a *Agent) Connections(ctx context.Context, q ConnectionQuery) (ConnectionList, error) {
-	s := a.snap.Load()
+func (v *Views) Connections(ctx context.Context, q ConnectionQuery) (ConnectionList, error) {
+	s := v.a.Published()
 	if s == nil {
-		return ConnectionList{}, errNotReady
+		return ConnectionList{}, agent.ErrNotReady
 	}
 	limit := q.Limit
 	if limit == 0 {
@@ -69,15 +70,16 @@ func (a *Agent) Connections(ctx context.Context, q ConnectionQuery) (ConnectionL
 	if limit < 0 || limit > MaxConnectionLimit {
 		return ConnectionList{}, fmt.Errorf("%w: limit %d is not between 1 and %d", errBadQuery, limit, MaxConnectionLimit)
 	}
-	match, err := connectionMatcher(s.cfg, q.Services)
+	match, err := connectionMatcher(s.Config, q.Services)
 	if err != nil {
 		return ConnectionList{}, err
 	}
-	if a.opts.Kernel.Conns == nil {
+	table := v.a.ConnectionTable()
+	if table == nil {
 		return ConnectionList{}, errors.New("this agent reads no IPVS connection table")
 	}
 	list := ConnectionList{Schema: api.SchemaVersion, Connections: []ConnectionEntry{}}
-	each := func(c ipvs.Connection) {
+	each := func(c spec.Connection) {
 		name, ok := match(c)
 		if !ok {
 			return
@@ -87,7 +89,7 @@ func (a *Agent) Connections(ctx context.Context, q ConnectionQuery) (ConnectionL
 			list.Connections = append(list.Connections, connectionEntry(c, name))
 		}
 	}
-	err = a.opts.Kernel.Conns.EachConnection(ctx, each)
+	err = table.EachConnection(ctx, each)
 	if err != nil {
 		return ConnectionList{}, err
 	}
@@ -95,7 +97,7 @@ func (a *Agent) Connections(ctx context.Context, q ConnectionQuery) (ConnectionL
 	return list, nil
 }
 
-func connectionEntry(c ipvs.Connection, service string) ConnectionEntry {
+func connectionEntry(c spec.Connection, service string) ConnectionEntry {
 	proto := c.Protocol.String()
 	if c.Protocol == 0 {
 		proto = "ip"
@@ -110,7 +112,7 @@ func connectionEntry(c ipvs.Connection, service string) ConnectionEntry {
 // persistence template by its VIP and port (0: all ports); to a
 // firewall-mark service, which the entry cannot name, by its VIP and a
 // destination of the service.
-func connectionMatcher(cfg *LoadedConfig, patterns []string) (func(ipvs.Connection) (string, bool), error) {
+func connectionMatcher(cfg *agent.LoadedConfig, patterns []string) (func(spec.Connection) (string, bool), error) {
 	selected, _, err := selectServices(cfg, patterns)
 	if err != nil {
 		return nil, err
@@ -137,7 +139,7 @@ func connectionMatcher(cfg *LoadedConfig, patterns []string) (func(ipvs.Connecti
 			byMark[marked{vs.VIP, netip.AddrPortFrom(d.Addr, d.Port)}] = vs.Name
 		}
 	}
-	return func(c ipvs.Connection) (string, bool) {
+	return func(c spec.Connection) (string, bool) {
 		if name, ok := byVirtual[virtual{c.Protocol, c.Virtual}]; ok {
 			return name, true
 		}
@@ -149,7 +151,7 @@ func connectionMatcher(cfg *LoadedConfig, patterns []string) (func(ipvs.Connecti
 }
 
 // serveConnections answers GET /v1/connections[?service=NAME|GLOB...][&limit=N].
-func (a *Agent) serveConnections(w http.ResponseWriter, r *http.Request) {
+func (v *Views) serveConnections(w http.ResponseWriter, r *http.Request) {
 	q := ConnectionQuery{Services: r.URL.Query()["service"]}
 	if l := r.URL.Query().Get("limit"); l != "" {
 		n, err := strconv.Atoi(l)
@@ -159,6 +161,6 @@ func (a *Agent) serveConnections(w http.ResponseWriter, r *http.Request) {
 		}
 		q.Limit = n
 	}
-	list, err := a.Connections(r.Context(), q)
+	list, err := v.Connections(r.Context(), q)
 	writeQueryAnswer(w, list, err)
 }

@@ -1,4 +1,4 @@
-package agent
+package views
 
 import (
 	"context"
@@ -7,20 +7,20 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"net/netip"
+	"slices"
 	"strings"
 	"testing"
 	"time"
 
-	"github.com/lvsd/lvsd/agent/planner"
-	"github.com/lvsd/lvsd/l4"
-
+	"github.com/lvsd/lvsd/agent"
 	"github.com/lvsd/lvsd/agent/health"
 	"github.com/lvsd/lvsd/ipvs"
+	"github.com/lvsd/lvsd/l4"
 )
 
 // problemDirector is a director of five services, four with a problem
 // each, reconciled, with the kernel then changed behind its back.
-func problemDirector(t *testing.T) (*testEnv, *Agent) {
+func problemDirector(t *testing.T) (*testEnv, *Views) {
 	t.Helper()
 	e := newEnv(t)
 	svc := func(name, vip string, port int, backends ...string) {
@@ -32,9 +32,8 @@ func problemDirector(t *testing.T) (*testEnv, *Agent) {
 	svc("gone", "10.0.0.51", 80, "{address: 10.0.0.11}")
 	svc("lost", "10.0.0.51", 81, "{address: 10.0.0.11}", "{address: 10.0.0.12}")
 	svc("sick", "10.0.0.52", 80, "{address: 10.0.0.11, health: {checks: [{type: tcp}]}}", "{address: 10.0.0.12}")
-	a := e.agent()
-	a.opts.Health = &fakeHealth{states: map[string]health.State{ // fakeHealth: eligibility_test.go
-		"sick/10.0.0.11": {Known: true, Weight: health.NoWeight, LastError: "connection refused"}}}
+	a := e.agentWith(agent.Options{Health: &fakeHealth{states: map[string]health.State{
+		"sick/10.0.0.11": {Known: true, Weight: health.NoWeight, LastError: "connection refused"}}}})
 	e.reconcile(a)
 	key := func(vip string, port uint16) ipvs.ServiceKey {
 		return ipvs.ServiceKey{Protocol: l4.TCP, Addr: netip.MustParseAddr(vip), Port: port}
@@ -189,34 +188,6 @@ func TestStatusSelection(t *testing.T) {
 	}
 }
 
-// The status does not wait for the VIP holder's goroutine, which may be in
-// a long takeover (reading the connection table for FULLNAT).
-func TestStatusDoesNotWaitForHolder(t *testing.T) {
-	e := newEnv(t)
-	e.service("web", webTwo)
-	a := e.agent()
-	e.reconcile(a)
-	ctx, cancel := context.WithCancel(context.Background())
-	wait := a.holder.Start(ctx)
-	defer wait()
-	defer cancel()
-	busy, release := make(chan struct{}), make(chan struct{})
-	go a.holder.do(ctx, func(context.Context) ([]planner.Op, error) {
-		close(busy)
-		<-release
-		return nil, nil
-	})
-	<-busy
-	defer close(release)
-	// A guard against a hang, not a timing: waiting would never end.
-	guard, stop := context.WithTimeout(ctx, time.Minute)
-	defer stop()
-	st, err := a.Status(guard, StatusQuery{})
-	if err != nil || len(st.Services) != 1 {
-		t.Fatalf("status while the holder is busy: %v, %+v", err, st)
-	}
-}
-
 // The kernel's counters and rate estimates reach the status per
 // destination, and the service adds up its destinations (lvsd status
 // --stats and --rate).
@@ -261,4 +232,89 @@ func TestStatusStatsAndRates(t *testing.T) {
 	if st.Totals.Backends.Rates.Connections != 11 {
 		t.Errorf("totals' rates %+v, want the sums over the selection", st.Totals.Backends.Rates)
 	}
+}
+
+func TestStatusShowsKernelAndDrains(t *testing.T) {
+	e := newEnv(t)
+	e.service("web", webTwo)
+	a := e.agent()
+	if _, err := a.Status(context.Background(), StatusQuery{}); err == nil {
+		t.Fatal("status before the first pass should say not ready")
+	}
+	e.reconcile(a)
+	svc := ipvs.ServiceKey{Protocol: l4.TCP, Addr: netip.MustParseAddr("10.0.0.50"), Port: 80}
+	rs2 := ipvs.DestinationKey{Addr: netip.MustParseAddr("10.0.0.12"), Port: 80}
+	e.ipvs.SetConns(svc, rs2, 2, 1)
+	e.service("web", "service: web\nvip: 10.0.0.50\nports: [80]\nbackends:\n  - {address: 10.0.0.11}\n")
+	e.reload(a)
+	e.reconcile(a)
+	e.now = e.now.Add(7 * time.Second)
+	st, err := a.Status(context.Background(), StatusQuery{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(st.Services) != 1 || !st.Services[0].VIPHeld || !st.Services[0].InKernel {
+		t.Fatalf("status: %+v", st)
+	}
+	want := []DestinationStatus{
+		{Address: "10.0.0.11:80", Forwarding: "route", ConfiguredWeight: 1, Weight: 1, Eligible: true, ReportedWeight: -1},
+		{Address: "10.0.0.12:80", Forwarding: "route", ConfiguredWeight: -1, Weight: 0, ActiveConns: 2, InactiveConns: 1, DrainingFor: 7, ReportedWeight: -1},
+	}
+	if got := st.Services[0].Destinations; !slices.Equal(got, want) {
+		t.Fatalf("destinations:\n got %+v\nwant %+v", got, want)
+	}
+}
+
+// Over FreshLimit IPVS services the status answers from the passes'
+// read-back, without a dump, and says how old its oldest numbers are; a
+// query for one service reads that one now.
+func TestStatusAtScale(t *testing.T) {
+	e := newEnv(t)
+	e.bulkServices(FreshLimit+10, "{address: 10.0.0.11}")
+	counting := &countingIPVS{Interface: e.ipvs}
+	k := e.kernel()
+	k.IPVS = counting
+	a := e.agentWith(agent.Options{Kernel: k})
+	e.reconcile(a)
+	counting.dumps = 0 // those of the pass
+	st, err := a.Status(context.Background(), StatusQuery{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(st.Services) != FreshLimit+10 || counting.dumps != 0 || !st.KernelAsOf.Equal(e.now) {
+		t.Errorf("all: %d services, %d dumps, numbers as of %v; want %d, 0, the pass", len(st.Services), counting.dumps, st.KernelAsOf, FreshLimit+10)
+	}
+	if st.Services[0].Destinations[0].Weight != 1 {
+		t.Errorf("from the pass: %+v", st.Services[0].Destinations)
+	}
+	st, err = a.Status(context.Background(), StatusQuery{Services: []string{"s7"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(st.Services) != 1 || st.Services[0].Name != "s7" || counting.dumps != 1 {
+		t.Errorf("one service: %d services, %d dumps", len(st.Services), counting.dumps)
+	}
+
+	// A later pass that reads one service back does not make the others'
+	// numbers look newer than they are.
+	first := e.now
+	e.now = e.now.Add(time.Minute)
+	e.reconcile(a, ipvs.ServiceKey{Protocol: l4.TCP, Addr: netip.MustParseAddr("10.0.1.1"), Port: 1003})
+	if st, err = a.Status(context.Background(), StatusQuery{}); err != nil {
+		t.Fatal(err)
+	}
+	if !st.KernelAsOf.Equal(first) || !st.LastReconcile.Equal(e.now) {
+		t.Errorf("after reading one service back: numbers as of %v, last pass %v; want %v, %v", st.KernelAsOf, st.LastReconcile, first, e.now)
+	}
+}
+
+// countingIPVS counts destination dumps.
+type countingIPVS struct {
+	ipvs.Interface
+	dumps int
+}
+
+func (c *countingIPVS) Destinations(ctx context.Context, k ipvs.ServiceKey) ([]ipvs.Destination, error) {
+	c.dumps++
+	return c.Interface.Destinations(ctx, k)
 }

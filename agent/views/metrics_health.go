@@ -1,14 +1,14 @@
-package agent
+package views
 
 import (
 	"strings"
 
-	"github.com/lvsd/lvsd/agent/planner"
-
 	"github.com/prometheus/client_golang/prometheus"
 
+	"github.com/lvsd/lvsd/agent"
 	"github.com/lvsd/lvsd/agent/health"
 	"github.com/lvsd/lvsd/agent/histogram"
+	"github.com/lvsd/lvsd/agent/planner"
 )
 
 // Metrics of health checking (docs/operations.md).
@@ -31,7 +31,7 @@ var healthDescs = []*prometheus.Desc{descHealthRounds, descHealthLast,
 
 // collectHealth exports the checker's view of every backend with checks of
 // cfg's services: per backend unless perBackend is false, per service.
-func collectHealth(cfg *LoadedConfig, states map[string]health.State, perBackend bool, ch chan<- prometheus.Metric,
+func collectHealth(cfg *agent.LoadedConfig, states map[string]health.State, perBackend bool, ch chan<- prometheus.Metric,
 	gauge func(*prometheus.Desc, float64, ...string), counter func(*prometheus.Desc, uint64, ...string)) {
 	if len(states) == 0 {
 		return

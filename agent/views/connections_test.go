@@ -1,4 +1,4 @@
-package agent
+package views
 
 import (
 	"context"
@@ -20,7 +20,7 @@ import (
 // connDirector is a director of two services (web on :80 and :443, mail
 // on :25) whose connection table holds n entries of web:80, one of mail,
 // a persistence template of web, and one of a service lvsd does not have.
-func connDirector(t *testing.T, n int) (*testEnv, *Agent) {
+func connDirector(t *testing.T, n int) (*testEnv, *Views) {
 	t.Helper()
 	e := newEnv(t)
 	e.service("web", "service: web\nvip: 10.0.0.50\nports: [80, 443]\nbackends:\n  - {address: 10.0.0.11}\n")

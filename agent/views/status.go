@@ -1,22 +1,30 @@
-package agent
+package views
 
 import (
 	"context"
 	"errors"
 	"fmt"
-	"maps"
 	"net/http"
 	"net/netip"
 	"time"
 
-	"github.com/lvsd/lvsd/agent/planner"
-
+	"github.com/lvsd/lvsd/agent"
 	"github.com/lvsd/lvsd/agent/api"
+	"github.com/lvsd/lvsd/agent/planner"
 	"github.com/lvsd/lvsd/cluster"
 	"github.com/lvsd/lvsd/cluster/bgp"
 	"github.com/lvsd/lvsd/cluster/connsync"
-	"github.com/lvsd/lvsd/ipvs"
+	"github.com/lvsd/lvsd/ipvs/spec"
 )
+
+// Views answers for one agent: what it published, read with the kernel's
+// numbers of the moment. Its methods are safe from any goroutine.
+type Views struct {
+	a *agent.Agent
+}
+
+// New returns the views of a.
+func New(a *agent.Agent) *Views { return &Views{a: a} }
 
 // Routes of the director's local API socket.
 const (
@@ -24,8 +32,6 @@ const (
 	RouteDrain   = "/v1/drain"   // POST: drain the director (BGP: withdraw or deprefer its routes)
 	RouteUndrain = "/v1/undrain" // POST: back in service
 )
-
-var errNotReady = errors.New("the agent has not finished its first pass yet")
 
 // Status is what `lvsd status` shows: the selected IPVS services (as the
 // view says) with their destinations as the kernel has them now, the totals
@@ -60,7 +66,7 @@ type Status struct {
 	ConnSync *connsync.Stats `json:"conn_sync,omitempty"`
 	// PeerFlows counts the conntrack entries of other directors' FULLNAT
 	// connections (ECMP with FULLNAT only).
-	PeerFlows *PeerFlowStats `json:"peer_flows,omitempty"`
+	PeerFlows *agent.PeerFlowStats `json:"peer_flows,omitempty"`
 	// ConfigLoadedAt is when the configuration in force was loaded;
 	// ConfigError says why the last attempt since was rejected (the files
 	// on disk are not what runs).
@@ -131,7 +137,7 @@ type Rates struct {
 	BytesOut    uint64 `json:"bytes_out_per_second"`
 }
 
-func ratesOf(r ipvs.Rates) Rates {
+func ratesOf(r spec.Rates) Rates {
 	return Rates{Connections: r.ConnectionsPerSecond, PacketsIn: r.PacketsInPerSecond, PacketsOut: r.PacketsOutPerSecond,
 		BytesIn: r.BytesInPerSecond, BytesOut: r.BytesOutPerSecond}
 }
@@ -139,52 +145,6 @@ func ratesOf(r ipvs.Rates) Rates {
 func (r *Rates) add(o Rates) {
 	r.Connections, r.PacketsIn, r.PacketsOut = r.Connections+o.Connections, r.PacketsIn+o.PacketsIn, r.PacketsOut+o.PacketsOut
 	r.BytesIn, r.BytesOut = r.BytesIn+o.BytesIn, r.BytesOut+o.BytesOut
-}
-
-// snapshot is what the owner goroutine publishes after each pass for readers
-// on other goroutines (the API); it is never modified once published.
-type snapshot struct {
-	cfg      *LoadedConfig
-	desired  planner.Desired // with health applied
-	drains   planner.Drains
-	at       time.Time
-	duration time.Duration
-	err      string
-	// eligibility is the policy's last decision per service; the owner
-	// goroutine never writes it again, only clones of it.
-	eligibility planner.CopyOnWriteMap[string, planner.Eligibility]
-	resets      uint64            // destinations this pass reset
-	passes      ReconcileStats    // counts up to and including this pass (metrics.go)
-	loaded      ConfigLoad        // the last attempt to load the configuration
-	actual      planner.Actual    // the kernel as this pass left it (read, then its ops)
-	overrides   planner.Overrides // the operator's, in force now (replaced, never modified)
-}
-
-func (a *Agent) publish(desired planner.Desired, actual planner.Actual, start time.Time, err error, ops ...planner.Op) {
-	s := &snapshot{cfg: a.cfg, desired: desired, drains: maps.Clone(a.drains), actual: actual,
-		at: start, duration: a.opts.Now().Sub(start), eligibility: a.eligibility, loaded: a.loaded,
-		overrides: a.overrides}
-	for _, op := range ops {
-		if op.Kind == planner.AwaitExpiry {
-			s.resets += uint64(len(op.Expiring.Dests))
-		}
-	}
-	if err != nil {
-		s.err = err.Error()
-	}
-	s.passes = a.snap.Load().next(s)
-	a.snap.Store(s)
-}
-
-// republish shows what changed outside a pass (a configuration rejected or
-// unchanged, an override that planned nothing) in the last pass's
-// snapshot: the status and the metrics must see it at once.
-func (a *Agent) republish() {
-	if prev := a.snap.Load(); prev != nil {
-		s := *prev
-		s.loaded, s.overrides = a.loaded, a.overrides
-		a.snap.Store(&s)
-	}
 }
 
 // oldestRead returns when the oldest numbers of the selected services in a
@@ -220,30 +180,30 @@ type StatusQuery struct {
 // Status combines the kernel (read now, or at the last pass for large
 // selections) with the last pass. Its cost is a few counters per selected
 // service plus what the view lists. It is safe to call from any goroutine.
-func (a *Agent) Status(ctx context.Context, q StatusQuery) (Status, error) {
-	s := a.snap.Load()
+func (v *Views) Status(ctx context.Context, q StatusQuery) (Status, error) {
+	s := v.a.Published()
 	if s == nil {
-		return Status{}, errNotReady
+		return Status{}, agent.ErrNotReady
 	}
 	view, err := ParseView(string(q.View))
 	if err != nil {
 		return Status{}, err
 	}
-	selected, names, err := selectServices(s.cfg, q.Services)
+	selected, names, err := selectServices(s.Config, q.Services)
 	if err != nil {
 		return Status{}, err
 	}
 	view = view.resolve(len(selected))
-	r, asOf, err := a.statusReader(ctx, s, selected)
+	r, asOf, err := v.statusReader(ctx, s, selected)
 	if err != nil {
 		return Status{}, err
 	}
-	st := Status{Schema: api.SchemaVersion, Node: s.cfg.Agent.Node, Role: string(s.cfg.Agent.Role), Config: a.opts.ConfigPath, KernelAsOf: asOf,
-		LastReconcile: s.at, LastDuration: s.duration.Seconds(), LastError: s.err,
-		ConfigLoadedAt: s.loaded.LastGood, ConfigError: s.loaded.Err, View: view}
-	st.Totals, st.Services = r.services(selected, view, a.opts.Now())
+	st := Status{Schema: api.SchemaVersion, Node: s.Config.Agent.Node, Role: string(s.Config.Agent.Role), Config: v.a.ConfigPath(), KernelAsOf: asOf,
+		LastReconcile: s.At, LastDuration: s.Duration.Seconds(), LastError: s.Err,
+		ConfigLoadedAt: s.Loaded.LastGood, ConfigError: s.Loaded.Err, View: view}
+	st.Totals, st.Services = r.services(selected, view, v.a.Now())
 	st.Totals.Services = names
-	if err := a.addAgentState(ctx, &st); err != nil {
+	if err := v.addAgentState(ctx, &st); err != nil {
 		return Status{}, err
 	}
 	return st, nil
@@ -252,20 +212,20 @@ func (a *Agent) Status(ctx context.Context, q StatusQuery) (Status, error) {
 // statusReader reads what Status needs besides the snapshot: the kernel's
 // numbers of the selected services when they are few, the addresses on
 // the interface, health. It returns when the kernel's numbers were read.
-func (a *Agent) statusReader(ctx context.Context, s *snapshot, selected []*planner.VirtualService) (*statusReader, time.Time, error) {
-	actual, asOf := s.actual, oldestRead(s.actual, selected, s.at)
+func (v *Views) statusReader(ctx context.Context, s *agent.Snapshot, selected []*planner.VirtualService) (*statusReader, time.Time, error) {
+	actual, asOf := s.Actual, oldestRead(s.Actual, selected, s.At)
 	if len(selected) <= FreshLimit {
-		keys := make([]ipvs.ServiceKey, len(selected))
+		keys := make([]spec.ServiceKey, len(selected))
 		for i, vs := range selected {
 			keys[i] = vs.ServiceKey
 		}
 		var err error
-		if actual, err = a.opts.Kernel.readServices(ctx, keys); err != nil {
+		if actual, err = v.a.ReadServices(ctx, keys); err != nil {
 			return nil, time.Time{}, err
 		}
-		asOf = a.opts.Now()
+		asOf = v.a.Now()
 	}
-	addrs, err := a.opts.Kernel.Addrs.List(ctx, s.desired.Interface)
+	addrs, err := v.a.Addresses(ctx, s.Desired.Interface)
 	if err != nil {
 		return nil, time.Time{}, err
 	}
@@ -275,36 +235,37 @@ func (a *Agent) statusReader(ctx context.Context, s *snapshot, selected []*plann
 			present[p.Addr()] = true
 		}
 	}
-	return &statusReader{s: s, actual: actual, present: present, states: a.healthStates(), checked: &s.cfg.checked}, asOf, nil
+	return &statusReader{s: s, actual: actual, present: present, states: v.a.HealthStates()}, asOf, nil
 }
 
 // addAgentState adds what the agent's other parts say: the cluster, the
 // connection-sync relay, BGP, the VIP holder's drain.
-func (a *Agent) addAgentState(ctx context.Context, st *Status) error {
-	if a.opts.Cluster != nil {
-		v, err := a.opts.Cluster.View(ctx)
+func (v *Views) addAgentState(ctx context.Context, st *Status) error {
+	parts := v.a.Parts()
+	if parts.Cluster != nil {
+		cv, err := parts.Cluster.View(ctx)
 		if err != nil {
 			return fmt.Errorf("cluster view: %w", err)
 		}
-		st.Cluster = &v
+		st.Cluster = &cv
 	}
-	if a.opts.ConnSync != nil {
-		cs := a.opts.ConnSync.Stats()
+	if parts.ConnSync != nil {
+		cs := parts.ConnSync.Stats()
 		st.ConnSync = &cs
 	}
-	if a.opts.PeerFlows != nil {
-		pf := a.opts.PeerFlows.Stats()
+	if parts.PeerFlows != nil {
+		pf := parts.PeerFlows.Stats()
 		st.PeerFlows = &pf
 	}
-	if a.opts.BGP != nil {
-		b, err := a.opts.BGP.Status(ctx)
+	if parts.BGP != nil {
+		b, err := parts.BGP.Status(ctx)
 		if err != nil {
 			return fmt.Errorf("bgp: %w", err)
 		}
 		st.BGP = &b
 	}
-	if a.holder != nil {
-		hs := a.holder.State()
+	if parts.Holder != nil {
+		hs := parts.Holder.State()
 		st.Drained, st.DrainedAt, st.Grounded = hs.Drained, hs.DrainedAt, hs.Grounded
 	}
 	return nil
@@ -332,14 +293,14 @@ func writeQueryAnswer(w http.ResponseWriter, answer any, err error) {
 //	GET /v1/backends  the operator's overrides (backends.go)
 //	POST /v1/backends/{drain,undrain,weight,clear}?service=&backend=[&weight=]
 //	POST /v1/drain, /v1/undrain  the director (the VIP holder)
-func (a *Agent) APIHandler() http.Handler {
+func (v *Views) APIHandler() http.Handler {
 	mux := http.NewServeMux()
-	mux.HandleFunc("GET "+RouteExplain, a.serveExplain)
-	mux.HandleFunc("GET "+RouteConnections, a.serveConnections)
-	a.serveBackends(mux)
+	mux.HandleFunc("GET "+RouteExplain, v.serveExplain)
+	mux.HandleFunc("GET "+RouteConnections, v.serveConnections)
+	v.serveBackends(mux)
 	mux.HandleFunc("GET "+RouteStatus, func(w http.ResponseWriter, r *http.Request) {
 		q := r.URL.Query()
-		st, err := a.Status(r.Context(), StatusQuery{Services: q["service"], View: View(q.Get("view"))})
+		st, err := v.Status(r.Context(), StatusQuery{Services: q["service"], View: View(q.Get("view"))})
 		if err == nil {
 			services := st.Services
 			st.Services = nil
@@ -350,7 +311,7 @@ func (a *Agent) APIHandler() http.Handler {
 	})
 	for route, on := range map[string]bool{RouteDrain: true, RouteUndrain: false} {
 		mux.HandleFunc("POST "+route, func(w http.ResponseWriter, r *http.Request) {
-			st, err := a.holder.Drain(r.Context(), on, a.opts.Now())
+			st, err := v.a.Parts().Holder.Drain(r.Context(), on, v.a.Now())
 			if err != nil {
 				http.Error(w, err.Error(), http.StatusInternalServerError)
 				return
@@ -361,7 +322,7 @@ func (a *Agent) APIHandler() http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		mux.ServeHTTP(w, r)
 		// `status --all` at 10,000 services leaves tens of MiB behind:
-		// collected now, not while the next change runs (collectAhead).
-		collectAhead()
+		// collected now, not while the next change runs (agent.CollectAhead).
+		agent.CollectAhead()
 	})
 }

@@ -1,4 +1,4 @@
-package agent
+package views
 
 import (
 	"fmt"
@@ -8,6 +8,7 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 
+	"github.com/lvsd/lvsd/agent"
 	"github.com/lvsd/lvsd/agent/health"
 )
 
@@ -52,8 +53,7 @@ func TestMetricsSeriesCount(t *testing.T) {
 				}
 			}
 			e.service("bulk", b.String())
-			a := e.agent()
-			a.opts.Health = &fakeHealth{states: states}
+			a := e.agentWith(agent.Options{Health: &fakeHealth{states: states}})
 			e.reconcile(a)
 			got := seriesByPrefix(t, NewCollector(a, "dev"))
 			want := map[string]int{"lvsd_service_": 13 * services, "lvsd_health_": 19 * services}

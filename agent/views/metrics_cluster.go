@@ -1,8 +1,9 @@
-package agent
+package views
 
 import (
 	"github.com/prometheus/client_golang/prometheus"
 
+	"github.com/lvsd/lvsd/agent"
 	"github.com/lvsd/lvsd/cluster"
 	"github.com/lvsd/lvsd/cluster/connsync"
 )
@@ -62,7 +63,7 @@ func collectCluster(v *cluster.View, gauge func(*prometheus.Desc, float64, ...st
 	}
 }
 
-func collectPeerFlows(s *PeerFlowStats, counter func(*prometheus.Desc, uint64, ...string)) {
+func collectPeerFlows(s *agent.PeerFlowStats, counter func(*prometheus.Desc, uint64, ...string)) {
 	counter(descPeerFlows, s.Created, "created")
 	counter(descPeerFlows, s.Existing, "existing")
 	counter(descPeerFlows, s.Refreshed, "refreshed")

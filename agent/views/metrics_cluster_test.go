@@ -1,4 +1,4 @@
-package agent
+package views
 
 import (
 	"context"
@@ -9,6 +9,7 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus/testutil"
 
+	"github.com/lvsd/lvsd/agent"
 	"github.com/lvsd/lvsd/cluster"
 	"github.com/lvsd/lvsd/cluster/connsync"
 )
@@ -38,11 +39,15 @@ func TestMetricsCluster(t *testing.T) {
 	if n := testutil.CollectAndCount(c, names...); n != 0 {
 		t.Fatalf("without a cluster: %d cluster series", n)
 	}
-	a.opts.Cluster = fixedView{Live: 2, Quorum: 2, Stalls: 3, Mode: cluster.ActiveStandby, State: "standby",
-		VIPs: []cluster.VIPView{{VIP: "10.0.0.50", Owner: "d2", Holders: []string{"d2"}}, {VIP: "10.0.0.51"}}}
-	a.opts.ConnSync = fixedSyncStats{MasterRecords: 10, SentRecords: 12, ReplayedRecords: 2, ReceivedRecords: 5,
-		AppliedRecords: 5, DroppedInvalid: 1, CacheSize: 7, Pushes: 4, LastLag: 3 * time.Millisecond, MaxLag: 40 * time.Millisecond,
-		ResentRecords: 1, SummariesSent: 6, SummariesReceived: 12, MissingMessages: 3, RequestsSent: 1, RequestsReceived: 2, RequestsRefused: 1}
+	// The same director restarted in a cluster, with connection sync.
+	a = e.agentWith(agent.Options{
+		Cluster: fixedView{Live: 2, Quorum: 2, Stalls: 3, Mode: cluster.ActiveStandby, State: "standby",
+			VIPs: []cluster.VIPView{{VIP: "10.0.0.50", Owner: "d2", Holders: []string{"d2"}}, {VIP: "10.0.0.51"}}},
+		ConnSync: fixedSyncStats{MasterRecords: 10, SentRecords: 12, ReplayedRecords: 2, ReceivedRecords: 5,
+			AppliedRecords: 5, DroppedInvalid: 1, CacheSize: 7, Pushes: 4, LastLag: 3 * time.Millisecond, MaxLag: 40 * time.Millisecond,
+			ResentRecords: 1, SummariesSent: 6, SummariesReceived: 12, MissingMessages: 3, RequestsSent: 1, RequestsReceived: 2, RequestsRefused: 1}})
+	e.reconcile(a)
+	c = NewCollector(a, "dev")
 	want := `
 # HELP lvsd_cluster_info Always 1; mode is active-standby, active-active or ecmp (where every ready director holds every VIP).
 # TYPE lvsd_cluster_info gauge

@@ -1,0 +1,79 @@
+package cluster
+
+import (
+	"bytes"
+	"log/slog"
+	"strings"
+	"testing"
+	"time"
+	"unicode"
+)
+
+func TestParseMemberlistLine(t *testing.T) {
+	for _, c := range []struct {
+		line, level, msg, from string
+	}{
+		{"[ERR] memberlist: Decrypt packet failed: cipher: message authentication failed from=10.0.0.2:7946",
+			"ERR", "Decrypt packet failed: cipher: message authentication failed from=10.0.0.2:7946", "10.0.0.2:7946"},
+		{"[DEBUG] memberlist: Stream connection from=10.0.0.3:40000\n", "DEBUG", "Stream connection from=10.0.0.3:40000", "10.0.0.3:40000"},
+		{"memberlist: no level", "INFO", "no level", ""},
+		{"", "INFO", "", ""},
+		{"[", "INFO", "[", ""},
+		{"[]", "", "", ""},
+		{"[WARN]", "WARN", "", ""},
+		// A peer's error reply is quoted without the sender's address:
+		// whatever it ends with must not crash the parser.
+		{"[ERR] memberlist: Push/Pull with d2 failed: Remote error: from=", "ERR", "Push/Pull with d2 failed: Remote error: from=", ""},
+		{"[ERR] memberlist: Push/Pull with d2 failed: Remote error: from=   ", "ERR", "Push/Pull with d2 failed: Remote error: from=", ""},
+		{"[ERR] memberlist: Push/Pull with d2 failed: from=\t \n", "ERR", "Push/Pull with d2 failed: from=", ""},
+		{"from=", "INFO", "from=", ""},
+		{"from= from=", "INFO", "from= from=", ""},
+		{"from= 10.0.0.2:7946", "INFO", "from= 10.0.0.2:7946", ""},
+		// The address memberlist appends wins over one the peer wrote.
+		{"[ERR] memberlist: Failed push/pull merge: forged from=192.0.2.1:1 from=10.0.0.2:7946",
+			"ERR", "Failed push/pull merge: forged from=192.0.2.1:1 from=10.0.0.2:7946", "10.0.0.2:7946"},
+	} {
+		level, msg, from := parseMemberlistLine(c.line)
+		if level != c.level || msg != c.msg || from != c.from {
+			t.Errorf("parseMemberlistLine(%q) = %q, %q, %q; want %q, %q, %q", c.line, level, msg, from, c.level, c.msg, c.from)
+		}
+	}
+}
+
+// TestMemberlistLogHostileLines feeds the log writer memberlist uses lines
+// whose "from=" has no value: each must be logged, not crash the director.
+func TestMemberlistLogHostileLines(t *testing.T) {
+	var buf bytes.Buffer
+	w := &mlLog{n: &Node{log: slog.New(slog.NewTextHandler(&buf, nil))}, last: map[string]time.Time{}}
+	for _, line := range []string{
+		"[ERR] memberlist: Push/Pull with d2 failed: Remote error: from=\n",
+		"[ERR] memberlist: Push/Pull with d2 failed: remote state is encrypted from=  \n",
+		"[WARN] memberlist: from=",
+	} {
+		if n, err := w.Write([]byte(line)); n != len(line) || err != nil {
+			t.Errorf("Write(%q) = %d, %v", line, n, err)
+		}
+	}
+	if !strings.Contains(buf.String(), "fail authentication") {
+		t.Errorf("the authentication failure was not logged:\n%s", buf.String())
+	}
+}
+
+func FuzzParseMemberlistLine(f *testing.F) {
+	f.Add("[ERR] memberlist: Decrypt packet failed: cipher: message authentication failed from=10.0.0.2:7946")
+	f.Add("[ERR] memberlist: Push/Pull with d2 failed: Remote error: from=")
+	f.Add("[WARN] memberlist: Got ping for unexpected node 'x from=' from=<unknown address>")
+	f.Add("[")
+	f.Fuzz(func(t *testing.T, line string) {
+		level, msg, from := parseMemberlistLine(line)
+		if strings.ContainsFunc(from, unicode.IsSpace) {
+			t.Fatalf("from %q holds spaces", from)
+		}
+		if from != "" && !strings.Contains(msg, "from="+from) {
+			t.Fatalf("from %q is not in the message %q", from, msg)
+		}
+		if !strings.Contains(line, msg) || level != "INFO" && !strings.Contains(line, "["+level+"]") {
+			t.Fatalf("level %q or message %q is not from the line %q", level, msg, line)
+		}
+	})
+}
