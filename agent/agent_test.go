@@ -18,7 +18,7 @@ import (
 	"github.com/lvsd/lvsd/arp"
 	"github.com/lvsd/lvsd/arp/sysctl"
 	"github.com/lvsd/lvsd/ipvs"
-	"github.com/lvsd/lvsd/l4"
+	"github.com/lvsd/lvsd/ipvs/l4"
 	"github.com/lvsd/lvsd/nat"
 )
 

@@ -9,7 +9,7 @@ import (
 	"time"
 
 	"github.com/lvsd/lvsd/ipvs"
-	"github.com/lvsd/lvsd/l4"
+	"github.com/lvsd/lvsd/ipvs/l4"
 )
 
 // What someone else changes behind lvsd's back is corrected by the

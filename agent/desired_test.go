@@ -9,7 +9,7 @@ import (
 	"testing"
 
 	"github.com/lvsd/lvsd/agent/planner"
-	"github.com/lvsd/lvsd/l4"
+	"github.com/lvsd/lvsd/ipvs/l4"
 
 	"github.com/lvsd/lvsd/agent/config"
 )

@@ -14,7 +14,7 @@ import (
 	"time"
 
 	"github.com/lvsd/lvsd/agent/planner"
-	"github.com/lvsd/lvsd/l4"
+	"github.com/lvsd/lvsd/ipvs/l4"
 
 	"github.com/lvsd/lvsd/agent/config"
 	"github.com/lvsd/lvsd/ipvs"

@@ -8,7 +8,7 @@ import (
 	"time"
 
 	"github.com/lvsd/lvsd/agent/planner"
-	"github.com/lvsd/lvsd/l4"
+	"github.com/lvsd/lvsd/ipvs/l4"
 
 	"github.com/lvsd/lvsd/cluster/connsync"
 	"github.com/lvsd/lvsd/nat"

@@ -12,7 +12,7 @@ import (
 	"time"
 
 	"github.com/lvsd/lvsd/agent/planner"
-	"github.com/lvsd/lvsd/l4"
+	"github.com/lvsd/lvsd/ipvs/l4"
 
 	"github.com/lvsd/lvsd/arp"
 	"github.com/lvsd/lvsd/ipvs"

@@ -11,7 +11,7 @@ import (
 	"time"
 
 	"github.com/lvsd/lvsd/agent/planner"
-	"github.com/lvsd/lvsd/l4"
+	"github.com/lvsd/lvsd/ipvs/l4"
 
 	"github.com/lvsd/lvsd/ipvs"
 )

@@ -14,7 +14,7 @@ import (
 	"github.com/lvsd/lvsd/e2e/echo"
 	"github.com/lvsd/lvsd/e2e/topo"
 	"github.com/lvsd/lvsd/ipvs"
-	"github.com/lvsd/lvsd/l4"
+	"github.com/lvsd/lvsd/ipvs/l4"
 )
 
 // TestAffinity: with `affinity: none` lvsd sets the Maglev flag mh-port, so

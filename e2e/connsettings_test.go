@@ -15,7 +15,7 @@ import (
 	"github.com/lvsd/lvsd/e2e/echo"
 	"github.com/lvsd/lvsd/e2e/topo"
 	"github.com/lvsd/lvsd/ipvs"
-	"github.com/lvsd/lvsd/l4"
+	"github.com/lvsd/lvsd/ipvs/l4"
 )
 
 // TestTimeoutsAndThresholds (issue 17, item 4) checks the kernel connection

@@ -11,7 +11,7 @@ import (
 	"github.com/lvsd/lvsd/e2e/echo"
 	"github.com/lvsd/lvsd/e2e/topo"
 	"github.com/lvsd/lvsd/ipvs"
-	"github.com/lvsd/lvsd/l4"
+	"github.com/lvsd/lvsd/ipvs/l4"
 )
 
 // TestIPv6 covers NAT with an IPv6 VIP (DR over IPv6 is TestDR/IPv6): lvsd

@@ -11,7 +11,7 @@ import (
 	"github.com/lvsd/lvsd/e2e/echo"
 	"github.com/lvsd/lvsd/e2e/topo"
 	"github.com/lvsd/lvsd/ipvs"
-	"github.com/lvsd/lvsd/l4"
+	"github.com/lvsd/lvsd/ipvs/l4"
 )
 
 // TestUDP: a UDP DR service (IPv4 and IPv6) becomes a UDP IPVS service;

@@ -12,7 +12,7 @@ import (
 	"sync"
 	"time"
 
-	"github.com/lvsd/lvsd/l4"
+	"github.com/lvsd/lvsd/ipvs/l4"
 )
 
 // The kernel's IPVS connection table has no generic netlink dump (the genl

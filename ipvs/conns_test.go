@@ -11,7 +11,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/lvsd/lvsd/l4"
+	"github.com/lvsd/lvsd/ipvs/l4"
 )
 
 // A table as ip_vs_conn_seq_show prints it: IPv4 and IPv6 entries, a

@@ -8,7 +8,7 @@ import (
 	"syscall"
 	"testing"
 
-	"github.com/lvsd/lvsd/l4"
+	"github.com/lvsd/lvsd/ipvs/l4"
 
 	"github.com/vishvananda/netlink/nl"
 	"golang.org/x/sys/unix"

@@ -10,7 +10,7 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/lvsd/lvsd/l4"
+	"github.com/lvsd/lvsd/ipvs/l4"
 )
 
 // On the real kernel, every destination write goes through the one

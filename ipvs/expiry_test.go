@@ -7,7 +7,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/lvsd/lvsd/l4"
+	"github.com/lvsd/lvsd/ipvs/l4"
 )
 
 // shrinkingLister returns its tables one call after the other, then the last.

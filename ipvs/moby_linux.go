@@ -13,7 +13,7 @@ import (
 	"net/netip"
 	"syscall"
 
-	"github.com/lvsd/lvsd/l4"
+	"github.com/lvsd/lvsd/ipvs/l4"
 
 	mobyipvs "github.com/moby/ipvs"
 )

@@ -10,7 +10,7 @@ import (
 	"syscall"
 	"testing"
 
-	"github.com/lvsd/lvsd/l4"
+	"github.com/lvsd/lvsd/ipvs/l4"
 )
 
 // The kernel reads an IPv4 netmask as raw mask bytes and an IPv6 one as a

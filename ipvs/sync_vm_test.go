@@ -13,7 +13,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/lvsd/lvsd/l4"
+	"github.com/lvsd/lvsd/ipvs/l4"
 )
 
 // TestVMSyncThreshold shows with the kernel's own master daemon why

@@ -9,7 +9,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/lvsd/lvsd/l4"
+	"github.com/lvsd/lvsd/ipvs/l4"
 )
 
 // The Fake starts at the kernel's defaults, changes only what is set and

@@ -11,7 +11,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/lvsd/lvsd/l4"
+	"github.com/lvsd/lvsd/ipvs/l4"
 )
 
 // The kernel and the Fake agree on timeouts (a fresh namespace has the

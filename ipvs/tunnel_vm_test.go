@@ -13,7 +13,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/lvsd/lvsd/l4"
+	"github.com/lvsd/lvsd/ipvs/l4"
 )
 
 // The kernel and the Fake agree on tunnel destinations: GUE and GRE read

@@ -3,7 +3,7 @@ package nat
 import (
 	"net/netip"
 
-	"github.com/lvsd/lvsd/l4"
+	"github.com/lvsd/lvsd/ipvs/l4"
 	"github.com/lvsd/lvsd/nat/internal/golden"
 )
 

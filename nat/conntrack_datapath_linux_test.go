@@ -11,7 +11,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/lvsd/lvsd/l4"
+	"github.com/lvsd/lvsd/ipvs/l4"
 	"github.com/lvsd/lvsd/nat/rules"
 	"github.com/mdlayher/netlink"
 	"golang.org/x/sys/unix"

@@ -9,7 +9,7 @@ import (
 	"sync"
 	"syscall"
 
-	"github.com/lvsd/lvsd/l4"
+	"github.com/lvsd/lvsd/ipvs/l4"
 )
 
 // ConntrackFake keeps restored entries in memory. Like the kernel it

@@ -7,7 +7,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/lvsd/lvsd/l4"
+	"github.com/lvsd/lvsd/ipvs/l4"
 
 	"github.com/mdlayher/netlink"
 	"golang.org/x/sys/unix"

@@ -6,7 +6,7 @@ import (
 	"net/netip"
 	"time"
 
-	"github.com/lvsd/lvsd/l4"
+	"github.com/lvsd/lvsd/ipvs/l4"
 
 	"github.com/mdlayher/netlink"
 )

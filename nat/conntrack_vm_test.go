@@ -15,7 +15,7 @@ import (
 	"time"
 
 	"github.com/lvsd/lvsd/ipvs"
-	"github.com/lvsd/lvsd/l4"
+	"github.com/lvsd/lvsd/ipvs/l4"
 )
 
 // TestVMRestoreFullNATConntrack is a takeover in one director, with real

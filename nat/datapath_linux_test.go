@@ -12,7 +12,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/lvsd/lvsd/l4"
+	"github.com/lvsd/lvsd/ipvs/l4"
 
 	"github.com/vishvananda/netns"
 )

@@ -6,7 +6,7 @@ import (
 	"github.com/google/nftables"
 	"github.com/google/nftables/expr"
 	"github.com/google/nftables/userdata"
-	"github.com/lvsd/lvsd/l4"
+	"github.com/lvsd/lvsd/ipvs/l4"
 	"github.com/lvsd/lvsd/nat/rules"
 	"golang.org/x/sys/unix"
 )

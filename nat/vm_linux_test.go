@@ -22,7 +22,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/lvsd/lvsd/l4"
+	"github.com/lvsd/lvsd/ipvs/l4"
 )
 
 // requireIPVS is requireNetAdmin plus a kernel with IPVS: these tests run

@@ -11,7 +11,7 @@ import (
 	"time"
 
 	"github.com/lvsd/lvsd/agent/policy"
-	"github.com/lvsd/lvsd/l4"
+	"github.com/lvsd/lvsd/ipvs/l4"
 )
 
 // Forwarding is how the director delivers packets to real servers.

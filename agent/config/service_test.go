@@ -9,7 +9,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/lvsd/lvsd/l4"
+	"github.com/lvsd/lvsd/ipvs/l4"
 )
 
 func writeFile(t *testing.T, dir, name, body string) string {

@@ -34,19 +34,19 @@ var layers = []layer{
 	// l4 is the protocol numbers and port ranges that IPVS, nftables and
 	// the configuration all speak of: a value leaf with no imports, shared
 	// by the kernel packages so that none of them imports another.
-	{pkg: "l4", pure: true, mayNotReach: kernelOrSyscalls},
-	{pkg: "ipvs/...", mayUse: []string{"ipvs/...", "l4"}},
-	{pkg: "nat/...", mayUse: []string{"nat/...", "l4"},
+	{pkg: "ipvs/l4", pure: true, mayNotReach: kernelOrSyscalls}, // the L4 values IPVS balances on, which nat/rules and the configuration name too
+	{pkg: "ipvs/...", mayUse: []string{"ipvs/..."}},
+	{pkg: "nat/...", mayUse: []string{"nat/...", "ipvs/l4"},
 		testMayUse: []string{"ipvs"}}, // the VM test restores conntrack from IPVS's real connection table, which only ipvs reads
 	{pkg: "arp/...", mayUse: []string{"arp/..."}},
 	{pkg: "cluster/...", mayUse: []string{"cluster/..."}},
-	{pkg: "ipvs/spec", mayUse: []string{"l4"}, pure: true, mayNotReach: kernelOrSyscalls}, // services and connections name their protocol in l4's numbers
+	{pkg: "ipvs/spec", mayUse: []string{"ipvs/l4"}, pure: true, mayNotReach: kernelOrSyscalls}, // services and connections name their protocol in l4's numbers
 	{pkg: "arp/spec", pure: true, mayNotReach: kernelOrSyscalls},
-	{pkg: "nat/rules", mayUse: []string{"l4"}, pure: true, mayNotReach: kernelOrSyscalls, // rules match l4's protocols and port ranges
+	{pkg: "nat/rules", mayUse: []string{"ipvs/l4"}, pure: true, mayNotReach: kernelOrSyscalls, // rules match l4's protocols and port ranges
 		testMayUse: []string{"nat/internal/golden"}}, // the golden cases nat's namespace tests apply to the kernel too
 	{pkg: "cluster/bgp/route", pure: true, mayNotReach: kernelOrSyscalls},
 	{pkg: "cluster/settings", pure: true, mayNotReach: kernelOrSyscalls},
-	{pkg: "cluster/connsync/records", mayUse: []string{"l4"}, pure: true, mayNotReach: kernelOrSyscalls}, // a service names its protocol in l4's numbers
+	{pkg: "cluster/connsync/records", mayUse: []string{"ipvs/l4"}, pure: true, mayNotReach: kernelOrSyscalls}, // a service names its protocol in l4's numbers
 	{pkg: "agent/policy", pure: true, mayNotReach: kernelOrSyscalls},
 	{pkg: "agent/maglev", pure: true, mayNotReach: kernelOrSyscalls},
 	{pkg: "agent/histogram", pure: true, mayNotReach: kernelOrSyscalls},
@@ -59,13 +59,13 @@ var layers = []layer{
 	{pkg: "agent/program", mayNot3: kernelLibraries, mayNotReach: kernelLibraries},
 	{pkg: "agent/health", mayUse: []string{"agent/histogram", "agent/program"}, mayNot3: kernelLibraries, mayNotReach: kernelLibraries},
 	{pkg: "agent/hooks", mayUse: []string{"agent/metrics", "agent/program"}, mayNot3: kernelLibraries, mayNotReach: kernelLibraries},
-	{pkg: "agent/config", mayUse: []string{"l4", "agent/policy", "agent/hooks", "ipvs/spec", "cluster/settings", "cluster/bgp/route"}, mayNot3: kernelLibraries, mayNotReach: kernelLibraries},
-	{pkg: "agent/planner", mayUse: []string{"l4", "agent/config", "agent/policy", "ipvs/spec", "nat/rules", "arp/spec", "cluster/bgp/route", "cluster/connsync/records"},
+	{pkg: "agent/config", mayUse: []string{"ipvs/l4", "agent/policy", "agent/hooks", "ipvs/spec", "cluster/settings", "cluster/bgp/route"}, mayNot3: kernelLibraries, mayNotReach: kernelLibraries},
+	{pkg: "agent/planner", mayUse: []string{"ipvs/l4", "agent/config", "agent/policy", "ipvs/spec", "nat/rules", "arp/spec", "cluster/bgp/route", "cluster/connsync/records"},
 		pure: true, mayNotReach: kernelLibraries}, // reaches x/sys/unix only through agent/config → agent/hooks → prometheus
 	{pkg: "agent/apply", mayUse: []string{"agent/planner", "ipvs/spec"}, pure: true, mayNotReach: kernelLibraries},
-	{pkg: "agent", mayUse: []string{"l4", "agent/apply", "agent/planner", "agent/config", "agent/policy", "agent/health", "agent/hooks", "agent/histogram", "agent/statefile",
+	{pkg: "agent", mayUse: []string{"ipvs/l4", "agent/apply", "agent/planner", "agent/config", "agent/policy", "agent/health", "agent/hooks", "agent/histogram", "agent/statefile",
 		"ipvs", "nat", "arp", "arp/sysctl", "cluster/..."}, mayNot3: kernelLibraries},
-	{pkg: "agent/views", mayUse: []string{"l4", "agent", "agent/planner", "agent/api", "agent/health", "agent/histogram", "agent/maglev", "agent/metrics", "ipvs/spec",
+	{pkg: "agent/views", mayUse: []string{"ipvs/l4", "agent", "agent/planner", "agent/api", "agent/health", "agent/histogram", "agent/maglev", "agent/metrics", "ipvs/spec",
 		"cluster", "cluster/bgp", "cluster/connsync"}, // the status carries the cluster's, BGP's and the relay's own status values
 		mayNot3:    kernelLibraries,
 		testMayUse: []string{"ipvs", "arp", "arp/sysctl", "nat"}}, // the tests drive an agent on the kernel packages' fakes
@@ -83,7 +83,7 @@ var layers = []layer{
 	{pkg: "e2e/...", mayUse: []string{"e2e/..."}},
 	{pkg: "e2e", mayUse: []string{"e2e/..."}, testMayUse: []string{
 		"ipvs",                                       // reads back what lvsd programmed: IPVS services, destinations, connections
-		"l4",                                         // names the protocols of the services and connections it reads back
+		"ipvs/l4",                                    // names the protocols of the services and connections it reads back
 		"arp",                                        // reads back the addresses lvsd put on the directors' interfaces
 		"agent/maglev",                               // TestMaglevPrediction compares lvsd's prediction of ip_vs_mh with the kernel's choice
 		"agent/views", "cluster", "cluster/connsync", // decode `lvsd status` JSON into the types lvsd encodes it from, and wait out the cluster's default timers

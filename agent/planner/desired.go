@@ -7,8 +7,8 @@ import (
 	"time"
 
 	"github.com/lvsd/lvsd/agent/config"
+	"github.com/lvsd/lvsd/ipvs/l4"
 	ipvs "github.com/lvsd/lvsd/ipvs/spec"
-	"github.com/lvsd/lvsd/l4"
 	nat "github.com/lvsd/lvsd/nat/rules"
 )
 

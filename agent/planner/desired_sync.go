@@ -5,8 +5,8 @@ import (
 
 	"github.com/lvsd/lvsd/agent/config"
 	"github.com/lvsd/lvsd/cluster/connsync/records"
+	"github.com/lvsd/lvsd/ipvs/l4"
 	ipvs "github.com/lvsd/lvsd/ipvs/spec"
-	"github.com/lvsd/lvsd/l4"
 )
 
 const (

@@ -9,7 +9,7 @@ import (
 	"time"
 
 	"github.com/lvsd/lvsd/agent/config"
-	"github.com/lvsd/lvsd/l4"
+	"github.com/lvsd/lvsd/ipvs/l4"
 )
 
 // BackendOverride is an operator's runtime change to one backend of one

@@ -10,8 +10,8 @@ import (
 
 	"github.com/lvsd/lvsd/agent"
 	"github.com/lvsd/lvsd/agent/api"
+	"github.com/lvsd/lvsd/ipvs/l4"
 	"github.com/lvsd/lvsd/ipvs/spec"
-	"github.com/lvsd/lvsd/l4"
 )
 
 // RouteConnections is the API route of Connections.

@@ -14,7 +14,7 @@ import (
 
 	"github.com/lvsd/lvsd/agent/api"
 	"github.com/lvsd/lvsd/ipvs"
-	"github.com/lvsd/lvsd/l4"
+	"github.com/lvsd/lvsd/ipvs/l4"
 )
 
 // connDirector is a director of two services (web on :80 and :443, mail

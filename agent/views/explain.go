@@ -13,8 +13,8 @@ import (
 	"github.com/lvsd/lvsd/agent/health"
 	"github.com/lvsd/lvsd/agent/maglev"
 	"github.com/lvsd/lvsd/agent/planner"
+	"github.com/lvsd/lvsd/ipvs/l4"
 	"github.com/lvsd/lvsd/ipvs/spec"
-	"github.com/lvsd/lvsd/l4"
 )
 
 // RouteExplain is the API route of Explain.

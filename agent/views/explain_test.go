@@ -10,7 +10,7 @@ import (
 
 	"github.com/lvsd/lvsd/agent/maglev"
 	"github.com/lvsd/lvsd/ipvs"
-	"github.com/lvsd/lvsd/l4"
+	"github.com/lvsd/lvsd/ipvs/l4"
 )
 
 // Explain names the destination the Maglev table gives a flow, from the

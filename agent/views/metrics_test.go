@@ -24,7 +24,7 @@ import (
 	"github.com/lvsd/lvsd/agent/histogram"
 	"github.com/lvsd/lvsd/agent/planner"
 	"github.com/lvsd/lvsd/ipvs"
-	"github.com/lvsd/lvsd/l4"
+	"github.com/lvsd/lvsd/ipvs/l4"
 )
 
 var update = flag.Bool("update", false, "rewrite testdata/*.golden from the current output")

@@ -15,7 +15,7 @@ import (
 	"github.com/lvsd/lvsd/agent"
 	"github.com/lvsd/lvsd/agent/health"
 	"github.com/lvsd/lvsd/ipvs"
-	"github.com/lvsd/lvsd/l4"
+	"github.com/lvsd/lvsd/ipvs/l4"
 )
 
 // problemDirector is a director of five services, four with a problem

@@ -4,7 +4,7 @@ import (
 	"net/netip"
 	"time"
 
-	"github.com/lvsd/lvsd/l4"
+	"github.com/lvsd/lvsd/ipvs/l4"
 )
 
 // Connection is one entry of the kernel's IPVS connection table.

@@ -5,7 +5,7 @@ import (
 	"net/netip"
 	"time"
 
-	"github.com/lvsd/lvsd/l4"
+	"github.com/lvsd/lvsd/ipvs/l4"
 )
 
 // ConntrackEntry is the conntrack entry of one FULLNAT connection.

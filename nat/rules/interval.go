@@ -5,7 +5,7 @@ import (
 	"net/netip"
 	"slices"
 
-	"github.com/lvsd/lvsd/l4"
+	"github.com/lvsd/lvsd/ipvs/l4"
 )
 
 // Family is one of the two tables lvsd owns.

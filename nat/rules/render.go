@@ -9,7 +9,7 @@ import (
 	"slices"
 	"strings"
 
-	"github.com/lvsd/lvsd/l4"
+	"github.com/lvsd/lvsd/ipvs/l4"
 )
 
 // Render checks spec and turns it into the Ruleset that implements it. It

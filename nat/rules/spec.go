@@ -6,7 +6,7 @@ import (
 	"net/netip"
 	"strings"
 
-	"github.com/lvsd/lvsd/l4"
+	"github.com/lvsd/lvsd/ipvs/l4"
 )
 
 // Spec is every nftables rule lvsd wants, in lvsd's vocabulary. The order of

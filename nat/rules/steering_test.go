@@ -6,7 +6,7 @@ import (
 	"slices"
 	"testing"
 
-	"github.com/lvsd/lvsd/l4"
+	"github.com/lvsd/lvsd/ipvs/l4"
 	"github.com/lvsd/lvsd/nat/rules"
 )
 

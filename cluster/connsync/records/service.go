@@ -9,7 +9,7 @@ package records
 import (
 	"net/netip"
 
-	"github.com/lvsd/lvsd/l4"
+	"github.com/lvsd/lvsd/ipvs/l4"
 )
 
 // Service is a virtual service configured on this director, as the records

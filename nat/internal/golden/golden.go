@@ -7,7 +7,7 @@ package golden
 import (
 	"net/netip"
 
-	"github.com/lvsd/lvsd/l4"
+	"github.com/lvsd/lvsd/ipvs/l4"
 	"github.com/lvsd/lvsd/nat/rules"
 )
 

@@ -2,9 +2,9 @@
 // rules say alike about the transport layer: the protocol, by the IP
 // protocol number the kernel uses in all of them (IPVS services and
 // connections, nft's meta l4proto, conntrack tuples), and ranges of ports.
-// It imports nothing, so the value packages of IPVS (ipvs/spec), of NAT
-// (nat/rules) and of the configuration share one definition without
-// importing one another.
+// It lives with IPVS, whose tables balance on these values, and imports
+// nothing, so the value packages of IPVS (ipvs/spec), of NAT (nat/rules) and
+// of the configuration share one definition without importing one another.
 package l4
 
 import "fmt"
