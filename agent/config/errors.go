@@ -86,6 +86,9 @@ type doc struct {
 	// about these nodes and about what is missing (their fields are left
 	// empty): that would only repeat the decoder's message.
 	undecoded map[*yaml.Node]bool
+	// laxModes (strict_modes: false): the programs the document names are
+	// run whoever may write them (program.Check).
+	laxModes bool
 }
 
 // errorf records a problem at the node found by path (a path such as
