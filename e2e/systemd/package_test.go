@@ -60,6 +60,10 @@ func TestPackageSystemd(t *testing.T) {
 	// under TCG; the flag file is its documented off switch (this VM's root
 	// is a throw-away overlay).
 	os.Remove("/var/lib/man-db/auto-update")
+	// The VM boots the host's root, and a container host has a policy-rc.d
+	// that forbids every service action (Docker's images ship one): here
+	// the maintainer scripts must act, but for checkUpgradePolicyRC.
+	os.Remove(policyRC)
 
 	// Install.
 	start := time.Now()
@@ -435,16 +439,19 @@ func checkRemoveReinstall(t *testing.T, deb string) {
 	}
 }
 
+// policyRC is where Debian's invoke-rc.d and deb-systemd-invoke ask whether
+// a maintainer script may act on a service.
+const policyRC = "/usr/sbin/policy-rc.d"
+
 // checkUpgradePolicyRC: an upgrade while /usr/sbin/policy-rc.d forbids
 // touching services (exit 101, as in chroots and image builds) leaves the
 // running lvsd alone: the maintainer scripts go through deb-systemd-invoke.
 func checkUpgradePolicyRC(t *testing.T, deb string) {
 	t.Helper()
-	const policy = "/usr/sbin/policy-rc.d"
-	if err := os.WriteFile(policy, []byte("#!/bin/sh\nexit 101\n"), 0o755); err != nil {
+	if err := os.WriteFile(policyRC, []byte("#!/bin/sh\nexit 101\n"), 0o755); err != nil {
 		t.Fatal(err)
 	}
-	defer os.Remove(policy)
+	defer os.Remove(policyRC)
 	pid, restarts := unitProp(t, "lvsd.service", "MainPID"), unitProp(t, "lvsd.service", "NRestarts")
 	out := sh(t, "dpkg", "-i", deb)
 	if p, st := unitProp(t, "lvsd.service", "MainPID"), unitProp(t, "lvsd.service", "ActiveState"); p != pid || st != "active" {
