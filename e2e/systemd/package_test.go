@@ -37,7 +37,9 @@ log: {level: info}
 // TestPackageSystemd installs the .deb on a systemd-booted VM and runs lvsd
 // the way an operator would: dpkg -i, systemctl, journalctl, curl /metrics,
 // lvsd status, an edit plus systemctl reload, a reinstall (upgrade path:
-// the edited conffile is kept, lvsd restarted) and a purge.
+// the edited conffile is kept, lvsd restarted), the same with a policy-rc.d
+// that forbids it (lvsd left running), a removal, and a purge that keeps
+// the operator's files.
 func TestPackageSystemd(t *testing.T) {
 	if comm, _ := os.ReadFile("/proc/1/comm"); strings.TrimSpace(string(comm)) != "systemd" {
 		t.Fatalf("PID 1 is %q, not systemd: run this package with `make e2e` (e2e/vm/run --init systemd)", comm)
@@ -58,6 +60,10 @@ func TestPackageSystemd(t *testing.T) {
 	// under TCG; the flag file is its documented off switch (this VM's root
 	// is a throw-away overlay).
 	os.Remove("/var/lib/man-db/auto-update")
+	// The VM boots the host's root, and a container host has a policy-rc.d
+	// that forbids every service action (Docker's images ship one): here
+	// the maintainer scripts must act, but for checkUpgradePolicyRC.
+	os.Remove(policyRC)
 
 	// Install.
 	start := time.Now()
@@ -200,6 +206,8 @@ func TestPackageSystemd(t *testing.T) {
 	}
 	expectFrom(t, tp.Client(), 12, "rs1", "rs2")
 	phase("upgrade")
+	checkUpgradePolicyRC(t, deb)
+	phase("upgrade under policy-rc.d")
 	checkWatchdog(t)
 	phase("watchdog")
 
@@ -207,27 +215,7 @@ func TestPackageSystemd(t *testing.T) {
 	expectFrom(t, tp.Client(), 12, "rs1", "rs2")
 	phase("remove, reinstall")
 
-	// Purge: the unit is stopped, disabled and gone with all of /etc/lvsd;
-	// the kernel state stays (the director's traffic goes on until the
-	// operator removes it).
-	sh(t, "dpkg", "--purge", "lvsd")
-	if _, err := os.Lstat(wantsLink); err == nil {
-		t.Errorf("dpkg --purge left %s: the unit stays enabled", wantsLink)
-	}
-	if _, err := os.Stat("/usr/lib/systemd/system/lvsd.service"); err == nil {
-		t.Error("the unit file survived dpkg --purge")
-	}
-	if got := unitProp(t, "lvsd.service", "ActiveState"); got != "inactive" {
-		t.Errorf("after purge lvsd.service is %s", got)
-	}
-	for _, gone := range []string{"/etc/lvsd", "/var/lib/lvsd"} {
-		if _, err := os.Stat(gone); err == nil {
-			t.Errorf("%s survived dpkg --purge", gone)
-		}
-	}
-	if table := sh(t, "ipvsadm", "-Ln"); !strings.Contains(table, "10.0.0.12:80") {
-		t.Errorf("stopping lvsd removed the IPVS service:\n%s", table)
-	}
+	checkPurge(t)
 	phase("purge")
 }
 
@@ -448,5 +436,65 @@ func checkRemoveReinstall(t *testing.T, deb string) {
 	sh(t, "systemctl", "start", "lvsd.service")
 	if got := unitProp(t, "lvsd.service", "ActiveState"); got != "active" {
 		t.Fatalf("lvsd.service is %s after systemctl start", got)
+	}
+}
+
+// policyRC is where Debian's invoke-rc.d and deb-systemd-invoke ask whether
+// a maintainer script may act on a service.
+const policyRC = "/usr/sbin/policy-rc.d"
+
+// checkUpgradePolicyRC: an upgrade while /usr/sbin/policy-rc.d forbids
+// touching services (exit 101, as in chroots and image builds) leaves the
+// running lvsd alone: the maintainer scripts go through deb-systemd-invoke.
+func checkUpgradePolicyRC(t *testing.T, deb string) {
+	t.Helper()
+	if err := os.WriteFile(policyRC, []byte("#!/bin/sh\nexit 101\n"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	defer os.Remove(policyRC)
+	pid, restarts := unitProp(t, "lvsd.service", "MainPID"), unitProp(t, "lvsd.service", "NRestarts")
+	out := sh(t, "dpkg", "-i", deb)
+	if p, st := unitProp(t, "lvsd.service", "MainPID"), unitProp(t, "lvsd.service", "ActiveState"); p != pid || st != "active" {
+		t.Errorf("with policy-rc.d exiting 101 the upgrade touched lvsd: MainPID %s (was %s), %s\ndpkg:\n%s", p, pid, st, out)
+	}
+	if n := unitProp(t, "lvsd.service", "NRestarts"); n != restarts {
+		t.Errorf("NRestarts %s -> %s across the upgrade under policy-rc.d", restarts, n)
+	}
+}
+
+// checkPurge: dpkg --purge stops and disables the unit and removes what the
+// package and lvsd made (the conffile, the state folder), but not the
+// operator's service file and key in /etc/lvsd; the kernel state stays
+// (the director's traffic goes on until the operator removes it).
+func checkPurge(t *testing.T) {
+	t.Helper()
+	const key = "/etc/lvsd/cluster.key"
+	writeFile(t, key, "c2VjcmV0LWtleS1mb3ItdGhlLWNsdXN0ZXItMzI=\n")
+	if _, err := os.Stat("/var/lib/lvsd"); err != nil {
+		t.Errorf("before purge: %v (lvsd keeps its record there)", err)
+	}
+	out := sh(t, "dpkg", "--purge", "lvsd")
+	t.Logf("dpkg --purge:\n%s", out)
+	if _, err := os.Lstat(wantsLink); err == nil {
+		t.Errorf("dpkg --purge left %s: the unit stays enabled", wantsLink)
+	}
+	if _, err := os.Stat("/usr/lib/systemd/system/lvsd.service"); err == nil {
+		t.Error("the unit file survived dpkg --purge")
+	}
+	if got := unitProp(t, "lvsd.service", "ActiveState"); got != "inactive" {
+		t.Errorf("after purge lvsd.service is %s", got)
+	}
+	for _, gone := range []string{"/etc/lvsd/lvsd.yaml", "/var/lib/lvsd"} {
+		if _, err := os.Stat(gone); err == nil {
+			t.Errorf("%s survived dpkg --purge", gone)
+		}
+	}
+	for _, kept := range []string{"/etc/lvsd/services.d/web.yaml", key} {
+		if _, err := os.Stat(kept); err != nil {
+			t.Errorf("dpkg --purge removed the operator's %s", kept)
+		}
+	}
+	if table := sh(t, "ipvsadm", "-Ln"); !strings.Contains(table, "10.0.0.12:80") {
+		t.Errorf("stopping lvsd removed the IPVS service:\n%s", table)
 	}
 }
