@@ -14,6 +14,8 @@ import (
 	"sync/atomic"
 	"syscall"
 	"time"
+
+	"github.com/lvsd/lvsd/agent/config/yamldoc"
 )
 
 // File is one service file as the loader last read it: its services, or
@@ -292,13 +294,13 @@ func IsServiceFile(name string) bool {
 }
 
 // assemble reads the files not cached or changed, and validates the whole
-// set. Past maxProblems no further file is read.
+// set. Past yamldoc.MaxProblems no further file is read.
 func (c *Cache) assemble(files []candidate, errs List) (Set, error) {
 	set := Set{Files: make([]*File, 0, len(files))}
 	n := 0
-	for start := 0; start < len(files) && len(errs) < maxProblems; start += readBatch {
+	for start := 0; start < len(files) && len(errs) < yamldoc.MaxProblems; start += readBatch {
 		for _, f := range c.readings(files[start:min(start+readBatch, len(files))]) {
-			if len(errs) >= maxProblems {
+			if len(errs) >= yamldoc.MaxProblems {
 				break
 			}
 			set.Files = append(set.Files, f)

@@ -6,6 +6,7 @@ import (
 	"net/netip"
 	"slices"
 
+	"github.com/lvsd/lvsd/agent/config/yamldoc"
 	"github.com/lvsd/lvsd/ipvs/l4"
 )
 
@@ -138,7 +139,7 @@ func checkAmong(all []*Service, byName, byClaim []int, errs *List) {
 		if j, ok := names[s.Name]; ok {
 			prev := all[j]
 			*errs = append(*errs, &Error{File: s.File, Line: s.Line, Col: 1,
-				Msg: fmt.Sprintf("service %q is already defined at %s:%d", cut(s.Name), prev.File, prev.Line)})
+				Msg: fmt.Sprintf("service %q is already defined at %s:%d", yamldoc.Cut(s.Name), prev.File, prev.Line)})
 			continue
 		}
 		names[s.Name] = i
@@ -152,7 +153,7 @@ func checkAmong(all []*Service, byName, byClaim []int, errs *List) {
 		if j, ok := announced[s.VIP]; ok && !all[j].Announce.Equal(*s.Announce) {
 			prev := all[j]
 			*errs = append(*errs, &Error{File: s.File, Line: s.Line, Col: 1, Msg: fmt.Sprintf(
-				"service %q: announce differs from service %q's (%s:%d) on the same vip %s: a VIP is one route", cut(s.Name), cut(prev.Name), prev.File, prev.Line, s.VIP)})
+				"service %q: announce differs from service %q's (%s:%d) on the same vip %s: a VIP is one route", yamldoc.Cut(s.Name), yamldoc.Cut(prev.Name), prev.File, prev.Line, s.VIP)})
 			continue
 		}
 		announced[s.VIP] = i
@@ -250,7 +251,7 @@ func sweep(all []*Service, claims []claim, proto string, found map[int]*Error) {
 					port = "all"
 				}
 				found[later] = &Error{File: a.File, Line: a.Line, Col: 1,
-					Msg: fmt.Sprintf("service %q: %s %s port %s is already served by service %q (%s:%d)", cut(a.Name), a.Protocol, a.VIP, port, cut(b.Name), b.File, b.Line)}
+					Msg: fmt.Sprintf("service %q: %s %s port %s is already served by service %q (%s:%d)", yamldoc.Cut(a.Name), a.Protocol, a.VIP, port, yamldoc.Cut(b.Name), b.File, b.Line)}
 			}
 		}
 		if reach == nil || c.r.To > reach.r.To {

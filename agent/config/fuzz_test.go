@@ -37,7 +37,7 @@ func FuzzServiceFile(f *testing.F) {
 		bounded(t, len(data), func() error {
 			var errs List
 			checkSet(appendPointers(nil, parseServices(path, data, &errs)), &errs)
-			return errs.err()
+			return errs.Err()
 		}, path)
 	})
 }

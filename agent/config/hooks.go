@@ -28,7 +28,7 @@ func (d *doc) hooks(role Role, raw *rawHooks) *Hooks {
 		return nil
 	}
 	if role != RoleDirector {
-		d.errorf("$.hooks", "hooks are for role director; a real server reports no ownership or health events")
+		d.Errorf("$.hooks", "hooks are for role director; a real server reports no ownership or health events")
 		return nil
 	}
 	h := &Hooks{
@@ -37,7 +37,7 @@ func (d *doc) hooks(role Role, raw *rawHooks) *Hooks {
 		Timeout:     d.durationIn("$.hooks.timeout", "hooks timeout", raw.Timeout, hooks.DefaultTimeout, hooks.MinTimeout, hooks.MaxTimeout),
 	}
 	if raw.OnOwnership == "" && raw.OnHealth == "" {
-		d.errorf("$.hooks", "a hooks block names no program: give on_ownership or on_health (absolute paths), or leave the block out")
+		d.Errorf("$.hooks", "a hooks block names no program: give on_ownership or on_health (absolute paths), or leave the block out")
 	}
 	return h
 }
@@ -48,7 +48,7 @@ func (d *doc) hookProgram(key, path string) string {
 		return ""
 	}
 	if err := hooks.CheckProgram(path); err != nil {
-		d.errorf("$.hooks."+key, "%s: %v", key, err)
+		d.Errorf("$.hooks."+key, "%s: %v", key, err)
 		return ""
 	}
 	return path

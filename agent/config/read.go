@@ -9,7 +9,7 @@ import (
 	"strings"
 	"syscall"
 
-	"go.yaml.in/yaml/v3"
+	"github.com/lvsd/lvsd/agent/config/yamldoc"
 )
 
 // MaxFileSize bounds every file lvsd reads as configuration (the agent
@@ -153,25 +153,16 @@ func LoadServiceFiles(files ...string) ([]*Service, error) {
 func parseServices(file string, data []byte, errs *List) []Service {
 	var out []Service
 	eachDoc(file, data, errs, func(d *doc) {
-		if name := serviceName(d.root); name != "" {
-			d.prefix = fmt.Sprintf("service %q: ", cut(name))
+		if name := d.TextAt("$.service"); name != "" {
+			d.Prefix = fmt.Sprintf("service %q: ", yamldoc.Cut(name))
 		}
 		before := len(*errs)
 		var raw rawService
-		d.decode(&raw)
+		d.Decode(&raw)
 		svc := d.service(raw)
 		if len(*errs) == before {
 			out = append(out, svc)
 		}
 	})
 	return out
-}
-
-// serviceName peeks at a document's service key, to name the service in
-// the messages about its other keys.
-func serviceName(root *yaml.Node) string {
-	if n := child(root, "service"); n != nil && n.Kind == yaml.ScalarNode && n.Tag == "!!str" {
-		return n.Value
-	}
-	return ""
 }
