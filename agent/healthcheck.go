@@ -73,7 +73,7 @@ func healthTarget(key string, addr netip.Addr, port uint16, h *config.Health) he
 			InsecureTLS:   !c.TLS.Verify, // off by default: config.TLS says why
 			TLSServerName: c.TLS.ServerName, TLSRootCAs: c.TLS.RootCAs,
 			Send: []byte(c.Send), ExpectData: []byte(c.Receive),
-			Query: c.Query, Command: c.Command, ExecUser: execUser(c.User),
+			Query: c.Query, Command: c.Command, ExecUser: execUser(c.User), LaxModes: c.LaxModes,
 		})
 	}
 	return t

@@ -72,7 +72,7 @@ func newClusterDirector(t *testing.T, tp *topo.Topology, host *topo.Host, key, c
 		peers = append(peers, d.V4.String())
 	}
 	agentFile := fmt.Sprintf("node: %s\nrole: director\ninterface: %s\nservices_dir: services.d\nstate_dir: state\n"+
-		"api: {socket: /run/lvsd-e2e/%s.sock}\nlog: {level: debug}\ncluster:\n  bind: %s\n  peers: [%s]\n  key_file: cluster.key\n%s",
+		"api: {socket: /run/lvsd-e2e/%s.sock}\nlog: {level: debug}\nstrict_modes: false\ncluster:\n  bind: %s\n  peers: [%s]\n  key_file: cluster.key\n%s",
 		host.ID, host.Link, host.Name, host.V4, strings.Join(peers, ", "), clusterYAML)
 	writeFile(t, filepath.Join(dir, "lvsd.yaml"), agentFile)
 	if err := os.WriteFile(filepath.Join(dir, "cluster.key"), []byte(key+"\n"), 0o600); err != nil {

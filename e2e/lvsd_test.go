@@ -66,7 +66,9 @@ func keepDir(t *testing.T) string {
 }
 
 // newDirector writes an agent file for host and the given service files
-// (name → YAML) into a fresh folder. Start it with start.
+// (name → YAML) into a fresh folder. Start it with start. The agent file
+// turns strict_modes off: the test folders, and the hooks in them, are on
+// /tmp or on a share a user may own.
 func newDirector(t *testing.T, host *topo.Host, services map[string]string) *lvsd {
 	t.Helper()
 	dir := testDir(t)
@@ -75,7 +77,7 @@ func newDirector(t *testing.T, host *topo.Host, services map[string]string) *lvs
 	if err := os.MkdirAll("/run/lvsd-e2e", 0o755); err != nil {
 		t.Fatal(err)
 	}
-	agentFile := fmt.Sprintf("node: %s\nrole: director\ninterface: %s\nservices_dir: services.d\nstate_dir: state\napi: {socket: /run/lvsd-e2e/%s.sock}\nlog: {level: debug}\n",
+	agentFile := fmt.Sprintf("node: %s\nrole: director\ninterface: %s\nservices_dir: services.d\nstate_dir: state\napi: {socket: /run/lvsd-e2e/%s.sock}\nlog: {level: debug}\nstrict_modes: false\n",
 		host.ID, host.Link, host.Name)
 	writeFile(t, filepath.Join(dir, "lvsd.yaml"), agentFile)
 	for name, body := range services {

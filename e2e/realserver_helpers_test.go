@@ -51,7 +51,7 @@ func newRealServer(t *testing.T, host *topo.Host, realserverBlock string) *lvsd 
 		t.Fatal(err)
 	}
 	sock := "/run/lvsd-e2e/" + host.Name + ".sock"
-	agentFile := fmt.Sprintf("node: %s\nrole: realserver\nstate_dir: state\napi: {socket: %s}\nlog: {level: debug}\nrealserver:\n%s",
+	agentFile := fmt.Sprintf("node: %s\nrole: realserver\nstate_dir: state\napi: {socket: %s}\nlog: {level: debug}\nstrict_modes: false\nrealserver:\n%s",
 		host.ID, sock, realserverBlock)
 	writeFile(t, filepath.Join(dir, "lvsd.yaml"), agentFile)
 	return &lvsd{t: t, host: host, dir: dir, logf: filepath.Join(dir, "lvsd.log")}

@@ -44,6 +44,13 @@ type Agent struct {
 	// a service file is applied once it settles. false: only a reload
 	// request (SIGHUP, systemctl reload) reads the files again.
 	WatchFiles bool
+	// LaxModes is strict_modes: false. By default lvsd refuses a file it
+	// reads or runs as root (the agent file, the services directory and
+	// its files, hook and exec check programs) that anyone but root may
+	// write, or that is in a directory anyone but root may write
+	// (program.CheckFile, program.CheckDirs); with LaxModes it does not
+	// check.
+	LaxModes bool
 
 	servicesDirAt *Error // where ServicesDir comes from, for its errors
 }
@@ -79,6 +86,7 @@ type rawAgent struct {
 	Reload     struct {
 		Watch *bool `yaml:"watch"`
 	} `yaml:"reload"`
+	StrictModes *bool `yaml:"strict_modes"`
 }
 
 // LoadAgent reads and validates the agent file at path. A relative
@@ -87,11 +95,19 @@ func LoadAgent(path string) (*Agent, error) {
 	if _, err := os.Lstat(path); errors.Is(err, fs.ErrNotExist) {
 		return nil, fmt.Errorf("%s: %w", path, ErrNoConfig)
 	}
-	data, err := readFile(path)
+	var fi fs.FileInfo
+	data, err := readChecked(path, func(f fs.FileInfo) error { fi = f; return nil })
 	if err != nil {
 		return nil, List{{File: path, Msg: err.Error()}}
 	}
-	return loadAgent(path, data)
+	a, err := loadAgent(path, data)
+	if a != nil && !a.LaxModes {
+		// Checked once the file says whether to: strict_modes is in it.
+		if e := trustedFile(path, fi, nil); e != nil {
+			return nil, List{e}
+		}
+	}
+	return a, err
 }
 
 // loadAgent validates data, the content of the agent file at path.
@@ -127,7 +143,9 @@ func loadAgent(path string, data []byte) (*Agent, error) {
 		LogFormat:   orDefault(raw.Log.Format, "text"),
 		LogLevel:    orDefault(raw.Log.Level, "info"),
 		WatchFiles:  raw.Reload.Watch == nil || *raw.Reload.Watch,
+		LaxModes:    raw.StrictModes != nil && !*raw.StrictModes,
 	}
+	d.laxModes = a.LaxModes
 	a.ReadOnlyAPI = d.readOnlyAPI(raw.API, path, a.APISocket)
 	a.RealServer = d.realServer(a.Role, raw.RealServer, raw.Interface)
 	a.MetricsListen = d.metricsListen(raw.Metrics.Listen)

@@ -45,7 +45,7 @@ func BenchmarkHostileInputs(b *testing.B) {
 		b.Run(c.name, func(b *testing.B) {
 			for b.Loop() {
 				var errs List
-				checkSet(appendPointers(nil, parseServices("svc.yaml", data, &errs)), &errs)
+				checkSet(appendPointers(nil, parseServices("svc.yaml", data, &errs, false)), &errs)
 			}
 		})
 	}

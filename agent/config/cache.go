@@ -16,6 +16,7 @@ import (
 	"time"
 
 	"github.com/lvsd/lvsd/agent/config/yamldoc"
+	"github.com/lvsd/lvsd/agent/program"
 )
 
 // File is one service file as the loader last read it: its services, or
@@ -92,6 +93,10 @@ type Cache struct {
 	}
 	// last is the last set accepted, for patch.
 	last lastAccepted
+	// strict: the agent's strict_modes, which the cached readings were
+	// checked with; seen remembers the directories checked by one load.
+	strict bool
+	seen   *program.Seen
 	// lastScan is the fingerprint of the last full scan (Scanned).
 	lastScan struct {
 		dir   string
@@ -102,7 +107,53 @@ type Cache struct {
 
 // NewCache returns an empty cache on the real file system.
 func NewCache() *Cache {
-	return &Cache{files: map[string]*File{}, Stat: os.Stat, Read: readFile, ReadDir: os.ReadDir}
+	c := &Cache{files: map[string]*File{}, Stat: os.Stat, ReadDir: os.ReadDir, strict: true}
+	c.Read = c.readServiceFile
+	return c
+}
+
+// readServiceFile reads a service file (readFile), refusing, under strict
+// modes, one that anyone but root may write (trustedFile).
+func (c *Cache) readServiceFile(path string) ([]byte, error) {
+	if !c.strict {
+		return readFile(path)
+	}
+	return readChecked(path, func(fi fs.FileInfo) error {
+		if e := trustedFile(path, fi, c.seen); e != nil {
+			return errors.New(e.Msg)
+		}
+		return nil
+	})
+}
+
+// useModes starts a load under the agent's strict_modes. A change of the
+// setting drops every cached reading: they were checked under the other
+// one.
+func (c *Cache) useModes(strict bool) {
+	c.seen = &program.Seen{}
+	if strict == c.strict {
+		return
+	}
+	c.strict = strict
+	c.files = map[string]*File{}
+	c.order.dir, c.order.paths = "", nil
+	c.accepted.valid = false
+	c.last.valid = false
+}
+
+// checkDir refuses, under strict modes, a services directory that anyone
+// but root may write, or that is in one (program.CheckDir).
+func (c *Cache) checkDir(dir string) List {
+	if !c.strict {
+		return nil
+	}
+	if _, err := os.Stat(dir); err != nil {
+		return nil // the scan says what is wrong with it
+	}
+	if err := program.CheckDir(dir, c.seen); err != nil {
+		return List{{File: dir, Msg: "services directory is " + strings.TrimPrefix(err.Error(), dir+": ")}}
+	}
+	return nil
 }
 
 // Set is the services of a directory as one reading: every file in name
@@ -125,7 +176,13 @@ type Set struct {
 // problem found; the cache keeps what it read either way.
 func (c *Cache) Load(a *Agent, changed []string) (Set, error) {
 	c.lastScan.valid = false
+	c.useModes(!a.LaxModes)
 	dir := a.ServicesDir
+	if errs := c.checkDir(dir); errs != nil {
+		c.accepted.valid = false
+		c.keepAccepted(dir, Set{}, errs)
+		return Set{}, a.placeDirError(errs)
+	}
 	if changed != nil && c.last.valid && c.accepted.valid && c.last.dir == dir {
 		if set, ok, err := c.patch(dir, changed); ok {
 			return set, err
@@ -140,6 +197,12 @@ func (c *Cache) Load(a *Agent, changed []string) (Set, error) {
 // LoadDir is Load for a directory named directly, always a full scan.
 func (c *Cache) LoadDir(dir string) (Set, error) {
 	c.lastScan.valid = false
+	c.seen = &program.Seen{}
+	if errs := c.checkDir(dir); errs != nil {
+		c.accepted.valid = false
+		c.keepAccepted(dir, Set{}, errs)
+		return Set{}, errs
+	}
 	set, err := c.assemble(c.scan(dir, nil))
 	c.keepAccepted(dir, set, err)
 	return set, err
@@ -418,7 +481,7 @@ func (c *Cache) read(cand candidate) *File {
 		return old
 	}
 	f := &File{Path: cand.path, stamp: st, sum: sum}
-	f.Services = parseServices(cand.path, data, &f.Problems)
+	f.Services = parseServices(cand.path, data, &f.Problems, !c.strict)
 	return f
 }
 

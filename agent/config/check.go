@@ -2,11 +2,16 @@ package config
 
 import (
 	"crypto/x509"
+	"os"
+	"os/exec"
 	"os/user"
+	"path/filepath"
 	"slices"
 	"strconv"
 	"strings"
 	"time"
+
+	"github.com/lvsd/lvsd/agent/program"
 )
 
 // checkKeys says which check types read each type-specific key: any other
@@ -72,8 +77,11 @@ func (d *doc) check(path, subject string, rc rawCheck, interval, timeout time.Du
 	}
 	switch c.Type {
 	case "exec":
+		c.LaxModes = d.laxModes
 		if len(c.Command) == 0 {
 			d.Errorf(path, "%s: an exec check needs command: [program, args...]", subject)
+		} else if err := d.checkProgram(c.Command[0]); err != nil {
+			d.Errorf(path+".command", "%s: %v", subject, err)
 		}
 		if rc.User != "" {
 			c.User = d.checkUser(path+".user", subject, rc.User)
@@ -156,4 +164,28 @@ func lookupError(err error) string {
 		return "no such user on this host"
 	}
 	return err.Error()
+}
+
+// checkProgram refuses an exec check's program that anyone but root may
+// replace (program.Check), unless strict_modes is off. A program not found
+// is left to the check to report when it runs, as before: it may be
+// installed after the service.
+func (d *doc) checkProgram(name string) error {
+	if d.laxModes {
+		return nil
+	}
+	path := name
+	if !filepath.IsAbs(path) {
+		found, err := exec.LookPath(name)
+		if err != nil {
+			return nil
+		}
+		if path, err = filepath.Abs(found); err != nil {
+			return nil
+		}
+	}
+	if _, err := os.Stat(path); err != nil {
+		return nil
+	}
+	return program.Check(path, true)
 }

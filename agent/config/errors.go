@@ -19,9 +19,14 @@ type List = yamldoc.List
 // doc is one document of an agent or service file. lvsd's schema checks
 // are its methods (agent.go, service.go and the others); placing their
 // messages and decoding are yamldoc's.
-type doc struct{ *yamldoc.Doc }
+type doc struct {
+	*yamldoc.Doc
+	// laxModes (strict_modes: false): the programs the document names are
+	// run whoever may write them (program.Check).
+	laxModes bool
+}
 
 // eachDoc calls f with each document of file (yamldoc.Each).
 func eachDoc(file string, data []byte, errs *List, f func(*doc)) {
-	yamldoc.Each(file, data, errs, func(d *yamldoc.Doc) { f(&doc{d}) })
+	yamldoc.Each(file, data, errs, func(d *yamldoc.Doc) { f(&doc{Doc: d}) })
 }

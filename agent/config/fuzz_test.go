@@ -36,7 +36,7 @@ func FuzzServiceFile(f *testing.F) {
 	f.Fuzz(func(t *testing.T, data []byte) {
 		bounded(t, len(data), func() error {
 			var errs List
-			checkSet(appendPointers(nil, parseServices(path, data, &errs)), &errs)
+			checkSet(appendPointers(nil, parseServices(path, data, &errs, false)), &errs)
 			return errs.Err()
 		}, path)
 	})

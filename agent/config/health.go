@@ -30,6 +30,9 @@ type Check struct {
 	Command           []string
 	TLS               TLS   // https
 	User              *User // exec: the account it runs as; nil: lvsd's own
+	// LaxModes: exec, strict_modes is off: the program is run whoever may
+	// write it.
+	LaxModes bool
 }
 
 // TLS is how an https check treats the backend's certificate.

@@ -4,6 +4,7 @@ import (
 	"time"
 
 	"github.com/lvsd/lvsd/agent/hooks"
+	"github.com/lvsd/lvsd/agent/program"
 )
 
 // Hooks are the operator's event hooks (docs/operations.md, "Event
@@ -47,7 +48,7 @@ func (d *doc) hookProgram(key, path string) string {
 	if path == "" {
 		return ""
 	}
-	if err := hooks.CheckProgram(path); err != nil {
+	if err := program.Check(path, !d.laxModes); err != nil {
 		d.Errorf("$.hooks."+key, "%s: %v", key, err)
 		return ""
 	}

@@ -35,7 +35,7 @@ func TestHooks(t *testing.T) {
 		{"unknown key", "hooks: {on_change: " + prog + "}\n", nil, "on_change"},
 	} {
 		t.Run(c.name, func(t *testing.T) {
-			p := writeFile(t, t.TempDir(), "lvsd.yaml", "node: d1\ninterface: eth0\n"+c.block)
+			p := writeFile(t, t.TempDir(), "lvsd.yaml", "node: d1\ninterface: eth0\n"+c.block+"strict_modes: false\n")
 			a, err := LoadAgent(p)
 			if c.err != "" {
 				if err == nil || !strings.Contains(err.Error(), c.err) {

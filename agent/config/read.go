@@ -6,10 +6,12 @@ import (
 	"io"
 	"io/fs"
 	"os"
+	"path/filepath"
 	"strings"
 	"syscall"
 
 	"github.com/lvsd/lvsd/agent/config/yamldoc"
+	"github.com/lvsd/lvsd/agent/program"
 )
 
 // MaxFileSize bounds every file lvsd reads as configuration (the agent
@@ -59,6 +61,24 @@ func readChecked(path string, check func(fs.FileInfo) error) ([]byte, error) {
 		return nil, fmt.Errorf("is larger than the %s lvsd reads", byteSize(MaxFileSize))
 	}
 	return data, nil
+}
+
+// trustedFile refuses, under strict modes, a configuration file that
+// anyone but root may write, or that is in a directory anyone but root may
+// write; fi is what fstat said of the opened file. seen may be nil.
+func trustedFile(path string, fi fs.FileInfo, seen *program.Seen) *Error {
+	err := program.CheckFile(path, fi)
+	if err == nil {
+		real, rerr := filepath.EvalSymlinks(path)
+		if rerr != nil {
+			real = path
+		}
+		err = program.CheckDirs(path, filepath.Dir(real), program.Read, seen)
+	}
+	if err != nil {
+		return &Error{File: path, Msg: strings.TrimPrefix(err.Error(), path+": ")}
+	}
+	return nil
 }
 
 // fileError drops the operation and path Go puts in front of a system
@@ -150,9 +170,12 @@ func LoadServiceFiles(files ...string) ([]*Service, error) {
 	return set.Services, err
 }
 
-func parseServices(file string, data []byte, errs *List) []Service {
+// parseServices parses and validates the services of a file; laxModes:
+// strict_modes is off.
+func parseServices(file string, data []byte, errs *List, laxModes bool) []Service {
 	var out []Service
 	eachDoc(file, data, errs, func(d *doc) {
+		d.laxModes = laxModes
 		if name := d.TextAt("$.service"); name != "" {
 			d.Prefix = fmt.Sprintf("service %q: ", yamldoc.Cut(name))
 		}

@@ -282,7 +282,7 @@ func newHooks(cfg *agent.LoadedConfig, log *slog.Logger) *hooks.Runner {
 	if h == nil {
 		return nil
 	}
-	return hooks.New(hooks.Config{Node: cfg.Agent.Node, Timeout: h.Timeout,
+	return hooks.New(hooks.Config{Node: cfg.Agent.Node, Timeout: h.Timeout, LaxModes: cfg.Agent.LaxModes,
 		Programs: map[hooks.Kind]string{hooks.Ownership: h.OnOwnership, hooks.Health: h.OnHealth}}, log)
 }
 

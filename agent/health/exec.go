@@ -7,6 +7,7 @@ import (
 	"net/netip"
 	"os"
 	"os/exec"
+	"path/filepath"
 	"strconv"
 	"syscall"
 	"time"
@@ -16,9 +17,10 @@ import (
 
 // execChecker runs a program; exit status 0 passes.
 type execChecker struct {
-	argv []string
-	env  []string
-	user *ExecUser
+	argv   []string
+	env    []string
+	user   *ExecUser
+	strict bool // check the program's owner and mode before each run
 }
 
 func newExecChecker(t *Target, dst netip.AddrPort, c *Check) (*execChecker, error) {
@@ -32,7 +34,7 @@ func newExecChecker(t *Target, dst netip.AddrPort, c *Check) (*execChecker, erro
 		"LVSD_TARGET_ADDR="+dst.Addr().String(),
 		"LVSD_TARGET_PORT="+strconv.Itoa(int(dst.Port())),
 		"LVSD_TARGET_KEY="+t.Key)
-	return &execChecker{argv: c.Command, env: env, user: c.ExecUser}, nil
+	return &execChecker{argv: c.Command, env: env, user: c.ExecUser, strict: !c.LaxModes}, nil
 }
 
 // execEnv is what a check program inherits of the agent's environment
@@ -47,7 +49,26 @@ func execEnv(agent []string, u *ExecUser) []string {
 }
 
 func (c *execChecker) Check(ctx context.Context) Result {
-	cmd := exec.CommandContext(ctx, c.argv[0], c.argv[1:]...)
+	path := c.argv[0]
+	if !filepath.IsAbs(path) {
+		// A bare name is looked up in lvsd's PATH, as a shell would.
+		found, err := exec.LookPath(path)
+		if err != nil {
+			return failed("exec: " + err.Error())
+		}
+		if path, err = filepath.Abs(found); err != nil {
+			return failed("exec: " + err.Error())
+		}
+	}
+	// The file checked is the file run, even if the path is made to name
+	// another meanwhile.
+	prog, err := program.Open(path, c.strict)
+	if err != nil {
+		return failed("exec: " + err.Error())
+	}
+	defer prog.Close()
+	cmd := prog.Command(ctx, c.argv[1:]...)
+	cmd.Args[0] = c.argv[0]
 	cmd.Env = c.env
 	out := &program.Output{Max: maxOutputBytes}
 	cmd.Stdout, cmd.Stderr = out, out
@@ -57,7 +78,7 @@ func (c *execChecker) Check(ctx context.Context) Result {
 	// the group.
 	setProcessGroup(cmd, c.user)
 	cmd.WaitDelay = time.Second
-	err := cmd.Run()
+	err = cmd.Run()
 	if err == nil {
 		return Result{OK: true}
 	}

@@ -32,7 +32,7 @@ func TestExec(t *testing.T) {
 		{"long output capped", "yes x | head -c 100000\nexit 1\n", nil, false, "exit status 1"},
 	}
 	for _, tt := range tests {
-		res, _ := probe(t, "127.0.0.1:8080", Check{Type: "exec", Command: append([]string{writeScript(t, tt.body)}, tt.args...)})
+		res, _ := probe(t, "127.0.0.1:8080", Check{Type: "exec", Command: append([]string{writeScript(t, tt.body)}, tt.args...), LaxModes: true})
 		if res.OK != tt.ok || !strings.Contains(res.Reason, tt.reason) {
 			t.Errorf("%s: got %v %q, want %v %q", tt.name, res.OK, res.Reason, tt.ok, tt.reason)
 		}
@@ -54,7 +54,7 @@ func TestExecTimeoutKillsProcessGroup(t *testing.T) {
 	// the timeout strikes: then try with a longer one.
 	var b []byte
 	for timeout := 300 * time.Millisecond; ; timeout *= 2 {
-		res, _ := probe(t, "127.0.0.1:8080", Check{Type: "exec", Command: []string{path}, Timeout: timeout})
+		res, _ := probe(t, "127.0.0.1:8080", Check{Type: "exec", Command: []string{path}, Timeout: timeout, LaxModes: true})
 		wantResult(t, res, false, "exec: timed out, process group killed")
 		var err error
 		if b, err = os.ReadFile(pidFile); err == nil && len(b) > 0 {
@@ -80,7 +80,7 @@ func TestExecFilteredEnvironment(t *testing.T) {
 	t.Setenv("LVSD_TEST_SECRET", "hunter2")
 	t.Setenv("LANG", "C.UTF-8")
 	body := `[ -z "$NOTIFY_SOCKET" ] && [ -z "$LVSD_TEST_SECRET" ] && [ "$LANG" = C.UTF-8 ] && [ -n "$PATH" ] && [ "$LVSD_TARGET_PORT" = 8080 ]` + "\n"
-	res, _ := probe(t, "127.0.0.1:8080", Check{Type: "exec", Command: []string{writeScript(t, body)}})
+	res, _ := probe(t, "127.0.0.1:8080", Check{Type: "exec", Command: []string{writeScript(t, body)}, LaxModes: true})
 	wantResult(t, res, true, "")
 	got := execEnv([]string{"PATH=/bin", "HOME=/root", "USER=root", "SECRET=x", "LC_ALL=C", "TZ=UTC"}, &ExecUser{Name: "nobody", Home: "/nonexistent"})
 	want := []string{"LC_ALL=C", "TZ=UTC", "PATH=/bin", "HOME=/nonexistent", "USER=nobody", "LOGNAME=nobody"}
@@ -106,6 +106,25 @@ func TestExecAsUser(t *testing.T) {
 		t.Fatal(err)
 	}
 	u := &ExecUser{Name: "nobody", UID: 65534, GID: 65533, Home: "/nonexistent"}
-	res, _ := probe(t, "127.0.0.1:8080", Check{Type: "exec", Command: []string{script}, ExecUser: u})
+	res, _ := probe(t, "127.0.0.1:8080", Check{Type: "exec", Command: []string{script}, ExecUser: u, LaxModes: true})
+	wantResult(t, res, true, "")
+}
+
+// Without LaxModes a program others may replace is not run: one under
+// /tmp (writable by everyone, sticky or not), or writable by its group.
+func TestExecStrictModes(t *testing.T) {
+	script := writeScript(t, "exit 0\n")
+	res, _ := probe(t, "127.0.0.1:8080", Check{Type: "exec", Command: []string{script}})
+	wantResult(t, res, false, "which is writable by everyone (mode 1777)")
+	if !strings.Contains(res.Reason, "or set strict_modes: false") {
+		t.Errorf("reason %q does not name the opt-out", res.Reason)
+	}
+	if err := os.Chmod(script, 0o775); err != nil {
+		t.Fatal(err)
+	}
+	res, _ = probe(t, "127.0.0.1:8080", Check{Type: "exec", Command: []string{script}})
+	wantResult(t, res, false, "writable by group")
+	// A bare name is looked up in PATH, then checked like any program.
+	res, _ = probe(t, "127.0.0.1:8080", Check{Type: "exec", Command: []string{"true"}})
 	wantResult(t, res, true, "")
 }

@@ -76,8 +76,12 @@ type Check struct {
 	// LVSD_TARGET_KEY), stdin from /dev/null, in its own process group,
 	// which is killed when the timeout expires. Exit status 0 passes.
 	// ExecUser, when set, is the account it runs as (lvsd's own if nil).
+	// Each run opens the program, checks the opened file and runs it
+	// (program.Open): with LaxModes (strict_modes: false) whoever may
+	// write it or its directories, else only when root alone may.
 	Command  []string
 	ExecUser *ExecUser
+	LaxModes bool
 }
 
 // ExecUser is an account an exec check runs as.

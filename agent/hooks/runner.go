@@ -28,6 +28,9 @@ type Config struct {
 	Node     string          // LVSD_NODE
 	Programs map[Kind]string // absolute paths; a kind without one runs nothing
 	Timeout  time.Duration   // a run is killed after it; 0: DefaultTimeout
+	// LaxModes (strict_modes: false) runs a program whoever may write it
+	// or its directories (program.CheckFile, program.CheckDirs).
+	LaxModes bool
 }
 
 // Runner runs the hooks. Notify may be called from any goroutine and never
@@ -35,6 +38,7 @@ type Config struct {
 type Runner struct {
 	node    string
 	timeout time.Duration
+	strict  bool // check each program's owner and mode before it runs
 	log     *slog.Logger
 	hooks   map[Kind]*hook
 	seq     atomic.Uint64
@@ -66,7 +70,7 @@ func New(cfg Config, log *slog.Logger) *Runner {
 	if log == nil {
 		log = slog.New(slog.DiscardHandler)
 	}
-	r := &Runner{node: cfg.Node, timeout: cfg.Timeout, log: log, hooks: map[Kind]*hook{}, env: program.Env(os.Environ(), true)}
+	r := &Runner{node: cfg.Node, timeout: cfg.Timeout, strict: !cfg.LaxModes, log: log, hooks: map[Kind]*hook{}, env: program.Env(os.Environ(), true)}
 	if r.timeout == 0 {
 		r.timeout = DefaultTimeout
 	}
@@ -144,7 +148,7 @@ func (r *Runner) runOne(ctx context.Context, h *hook, q queued) {
 	// appending to it in place would let one hook's variables overwrite
 	// another's.
 	env := slices.Concat(r.env, q.ev.env(r.node, q.seq))
-	res, out := run(ctx, h.program, env, r.timeout)
+	res, out := run(ctx, h.program, r.strict, env, r.timeout)
 	h.runs[res.Outcome].Add(1)
 	attrs := []any{"hook", string(h.kind), "program", h.program, "event_state", q.ev.State, "seq", q.seq,
 		"result", res.Outcome.String(), "duration", time.Since(start).String()}

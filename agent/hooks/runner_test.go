@@ -78,7 +78,7 @@ func TestHookEnvironment(t *testing.T) {
 			dir := t.TempDir()
 			out := filepath.Join(dir, "env")
 			prog := script(t, dir, "hook", "env | grep ^LVSD_ | sort > "+out+"\necho ran; echo oops >&2")
-			r := New(Config{Node: "d1", Programs: map[Kind]string{tc.ev.Kind: prog}}, nil)
+			r := New(Config{Node: "d1", Programs: map[Kind]string{tc.ev.Kind: prog}, LaxModes: true}, nil)
 			ran := started(t, r)
 			r.Notify(tc.ev)
 			if got := await(t, ran, 1)[0]; got.res.Outcome != OK {
@@ -102,7 +102,7 @@ func TestHookSeesEachEventOnceInOrder(t *testing.T) {
 	dir := t.TempDir()
 	log := filepath.Join(dir, "log")
 	prog := script(t, dir, "hook", `echo "$LVSD_EVENT $LVSD_STATE $LVSD_VIP$LVSD_BACKEND" >> `+log)
-	r := New(Config{Node: "d1", Programs: map[Kind]string{Ownership: prog}}, nil)
+	r := New(Config{Node: "d1", Programs: map[Kind]string{Ownership: prog}, LaxModes: true}, nil)
 	ran := started(t, r)
 	var want []string
 	for i := range 20 {
@@ -137,7 +137,7 @@ func TestHookTimeoutKillsProcessGroup(t *testing.T) {
   wait
 fi
 echo "$LVSD_STATE" > %s`, pids, done))
-	r := New(Config{Node: "d1", Programs: map[Kind]string{Ownership: prog}, Timeout: 200 * time.Millisecond}, nil)
+	r := New(Config{Node: "d1", Programs: map[Kind]string{Ownership: prog}, LaxModes: true, Timeout: 200 * time.Millisecond}, nil)
 	ran := started(t, r)
 	vip := netip.MustParseAddr("203.0.113.10")
 	r.Notify(Event{Kind: Ownership, State: StateTaken, VIP: vip})
@@ -190,7 +190,7 @@ func TestHangingHookNeitherBlocksNorLoses(t *testing.T) {
 	hang := script(t, dir, "hang", fmt.Sprintf(`while [ "$LVSD_SEQ" = 1 ] && [ ! -e %s ]; do sleep 0.05; done
 echo "$LVSD_SEQ" >> %s`, gate, log))
 	other := script(t, dir, "other", "exit 3")
-	r := New(Config{Node: "d1", Programs: map[Kind]string{Ownership: hang, Health: other}, Timeout: time.Hour}, nil)
+	r := New(Config{Node: "d1", Programs: map[Kind]string{Ownership: hang, Health: other}, LaxModes: true, Timeout: time.Hour}, nil)
 	ran := started(t, r)
 	vip := netip.MustParseAddr("203.0.113.10")
 	r.Notify(Event{Kind: Ownership, State: StateTaken, VIP: vip}) // seq 1: hangs
@@ -248,7 +248,7 @@ func TestStopKillsRunAndDropsQueue(t *testing.T) {
 	dir := t.TempDir()
 	log := filepath.Join(dir, "log")
 	prog := script(t, dir, "hang", fmt.Sprintf(`echo "$LVSD_SEQ" >> %s; sleep 600`, log))
-	r := New(Config{Node: "d1", Programs: map[Kind]string{Ownership: prog}, Timeout: time.Hour}, nil)
+	r := New(Config{Node: "d1", Programs: map[Kind]string{Ownership: prog}, LaxModes: true, Timeout: time.Hour}, nil)
 	ran := make(chan ranResult, 100)
 	r.ran = func(k Kind, res Result) { ran <- ranResult{k, res} }
 	ctx, cancel := context.WithCancel(context.Background())
@@ -293,7 +293,7 @@ func TestConcurrentHooksSeeOnlyTheirOwnEvent(t *testing.T) {
 		// $$ names the file: the variables themselves are what is checked.
 		progs[k] = script(t, dir, "hook-"+string(k), "env | grep ^LVSD_ | sort > "+filepath.Join(dir, string(k))+"/$$")
 	}
-	r := New(Config{Node: "d1", Programs: progs}, nil)
+	r := New(Config{Node: "d1", Programs: progs, LaxModes: true}, nil)
 	r.env = append(make([]string, 0, 64), r.env...)
 	ran := started(t, r)
 	at := time.Date(2026, 12, 1, 23, 0, 0, 0, time.UTC)

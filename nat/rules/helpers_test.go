@@ -4,7 +4,6 @@ import (
 	"net/netip"
 	"testing"
 
-	"github.com/lvsd/lvsd/ipvs/l4"
 	"github.com/lvsd/lvsd/nat/internal/golden"
 	"github.com/lvsd/lvsd/nat/rules"
 )
@@ -16,25 +15,14 @@ var (
 	steering    = golden.Steering
 )
 
-func addr(s string) netip.Addr   { return netip.MustParseAddr(s) }
+var (
+	addr     = golden.Addr
+	addrs    = golden.Addrs
+	prefixes = golden.Prefixes
+	port     = golden.Port
+)
+
 func ap(s string) netip.AddrPort { return netip.MustParseAddrPort(s) }
-func port(p uint16) l4.PortRange { return l4.PortRange{From: p, To: p} }
-
-func addrs(ss ...string) []netip.Addr {
-	as := make([]netip.Addr, len(ss))
-	for i, s := range ss {
-		as[i] = addr(s)
-	}
-	return as
-}
-
-func prefixes(ss ...string) []netip.Prefix {
-	ps := make([]netip.Prefix, len(ss))
-	for i, s := range ss {
-		ps[i] = netip.MustParsePrefix(s)
-	}
-	return ps
-}
 
 func mustRender(t *testing.T, s rules.Spec) rules.Ruleset {
 	t.Helper()

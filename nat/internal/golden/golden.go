@@ -27,17 +27,21 @@ func Get(name string) rules.Spec {
 	panic("no golden case " + name)
 }
 
-func addr(s string) netip.Addr { return netip.MustParseAddr(s) }
+// Addr, Addrs, Prefixes and Port write the cases' values briefly; the
+// tests of nat/rules use them too.
+func Addr(s string) netip.Addr { return netip.MustParseAddr(s) }
 
-func addrs(ss ...string) []netip.Addr {
+// Addrs parses each of ss.
+func Addrs(ss ...string) []netip.Addr {
 	as := make([]netip.Addr, len(ss))
 	for i, s := range ss {
-		as[i] = addr(s)
+		as[i] = Addr(s)
 	}
 	return as
 }
 
-func prefixes(ss ...string) []netip.Prefix {
+// Prefixes parses each of ss.
+func Prefixes(ss ...string) []netip.Prefix {
 	ps := make([]netip.Prefix, len(ss))
 	for i, s := range ss {
 		ps[i] = netip.MustParsePrefix(s)
@@ -45,70 +49,71 @@ func prefixes(ss ...string) []netip.Prefix {
 	return ps
 }
 
-func port(p uint16) l4.PortRange { return l4.PortRange{From: p, To: p} }
+// Port is the range of the one port p.
+func Port(p uint16) l4.PortRange { return l4.PortRange{From: p, To: p} }
 
-// Steering is seed 001's example: one parent rule and two nested steering
+// Steering is the traffic-steering example of the design: one parent rule and two nested steering
 // rules for the same VIP and port.
 var Steering = []rules.MarkRule{
-	{Match: rules.Match{VIP: addr("198.51.100.1"), Protocol: l4.TCP, Ports: []l4.PortRange{port(80)}}, Mark: 0x100, Comment: "parent (pool A)"},
-	{Match: rules.Match{VIP: addr("198.51.100.1"), Protocol: l4.TCP, Ports: []l4.PortRange{port(80)}, Sources: prefixes("203.0.113.0/24")}, Mark: 0x101, Comment: "steer /24 (pool B)"},
-	{Match: rules.Match{VIP: addr("198.51.100.1"), Protocol: l4.TCP, Ports: []l4.PortRange{port(80)}, Sources: prefixes("203.0.113.0/28")}, Mark: 0x102, Comment: "steer /28 (pool C)"},
+	{Match: rules.Match{VIP: Addr("198.51.100.1"), Protocol: l4.TCP, Ports: []l4.PortRange{Port(80)}}, Mark: 0x100, Comment: "parent (pool A)"},
+	{Match: rules.Match{VIP: Addr("198.51.100.1"), Protocol: l4.TCP, Ports: []l4.PortRange{Port(80)}, Sources: Prefixes("203.0.113.0/24")}, Mark: 0x101, Comment: "steer /24 (pool B)"},
+	{Match: rules.Match{VIP: Addr("198.51.100.1"), Protocol: l4.TCP, Ports: []l4.PortRange{Port(80)}, Sources: Prefixes("203.0.113.0/28")}, Mark: 0x102, Comment: "steer /28 (pool C)"},
 }
 
 // Cases are the golden files, one each.
 var Cases = []Case{
 	{"empty", rules.Spec{}},
 	{"single-mark", rules.Spec{Marks: []rules.MarkRule{
-		{Match: rules.Match{VIP: addr("203.0.113.10"), Protocol: l4.TCP, Ports: []l4.PortRange{port(443)}}, Mark: 1, Comment: "web"},
+		{Match: rules.Match{VIP: Addr("203.0.113.10"), Protocol: l4.TCP, Ports: []l4.PortRange{Port(443)}}, Mark: 1, Comment: "web"},
 	}}},
 	{"port-ranges", rules.Spec{Marks: []rules.MarkRule{
 		// Unsorted, overlapping and adjacent ranges are merged: 80-81, 443, 8000-8099, 65000-65535.
-		{Match: rules.Match{VIP: addr("203.0.113.10"), Protocol: l4.UDP, Ports: []l4.PortRange{{From: 8050, To: 8099}, port(443), {From: 8000, To: 8060}, port(80), port(81), {From: 65000, To: 65535}}}, Mark: 2},
-		{Match: rules.Match{VIP: addr("203.0.113.11"), Protocol: l4.SCTP, Ports: []l4.PortRange{{From: 3868, To: 3870}}}, Mark: 3, Comment: "one range"},
+		{Match: rules.Match{VIP: Addr("203.0.113.10"), Protocol: l4.UDP, Ports: []l4.PortRange{{From: 8050, To: 8099}, Port(443), {From: 8000, To: 8060}, Port(80), Port(81), {From: 65000, To: 65535}}}, Mark: 2},
+		{Match: rules.Match{VIP: Addr("203.0.113.11"), Protocol: l4.SCTP, Ports: []l4.PortRange{{From: 3868, To: 3870}}}, Mark: 3, Comment: "one range"},
 	}}},
 	{"all-ports", rules.Spec{Marks: []rules.MarkRule{
-		{Match: rules.Match{VIP: addr("203.0.113.10"), Protocol: l4.TCP}, Mark: 4, Comment: "tcp, all ports"},
-		{Match: rules.Match{VIP: addr("203.0.113.10"), Protocol: l4.UDP}, Mark: 5, Comment: "udp, all ports"},
+		{Match: rules.Match{VIP: Addr("203.0.113.10"), Protocol: l4.TCP}, Mark: 4, Comment: "tcp, all ports"},
+		{Match: rules.Match{VIP: Addr("203.0.113.10"), Protocol: l4.UDP}, Mark: 5, Comment: "udp, all ports"},
 	}}},
 	{"protocol-any", rules.Spec{Marks: []rules.MarkRule{
 		// L3_DEFAULT next to a specific rule on the same VIP: the specific one comes first.
-		{Match: rules.Match{VIP: addr("203.0.113.10")}, Mark: 6, Comment: "L3_DEFAULT"},
-		{Match: rules.Match{VIP: addr("203.0.113.10"), Protocol: l4.TCP, Ports: []l4.PortRange{port(8080)}}, Mark: 7, Comment: "tcp 8080"},
-		{Match: rules.Match{VIP: addr("2001:db8::10")}, Mark: 6, Comment: "L3_DEFAULT v6"},
+		{Match: rules.Match{VIP: Addr("203.0.113.10")}, Mark: 6, Comment: "L3_DEFAULT"},
+		{Match: rules.Match{VIP: Addr("203.0.113.10"), Protocol: l4.TCP, Ports: []l4.PortRange{Port(8080)}}, Mark: 7, Comment: "tcp 8080"},
+		{Match: rules.Match{VIP: Addr("2001:db8::10")}, Mark: 6, Comment: "L3_DEFAULT v6"},
 	}}},
 	{"steering", rules.Spec{Marks: Steering}},
 	{"steering-mixed-lengths", rules.Spec{Marks: []rules.MarkRule{
 		// One rule with sources of two lengths is split so that rule B's /16
 		// sits between its /24 and its /8: longest prefix across rules wins.
-		{Match: rules.Match{VIP: addr("198.51.100.1"), Protocol: l4.TCP, Ports: []l4.PortRange{port(80)}, Sources: prefixes("10.0.0.0/8", "192.168.1.0/24", "192.168.2.0/24")}, Mark: 0xa},
-		{Match: rules.Match{VIP: addr("198.51.100.1"), Protocol: l4.TCP, Ports: []l4.PortRange{port(80)}, Sources: prefixes("10.1.0.0/16")}, Mark: 0xb},
+		{Match: rules.Match{VIP: Addr("198.51.100.1"), Protocol: l4.TCP, Ports: []l4.PortRange{Port(80)}, Sources: Prefixes("10.0.0.0/8", "192.168.1.0/24", "192.168.2.0/24")}, Mark: 0xa},
+		{Match: rules.Match{VIP: Addr("198.51.100.1"), Protocol: l4.TCP, Ports: []l4.PortRange{Port(80)}, Sources: Prefixes("10.1.0.0/16")}, Mark: 0xb},
 		// Adjacent prefixes merge; the last ends at the top of the address space.
-		{Match: rules.Match{VIP: addr("198.51.100.2"), Protocol: l4.TCP, Sources: prefixes("10.0.1.0/24", "10.0.2.0/24", "255.255.255.0/24", "10.0.0.0/24")}, Mark: 0xc},
-		{Match: rules.Match{VIP: addr("198.51.100.2"), Protocol: l4.TCP, Sources: prefixes("172.16.0.0/20", "172.16.1.5/32")}, Mark: 0xd, Comment: "unaligned /20 and a host"},
+		{Match: rules.Match{VIP: Addr("198.51.100.2"), Protocol: l4.TCP, Sources: Prefixes("10.0.1.0/24", "10.0.2.0/24", "255.255.255.0/24", "10.0.0.0/24")}, Mark: 0xc},
+		{Match: rules.Match{VIP: Addr("198.51.100.2"), Protocol: l4.TCP, Sources: Prefixes("172.16.0.0/20", "172.16.1.5/32")}, Mark: 0xd, Comment: "unaligned /20 and a host"},
 	}}},
 	{"fullnat-v4", rules.Spec{SNAT: []rules.SNATRule{
-		{Match: rules.Match{VIP: addr("203.0.113.10"), Protocol: l4.TCP, Ports: []l4.PortRange{port(80), port(443)}}, CtMark: 0x10, To: addrs("198.51.100.2"), Comment: "web"},
-		{Match: rules.Match{VIP: addr("203.0.113.10"), Protocol: l4.UDP, Ports: []l4.PortRange{port(443)}}, CtMark: 0x10, To: addrs("198.51.100.2"), Comment: "web quic"},
+		{Match: rules.Match{VIP: Addr("203.0.113.10"), Protocol: l4.TCP, Ports: []l4.PortRange{Port(80), Port(443)}}, CtMark: 0x10, To: Addrs("198.51.100.2"), Comment: "web"},
+		{Match: rules.Match{VIP: Addr("203.0.113.10"), Protocol: l4.UDP, Ports: []l4.PortRange{Port(443)}}, CtMark: 0x10, To: Addrs("198.51.100.2"), Comment: "web quic"},
 	}}},
 	{"conn-sync", rules.Spec{SyncPorts: []uint16{8849, 8848}, SyncGroup: netip.AddrFrom4([4]byte{224, 0, 0, 81})}},
 	{"nat-v6-redirects", rules.Spec{DropRedirects6: true}},
 	{"fullnat-v6", rules.Spec{SNAT: []rules.SNATRule{
-		{Match: rules.Match{VIP: addr("2001:db8::10"), Protocol: l4.TCP, Ports: []l4.PortRange{port(80)}}, CtMark: 0x11, To: addrs("2001:db8:1::3", "2001:db8:1::2", "2001:db8:1::4"), Comment: "web6"},
+		{Match: rules.Match{VIP: Addr("2001:db8::10"), Protocol: l4.TCP, Ports: []l4.PortRange{Port(80)}}, CtMark: 0x11, To: Addrs("2001:db8:1::3", "2001:db8:1::2", "2001:db8:1::4"), Comment: "web6"},
 	}}},
 	{"mss-clamp", rules.Spec{ClampMSS: []rules.MSSClamp{
 		// A tunnel real server: the IPv4 VIPs in one rule, the IPv6 one on its own.
-		{VIP: addr("203.0.113.11"), MSS: 1440}, {VIP: addr("203.0.113.10"), MSS: 1440}, {VIP: addr("2001:db8::10"), MSS: 1400},
+		{VIP: Addr("203.0.113.11"), MSS: 1440}, {VIP: Addr("203.0.113.10"), MSS: 1440}, {VIP: Addr("2001:db8::10"), MSS: 1400},
 	}}},
 	{"combined", rules.Spec{
 		Marks: append([]rules.MarkRule{
-			{Match: rules.Match{VIP: addr("203.0.113.20"), Protocol: l4.TCP, Ports: []l4.PortRange{{From: 8000, To: 8099}, port(9000)}}, Mark: 0x20, Comment: "range"},
-			{Match: rules.Match{VIP: addr("203.0.113.21")}, Mark: 0x21, Comment: "L3_DEFAULT"},
-			{Match: rules.Match{VIP: addr("2001:db8::20"), Protocol: l4.UDP, Ports: []l4.PortRange{{From: 5000, To: 5010}}, Sources: prefixes("2001:db8:ffff::/48")}, Mark: 0x22, Comment: "v6 steer"},
+			{Match: rules.Match{VIP: Addr("203.0.113.20"), Protocol: l4.TCP, Ports: []l4.PortRange{{From: 8000, To: 8099}, Port(9000)}}, Mark: 0x20, Comment: "range"},
+			{Match: rules.Match{VIP: Addr("203.0.113.21")}, Mark: 0x21, Comment: "L3_DEFAULT"},
+			{Match: rules.Match{VIP: Addr("2001:db8::20"), Protocol: l4.UDP, Ports: []l4.PortRange{{From: 5000, To: 5010}}, Sources: Prefixes("2001:db8:ffff::/48")}, Mark: 0x22, Comment: "v6 steer"},
 		}, Steering...),
 		SNAT: []rules.SNATRule{
-			{Match: rules.Match{VIP: addr("203.0.113.10"), Protocol: l4.TCP, Ports: []l4.PortRange{port(80)}}, CtMark: 0x10, To: addrs("192.0.2.2", "192.0.2.3"), Comment: "fullnat web"},
-			{Match: rules.Match{VIP: addr("203.0.113.20"), Protocol: l4.TCP, Ports: []l4.PortRange{{From: 8000, To: 8099}}}, CtMark: 0x11, To: addrs("192.0.2.4"), Comment: "fullnat range"},
-			{Match: rules.Match{VIP: addr("2001:db8::10"), Protocol: l4.TCP, Ports: []l4.PortRange{port(80)}}, CtMark: 0x10, To: addrs("2001:db8:1::2"), Comment: "fullnat web6"},
+			{Match: rules.Match{VIP: Addr("203.0.113.10"), Protocol: l4.TCP, Ports: []l4.PortRange{Port(80)}}, CtMark: 0x10, To: Addrs("192.0.2.2", "192.0.2.3"), Comment: "fullnat web"},
+			{Match: rules.Match{VIP: Addr("203.0.113.20"), Protocol: l4.TCP, Ports: []l4.PortRange{{From: 8000, To: 8099}}}, CtMark: 0x11, To: Addrs("192.0.2.4"), Comment: "fullnat range"},
+			{Match: rules.Match{VIP: Addr("2001:db8::10"), Protocol: l4.TCP, Ports: []l4.PortRange{Port(80)}}, CtMark: 0x10, To: Addrs("2001:db8:1::2"), Comment: "fullnat web6"},
 		},
 	}},
 }
