@@ -100,7 +100,7 @@ func LoadAgent(path string) (*Agent, error) {
 	if err != nil {
 		return nil, List{{File: path, Msg: err.Error()}}
 	}
-	a, err := loadAgent(path, data)
+	a, err := ParseAgent(path, data)
 	if a != nil && !a.LaxModes {
 		// Checked once the file says whether to: strict_modes is in it.
 		if e := trustedFile(path, fi, nil); e != nil {
@@ -110,8 +110,9 @@ func LoadAgent(path string) (*Agent, error) {
 	return a, err
 }
 
-// loadAgent validates data, the content of the agent file at path.
-func loadAgent(path string, data []byte) (*Agent, error) {
+// ParseAgent validates data, the content of the agent file at path,
+// without reading the file or asking who may write it (LoadAgent does both).
+func ParseAgent(path string, data []byte) (*Agent, error) {
 	var errs List
 	var docs []*doc
 	eachDoc(path, data, &errs, func(d *doc) { docs = append(docs, d) })
@@ -185,7 +186,7 @@ func loadAgent(path string, data []byte) (*Agent, error) {
 }
 
 // servicesDirAt records where services_dir is set, for errors about the
-// directory (LoadServices): at the key, or at the file for the default.
+// directory (PlaceDirError): at the key, or at the file for the default.
 func (d *doc) servicesDirAt(given bool) *Error {
 	if !given {
 		return &Error{File: d.File}

@@ -14,7 +14,7 @@ import (
 func serviceErrors(t *testing.T, body string) string {
 	t.Helper()
 	dir := t.TempDir()
-	_, err := LoadServiceFiles(writeFile(t, dir, "svc.yaml", body))
+	_, err := loadServiceFiles(writeFile(t, dir, "svc.yaml", body))
 	if err == nil {
 		return ""
 	}
@@ -215,7 +215,7 @@ func TestProblemsCapped(t *testing.T) {
 		t.Errorf("%d lines, ending %q", len(lines), lines[len(lines)-1])
 	}
 	var l List
-	_, err := LoadServiceFiles(writeFile(t, t.TempDir(), "svc.yaml", svcGood+strings.Repeat("x: 1\n", 10_000)))
+	_, err := loadServiceFiles(writeFile(t, t.TempDir(), "svc.yaml", svcGood+strings.Repeat("x: 1\n", 10_000)))
 	if !asList(err, &l) || len(l) != yamldoc.MaxProblems+1 || !strings.HasSuffix(l[yamldoc.MaxProblems].Error(), "svc.yaml: checking stopped after 200 problems") {
 		t.Errorf("%d problems, the last %v", len(l), l[len(l)-1])
 	}
