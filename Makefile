@@ -45,8 +45,8 @@ examples-check:
 # (commit them: they become seeds). Minimising a new input is capped so a
 # run spends its time fuzzing.
 FUZZ_TARGETS := \
-	./agent/config:FuzzServiceFile \
-	./agent/config:FuzzAgentFile \
+	./agent/config/servicesdir:FuzzServiceFile \
+	./agent/config/servicesdir:FuzzAgentFile \
 	./cluster:FuzzDecodeHeartbeat \
 	./cluster:FuzzHeartbeatGuard \
 	./cluster:FuzzParseMemberlistLine \

@@ -6,6 +6,7 @@ import (
 	"github.com/lvsd/lvsd/agent/planner"
 
 	"github.com/lvsd/lvsd/agent/config"
+	"github.com/lvsd/lvsd/agent/config/servicesdir"
 )
 
 // The shipped examples must stay valid and programmable.
@@ -14,7 +15,7 @@ func TestExamplesAreValid(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	svcs, err := config.LoadServices("../examples/services.d")
+	svcs, err := servicesdir.LoadDir("../examples/services.d")
 	if err != nil {
 		t.Fatal(err)
 	}

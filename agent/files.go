@@ -9,7 +9,7 @@ import (
 	"slices"
 	"time"
 
-	"github.com/lvsd/lvsd/agent/config"
+	"github.com/lvsd/lvsd/agent/config/servicesdir"
 )
 
 // How the agent follows its configuration files: inotify where it can
@@ -137,7 +137,7 @@ func scanInterval(every, cost time.Duration) time.Duration {
 // file when changed is nil.
 func (a *Agent) reload(why string, changed []string) {
 	start := time.Now()
-	var agentFile config.Fingerprint
+	var agentFile servicesdir.Fingerprint
 	if changed == nil {
 		a.loading()
 		agentFile = a.loader.cache.FileFingerprint(a.opts.ConfigPath) // before it is read
@@ -193,7 +193,7 @@ func (a *Agent) reload(why string, changed []string) {
 // file and the service files, cheaply detecting edits. It stats through
 // the loader's cache, whose calls tests count.
 func (a *Agent) configFingerprint() [32]byte {
-	var dir config.Fingerprint
+	var dir servicesdir.Fingerprint
 	if a.cfg != nil && a.cfg.Agent.ServicesDir != "" {
 		dir = a.loader.cache.DirFingerprint(a.cfg.Agent.ServicesDir)
 	}
@@ -203,12 +203,12 @@ func (a *Agent) configFingerprint() [32]byte {
 // loadedFingerprint is configFingerprint after a full load into cfg (nil:
 // it failed), from the agent file's stamp taken before and the stats the
 // load made of the service files, when it got that far: one stat per file.
-func (a *Agent) loadedFingerprint(agentFile config.Fingerprint, cfg *LoadedConfig) [32]byte {
+func (a *Agent) loadedFingerprint(agentFile servicesdir.Fingerprint, cfg *LoadedConfig) [32]byte {
 	if cfg == nil {
 		cfg = a.cfg
 	}
 	if cfg == nil || cfg.Agent.ServicesDir == "" {
-		return joinFingerprints(agentFile, config.Fingerprint{})
+		return joinFingerprints(agentFile, servicesdir.Fingerprint{})
 	}
 	dir, ok := a.loader.cache.Scanned(cfg.Agent.ServicesDir)
 	if !ok {
@@ -217,6 +217,6 @@ func (a *Agent) loadedFingerprint(agentFile config.Fingerprint, cfg *LoadedConfi
 	return joinFingerprints(agentFile, dir)
 }
 
-func joinFingerprints(agentFile, dir config.Fingerprint) [32]byte {
+func joinFingerprints(agentFile, dir servicesdir.Fingerprint) [32]byte {
 	return sha256.Sum256(append(agentFile[:], dir[:]...))
 }

@@ -9,6 +9,7 @@ import (
 	"github.com/lvsd/lvsd/agent/planner"
 
 	"github.com/lvsd/lvsd/agent/config"
+	"github.com/lvsd/lvsd/agent/config/servicesdir"
 )
 
 // LoadedConfig is the whole configuration as the agent runs it: one
@@ -18,7 +19,7 @@ type LoadedConfig struct {
 	Agent    *config.Agent
 	Services []*config.Service
 	Desired  planner.Desired // every backend at its configured weight
-	files    []*config.File
+	files    []*servicesdir.File
 	pieces   planner.Pieces
 	// checked counts the backends with health checks by HealthKey.
 	checked planner.CopyOnWriteMap[string, int]
@@ -37,13 +38,13 @@ func LoadConfig(path string) (*LoadedConfig, error) {
 // goroutine owns it.
 type Reloader struct {
 	path  string
-	cache *config.Cache
+	cache *servicesdir.Cache
 }
 
 // NewReloader returns a reloader of the agent file at path and its
 // services, which has read nothing yet.
 func NewReloader(path string) *Reloader {
-	return &Reloader{path: path, cache: config.NewCache()}
+	return &Reloader{path: path, cache: servicesdir.NewCache()}
 }
 
 // Changes says what a reload changed.
@@ -118,7 +119,7 @@ func (l *Reloader) agent(prev *LoadedConfig, changed []string) (*config.Agent, b
 // what they hold now. A set that says which files it replaced and which
 // services it read again (a patch) tells at once; else the lists are
 // compared.
-func changedServices(old []*config.File, set config.Set) map[string]bool {
+func changedServices(old []*servicesdir.File, set servicesdir.Set) map[string]bool {
 	out := map[string]bool{}
 	if set.Replaced != nil && set.Fresh != nil {
 		for _, f := range set.Replaced {
@@ -131,7 +132,7 @@ func changedServices(old []*config.File, set config.Set) map[string]bool {
 		}
 		return out
 	}
-	add := func(f *config.File) {
+	add := func(f *servicesdir.File) {
 		for _, s := range f.Services {
 			out[s.Name] = true
 		}

@@ -7,7 +7,7 @@ import (
 	"path/filepath"
 	"testing"
 
-	"github.com/lvsd/lvsd/agent/config"
+	"github.com/lvsd/lvsd/agent/config/servicesdir"
 )
 
 // A reload of a few files names the changed services from what it read
@@ -39,7 +39,7 @@ func TestChangedServicesOfAPatch(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		want := changedServices(prev.files, config.Set{Files: next.files})
+		want := changedServices(prev.files, servicesdir.Set{Files: next.files})
 		if !maps.Equal(ch.Services, want) {
 			t.Fatalf("round %d, %q changed: named %v, the file lists differ in %v", round, changed, ch.Services, want)
 		}

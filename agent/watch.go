@@ -6,6 +6,7 @@ import (
 
 	"github.com/fsnotify/fsnotify"
 	"github.com/lvsd/lvsd/agent/config"
+	"github.com/lvsd/lvsd/agent/config/servicesdir"
 )
 
 // configWatch tells the agent loop which configuration files changed, from
@@ -120,7 +121,7 @@ func (cw *configWatch) note(ev fsnotify.Event) {
 				cw.dir = ""
 			}
 		}
-	case dir == cw.dir && config.IsServiceFile(base):
+	case dir == cw.dir && servicesdir.IsServiceFile(base):
 		cw.dirty[name] = true
 	case strings.HasPrefix(base, ".."):
 		cw.rescan = true // an atomic directory swap (Kubernetes' ..data)

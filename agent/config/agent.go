@@ -100,7 +100,7 @@ func LoadAgent(path string) (*Agent, error) {
 	if err != nil {
 		return nil, List{{File: path, Msg: err.Error()}}
 	}
-	a, err := loadAgent(path, data)
+	a, err := ParseAgent(path, data)
 	if a != nil && !a.LaxModes {
 		// Checked once the file says whether to: strict_modes is in it.
 		if e := trustedFile(path, fi, nil); e != nil {
@@ -110,8 +110,9 @@ func LoadAgent(path string) (*Agent, error) {
 	return a, err
 }
 
-// loadAgent validates data, the content of the agent file at path.
-func loadAgent(path string, data []byte) (*Agent, error) {
+// ParseAgent validates data, the content of the agent file at path,
+// without reading the file or asking who may write it (LoadAgent does both).
+func ParseAgent(path string, data []byte) (*Agent, error) {
 	var errs List
 	var docs []*doc
 	eachDoc(path, data, &errs, func(d *doc) { docs = append(docs, d) })
@@ -124,13 +125,13 @@ func loadAgent(path string, data []byte) (*Agent, error) {
 	case 1:
 	default:
 		second := docs[1]
-		line, col := second.position("$")
+		line, col := second.Position("$")
 		return nil, List{{File: path, Line: line, Col: col,
-			Msg: fmt.Sprintf("a second YAML document (the first starts at line %d): an agent file holds exactly one", docs[0].line+docs[0].root.Line)}}
+			Msg: fmt.Sprintf("a second YAML document (the first starts at line %d): an agent file holds exactly one", docs[0].StartLine())}}
 	}
 	d := docs[0]
 	var raw rawAgent
-	d.decode(&raw)
+	d.Decode(&raw)
 	hostname, _ := os.Hostname()
 	a := &Agent{
 		File:        path,
@@ -156,42 +157,42 @@ func loadAgent(path string, data []byte) (*Agent, error) {
 	a.Hooks = d.hooks(a.Role, raw.Hooks)
 	a.Track = d.track(a.Role, raw.Track)
 	if a.Cluster != nil && a.Cluster.Mode == ModeECMP && a.BGP == nil {
-		d.errorf("$.cluster.mode", "mode ecmp needs a bgp block: every director announces every VIP to the routers, which spread the flows")
+		d.Errorf("$.cluster.mode", "mode ecmp needs a bgp block: every director announces every VIP to the routers, which spread the flows")
 	}
 	switch a.Role {
 	case RoleDirector:
 		switch {
 		case a.Interface == "":
-			d.errorf("$", "interface is required for role director (the interface that holds the VIPs)")
+			d.Errorf("$", "interface is required for role director (the interface that holds the VIPs)")
 		case !isInterfaceName(a.Interface):
-			d.errorf("$.interface", "%q is not an interface name (1-15 characters, no spaces, slashes or colons)", a.Interface)
+			d.Errorf("$.interface", "%q is not an interface name (1-15 characters, no spaces, slashes or colons)", a.Interface)
 		}
 		a.servicesDirAt = d.servicesDirAt(raw.ServicesDir != "")
 	case RoleRealServer:
 		// A key only a director reads would be ignored without a word.
 		if raw.ServicesDir != "" {
-			d.errorf("$.services_dir", "services_dir is for role director; a real server does not read it")
+			d.Errorf("$.services_dir", "services_dir is for role director; a real server does not read it")
 		}
 	default:
-		d.errorf("$.role", "role %q is not one of director, realserver", raw.Role)
+		d.Errorf("$.role", "role %q is not one of director, realserver", raw.Role)
 	}
 	if !oneOf(a.LogFormat, "text", "json") {
-		d.errorf("$.log.format", "log format %q is not one of text, json", a.LogFormat)
+		d.Errorf("$.log.format", "log format %q is not one of text, json", a.LogFormat)
 	}
 	if !oneOf(a.LogLevel, "debug", "info", "warn", "error") {
-		d.errorf("$.log.level", "log level %q is not one of debug, info, warn, error", a.LogLevel)
+		d.Errorf("$.log.level", "log level %q is not one of debug, info, warn, error", a.LogLevel)
 	}
-	return a, errs.err()
+	return a, errs.Err()
 }
 
 // servicesDirAt records where services_dir is set, for errors about the
-// directory (LoadServices): at the key, or at the file for the default.
+// directory (PlaceDirError): at the key, or at the file for the default.
 func (d *doc) servicesDirAt(given bool) *Error {
 	if !given {
-		return &Error{File: d.file}
+		return &Error{File: d.File}
 	}
-	line, col := d.position("$.services_dir")
-	return &Error{File: d.file, Line: line, Col: col}
+	line, col := d.Position("$.services_dir")
+	return &Error{File: d.File, Line: line, Col: col}
 }
 
 func orDefault(v, def string) string {

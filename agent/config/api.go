@@ -29,24 +29,24 @@ func (d *doc) readOnlyAPI(raw rawAPI, file, socket string) *ReadOnlyAPI {
 	case raw.ReadOnlySocket == "" && raw.ReadOnlyGroup == "":
 		return nil
 	case raw.ReadOnlySocket == "":
-		d.errorf("$.api.read_only_group", "read_only_group needs read_only_socket: the path of the read-only socket")
+		d.Errorf("$.api.read_only_group", "read_only_group needs read_only_socket: the path of the read-only socket")
 		return nil
 	case raw.ReadOnlyGroup == "":
-		d.errorf("$.api.read_only_socket", "read_only_socket needs read_only_group: the group whose members may read (the socket is mode 0660)")
+		d.Errorf("$.api.read_only_socket", "read_only_socket needs read_only_group: the group whose members may read (the socket is mode 0660)")
 		return nil
 	}
 	ro := &ReadOnlyAPI{Socket: relativeTo(file, raw.ReadOnlySocket), Group: raw.ReadOnlyGroup}
 	if ro.Socket == socket {
-		d.errorf("$.api.read_only_socket", "read_only_socket %s is the control socket: name another path", ro.Socket)
+		d.Errorf("$.api.read_only_socket", "read_only_socket %s is the control socket: name another path", ro.Socket)
 		return nil
 	}
 	g, err := lookupGroup(raw.ReadOnlyGroup)
 	if err != nil {
-		d.errorf("$.api.read_only_group", "read_only_group %q: %v", raw.ReadOnlyGroup, err)
+		d.Errorf("$.api.read_only_group", "read_only_group %q: %v", raw.ReadOnlyGroup, err)
 		return nil
 	}
 	if ro.GID, err = strconv.Atoi(g.Gid); err != nil {
-		d.errorf("$.api.read_only_group", "read_only_group %q has no numeric id", raw.ReadOnlyGroup)
+		d.Errorf("$.api.read_only_group", "read_only_group %q has no numeric id", raw.ReadOnlyGroup)
 		return nil
 	}
 	return ro

@@ -7,6 +7,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/lvsd/lvsd/agent/config/yamldoc"
 	"github.com/lvsd/lvsd/cluster/bgp/route"
 )
 
@@ -98,22 +99,22 @@ type rawBGP struct {
 		MED           *int   `yaml:"med" range:"0-4294967295"`
 		ASPathPrepend *int   `yaml:"as_path_prepend" range:"0-10"`
 	} `yaml:"drain"`
-	StopGrace text `yaml:"stop_grace"`
+	StopGrace yamldoc.Text `yaml:"stop_grace"`
 }
 
 type rawPeer struct {
-	Address      string `yaml:"address"`
-	ASN          *int   `yaml:"asn" range:"1-4294967295"`
-	Port         *int   `yaml:"port" range:"1-65535"`
-	LocalAddress string `yaml:"local_address"`
-	PasswordFile string `yaml:"password_file"`
-	HoldTime     text   `yaml:"hold_time"`
-	Keepalive    text   `yaml:"keepalive"`
-	ConnectRetry text   `yaml:"connect_retry"`
+	Address      string       `yaml:"address"`
+	ASN          *int         `yaml:"asn" range:"1-4294967295"`
+	Port         *int         `yaml:"port" range:"1-65535"`
+	LocalAddress string       `yaml:"local_address"`
+	PasswordFile string       `yaml:"password_file"`
+	HoldTime     yamldoc.Text `yaml:"hold_time"`
+	Keepalive    yamldoc.Text `yaml:"keepalive"`
+	ConnectRetry yamldoc.Text `yaml:"connect_retry"`
 	BFD          *struct {
-		Enabled    *bool `yaml:"enabled"`
-		Interval   text  `yaml:"interval"`
-		Multiplier *int  `yaml:"multiplier" range:"2-50"`
+		Enabled    *bool        `yaml:"enabled"`
+		Interval   yamldoc.Text `yaml:"interval"`
+		Multiplier *int         `yaml:"multiplier" range:"2-50"`
 	} `yaml:"bfd"`
 	Families []string `yaml:"families"`
 }
@@ -132,13 +133,13 @@ func (d *doc) bgpBlock(role Role, raw *rawBGP, file string) *BGP {
 		return nil
 	}
 	if role != RoleDirector {
-		d.errorf("$.bgp", "bgp is only for role director (role is %s)", role)
+		d.Errorf("$.bgp", "bgp is only for role director (role is %s)", role)
 		return nil
 	}
 	b := &BGP{WithoutBackends: orDefault(raw.WithoutBackends, "withdraw"), Drain: "withdraw", DrainMED: DefaultDrainMED,
 		StopGrace: d.durationIn("$.bgp.stop_grace", "stop_grace", string(raw.StopGrace), DefaultStopGrace, 0, time.Minute)}
 	if raw.ASN == nil {
-		d.errorf("$.bgp", "asn is required: the directors' autonomous system number")
+		d.Errorf("$.bgp", "asn is required: the directors' autonomous system number")
 	} else {
 		b.ASN = uint32(*raw.ASN)
 	}
@@ -146,7 +147,7 @@ func (d *doc) bgpBlock(role Role, raw *rawBGP, file string) *BGP {
 		if a, err := netip.ParseAddr(raw.RouterID); err == nil && a.Is4() {
 			b.RouterID = a
 		} else {
-			d.errorf("$.bgp.router_id", "router_id %q is not an IPv4 address (BGP identifiers are IPv4-shaped)", raw.RouterID)
+			d.Errorf("$.bgp.router_id", "router_id %q is not an IPv4 address (BGP identifiers are IPv4-shaped)", raw.RouterID)
 		}
 	}
 	if raw.ListenPort != nil {
@@ -155,12 +156,12 @@ func (d *doc) bgpBlock(role Role, raw *rawBGP, file string) *BGP {
 	b.NextHop4 = d.addrOfFamily("$.bgp.next_hop4", "next_hop4", raw.NextHop4, true)
 	b.NextHop6 = d.addrOfFamily("$.bgp.next_hop6", "next_hop6", raw.NextHop6, false)
 	if len(raw.Peers) == 0 {
-		d.errorf("$.bgp", "peers is required: the routers this director announces its VIPs to")
+		d.Errorf("$.bgp", "peers is required: the routers this director announces its VIPs to")
 	}
 	for i, p := range raw.Peers {
 		if peer, ok := d.bgpPeer(fmt.Sprintf("$.bgp.peers[%d]", i), p, file); ok {
 			if slices.ContainsFunc(b.Peers, func(o BGPPeer) bool { return o.Address == peer.Address }) {
-				d.errorf(fmt.Sprintf("$.bgp.peers[%d].address", i), "peer %s is listed twice", peer.Address)
+				d.Errorf(fmt.Sprintf("$.bgp.peers[%d].address", i), "peer %s is listed twice", peer.Address)
 				continue
 			}
 			b.Peers = append(b.Peers, peer)
@@ -170,12 +171,12 @@ func (d *doc) bgpBlock(role Role, raw *rawBGP, file string) *BGP {
 		b.Announce = d.announce("$.bgp.announce", raw.Announce)
 	}
 	if !oneOf(b.WithoutBackends, "withdraw", "announce") {
-		d.errorf("$.bgp.without_backends", "without_backends %q is not one of withdraw, announce", b.WithoutBackends)
+		d.Errorf("$.bgp.without_backends", "without_backends %q is not one of withdraw, announce", b.WithoutBackends)
 	}
 	if dr := raw.Drain; dr != nil {
 		b.Drain = orDefault(dr.Mode, "withdraw")
 		if !oneOf(b.Drain, "withdraw", "deprefer") {
-			d.errorf("$.bgp.drain.mode", "drain mode %q is not one of withdraw, deprefer", dr.Mode)
+			d.Errorf("$.bgp.drain.mode", "drain mode %q is not one of withdraw, deprefer", dr.Mode)
 		}
 		if dr.MED != nil {
 			b.DrainMED = uint32(*dr.MED)
@@ -184,7 +185,7 @@ func (d *doc) bgpBlock(role Role, raw *rawBGP, file string) *BGP {
 			b.DrainPrepend = *dr.ASPathPrepend
 		}
 		if b.Drain == "withdraw" && (dr.MED != nil || dr.ASPathPrepend != nil) {
-			d.errorf("$.bgp.drain", "med and as_path_prepend are for drain mode deprefer; mode withdraw takes the routes away")
+			d.Errorf("$.bgp.drain", "med and as_path_prepend are for drain mode deprefer; mode withdraw takes the routes away")
 		}
 	}
 	return b
@@ -194,12 +195,12 @@ func (d *doc) bgpPeer(path string, raw rawPeer, file string) (BGPPeer, bool) {
 	p := BGPPeer{BFDInterval: DefaultBFDInterval, BFDMultiplier: DefaultBFDMultiplier}
 	a, err := netip.ParseAddr(raw.Address)
 	if err != nil || a.Zone() != "" {
-		d.errorf(path+".address", "address %q is not the router's IP address", raw.Address)
+		d.Errorf(path+".address", "address %q is not the router's IP address", raw.Address)
 		return p, false
 	}
 	p.Address = a
 	if raw.ASN == nil {
-		d.errorf(path, "peer %s: asn is required (the router's AS; the directors' own makes it iBGP)", a)
+		d.Errorf(path, "peer %s: asn is required (the router's AS; the directors' own makes it iBGP)", a)
 	} else {
 		p.ASN = uint32(*raw.ASN)
 	}
@@ -214,9 +215,9 @@ func (d *doc) bgpPeer(path string, raw rawPeer, file string) (BGPPeer, bool) {
 		data, err := readChecked(p.PasswordFile, private)
 		switch {
 		case err != nil:
-			d.errorf(path+".password_file", "password_file %s %v", p.PasswordFile, err)
+			d.Errorf(path+".password_file", "password_file %s %v", p.PasswordFile, err)
 		case strings.TrimSpace(string(data)) == "" || len(strings.TrimSpace(string(data))) > 80:
-			d.errorf(path+".password_file", "password_file %s: the TCP-MD5 password must be 1-80 characters on one line", p.PasswordFile)
+			d.Errorf(path+".password_file", "password_file %s: the TCP-MD5 password must be 1-80 characters on one line", p.PasswordFile)
 		default:
 			p.Password = strings.TrimSpace(string(data))
 		}
@@ -234,7 +235,7 @@ func (d *doc) bgpPeer(path string, raw rawPeer, file string) (BGPPeer, bool) {
 	for j, f := range raw.Families {
 		fam := route.Family(f)
 		if fam != route.IPv4Unicast && fam != route.IPv6Unicast {
-			d.errorf(fmt.Sprintf("%s.families[%d]", path, j), "family %q is not one of ipv4-unicast, ipv6-unicast", f)
+			d.Errorf(fmt.Sprintf("%s.families[%d]", path, j), "family %q is not one of ipv4-unicast, ipv6-unicast", f)
 			continue
 		}
 		p.Families = append(p.Families, fam)
@@ -248,7 +249,7 @@ func (d *doc) announce(path string, raw *rawAnnounce) Announce {
 	for i, s := range raw.Communities {
 		c, err := route.ParseCommunity(s)
 		if err != nil {
-			d.errorf(fmt.Sprintf("%s.communities[%d]", path, i), "%v", err)
+			d.Errorf(fmt.Sprintf("%s.communities[%d]", path, i), "%v", err)
 			continue
 		}
 		a.Communities = append(a.Communities, c)
@@ -256,7 +257,7 @@ func (d *doc) announce(path string, raw *rawAnnounce) Announce {
 	for i, s := range raw.LargeCommunities {
 		c, err := route.ParseLargeCommunity(s)
 		if err != nil {
-			d.errorf(fmt.Sprintf("%s.large_communities[%d]", path, i), "%v", err)
+			d.Errorf(fmt.Sprintf("%s.large_communities[%d]", path, i), "%v", err)
 			continue
 		}
 		a.LargeCommunities = append(a.LargeCommunities, c)
@@ -285,7 +286,7 @@ func (d *doc) addrOfFamily(path, key, raw string, v4 bool) netip.Addr {
 		if v4 {
 			fam = "IPv4"
 		}
-		d.errorf(path, "%s %q is not an %s address", key, raw, fam)
+		d.Errorf(path, "%s %q is not an %s address", key, raw, fam)
 		return netip.Addr{}
 	}
 	return a
@@ -298,7 +299,7 @@ func (d *doc) durationIn(path, key, raw string, def, lo, hi time.Duration) time.
 	}
 	v, err := time.ParseDuration(raw)
 	if err != nil || v < lo || v > hi {
-		d.errorf(path, "%s %q is not a duration from %s to %s", key, raw, lo, hi)
+		d.Errorf(path, "%s %q is not a duration from %s to %s", key, raw, lo, hi)
 		return def
 	}
 	return v

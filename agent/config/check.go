@@ -41,11 +41,11 @@ func (d *doc) check(path, subject string, rc rawCheck, interval, timeout time.Du
 	c := Check{Type: rc.Type, Method: orDefault(rc.Method, "GET"), Path: orDefault(rc.Path, "/"), Host: rc.Host,
 		Expect: [2]int{200, 399}, Body: rc.Body, Send: rc.Send, Receive: rc.Receive, Query: rc.Query, Command: rc.Command}
 	if !oneOf(c.Type, CheckTypes...) {
-		d.errorf(path+".type", "%s: check type %q is not one of %s", subject, rc.Type, strings.Join(CheckTypes, ", "))
+		d.Errorf(path+".type", "%s: check type %q is not one of %s", subject, rc.Type, strings.Join(CheckTypes, ", "))
 	} else {
 		for _, k := range checkKeys {
 			if k.set(rc) && !slices.Contains(k.types, c.Type) {
-				d.errorf(path+"."+k.key, "%s: %s is for %s checks, not %s (it would be ignored)", subject, k.key, strings.Join(k.types, ", "), c.Type)
+				d.Errorf(path+"."+k.key, "%s: %s is for %s checks, not %s (it would be ignored)", subject, k.key, strings.Join(k.types, ", "), c.Type)
 			}
 		}
 	}
@@ -56,9 +56,9 @@ func (d *doc) check(path, subject string, rc rawCheck, interval, timeout time.Du
 	c.Timeout = d.duration(path+".timeout", subject, "timeout", string(rc.Timeout), timeout)
 	switch {
 	case c.Interval < 100*time.Millisecond:
-		d.errorf(path+".interval", "%s: check interval %s is below 100ms", subject, c.Interval)
+		d.Errorf(path+".interval", "%s: check interval %s is below 100ms", subject, c.Interval)
 	case c.Timeout <= 0 || c.Timeout > c.Interval:
-		d.errorf(path+".timeout", "%s: check timeout %s must be above 0 and at most the interval %s", subject, c.Timeout, c.Interval)
+		d.Errorf(path+".timeout", "%s: check timeout %s must be above 0 and at most the interval %s", subject, c.Timeout, c.Interval)
 	}
 	if rc.Expect != "" {
 		lo, hi, isRange := strings.Cut(string(rc.Expect), "-")
@@ -68,27 +68,27 @@ func (d *doc) check(path, subject string, rc rawCheck, interval, timeout time.Du
 			b, ok2 = parseDecimal(hi)
 		}
 		if !ok1 || !ok2 || a < 100 || b > 599 || b < a {
-			d.errorf(path+".expect", "%s: expect %q is not an HTTP status or range like 200-299", subject, rc.Expect)
+			d.Errorf(path+".expect", "%s: expect %q is not an HTTP status or range like 200-299", subject, rc.Expect)
 		}
 		c.Expect = [2]int{a, b}
 	}
 	if !strings.HasPrefix(c.Path, "/") {
-		d.errorf(path+".path", "%s: check path %q must start with /", subject, c.Path)
+		d.Errorf(path+".path", "%s: check path %q must start with /", subject, c.Path)
 	}
 	switch c.Type {
 	case "exec":
 		c.LaxModes = d.laxModes
 		if len(c.Command) == 0 {
-			d.errorf(path, "%s: an exec check needs command: [program, args...]", subject)
+			d.Errorf(path, "%s: an exec check needs command: [program, args...]", subject)
 		} else if err := d.checkProgram(c.Command[0]); err != nil {
-			d.errorf(path+".command", "%s: %v", subject, err)
+			d.Errorf(path+".command", "%s: %v", subject, err)
 		}
 		if rc.User != "" {
 			c.User = d.checkUser(path+".user", subject, rc.User)
 		}
 	case "dns":
 		if c.Query == "" {
-			d.errorf(path, "%s: a dns check needs query: a name to resolve", subject)
+			d.Errorf(path, "%s: a dns check needs query: a name to resolve", subject)
 		}
 	case "https":
 		c.TLS = d.checkTLS(path+".tls", subject, rc.TLS)
@@ -114,21 +114,21 @@ func (d *doc) checkTLS(path, subject string, raw *rawTLS) TLS {
 	t := TLS{ServerName: raw.ServerName, Verify: raw.CAFile != "" || raw.ServerName != ""}
 	if raw.Verify != nil {
 		if !*raw.Verify && t.Verify {
-			d.errorf(path+".verify", "%s: verify: false would ignore ca_file and server_name; leave them out, or verify", subject)
+			d.Errorf(path+".verify", "%s: verify: false would ignore ca_file and server_name; leave them out, or verify", subject)
 		}
 		t.Verify = *raw.Verify
 	}
 	if raw.ServerName != "" && !isHostname(raw.ServerName) {
-		d.errorf(path+".server_name", "%s: server_name %q is not a DNS name", subject, raw.ServerName)
+		d.Errorf(path+".server_name", "%s: server_name %q is not a DNS name", subject, raw.ServerName)
 	}
 	if raw.CAFile != "" {
-		t.CAFile = relativeTo(d.file, raw.CAFile)
+		t.CAFile = relativeTo(d.File, raw.CAFile)
 		data, err := readFile(t.CAFile)
 		switch {
 		case err != nil:
-			d.errorf(path+".ca_file", "%s: ca_file %s %v", subject, t.CAFile, err)
+			d.Errorf(path+".ca_file", "%s: ca_file %s %v", subject, t.CAFile, err)
 		case !x509.NewCertPool().AppendCertsFromPEM(data):
-			d.errorf(path+".ca_file", "%s: ca_file %s holds no PEM certificate", subject, t.CAFile)
+			d.Errorf(path+".ca_file", "%s: ca_file %s holds no PEM certificate", subject, t.CAFile)
 		default:
 			t.RootCAs = data
 		}
@@ -140,13 +140,13 @@ func (d *doc) checkTLS(path, subject string, raw *rawTLS) TLS {
 func (d *doc) checkUser(path, subject, account string) *User {
 	u, err := user.Lookup(account)
 	if err != nil {
-		d.errorf(path, "%s: user %q: %v", subject, account, lookupError(err))
+		d.Errorf(path, "%s: user %q: %v", subject, account, lookupError(err))
 		return nil
 	}
 	uid, err1 := strconv.ParseUint(u.Uid, 10, 32)
 	gid, err2 := strconv.ParseUint(u.Gid, 10, 32)
 	if err1 != nil || err2 != nil {
-		d.errorf(path, "%s: user %q has no numeric uid and gid", subject, account)
+		d.Errorf(path, "%s: user %q has no numeric uid and gid", subject, account)
 		return nil
 	}
 	out := &User{Name: u.Username, UID: uint32(uid), GID: uint32(gid), Home: u.HomeDir}

@@ -49,7 +49,7 @@ func TestCheckTLS(t *testing.T) {
 		{"server_name", ", tls: {server_name: backend.example}", TLS{Verify: true, ServerName: "backend.example"}},
 	} {
 		t.Run(c.name, func(t *testing.T) {
-			svcs, err := LoadServiceFiles(writeFile(t, dir, "svc.yaml", check(c.tls)))
+			svcs, err := loadServiceFiles(writeFile(t, dir, "svc.yaml", check(c.tls)))
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -65,7 +65,7 @@ func TestCheckTLS(t *testing.T) {
 		{"bad server_name", ", tls: {server_name: \"a b\"}", "svc.yaml:5:63: service \"web\": server_name \"a b\" is not a DNS name"},
 	} {
 		t.Run(c.name, func(t *testing.T) {
-			_, err := LoadServiceFiles(writeFile(t, dir, "svc.yaml", check(c.tls)))
+			_, err := loadServiceFiles(writeFile(t, dir, "svc.yaml", check(c.tls)))
 			want := dir + "/" + strings.ReplaceAll(c.want, "DIR", dir)
 			if err == nil || err.Error() != want {
 				t.Errorf("got %v\nwant %s", err, want)
@@ -83,7 +83,7 @@ func TestCheckUser(t *testing.T) {
 	check := func(u string) string {
 		return svcGood + "health: {checks: [{type: exec, command: [/bin/true], user: " + u + "}]}\n"
 	}
-	svcs, err := LoadServiceFiles(writeFile(t, t.TempDir(), "svc.yaml", check("nobody")))
+	svcs, err := loadServiceFiles(writeFile(t, t.TempDir(), "svc.yaml", check("nobody")))
 	if err != nil {
 		t.Fatal(err)
 	}

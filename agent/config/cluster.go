@@ -8,6 +8,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/lvsd/lvsd/agent/config/yamldoc"
 	"github.com/lvsd/lvsd/cluster/settings"
 	"github.com/lvsd/lvsd/ipvs/spec"
 )
@@ -121,18 +122,18 @@ type rawCluster struct {
 	Priority          *int         `yaml:"priority" range:"1-255"`
 	Preempt           *bool        `yaml:"preempt"`
 	Quorum            *int         `yaml:"quorum" range:"1-1000"`
-	HeartbeatInterval text         `yaml:"heartbeat_interval"`
-	FailureTimeout    text         `yaml:"failure_timeout"`
-	RejoinInterval    text         `yaml:"rejoin_interval"`
-	AddressLifetime   text         `yaml:"address_lifetime"`
+	HeartbeatInterval yamldoc.Text `yaml:"heartbeat_interval"`
+	FailureTimeout    yamldoc.Text `yaml:"failure_timeout"`
+	RejoinInterval    yamldoc.Text `yaml:"rejoin_interval"`
+	AddressLifetime   yamldoc.Text `yaml:"address_lifetime"`
 	Nice              *int         `yaml:"nice" range:"-20-19"`
 	ConnSync          *rawConnSync `yaml:"conn_sync"`
 }
 
 type rawConnSync struct {
-	Enabled        *bool `yaml:"enabled"`
-	Port           *int  `yaml:"port" range:"1-65535"`
-	ResyncInterval text  `yaml:"resync_interval"`
+	Enabled        *bool        `yaml:"enabled"`
+	Port           *int         `yaml:"port" range:"1-65535"`
+	ResyncInterval yamldoc.Text `yaml:"resync_interval"`
 }
 
 // cluster validates the cluster block of the agent file at file; nil
@@ -142,7 +143,7 @@ func (d *doc) cluster(role Role, raw *rawCluster, file string) *Cluster {
 		return nil
 	}
 	if role != RoleDirector {
-		d.errorf("$.cluster", "cluster is only for role director (role is %s)", role)
+		d.Errorf("$.cluster", "cluster is only for role director (role is %s)", role)
 		return nil
 	}
 	mode := ClusterMode(orDefault(raw.Mode, string(ModeActiveStandby)))
@@ -174,7 +175,7 @@ func (d *doc) cluster(role Role, raw *rawCluster, file string) *Cluster {
 	d.clusterRanking(c, raw)
 	c.ConnSync = d.connSync(raw.ConnSync)
 	if c.FailureTimeout < 3*c.HeartbeatInterval {
-		d.errorf("$.cluster.failure_timeout", "failure_timeout %s is shorter than 3 heartbeat intervals (%s): one lost heartbeat would count as a failure",
+		d.Errorf("$.cluster.failure_timeout", "failure_timeout %s is shorter than 3 heartbeat intervals (%s): one lost heartbeat would count as a failure",
 			c.FailureTimeout, 3*c.HeartbeatInterval)
 	}
 	return c
@@ -191,23 +192,23 @@ func (d *doc) clusterAddresses(c *Cluster, raw *rawCluster) {
 		if host, p, ok := hostPort(raw.Bind, port, true); ok {
 			c.Bind, port = net.JoinHostPort(host, strconv.Itoa(p)), p
 		} else {
-			d.errorf("$.cluster.bind", "bind %q is not an IP address with an optional port, like 10.0.0.2, 10.0.0.2:7946 or [fd00::2]:7946", raw.Bind)
+			d.Errorf("$.cluster.bind", "bind %q is not an IP address with an optional port, like 10.0.0.2, 10.0.0.2:7946 or [fd00::2]:7946", raw.Bind)
 		}
 	}
 	if raw.Advertise != "" {
 		if host, p, ok := hostPort(raw.Advertise, port, true); ok && host != "" && host != "0.0.0.0" && host != "::" {
 			c.Advertise = net.JoinHostPort(host, strconv.Itoa(p))
 		} else {
-			d.errorf("$.cluster.advertise", "advertise %q is not an IP address (with an optional port) the other directors can reach", raw.Advertise)
+			d.Errorf("$.cluster.advertise", "advertise %q is not an IP address (with an optional port) the other directors can reach", raw.Advertise)
 		}
 	}
 	for i, p := range raw.Peers {
 		host, n, ok := hostPort(p, port, false)
 		switch {
 		case !ok:
-			d.errorf(fmt.Sprintf("$.cluster.peers[%d]", i), "peer %q is not a host with an optional port, like 10.0.0.3, 10.0.0.3:7946 or [fd00::3]:7946", p)
+			d.Errorf(fmt.Sprintf("$.cluster.peers[%d]", i), "peer %q is not a host with an optional port, like 10.0.0.3, 10.0.0.3:7946 or [fd00::3]:7946", p)
 		case slices.Contains(c.Peers, net.JoinHostPort(host, strconv.Itoa(n))):
-			d.errorf(fmt.Sprintf("$.cluster.peers[%d]", i), "peer %s is listed twice", p)
+			d.Errorf(fmt.Sprintf("$.cluster.peers[%d]", i), "peer %s is listed twice", p)
 		default:
 			c.Peers = append(c.Peers, net.JoinHostPort(host, strconv.Itoa(n)))
 		}
@@ -218,21 +219,21 @@ func (d *doc) clusterAddresses(c *Cluster, raw *rawCluster) {
 func (d *doc) clusterKey(c *Cluster, raw *rawCluster, file string) {
 	switch {
 	case raw.KeyFile != "" && raw.Insecure:
-		d.errorf("$.cluster.insecure", "insecure: true turns encryption off, but a key_file is given: keep one of them")
+		d.Errorf("$.cluster.insecure", "insecure: true turns encryption off, but a key_file is given: keep one of them")
 	case raw.KeyFile != "":
 		c.KeyFile = relativeTo(file, raw.KeyFile)
 		keys, err := ReadKeyFile(c.KeyFile)
 		if err != nil {
-			d.errorf("$.cluster.key_file", "%v", err)
+			d.Errorf("$.cluster.key_file", "%v", err)
 		}
 		c.Keys = keys
 	case !raw.Insecure:
-		d.errorf("$.cluster", "cluster traffic is encrypted and authenticated: key_file is required (a file with a base64 key of 16, 24 or 32 bytes, e.g. from `openssl rand -base64 32`), or insecure: true to run without (not recommended)")
+		d.Errorf("$.cluster", "cluster traffic is encrypted and authenticated: key_file is required (a file with a base64 key of 16, 24 or 32 bytes, e.g. from `openssl rand -base64 32`), or insecure: true to run without (not recommended)")
 	}
 	if raw.Label != nil {
 		c.Label = *raw.Label
 		if len(c.Label) > maxClusterLabel || strings.ContainsFunc(c.Label, func(r rune) bool { return r < ' ' || r > '~' }) {
-			d.errorf("$.cluster.label", "label %q is not up to %d printable ASCII characters", c.Label, maxClusterLabel)
+			d.Errorf("$.cluster.label", "label %q is not up to %d printable ASCII characters", c.Label, maxClusterLabel)
 		}
 	}
 }
@@ -242,12 +243,12 @@ func (d *doc) clusterRanking(c *Cluster, raw *rawCluster) {
 	switch c.Mode {
 	case ModeActiveStandby, ModeActiveActive, ModeECMP:
 	default:
-		d.errorf("$.cluster.mode", "mode %q is not one of active-standby, active-active, ecmp", raw.Mode)
+		d.Errorf("$.cluster.mode", "mode %q is not one of active-standby, active-active, ecmp", raw.Mode)
 	}
 	if raw.Priority != nil {
 		c.Priority = *raw.Priority
 		if c.Mode != ModeActiveStandby {
-			d.errorf("$.cluster.priority", "priority is for mode active-standby; %s does not rank directors by it", c.Mode)
+			d.Errorf("$.cluster.priority", "priority is for mode active-standby; %s does not rank directors by it", c.Mode)
 		}
 	}
 	if raw.Preempt != nil {
@@ -256,7 +257,7 @@ func (d *doc) clusterRanking(c *Cluster, raw *rawCluster) {
 	if raw.Quorum != nil {
 		c.Quorum = *raw.Quorum
 		if c.Quorum < 1 || c.Quorum > len(c.Peers)+1 {
-			d.errorf("$.cluster.quorum", "quorum %d is not in 1-%d (the peers plus this director)", c.Quorum, len(c.Peers)+1)
+			d.Errorf("$.cluster.quorum", "quorum %d is not in 1-%d (the peers plus this director)", c.Quorum, len(c.Peers)+1)
 		}
 	}
 }
@@ -273,7 +274,7 @@ func (d *doc) connSync(raw *rawConnSync) ConnSync {
 	if raw.Port != nil {
 		// The relay uses the port and the next two (connsync).
 		if *raw.Port > 65535-2 {
-			d.errorf("$.cluster.conn_sync.port", "port %d is not in 1-%d (connection sync also uses the next two ports)", *raw.Port, 65535-2)
+			d.Errorf("$.cluster.conn_sync.port", "port %d is not in 1-%d (connection sync also uses the next two ports)", *raw.Port, 65535-2)
 		} else {
 			c.Port = uint16(*raw.Port)
 		}
@@ -290,7 +291,7 @@ func (d *doc) clusterDuration(key, raw string, def, lo, hi time.Duration) time.D
 	}
 	v, err := time.ParseDuration(raw)
 	if err != nil || v < lo || v > hi {
-		d.errorf("$.cluster."+key, "%s %q is not a duration from %s to %s", key, raw, lo, hi)
+		d.Errorf("$.cluster."+key, "%s %q is not a duration from %s to %s", key, raw, lo, hi)
 		return def
 	}
 	return v

@@ -10,49 +10,6 @@ import (
 	"time"
 )
 
-// A named pipe in the services directory neither blocks the loader (open
-// would wait for a writer) nor is read: it is reported, and so are the
-// other entries that are not regular files.
-func TestServicesDirOnlyRegularFiles(t *testing.T) {
-	dir := t.TempDir()
-	writeFile(t, dir, "web.yaml", svcGood)
-	writeFile(t, dir, ".web.yaml.swp", "not yaml: [")
-	writeFile(t, dir, "notes.txt", "not yaml: [")
-	if err := syscall.Mkfifo(filepath.Join(dir, "pipe.yaml"), 0o644); err != nil {
-		t.Fatal(err)
-	}
-	if err := os.Mkdir(filepath.Join(dir, "dir.yml"), 0o755); err != nil {
-		t.Fatal(err)
-	}
-	if err := os.Symlink("nowhere.yaml", filepath.Join(dir, "dangling.yaml")); err != nil {
-		t.Fatal(err)
-	}
-	if err := os.Symlink("web.yaml", filepath.Join(dir, "link.yaml")); err != nil {
-		t.Fatal(err)
-	}
-	done := make(chan error, 1)
-	go func() {
-		_, err := LoadServices(dir)
-		done <- err
-	}()
-	var err error
-	select {
-	case err = <-done:
-	case <-time.After(30 * time.Second):
-		t.Fatal("LoadServices blocked on a named pipe")
-	}
-	got := strings.ReplaceAll(err.Error(), dir+"/", "")
-	want := "dangling.yaml: does not exist\n" +
-		"dir.yml: is a directory, not a regular file: lvsd reads only regular files from the services directory\n" +
-		"pipe.yaml: is a named pipe, not a regular file: lvsd reads only regular files from the services directory\n" +
-		// The symbolic link is read: web is defined twice.
-		"web.yaml:1:1: service \"web\" is already defined at link.yaml:1\n" +
-		"web.yaml:1:1: service \"web\": tcp 10.0.0.50 port 80 is already served by service \"web\" (link.yaml:1)"
-	if got != want {
-		t.Errorf("got\n%s\nwant\n%s", got, want)
-	}
-}
-
 // A file swapped for a pipe after the directory was listed, and a pipe
 // given as the agent file or as a key file, are not waited on either.
 func TestPipesNeverBlock(t *testing.T) {
@@ -64,7 +21,7 @@ func TestPipesNeverBlock(t *testing.T) {
 	}
 	done := make(chan string, 3)
 	go func() {
-		_, err := LoadServiceFiles(filepath.Join(dir, "svc.yaml"))
+		_, err := loadServiceFiles(filepath.Join(dir, "svc.yaml"))
 		done <- err.Error()
 		_, err = LoadAgent(filepath.Join(dir, "lvsd.yaml"))
 		done <- err.Error()
@@ -90,36 +47,14 @@ func TestPipesNeverBlock(t *testing.T) {
 func TestFileTooLarge(t *testing.T) {
 	dir := t.TempDir()
 	p := writeFile(t, dir, "big.yaml", svcGood+strings.Repeat("#", MaxFileSize))
-	_, err := LoadServiceFiles(p)
+	_, err := loadServiceFiles(p)
 	if want := p + ": is 1024.1 KiB, larger than the 1 MiB lvsd reads"; err == nil || err.Error() != want {
 		t.Errorf("got %v, want %s", err, want)
 	}
 	// Exactly 1 MiB is read.
 	p = writeFile(t, dir, "max.yaml", svcGood+strings.Repeat("#", MaxFileSize-len(svcGood)))
-	if _, err := LoadServiceFiles(p); err != nil {
+	if _, err := loadServiceFiles(p); err != nil {
 		t.Errorf("a file of 1 MiB: %v", err)
-	}
-}
-
-// Problems with the services directory itself are reported where the
-// agent file names it.
-func TestServicesDirErrors(t *testing.T) {
-	for _, c := range []struct{ name, agent, want string }{
-		{"missing", "interface: eth0\nservices_dir: nope\n", "lvsd.yaml:2:15: services_dir DIR/nope does not exist"},
-		{"a file", "interface: eth0\nservices_dir: lvsd.yaml\n", "lvsd.yaml:2:15: services_dir DIR/lvsd.yaml is not a directory"},
-	} {
-		t.Run(c.name, func(t *testing.T) {
-			dir := t.TempDir()
-			a, err := LoadAgent(writeFile(t, dir, "lvsd.yaml", c.agent))
-			if err != nil {
-				t.Fatal(err)
-			}
-			_, err = a.LoadServices()
-			want := strings.ReplaceAll(dir+"/"+c.want, "DIR", dir)
-			if err == nil || err.Error() != want {
-				t.Errorf("got %v\nwant %s", err, want)
-			}
-		})
 	}
 }
 

@@ -4,6 +4,8 @@ import (
 	"fmt"
 	"strings"
 	"time"
+
+	"github.com/lvsd/lvsd/agent/config/yamldoc"
 )
 
 // Health is how a service's backends are checked (docs/health.md).
@@ -81,31 +83,31 @@ const (
 var CheckTypes = []string{"tcp", "http", "https", "udp", "icmp", "dns", "exec"}
 
 type rawHealth struct {
-	Checks       []rawCheck `yaml:"checks"`
-	AtLeast      int        `yaml:"at_least" range:"0-100"`
-	Interval     text       `yaml:"interval"`
-	Timeout      text       `yaml:"timeout"`
-	Rise         *int       `yaml:"rise" range:"1-100"`
-	Fall         *int       `yaml:"fall" range:"1-100"`
-	WeightHeader bool       `yaml:"weight_header"`
+	Checks       []rawCheck   `yaml:"checks"`
+	AtLeast      int          `yaml:"at_least" range:"0-100"`
+	Interval     yamldoc.Text `yaml:"interval"`
+	Timeout      yamldoc.Text `yaml:"timeout"`
+	Rise         *int         `yaml:"rise" range:"1-100"`
+	Fall         *int         `yaml:"fall" range:"1-100"`
+	WeightHeader bool         `yaml:"weight_header"`
 }
 
 type rawCheck struct {
-	Type     string   `yaml:"type"`
-	Port     *int     `yaml:"port" range:"1-65535"`
-	Interval text     `yaml:"interval"`
-	Timeout  text     `yaml:"timeout"`
-	Method   string   `yaml:"method"`
-	Path     string   `yaml:"path"`
-	Host     string   `yaml:"host"`
-	Expect   text     `yaml:"expect"`
-	Body     string   `yaml:"body"`
-	Send     string   `yaml:"send"`
-	Receive  string   `yaml:"receive"`
-	Query    string   `yaml:"query"`
-	Command  []string `yaml:"command"`
-	User     string   `yaml:"user"`
-	TLS      *rawTLS  `yaml:"tls"`
+	Type     string       `yaml:"type"`
+	Port     *int         `yaml:"port" range:"1-65535"`
+	Interval yamldoc.Text `yaml:"interval"`
+	Timeout  yamldoc.Text `yaml:"timeout"`
+	Method   string       `yaml:"method"`
+	Path     string       `yaml:"path"`
+	Host     string       `yaml:"host"`
+	Expect   yamldoc.Text `yaml:"expect"`
+	Body     string       `yaml:"body"`
+	Send     string       `yaml:"send"`
+	Receive  string       `yaml:"receive"`
+	Query    string       `yaml:"query"`
+	Command  []string     `yaml:"command"`
+	User     string       `yaml:"user"`
+	TLS      *rawTLS      `yaml:"tls"`
 }
 
 type rawTLS struct {
@@ -138,7 +140,7 @@ func (d *doc) health(path, subject string, raw *rawHealth, inherit *Health) *Hea
 	interval := d.duration(path+".interval", subject, "interval", string(raw.Interval), DefaultInterval)
 	timeout := d.duration(path+".timeout", subject, "timeout", string(raw.Timeout), DefaultTimeout)
 	if len(raw.Checks) == 0 {
-		d.errorf(path, "%s: health needs at least one check (e.g. checks: [{type: tcp}])", subject)
+		d.Errorf(path, "%s: health needs at least one check (e.g. checks: [{type: tcp}])", subject)
 	}
 	httpChecks := 0
 	for i, rc := range raw.Checks {
@@ -149,10 +151,10 @@ func (d *doc) health(path, subject string, raw *rawHealth, inherit *Health) *Hea
 		h.Checks = append(h.Checks, c)
 	}
 	if h.AtLeast < 0 || h.AtLeast > len(h.Checks) {
-		d.errorf(path+".at_least", "%s: at_least %d is not in 0-%d (0 means all checks)", subject, h.AtLeast, len(h.Checks))
+		d.Errorf(path+".at_least", "%s: at_least %d is not in 0-%d (0 means all checks)", subject, h.AtLeast, len(h.Checks))
 	}
 	if raw.WeightHeader && httpChecks == 0 && len(raw.Checks) > 0 {
-		d.errorf(path+".weight_header", "%s: weight_header needs an http or https check (the weight comes in its response)", subject)
+		d.Errorf(path+".weight_header", "%s: weight_header needs an http or https check (the weight comes in its response)", subject)
 	}
 	// A backend's own checks keep reading the weight header if the
 	// service's do and they can (they have an http check).
@@ -171,7 +173,7 @@ func (d *doc) failover(name string, raw *rawFailover, anyFailoverBackend bool) F
 		f.DrainOnFailover = *raw.DrainOnFailover
 	}
 	if raw.Ratio < 0 || raw.Ratio > 1 {
-		d.errorf("$.failover.ratio", "service %q: failover ratio %g is not in 0.0-1.0", name, raw.Ratio)
+		d.Errorf("$.failover.ratio", "service %q: failover ratio %g is not in 0.0-1.0", name, raw.Ratio)
 	}
 	f.Ratio, f.DropIfNoneHealthy = raw.Ratio, raw.DropIfNoneHealthy
 	return f
@@ -189,7 +191,7 @@ func (d *doc) checkPorts(s Service) {
 		}
 		for _, c := range b.Health.Checks {
 			if c.Port == 0 && c.Type != "icmp" && c.Type != "exec" {
-				d.errorf(fmt.Sprintf("$.backends[%d]", i), "service %q: a %s check of backend %s needs a port: the service has no single port (%s)", s.Name, c.Type, b.Addr, portsWord(s))
+				d.Errorf(fmt.Sprintf("$.backends[%d]", i), "service %q: a %s check of backend %s needs a port: the service has no single port (%s)", s.Name, c.Type, b.Addr, portsWord(s))
 				return
 			}
 		}

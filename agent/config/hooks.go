@@ -29,7 +29,7 @@ func (d *doc) hooks(role Role, raw *rawHooks) *Hooks {
 		return nil
 	}
 	if role != RoleDirector {
-		d.errorf("$.hooks", "hooks are for role director; a real server reports no ownership or health events")
+		d.Errorf("$.hooks", "hooks are for role director; a real server reports no ownership or health events")
 		return nil
 	}
 	h := &Hooks{
@@ -38,7 +38,7 @@ func (d *doc) hooks(role Role, raw *rawHooks) *Hooks {
 		Timeout:     d.durationIn("$.hooks.timeout", "hooks timeout", raw.Timeout, hooks.DefaultTimeout, hooks.MinTimeout, hooks.MaxTimeout),
 	}
 	if raw.OnOwnership == "" && raw.OnHealth == "" {
-		d.errorf("$.hooks", "a hooks block names no program: give on_ownership or on_health (absolute paths), or leave the block out")
+		d.Errorf("$.hooks", "a hooks block names no program: give on_ownership or on_health (absolute paths), or leave the block out")
 	}
 	return h
 }
@@ -49,7 +49,7 @@ func (d *doc) hookProgram(key, path string) string {
 		return ""
 	}
 	if err := program.Check(path, !d.laxModes); err != nil {
-		d.errorf("$.hooks."+key, "%s: %v", key, err)
+		d.Errorf("$.hooks."+key, "%s: %v", key, err)
 		return ""
 	}
 	return path

@@ -5,6 +5,7 @@ import (
 	"slices"
 	"time"
 
+	"github.com/lvsd/lvsd/agent/config/yamldoc"
 	"github.com/lvsd/lvsd/ipvs/spec"
 )
 
@@ -19,9 +20,9 @@ type IPVS struct {
 
 type rawIPVS struct {
 	Timeouts *struct {
-		TCP    text `yaml:"tcp"`
-		TCPFin text `yaml:"tcp_fin"`
-		UDP    text `yaml:"udp"`
+		TCP    yamldoc.Text `yaml:"tcp"`
+		TCPFin yamldoc.Text `yaml:"tcp_fin"`
+		UDP    yamldoc.Text `yaml:"udp"`
 	} `yaml:"timeouts"`
 }
 
@@ -31,7 +32,7 @@ func (d *doc) ipvsBlock(role Role, raw *rawIPVS) IPVS {
 		return IPVS{}
 	}
 	if role != RoleDirector {
-		d.errorf("$.ipvs", "ipvs is for role director; a real server has no IPVS services")
+		d.Errorf("$.ipvs", "ipvs is for role director; a real server has no IPVS services")
 		return IPVS{}
 	}
 	var out IPVS
@@ -54,11 +55,11 @@ func (d *doc) ipvsTimeout(key, raw string) time.Duration {
 	path := "$.ipvs.timeouts." + key
 	v, err := time.ParseDuration(raw)
 	if err != nil {
-		d.errorf(path, "timeout %s %q is not a duration like 60s or 15m (0 keeps the kernel's)", key, raw)
+		d.Errorf(path, "timeout %s %q is not a duration like 60s or 15m (0 keeps the kernel's)", key, raw)
 		return 0
 	}
 	if err := spec.ValidateTimeout(v); err != nil {
-		d.errorf(path, "timeout %s: %v (0 keeps the kernel's)", key, err)
+		d.Errorf(path, "timeout %s: %v (0 keeps the kernel's)", key, err)
 		return 0
 	}
 	return v
@@ -76,9 +77,9 @@ func (d *doc) thresholds(path, name string, b *Backend, rb rawBackend) {
 	b.LowerThreshold = uint32(*rb.LowerThreshold)
 	switch {
 	case b.UpperThreshold == 0:
-		d.errorf(path+".lower_threshold", "service %q: backend %s: lower_threshold needs upper_threshold (it says when a backend at its upper threshold takes new connections again)", name, b)
+		d.Errorf(path+".lower_threshold", "service %q: backend %s: lower_threshold needs upper_threshold (it says when a backend at its upper threshold takes new connections again)", name, b)
 	case b.LowerThreshold > b.UpperThreshold:
-		d.errorf(path+".lower_threshold", "service %q: backend %s: lower_threshold %d is above upper_threshold %d", name, b, b.LowerThreshold, b.UpperThreshold)
+		d.Errorf(path+".lower_threshold", "service %q: backend %s: lower_threshold %d is above upper_threshold %d", name, b, b.LowerThreshold, b.UpperThreshold)
 	}
 }
 
@@ -94,7 +95,7 @@ func (d *doc) sorryServer(s Service, raw string) netip.AddrPort {
 	if err != nil {
 		a, aerr := netip.ParseAddr(raw)
 		if aerr != nil || a.Zone() != "" {
-			d.errorf(path, "service %q: sorry_server %q is not an address or address:port ([v6]:port)", s.Name, raw)
+			d.Errorf(path, "service %q: sorry_server %q is not an address or address:port ([v6]:port)", s.Name, raw)
 			return netip.AddrPort{}
 		}
 		ap = netip.AddrPortFrom(a, 0)
@@ -103,16 +104,16 @@ func (d *doc) sorryServer(s Service, raw string) netip.AddrPort {
 	ap = netip.AddrPortFrom(a, ap.Port())
 	switch {
 	case a.Zone() != "" || a.IsUnspecified() || a.IsMulticast() || a.IsLoopback():
-		d.errorf(path, "service %q: sorry_server %s must be a unicast address", s.Name, raw)
+		d.Errorf(path, "service %q: sorry_server %s must be a unicast address", s.Name, raw)
 	case s.VIP.IsValid() && a.Is4() != s.VIP.Is4():
-		d.errorf(path, "service %q: sorry_server %s and vip %s are of different IP families", s.Name, a, s.VIP)
+		d.Errorf(path, "service %q: sorry_server %s and vip %s are of different IP families", s.Name, a, s.VIP)
 	case a == s.VIP:
-		d.errorf(path, "service %q: sorry_server must not be the vip", s.Name)
+		d.Errorf(path, "service %q: sorry_server must not be the vip", s.Name)
 	case slices.ContainsFunc(s.Backends, func(b Backend) bool { return b.Addr == a && b.Port == ap.Port() }):
-		d.errorf(path, "service %q: sorry_server %s is one of the backends; it takes connections only while no backend is eligible", s.Name, raw)
+		d.Errorf(path, "service %q: sorry_server %s is one of the backends; it takes connections only while no backend is eligible", s.Name, raw)
 	default:
 		if why := portRefused(s, "sorry_server port", ap.Port()); why != "" {
-			d.errorf(path, "service %q: sorry_server %s: %s", s.Name, raw, why)
+			d.Errorf(path, "service %q: sorry_server %s: %s", s.Name, raw, why)
 			return netip.AddrPort{}
 		}
 		return ap

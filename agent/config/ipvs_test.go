@@ -76,7 +76,7 @@ func TestThresholdsAndSorryServer(t *testing.T) {
 		"  - {address: 10.0.0.13}\n" +
 		"---\nservice: nat\nvip: 10.0.0.51\nports: [80]\nforwarding: nat\nsorry_server: \"10.0.0.99:8080\"\nbackends: [{address: 10.0.0.11, port: 8080}]\n" +
 		"---\nservice: v6\nvip: 2001:db8::50\nports: [443]\nsorry_server: \"[2001:db8::99]:443\"\nbackends: [{address: \"2001:db8::11\"}]\n"
-	got, err := LoadServiceFiles(writeFile(t, t.TempDir(), "svc.yaml", body))
+	got, err := loadServiceFiles(writeFile(t, t.TempDir(), "svc.yaml", body))
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -26,7 +26,7 @@ func (d *doc) metricsListen(s string) string {
 	n, perr := strconv.Atoi(port)
 	_, herr := netip.ParseAddr(host)
 	if err != nil || perr != nil || n < 1 || n > 65535 || host != "" && herr != nil {
-		d.errorf("$.metrics.listen", "metrics listen %q is not \":port\", \"IP:port\" or \"off\"", s)
+		d.Errorf("$.metrics.listen", "metrics listen %q is not \":port\", \"IP:port\" or \"off\"", s)
 		return ""
 	}
 	return s
@@ -41,7 +41,7 @@ func (d *doc) metricsPerBackend(role Role, perBackend *bool) bool {
 		return true
 	}
 	if role != RoleDirector {
-		d.errorf("$.metrics.per_backend", "metrics.per_backend is for role director; a real server exports no backends")
+		d.Errorf("$.metrics.per_backend", "metrics.per_backend is for role director; a real server exports no backends")
 	}
 	return *perBackend
 }

@@ -10,8 +10,7 @@ import (
 	"strings"
 	"syscall"
 
-	"go.yaml.in/yaml/v3"
-
+	"github.com/lvsd/lvsd/agent/config/yamldoc"
 	"github.com/lvsd/lvsd/agent/program"
 )
 
@@ -34,15 +33,15 @@ func readFile(path string) ([]byte, error) {
 func readChecked(path string, check func(fs.FileInfo) error) ([]byte, error) {
 	f, err := os.OpenFile(path, os.O_RDONLY|syscall.O_NONBLOCK|syscall.O_NOCTTY, 0)
 	if err != nil {
-		return nil, fileError(err)
+		return nil, FileError(err)
 	}
 	defer f.Close()
 	fi, err := f.Stat()
 	if err != nil {
-		return nil, fileError(err)
+		return nil, FileError(err)
 	}
 	if !fi.Mode().IsRegular() {
-		return nil, fmt.Errorf("is %s, not a regular file", kindOfFile(fi.Mode()))
+		return nil, fmt.Errorf("is %s, not a regular file", KindOfFile(fi.Mode()))
 	}
 	if check != nil {
 		if err := check(fi); err != nil {
@@ -56,7 +55,7 @@ func readChecked(path string, check func(fs.FileInfo) error) ([]byte, error) {
 	// than allowed to notice.
 	data, err := io.ReadAll(io.LimitReader(f, MaxFileSize+1))
 	if err != nil {
-		return nil, fileError(err)
+		return nil, FileError(err)
 	}
 	if len(data) > MaxFileSize {
 		return nil, fmt.Errorf("is larger than the %s lvsd reads", byteSize(MaxFileSize))
@@ -82,9 +81,24 @@ func trustedFile(path string, fi fs.FileInfo, seen *program.Seen) *Error {
 	return nil
 }
 
-// fileError drops the operation and path Go puts in front of a system
+// ReadServiceFile reads a service file (readFile), refusing, under strict
+// modes, one that anyone but root may write (trustedFile). seen remembers
+// the directories one load checked; it may be nil.
+func ReadServiceFile(path string, strict bool, seen *program.Seen) ([]byte, error) {
+	if !strict {
+		return readFile(path)
+	}
+	return readChecked(path, func(fi fs.FileInfo) error {
+		if e := trustedFile(path, fi, seen); e != nil {
+			return errors.New(e.Msg)
+		}
+		return nil
+	})
+}
+
+// FileError drops the operation and path Go puts in front of a system
 // error: the caller names the file itself.
-func fileError(err error) error {
+func FileError(err error) error {
 	var pe *fs.PathError
 	if errors.As(err, &pe) {
 		err = pe.Err
@@ -100,8 +114,8 @@ func fileError(err error) error {
 	return fmt.Errorf("cannot be read: %v", err)
 }
 
-// kindOfFile names a non-regular file type.
-func kindOfFile(m fs.FileMode) string {
+// KindOfFile names a non-regular file type.
+func KindOfFile(m fs.FileMode) string {
 	switch {
 	case m.IsDir():
 		return "a directory"
@@ -127,22 +141,9 @@ func byteSize(n int64) string {
 	return fmt.Sprintf("%d bytes", n)
 }
 
-// LoadServices reads every service file of dir (see Cache.serviceFiles),
-// in name order, and validates each service and the set as a whole.
-func LoadServices(dir string) ([]*Service, error) {
-	set, err := NewCache().LoadDir(dir)
-	return set.Services, err
-}
-
-// LoadServices reads the agent's services directory (LoadServices).
-func (a *Agent) LoadServices() ([]*Service, error) {
-	set, err := NewCache().Load(a, nil)
-	return set.Services, err
-}
-
-// placeDirError reports a problem with the services directory itself where
-// the agent file names it.
-func (a *Agent) placeDirError(errs List) List {
+// PlaceDirError reports a problem with the services directory itself where
+// the agent file names it (services_dir, or where it would be).
+func (a *Agent) PlaceDirError(errs List) List {
 	at := a.servicesDirAt
 	if at == nil {
 		return errs
@@ -160,42 +161,23 @@ func (a *Agent) placeDirError(errs List) List {
 	return errs
 }
 
-// LoadServiceFiles reads and validates the named service files as one set.
-func LoadServiceFiles(files ...string) ([]*Service, error) {
-	c := NewCache()
-	cands := make([]candidate, len(files))
-	for i, f := range files {
-		cands[i] = candidate{path: f}
-	}
-	set, err := c.assemble(cands, nil)
-	return set.Services, err
-}
-
-// parseServices parses and validates the services of a file; laxModes:
-// strict_modes is off.
-func parseServices(file string, data []byte, errs *List, laxModes bool) []Service {
+// ParseServices parses and validates the services of a service file, data
+// its content; laxModes: strict_modes is off. The checks between services
+// are servicesdir's, which reads the files.
+func ParseServices(file string, data []byte, errs *List, laxModes bool) []Service {
 	var out []Service
 	eachDoc(file, data, errs, func(d *doc) {
 		d.laxModes = laxModes
-		if name := serviceName(d.root); name != "" {
-			d.prefix = fmt.Sprintf("service %q: ", cut(name))
+		if name := d.TextAt("$.service"); name != "" {
+			d.Prefix = fmt.Sprintf("service %q: ", yamldoc.Cut(name))
 		}
 		before := len(*errs)
 		var raw rawService
-		d.decode(&raw)
+		d.Decode(&raw)
 		svc := d.service(raw)
 		if len(*errs) == before {
 			out = append(out, svc)
 		}
 	})
 	return out
-}
-
-// serviceName peeks at a document's service key, to name the service in
-// the messages about its other keys.
-func serviceName(root *yaml.Node) string {
-	if n := child(root, "service"); n != nil && n.Kind == yaml.ScalarNode && n.Tag == "!!str" {
-		return n.Value
-	}
-	return ""
 }

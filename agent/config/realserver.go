@@ -8,6 +8,8 @@ import (
 	"strconv"
 	"strings"
 	"time"
+
+	"github.com/lvsd/lvsd/agent/config/yamldoc"
 )
 
 // RealServer is the validated `realserver:` block of the agent file: what a
@@ -72,9 +74,9 @@ type rawRealServer struct {
 		Listen *string `yaml:"listen"`
 		Path   *string `yaml:"path"`
 		Checks []struct {
-			Type    string `yaml:"type"`
-			Address string `yaml:"address"`
-			Timeout text   `yaml:"timeout"`
+			Type    string       `yaml:"type"`
+			Address string       `yaml:"address"`
+			Timeout yamldoc.Text `yaml:"timeout"`
 		} `yaml:"checks"`
 	} `yaml:"health"`
 }
@@ -85,12 +87,12 @@ type rawRealServer struct {
 func (d *doc) realServer(role Role, raw *rawRealServer, iface string) RealServer {
 	if role != RoleRealServer {
 		if raw != nil {
-			d.errorf("$.realserver", "realserver is only for role realserver (role is %s)", role)
+			d.Errorf("$.realserver", "realserver is only for role realserver (role is %s)", role)
 		}
 		return RealServer{}
 	}
 	if iface != "" {
-		d.errorf("$.interface", "interface is for role director; a real server names its interfaces in realserver.arp_interfaces")
+		d.Errorf("$.interface", "interface is for role director; a real server names its interfaces in realserver.arp_interfaces")
 	}
 	rs := RealServer{
 		Weight: DefaultRealServerWeight,
@@ -112,22 +114,22 @@ func (d *doc) realServer(role Role, raw *rawRealServer, iface string) RealServer
 		if h.Path != nil {
 			rs.Health.Path = *h.Path
 			if !strings.HasPrefix(rs.Health.Path, "/") || strings.ContainsAny(rs.Health.Path, " ?#") {
-				d.errorf("$.realserver.health.path", "health path %q is not an URL path like /healthz", rs.Health.Path)
+				d.Errorf("$.realserver.health.path", "health path %q is not an URL path like /healthz", rs.Health.Path)
 			}
 		}
 		for i, c := range h.Checks {
 			path := fmt.Sprintf("$.realserver.health.checks[%d]", i)
 			lc := LocalCheck{Type: orDefault(c.Type, "tcp"), Address: c.Address, Timeout: DefaultLocalCheckTimeout}
 			if lc.Type != "tcp" {
-				d.errorf(path+".type", "check type %q is not tcp (the only local check)", c.Type)
+				d.Errorf(path+".type", "check type %q is not tcp (the only local check)", c.Type)
 			}
 			if !isIPPort(c.Address) {
-				d.errorf(path+".address", "check address %q is not an IP address and port like 127.0.0.1:80 or [::1]:80", c.Address)
+				d.Errorf(path+".address", "check address %q is not an IP address and port like 127.0.0.1:80 or [::1]:80", c.Address)
 			}
 			if c.Timeout != "" {
 				v, err := time.ParseDuration(string(c.Timeout))
 				if err != nil || v <= 0 || v > maxLocalCheckTimeout {
-					d.errorf(path+".timeout", "check timeout %q is not a duration from 1ms to %s", c.Timeout, maxLocalCheckTimeout)
+					d.Errorf(path+".timeout", "check timeout %q is not a duration from 1ms to %s", c.Timeout, maxLocalCheckTimeout)
 				} else {
 					lc.Timeout = v
 				}
@@ -146,22 +148,22 @@ func (d *doc) realServerVIPs(at string, raw []string, other []netip.Addr) []neti
 		path := fmt.Sprintf("%s[%d]", at, i)
 		a, err := netip.ParseAddr(r)
 		if err != nil || a.Zone() != "" {
-			d.errorf(path, "vip %q is not an IP address", r)
+			d.Errorf(path, "vip %q is not an IP address", r)
 			continue
 		}
 		a = a.Unmap()
 		if !a.IsGlobalUnicast() {
 			// Loopback, link-local, multicast and unspecified addresses
 			// cannot be a service address clients reach through a director.
-			d.errorf(path, "vip %s is not a unicast address clients can reach (loopback, link-local, multicast and 0.0.0.0/:: are not)", a)
+			d.Errorf(path, "vip %s is not a unicast address clients can reach (loopback, link-local, multicast and 0.0.0.0/:: are not)", a)
 			continue
 		}
 		if slices.Contains(out, a) {
-			d.errorf(path, "vip %s is listed twice", a)
+			d.Errorf(path, "vip %s is listed twice", a)
 			continue
 		}
 		if slices.Contains(other, a) {
-			d.errorf(path, "vip %s is also in realserver.vips; a tunnel VIP is held on lo all the same, list it once", a)
+			d.Errorf(path, "vip %s is also in realserver.vips; a tunnel VIP is held on lo all the same, list it once", a)
 			continue
 		}
 		out = append(out, a)
@@ -177,13 +179,13 @@ func (d *doc) arpInterfaces(raw []string) []string {
 		case name == "all":
 			continue // always set; naming it is allowed and changes nothing
 		case name == "lo":
-			d.errorf(path, "lo holds the VIPs; arp_interfaces are the interfaces facing the network (e.g. eth0)")
+			d.Errorf(path, "lo holds the VIPs; arp_interfaces are the interfaces facing the network (e.g. eth0)")
 		case name == "default":
-			d.errorf(path, "\"default\" only seeds interfaces created later; lvsd always sets \"all\", which covers them")
+			d.Errorf(path, "\"default\" only seeds interfaces created later; lvsd always sets \"all\", which covers them")
 		case !isInterfaceName(name):
-			d.errorf(path, "%q is not an interface name (1-15 characters, no spaces or slashes)", name)
+			d.Errorf(path, "%q is not an interface name (1-15 characters, no spaces or slashes)", name)
 		case slices.Contains(out, name):
-			d.errorf(path, "interface %s is listed twice", name)
+			d.Errorf(path, "interface %s is listed twice", name)
 		default:
 			out = append(out, name)
 		}
@@ -200,7 +202,7 @@ func (d *doc) healthListen(s string) string {
 	n, perr := strconv.Atoi(port)
 	_, herr := netip.ParseAddr(host)
 	if err != nil || perr != nil || n < 1 || n > 65535 || host != "" && herr != nil {
-		d.errorf("$.realserver.health.listen", "health listen %q is not \":port\", \"IP:port\" or \"off\"", s)
+		d.Errorf("$.realserver.health.listen", "health listen %q is not \":port\", \"IP:port\" or \"off\"", s)
 		return DefaultHealthListen
 	}
 	return s

@@ -68,16 +68,16 @@ func (d *doc) realServerTunnel(raw *rawRealServerTunnel, dr []netip.Addr) RealSe
 	t := RealServerTunnel{Encap: Encap(orDefault(raw.Encap, string(EncapIPIP))), MTU: DefaultTunnelMTU, ClampMSS: true}
 	t.VIPs = d.realServerVIPs("$.realserver.tunnel.vips", raw.VIPs, dr)
 	if len(raw.VIPs) == 0 {
-		d.errorf("$.realserver.tunnel", "realserver.tunnel needs vips: the VIPs whose packets arrive encapsulated")
+		d.Errorf("$.realserver.tunnel", "realserver.tunnel needs vips: the VIPs whose packets arrive encapsulated")
 	}
 	if !oneOf(string(t.Encap), string(EncapIPIP), string(EncapGUE), string(EncapGRE)) {
-		d.errorf("$.realserver.tunnel.encap", "tunnel encap %q is not one of %s", raw.Encap, encapNames())
+		d.Errorf("$.realserver.tunnel.encap", "tunnel encap %q is not one of %s", raw.Encap, encapNames())
 	}
 	switch {
 	case raw.Port == nil && t.Encap == EncapGUE:
-		d.errorf("$.realserver.tunnel", "encap gue needs port: the UDP port the directors send GUE to (their services' tunnel.port)")
+		d.Errorf("$.realserver.tunnel", "encap gue needs port: the UDP port the directors send GUE to (their services' tunnel.port)")
 	case raw.Port != nil && t.Encap != EncapGUE:
-		d.errorf("$.realserver.tunnel.port", "port is for encap gue only (%s has no port)", t.Encap)
+		d.Errorf("$.realserver.tunnel.port", "port is for encap gue only (%s has no port)", t.Encap)
 	case raw.Port != nil:
 		t.Port = uint16(*raw.Port)
 	}

@@ -5,6 +5,8 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+
+	"github.com/lvsd/lvsd/agent/config/yamldoc"
 )
 
 // serviceErrors loads body as the service file svc.yaml and returns the
@@ -12,7 +14,7 @@ import (
 func serviceErrors(t *testing.T, body string) string {
 	t.Helper()
 	dir := t.TempDir()
-	_, err := LoadServiceFiles(writeFile(t, dir, "svc.yaml", body))
+	_, err := loadServiceFiles(writeFile(t, dir, "svc.yaml", body))
 	if err == nil {
 		return ""
 	}
@@ -53,6 +55,7 @@ func withWeight(w string) string {
 // whole message.
 func TestServiceFileRejects(t *testing.T) {
 	const wholeNumber = "write whole numbers like 80 or -5 (no 0x, 0o, 0b, leading 0, +, _ or exponent)"
+	const misplaced = "a value where none can go: keys of one mapping start in the same column, and items of a list each start with '- '"
 	for _, c := range []struct{ name, body, want string }{
 		// Every document is checked, whatever precedes it.
 		{"empty document first", "---\n---\n" + svcGood + "---\nservice: bad\nvip: 10.0.0.51\nports: [80]\n",
@@ -202,17 +205,18 @@ func TestAgentFileRejects(t *testing.T) {
 	}
 }
 
-// A file of many problems costs no more than one of maxProblems: the load
+// A file of many problems costs no more than one of MaxProblems: the load
 // stops there and says so.
 func TestProblemsCapped(t *testing.T) {
+	const maxShown = 50 // problems List.Error spells out
 	got := serviceErrors(t, svcGood+strings.Repeat("x: 1\n", 10_000))
 	lines := strings.Split(got, "\n")
 	if len(lines) != maxShown+1 || lines[maxShown] != "... and 151 more problems" {
 		t.Errorf("%d lines, ending %q", len(lines), lines[len(lines)-1])
 	}
 	var l List
-	_, err := LoadServiceFiles(writeFile(t, t.TempDir(), "svc.yaml", svcGood+strings.Repeat("x: 1\n", 10_000)))
-	if !asList(err, &l) || len(l) != maxProblems+1 || !strings.HasSuffix(l[maxProblems].Error(), "svc.yaml: checking stopped after 200 problems") {
+	_, err := loadServiceFiles(writeFile(t, t.TempDir(), "svc.yaml", svcGood+strings.Repeat("x: 1\n", 10_000)))
+	if !asList(err, &l) || len(l) != yamldoc.MaxProblems+1 || !strings.HasSuffix(l[yamldoc.MaxProblems].Error(), "svc.yaml: checking stopped after 200 problems") {
 		t.Errorf("%d problems, the last %v", len(l), l[len(l)-1])
 	}
 }

@@ -10,6 +10,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/lvsd/lvsd/agent/config/yamldoc"
 	"github.com/lvsd/lvsd/agent/policy"
 	"github.com/lvsd/lvsd/ipvs/l4"
 )
@@ -132,14 +133,14 @@ const (
 )
 
 type rawService struct {
-	Service    string       `yaml:"service"`
-	VIP        string       `yaml:"vip"`
-	Protocol   string       `yaml:"protocol"`
-	Ports      []text       `yaml:"ports"`
-	Forwarding string       `yaml:"forwarding"`
-	Scheduler  string       `yaml:"scheduler"`
-	Affinity   string       `yaml:"affinity"`
-	Backends   []rawBackend `yaml:"backends"`
+	Service    string         `yaml:"service"`
+	VIP        string         `yaml:"vip"`
+	Protocol   string         `yaml:"protocol"`
+	Ports      []yamldoc.Text `yaml:"ports"`
+	Forwarding string         `yaml:"forwarding"`
+	Scheduler  string         `yaml:"scheduler"`
+	Affinity   string         `yaml:"affinity"`
+	Backends   []rawBackend   `yaml:"backends"`
 	// SorryServer is ADDRESS or ADDRESS:PORT.
 	SorryServer string `yaml:"sorry_server"`
 
@@ -153,11 +154,11 @@ type rawService struct {
 	} `yaml:"nat"`
 	Tunnel      *rawTunnel `yaml:"tunnel"`
 	Persistence *struct {
-		Timeout text `yaml:"timeout"`
-		Netmask *int `yaml:"netmask" range:"1-128"`
+		Timeout yamldoc.Text `yaml:"timeout"`
+		Netmask *int         `yaml:"netmask" range:"1-128"`
 	} `yaml:"persistence"`
 	PersistenceOnUnhealthy string       `yaml:"persistence_on_unhealthy"`
-	DrainTimeout           text         `yaml:"drain_timeout"`
+	DrainTimeout           yamldoc.Text `yaml:"drain_timeout"`
 	Health                 *rawHealth   `yaml:"health"`
 	Failover               *rawFailover `yaml:"failover"`
 	Announce               *rawAnnounce `yaml:"announce"`
@@ -174,10 +175,10 @@ type rawBackend struct {
 }
 
 func (d *doc) service(raw rawService) Service {
-	line, _ := d.position("$")
+	line, _ := d.Position("$")
 	s := Service{
 		Name:       raw.Service,
-		File:       d.file,
+		File:       d.File,
 		Line:       line,
 		Protocol:   orDefault(raw.Protocol, "tcp"),
 		Forwarding: Forwarding(orDefault(raw.Forwarding, string(DR))),
@@ -185,41 +186,41 @@ func (d *doc) service(raw rawService) Service {
 		Affinity:   Affinity(orDefault(raw.Affinity, string(AffinityNone))),
 	}
 	if s.Name == "" {
-		d.errorf("$", "service: a name is required")
+		d.Errorf("$", "service: a name is required")
 	} else if strings.ContainsAny(s.Name, " \t/") {
-		d.errorf("$.service", "service name %q must not contain spaces or slashes", s.Name)
+		d.Errorf("$.service", "service name %q must not contain spaces or slashes", s.Name)
 	}
 	vip, err := netip.ParseAddr(raw.VIP)
 	switch {
 	case raw.VIP == "":
-		d.errorf("$", "service %q: vip is required", s.Name)
+		d.Errorf("$", "service %q: vip is required", s.Name)
 	case err != nil:
-		d.errorf("$.vip", "service %q: vip %q is not an IP address", s.Name, raw.VIP)
+		d.Errorf("$.vip", "service %q: vip %q is not an IP address", s.Name, raw.VIP)
 	case vip.Zone() != "" || vip.IsUnspecified() || vip.IsMulticast() || vip.IsLoopback():
-		d.errorf("$.vip", "service %q: vip %s must be a unicast address", s.Name, raw.VIP)
+		d.Errorf("$.vip", "service %q: vip %s must be a unicast address", s.Name, raw.VIP)
 	default:
 		s.VIP = vip.Unmap()
 	}
 	if !oneOf(s.Protocol, "tcp", "udp", "sctp", "any") {
-		d.errorf("$.protocol", "service %q: protocol %q is not one of tcp, udp, sctp, any", s.Name, s.Protocol)
+		d.Errorf("$.protocol", "service %q: protocol %q is not one of tcp, udp, sctp, any", s.Name, s.Protocol)
 	}
 	s.Ports, s.AllPorts = d.ports(s.Name, raw.Ports)
 	if !oneOf(string(s.Forwarding), string(DR), string(NAT), string(FullNAT), string(Tunnel)) {
-		d.errorf("$.forwarding", "service %q: forwarding %q is not one of dr, nat, fullnat, tunnel", s.Name, s.Forwarding)
+		d.Errorf("$.forwarding", "service %q: forwarding %q is not one of dr, nat, fullnat, tunnel", s.Name, s.Forwarding)
 	}
 	if !slices.Contains(Schedulers, s.Scheduler) {
-		d.errorf("$.scheduler", "service %q: scheduler %q is not one of %s", s.Name, s.Scheduler, strings.Join(Schedulers, ", "))
+		d.Errorf("$.scheduler", "service %q: scheduler %q is not one of %s", s.Name, s.Scheduler, strings.Join(Schedulers, ", "))
 	}
 	switch {
 	case !oneOf(string(s.Affinity), string(AffinityNone), string(AffinityClientIP), string(AffinityClientIPProto), string(AffinityClientIPPortProto)):
-		d.errorf("$.affinity", "service %q: affinity %q is not one of none, client-ip, client-ip-proto, client-ip-port-proto", s.Name, s.Affinity)
+		d.Errorf("$.affinity", "service %q: affinity %q is not one of none, client-ip, client-ip-proto, client-ip-port-proto", s.Name, s.Affinity)
 	case s.Affinity != AffinityNone && s.Scheduler != "mh":
 		// Only mh hashes what affinity names; any other scheduler would
 		// ignore it.
-		d.errorf("$.affinity", "service %q: affinity %s needs scheduler mh (scheduler is %s, which ignores it); for stickiness with %s use persistence", s.Name, s.Affinity, s.Scheduler, s.Scheduler)
+		d.Errorf("$.affinity", "service %q: affinity %s needs scheduler mh (scheduler is %s, which ignores it); for stickiness with %s use persistence", s.Name, s.Affinity, s.Scheduler, s.Scheduler)
 	}
 	if s.Protocol == "any" && !s.AllPorts && len(s.Ports) > 0 {
-		d.errorf("$.ports", "service %q: protocol any takes every port: write ports: [all]", s.Name)
+		d.Errorf("$.ports", "service %q: protocol any takes every port: write ports: [all]", s.Name)
 	}
 	s.Health = d.health("$.health", serviceSubject(s.Name), raw.Health, nil)
 	s.Backends = d.backends(s, raw.Backends)
@@ -234,11 +235,11 @@ func (d *doc) service(raw rawService) Service {
 	if p := raw.Persistence; p != nil {
 		s.Persistence.Timeout = d.duration("$.persistence.timeout", serviceSubject(s.Name), "persistence timeout", string(p.Timeout), 300*time.Second)
 		if s.Persistence.Timeout < time.Second {
-			d.errorf("$.persistence.timeout", "service %q: persistence timeout must be at least 1s", s.Name)
+			d.Errorf("$.persistence.timeout", "service %q: persistence timeout must be at least 1s", s.Name)
 		}
 		if p.Netmask != nil {
 			if *p.Netmask > s.VIP.BitLen() && s.VIP.IsValid() {
-				d.errorf("$.persistence.netmask", "service %q: persistence netmask /%d is not in 1-%d", s.Name, *p.Netmask, max(s.VIP.BitLen(), 32))
+				d.Errorf("$.persistence.netmask", "service %q: persistence netmask /%d is not in 1-%d", s.Name, *p.Netmask, max(s.VIP.BitLen(), 32))
 			} else if *p.Netmask != s.VIP.BitLen() {
 				s.Persistence.Netmask = *p.Netmask
 			}
@@ -250,7 +251,7 @@ func (d *doc) service(raw rawService) Service {
 	}
 	s.PersistenceOnUnhealthy = policy.Persistence(orDefault(raw.PersistenceOnUnhealthy, string(policy.DefaultForProtocol)))
 	if err := s.PersistenceOnUnhealthy.Validate(s.Tracking()); err != nil {
-		d.errorf("$.persistence_on_unhealthy", "service %q: %v", s.Name, err)
+		d.Errorf("$.persistence_on_unhealthy", "service %q: %v", s.Name, err)
 	}
 	return s
 }
@@ -274,19 +275,19 @@ func (d *doc) sourceRanges(s Service, raw []string) []netip.Prefix {
 		p, err := netip.ParsePrefix(r)
 		switch {
 		case err != nil:
-			d.errorf(path, "service %q: source range %q is not a CIDR prefix like 192.0.2.0/24", s.Name, r)
+			d.Errorf(path, "service %q: source range %q is not a CIDR prefix like 192.0.2.0/24", s.Name, r)
 			continue
 		case p.Masked() != p:
-			d.errorf(path, "service %q: source range %s has host bits set (did you mean %s?)", s.Name, p, p.Masked())
+			d.Errorf(path, "service %q: source range %s has host bits set (did you mean %s?)", s.Name, p, p.Masked())
 			continue
 		case p.Bits() == 0:
-			d.errorf(path, "service %q: source range %s matches every client; leave source_ranges out instead", s.Name, p)
+			d.Errorf(path, "service %q: source range %s matches every client; leave source_ranges out instead", s.Name, p)
 			continue
 		case s.VIP.IsValid() && p.Addr().Is4() != s.VIP.Is4():
-			d.errorf(path, "service %q: source range %s and vip %s are of different IP families", s.Name, p, s.VIP)
+			d.Errorf(path, "service %q: source range %s and vip %s are of different IP families", s.Name, p, s.VIP)
 			continue
 		case slices.Contains(out, p):
-			d.errorf(path, "service %q: source range %s is listed twice", s.Name, p)
+			d.Errorf(path, "service %q: source range %s is listed twice", s.Name, p)
 			continue
 		}
 		out = append(out, p)
@@ -301,20 +302,20 @@ func (d *doc) snatAddresses(s Service, raw []string, perDirector map[string][]st
 	if s.Forwarding != FullNAT {
 		switch {
 		case len(raw) > 0:
-			d.errorf("$.fullnat", "service %q: fullnat.source_addresses needs forwarding: fullnat", s.Name)
+			d.Errorf("$.fullnat", "service %q: fullnat.source_addresses needs forwarding: fullnat", s.Name)
 		case len(perDirector) > 0:
-			d.errorf("$.fullnat", "service %q: fullnat.per_director needs forwarding: fullnat", s.Name)
+			d.Errorf("$.fullnat", "service %q: fullnat.per_director needs forwarding: fullnat", s.Name)
 		}
 		return nil, nil
 	}
 	switch {
 	case len(raw) > 0 && len(perDirector) > 0:
-		d.errorf("$.fullnat", "service %q: give fullnat.source_addresses (one director or active-standby) or fullnat.per_director (cluster mode ecmp), not both", s.Name)
+		d.Errorf("$.fullnat", "service %q: give fullnat.source_addresses (one director or active-standby) or fullnat.per_director (cluster mode ecmp), not both", s.Name)
 		return nil, nil
 	case len(perDirector) > 0:
 		return nil, d.snatByDirector(s, perDirector)
 	case len(raw) == 0:
-		d.errorf("$", "service %q: forwarding fullnat needs fullnat.source_addresses (the director's SNAT addresses)", s.Name)
+		d.Errorf("$", "service %q: forwarding fullnat needs fullnat.source_addresses (the director's SNAT addresses)", s.Name)
 		return nil, nil
 	}
 	return d.snatRange(s, "$.fullnat.source_addresses", raw), nil
@@ -328,13 +329,13 @@ func (d *doc) snatByDirector(s Service, raw map[string][]string) map[string][]ne
 	for _, name := range slices.Sorted(maps.Keys(raw)) {
 		path := "$.fullnat.per_director." + name
 		if name == "" || len(raw[name]) == 0 {
-			d.errorf(path, "service %q: fullnat.per_director needs a node name and at least one address for it", s.Name)
+			d.Errorf(path, "service %q: fullnat.per_director needs a node name and at least one address for it", s.Name)
 			continue
 		}
 		addrs := d.snatRange(s, path, raw[name])
 		for _, a := range addrs {
 			if other, ok := owner[a]; ok {
-				d.errorf(path, "service %q: SNAT address %s is given to directors %q and %q; each needs its own", s.Name, a, other, name)
+				d.Errorf(path, "service %q: SNAT address %s is given to directors %q and %q; each needs its own", s.Name, a, other, name)
 				break
 			}
 			owner[a] = name
@@ -353,10 +354,10 @@ func (d *doc) snatRange(s Service, path string, raw []string) []netip.Addr {
 		a, err := netip.ParseAddr(r)
 		switch {
 		case err != nil:
-			d.errorf(at, "service %q: SNAT address %q is not an IP address", s.Name, r)
+			d.Errorf(at, "service %q: SNAT address %q is not an IP address", s.Name, r)
 			continue
 		case s.VIP.IsValid() && a.Unmap().Is4() != s.VIP.Is4():
-			d.errorf(at, "service %q: SNAT address %s and vip %s are of different IP families", s.Name, a, s.VIP)
+			d.Errorf(at, "service %q: SNAT address %s and vip %s are of different IP families", s.Name, a, s.VIP)
 			continue
 		}
 		out = append(out, a.Unmap())
@@ -364,7 +365,7 @@ func (d *doc) snatRange(s Service, path string, raw []string) []netip.Addr {
 	slices.SortFunc(out, netip.Addr.Compare)
 	for i := 1; i < len(out); i++ {
 		if out[i] != out[i-1].Next() {
-			d.errorf(path, "service %q: SNAT addresses must be consecutive (one nftables range); %s does not follow %s", s.Name, out[i], out[i-1])
+			d.Errorf(path, "service %q: SNAT addresses must be consecutive (one nftables range); %s does not follow %s", s.Name, out[i], out[i-1])
 			break
 		}
 	}
@@ -378,19 +379,19 @@ func (d *doc) gateway(s Service, raw string) netip.Addr {
 		return netip.Addr{}
 	}
 	if s.Forwarding != NAT {
-		d.errorf("$.nat.gateway", "service %q: nat.gateway needs forwarding: nat (FULLNAT real servers reply to the source addresses)", s.Name)
+		d.Errorf("$.nat.gateway", "service %q: nat.gateway needs forwarding: nat (FULLNAT real servers reply to the source addresses)", s.Name)
 		return netip.Addr{}
 	}
 	a, err := netip.ParseAddr(raw)
 	switch {
 	case err != nil || a.Zone() != "":
-		d.errorf("$.nat.gateway", "service %q: nat.gateway %q is not an IP address", s.Name, raw)
+		d.Errorf("$.nat.gateway", "service %q: nat.gateway %q is not an IP address", s.Name, raw)
 	case a.IsUnspecified() || a.IsMulticast() || a.IsLoopback():
-		d.errorf("$.nat.gateway", "service %q: nat.gateway %s must be a unicast address", s.Name, raw)
+		d.Errorf("$.nat.gateway", "service %q: nat.gateway %s must be a unicast address", s.Name, raw)
 	case s.VIP.IsValid() && a.Unmap().Is4() != s.VIP.Is4():
-		d.errorf("$.nat.gateway", "service %q: nat.gateway %s and vip %s are of different IP families", s.Name, a, s.VIP)
+		d.Errorf("$.nat.gateway", "service %q: nat.gateway %s and vip %s are of different IP families", s.Name, a, s.VIP)
 	case a.Unmap() == s.VIP:
-		d.errorf("$.nat.gateway", "service %q: nat.gateway must not be the vip", s.Name)
+		d.Errorf("$.nat.gateway", "service %q: nat.gateway must not be the vip", s.Name)
 	default:
 		return a.Unmap()
 	}
@@ -417,7 +418,7 @@ func (d *doc) duration(path, subject, what, raw string, def time.Duration) time.
 	}
 	v, err := time.ParseDuration(raw)
 	if err != nil || v < 0 {
-		d.errorf(path, "%s: %s %q is not a duration like 30s or 5m", subject, what, raw)
+		d.Errorf(path, "%s: %s %q is not a duration like 30s or 5m", subject, what, raw)
 		return def
 	}
 	return v
@@ -425,9 +426,9 @@ func (d *doc) duration(path, subject, what, raw string, def time.Duration) time.
 
 // ports accepts port numbers, "from-to" ranges and the single word "all",
 // as written: decimal, without signs or leading zeros.
-func (d *doc) ports(name string, raw []text) ([]l4.PortRange, bool) {
+func (d *doc) ports(name string, raw []yamldoc.Text) ([]l4.PortRange, bool) {
 	if len(raw) == 0 {
-		d.errorf("$", "service %q: ports is required (a list of ports, ranges \"8000-8099\", or [all])", name)
+		d.Errorf("$", "service %q: ports is required (a list of ports, ranges \"8000-8099\", or [all])", name)
 		return nil, false
 	}
 	var out []l4.PortRange
@@ -436,7 +437,7 @@ func (d *doc) ports(name string, raw []text) ([]l4.PortRange, bool) {
 		s := string(p)
 		if s == "all" {
 			if len(raw) != 1 {
-				d.errorf(path, "service %q: \"all\" cannot be combined with other ports", name)
+				d.Errorf(path, "service %q: \"all\" cannot be combined with other ports", name)
 			}
 			return nil, true
 		}
@@ -448,10 +449,10 @@ func (d *doc) ports(name string, raw []text) ([]l4.PortRange, bool) {
 		}
 		switch {
 		case !ok1 || !ok2:
-			d.errorf(path, "service %q: port %q is not a port (1-65535), a range \"from-to\" or \"all\"", name, s)
+			d.Errorf(path, "service %q: port %q is not a port (1-65535), a range \"from-to\" or \"all\"", name, s)
 			continue
 		case hi < lo:
-			d.errorf(path, "service %q: port range %q ends before it starts", name, s)
+			d.Errorf(path, "service %q: port range %q ends before it starts", name, s)
 			continue
 		}
 		out = append(out, l4.PortRange{From: lo, To: hi})
@@ -459,7 +460,7 @@ func (d *doc) ports(name string, raw []text) ([]l4.PortRange, bool) {
 	slices.SortFunc(out, func(a, b l4.PortRange) int { return cmp.Compare(a.From, b.From) })
 	for i := 1; i < len(out); i++ {
 		if out[i].From <= out[i-1].To {
-			d.errorf("$.ports", "service %q: ports %s and %s overlap", name, out[i-1], out[i])
+			d.Errorf("$.ports", "service %q: ports %s and %s overlap", name, out[i-1], out[i])
 		}
 	}
 	return out, false
@@ -480,7 +481,7 @@ func parsePort(s string) (uint16, bool) {
 
 func (d *doc) backends(s Service, raw []rawBackend) []Backend {
 	if len(raw) == 0 {
-		d.errorf("$", "service %q: backends is required (at least one real server)", s.Name)
+		d.Errorf("$", "service %q: backends is required (at least one real server)", s.Name)
 		return nil
 	}
 	out := make([]Backend, 0, len(raw)) // exact: kept for as long as the file is
@@ -489,7 +490,7 @@ func (d *doc) backends(s Service, raw []rawBackend) []Backend {
 		path := fmt.Sprintf("$.backends[%d]", i)
 		addr, err := netip.ParseAddr(rb.Address)
 		if err != nil {
-			d.errorf(path+".address", "service %q: backend address %q is not an IP address", s.Name, rb.Address)
+			d.Errorf(path+".address", "service %q: backend address %q is not an IP address", s.Name, rb.Address)
 			continue
 		}
 		addr = addr.Unmap()
@@ -502,13 +503,13 @@ func (d *doc) backends(s Service, raw []rawBackend) []Backend {
 				// connection sync refuses to run with such services.
 				why = " (lvsd tunnels within one family: IPVS connection sync cannot carry mixed-family services)"
 			}
-			d.errorf(path+".address", "service %q: backend %s and vip %s are of different IP families%s", s.Name, addr, s.VIP, why)
+			d.Errorf(path+".address", "service %q: backend %s and vip %s are of different IP families%s", s.Name, addr, s.VIP, why)
 		}
 		if rb.Port != nil {
 			b.Port = uint16(*rb.Port) // 1-65535: its range tag
 		}
 		if why := portRefused(s, "backend port", b.Port); why != "" {
-			d.errorf(path+".port", "service %q: %s", s.Name, why)
+			d.Errorf(path+".port", "service %q: %s", s.Name, why)
 		}
 		if rb.Weight != nil {
 			b.Weight = *rb.Weight // 0-MaxWeight: its range tag
@@ -517,7 +518,7 @@ func (d *doc) backends(s Service, raw []rawBackend) []Backend {
 		b.Key = BackendKey(s.Name, b.Addr, b.Port)
 		key := netip.AddrPortFrom(b.Addr, b.Port)
 		if seen[key] {
-			d.errorf(path+".address", "service %q: backend %s is listed twice", s.Name, b)
+			d.Errorf(path+".address", "service %q: backend %s is listed twice", s.Name, b)
 		}
 		seen[key] = true
 		out = append(out, b)
@@ -531,15 +532,15 @@ func (d *doc) backends(s Service, raw []rawBackend) []Backend {
 // portRefused says why a backend (or the sorry server, what names it)
 // cannot have port; "" when it can. DR and tunnel real servers receive the
 // service port; a NAT port change needs a single service port to map.
-func portRefused(s Service, what string, port uint16) verbatim {
+func portRefused(s Service, what string, port uint16) yamldoc.Verbatim {
 	single := len(s.Ports) == 1 && s.Ports[0].From == s.Ports[0].To
 	switch {
 	case port == 0:
 		return ""
 	case (s.Forwarding == DR || s.Forwarding == Tunnel) && !(single && s.Ports[0].From == port):
-		return verbatim(fmt.Sprintf("forwarding %s cannot change the port (%s %d); real servers receive the service port, so omit port", s.Forwarding, what, port))
+		return yamldoc.Verbatim(fmt.Sprintf("forwarding %s cannot change the port (%s %d); real servers receive the service port, so omit port", s.Forwarding, what, port))
 	case s.AllPorts || !single:
-		return verbatim(fmt.Sprintf("a %s needs a service with exactly one port", what))
+		return yamldoc.Verbatim(fmt.Sprintf("a %s needs a service with exactly one port", what))
 	}
 	return ""
 }

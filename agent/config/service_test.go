@@ -2,15 +2,34 @@ package config
 
 import (
 	"errors"
-	"net/netip"
 	"os"
 	"path/filepath"
 	"strings"
 	"testing"
 	"time"
-
-	"github.com/lvsd/lvsd/ipvs/l4"
 )
+
+// loadServiceFiles reads and checks the named service files as
+// servicesdir.LoadFiles does under strict modes, but not against each
+// other: the checks between services are servicesdir's.
+func loadServiceFiles(files ...string) ([]*Service, error) {
+	var out []*Service
+	var errs List
+	for _, f := range files {
+		data, err := ReadServiceFile(f, true, nil)
+		if err != nil {
+			errs = append(errs, &Error{File: f, Msg: err.Error()})
+			continue
+		}
+		for _, s := range ParseServices(f, data, &errs, false) {
+			out = append(out, &s)
+		}
+	}
+	if len(errs) > 0 {
+		return nil, errs
+	}
+	return out, nil
+}
 
 func writeFile(t *testing.T, dir, name, body string) string {
 	t.Helper()
@@ -19,46 +38,6 @@ func writeFile(t *testing.T, dir, name, body string) string {
 		t.Fatal(err)
 	}
 	return p
-}
-
-func TestLoadServicesGood(t *testing.T) {
-	dir := t.TempDir()
-	writeFile(t, dir, "web.yaml", `
-service: web
-vip: 10.0.0.50
-ports: [80]
-backends:
-  - {address: 10.0.0.12, weight: 3}
-  - {address: 10.0.0.11}
----
-service: dns
-vip: 10.0.0.50
-protocol: udp
-ports: [53, "5300-5310"]
-forwarding: nat
-scheduler: rr
-backends:
-  - {address: 10.0.0.11}
-`)
-	writeFile(t, dir, "ignored.txt", "not yaml at all: [")
-	got, err := LoadServices(dir)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if len(got) != 2 {
-		t.Fatalf("got %d services, want 2", len(got))
-	}
-	web := got[0]
-	if web.Name != "web" || web.Scheduler != "mh" || web.Forwarding != DR || web.Protocol != "tcp" || web.Affinity != AffinityNone {
-		t.Errorf("web defaults wrong: %+v", web)
-	}
-	if web.Backends[0].Addr != netip.MustParseAddr("10.0.0.11") || web.Backends[0].Weight != DefaultWeight || web.Backends[1].Weight != 3 {
-		t.Errorf("backends not sorted or weights wrong: %+v", web.Backends)
-	}
-	dns := got[1]
-	if len(dns.Ports) != 2 || dns.Ports[1] != (l4.PortRange{From: 5300, To: 5310}) || dns.Line != 9 {
-		t.Errorf("dns ports or line wrong: %+v line %d", dns.Ports, dns.Line)
-	}
 }
 
 // Each case is a malformed file; the error must name the file, the line and
@@ -143,7 +122,7 @@ func checkBadServices(t *testing.T, cases []badCase) {
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
 			p := writeFile(t, t.TempDir(), "svc.yaml", c.body)
-			_, err := LoadServiceFiles(p)
+			_, err := loadServiceFiles(p)
 			if err == nil {
 				t.Fatalf("no error for:\n%s", c.body)
 			}
@@ -155,40 +134,6 @@ func checkBadServices(t *testing.T, cases []badCase) {
 				t.Errorf("error %T is not a *config.Error", err)
 			}
 		})
-	}
-}
-
-func TestLoadServicesConflicts(t *testing.T) {
-	dir := t.TempDir()
-	a := writeFile(t, dir, "a.yaml", "service: web\nvip: 10.0.0.50\nports: [80, 443]\nbackends: [{address: 10.0.0.11}]\n")
-	b := writeFile(t, dir, "b.yaml", "# another team's file\nservice: web2\nvip: 10.0.0.50\nports: [\"440-450\"]\nbackends: [{address: 10.0.0.12}]\n---\nservice: web\nvip: 10.0.0.51\nports: [80]\nbackends: [{address: 10.0.0.12}]\n")
-	_, err := LoadServiceFiles(a, b)
-	if err == nil {
-		t.Fatal("conflicting services accepted")
-	}
-	for _, want := range []string{
-		b + ":2:1: service \"web2\": tcp 10.0.0.50 port 443 is already served by service \"web\" (" + a + ":1)",
-		b + ":7:1: service \"web\" is already defined at " + a + ":1",
-	} {
-		if !strings.Contains(err.Error(), want) {
-			t.Errorf("error\n%v\nwant it to contain\n%s", err, want)
-		}
-	}
-}
-
-func TestSteeringOverlapRules(t *testing.T) {
-	svc := func(name, ranges string) string {
-		return "service: " + name + "\nvip: 10.0.0.50\nports: [80]\n" + ranges + "backends: [{address: 10.0.0.11}]\n"
-	}
-	dir := t.TempDir()
-	ok := writeFile(t, dir, "ok.yaml", svc("a", "")+"---\n"+svc("b", "source_ranges: [10.0.0.0/24]\n")+"---\n"+svc("c", "source_ranges: [10.0.0.0/25, 192.0.2.0/24]\n"))
-	if _, err := LoadServiceFiles(ok); err != nil {
-		t.Fatalf("nested steering ranges rejected: %v", err)
-	}
-	bad := writeFile(t, dir, "bad.yaml", svc("a", "source_ranges: [10.0.0.0/24]\n")+"---\n"+svc("b", "source_ranges: [10.0.0.0/24]\n"))
-	_, err := LoadServiceFiles(bad)
-	if err == nil || !strings.Contains(err.Error(), bad+":7:1: service \"b\": tcp 10.0.0.50 port 80 is already served by service \"a\"") {
-		t.Fatalf("same source range twice: got %v", err)
 	}
 }
 
@@ -211,7 +156,7 @@ backends:
   - {address: 10.0.0.11}
   - {address: 10.0.0.12, failover: true, health: {fall: 1, checks: [{type: exec, command: [/bin/true]}]}}
 `)
-	svcs, err := LoadServiceFiles(p)
+	svcs, err := loadServiceFiles(p)
 	if err != nil {
 		t.Fatal(err)
 	}

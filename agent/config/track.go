@@ -3,6 +3,8 @@ package config
 import (
 	"fmt"
 	"net/netip"
+
+	"github.com/lvsd/lvsd/agent/config/yamldoc"
 )
 
 // Track is the director's upstream check (docs/operations.md, "Tracking"):
@@ -15,13 +17,13 @@ type Track struct {
 }
 
 type rawTrack struct {
-	Address  string     `yaml:"address"`
-	Checks   []rawCheck `yaml:"checks"`
-	AtLeast  int        `yaml:"at_least" range:"0-100"`
-	Interval text       `yaml:"interval"`
-	Timeout  text       `yaml:"timeout"`
-	Rise     *int       `yaml:"rise" range:"1-100"`
-	Fall     *int       `yaml:"fall" range:"1-100"`
+	Address  string       `yaml:"address"`
+	Checks   []rawCheck   `yaml:"checks"`
+	AtLeast  int          `yaml:"at_least" range:"0-100"`
+	Interval yamldoc.Text `yaml:"interval"`
+	Timeout  yamldoc.Text `yaml:"timeout"`
+	Rise     *int         `yaml:"rise" range:"1-100"`
+	Fall     *int         `yaml:"fall" range:"1-100"`
 }
 
 // track validates the track block: the checks of a health block, an
@@ -32,7 +34,7 @@ func (d *doc) track(role Role, raw *rawTrack) *Track {
 		return nil
 	}
 	if role != RoleDirector {
-		d.errorf("$.track", "track is for role director: a real server holds no VIP to give up")
+		d.Errorf("$.track", "track is for role director: a real server holds no VIP to give up")
 		return nil
 	}
 	h := d.health("$.track", "track", &rawHealth{Checks: raw.Checks, AtLeast: raw.AtLeast, Interval: raw.Interval,
@@ -45,17 +47,17 @@ func (d *doc) track(role Role, raw *rawTrack) *Track {
 		}
 		probes = true
 		if c.Port == 0 && c.Type != "icmp" {
-			d.errorf(fmt.Sprintf("$.track.checks[%d]", i), "track: a %s check needs a port (an upstream has no service port to default to)", c.Type)
+			d.Errorf(fmt.Sprintf("$.track.checks[%d]", i), "track: a %s check needs a port (an upstream has no service port to default to)", c.Type)
 		}
 	}
 	switch a, err := netip.ParseAddr(raw.Address); {
 	case raw.Address == "" && probes:
-		d.errorf("$.track", "track: address is required for its %s checks (the gateway or upstream they probe)", firstProbe(h.Checks))
+		d.Errorf("$.track", "track: address is required for its %s checks (the gateway or upstream they probe)", firstProbe(h.Checks))
 	case raw.Address == "":
 	case err != nil || a.Zone() != "":
-		d.errorf("$.track.address", "track: address %q is not an IP address", raw.Address)
+		d.Errorf("$.track.address", "track: address %q is not an IP address", raw.Address)
 	case !probes && len(h.Checks) > 0:
-		d.errorf("$.track.address", "track: address is probed by no check (every check is exec)")
+		d.Errorf("$.track.address", "track: address is probed by no check (every check is exec)")
 	default:
 		t.Address = a.Unmap()
 	}

@@ -69,7 +69,7 @@ type rawTunnel struct {
 func (d *doc) tunnel(s Service, raw *rawTunnel) TunnelOptions {
 	if s.Forwarding != Tunnel {
 		if raw != nil {
-			d.errorf("$.tunnel", "service %q: tunnel needs forwarding: tunnel", s.Name)
+			d.Errorf("$.tunnel", "service %q: tunnel needs forwarding: tunnel", s.Name)
 		}
 		return TunnelOptions{}
 	}
@@ -79,37 +79,37 @@ func (d *doc) tunnel(s Service, raw *rawTunnel) TunnelOptions {
 	}
 	t.Encap = Encap(orDefault(raw.Encap, string(EncapIPIP)))
 	if !oneOf(string(t.Encap), string(EncapIPIP), string(EncapGUE), string(EncapGRE)) {
-		d.errorf("$.tunnel.encap", "service %q: tunnel encap %q is not one of %s", s.Name, raw.Encap, encapNames())
+		d.Errorf("$.tunnel.encap", "service %q: tunnel encap %q is not one of %s", s.Name, raw.Encap, encapNames())
 		return t
 	}
 	if t.Encap != EncapIPIP && s.VIP.Is6() {
 		// The kernel has GUE and GRE over IPv6 too, but lvsd's real-server
 		// side does not set them up (and unchecked IPv6 GUE arrives with a
 		// zero UDP checksum, which IPv6 drops).
-		d.errorf("$.tunnel.encap", "service %q: encap %s is for IPv4 services; an IPv6 service tunnels with ipip (IPv6-in-IPv6)", s.Name, t.Encap)
+		d.Errorf("$.tunnel.encap", "service %q: encap %s is for IPv4 services; an IPv6 service tunnels with ipip (IPv6-in-IPv6)", s.Name, t.Encap)
 	}
 	switch {
 	case raw.Port == nil && t.Encap == EncapGUE:
-		d.errorf("$.tunnel", "service %q: encap gue needs tunnel.port, the UDP port the real servers decapsulate on (their realserver.tunnel.port)", s.Name)
+		d.Errorf("$.tunnel", "service %q: encap gue needs tunnel.port, the UDP port the real servers decapsulate on (their realserver.tunnel.port)", s.Name)
 	case raw.Port != nil && t.Encap != EncapGUE:
-		d.errorf("$.tunnel.port", "service %q: tunnel.port is for encap gue only (%s has no port)", s.Name, t.Encap)
+		d.Errorf("$.tunnel.port", "service %q: tunnel.port is for encap gue only (%s has no port)", s.Name, t.Encap)
 	case raw.Port != nil:
 		t.Port = uint16(*raw.Port)
 	}
 	t.Checksum = TunnelChecksum(orDefault(raw.Checksum, string(ChecksumNone)))
 	switch {
 	case !oneOf(string(t.Checksum), string(ChecksumNone), string(ChecksumOuter), string(ChecksumRemote)):
-		d.errorf("$.tunnel.checksum", "service %q: tunnel checksum %q is not one of none, checksum", s.Name, raw.Checksum)
+		d.Errorf("$.tunnel.checksum", "service %q: tunnel checksum %q is not one of none, checksum", s.Name, raw.Checksum)
 	case t.Checksum == ChecksumNone:
 	case t.Encap == EncapIPIP:
-		d.errorf("$.tunnel.checksum", "service %q: encap ipip has no checksum of its own; checksum is for gue", s.Name)
+		d.Errorf("$.tunnel.checksum", "service %q: encap ipip has no checksum of its own; checksum is for gue", s.Name)
 	case t.Encap == EncapGRE:
 		// Measured (Linux 6.1): gre0 counts them as receive errors.
-		d.errorf("$.tunnel.checksum", "service %q: a real server's gre0 (the fallback device, no icsum) drops GRE packets with a checksum; leave checksum out", s.Name)
+		d.Errorf("$.tunnel.checksum", "service %q: a real server's gre0 (the fallback device, no icsum) drops GRE packets with a checksum; leave checksum out", s.Name)
 	case t.Checksum == ChecksumRemote:
 		// Measured (Linux 6.1): every inner TCP segment failed its
 		// checksum on the real server (TcpInCsumErrors).
-		d.errorf("$.tunnel.checksum", "service %q: GUE remote checksum offload is not supported: the real servers' fou dropped the inner segments as corrupt; use checksum", s.Name)
+		d.Errorf("$.tunnel.checksum", "service %q: GUE remote checksum offload is not supported: the real servers' fou dropped the inner segments as corrupt; use checksum", s.Name)
 	}
 	return t
 }

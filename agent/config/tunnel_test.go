@@ -11,7 +11,7 @@ func TestTunnelServices(t *testing.T) {
 		"service: gue\n"+strings.Replace(head, "10.0.0.50", "10.0.0.51", 1)+"tunnel: {encap: gue, port: 6080, checksum: checksum}\nbackends: [{address: 10.0.1.11, port: 80}]\n---\n"+
 		"service: gre\nvip: 10.0.0.52\nports: [all]\nprotocol: any\nforwarding: tunnel\ntunnel: {encap: gre}\nbackends: [{address: 10.0.1.11}]\n---\n"+
 		"service: v6\nvip: \"fd00::50\"\nports: [80]\nforwarding: tunnel\nbackends: [{address: \"fd01::11\"}]\n")
-	svcs, err := LoadServiceFiles(p)
+	svcs, err := loadServiceFiles(p)
 	if err != nil {
 		t.Fatal(err)
 	}

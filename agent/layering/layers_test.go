@@ -59,11 +59,14 @@ var layers = []layer{
 	{pkg: "agent/program", mayNot3: kernelLibraries, mayNotReach: kernelLibraries},
 	{pkg: "agent/health", mayUse: []string{"agent/histogram", "agent/program"}, mayNot3: kernelLibraries, mayNotReach: kernelLibraries},
 	{pkg: "agent/hooks", mayUse: []string{"agent/metrics", "agent/program"}, mayNot3: kernelLibraries, mayNotReach: kernelLibraries},
-	{pkg: "agent/config", mayUse: []string{"ipvs/l4", "agent/policy", "agent/hooks", "agent/program", "ipvs/spec", "cluster/settings", "cluster/bgp/route"}, mayNot3: kernelLibraries, mayNotReach: kernelLibraries},
+	{pkg: "agent/config/yamldoc", pure: true, mayNotReach: kernelOrSyscalls}, // a YAML file as strictly decoded documents, every problem at file:line:col; no schema
+	{pkg: "agent/config", mayUse: []string{"agent/config/yamldoc", "ipvs/l4", "agent/policy", "agent/hooks", "agent/program", "ipvs/spec", "cluster/settings", "cluster/bgp/route"}, mayNot3: kernelLibraries, mayNotReach: kernelLibraries},
+	{pkg: "agent/config/servicesdir", mayUse: []string{"agent/config", "agent/config/yamldoc", "agent/program", "ipvs/l4"}, mayNot3: kernelLibraries, mayNotReach: kernelLibraries}, // the services directory as one validated set, read again only where it changed
 	{pkg: "agent/planner", mayUse: []string{"ipvs/l4", "agent/config", "agent/policy", "ipvs/spec", "nat/rules", "arp/spec", "cluster/bgp/route", "cluster/connsync/records"},
-		pure: true, mayNotReach: kernelLibraries}, // reaches x/sys/unix only through agent/config → agent/hooks → prometheus
+		pure: true, mayNotReach: kernelLibraries, // reaches x/sys/unix only through agent/config → agent/hooks → prometheus
+		testMayUse: []string{"agent/config/servicesdir"}}, // the tests build from a services directory, as the agent does
 	{pkg: "agent/apply", mayUse: []string{"agent/planner", "ipvs/spec"}, pure: true, mayNotReach: kernelLibraries},
-	{pkg: "agent", mayUse: []string{"ipvs/l4", "agent/apply", "agent/planner", "agent/config", "agent/policy", "agent/health", "agent/hooks", "agent/histogram", "agent/statefile",
+	{pkg: "agent", mayUse: []string{"ipvs/l4", "agent/apply", "agent/planner", "agent/config", "agent/config/servicesdir", "agent/policy", "agent/health", "agent/hooks", "agent/histogram", "agent/statefile",
 		"ipvs", "nat", "arp", "arp/sysctl", "cluster/..."}, mayNot3: kernelLibraries},
 	{pkg: "agent/views", mayUse: []string{"ipvs/l4", "agent", "agent/planner", "agent/api", "agent/health", "agent/histogram", "agent/maglev", "agent/metrics", "ipvs/spec",
 		"cluster", "cluster/bgp", "cluster/connsync"}, // the status carries the cluster's, BGP's and the relay's own status values

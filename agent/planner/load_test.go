@@ -6,6 +6,7 @@ import (
 	"testing"
 
 	"github.com/lvsd/lvsd/agent/config"
+	"github.com/lvsd/lvsd/agent/config/servicesdir"
 )
 
 // built is a configuration of one agent file and one service file, and
@@ -35,7 +36,7 @@ func loadOne(t *testing.T, yaml string) built {
 	if err != nil {
 		t.Fatal(err)
 	}
-	services, err := agent.LoadServices()
+	services, err := servicesdir.Load(agent)
 	if err != nil {
 		t.Fatal(err)
 	}

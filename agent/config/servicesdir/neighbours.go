@@ -1,8 +1,10 @@
-package config
+package servicesdir
 
 import (
 	"net/netip"
 	"slices"
+
+	"github.com/lvsd/lvsd/agent/config"
 )
 
 // neighbours indexes the files of the last accepted set by the names,
@@ -39,7 +41,7 @@ func newNeighbours(files []*File) neighbours {
 }
 
 // claimsFew reports whether s claims at most fewPorts ports.
-func claimsFew(s *Service) bool {
+func claimsFew(s *config.Service) bool {
 	if s.AllPorts {
 		return false
 	}
@@ -51,7 +53,7 @@ func claimsFew(s *Service) bool {
 }
 
 // eachPort calls f with every port s claims (s claims few).
-func eachPort(s *Service, f func(uint16)) {
+func eachPort(s *config.Service, f func(uint16)) {
 	for _, r := range s.Ports {
 		for p := int(r.From); p <= int(r.To); p++ {
 			f(uint16(p))

@@ -1,4 +1,4 @@
-package config
+package servicesdir
 
 import (
 	"crypto/sha256"
@@ -15,6 +15,8 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/lvsd/lvsd/agent/config"
+	"github.com/lvsd/lvsd/agent/config/yamldoc"
 	"github.com/lvsd/lvsd/agent/program"
 )
 
@@ -24,8 +26,8 @@ import (
 // not by comparing pointers.
 type File struct {
 	Path     string
-	Services []Service
-	Problems List
+	Services []config.Service
+	Problems config.List
 	stamp    stamp
 	sum      [sha256.Size]byte
 	unread   bool // the read failed: not cached
@@ -36,11 +38,11 @@ type File struct {
 // appendServices appends pointers to f's services to dst: a set shares
 // them with the file (and with the sets before it), so a reload copies a
 // pointer a service, not the service.
-func (f *File) appendServices(dst []*Service) []*Service {
+func (f *File) appendServices(dst []*config.Service) []*config.Service {
 	return appendPointers(dst, f.Services)
 }
 
-func appendPointers(dst []*Service, services []Service) []*Service {
+func appendPointers(dst []*config.Service, services []config.Service) []*config.Service {
 	for i := range services {
 		dst = append(dst, &services[i])
 	}
@@ -111,18 +113,10 @@ func NewCache() *Cache {
 	return c
 }
 
-// readServiceFile reads a service file (readFile), refusing, under strict
-// modes, one that anyone but root may write (trustedFile).
+// readServiceFile reads a service file under the agent's strict_modes
+// (config.ReadServiceFile).
 func (c *Cache) readServiceFile(path string) ([]byte, error) {
-	if !c.strict {
-		return readFile(path)
-	}
-	return readChecked(path, func(fi fs.FileInfo) error {
-		if e := trustedFile(path, fi, c.seen); e != nil {
-			return errors.New(e.Msg)
-		}
-		return nil
-	})
+	return config.ReadServiceFile(path, c.strict, c.seen)
 }
 
 // useModes starts a load under the agent's strict_modes. A change of the
@@ -142,7 +136,7 @@ func (c *Cache) useModes(strict bool) {
 
 // checkDir refuses, under strict modes, a services directory that anyone
 // but root may write, or that is in one (program.CheckDir).
-func (c *Cache) checkDir(dir string) List {
+func (c *Cache) checkDir(dir string) config.List {
 	if !c.strict {
 		return nil
 	}
@@ -150,7 +144,7 @@ func (c *Cache) checkDir(dir string) List {
 		return nil // the scan says what is wrong with it
 	}
 	if err := program.CheckDir(dir, c.seen); err != nil {
-		return List{{File: dir, Msg: "services directory is " + strings.TrimPrefix(err.Error(), dir+": ")}}
+		return config.List{{File: dir, Msg: "services directory is " + strings.TrimPrefix(err.Error(), dir+": ")}}
 	}
 	return nil
 }
@@ -158,8 +152,8 @@ func (c *Cache) checkDir(dir string) List {
 // Set is the services of a directory as one reading: every file in name
 // order, and their services as one validated set.
 type Set struct {
-	Files    []*File    // by path
-	Services []*Service // into the files' Services: shared, never modified
+	Files    []*File           // by path
+	Services []*config.Service // into the files' Services: shared, never modified
 	// Fresh are the indexes in Services of the services of the files a
 	// load of a few changed ones read again (nil after a full load).
 	Fresh []int
@@ -173,14 +167,14 @@ type Set struct {
 // (files created, written, renamed or deleted since the last Load) and the
 // rest as cached. It returns the files and the validated set, or every
 // problem found; the cache keeps what it read either way.
-func (c *Cache) Load(a *Agent, changed []string) (Set, error) {
+func (c *Cache) Load(a *config.Agent, changed []string) (Set, error) {
 	c.lastScan.valid = false
 	c.useModes(!a.LaxModes)
 	dir := a.ServicesDir
 	if errs := c.checkDir(dir); errs != nil {
 		c.accepted.valid = false
 		c.keepAccepted(dir, Set{}, errs)
-		return Set{}, a.placeDirError(errs)
+		return Set{}, a.PlaceDirError(errs)
 	}
 	if changed != nil && c.last.valid && c.accepted.valid && c.last.dir == dir {
 		if set, ok, err := c.patch(dir, changed); ok {
@@ -188,7 +182,7 @@ func (c *Cache) Load(a *Agent, changed []string) (Set, error) {
 		}
 	}
 	files, errs := c.scan(dir, changed)
-	set, err := c.assemble(files, a.placeDirError(errs))
+	set, err := c.assemble(files, a.PlaceDirError(errs))
 	c.keepAccepted(dir, set, err)
 	return set, err
 }
@@ -219,7 +213,7 @@ type candidate struct {
 // the directory and of entries that are not regular files. With changed,
 // only those paths are looked at; the others are the cached files of dir,
 // taken as they are.
-func (c *Cache) scan(dir string, changed []string) ([]candidate, List) {
+func (c *Cache) scan(dir string, changed []string) ([]candidate, config.List) {
 	if changed == nil {
 		return c.serviceFiles(dir)
 	}
@@ -232,7 +226,7 @@ func (c *Cache) scan(dir string, changed []string) ([]candidate, List) {
 	if c.order.dir != dir {
 		c.sortCached(dir)
 	}
-	isDirty := NamesOf(dirty)
+	isDirty := config.NamesOf(dirty)
 	files := make([]candidate, 0, len(c.order.paths)+len(stale))
 	order := make([]string, 0, len(c.order.paths)+len(stale))
 	for _, p := range c.order.paths {
@@ -260,7 +254,7 @@ func byPath(a, b candidate) int { return strings.Compare(a.path, b.path) }
 // those there, to read again; those gone (removed, or renamed away), which
 // leave the cache; and what is wrong with entries that are no regular
 // file.
-func (c *Cache) statChanged(dir string, dirty map[string]bool) (stale []candidate, gone []string, errs List) {
+func (c *Cache) statChanged(dir string, dirty map[string]bool) (stale []candidate, gone []string, errs config.List) {
 	for p := range dirty {
 		if filepath.Dir(p) != dir || !IsServiceFile(filepath.Base(p)) {
 			continue
@@ -296,10 +290,10 @@ func (c *Cache) sortCached(dir string) {
 // swap and lock files do). Such an entry that is not a regular file (after
 // following symbolic links) is an error, not skipped: an operator who put
 // it there meant it to be read. Cached files no longer listed are dropped.
-func (c *Cache) serviceFiles(dir string) ([]candidate, List) {
+func (c *Cache) serviceFiles(dir string) ([]candidate, config.List) {
 	fp := newFingerprinter()
 	var files []candidate
-	var errs List
+	var errs config.List
 	listed := map[string]bool{}
 	err := c.listServiceFiles(dir, fp, func(path string, fi fs.FileInfo, err error) {
 		listed[path] = true
@@ -315,9 +309,9 @@ func (c *Cache) serviceFiles(dir string) ([]candidate, List) {
 		if errors.As(err, &pe) && errors.Is(pe.Err, syscall.ENOTDIR) {
 			err = errors.New("is not a directory")
 		} else {
-			err = fileError(err)
+			err = config.FileError(err)
 		}
-		return nil, List{{File: dir, Msg: "services directory " + err.Error()}}
+		return nil, config.List{{File: dir, Msg: "services directory " + err.Error()}}
 	}
 	for p := range c.files {
 		if filepath.Dir(p) == dir && !listed[p] {
@@ -332,12 +326,12 @@ func (c *Cache) serviceFiles(dir string) ([]candidate, List) {
 
 // checkEntry says what is wrong with a directory entry that is no regular
 // file, from its stat.
-func checkEntry(path string, fi fs.FileInfo, err error) *Error {
+func checkEntry(path string, fi fs.FileInfo, err error) *config.Error {
 	switch {
 	case err != nil:
-		return &Error{File: path, Msg: fileError(err).Error()}
+		return &config.Error{File: path, Msg: config.FileError(err).Error()}
 	case !fi.Mode().IsRegular():
-		return &Error{File: path, Msg: "is " + kindOfFile(fi.Mode()) + ", not a regular file: lvsd reads only regular files from the services directory"}
+		return &config.Error{File: path, Msg: "is " + config.KindOfFile(fi.Mode()) + ", not a regular file: lvsd reads only regular files from the services directory"}
 	}
 	return nil
 }
@@ -356,13 +350,13 @@ func IsServiceFile(name string) bool {
 }
 
 // assemble reads the files not cached or changed, and validates the whole
-// set. Past maxProblems no further file is read.
-func (c *Cache) assemble(files []candidate, errs List) (Set, error) {
+// set. Past yamldoc.MaxProblems no further file is read.
+func (c *Cache) assemble(files []candidate, errs config.List) (Set, error) {
 	set := Set{Files: make([]*File, 0, len(files))}
 	n := 0
-	for start := 0; start < len(files) && len(errs) < maxProblems; start += readBatch {
+	for start := 0; start < len(files) && len(errs) < yamldoc.MaxProblems; start += readBatch {
 		for _, f := range c.readings(files[start:min(start+readBatch, len(files))]) {
-			if len(errs) >= maxProblems {
+			if len(errs) >= yamldoc.MaxProblems {
 				break
 			}
 			set.Files = append(set.Files, f)
@@ -370,7 +364,7 @@ func (c *Cache) assemble(files []candidate, errs List) (Set, error) {
 			n += len(f.Services)
 		}
 	}
-	set.Services = make([]*Service, 0, n)
+	set.Services = make([]*config.Service, 0, n)
 	var fresh []int // services not in the set the last assemble accepted
 	for _, f := range set.Files {
 		if !c.accepted.valid || f.acceptedIn != c.accepted.gen {
@@ -472,7 +466,7 @@ func (c *Cache) read(cand candidate) *File {
 	}
 	data, err := c.Read(cand.path)
 	if err != nil {
-		return &File{Path: cand.path, Problems: List{{File: cand.path, Msg: err.Error()}}, unread: true}
+		return &File{Path: cand.path, Problems: config.List{{File: cand.path, Msg: err.Error()}}, unread: true}
 	}
 	sum := sha256.Sum256(data)
 	if old := c.files[cand.path]; old != nil && old.sum == sum {
@@ -480,7 +474,7 @@ func (c *Cache) read(cand candidate) *File {
 		return old
 	}
 	f := &File{Path: cand.path, stamp: st, sum: sum}
-	f.Services = parseServices(cand.path, data, &f.Problems, !c.strict)
+	f.Services = config.ParseServices(cand.path, data, &f.Problems, !c.strict)
 	return f
 }
 

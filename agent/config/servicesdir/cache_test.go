@@ -1,4 +1,4 @@
-package config
+package servicesdir
 
 import (
 	"errors"
@@ -11,6 +11,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/lvsd/lvsd/agent/config"
 )
 
 // countingCache is a Cache on the real file system that counts what it
@@ -23,7 +25,7 @@ type countingCache struct {
 func newCountingCache() *countingCache {
 	c := &countingCache{Cache: NewCache()}
 	c.Stat = func(p string) (fs.FileInfo, error) { c.stats++; return os.Stat(p) }
-	c.Read = func(p string) ([]byte, error) { c.reads++; return readFile(p) }
+	c.Read = func(p string) ([]byte, error) { c.reads++; return config.ReadServiceFile(p, false, nil) }
 	c.ReadDir = func(d string) ([]fs.DirEntry, error) { c.lists++; return os.ReadDir(d) }
 	return c
 }
@@ -70,7 +72,7 @@ func TestCacheReadsWhatChanged(t *testing.T) {
 		t.Fatal(err)
 	}
 	c.reset()
-	set, err := c.Load(&Agent{ServicesDir: dir}, []string{touched})
+	set, err := c.Load(&config.Agent{ServicesDir: dir}, []string{touched})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -87,7 +89,7 @@ func TestCacheReadsWhatChanged(t *testing.T) {
 		t.Fatal(err)
 	}
 	c.reset()
-	set, err = c.Load(&Agent{ServicesDir: dir}, []string{changed, added, removed})
+	set, err = c.Load(&config.Agent{ServicesDir: dir}, []string{changed, added, removed})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -118,7 +120,7 @@ func TestCacheKeepsProblems(t *testing.T) {
 		}
 	}
 	writeFile(t, dir, "bad.yaml", "service: web\nvip: 10.0.0.50\nports: [80]\nbackends: [{address: 10.0.0.11}]\n")
-	if _, err := c.Load(&Agent{ServicesDir: dir}, []string{bad}); err != nil {
+	if _, err := c.Load(&config.Agent{ServicesDir: dir}, []string{bad}); err != nil {
 		t.Fatalf("fixed: %v", err)
 	}
 }
@@ -154,7 +156,7 @@ func TestCacheScopedReloadsEqualAFreshLoad(t *testing.T) {
 			}
 			changed = append(changed, filepath.Join(dir, name))
 		}
-		got, err := c.Load(&Agent{ServicesDir: dir}, changed)
+		got, err := c.Load(&config.Agent{ServicesDir: dir}, changed)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -227,7 +229,7 @@ func TestScopedCheckFindsWhatAFullCheckFinds(t *testing.T) {
 		return b.String()
 	}
 	positions := func(err error) string {
-		var l List
+		var l config.List
 		if !errors.As(err, &l) {
 			return fmt.Sprint(err)
 		}
@@ -268,7 +270,7 @@ func TestScopedCheckFindsWhatAFullCheckFinds(t *testing.T) {
 		if c.last.valid {
 			patched++
 		}
-		set, got := c.Load(&Agent{ServicesDir: dir}, changed)
+		set, got := c.Load(&config.Agent{ServicesDir: dir}, changed)
 		full, want := NewCache().LoadDir(dir)
 		if g, w := positions(got), positions(want); g != w {
 			t.Fatalf("round %d, %q changed: scoped check refused [%s], a full check [%s]\nscoped: %v\nfull: %v", round, changed, g, w, got, want)

@@ -1,4 +1,4 @@
-package config
+package yamldoc
 
 import (
 	"bytes"
@@ -26,23 +26,24 @@ import (
 
 const bom = "\uFEFF"
 
-// maxProblems bounds the problems collected in one load: past it, the rest
+// MaxProblems bounds the problems collected in one load: past it, the rest
 // of a file is not checked, so a broken generator's output costs no more
 // than it takes to say it is broken.
-const maxProblems = 200
+const MaxProblems = 200
 
-// eachDoc parses data into its documents and calls f with each, skipping
-// empty ones (nothing but comments); every problem goes to errs. It stops
-// once errs holds maxProblems.
-func eachDoc(file string, data []byte, errs *List, f func(*doc)) {
+// Each parses data, the content of file, into its documents and calls f
+// with each, skipping empty ones (nothing but comments); every problem,
+// the Docs' own included, goes to errs. It stops once errs holds
+// MaxProblems.
+func Each(file string, data []byte, errs *List, f func(*Doc)) {
 	data = bytes.TrimPrefix(data, []byte(bom))
 	if e := checkText(file, data); e != nil {
 		*errs = append(*errs, e)
 		return
 	}
 	for _, c := range splitDocuments(data) {
-		if len(*errs) >= maxProblems {
-			*errs = append(*errs, &Error{File: file, Line: c.line + 1, Col: 1, Msg: fmt.Sprintf("not checked from here on: more than %d problems already", maxProblems)})
+		if len(*errs) >= MaxProblems {
+			*errs = append(*errs, &Error{File: file, Line: c.line + 1, Col: 1, Msg: fmt.Sprintf("not checked from here on: more than %d problems already", MaxProblems)})
 			return
 		}
 		if blank(c.text) {
@@ -50,8 +51,8 @@ func eachDoc(file string, data []byte, errs *List, f func(*doc)) {
 		}
 		for _, d := range parseChunk(file, c, errs) {
 			f(d)
-			if len(*errs) >= maxProblems {
-				*errs = append(*errs, &Error{File: file, Msg: fmt.Sprintf("checking stopped after %d problems", maxProblems)})
+			if len(*errs) >= MaxProblems {
+				*errs = append(*errs, &Error{File: file, Msg: fmt.Sprintf("checking stopped after %d problems", MaxProblems)})
 				return
 			}
 		}
@@ -110,9 +111,9 @@ func isDocumentStart(l []byte) bool {
 
 // parseChunk parses the documents of one chunk (one, unless "..." ends a
 // document and another follows without "---").
-func parseChunk(file string, c chunk, errs *List) []*doc {
+func parseChunk(file string, c chunk, errs *List) []*Doc {
 	dec := yaml.NewDecoder(bytes.NewReader(c.text))
-	var docs []*doc
+	var docs []*Doc
 	for {
 		var n yaml.Node
 		err := dec.Decode(&n)
@@ -126,7 +127,7 @@ func parseChunk(file string, c chunk, errs *List) []*doc {
 		if len(n.Content) == 0 || isEmpty(n.Content[0]) {
 			continue
 		}
-		docs = append(docs, &doc{file: file, root: n.Content[0], line: c.line, errs: errs})
+		docs = append(docs, &Doc{File: file, root: n.Content[0], line: c.line, errs: errs})
 	}
 }
 
@@ -145,7 +146,7 @@ func syntaxError(file string, c chunk, err error) *Error {
 	if m := unknownAnchor.FindStringSubmatch(msg); m != nil {
 		if line, col, ok := find(c.text, "*"+m[1]); ok {
 			return &Error{File: file, Line: c.line + line, Col: col,
-				Msg: fmt.Sprintf("an alias (*%s) is not allowed: write the value out", visible(cut(m[1])))}
+				Msg: fmt.Sprintf("an alias (*%s) is not allowed: write the value out", visible(Cut(m[1])))}
 		}
 	}
 	mark := markLine(c.text)

@@ -1,4 +1,4 @@
-package config
+package yamldoc
 
 import (
 	"fmt"
@@ -11,8 +11,9 @@ import (
 	"go.yaml.in/yaml/v3"
 )
 
-// The decoder fills the raw structs of this package from a document's node
-// tree and takes every value as written. Its rules, each the answer to a
+// The decoder fills a schema's raw structs (fields tagged `yaml:"key"`,
+// whole numbers also `range:"lo-hi"`) from a document's node tree and
+// takes every value as written. Its rules, each the answer to a
 // way YAML can change what a file means without a word:
 //
 //   - Keys are names (plain or quoted text). A key that YAML reads as a
@@ -37,21 +38,21 @@ import (
 // Nothing below a key the struct does not know is looked at, so the work
 // is bounded by the schema's depth, not by the document's.
 
-// text is a field that takes any scalar as written, number or text, for
+// Text is a field that takes any scalar as written, number or text, for
 // values that are validated by their own parser afterwards (ports, HTTP
 // statuses, durations).
-type text string
+type Text string
 
 var (
-	textType     = reflect.TypeFor[text]()
+	textType     = reflect.TypeFor[Text]()
 	decimalInt   = regexp.MustCompile(`^-?(0|[1-9][0-9]*)$`)
 	decimalFloat = regexp.MustCompile(`^-?(0|[1-9][0-9]*)(\.[0-9]+)?$`)
 )
 
-// decode fills out, a pointer to a raw struct, from the document's root,
+// Decode fills out, a pointer to a raw struct, from the document's root,
 // leaving empty what it refuses; false when it refused anything. The
 // document's root must be a mapping: otherwise nothing is worth validating.
-func (d *doc) decode(out any) bool {
+func (d *Doc) Decode(out any) bool {
 	before := len(*d.errs)
 	d.undecoded = map[*yaml.Node]bool{}
 	d.value(d.root, reflect.ValueOf(out).Elem(), "", "")
@@ -63,7 +64,7 @@ func (d *doc) decode(out any) bool {
 
 // value decodes n into v. key names the value in messages; rng is the
 // field's range tag, for whole numbers.
-func (d *doc) value(n *yaml.Node, v reflect.Value, key, rng string) {
+func (d *Doc) value(n *yaml.Node, v reflect.Value, key, rng string) {
 	if !d.plain(n, key) {
 		return
 	}
@@ -127,13 +128,13 @@ func (d *doc) value(n *yaml.Node, v reflect.Value, key, rng string) {
 			v.Set(m)
 		}
 	default:
-		panic("config: no decoding for " + v.Type().String())
+		panic("yamldoc: no decoding for " + v.Type().String())
 	}
 }
 
 // plain refuses what lvsd's files have no use for: anchors, aliases and
 // explicit tags.
-func (d *doc) plain(n *yaml.Node, key string) bool {
+func (d *Doc) plain(n *yaml.Node, key string) bool {
 	switch {
 	case n.Kind == yaml.AliasNode:
 		d.at(n, "%san alias (*%s) is not allowed: write the value out", keyPrefix(key), visible(n.Value))
@@ -148,7 +149,7 @@ func (d *doc) plain(n *yaml.Node, key string) bool {
 }
 
 // want checks that n is of the kind a field needs.
-func (d *doc) want(n *yaml.Node, kind yaml.Kind, key string) bool {
+func (d *Doc) want(n *yaml.Node, kind yaml.Kind, key string) bool {
 	if n.Kind == kind {
 		return true
 	}
@@ -164,7 +165,7 @@ func (d *doc) want(n *yaml.Node, kind yaml.Kind, key string) bool {
 }
 
 // mapping decodes a mapping into the struct v by the fields' yaml tags.
-func (d *doc) mapping(n *yaml.Node, v reflect.Value) {
+func (d *Doc) mapping(n *yaml.Node, v reflect.Value) {
 	t := v.Type()
 	seen := map[string]*yaml.Node{}
 	for i := 0; i+1 < len(n.Content) && !d.full(); i += 2 {
@@ -215,15 +216,15 @@ func fieldNames(t reflect.Type) []string {
 
 // suggestKey names the key meant, when one is a typo away, else lists the
 // keys allowed.
-func suggestKey(k string, keys []string) verbatim {
+func suggestKey(k string, keys []string) Verbatim {
 	for _, c := range keys {
 		// Two edits (a swap of letters) at most, and few for the length:
 		// "a4" is no typo of "nat".
 		if dist := editDistance(strings.ToLower(k), c); dist <= 2 && 3*dist <= min(len(k), len(c)) {
-			return verbatim(fmt.Sprintf("did you mean %s?", c))
+			return Verbatim(fmt.Sprintf("did you mean %s?", c))
 		}
 	}
-	return verbatim("keys here: " + strings.Join(keys, ", "))
+	return Verbatim("keys here: " + strings.Join(keys, ", "))
 }
 
 // editDistance is the Levenshtein distance, for short keys.
@@ -252,7 +253,7 @@ func editDistance(a, b string) int {
 
 // text decodes a string field: YAML text, or for type text any scalar as
 // written.
-func (d *doc) text(n *yaml.Node, v reflect.Value, key string) {
+func (d *Doc) text(n *yaml.Node, v reflect.Value, key string) {
 	switch {
 	case n.Tag != "!!str" && v.Type() != textType:
 		d.at(n, "%s%s is %s, not text: write \"%s\" in quotes if you mean the text", keyPrefix(key), visible(n.Value), scalarKind(n), visible(n.Value))
@@ -266,7 +267,7 @@ func (d *doc) text(n *yaml.Node, v reflect.Value, key string) {
 
 // integer decodes a whole number within the range tag rng ("lo-hi",
 // either end may be negative).
-func (d *doc) integer(n *yaml.Node, v reflect.Value, key, rng string) {
+func (d *Doc) integer(n *yaml.Node, v reflect.Value, key, rng string) {
 	lo, hi := parseRange(rng)
 	switch {
 	case n.Tag != "!!int" && n.Tag != "!!float":
@@ -289,7 +290,7 @@ func (d *doc) integer(n *yaml.Node, v reflect.Value, key, rng string) {
 }
 
 // decimal decodes a decimal number such as 0.5.
-func (d *doc) decimal(n *yaml.Node, v reflect.Value, key string) {
+func (d *Doc) decimal(n *yaml.Node, v reflect.Value, key string) {
 	if (n.Tag != "!!int" && n.Tag != "!!float") || !decimalFloat.MatchString(n.Value) {
 		d.at(n, "%s%s is not a decimal number like 0.5", keyPrefix(key), shown(n))
 		return
@@ -302,15 +303,25 @@ func (d *doc) decimal(n *yaml.Node, v reflect.Value, key string) {
 	v.SetFloat(f)
 }
 
+// parseRange reads a range tag; a schema without one is a bug (CheckSchema
+// finds it in a test).
 func parseRange(rng string) (int64, int64) {
+	lo, hi, ok := rangeTag(rng)
+	if !ok {
+		panic("yamldoc: bad range tag " + strconv.Quote(rng))
+	}
+	return lo, hi
+}
+
+func rangeTag(rng string) (lo, hi int64, ok bool) {
 	if i := strings.Index(rng[min(1, len(rng)):], "-"); i >= 0 && rng != "" {
 		lo, err1 := strconv.ParseInt(rng[:i+1], 10, 64)
 		hi, err2 := strconv.ParseInt(rng[i+2:], 10, 64)
 		if err1 == nil && err2 == nil {
-			return lo, hi
+			return lo, hi, true
 		}
 	}
-	panic("config: bad range tag " + strconv.Quote(rng))
+	return 0, 0, false
 }
 
 func keyOrThis(key string) string {
@@ -352,9 +363,9 @@ func shown(n *yaml.Node) string {
 		return "a list"
 	case yaml.ScalarNode:
 		if n.Tag == "!!str" {
-			return strconv.Quote(cut(n.Value))
+			return strconv.Quote(Cut(n.Value))
 		}
-		return visible(cut(n.Value))
+		return visible(Cut(n.Value))
 	}
 	return "this"
 }
@@ -368,17 +379,54 @@ func visible(s string) string {
 	return s
 }
 
-// full reports whether the load has found maxProblems: the decoder then
+// full reports whether the load has found MaxProblems: the decoder then
 // stops, so that a document of a million bad keys costs no more than one
 // of two hundred.
-func (d *doc) full() bool { return len(*d.errs) >= maxProblems }
+func (d *Doc) full() bool { return len(*d.errs) >= MaxProblems }
 
 // at records a problem at node n, which the decoder refuses.
-func (d *doc) at(n *yaml.Node, format string, args ...any) {
+func (d *Doc) at(n *yaml.Node, format string, args ...any) {
 	d.undecoded[n] = true
 	if d.full() {
 		return
 	}
-	*d.errs = append(*d.errs, &Error{File: d.file, Line: d.line + n.Line, Col: n.Column,
-		Msg: d.prefix + fmt.Sprintf(format, shorten(args)...)})
+	*d.errs = append(*d.errs, &Error{File: d.File, Line: d.line + n.Line, Col: n.Column,
+		Msg: d.Prefix + fmt.Sprintf(format, shorten(args)...)})
+}
+
+// CheckSchema reports every whole-number field of schema, a raw struct
+// type (followed through pointers, slices and the structs it holds),
+// whose range tag Decode cannot read: Decode would panic on the first
+// file that sets it.
+func CheckSchema(schema reflect.Type) error {
+	var bad []string
+	seen := map[reflect.Type]bool{}
+	var walk func(reflect.Type, string)
+	walk = func(typ reflect.Type, path string) {
+		for typ.Kind() == reflect.Pointer || typ.Kind() == reflect.Slice {
+			typ = typ.Elem()
+		}
+		if typ.Kind() != reflect.Struct || seen[typ] {
+			return
+		}
+		seen[typ] = true
+		for i := range typ.NumField() {
+			f := typ.Field(i)
+			ft := f.Type
+			for ft.Kind() == reflect.Pointer || ft.Kind() == reflect.Slice {
+				ft = ft.Elem()
+			}
+			if ft.Kind() == reflect.Int {
+				if lo, hi, ok := rangeTag(f.Tag.Get("range")); !ok || lo > hi {
+					bad = append(bad, fmt.Sprintf("%s.%s: range tag %q", path, f.Name, f.Tag.Get("range")))
+				}
+			}
+			walk(f.Type, path+"."+f.Name)
+		}
+	}
+	walk(schema, schema.Name())
+	if len(bad) > 0 {
+		return fmt.Errorf("yamldoc: %s", strings.Join(bad, "; "))
+	}
+	return nil
 }

@@ -1,4 +1,4 @@
-package config
+package servicesdir
 
 import (
 	"crypto/sha256"

@@ -1,15 +1,17 @@
-package config
+package servicesdir
 
 import (
 	"fmt"
 	"strings"
 	"testing"
+
+	"github.com/lvsd/lvsd/agent/config"
 )
 
 // BenchmarkHostileInputs loads inputs of up to 1 MiB built to be slow or
 // big, as the issue 14 review found them (see docs/configuration.md,
 // "Bounded work"): go test -run '^$' -bench HostileInputs -benchmem
-// ./agent/config. Each must load, or fail, well within a second.
+// ./agent/config/servicesdir. Each must load, or fail, well within a second.
 func BenchmarkHostileInputs(b *testing.B) {
 	laughs := []string{"a0: &a0 [x, x, x, x, x, x, x, x, x, x]"}
 	for i := 1; i < 9; i++ {
@@ -38,14 +40,14 @@ func BenchmarkHostileInputs(b *testing.B) {
 		{"12k services", services.String()},
 		{"12k services on one VIP", oneVIP.String()},
 	} {
-		if len(c.body) > MaxFileSize {
+		if len(c.body) > config.MaxFileSize {
 			b.Fatalf("%s: %d bytes", c.name, len(c.body))
 		}
 		data := []byte(c.body)
 		b.Run(c.name, func(b *testing.B) {
 			for b.Loop() {
-				var errs List
-				checkSet(appendPointers(nil, parseServices("svc.yaml", data, &errs, false)), &errs)
+				var errs config.List
+				checkSet(appendPointers(nil, config.ParseServices("svc.yaml", data, &errs, false)), &errs)
 			}
 		})
 	}

@@ -1,4 +1,4 @@
-package config
+package servicesdir
 
 import (
 	"errors"
@@ -10,6 +10,8 @@ import (
 	"syscall"
 	"testing"
 	"time"
+
+	"github.com/lvsd/lvsd/agent/config"
 )
 
 // The fuzz targets load arbitrary bytes as a service file and as an agent
@@ -26,24 +28,24 @@ import (
 const maxMessage = 600 // bytes of one problem's text
 
 func FuzzServiceFile(f *testing.F) {
-	for _, s := range fuzzSeeds(f, "../../examples/services.d") {
+	for _, s := range fuzzSeeds(f, "../../../examples/services.d") {
 		f.Add(s)
 	}
 	f.Add([]byte(svcGood + "---\n---\n" + withWeight("0x50") + "health: {checks: [{type: https, port: 443, tls: {verify: true}}]}\n"))
-	// LoadServiceFiles without the read (files_test.go tests reading):
+	// LoadFiles without the read (config's files_test.go tests reading):
 	// the fuzzer then spends its time in the parser and the checks.
 	const path = "/etc/lvsd/services.d/svc.yaml"
 	f.Fuzz(func(t *testing.T, data []byte) {
 		bounded(t, len(data), func() error {
-			var errs List
-			checkSet(appendPointers(nil, parseServices(path, data, &errs, false)), &errs)
-			return errs.err()
+			var errs config.List
+			checkSet(appendPointers(nil, config.ParseServices(path, data, &errs, false)), &errs)
+			return errs.Err()
 		}, path)
 	})
 }
 
 func FuzzAgentFile(f *testing.F) {
-	for _, s := range fuzzSeeds(f, "../../examples") {
+	for _, s := range fuzzSeeds(f, "../../../examples") {
 		f.Add(s)
 	}
 	f.Add([]byte("interface: eth0\nservices_dir: services.d\ncluster:\n  key_file: cluster.key\n  peers: [10.0.0.2, \"[fd00::3]:7946\"]\n  conn_sync: {port: 8848}\n"))
@@ -60,11 +62,11 @@ func FuzzAgentFile(f *testing.F) {
 	path := filepath.Join(dir, "lvsd.yaml")
 	f.Fuzz(func(t *testing.T, data []byte) {
 		bounded(t, len(data), func() error {
-			a, err := loadAgent(path, data)
-			if err != nil || a.Role != RoleDirector {
+			a, err := config.ParseAgent(path, data)
+			if err != nil || a.Role != config.RoleDirector {
 				return err
 			}
-			_, err = a.LoadServices()
+			_, err = Load(a)
 			return err
 		}, path)
 	})
@@ -92,9 +94,9 @@ func bounded(t *testing.T, size int, load func() error, path string) {
 	if err == nil {
 		return
 	}
-	var l List
+	var l config.List
 	if !errors.As(err, &l) {
-		t.Fatalf("error %T is not a List: %v", err, err)
+		t.Fatalf("error %T is not a config.List: %v", err, err)
 	}
 	for _, e := range l {
 		wholeFile := e.Line == 0 && e.File == path

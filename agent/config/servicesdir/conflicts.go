@@ -1,4 +1,4 @@
-package config
+package servicesdir
 
 import (
 	"cmp"
@@ -6,6 +6,8 @@ import (
 	"net/netip"
 	"slices"
 
+	"github.com/lvsd/lvsd/agent/config"
+	"github.com/lvsd/lvsd/agent/config/yamldoc"
 	"github.com/lvsd/lvsd/ipvs/l4"
 )
 
@@ -14,7 +16,7 @@ import (
 // Each service is reported at most once, for its first conflict with a
 // service read before it. The work is O(n log n) in the number of port
 // ranges, so that a file of ten thousand services checks as fast as one.
-func checkSet(all []*Service, errs *List) {
+func checkSet(all []*config.Service, errs *config.List) {
 	every := make([]int, len(all))
 	for i := range every {
 		every[i] = i
@@ -27,7 +29,7 @@ func checkSet(all []*Service, errs *List) {
 // unless more than an eighth are fresh; else the whole set. near, when not
 // nil, returns the indexes of the other services a fresh one may conflict
 // with (neighbours.near); without it they are found by a walk over all.
-func checkConflicts(all []*Service, fresh []int, scoped bool, near func() []int, errs *List) {
+func checkConflicts(all []*config.Service, fresh []int, scoped bool, near func() []int, errs *config.List) {
 	switch {
 	case !scoped || len(fresh) > len(all)/8:
 		checkSet(all, errs)
@@ -50,7 +52,7 @@ func checkConflicts(all []*Service, fresh []int, scoped bool, near func() []int,
 // several services it conflicts with the message names may differ, as it
 // may between two runs of checkSet (clients groups are visited in map
 // order).
-func checkChanged(all []*Service, fresh, among []int, errs *List) {
+func checkChanged(all []*config.Service, fresh, among []int, errs *config.List) {
 	freshNames := map[string]bool{}
 	var claims []clientClaim // the fresh services' claims
 	for _, i := range fresh {
@@ -60,7 +62,7 @@ func checkChanged(all []*Service, fresh, among []int, errs *List) {
 			return true
 		})
 	}
-	names := NamesOf(freshNames)
+	names := config.NamesOf(freshNames)
 	var byName, byClaim []int
 	consider := func(i int) {
 		s := all[i]
@@ -111,7 +113,7 @@ type clientClaim struct {
 // protocol that meets theirs (its own claims included): s is a service a
 // fresh one may conflict with, or the fresh one itself. It runs for every
 // service of the set, so it allocates nothing.
-func overlapsAny(s *Service, claims []clientClaim) bool {
+func overlapsAny(s *config.Service, claims []clientClaim) bool {
 	for _, c := range claims {
 		if c.vip != s.VIP || !(s.Protocol == c.proto || s.Protocol == "any" || c.proto == "any") {
 			continue
@@ -129,7 +131,7 @@ func overlapsAny(s *Service, claims []clientClaim) bool {
 // checkAmong runs checkSet's checks on the services at byName (for names)
 // and at byClaim (for VIPs, announcements and ports), indexes into all in
 // order.
-func checkAmong(all []*Service, byName, byClaim []int, errs *List) {
+func checkAmong(all []*config.Service, byName, byClaim []int, errs *config.List) {
 	// Indexes into all, not copies: a Service is large, and a reload checks
 	// 10,000 of them.
 	names := make(map[string]int, len(byName))
@@ -137,8 +139,8 @@ func checkAmong(all []*Service, byName, byClaim []int, errs *List) {
 		s := all[i]
 		if j, ok := names[s.Name]; ok {
 			prev := all[j]
-			*errs = append(*errs, &Error{File: s.File, Line: s.Line, Col: 1,
-				Msg: fmt.Sprintf("service %q is already defined at %s:%d", cut(s.Name), prev.File, prev.Line)})
+			*errs = append(*errs, &config.Error{File: s.File, Line: s.Line, Col: 1,
+				Msg: fmt.Sprintf("service %q is already defined at %s:%d", yamldoc.Cut(s.Name), prev.File, prev.Line)})
 			continue
 		}
 		names[s.Name] = i
@@ -151,13 +153,13 @@ func checkAmong(all []*Service, byName, byClaim []int, errs *List) {
 		}
 		if j, ok := announced[s.VIP]; ok && !all[j].Announce.Equal(*s.Announce) {
 			prev := all[j]
-			*errs = append(*errs, &Error{File: s.File, Line: s.Line, Col: 1, Msg: fmt.Sprintf(
-				"service %q: announce differs from service %q's (%s:%d) on the same vip %s: a VIP is one route", cut(s.Name), cut(prev.Name), prev.File, prev.Line, s.VIP)})
+			*errs = append(*errs, &config.Error{File: s.File, Line: s.Line, Col: 1, Msg: fmt.Sprintf(
+				"service %q: announce differs from service %q's (%s:%d) on the same vip %s: a VIP is one route", yamldoc.Cut(s.Name), yamldoc.Cut(prev.Name), prev.File, prev.Line, s.VIP)})
 			continue
 		}
 		announced[s.VIP] = i
 	}
-	found := map[int]*Error{}
+	found := map[int]*config.Error{}
 	for _, claims := range claimsByClients(all, byClaim) {
 		for _, proto := range []string{"tcp", "udp", "sctp"} {
 			sweep(all, claims, proto, found)
@@ -186,7 +188,7 @@ type clients struct {
 
 // claimsByClients groups the claims of the services at idx (indexes into
 // all) by the clients they are for.
-func claimsByClients(all []*Service, idx []int) map[clients][]claim {
+func claimsByClients(all []*config.Service, idx []int) map[clients][]claim {
 	out := map[clients][]claim{}
 	for _, i := range idx {
 		eachClaim(all[i], func(k clients, r l4.PortRange) bool {
@@ -201,7 +203,7 @@ func claimsByClients(all []*Service, idx []int) map[clients][]claim {
 // (everyone, or each of its source ranges) until f returns false, and
 // reports whether f never did. It allocates nothing: a check calls it for
 // every service.
-func eachClaim(s *Service, f func(clients, l4.PortRange) bool) bool {
+func eachClaim(s *config.Service, f func(clients, l4.PortRange) bool) bool {
 	ranges, all := s.Ports, [1]l4.PortRange{{From: 1, To: 65535}}
 	if s.AllPorts {
 		ranges = all[:]
@@ -229,7 +231,7 @@ func eachClaim(s *Service, f func(clients, l4.PortRange) bool) bool {
 // order. Every claim that starts within the furthest-reaching earlier
 // claim overlaps it, so comparing with that one finds every service that
 // overlaps some other.
-func sweep(all []*Service, claims []claim, proto string, found map[int]*Error) {
+func sweep(all []*config.Service, claims []claim, proto string, found map[int]*config.Error) {
 	var on []claim
 	for _, c := range claims {
 		if p := all[c.svc].Protocol; p == proto || p == "any" {
@@ -249,8 +251,8 @@ func sweep(all []*Service, claims []claim, proto string, found map[int]*Error) {
 				if a.AllPorts && b.AllPorts {
 					port = "all"
 				}
-				found[later] = &Error{File: a.File, Line: a.Line, Col: 1,
-					Msg: fmt.Sprintf("service %q: %s %s port %s is already served by service %q (%s:%d)", cut(a.Name), a.Protocol, a.VIP, port, cut(b.Name), b.File, b.Line)}
+				found[later] = &config.Error{File: a.File, Line: a.Line, Col: 1,
+					Msg: fmt.Sprintf("service %q: %s %s port %s is already served by service %q (%s:%d)", yamldoc.Cut(a.Name), a.Protocol, a.VIP, port, yamldoc.Cut(b.Name), b.File, b.Line)}
 			}
 		}
 		if reach == nil || c.r.To > reach.r.To {

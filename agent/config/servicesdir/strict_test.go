@@ -1,10 +1,12 @@
-package config
+package servicesdir
 
 import (
 	"os"
 	"path/filepath"
 	"strings"
 	"testing"
+
+	"github.com/lvsd/lvsd/agent/config"
 )
 
 // strictDir is a folder only root may write to, with every folder above it
@@ -70,7 +72,7 @@ func TestStrictModesConfigFiles(t *testing.T) {
 				writeFile(t, dir, "lvsd.yaml", agent)
 				writeFile(t, filepath.Join(dir, "services.d"), "web.yaml", svc)
 				tc.setup(t, dir)
-				a, err := LoadAgent(filepath.Join(dir, "lvsd.yaml"))
+				a, err := config.LoadAgent(filepath.Join(dir, "lvsd.yaml"))
 				if err == nil {
 					_, err = NewCache().Load(a, nil)
 				}
@@ -93,17 +95,17 @@ func TestStrictModesReload(t *testing.T) {
 	services := filepath.Join(dir, "services.d")
 	web := writeFile(t, services, "web.yaml", "service: web\nvip: 10.0.0.50\nports: [80]\nbackends: [{address: 10.0.0.11}]\n")
 	c := NewCache()
-	if _, err := c.Load(&Agent{ServicesDir: services}, nil); err != nil {
+	if _, err := c.Load(&config.Agent{ServicesDir: services}, nil); err != nil {
 		t.Fatal(err)
 	}
 	chmod(t, web, 0o666)
-	if _, err := c.Load(&Agent{ServicesDir: services}, []string{web}); err == nil || !strings.Contains(err.Error(), "writable by everyone (mode 0666)") {
+	if _, err := c.Load(&config.Agent{ServicesDir: services}, []string{web}); err == nil || !strings.Contains(err.Error(), "writable by everyone (mode 0666)") {
 		t.Fatalf("reload: %v", err)
 	}
-	if _, err := c.Load(&Agent{ServicesDir: services, LaxModes: true}, nil); err != nil {
+	if _, err := c.Load(&config.Agent{ServicesDir: services, LaxModes: true}, nil); err != nil {
 		t.Fatalf("strict_modes false: %v", err)
 	}
-	if _, err := c.Load(&Agent{ServicesDir: services}, nil); err == nil {
+	if _, err := c.Load(&config.Agent{ServicesDir: services}, nil); err == nil {
 		t.Fatal("strict again: the cached reading was taken")
 	}
 }

@@ -1,9 +1,11 @@
-package config
+package servicesdir
 
 import (
 	"slices"
 	"sort"
 	"strings"
+
+	"github.com/lvsd/lvsd/agent/config"
 )
 
 // lastAccepted is the set the last Load accepted, kept so that the next
@@ -93,7 +95,7 @@ func (c *Cache) patch(dir string, changed []string) (set Set, ok bool, err error
 	slices.SortFunc(changes, func(a, b fileChange) int { return strings.Compare(a.path, b.path) })
 
 	set, starts, fresh := c.last.splice(changes)
-	var errs List
+	var errs config.List
 	near := func() []int { return c.last.near.near(set, starts, fresh) }
 	checkConflicts(set.Services, fresh, true, near, &errs)
 	if len(errs) > 0 {
@@ -131,7 +133,7 @@ func (l *lastAccepted) splice(changes []fileChange) (set Set, starts, fresh []in
 		}
 	}
 	set.Files = make([]*File, 0, len(prev.Files)+len(changes))
-	set.Services = make([]*Service, 0, len(prev.Services)+added)
+	set.Services = make([]*config.Service, 0, len(prev.Services)+added)
 	starts = make([]int, 0, len(prev.Files)+len(changes)+1)
 	copyRun := func(from, to int) { // prev's files [from, to)
 		delta := len(set.Services) - l.starts[from]
