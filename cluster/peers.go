@@ -112,9 +112,15 @@ func (s *loopState) onHeartbeat(hb heartbeat, at time.Time) bool {
 		s.peers[hb.Name] = p
 	}
 	restarted := false
-	if hb.Incarnation > p.incarnation {
-		// A new process: it holds nothing and must rise again.
-		if p.incarnation != 0 {
+	if hb.Incarnation != p.incarnation {
+		// A new process: it holds nothing and must rise again. The guard
+		// took a lower incarnation only once the one before fell silent.
+		switch {
+		case p.incarnation == 0:
+		case hb.Incarnation < p.incarnation:
+			n.log.Warn("director restarted with an earlier incarnation; accepting it",
+				"peer", p.name, "incarnation", hb.Incarnation, "previous", p.incarnation)
+		default:
 			n.log.Info("director restarted", "peer", p.name)
 		}
 		restarted = p.state.live()
