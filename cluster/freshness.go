@@ -53,7 +53,7 @@ type heartbeatGuard struct {
 
 type hbStamp struct {
 	incarnation, seq uint64
-	at               time.Time // when it was used, to forget the oldest first
+	at               time.Time // when it was used: to forget the oldest first, and the silence of its process
 	retired          []uint64  // incarnations used before, newest last; at most maxRetired
 }
 

@@ -3,6 +3,7 @@ package cluster
 import (
 	"log/slog"
 	"net/netip"
+	"strings"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -187,6 +188,8 @@ func TestRestartWithEarlierIncarnation(t *testing.T) {
 		return heartbeat{Name: "a", Addr: "10.0.0.2:7946", Incarnation: incarnation, Seq: seq, Ready: true, Parts: 1,
 			Heard: []uint64{selfInc}, VIPs: []vipClaim{{vip, true}}}
 	}
+	var logged strings.Builder
+	b.n.log = slog.New(slog.NewTextHandler(&logged, nil))
 	const before, after = 5000, 4000
 	var captured []heartbeat
 	var stopped time.Time // the earlier process's last heartbeat
@@ -216,6 +219,9 @@ func TestRestartWithEarlierIncarnation(t *testing.T) {
 	}
 	if took := now.Sub(stopped); took > timeout+b.n.cfg.Rise+100*time.Millisecond {
 		t.Errorf("a live again %v after it stopped, want within the failure timeout and the rise time (%v)", took, timeout+b.n.cfg.Rise)
+	}
+	if k := strings.Count(logged.String(), "director restarted with an earlier incarnation; accepting it"); k != 1 {
+		t.Errorf("the restart with an earlier incarnation logged %d times, want once:\n%s", k, logged.String())
 	}
 
 	// The earlier process's heartbeats, sent again, are of a higher
