@@ -23,9 +23,27 @@ import (
 //     this director's own heartbeats within one interval. No clock is
 //     involved, so a director whose clock is off or was stepped is still
 //     heard (docs/cluster.md, threat model).
+//   - A restart is a new incarnation, normally a higher one (the director
+//     keeps a counter in its state directory). A lower one, never used
+//     from that name, counts once the incarnation used last has been silent
+//     for the failure timeout: by then this director has declared the old
+//     process failed, so taking the new one takes nothing from a live
+//     director. Without this rule a director that restarted with an
+//     earlier incarnation (its clock went back and its counter was lost,
+//     or it ran a release that took the clock) would be refused as a
+//     replay until every peer restarted. While the process used last is
+//     heard, a lower incarnation does not count, so a heartbeat captured
+//     from a live director's earlier life cannot displace it; nor does
+//     one of the last maxRetired incarnations used from that name, higher
+//     or lower, ever again. Forgetting a name when it fails would be
+//     simpler but would let its captured heartbeats, which echo this
+//     process, bring a dead director back to life.
 //
 // The loop goroutine owns it.
 type heartbeatGuard struct {
+	// quiet is how long the incarnation used last from a director must be
+	// silent before a lower one counts: the failure timeout.
+	quiet time.Duration
 	used  map[string]hbStamp   // newest heartbeat used per director name
 	heard map[uint64]time.Time // incarnations heard from, when last; echoed
 	// unused counts the heartbeats refused (old or unproven), for the view:
@@ -35,7 +53,8 @@ type heartbeatGuard struct {
 
 type hbStamp struct {
 	incarnation, seq uint64
-	at               time.Time // when it was used, to forget the oldest first
+	at               time.Time // when it was used: to forget the oldest first, and the silence of its process
+	retired          []uint64  // incarnations used before, newest last; at most maxRetired
 }
 
 // hbVerdict is what a heartbeat may do.
@@ -55,6 +74,10 @@ const (
 	// maxRemembered bounds the directors whose last heartbeat is kept;
 	// beyond it the one used longest ago is forgotten (and must echo again).
 	maxRemembered = 1024
+	// maxRetired bounds the earlier incarnations remembered per director:
+	// a heartbeat captured more restarts ago than that, and of a higher
+	// incarnation than the live process's, would count again.
+	maxRetired = 8
 )
 
 // check classifies hb, received at at by the process with incarnation
@@ -63,7 +86,7 @@ func (g *heartbeatGuard) check(hb heartbeat, self uint64, at time.Time) hbVerdic
 	if g.used == nil {
 		g.used, g.heard = map[string]hbStamp{}, map[uint64]time.Time{}
 	}
-	v := g.classify(hb, self)
+	v := g.classify(hb, self, at)
 	if v != hbOld {
 		// Echoed even if it does not count yet: two directors that start
 		// together each wait for the other's echo.
@@ -75,7 +98,8 @@ func (g *heartbeatGuard) check(hb heartbeat, self uint64, at time.Time) hbVerdic
 	if v != hbFresh {
 		return v
 	}
-	if _, known := g.used[hb.Name]; !known && len(g.used) >= maxRemembered {
+	last, known := g.used[hb.Name]
+	if !known && len(g.used) >= maxRemembered {
 		oldest := ""
 		for name, s := range g.used {
 			if oldest == "" || s.at.Before(g.used[oldest].at) {
@@ -84,22 +108,37 @@ func (g *heartbeatGuard) check(hb heartbeat, self uint64, at time.Time) hbVerdic
 		}
 		delete(g.used, oldest)
 	}
-	g.used[hb.Name] = hbStamp{hb.Incarnation, hb.Seq, at}
+	retired := last.retired
+	if known && hb.Incarnation != last.incarnation {
+		retired = append(slices.Clone(retired), last.incarnation)
+		retired = retired[max(0, len(retired)-maxRetired):]
+	}
+	g.used[hb.Name] = hbStamp{hb.Incarnation, hb.Seq, at, retired}
 	return hbFresh
 }
 
-func (g *heartbeatGuard) classify(hb heartbeat, self uint64) hbVerdict {
+func (g *heartbeatGuard) classify(hb heartbeat, self uint64, at time.Time) hbVerdict {
 	last, known := g.used[hb.Name]
 	switch {
-	case !known || hb.Incarnation > last.incarnation:
-		if !slices.Contains(hb.Heard, self) {
-			return hbUnproven
+	case !known:
+	case hb.Incarnation == last.incarnation:
+		switch {
+		case hb.Seq < last.seq:
+			return hbOld
+		case hb.Seq == last.seq:
+			return hbSamePart
 		}
 		return hbFresh
-	case hb.Incarnation < last.incarnation || hb.Seq < last.seq:
+	case slices.Contains(last.retired, hb.Incarnation):
 		return hbOld
-	case hb.Seq == last.seq:
-		return hbSamePart
+	case hb.Incarnation < last.incarnation && at.Sub(last.at) <= g.quiet:
+		// Perhaps a restart with an earlier incarnation, perhaps a
+		// replay: it counts once the process used last is silent.
+		return hbUnproven
+	}
+	// A new process: it must echo this one.
+	if !slices.Contains(hb.Heard, self) {
+		return hbUnproven
 	}
 	return hbFresh
 }

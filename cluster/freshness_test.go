@@ -25,13 +25,14 @@ func TestHeartbeatGuard(t *testing.T) {
 		{"an older heartbeat (late, or replayed)", hb("a", 5, 2, selfInc), hbOld},
 		{"the next one needs no echo: we remember a", hb("a", 5, 4), hbFresh},
 		{"a replay of the last one", hb("a", 5, 4), hbSamePart},
-		{"a previous incarnation", hb("a", 4, 100, selfInc), hbOld},
+		{"an earlier incarnation while a is heard: not yet", hb("a", 4, 100, selfInc), hbUnproven},
 		{"a restart without our echo", hb("a", 6, 1), hbUnproven},
 		{"a restart echoing us", hb("a", 6, 1, selfInc), hbFresh},
 		{"the incarnation before the restart", hb("a", 5, 5, selfInc), hbOld},
+		{"the first one, a restart ago", hb("a", 5, 6, selfInc), hbOld},
 		{"another director is judged on its own", hb("b", 1, 1), hbUnproven},
 	}
-	var g heartbeatGuard
+	g := heartbeatGuard{quiet: time.Second}
 	at := time.Unix(1000, 0)
 	for _, s := range steps {
 		at = at.Add(time.Millisecond)
@@ -39,11 +40,11 @@ func TestHeartbeatGuard(t *testing.T) {
 			t.Errorf("%s: verdict %d, want %d", s.name, got, s.want)
 		}
 	}
-	if g.unused != 7 {
-		t.Errorf("%d heartbeats counted unused, want 7", g.unused)
+	if g.unused != 8 {
+		t.Errorf("%d heartbeats counted unused, want 8", g.unused)
 	}
 	// Echoed: everything heard but the old incarnations, newest first.
-	if got, want := g.echo(at), []uint64{1, 6, 5}; !slices.Equal(got, want) {
+	if got, want := g.echo(at), []uint64{1, 6, 4, 5}; !slices.Equal(got, want) {
 		t.Errorf("echo %v, want %v", got, want)
 	}
 	if got := g.echo(at.Add(echoFor + time.Second)); len(got) != 0 {
@@ -67,34 +68,55 @@ func TestHeartbeatGuardBounds(t *testing.T) {
 }
 
 // FuzzHeartbeatGuard feeds the guard any sequence of heartbeats from three
-// directors: a heartbeat counts (refreshes liveness) only if it is newer
-// than every one that counted before from its sender, and a sender's new
-// incarnation only if it echoes this process.
+// directors, at any pace. A heartbeat counts (refreshes liveness) exactly
+// when it is newer than the last one that counted from its sender (same
+// incarnation, higher seq), or when it comes from an incarnation that never
+// counted from that sender, echoes this process, and is higher than the
+// last one or arrives after the last one has been silent for quiet. So a
+// director is never locked out, and nothing used before counts again.
 func FuzzHeartbeatGuard(f *testing.F) {
 	f.Add([]byte{0, 1, 1, 1, 0, 1, 2, 0, 0, 1, 1, 0, 1, 2, 1, 1, 0, 2, 1, 0})
+	f.Add([]byte{0, 3, 1, 1, 0, 3, 2, 0, 0, 1, 1, 1, 0, 1, 2, 3, 0, 3, 3, 1, 0, 2, 1, 1})
+	const quiet = 5 * time.Millisecond
+	type model struct {
+		last hbStamp
+		used map[uint64]bool // every incarnation that counted
+	}
 	f.Fuzz(func(t *testing.T, ops []byte) {
-		var g heartbeatGuard
-		last := map[string]hbStamp{}
+		g := heartbeatGuard{quiet: quiet}
+		seen := map[string]*model{}
 		at := time.Unix(1000, 0)
 		for i := 0; i+4 <= len(ops); i += 4 {
 			hb := heartbeat{Name: string(rune('a' + ops[i]%3)), Incarnation: uint64(ops[i+1] % 4), Seq: uint64(ops[i+2] % 8)}
 			if ops[i+3]&1 != 0 {
 				hb.Heard = []uint64{selfInc}
 			}
-			at = at.Add(time.Millisecond)
+			at = at.Add(time.Duration(1+ops[i+3]>>1&7) * time.Millisecond)
 			v := g.check(hb, selfInc, at)
-			prev, seen := last[hb.Name]
-			newer := !seen || hb.Incarnation > prev.incarnation || hb.Incarnation == prev.incarnation && hb.Seq > prev.seq
+			m := seen[hb.Name]
+			var want bool
 			switch {
-			case v == hbFresh && !newer:
-				t.Fatalf("op %d: %+v counted, not newer than %+v", i/4, hb, prev)
-			case v == hbFresh && (!seen || hb.Incarnation > prev.incarnation) && len(hb.Heard) == 0:
-				t.Fatalf("op %d: a new incarnation counted without echoing us", i/4)
-			case v == hbSamePart && (!seen || hb.Incarnation != prev.incarnation || hb.Seq != prev.seq):
-				t.Fatalf("op %d: %+v taken as a part of %+v", i/4, hb, prev)
+			case m == nil:
+				want = len(hb.Heard) > 0
+			case hb.Incarnation == m.last.incarnation:
+				want = hb.Seq > m.last.seq
+			case m.used[hb.Incarnation]:
+			default:
+				want = len(hb.Heard) > 0 && (hb.Incarnation > m.last.incarnation || at.Sub(m.last.at) > quiet)
+			}
+			switch {
+			case (v == hbFresh) != want:
+				t.Fatalf("op %d: %+v verdict %d, counting it is %v (last counted %+v)", i/4, hb, v, want, m)
+			case v == hbSamePart && (m == nil || hb.Incarnation != m.last.incarnation || hb.Seq != m.last.seq):
+				t.Fatalf("op %d: %+v taken as a part of %+v", i/4, hb, m.last)
 			}
 			if v == hbFresh {
-				last[hb.Name] = hbStamp{hb.Incarnation, hb.Seq, at}
+				if m == nil {
+					m = &model{used: map[uint64]bool{}}
+					seen[hb.Name] = m
+				}
+				m.last = hbStamp{incarnation: hb.Incarnation, seq: hb.Seq, at: at}
+				m.used[hb.Incarnation] = true
 			}
 		}
 	})

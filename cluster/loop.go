@@ -45,7 +45,8 @@ type loopState struct {
 func (s *loopState) init(n *Node) {
 	*s = loopState{n: n, peers: map[string]*peer{}, vips: map[netip.Addr]bool{}, present: map[netip.Addr]bool{},
 		want: map[netip.Addr]bool{}, conflicts: map[netip.Addr]string{}, waiting: map[netip.Addr]bool{},
-		members: map[string]memberEvent{}, joinAsked: map[string]time.Time{}, sendFails: map[string]bool{}}
+		members: map[string]memberEvent{}, joinAsked: map[string]time.Time{}, sendFails: map[string]bool{},
+		guard: heartbeatGuard{quiet: n.cfg.FailureTimeout}}
 }
 
 func (s *loopState) lastCheckAt() time.Time { return time.Unix(0, s.n.lastCheck.Load()) }

@@ -24,6 +24,14 @@ type Config struct {
 	Name     string // unique in the cluster
 	Rules    Rules  // Quorum 0: a majority of Peers plus this node (1 for two directors)
 	Priority int    // active-standby
+	// Incarnation tells this process from the earlier ones of this
+	// director: the peers take a heartbeat of a higher incarnation than
+	// the last one they used as a restart at once, a lower one only after
+	// the failure timeout (freshness.go). It must grow with every start
+	// whatever the clock does; the caller keeps it across restarts. Zero:
+	// the start time in Unix nanoseconds, which does not grow if the clock
+	// went back.
+	Incarnation uint64
 
 	Bind      string   // host:port for memberlist (UDP and TCP)
 	Advertise string   // host:port others reach this node at; "" derives it from Bind
@@ -108,6 +116,9 @@ func (c *Config) setDefaults() error {
 	if c.Log == nil {
 		c.Log = slog.Default()
 	}
+	if c.Incarnation == 0 {
+		c.Incarnation = uint64(time.Now().UnixNano())
+	}
 	return nil
 }
 
@@ -183,7 +194,7 @@ func Start(cfg Config) (*Node, error) {
 	n := &Node{
 		cfg:          cfg,
 		log:          cfg.Log,
-		incarnation:  uint64(time.Now().UnixNano()),
+		incarnation:  cfg.Incarnation,
 		started:      time.Now(),
 		heartbeats:   make(chan received, 256),
 		poke:         make(chan struct{}, 1),

@@ -95,7 +95,13 @@ func (s *loopState) onHeartbeat(hb heartbeat, at time.Time) bool {
 		return false
 	}
 	first := !s.guard.knows(hb.Incarnation)
+	before, known := s.guard.used[hb.Name]
 	verdict := s.guard.check(hb, n.incarnation, at)
+	if verdict == hbFresh && known && hb.Incarnation < before.incarnation {
+		// Taken only once the incarnation before fell silent (freshness.go).
+		n.log.Warn("director restarted with an earlier incarnation; accepting it",
+			"peer", hb.Name, "incarnation", hb.Incarnation, "previous", before.incarnation)
+	}
 	if verdict == hbUnproven && first && hb.Addr != "" {
 		// A director that has not heard this one yet (it started, or this
 		// one did): answer at once at its address, so that it echoes this
@@ -112,7 +118,7 @@ func (s *loopState) onHeartbeat(hb heartbeat, at time.Time) bool {
 		s.peers[hb.Name] = p
 	}
 	restarted := false
-	if hb.Incarnation > p.incarnation {
+	if hb.Incarnation != p.incarnation {
 		// A new process: it holds nothing and must rise again.
 		if p.incarnation != 0 {
 			n.log.Info("director restarted", "peer", p.name)

@@ -3,6 +3,7 @@ package cluster
 import (
 	"log/slog"
 	"net/netip"
+	"strings"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -169,5 +170,71 @@ func TestStartupWaitsForConnections(t *testing.T) {
 	s.onCheck(now.Add(10 * time.Millisecond))
 	if !s.ready {
 		t.Fatal("not ready once the connections arrived")
+	}
+}
+
+// TestRestartWithEarlierIncarnation: director a restarts with a lower
+// incarnation than before (its clock went back and its counter in the
+// state directory was lost). Its peer takes it back once the process it
+// heard last has been silent for the failure timeout, and from then on
+// heartbeats captured from the earlier process do not count.
+func TestRestartWithEarlierIncarnation(t *testing.T) {
+	vip := netip.MustParseAddr("10.0.0.50")
+	now := time.Unix(1000, 0)
+	b := testLoop(t, selfInc)
+	b.lastCheck = now
+	timeout := b.n.cfg.FailureTimeout
+	a := func(incarnation, seq uint64) heartbeat {
+		return heartbeat{Name: "a", Addr: "10.0.0.2:7946", Incarnation: incarnation, Seq: seq, Ready: true, Parts: 1,
+			Heard: []uint64{selfInc}, VIPs: []vipClaim{{vip, true}}}
+	}
+	var logged strings.Builder
+	b.n.log = slog.New(slog.NewTextHandler(&logged, nil))
+	const before, after = 5000, 4000
+	var captured []heartbeat
+	var stopped time.Time // the earlier process's last heartbeat
+	for seq := uint64(1); seq <= 20; seq++ {
+		captured = append(captured, a(before, seq))
+		b.onHeartbeat(captured[len(captured)-1], now)
+		stopped = now
+		advance(b, &now, now.Add(50*time.Millisecond), "a")
+	}
+	if !b.peers["a"].state.live() {
+		t.Fatal("a is not live while it sends heartbeats")
+	}
+
+	// a restarts at once, with an earlier incarnation; it is heard every 50 ms.
+	back := func() bool { p := b.peers["a"]; return p.incarnation == after && p.state.live() }
+	seq := uint64(0)
+	for ; now.Sub(stopped) < timeout+b.n.cfg.Rise+time.Second && !back(); advance(b, &now, now.Add(50*time.Millisecond), "a") {
+		seq++
+		b.onHeartbeat(a(after, seq), now)
+		if b.peers["a"].incarnation == after && now.Sub(stopped) <= timeout {
+			t.Fatalf("the earlier incarnation counted %v after the later one's last heartbeat, before the failure timeout %v", now.Sub(stopped), timeout)
+		}
+	}
+	if p := b.peers["a"]; !back() {
+		t.Fatalf("a restarted with an earlier incarnation is %v (incarnation %d) %v after it stopped, want live as %d",
+			p.state, p.incarnation, now.Sub(stopped), after)
+	}
+	if took := now.Sub(stopped); took > timeout+b.n.cfg.Rise+100*time.Millisecond {
+		t.Errorf("a live again %v after it stopped, want within the failure timeout and the rise time (%v)", took, timeout+b.n.cfg.Rise)
+	}
+	if k := strings.Count(logged.String(), "director restarted with an earlier incarnation; accepting it"); k != 1 {
+		t.Errorf("the restart with an earlier incarnation logged %d times, want once:\n%s", k, logged.String())
+	}
+
+	// The earlier process's heartbeats, sent again, are of a higher
+	// incarnation than the live one's: they must not count, nor may the
+	// live one's own old ones, nor another earlier incarnation's.
+	replays := append(captured, a(after, 1), a(after-1, 1))
+	for _, hb := range replays {
+		seq++
+		b.onHeartbeat(a(after, seq), now) // the real a is live throughout
+		b.onHeartbeat(hb, now)
+		advance(b, &now, now.Add(50*time.Millisecond), "a")
+		if p := b.peers["a"]; p.incarnation != after || !p.state.live() {
+			t.Fatalf("replaying incarnation %d seq %d made a %v as %d", hb.Incarnation, hb.Seq, p.state, p.incarnation)
+		}
 	}
 }

@@ -7,6 +7,7 @@ import (
 	"net"
 	"net/netip"
 	"sync"
+	"time"
 
 	"github.com/lvsd/lvsd/agent/planner"
 
@@ -50,6 +51,7 @@ func startMember(ctx context.Context, o Options, k *agent.Kernel, bgCtx context.
 		log.Error("removing VIP addresses left by a previous run", "err", err)
 	}
 	cc := clusterConfig(cfg.Agent, leases.Reannounce, log)
+	cc.Incarnation = nextIncarnation(cfg.Agent.StateDir, time.Now(), log)
 	if cc.Bind, err = resolveBind(ctx, cc.Bind, cfg, o.Kernel.Addrs, false); err != nil {
 		return member{}, err
 	}
@@ -63,6 +65,7 @@ func startMember(ctx context.Context, o Options, k *agent.Kernel, bgCtx context.
 	m.stop = func() { stop(); runs.Wait() }
 	if c.ConnSync.Enabled {
 		rc := relayConfig(c.ConnSync, node, log)
+		rc.Incarnation = cc.Incarnation
 		if c.Mode == config.ModeECMP && k.Conntrack != nil {
 			m.peers = agent.NewPeerFlows(k.Conntrack, log)
 			rc.Applied = m.peers.Applied

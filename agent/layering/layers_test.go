@@ -77,7 +77,7 @@ var layers = []layer{
 	{pkg: "agent/realserver", mayUse: []string{"agent/apply", "agent/planner", "agent/config", "agent/api", "agent/statefile", "agent/metrics", "agent/sdnotify", "arp", "arp/sysctl", "nat"},
 		mayNot3: kernelLibraries},
 	{pkg: "agent/director", mayUse: []string{"agent", "agent/views", "agent/planner", "agent/config", "agent/health", "agent/hooks", "agent/api", "agent/sdnotify", "agent/metrics",
-		"arp", "cluster/..."}, mayNot3: kernelLibraries,
+		"agent/statefile", "arp", "cluster/..."}, mayNot3: kernelLibraries,
 		testMayUse: []string{"ipvs", "nat", "arp/sysctl"}}, // the tests build the agent's Kernel from the kernel packages' fakes, as cmd/lvsd builds it from the real ones
 	{pkg: "cmd/...", mayUse: []string{"agent/...", "ipvs", "nat", "arp", "arp/sysctl", "cluster/...", "docs"}, mayNot3: append(slices.Clip(kernelLibraries), "golang.org/x/sys/unix")},
 

@@ -97,6 +97,14 @@ type Config struct {
 	// CatchUpLimit is how long a starting director waits at most for the
 	// directors it hears to replay their connections to it (CaughtUp).
 	CatchUpLimit time.Duration
+	// Incarnation tells this relay's messages from an earlier process's;
+	// it must grow with every start whatever the clock does, and the
+	// caller keeps it across restarts (the cluster node's serves). A
+	// receiver takes a lower one than it has seen from this director only
+	// once that one has been silent for MaxAge (freshness.go). Zero: the
+	// start time in Unix nanoseconds, which does not grow if the clock went
+	// back.
+	Incarnation uint64
 	// Transport is required. Its Name is the sender name of this relay's
 	// messages, which must be the name the cluster knows it by.
 	Transport Transport

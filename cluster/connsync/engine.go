@@ -1,6 +1,7 @@
 package connsync
 
 import (
+	"cmp"
 	"fmt"
 	"log/slog"
 	"net/netip"
@@ -56,7 +57,7 @@ type engine struct {
 func newEngine(cfg Config, st *counters, log *slog.Logger, out datagramWriter, now time.Time) *engine {
 	e := &engine{
 		cfg: cfg, log: log, st: st, out: out, epoch: now,
-		self:     origin{name: cfg.Transport.Name(), incarnation: uint64(now.UnixNano())},
+		self:     origin{name: cfg.Transport.Name(), incarnation: cmp.Or(cfg.Incarnation, uint64(now.UnixNano()))},
 		senders:  newSenders(cfg.MaxAge, cfg.MaxClockSkew),
 		services: func() *services { return nil },
 		logged:   map[string]time.Time{},

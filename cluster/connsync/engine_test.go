@@ -245,3 +245,17 @@ func TestEvictionCounted(t *testing.T) {
 		t.Fatalf("stats %+v", s)
 	}
 }
+
+// TestEngineIncarnation: the relay's messages carry the incarnation it is
+// given, which its director keeps growing across restarts whatever the
+// clock does; without one, its start time.
+func TestEngineIncarnation(t *testing.T) {
+	for _, tt := range []struct {
+		given, want uint64
+	}{{0, uint64(t0.UnixNano())}, {42, 42}} {
+		e, _, _ := testEngine(t, Config{Incarnation: tt.given})
+		if e.self.incarnation != tt.want {
+			t.Errorf("given %d: incarnation %d, want %d", tt.given, e.self.incarnation, tt.want)
+		}
+	}
+}

@@ -17,6 +17,15 @@ import (
 //     numbers per sender, as IPsec does, because memberlist hands queued
 //     messages over newest first: a strict "newer than the last" would drop
 //     most of a burst.
+//
+// A sender's incarnation normally grows with every start (the director keeps
+// a counter in its state directory). A lower one than the receiver has seen
+// is a replay while the incarnation seen is heard; once that one has sent
+// nothing for MaxAge, by the receiver's clock, the lower one is a restart
+// whose clock went back (or whose counter was lost) and is taken: nothing
+// the earlier process sent can still be taken then, as every message of it
+// is older than MaxAge. Without this a director restarted with an earlier
+// incarnation would be refused until every peer restarted.
 
 // windowSize is how far behind the newest message from a sender an older
 // one may arrive; memberlist queues at most 1024 messages.
@@ -46,6 +55,7 @@ type window struct {
 	incarnation uint64
 	bitRing                 // sequence numbers taken
 	newest      time.Time   // latest send time taken
+	heard       time.Time   // when a message was last taken, by the receiver's clock
 	stream      streamState // antientropy.go
 	// newcomer: the sender was first heard in this incarnation, so its
 	// earlier fresh broadcasts came before this director listened and its
@@ -87,14 +97,15 @@ func (s *senders) check(m message, now time.Time) (w *window, why staleness, det
 		s.m[m.sender] = w
 		w.reset(m.incarnation)
 		w.newcomer = true
-	case m.incarnation < w.incarnation:
-		return nil, msgReplayed, "from an earlier incarnation of the sender"
-	case m.incarnation > w.incarnation:
+	case m.incarnation < w.incarnation && now.Sub(w.heard) <= s.maxAge:
+		return nil, msgReplayed, fmt.Sprintf("from an earlier incarnation of the sender, which is taken once the later one has been silent for %v", s.maxAge)
+	case m.incarnation != w.incarnation:
 		w.reset(m.incarnation)
 	}
 	if !w.take(m.seq) {
 		return nil, msgReplayed, fmt.Sprintf("sequence number %d seen already or too old (newest %d)", m.seq, w.top)
 	}
+	w.heard = now
 	if m.sent.After(w.newest) {
 		w.newest = m.sent
 	}

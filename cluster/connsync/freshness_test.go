@@ -73,3 +73,36 @@ func TestSendersBounded(t *testing.T) {
 		t.Errorf("%d senders remembered after a minute of silence, want 1", len(s.m))
 	}
 }
+
+// TestSendersEarlierIncarnation: a sender restarted with an earlier
+// incarnation (its clock went back and its counter was lost) is taken once
+// the later incarnation has been silent for MaxAge; until then, and for the
+// later incarnation's messages afterwards, it is a replay or too old.
+func TestSendersEarlierIncarnation(t *testing.T) {
+	const maxAge = 10 * time.Second
+	s := newSenders(maxAge, 2*time.Second)
+	at := func(d time.Duration) time.Time { return t0.Add(d) }
+	msg := func(inc, seq uint64, sent time.Time) message {
+		return message{sender: "b", incarnation: inc, seq: seq, sent: sent}
+	}
+	const later, earlier = 5000, 4000
+	steps := []struct {
+		name string
+		m    message
+		now  time.Time
+		want staleness
+	}{
+		{"the later incarnation", msg(later, 1, at(0)), at(0), msgFresh},
+		{"its next message", msg(later, 2, at(time.Second)), at(time.Second), msgFresh},
+		{"an earlier incarnation while the later one is heard", msg(earlier, 1, at(2*time.Second)), at(2 * time.Second), msgReplayed},
+		{"still within MaxAge of the later one's last message", msg(earlier, 2, at(11*time.Second)), at(11 * time.Second), msgReplayed},
+		{"the later one silent for longer than MaxAge", msg(earlier, 3, at(11*time.Second+time.Millisecond)), at(11*time.Second + time.Millisecond), msgFresh},
+		{"the earlier incarnation goes on", msg(earlier, 4, at(12*time.Second)), at(12 * time.Second), msgFresh},
+		{"a replay of the later incarnation's last message", msg(later, 2, at(time.Second)), at(12 * time.Second), msgTooOld},
+	}
+	for _, st := range steps {
+		if _, got, detail := s.check(st.m, st.now); got != st.want {
+			t.Errorf("%s: %d (%s), want %d", st.name, got, detail, st.want)
+		}
+	}
+}
