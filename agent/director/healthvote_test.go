@@ -126,7 +126,13 @@ func (f *fakeChecks) set(key string, healthy bool) {
 	f.mu.Lock()
 	f.states[key] = health.State{Healthy: healthy, Known: true}
 	f.mu.Unlock()
-	f.changed <- struct{}{}
+	// A hint, as health.Monitor gives it: one pending at most, never a
+	// wait (a blocking send deadlocked TestFollowTrack when followTrack
+	// read the next change early and waited to hand its verdict over).
+	select {
+	case f.changed <- struct{}{}:
+	default:
+	}
 }
 
 // awaitSignal waits for the agent's change signal (a liveness bound, not
@@ -144,8 +150,8 @@ func awaitSignal(t *testing.T, ch <-chan struct{}) {
 // every change of the local checks or of the peers' votes.
 func TestVotedHealth(t *testing.T) {
 	const rs1, rs2 = "web/10.0.0.11:80", "web/10.0.0.12:80"
-	local := &fakeChecks{states: map[string]health.State{rs1: {Healthy: true}, rs2: {Healthy: true}}, changed: make(chan struct{})}
-	node := &fakeVoter{changed: make(chan struct{})}
+	local := &fakeChecks{states: map[string]health.State{rs1: {Healthy: true}, rs2: {Healthy: true}}, changed: make(chan struct{}, 1)}
+	node := &fakeVoter{changed: make(chan struct{}, 1)}
 	v := &votedHealth{local: local, node: node, log: slog.New(slog.DiscardHandler), changed: make(chan struct{}, 1), overruled: map[string]bool{}}
 	ctx, cancel := context.WithCancel(context.Background())
 	var wg sync.WaitGroup
@@ -185,7 +191,7 @@ func TestVotedHealthOverFakeCluster(t *testing.T) {
 	}
 	f := cluster.NewFake(cluster.Rules{Mode: cluster.ECMP, Quorum: 1})
 	d1, d2, d3 := f.Add("d1", 100), f.Add("d2", 100), f.Add("d3", 100)
-	local := &fakeChecks{states: map[string]health.State{rs1: {Healthy: true, Known: true}}, changed: make(chan struct{})}
+	local := &fakeChecks{states: map[string]health.State{rs1: {Healthy: true, Known: true}}, changed: make(chan struct{}, 1)}
 	if v := newVotedHealth(cfg(config.ModeActiveStandby), d1, local, slog.New(slog.DiscardHandler)); v != nil {
 		t.Error("a vote outside mode ecmp")
 	}

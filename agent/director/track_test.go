@@ -13,7 +13,7 @@ import (
 
 // The holder hears each change of the upstream check's verdict once.
 func TestFollowTrack(t *testing.T) {
-	checks := &fakeChecks{states: map[string]health.State{agent.TrackKey: {Healthy: true}}, changed: make(chan struct{})}
+	checks := &fakeChecks{states: map[string]health.State{agent.TrackKey: {Healthy: true}}, changed: make(chan struct{}, 1)}
 	verdicts := make(chan bool)
 	ctx, cancel := context.WithCancel(context.Background())
 	var wg sync.WaitGroup
