@@ -38,6 +38,8 @@ type votedHealth struct {
 
 	mu        sync.Mutex
 	overruled map[string]bool // targets whose local verdict the vote overrules, as last logged
+	selfOut   bool            // this director's vote does not count, as last logged
+	peerOut   string          // the peer whose vote does not count, as last logged; "": none
 }
 
 // newVotedHealth returns the vote around local for a director in cluster
@@ -70,9 +72,11 @@ func (v *votedHealth) Changes() (map[string]health.State, []string, bool) {
 // every target the vote starts or stops overruling.
 func (v *votedHealth) Snapshot() map[string]health.State {
 	local := v.local.Snapshot()
-	out := decideHealth(local, v.node.HealthVotes())
+	votes := v.node.HealthVotes()
+	out, selfOut, peerOut := tallyVotes(local, votes)
 	v.mu.Lock()
 	defer v.mu.Unlock()
+	v.logNotCounted(votes, selfOut, peerOut)
 	for key, st := range out {
 		over := st.Healthy != local[key].Healthy
 		if over == v.overruled[key] {
@@ -94,6 +98,31 @@ func (v *votedHealth) Snapshot() map[string]health.State {
 		}
 	}
 	return out
+}
+
+// logNotCounted logs every director whose vote starts or stops not
+// counting (notCounted); v.mu is held.
+func (v *votedHealth) logNotCounted(votes cluster.Votes, selfOut bool, peerOut string) {
+	if selfOut != v.selfOut {
+		v.selfOut = selfOut
+		if selfOut {
+			v.log.Warn("this director's checks alone see every backend down while the other directors see some up; "+
+				"its health vote does not count until they agree (check its path to the backends)", "event", "health")
+		} else {
+			v.log.Info("this director's health vote counts again", "event", "health")
+		}
+	}
+	if peerOut == v.peerOut {
+		return
+	}
+	if _, votes := votes[v.peerOut]; votes && v.peerOut != "" {
+		v.log.Info("a director's health vote counts again", "event", "health", "peer", v.peerOut)
+	}
+	v.peerOut = peerOut
+	if peerOut != "" {
+		v.log.Warn("a director's checks alone see every backend down while the others see some up; "+
+			"its health vote does not count until they agree", "event", "health", "peer", peerOut)
+	}
 }
 
 // run shares the local verdicts as this director's vote, and tells the
@@ -127,34 +156,59 @@ func (v *votedHealth) share() {
 }
 
 // decideHealth returns local with every target's health decided by the
-// vote: this director votes its local verdict, each peer in votes votes
-// down the targets it lists and up the others. A target is healthy when
-// more than half of the voters see it up; a tie is down, so that no
-// director sends flows to a backend half of them cannot reach. Without
-// peers' votes the local verdicts stand. Pure.
+// vote (tallyVotes).
 func decideHealth(local map[string]health.State, votes cluster.Votes) map[string]health.State {
+	out, _, _ := tallyVotes(local, votes)
+	return out
+}
+
+// tallyVotes returns local with every target's health decided by the
+// vote: this director votes its local verdict, each peer in votes votes
+// down the targets it lists and up the others, and a voter that alone sees
+// every target down does not count (notCounted). A target is out only
+// when more than half of the counted voters see it down: a tie keeps it
+// in, so that one director in two, cut off from the backends or lying,
+// cannot take them out of the other's tables and withdraw its VIPs; the
+// cost is that the one that sees a backend down may send flows to it.
+// Without peers' votes the local verdicts stand. It also returns whether
+// this director's vote does not count, and the peer whose vote does not
+// ("": none). Pure.
+func tallyVotes(local map[string]health.State, votes cluster.Votes) (out map[string]health.State, selfOut bool, peerOut string) {
 	if len(votes) == 0 {
-		return local
+		return local, false, ""
 	}
-	voters := 1 + len(votes)
-	out := make(map[string]health.State, len(local))
+	selfOut, peerOut = notCounted(local, votes)
+	counted := make([]map[uint64]bool, 0, len(votes))
+	for name, seen := range votes {
+		if name != peerOut {
+			counted = append(counted, seen)
+		}
+	}
+	voters := len(counted)
+	if !selfOut {
+		voters++
+	}
+	out = make(map[string]health.State, len(local))
 	for key, st := range local {
 		id := cluster.HealthID(key)
 		down := 0
-		if !st.Healthy {
+		if !selfOut && !st.Healthy {
 			down++
 		}
-		for _, seen := range votes {
+		for _, seen := range counted {
 			if seen[id] {
 				down++
 			}
 		}
-		if healthy := 2*(voters-down) > voters; healthy != st.Healthy {
+		if healthy := 2*down <= voters; healthy != st.Healthy {
 			why := "this director's checks pass"
 			if !st.Healthy {
 				why = "this director's checks fail"
 				if st.LastError != "" {
 					why += ": " + st.LastError
+				}
+				if selfOut {
+					why += "; it alone sees every backend down, so its vote does not count"
 				}
 			}
 			st.Healthy = healthy
@@ -162,7 +216,50 @@ func decideHealth(local map[string]health.State, votes cluster.Votes) map[string
 		}
 		out[key] = st
 	}
-	return out
+	return out, selfOut, peerOut
+}
+
+// notCounted returns whether this director's vote does not count, and
+// the peer whose vote does not ("": none): the one voter, if only one,
+// whose checks see every target of every service down while the others
+// see some up. Such a director is more likely cut off from the backends
+// (or faulty) than every backend failed at once, and the one that is
+// right about them should not be outvoted by it; when the backends do all
+// fail, every director sees it and none is left out. Pure.
+func notCounted(local map[string]health.State, votes cluster.Votes) (selfOut bool, peerOut string) {
+	if len(local) == 0 || len(votes) == 0 {
+		return false, ""
+	}
+	selfAllDown := true
+	for _, st := range local {
+		if st.Healthy {
+			selfAllDown = false
+			break
+		}
+	}
+	var allDown []string
+	for name, seen := range votes {
+		if seesAllDown(local, seen) {
+			allDown = append(allDown, name)
+		}
+	}
+	switch {
+	case selfAllDown && len(allDown) == 0:
+		return true, ""
+	case !selfAllDown && len(allDown) == 1:
+		return false, allDown[0]
+	}
+	return false, ""
+}
+
+// seesAllDown reports whether a peer's vote lists every target of local down.
+func seesAllDown(local map[string]health.State, seen map[uint64]bool) bool {
+	for key := range local {
+		if !seen[cluster.HealthID(key)] {
+			return false
+		}
+	}
+	return true
 }
 
 func healthWord(healthy bool) string {
