@@ -5,6 +5,14 @@ import (
 	"strings"
 )
 
+const (
+	flowUnclosed     = iota // the text ends inside the collection
+	flowStray               // a closing bracket that closes nothing, or the other kind
+	flowExtra               // something after the outermost collection closed
+	flowEmpty               // an item that is not there: ",,", "[,"
+	flowMissingComma        // an item right after another
+)
+
 // flowProblem is where a flow collection ([a, b] or {a: 1}) goes wrong.
 type flowProblem struct {
 	at     int  // offset of the token, or of the unclosed collection's opener

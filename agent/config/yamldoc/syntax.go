@@ -205,14 +205,6 @@ func locateSyntax(text []byte, mark int, msg string) (line, col int, say string)
 	return line, col, say
 }
 
-const (
-	flowUnclosed     = iota // the text ends inside the collection
-	flowStray               // a closing bracket that closes nothing, or the other kind
-	flowExtra               // something after the outermost collection closed
-	flowEmpty               // an item that is not there: ",,", "[,"
-	flowMissingComma        // an item right after another
-)
-
 // misindented finds, from line mark (from 1) on, the first line of lines
 // whose indentation fits no mapping or list around it: deeper than the
 // line before with nothing there to hold it, between two levels, or a key
