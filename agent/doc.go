@@ -1,8 +1,11 @@
-// Package agent is lvsd's brain. It turns validated configuration into the
-// desired kernel state with pure code (Build), compares that with what the
-// kernel holds (Plan), and applies the smallest set of changes through the
-// small interfaces of the kernel packages (ipvs, arp). One goroutine, the
-// reconciler in Run, owns all mutable state; the views above it
-// (agent/views: status, local API, metrics) read the Snapshot it publishes
-// after each pass (published.go).
+// Package agent is the director's runtime. Its reconciler (Agent.Run)
+// reads the configuration, has agent/planner compute the desired state and
+// the ops that bring the kernel to it (Build, Plan), and runs them through
+// the small interfaces of the kernel packages (Kernel) with the ownership
+// record written ahead (agent/apply); its VIP holder (Holder) does the same
+// for the VIP addresses on a takeover or a release (PlanAddresses). One
+// goroutine owns each piece of mutable state: the reconciler its
+// configuration, desired state and kernel view, the holder its addresses.
+// The views above it (agent/views: status, local API, metrics) read the
+// Snapshot the reconciler publishes after each pass (published.go).
 package agent
