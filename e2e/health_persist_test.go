@@ -182,10 +182,17 @@ func TestDrainOnFailover(t *testing.T) {
 	}
 	switchPool("rs3", false, "failover")
 	// Settled (a destination added back takes its slot weight for one
-	// netlink call before it is lowered to 0): new connections to the pool.
+	// netlink call before it is lowered to 0): new connections to the pool,
+	// through both services — each has health checks of its own, and the
+	// failback below connects to rs4 through each.
 	waitFor(t, 5*time.Second, "new connections to the failover pool", func() bool {
-		dist := distribution(ask(t, tp.Client(), tp.ClientSources(false), netip.AddrPortFrom(vip, 81), echo.TCP, 1))
-		return dist["rs4"]+dist["rs5"] == 24
+		for _, port := range []uint16{80, 81} {
+			dist := distribution(ask(t, tp.Client(), tp.ClientSources(false), netip.AddrPortFrom(vip, port), echo.TCP, 1))
+			if dist["rs4"]+dist["rs5"] != 24 {
+				return false
+			}
+		}
+		return true
 	})
 	switchPool("rs4", true, "failback")
 	if strings.Contains(d.log(), "event=reset service=drain ") {
