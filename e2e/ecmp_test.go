@@ -164,12 +164,20 @@ func (l *ecmpLab) spread(t *testing.T) {
 	if dist := distribution(replies); dist["error"] > 0 {
 		t.Fatalf("%d of %d connections failed: %s", dist["error"], len(replies), formatDistribution(dist))
 	}
+	// The kernel adds its per-CPU counters up every 2 s (the estimator):
+	// wait until they count every connection, or 6 s.
 	var shares []string
-	total := uint64(0)
+	var total uint64
 	got := map[string]uint64{}
-	for id := range before {
-		got[id] = scheduled(t, l.ds[id]) - before[id]
-		total += got[id]
+	for settle := time.Now(); ; time.Sleep(250 * time.Millisecond) {
+		total = 0
+		for id := range before {
+			got[id] = scheduled(t, l.ds[id]) - before[id]
+			total += got[id]
+		}
+		if total >= uint64(len(replies)) || time.Since(settle) > 6*time.Second {
+			break
+		}
 	}
 	for _, id := range []string{"director", "director2", "director3"} {
 		share := float64(got[id]) / float64(total)
