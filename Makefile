@@ -47,6 +47,9 @@ examples-check:
 FUZZ_TARGETS := \
 	./agent/config/servicesdir:FuzzServiceFile \
 	./agent/config/servicesdir:FuzzAgentFile \
+	./agent/health:FuzzHTTPResponse \
+	./agent/health:FuzzParseWeight \
+	./agent/health:FuzzDNSJudge \
 	./cluster:FuzzDecodeHeartbeat \
 	./cluster:FuzzHeartbeatGuard \
 	./cluster:FuzzParseMemberlistLine \

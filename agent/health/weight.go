@@ -3,6 +3,7 @@ package health
 import (
 	"strconv"
 	"strings"
+	"unicode/utf8"
 )
 
 // maxBadValue bounds how much of an invalid header value is kept for the
@@ -45,9 +46,15 @@ func quoteIfEmpty(v string) string {
 	return v
 }
 
+// truncate cuts v to maxBadValue bytes, never inside a character, so that
+// the log line stays valid UTF-8.
 func truncate(v string) string {
-	if len(v) > maxBadValue {
-		return v[:maxBadValue] + "…"
+	if len(v) <= maxBadValue {
+		return v
 	}
-	return v
+	cut := maxBadValue
+	for cut > 0 && !utf8.RuneStart(v[cut]) {
+		cut--
+	}
+	return v[:cut] + "…"
 }

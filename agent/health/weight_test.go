@@ -1,7 +1,9 @@
 package health
 
 import (
+	"strings"
 	"testing"
+	"unicode/utf8"
 )
 
 func TestParseWeight(t *testing.T) {
@@ -53,5 +55,16 @@ func TestParseWeightTruncatesBadValue(t *testing.T) {
 	_, bad := parseWeight([]string{string(long)})
 	if len(bad) > maxBadValue+len("…") {
 		t.Errorf("bad value kept %d bytes", len(bad))
+	}
+}
+
+func TestParseWeightTruncatesBetweenCharacters(t *testing.T) {
+	// 31 ASCII bytes, then a 3-byte character across the cut at 32.
+	_, bad := parseWeight([]string{strings.Repeat("x", maxBadValue-1) + "€€€"})
+	if !utf8.ValidString(bad) {
+		t.Errorf("bad value %q is not valid UTF-8", bad)
+	}
+	if want := strings.Repeat("x", maxBadValue-1) + "…"; bad != want {
+		t.Errorf("bad value %q, want %q", bad, want)
 	}
 }
