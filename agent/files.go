@@ -5,8 +5,8 @@ import (
 	"crypto/sha256"
 	"log/slog"
 	"path/filepath"
-	"reflect"
 	"slices"
+	"strings"
 	"time"
 
 	"github.com/lvsd/lvsd/agent/config/servicesdir"
@@ -149,16 +149,21 @@ func (a *Agent) reload(why string, changed []string) {
 		// does not reload what this did.
 		a.fingerprint = a.loadedFingerprint(agentFile, cfg)
 	}
+	var restart []string
+	if err == nil && a.cfg != nil {
+		err, restart = reloadRules(a.cfg.Agent, cfg.Agent)
+	}
 	a.loadedConfig(a.opts.Now(), err)
 	if err != nil {
 		a.log.Error("configuration rejected; keeping the last good one", "trigger", why, "err", err)
 		return
 	}
-	if old := a.cfg.Agent.Cluster; !reflect.DeepEqual(old, cfg.Agent.Cluster) {
-		// The cluster node and the relay keep the settings they started with;
-		// only the kernel side (sync daemons, sysctls, guard) follows now.
-		a.log.Warn("cluster settings changed: the cluster node and connection-sync relay keep the old ones until lvsd restarts; "+
-			"the sync daemons follow conn_sync now", "trigger", why)
+	if len(restart) > 0 {
+		// What uses these was built at start: a socket, the BGP speaker, the
+		// cluster node and relay. The kernel side of the cluster (sync
+		// daemons, sysctls, nftables) follows the new values now.
+		a.log.Warn("changed keys take effect after a restart (systemctl restart lvsd); the rest of the reload is applied",
+			"keys", strings.Join(restart, ","), "trigger", why)
 	}
 	a.setConfig(cfg, ch)
 	if a.watch != nil && !cfg.Agent.WatchFiles {
