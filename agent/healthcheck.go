@@ -64,7 +64,7 @@ func TrackTarget(t *config.Track) health.Target {
 // healthTarget is a target probing addr (port: the checks' default) with
 // the checks of h.
 func healthTarget(key string, addr netip.Addr, port uint16, h *config.Health) health.Target {
-	t := health.Target{Key: key, Addr: addr, Port: port, AtLeast: h.AtLeast, Rise: h.Rise, Fall: h.Fall}
+	t := health.Target{Key: key, Addr: addr, Port: port, AtLeast: h.AtLeast, Rise: h.Rise, Fall: h.Fall, StartDown: h.StartDown}
 	for _, c := range h.Checks {
 		t.Checks = append(t.Checks, health.Check{
 			Type: c.Type, Port: c.Port, Interval: c.Interval, Timeout: c.Timeout,

@@ -14,6 +14,10 @@ type Health struct {
 	AtLeast      int // a round passes with at least this many passing checks; 0 = all
 	Rise, Fall   int
 	WeightHeader bool // use X-Load-Balancing-Endpoint-Weight from http(s) checks
+	// StartDown (initial: down) counts a backend unhealthy until its checks
+	// pass rise rounds in a row, as keepalived's alpha does; by default a
+	// backend starts healthy and its first round decides at once.
+	StartDown bool
 }
 
 // Check is one validated probe.
@@ -90,6 +94,7 @@ type rawHealth struct {
 	Rise         *int         `yaml:"rise" range:"1-100"`
 	Fall         *int         `yaml:"fall" range:"1-100"`
 	WeightHeader bool         `yaml:"weight_header"`
+	Initial      string       `yaml:"initial"`
 }
 
 type rawCheck struct {
@@ -118,7 +123,7 @@ type rawTLS struct {
 
 type rawFailover struct {
 	Ratio             float64 `yaml:"ratio"`
-	DropIfNoneHealthy bool    `yaml:"drop_if_none_healthy"`
+	DropIfNoneHealthy *bool   `yaml:"drop_if_none_healthy"`
 	DrainOnFailover   *bool   `yaml:"drain_on_failover"`
 }
 
@@ -129,7 +134,16 @@ func (d *doc) health(path, subject string, raw *rawHealth, inherit *Health) *Hea
 	}
 	h := &Health{AtLeast: raw.AtLeast, Rise: DefaultRise, Fall: DefaultFall, WeightHeader: raw.WeightHeader}
 	if inherit != nil {
-		h.Rise, h.Fall = inherit.Rise, inherit.Fall
+		h.Rise, h.Fall, h.StartDown = inherit.Rise, inherit.Fall, inherit.StartDown
+	}
+	switch raw.Initial {
+	case "":
+	case "up":
+		h.StartDown = false
+	case "down":
+		h.StartDown = true
+	default:
+		d.Errorf(path+".initial", "%s: health initial %q is not up or down", subject, raw.Initial)
 	}
 	if raw.Rise != nil {
 		h.Rise = *raw.Rise
@@ -175,8 +189,29 @@ func (d *doc) failover(name string, raw *rawFailover, anyFailoverBackend bool) F
 	if raw.Ratio < 0 || raw.Ratio > 1 {
 		d.Errorf("$.failover.ratio", "service %q: failover ratio %g is not in 0.0-1.0", name, raw.Ratio)
 	}
-	f.Ratio, f.DropIfNoneHealthy = raw.Ratio, raw.DropIfNoneHealthy
+	f.Ratio, f.DropIfNoneHealthy = raw.Ratio, raw.DropIfNoneHealthy != nil && *raw.DropIfNoneHealthy
 	return f
+}
+
+// whenNoneHealthy applies when_none_healthy: all (the default: with no
+// healthy backend new connections go to every backend) or drop (they are
+// refused). It says the same as failover.drop_if_none_healthy without
+// turning a failover policy on; the two must not disagree.
+func (d *doc) whenNoneHealthy(f *Failover, name, value string, raw *rawFailover) {
+	switch value {
+	case "":
+		return
+	case "all", "drop":
+	default:
+		d.Errorf("$.when_none_healthy", "service %q: when_none_healthy %q is not all or drop", name, value)
+		return
+	}
+	drop := value == "drop"
+	if raw != nil && raw.DropIfNoneHealthy != nil && *raw.DropIfNoneHealthy != drop {
+		d.Errorf("$.when_none_healthy", "service %q: when_none_healthy %s contradicts failover.drop_if_none_healthy %t (say it once)", name, value, *raw.DropIfNoneHealthy)
+		return
+	}
+	f.DropIfNoneHealthy = drop
 }
 
 // checkPorts rejects checks that need a port and have none. A check's

@@ -161,6 +161,7 @@ type rawService struct {
 	DrainTimeout           yamldoc.Text `yaml:"drain_timeout"`
 	Health                 *rawHealth   `yaml:"health"`
 	Failover               *rawFailover `yaml:"failover"`
+	WhenNoneHealthy        string       `yaml:"when_none_healthy"`
 	Announce               *rawAnnounce `yaml:"announce"`
 }
 
@@ -225,6 +226,7 @@ func (d *doc) service(raw rawService) Service {
 	s.Health = d.health("$.health", serviceSubject(s.Name), raw.Health, nil)
 	s.Backends = d.backends(s, raw.Backends)
 	s.Failover = d.failover(s.Name, raw.Failover, slices.ContainsFunc(s.Backends, func(b Backend) bool { return b.Failover }))
+	d.whenNoneHealthy(&s.Failover, s.Name, raw.WhenNoneHealthy, raw.Failover)
 	s.SorryServer = d.sorryServer(s, raw.SorryServer)
 	d.checkPorts(s)
 	s.SourceRanges = d.sourceRanges(s, raw.SourceRanges)

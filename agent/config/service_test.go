@@ -46,7 +46,7 @@ func TestLoadServicesBad(t *testing.T) {
 	const head = "service: web\nvip: 10.0.0.50\nports: [80]\n"
 	const oneBackend = "backends:\n  - {address: 10.0.0.11}\n"
 	cases := []badCase{
-		{"unknown key", head + oneBackend + "colour: red\n", ":6:1: service \"web\": unknown key \"colour\" (keys here: service, vip, protocol, ports, forwarding, scheduler, affinity, backends, sorry_server, source_ranges, fullnat, nat, tunnel, persistence, persistence_on_unhealthy, drain_timeout, health, failover, announce)"},
+		{"unknown key", head + oneBackend + "colour: red\n", ":6:1: service \"web\": unknown key \"colour\" (keys here: service, vip, protocol, ports, forwarding, scheduler, affinity, backends, sorry_server, source_ranges, fullnat, nat, tunnel, persistence, persistence_on_unhealthy, drain_timeout, health, failover, when_none_healthy, announce)"},
 		{"unknown backend key", head + "backends:\n  - {address: 10.0.0.11, wieght: 2}\n", ":5:26: service \"web\": unknown key \"wieght\" (did you mean weight?)"},
 		{"no name", "vip: 10.0.0.50\nports: [80]\n" + oneBackend, ":1:1: service: a name is required"},
 		{"bad vip", "service: web\nvip: 10.0.0.500\nports: [80]\n" + oneBackend, ":2:6: service \"web\": vip \"10.0.0.500\" is not an IP address"},
@@ -96,6 +96,9 @@ func TestLoadServicesBad(t *testing.T) {
 		{"any with ports", "service: web\nvip: 10.0.0.50\nprotocol: any\nports: [80]\n" + oneBackend, ":4:8: service \"web\": protocol any takes every port: write ports: [all]"},
 		{"bad check type", head + oneBackend + "health: {checks: [{type: ping}]}\n", ":6:26: service \"web\": check type \"ping\" is not one of tcp, http"},
 		{"no checks", head + oneBackend + "health: {rise: 2}\n", ":6:10: service \"web\": health needs at least one check"},
+		{"bad initial health", head + oneBackend + "health: {initial: unknown, checks: [{type: tcp}]}\n", ":6:19: service \"web\": health initial \"unknown\" is not up or down"},
+		{"bad when_none_healthy", head + oneBackend + "when_none_healthy: some\n", ":6:20: service \"web\": when_none_healthy \"some\" is not all or drop"},
+		{"when_none_healthy contradicts", head + oneBackend + "when_none_healthy: all\nfailover: {drop_if_none_healthy: true}\n", ":6:20: service \"web\": when_none_healthy all contradicts failover.drop_if_none_healthy true"},
 		{"timeout above interval", head + oneBackend + "health: {checks: [{type: tcp, interval: 1s, timeout: 2s}]}\n", ":6:54: service \"web\": check timeout 2s must be above 0 and at most the interval 1s"},
 		{"bad expect", head + oneBackend + "health: {checks: [{type: http, expect: \"2xx\"}]}\n", ":6:40: service \"web\": expect \"2xx\" is not an HTTP status"},
 		{"rise zero", head + oneBackend + "health: {rise: 0, checks: [{type: tcp}]}\n", ":6:16: service \"web\": rise 0 is not in 1-100"},
@@ -172,8 +175,41 @@ backends:
 		h.Checks[0].Interval != time.Second || h.Checks[0].Expect != [2]int{200, 299} || h.Checks[1].Port != 0 {
 		t.Errorf("service health: %+v", h)
 	}
+	if h.StartDown {
+		t.Errorf("health starts down without initial: down: %+v", h)
+	}
 	o := s.Backends[1].Health
 	if !s.Backends[1].Failover || o == nil || len(o.Checks) != 1 || o.Checks[0].Type != "exec" || o.Fall != 1 || o.Rise != 1 {
 		t.Errorf("backend override: %+v", o)
+	}
+}
+
+// initial: down and when_none_healthy: drop are keepalived's behaviour as
+// options: a backend counts only once its checks passed, and nothing
+// healthy means no backend, without turning a failover policy on.
+func TestInitialHealthAndWhenNoneHealthy(t *testing.T) {
+	p := writeFile(t, t.TempDir(), "svc.yaml", `
+service: web
+vip: 10.0.0.50
+ports: [80]
+when_none_healthy: drop
+health: {initial: down, checks: [{type: tcp}]}
+backends:
+  - {address: 10.0.0.11}
+  - {address: 10.0.0.12, health: {initial: up, checks: [{type: tcp, port: 81}]}}
+  - {address: 10.0.0.13, health: {fall: 1, checks: [{type: tcp, port: 82}]}}
+`)
+	svcs, err := loadServiceFiles(p)
+	if err != nil {
+		t.Fatal(err)
+	}
+	s := svcs[0]
+	if s.Failover.Configured || !s.Failover.DropIfNoneHealthy {
+		t.Errorf("when_none_healthy: drop gave %+v, want drop without a failover policy", s.Failover)
+	}
+	for i, want := range []bool{true, false, true} { // the third inherits the service's
+		if h := s.Backends[i].Health; h == nil || h.StartDown != want {
+			t.Errorf("backend %d: StartDown %v, want %v", i, h != nil && h.StartDown, want)
+		}
 	}
 }

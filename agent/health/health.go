@@ -105,6 +105,10 @@ type Target struct {
 	AtLeast int // healthy needs at least this many passing checks; 0 = all (none: always healthy)
 	Rise    int // consecutive passing rounds to become healthy (>= 1)
 	Fall    int // consecutive failing rounds to become unhealthy (>= 1)
+	// StartDown: the target starts unhealthy and needs Rise passing rounds
+	// in a row, the first included; otherwise it starts healthy and its
+	// first round decides at once.
+	StartDown bool
 }
 
 // State is what is known of a target.
@@ -180,7 +184,7 @@ func failed(reason string) Result { return Result{Reason: reason} }
 // that Set can leave an unchanged target running.
 func equalTarget(a, b *Target) bool {
 	return a.Key == b.Key && a.Group == b.Group && a.Addr == b.Addr && a.Port == b.Port &&
-		a.AtLeast == b.AtLeast && a.Rise == b.Rise && a.Fall == b.Fall &&
+		a.AtLeast == b.AtLeast && a.Rise == b.Rise && a.Fall == b.Fall && a.StartDown == b.StartDown &&
 		slices.EqualFunc(a.Checks, b.Checks, equalCheck)
 }
 

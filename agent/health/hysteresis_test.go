@@ -11,33 +11,38 @@ func TestStep(t *testing.T) {
 	tests := []struct {
 		name       string
 		rise, fall int
+		startDown  bool
 		rounds     string
 		want       string
 	}{
-		{"first pass confirms healthy", 3, 3, "+", "H"},
-		{"first fail decides at once despite fall 3", 3, 3, "-", "U"},
-		{"first fail, then rise 2 to come back", 2, 3, "-+-++", "UUUUH"},
-		{"fall 3 needs three failures in a row", 2, 3, "+--+---", "HHHHHHU"},
-		{"rise 2 needs two passes in a row", 2, 1, "+-+-++", "HUUUUH"},
-		{"rise 1 fall 1 follows every round", 1, 1, "+-+--+", "HUHUUH"},
-		{"failing longer than fall stays unhealthy", 1, 2, "+-----", "HHUUUU"},
-		{"zero rise/fall behave as 1", 0, 0, "+-+", "HUH"},
-		{"fall 2 interrupted by a pass", 3, 2, "+-+-+--", "HHHHHHU"},
+		{"first pass confirms healthy", 3, 3, false, "+", "H"},
+		{"first fail decides at once despite fall 3", 3, 3, false, "-", "U"},
+		{"first fail, then rise 2 to come back", 2, 3, false, "-+-++", "UUUUH"},
+		{"fall 3 needs three failures in a row", 2, 3, false, "+--+---", "HHHHHHU"},
+		{"rise 2 needs two passes in a row", 2, 1, false, "+-+-++", "HUUUUH"},
+		{"rise 1 fall 1 follows every round", 1, 1, false, "+-+--+", "HUHUUH"},
+		{"failing longer than fall stays unhealthy", 1, 2, false, "+-----", "HHUUUU"},
+		{"zero rise/fall behave as 1", 0, 0, false, "+-+", "HUH"},
+		{"fall 2 interrupted by a pass", 3, 2, false, "+-+-+--", "HHHHHHU"},
+		{"starting down: rise passes, the first included", 2, 3, true, "++-", "UHH"},
+		{"starting down: a first failure changes nothing", 2, 3, true, "-++", "UUH"},
+		{"starting down with rise 1: the first pass decides", 1, 3, true, "+", "H"},
+		{"starting down: an interrupted rise starts over", 3, 1, true, "++-+++", "UUUUUH"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			st := State{Healthy: true, Weight: NoWeight}
+			st := State{Healthy: !tt.startDown, Weight: NoWeight}
 			start := time.Unix(1000, 0)
 			var got strings.Builder
 			for i, r := range tt.rounds {
 				now := start.Add(time.Duration(i) * time.Second)
 				prev := st
 				var flipped bool
-				st, flipped = step(st, r == '+', "reason", tt.rise, tt.fall, now)
+				st, flipped = step(st, r == '+', "reason", tt.rise, tt.fall, tt.startDown, now)
 				if !st.Known {
 					t.Fatalf("round %d: not Known", i)
 				}
-				if flipped != (prev.Healthy != st.Healthy || !prev.Known) {
+				if flipped != (prev.Healthy != st.Healthy || !prev.Known && !tt.startDown) {
 					t.Errorf("round %d: flipped=%v but %v -> %v", i, flipped, prev.Healthy, st.Healthy)
 				}
 				if flipped && !st.Since.Equal(now) || !flipped && !st.Since.Equal(prev.Since) {

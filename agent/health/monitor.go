@@ -180,7 +180,7 @@ func (m *Monitor) replace(groups map[string]bool, targets []Target) {
 		if old != nil && equalTarget(&old.t, t) {
 			continue
 		}
-		st := State{Healthy: true, Weight: NoWeight, Since: now}
+		st := State{Healthy: !t.StartDown, Weight: NoWeight, Since: now}
 		if old != nil {
 			old.stop()
 			st = m.states[t.Key]

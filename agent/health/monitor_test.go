@@ -123,6 +123,30 @@ func TestMonitorHysteresis(t *testing.T) {
 	}
 }
 
+// A target with StartDown is unhealthy from the moment it is added, so the
+// agent never gives it new connections before its checks pass rise rounds.
+func TestMonitorStartDown(t *testing.T) {
+	h := newHarness(t)
+	h.script("a", seq("+-++")...)
+	tg := target("a", 2, 3)
+	tg.StartDown = true
+	h.m.Set([]Target{tg})
+	if st := h.state("a"); st.Healthy || st.Known {
+		t.Fatalf("before any round: %+v, want unhealthy, unknown", st)
+	}
+	h.start(1)
+	var got strings.Builder
+	for i := range 4 {
+		if i > 0 {
+			h.round(1)
+		}
+		got.WriteString(map[bool]string{true: "H", false: "U"}[h.state("a").Healthy])
+	}
+	if got.String() != "UUUH" {
+		t.Errorf("got %s, want UUUH", got.String())
+	}
+}
+
 func TestMonitorLogsTransitions(t *testing.T) {
 	h := newHarness(t)
 	h.script("web/10.0.0.1:80", seq("+--++")...)

@@ -159,7 +159,7 @@ func (r *runner) checkName(i int) string {
 func (r *runner) record(took time.Duration) {
 	pass, reason := r.verdict()
 	prev := r.st
-	st, flipped := step(prev, pass, reason, r.t.Rise, r.t.Fall, r.m.clock.Now())
+	st, flipped := step(prev, pass, reason, r.t.Rise, r.t.Fall, r.t.StartDown, r.m.clock.Now())
 	st.Weight = r.weight(prev.Weight)
 	st.Rounds++
 	if !pass {
@@ -194,11 +194,13 @@ func (r *runner) record(took time.Duration) {
 	r.m.publish(r, st, flipped || st.Weight != prev.Weight)
 }
 
-// step folds one round into st. The first round decides at once; later a
-// healthy target needs fall failing rounds in a row to become unhealthy and
-// an unhealthy one rise passing rounds to come back. It reports whether
-// Healthy or Known changed.
-func step(st State, pass bool, reason string, rise, fall int, now time.Time) (State, bool) {
+// step folds one round into st. The first round decides at once, unless
+// startDown: then the target is unhealthy until rise passing rounds, the
+// first included. After that a healthy target needs fall failing rounds in
+// a row to become unhealthy and an unhealthy one rise passing rounds to
+// come back. It reports whether Healthy changed, or Known by a first round
+// that decided.
+func step(st State, pass bool, reason string, rise, fall int, startDown bool, now time.Time) (State, bool) {
 	if pass {
 		st.Passes++
 		st.Fails = 0
@@ -209,9 +211,12 @@ func step(st State, pass bool, reason string, rise, fall int, now time.Time) (St
 	}
 	flip := false
 	switch {
-	case !st.Known:
+	case !st.Known && !startDown:
 		st.Known = true
 		flip = true
+	case !st.Known:
+		st.Known = true
+		flip = pass && st.Passes >= max(rise, 1)
 	case st.Healthy && !pass && st.Fails >= max(fall, 1):
 		flip = true
 	case !st.Healthy && pass && st.Passes >= max(rise, 1):
