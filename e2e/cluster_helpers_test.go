@@ -132,11 +132,12 @@ func onlyOn(id string) func([]string) bool {
 // (each in its own goroutine, as a stream of clients would) and records
 // when each successful one got its answer.
 type prober struct {
-	mu   sync.Mutex
-	ok   []time.Time
-	errs int
-	stop chan struct{}
-	wg   sync.WaitGroup
+	mu    sync.Mutex
+	ok    []time.Time
+	errs  int
+	fails []time.Time // when each failed attempt was started
+	stop  chan struct{}
+	wg    sync.WaitGroup
 }
 
 func startProber(t *testing.T, client *topo.Host, dst netip.AddrPort, period time.Duration) *prober {
@@ -161,11 +162,13 @@ func startProber(t *testing.T, client *topo.Host, dst netip.AddrPort, period tim
 				// counted when it did.
 				ctx, cancel := context.WithTimeout(context.Background(), 4*time.Second)
 				defer cancel()
+				started := time.Now()
 				_, err := echo.Ask(ctx, client, netip.Addr{}, dst, echo.TCP)
 				p.mu.Lock()
 				defer p.mu.Unlock()
 				if err != nil {
 					p.errs++
+					p.fails = append(p.fails, started)
 					return
 				}
 				p.ok = append(p.ok, time.Now())
