@@ -244,7 +244,7 @@ func (k Kernel) apply(ctx context.Context, op planner.Op) error {
 		// connections go on, the others are gone. Worth an error, not a stop.
 		wctx, cancel := context.WithTimeout(ctx, expiryTimeout)
 		defer cancel()
-		if err := ipvs.AwaitExpiry(wctx, k.Conns, op.Expiring); err != nil {
+		if err := ipvs.AwaitExpiry(wctx, k.Conns, *op.Expiring); err != nil {
 			return fmt.Errorf("resetting connections of %s: %w", key, err)
 		}
 		return nil
@@ -292,7 +292,7 @@ func (k Kernel) applyDaemon(ctx context.Context, op planner.Op) error {
 	if op.Kind == planner.StopDaemon {
 		return k.Daemons.StopDaemon(ctx, op.Daemon.State)
 	}
-	_, err := k.Daemons.StartDaemon(ctx, op.Daemon)
+	_, err := k.Daemons.StartDaemon(ctx, *op.Daemon)
 	return err
 }
 
@@ -310,7 +310,7 @@ func (k Kernel) applyRoutes(ctx context.Context, ops []planner.Op, errs []error,
 		case notAdded[op.Route.Prefix]:
 			errs[i] = fmt.Errorf("announcing %s: its address could not be added", op.Route.Prefix)
 		default:
-			announce = append(announce, op.Route)
+			announce = append(announce, *op.Route)
 		}
 	}
 	var err error

@@ -142,12 +142,13 @@ func planRoutes(in AddressInput) (announce, withdraw []Op) {
 	}
 	for _, p := range sortedRoutePrefixes(in.Announced) {
 		if _, ok := want[p]; !ok {
-			withdraw = append(withdraw, Op{Kind: WithdrawRoute, Route: route.Route{Prefix: p}, Reason: withdrawReason(in, p.Addr())})
+			withdraw = append(withdraw, Op{Kind: WithdrawRoute, Route: &route.Route{Prefix: p}, Reason: withdrawReason(in, p.Addr())})
 		}
 	}
 	for _, p := range sortedRoutePrefixes(want) {
 		if cur, ok := in.Announced[p]; !ok || !sameRoute(cur, want[p]) {
-			announce = append(announce, Op{Kind: AnnounceRoute, Route: want[p]})
+			r := want[p]
+			announce = append(announce, Op{Kind: AnnounceRoute, Route: &r})
 		}
 	}
 	return announce, withdraw

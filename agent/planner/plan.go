@@ -361,13 +361,13 @@ func planDaemons(d Desired, a Actual) (stop, start []Op) {
 	for _, want := range d.Daemons {
 		i := slices.IndexFunc(a.Daemons, func(r ipvs.Daemon) bool { return r.State == want.State })
 		if i < 0 || !a.Daemons[i].Satisfies(want) {
-			start = append(start, Op{Kind: StartDaemon, Daemon: want, Reason: "connection sync"})
+			start = append(start, Op{Kind: StartDaemon, Daemon: &want, Reason: "connection sync"})
 		}
 	}
 	for _, r := range a.Daemons {
 		wanted := slices.ContainsFunc(d.Daemons, func(w ipvs.Daemon) bool { return w.State == r.State })
 		if r.SyncID == SyncID && !wanted {
-			stop = append(stop, Op{Kind: StopDaemon, Daemon: r, Reason: "connection sync off"})
+			stop = append(stop, Op{Kind: StopDaemon, Daemon: &r, Reason: "connection sync off"})
 		}
 	}
 	return stop, start
