@@ -220,7 +220,7 @@ func (k Kernel) apply(ctx context.Context, op planner.Op) error {
 		if k.Timeouts == nil {
 			return errors.New("this IPVS handle cannot set timeouts")
 		}
-		return k.Timeouts.SetTimeouts(ctx, op.Timeouts)
+		return k.Timeouts.SetTimeouts(ctx, *op.Timeouts)
 	case planner.AddService:
 		return k.IPVS.AddService(ctx, op.Service)
 	case planner.UpdateService:
@@ -236,7 +236,7 @@ func (k Kernel) apply(ctx context.Context, op planner.Op) error {
 	case planner.MoveDestination:
 		return k.move(ctx, op)
 	case planner.ReplaceNAT:
-		return k.NAT.Apply(ctx, op.NAT)
+		return k.NAT.Apply(ctx, *op.NAT)
 	case planner.RemoveNAT:
 		return k.NAT.Remove(ctx)
 	case planner.AwaitExpiry:
@@ -251,7 +251,7 @@ func (k Kernel) apply(ctx context.Context, op planner.Op) error {
 	case planner.StartDaemon, planner.StopDaemon:
 		return k.applyDaemon(ctx, op)
 	case planner.RestoreConntrack:
-		return k.restore(ctx, op.NAT, op.VIPs)
+		return k.restore(ctx, *op.NAT, op.VIPs)
 	case planner.AddAddress:
 		return k.Addrs.Add(ctx, op.Interface, op.Address)
 	case planner.Announce:

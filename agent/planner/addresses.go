@@ -118,7 +118,7 @@ func PlanAddresses(in AddressInput) []Op {
 		ops = append(ops, Op{Kind: ReleaseConnections, VIPs: sortedAddrs(released), Reason: "held elsewhere now"})
 	}
 	if len(restored) > 0 {
-		ops = append(ops, Op{Kind: RestoreConntrack, VIPs: sortedAddrs(restored), NAT: in.Ruleset, Reason: "before the addresses"})
+		ops = append(ops, Op{Kind: RestoreConntrack, VIPs: sortedAddrs(restored), NAT: &in.Ruleset, Reason: "before the addresses"})
 	}
 	ops = append(ops, takeover...)
 	ops = append(ops, gratuitous...)

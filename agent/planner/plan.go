@@ -336,7 +336,8 @@ func planTimeouts(d Desired, a Actual) []Op {
 	if set.IsZero() {
 		return nil
 	}
-	return []Op{{Kind: SetTimeouts, Timeouts: set, PreviousTimeouts: a.Timeouts.Only(set)}}
+	prev := a.Timeouts.Only(set)
+	return []Op{{Kind: SetTimeouts, Timeouts: &set, PreviousTimeouts: &prev}}
 }
 
 // planNAT replaces lvsd's nftables tables when their digest differs, or
@@ -346,7 +347,7 @@ func planNAT(d Desired, a Actual) []Op {
 	case d.NAT.Digest() == a.NATDigest:
 		return nil
 	case !d.NAT.Empty():
-		return []Op{{Kind: ReplaceNAT, NAT: d.NAT}}
+		return []Op{{Kind: ReplaceNAT, NAT: &d.NAT}}
 	case a.NATDigest != "":
 		return []Op{{Kind: RemoveNAT, Reason: "no rules needed"}}
 	}
@@ -455,7 +456,7 @@ func (out *Actual) Applied(ops []Op, errs []error) {
 		cur := out.Services.At(key)
 		switch op.Kind {
 		case SetTimeouts:
-			out.Timeouts = out.Timeouts.Over(op.Timeouts)
+			out.Timeouts = out.Timeouts.Over(*op.Timeouts)
 		case AddService, UpdateService:
 			cur.Service = op.Service
 			out.Services.Set(key, cur)
