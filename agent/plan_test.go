@@ -32,7 +32,7 @@ func TestPlanDrains(t *testing.T) {
 		Destinations: []planner.Destination{{Destination: ipvs.Destination{DestinationKey: rs1, Weight: 1}, SlotWeight: 1}}}}}
 	actual := func(w2, conns int) planner.Actual {
 		return planner.Actual{Services: planner.NewServiceTable(map[ipvs.ServiceKey]planner.ActualService{webKey: {Service: ipvs.Service{ServiceKey: webKey, Scheduler: "mh"},
-			Destinations: []ipvs.Destination{{DestinationKey: rs1, Weight: 1}, {DestinationKey: rs2, Weight: w2, ActiveConns: conns}}}})}
+			Destinations: []ipvs.Destination{{DestinationKey: rs1, Weight: 1}, {DestinationKey: rs2, Weight: w2, ActiveConns: uint32(conns)}}}})}
 	}
 	k := planner.DrainKey{Service: webKey, Destination: rs2}
 	steps := []struct {

@@ -301,7 +301,7 @@ func (p *planner) drain(svc ipvs.Service, dst ipvs.Destination, timeout time.Dur
 		started = p.in.Now
 	}
 	switch {
-	case dst.ActiveConns+dst.InactiveConns == 0:
+	case dst.ActiveConns == 0 && dst.InactiveConns == 0:
 		return []Op{{Kind: DeleteDestination, Service: svc, Destination: dst, Reason: "drained"}}
 	case p.in.Now.Sub(started) >= timeout:
 		return []Op{{Kind: DeleteDestination, Service: svc, Destination: dst, Reason: "drain timeout"}}

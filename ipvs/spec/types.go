@@ -166,9 +166,12 @@ type Destination struct {
 	// leaves fewer than LowerThreshold (when 0: fewer than three quarters
 	// of UpperThreshold). Lower above upper is refused (ERANGE).
 	UpperThreshold, LowerThreshold uint32
-	ActiveConns                    int
-	InactiveConns                  int
-	PersistentConns                int // persistence templates pointing at it
+	// The connection counters are the kernel's 32-bit ones: as ints they
+	// made each destination 16 bytes larger, 3 MB at 100,000 of them in
+	// the kernel view and as many desired.
+	ActiveConns     uint32
+	InactiveConns   uint32
+	PersistentConns uint32 // persistence templates pointing at it
 	// Stats are the kernel's counters, nil unless read from the kernel: a
 	// desired destination has none, and at 100,000 destinations 80 bytes
 	// each are 8 MB of heap (Traffic reads them nil-safe).
