@@ -59,12 +59,16 @@ func (f Forwarding) String() string {
 
 // ServiceKey identifies a virtual service: either protocol+address+port or,
 // for firewall-mark services, family+mark.
+//
+// The fields are in the order that packs them into 32 bytes, not 48: a
+// key is in every op, service and map entry of 10,000 services. The
+// ownership record names them, so the order is not in the file.
 type ServiceKey struct {
-	Protocol l4.Protocol // l4.Any for fwmark services
-	Addr     netip.Addr  // zero for fwmark services
-	Port     uint16
+	Addr     netip.Addr // zero for fwmark services
 	FWMark   uint32
-	IPv6     bool // address family; needed on its own for fwmark services
+	Port     uint16
+	Protocol l4.Protocol // l4.Any for fwmark services
+	IPv6     bool        // address family; needed on its own for fwmark services
 }
 
 func (k ServiceKey) String() string {
