@@ -14,13 +14,14 @@ import (
 
 // How the agent keeps its resident memory near its live state. Nearly all
 // of an agent's heap is long-lived (the configuration, desired state and
-// kernel view: 87 MiB at 10,000 services × 10 backends), and nearly all its
-// garbage comes in bursts: loading every file allocated ~2 GB at that size.
+// kernel view: 51 MiB at 10,000 services × 10 backends), and nearly all its
+// garbage comes in bursts: loading every file, and the first pass.
 //
 //   - A full load runs at Go's default pace (GOGC 100): a tighter one would
-//     multiply the collections of a cold start. The pass after it runs at
-//     the steady pace (passAfterLoad): it holds the plan's ops for minutes.
-//   - The pass after it hands what the burst left back to the system
+//     multiply the collections of a cold start. The first pass after a
+//     start runs at the steady pace (passAfterLoad): it holds its plan
+//     beside the configuration for as long as the kernel takes.
+//   - The pass after a full load hands what the burst left back to the system
 //     (settleMemory): the runtime would otherwise keep the peak
 //     mapped (RSS 308–340 MiB at 10,000 services, live heap 87 MiB).
 //   - From then on, once the live heap is large (steadyPaceFrom), the

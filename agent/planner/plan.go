@@ -133,7 +133,7 @@ func (p *planner) services(ops []Op) []Op {
 			}
 		}
 	}
-	// An Op is large (656 bytes), and a cold start of 10,000 services plans
+	// An Op is large (352 bytes), and a cold start of 10,000 services plans
 	// 110,000 of them: grown by appending they were copied over and over
 	// (at 1,000 services under emulation, half the planning's time).
 	ops = slices.Grow(ops, newServiceOps(desired, a)+8+p.in.Room) // + the nftables and daemon ops planned after, the caller's
