@@ -317,8 +317,6 @@ func parseDestination(b []byte, fam uint16) (Destination, error) {
 			d.ActiveConns = ne.Uint32(v)
 		case destAttrInactConns:
 			d.InactiveConns = ne.Uint32(v)
-		case destAttrPersistConns:
-			d.PersistentConns = ne.Uint32(v)
 		case destAttrStats:
 			stats = v
 		case destAttrStats64:
