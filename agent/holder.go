@@ -473,7 +473,7 @@ func (h *Holder) apply(ctx context.Context, ops []planner.Op) ([]planner.Op, err
 				h.vips.AddressChanged(op.Address.Addr(), op.Kind == planner.AddAddress)
 			}
 		case planner.AnnounceRoute:
-			h.announced[op.Route.Prefix] = *op.Route
+			h.announced[op.Route.Prefix] = op.Route
 		case planner.WithdrawRoute:
 			delete(h.announced, op.Route.Prefix)
 		}

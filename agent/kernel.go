@@ -220,7 +220,7 @@ func (k Kernel) apply(ctx context.Context, op planner.Op) error {
 		if k.Timeouts == nil {
 			return errors.New("this IPVS handle cannot set timeouts")
 		}
-		return k.Timeouts.SetTimeouts(ctx, *op.Timeouts)
+		return k.Timeouts.SetTimeouts(ctx, op.Timeouts)
 	case planner.AddService:
 		return k.IPVS.AddService(ctx, op.Service)
 	case planner.UpdateService:
@@ -236,7 +236,7 @@ func (k Kernel) apply(ctx context.Context, op planner.Op) error {
 	case planner.MoveDestination:
 		return k.move(ctx, op)
 	case planner.ReplaceNAT:
-		return k.NAT.Apply(ctx, *op.NAT)
+		return k.NAT.Apply(ctx, op.NAT)
 	case planner.RemoveNAT:
 		return k.NAT.Remove(ctx)
 	case planner.AwaitExpiry:
@@ -244,14 +244,14 @@ func (k Kernel) apply(ctx context.Context, op planner.Op) error {
 		// connections go on, the others are gone. Worth an error, not a stop.
 		wctx, cancel := context.WithTimeout(ctx, expiryTimeout)
 		defer cancel()
-		if err := ipvs.AwaitExpiry(wctx, k.Conns, *op.Expiring); err != nil {
+		if err := ipvs.AwaitExpiry(wctx, k.Conns, op.Expiring); err != nil {
 			return fmt.Errorf("resetting connections of %s: %w", key, err)
 		}
 		return nil
 	case planner.StartDaemon, planner.StopDaemon:
 		return k.applyDaemon(ctx, op)
 	case planner.RestoreConntrack:
-		return k.restore(ctx, *op.NAT, op.VIPs)
+		return k.restore(ctx, op.NAT, op.VIPs)
 	case planner.AddAddress:
 		return k.Addrs.Add(ctx, op.Interface, op.Address)
 	case planner.Announce:
@@ -292,7 +292,7 @@ func (k Kernel) applyDaemon(ctx context.Context, op planner.Op) error {
 	if op.Kind == planner.StopDaemon {
 		return k.Daemons.StopDaemon(ctx, op.Daemon.State)
 	}
-	_, err := k.Daemons.StartDaemon(ctx, *op.Daemon)
+	_, err := k.Daemons.StartDaemon(ctx, op.Daemon)
 	return err
 }
 
@@ -310,7 +310,7 @@ func (k Kernel) applyRoutes(ctx context.Context, ops []planner.Op, errs []error,
 		case notAdded[op.Route.Prefix]:
 			errs[i] = fmt.Errorf("announcing %s: its address could not be added", op.Route.Prefix)
 		default:
-			announce = append(announce, *op.Route)
+			announce = append(announce, op.Route)
 		}
 	}
 	var err error

@@ -101,7 +101,7 @@ func TestPlanDaemonsBehindTheirGuard(t *testing.T) {
 		t.Errorf("another program's daemon: %q", planner.OpStrings(ops))
 	}
 	// A guard that fails to install keeps the daemon from starting.
-	errs := Kernel{NAT: failingNAT{nat.NewFake()}, Daemons: ipvs.NewFake()}.Apply(t.Context(), []planner.Op{{Kind: planner.ReplaceNAT, NAT: &guarded}, {Kind: planner.StartDaemon, Daemon: &master}})
+	errs := Kernel{NAT: failingNAT{nat.NewFake()}, Daemons: ipvs.NewFake()}.Apply(t.Context(), []planner.Op{{Kind: planner.ReplaceNAT, Detail: &planner.Detail{NAT: guarded}}, {Kind: planner.StartDaemon, Detail: &planner.Detail{Daemon: master}}})
 	if errs[0] == nil || errs[1] == nil {
 		t.Errorf("apply: %v; want the start refused after the failed guard", errs)
 	}

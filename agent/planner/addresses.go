@@ -118,7 +118,7 @@ func PlanAddresses(in AddressInput) []Op {
 		ops = append(ops, Op{Kind: ReleaseConnections, VIPs: sortedAddrs(released), Reason: "held elsewhere now"})
 	}
 	if len(restored) > 0 {
-		ops = append(ops, Op{Kind: RestoreConntrack, VIPs: sortedAddrs(restored), NAT: &in.Ruleset, Reason: "before the addresses"})
+		ops = append(ops, Op{Kind: RestoreConntrack, VIPs: sortedAddrs(restored), Detail: &Detail{NAT: in.Ruleset}, Reason: "before the addresses"})
 	}
 	ops = append(ops, takeover...)
 	ops = append(ops, gratuitous...)
@@ -142,13 +142,12 @@ func planRoutes(in AddressInput) (announce, withdraw []Op) {
 	}
 	for _, p := range sortedRoutePrefixes(in.Announced) {
 		if _, ok := want[p]; !ok {
-			withdraw = append(withdraw, Op{Kind: WithdrawRoute, Route: &route.Route{Prefix: p}, Reason: withdrawReason(in, p.Addr())})
+			withdraw = append(withdraw, Op{Kind: WithdrawRoute, Detail: &Detail{Route: route.Route{Prefix: p}}, Reason: withdrawReason(in, p.Addr())})
 		}
 	}
 	for _, p := range sortedRoutePrefixes(want) {
 		if cur, ok := in.Announced[p]; !ok || !sameRoute(cur, want[p]) {
-			r := want[p]
-			announce = append(announce, Op{Kind: AnnounceRoute, Route: &r})
+			announce = append(announce, Op{Kind: AnnounceRoute, Detail: &Detail{Route: want[p]}})
 		}
 	}
 	return announce, withdraw

@@ -30,7 +30,7 @@ func TestIntendClaims(t *testing.T) {
 		{Kind: SetSysctl, Key: "net/ipv4/conf/all/arp_ignore", Value: "1", Previous: "0"},
 		{Kind: ReplaceNAT},
 		{Kind: AddAddress, Interface: Loopback, Address: pfx("10.0.0.50/32")},
-		{Kind: CreateLink, Link: &TunnelLink{Name: "tunl0", Kind: arp.KindIPIP}},
+		{Kind: CreateLink, Detail: &Detail{Link: TunnelLink{Name: "tunl0", Kind: arp.KindIPIP}}},
 		{Kind: AddFouPort, Fou: arp.FouPort{Port: 6080}},
 	}
 	if o := (Ownership{}).Intend(ops, ClaimServices); !o.Equal(Ownership{}) {

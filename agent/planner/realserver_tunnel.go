@@ -102,7 +102,7 @@ func createLinks(d RealServerDesired, a RealServerActual) []Op {
 	var ops []Op
 	for _, l := range d.Tunnel.Links {
 		if _, ok := a.Links[l.Name]; !ok {
-			ops = append(ops, Op{Kind: CreateLink, Link: &l, Reason: "decapsulation of tunnel VIPs"})
+			ops = append(ops, Op{Kind: CreateLink, Detail: &Detail{Link: l}, Reason: "decapsulation of tunnel VIPs"})
 		}
 	}
 	return ops
@@ -120,14 +120,14 @@ func planDecapsulation(d RealServerDesired, a RealServerActual) []Op {
 		}
 	}
 	if d.Tunnel.WantsNAT() && a.NATDigest != d.Tunnel.NAT.Digest() {
-		ops = append(ops, Op{Kind: ReplaceNAT, NAT: &d.Tunnel.NAT, Reason: "MSS clamp of tunnel VIPs"})
+		ops = append(ops, Op{Kind: ReplaceNAT, Detail: &Detail{NAT: d.Tunnel.NAT}, Reason: "MSS clamp of tunnel VIPs"})
 	}
 	for _, l := range d.Tunnel.Links {
 		cur, ok := a.Links[l.Name]
 		if !ok || cur.Up || !sysctlsRead(d, a, l.Name) {
 			continue
 		}
-		ops = append(ops, Op{Kind: SetLinkUp, Link: &l, Reason: "decapsulation of tunnel VIPs"})
+		ops = append(ops, Op{Kind: SetLinkUp, Detail: &Detail{Link: l}, Reason: "decapsulation of tunnel VIPs"})
 	}
 	return ops
 }
@@ -158,13 +158,13 @@ func removeLinks(d RealServerDesired, a RealServerActual, owned Ownership) []Op 
 		link := TunnelLink{Name: l.Name}
 		switch {
 		case !ok:
-			ops = append(ops, Op{Kind: ForgetLink, Link: &link, Reason: "deleted by someone else"})
+			ops = append(ops, Op{Kind: ForgetLink, Detail: &Detail{Link: link}, Reason: "deleted by someone else"})
 		case l.Created:
-			ops = append(ops, Op{Kind: DeleteLink, Link: &link, Reason: "no longer needed"})
+			ops = append(ops, Op{Kind: DeleteLink, Detail: &Detail{Link: link}, Reason: "no longer needed"})
 		case cur.Up:
-			ops = append(ops, Op{Kind: SetLinkDown, Link: &link, Reason: "no longer needed"})
+			ops = append(ops, Op{Kind: SetLinkDown, Detail: &Detail{Link: link}, Reason: "no longer needed"})
 		default:
-			ops = append(ops, Op{Kind: ForgetLink, Link: &link, Reason: "taken down by someone else"})
+			ops = append(ops, Op{Kind: ForgetLink, Detail: &Detail{Link: link}, Reason: "taken down by someone else"})
 		}
 	}
 	return ops

@@ -71,7 +71,7 @@ func (h Host) runTunnel(ctx context.Context, op planner.Op) (gone bool, err erro
 	case planner.AddFouPort:
 		err = h.Tunnels.AddFouPort(ctx, op.Fou)
 	case planner.ReplaceNAT:
-		err = h.NAT.Apply(ctx, *op.NAT)
+		err = h.NAT.Apply(ctx, op.NAT)
 	case planner.SetLinkDown, planner.DeleteLink:
 		if op.Kind == planner.SetLinkDown {
 			err = h.Tunnels.SetUp(ctx, op.Link.Name, false)
