@@ -142,7 +142,7 @@ func resetBatch(vs *VirtualService, batch []int, why string) []Op {
 		ops = append(ops, Op{Kind: DeleteDestination, Service: vs.Service, Destination: vs.Destinations[i].Destination, Reason: "reset: " + why})
 		expiring.Dests = append(expiring.Dests, vs.Destinations[i].DestinationKey)
 	}
-	ops = append(ops, Op{Kind: AwaitExpiry, Service: vs.Service, Detail: &Detail{Expiring: expiring}, Reason: why})
+	ops = append(ops, Op{Kind: AwaitExpiry, Service: vs.Service, Reason: why, Detail: &Detail{Expiring: expiring}})
 	for _, i := range batch {
 		n := len(ops)
 		ops = appendDestination(ops, vs.Service, vs.Destinations[i])
