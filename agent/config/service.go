@@ -106,8 +106,10 @@ type Backend struct {
 	// file is read: health checks, eligibility and the desired destinations
 	// all name the backend by it, and share this one string instead of
 	// making their own (100,000 backends, ~22 bytes each).
-	Key    string
-	Weight int
+	Key string
+	// Weight is 0-MaxWeight, an int32 so that a Backend is 64 bytes, not
+	// 72 (100,000 of them at 10,000 services).
+	Weight int32
 	Health *Health // the service's, or the backend's own override; nil: not checked
 	// UpperThreshold and LowerThreshold are IPVS's connection limits (0:
 	// none; spec.Destination of ipvs/spec says what the kernel counts).
@@ -512,7 +514,7 @@ func (d *doc) backends(s Service, raw []rawBackend) []Backend {
 			d.Errorf(path+".port", "service %q: %s", s.Name, why)
 		}
 		if rb.Weight != nil {
-			b.Weight = *rb.Weight // 0-MaxWeight: its range tag
+			b.Weight = int32(*rb.Weight) // 0-MaxWeight: its range tag
 		}
 		d.thresholds(path, s.Name, &b, rb)
 		b.Key = BackendKey(s.Name, b.Addr, b.Port)
