@@ -106,16 +106,16 @@ type Backend struct {
 	// file is read: health checks, eligibility and the desired destinations
 	// all name the backend by it, and share this one string instead of
 	// making their own (100,000 backends, ~22 bytes each).
-	Key string
-	// Weight is 0-MaxWeight, an int32 so that a Backend is 64 bytes, not
-	// 72 (100,000 of them at 10,000 services).
-	Weight int32
+	Key    string
 	Health *Health // the service's, or the backend's own override; nil: not checked
 	// UpperThreshold and LowerThreshold are IPVS's connection limits (0:
 	// none; spec.Destination of ipvs/spec says what the kernel counts).
 	UpperThreshold, LowerThreshold uint32
-	Port                           uint16 // 0: the port the client connected to
-	Failover                       bool   // in the failover pool (seed 000)
+	// Weight is 0-MaxWeight: an int32, and the fields in this order, make
+	// a Backend 64 bytes, not 72 (100,000 of them at 10,000 services).
+	Weight   int32
+	Port     uint16 // 0: the port the client connected to
+	Failover bool   // in the failover pool (seed 000)
 }
 
 // BackendKey names backend addr (port 0: the client's port) or addr:port
