@@ -14,7 +14,7 @@ import (
 
 // How the agent keeps its resident memory near its live state. Nearly all
 // of an agent's heap is long-lived (the configuration, desired state and
-// kernel view: 51 MiB at 10,000 services × 10 backends), and nearly all its
+// kernel view: 47 MiB at 10,000 services × 10 backends), and nearly all its
 // garbage comes in bursts: loading every file, and the first pass.
 //
 //   - A full load runs at Go's default pace (GOGC 100): a tighter one would
@@ -125,7 +125,7 @@ func (a *Agent) loading() {
 
 // passAfterLoad says the configuration was built anew (a start, an agent
 // file changed) and the next pass looks at every service: at a cold start
-// of 10,000 services it holds 110,000 ops (40 MB) beside the
+// of 10,000 services it holds 110,000 ops (19 MB) beside the
 // configuration while the kernel writes allocate messages. A collection
 // now frees the load's garbage and marks what is live, and the pass runs
 // at the steady pace for it: at Go's default the heap could grow to twice
