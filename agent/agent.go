@@ -293,6 +293,7 @@ func (a *Agent) setConfig(cfg *LoadedConfig, ch Changes) {
 		a.loadGarbage = true // a full rebuild: garbage like a full load's
 		a.applyHealth(nil)
 		a.pending.merge(scope{all: true, globals: true, holder: true})
+		a.passAfterLoad()
 		return
 	}
 	a.applyHealthSince(prev, ch.Fresh, ch.Services)

@@ -202,7 +202,10 @@ func (k Kernel) Apply(ctx context.Context, ops []planner.Op) []error {
 		}
 		if errs[i] != nil {
 			natFailed = natFailed || op.Kind == planner.ReplaceNAT
-			notAdded[op.Address] = notAdded[op.Address] || op.Kind == planner.AddAddress
+			// Only an address op has an address (Op.Detail).
+			if op.Kind == planner.AddAddress {
+				notAdded[op.Address] = true
+			}
 			if op.Hold == planner.HoldForMove {
 				notHeld = op.Key
 			}

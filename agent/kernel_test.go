@@ -27,7 +27,7 @@ func TestSysctlError(t *testing.T) {
 		{"net/ipv4/conf/eth9/arp_ignore", "", sysctl.ErrMissing}, // no module to load: its interface is gone
 		{"net/ipv4/ip_forward", "read-only /proc/sys", sysctl.ErrReadOnly},
 	} {
-		err := k.Apply(ctx, []planner.Op{{Kind: planner.SetSysctl, Key: tc.key, Value: "1"}})[0]
+		err := k.Apply(ctx, []planner.Op{{Kind: planner.SetSysctl, Detail: &planner.Detail{Key: tc.key, Value: "1"}}})[0]
 		if !errors.Is(err, tc.kind) {
 			t.Errorf("setting %s: %v, want %v", tc.key, err, tc.kind)
 		}

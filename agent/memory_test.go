@@ -54,6 +54,22 @@ func TestGCPaceFollowsFullLoads(t *testing.T) {
 	}
 }
 
+// A large director's first pass runs at the steady pace, not the load's:
+// it holds the plan beside the configuration, and at Go's default pace
+// the heap could double.
+func TestFirstPassRunsAtTheSteadyPace(t *testing.T) {
+	t.Setenv("GOGC", "")
+	defer debug.SetGCPercent(gcPercent())
+	heap := make([]byte, steadyPaceFrom+8<<20) // a large director's live heap
+	e := newEnv(t)
+	e.service("web", webTwo)
+	a := e.agent()
+	if got := gcPercent(); got != steadyGCPercent || !a.loadGarbage {
+		t.Fatalf("after the start: GC percent %d, garbage to release %v; want %d, true", got, a.loadGarbage, steadyGCPercent)
+	}
+	runtime.KeepAlive(heap)
+}
+
 // The soft memory limit follows the heap the last collection marked live,
 // is lifted while a full load's garbage waits to be released, and is left
 // alone when the operator set GOMEMLIMIT.

@@ -35,6 +35,8 @@ func (a *Agent) pass(ctx context.Context, sc scope) []planner.Op {
 		Now: a.opts.Now(), DrainTimeout: a.opts.DrainTimeout, Resets: resets, SkipGlobals: !sc.all && !sc.globals}
 	if !sc.all {
 		in.Scope = keys
+	} else {
+		in.Room = holderRoom(desired)
 	}
 	ops, drains := planner.Plan(in)
 	a.drains = drains
@@ -74,6 +76,16 @@ func (a *Agent) pass(ctx context.Context, sc scope) []planner.Op {
 			"duration", a.opts.Now().Sub(start).String())
 	}
 	return ops
+}
+
+// holderRoom is about how many ops the VIP holder plans after a pass over
+// every service of d: at most an address and a route for each address.
+func holderRoom(d planner.Desired) int {
+	n := 8
+	for _, v := range d.VIPs {
+		n += 2 * len(v.Addresses)
+	}
+	return n
 }
 
 // readBack reads what sc names into a copy of the agent's view of the

@@ -32,7 +32,7 @@ func TestPlanDrains(t *testing.T) {
 		Destinations: []planner.Destination{{Destination: ipvs.Destination{DestinationKey: rs1, Weight: 1}, SlotWeight: 1}}}}}
 	actual := func(w2, conns int) planner.Actual {
 		return planner.Actual{Services: planner.NewServiceTable(map[ipvs.ServiceKey]planner.ActualService{webKey: {Service: ipvs.Service{ServiceKey: webKey, Scheduler: "mh"},
-			Destinations: []ipvs.Destination{{DestinationKey: rs1, Weight: 1}, {DestinationKey: rs2, Weight: w2, ActiveConns: conns}}}})}
+			Destinations: []ipvs.Destination{{DestinationKey: rs1, Weight: 1}, {DestinationKey: rs2, Weight: w2, ActiveConns: uint32(conns)}}}})}
 	}
 	k := planner.DrainKey{Service: webKey, Destination: rs2}
 	steps := []struct {
@@ -101,7 +101,7 @@ func TestPlanDaemonsBehindTheirGuard(t *testing.T) {
 		t.Errorf("another program's daemon: %q", planner.OpStrings(ops))
 	}
 	// A guard that fails to install keeps the daemon from starting.
-	errs := Kernel{NAT: failingNAT{nat.NewFake()}, Daemons: ipvs.NewFake()}.Apply(t.Context(), []planner.Op{{Kind: planner.ReplaceNAT, NAT: guarded}, {Kind: planner.StartDaemon, Daemon: master}})
+	errs := Kernel{NAT: failingNAT{nat.NewFake()}, Daemons: ipvs.NewFake()}.Apply(t.Context(), []planner.Op{{Kind: planner.ReplaceNAT, Detail: &planner.Detail{NAT: guarded}}, {Kind: planner.StartDaemon, Detail: &planner.Detail{Daemon: master}}})
 	if errs[0] == nil || errs[1] == nil {
 		t.Errorf("apply: %v; want the start refused after the failed guard", errs)
 	}
@@ -117,7 +117,7 @@ func TestOwnershipWriteAhead(t *testing.T) {
 	vip := netip.MustParsePrefix("10.0.0.50/32")
 	ops := []planner.Op{
 		{Kind: planner.AddService, Service: ipvs.Service{ServiceKey: webKey}},
-		{Kind: planner.AddAddress, Interface: "eth0", Address: vip},
+		{Kind: planner.AddAddress, Detail: &planner.Detail{Interface: "eth0", Address: vip}},
 	}
 	intended := planner.Ownership{}.Intend(ops, planner.ClaimServices|planner.ClaimAddresses)
 	if !slices.Equal(intended.Services, []ipvs.ServiceKey{webKey}) || len(intended.Addresses) != 1 {
@@ -128,7 +128,7 @@ func TestOwnershipWriteAhead(t *testing.T) {
 	if after := intended.After(ops, goneAfter(ops, []error{errors.New("boom"), nil})); !after.Equal(intended) {
 		t.Errorf("after a failed add: %+v", after)
 	}
-	del := []planner.Op{{Kind: planner.DeleteService, Service: ipvs.Service{ServiceKey: webKey}}, {Kind: planner.DeleteAddress, Interface: "eth0", Address: vip}}
+	del := []planner.Op{{Kind: planner.DeleteService, Service: ipvs.Service{ServiceKey: webKey}}, {Kind: planner.DeleteAddress, Detail: &planner.Detail{Interface: "eth0", Address: vip}}}
 	if after := intended.After(del, goneAfter(del, []error{errors.New("busy"), nil})); len(after.Services) != 1 || len(after.Addresses) != 0 {
 		t.Errorf("after a failed and a done delete: %+v", after)
 	}
@@ -152,9 +152,9 @@ func TestOwnershipEditsLeaveTheOriginal(t *testing.T) {
 	want := planner.Ownership{Services: slices.Clone(services), Addresses: slices.Clone(addrs)}
 	other := planner.OwnedAddress{Interface: "eth0", Prefix: netip.MustParsePrefix("10.0.0.51/32")}
 
-	added := o.Intend([]planner.Op{{Kind: planner.AddService, Service: ipvs.Service{ServiceKey: key(81)}}, {Kind: planner.AddAddress, Interface: other.Interface, Address: other.Prefix}}, planner.ClaimServices|planner.ClaimAddresses)
+	added := o.Intend([]planner.Op{{Kind: planner.AddService, Service: ipvs.Service{ServiceKey: key(81)}}, {Kind: planner.AddAddress, Detail: &planner.Detail{Interface: other.Interface, Address: other.Prefix}}}, planner.ClaimServices|planner.ClaimAddresses)
 	adopted := o.Adopt([]ipvs.ServiceKey{key(83)})
-	deleted := o.After([]planner.Op{{Kind: planner.DeleteService, Service: ipvs.Service{ServiceKey: key(80)}}, {Kind: planner.DeleteAddress, Interface: "eth0", Address: addrs[0].Prefix}}, []bool{true, true})
+	deleted := o.After([]planner.Op{{Kind: planner.DeleteService, Service: ipvs.Service{ServiceKey: key(80)}}, {Kind: planner.DeleteAddress, Detail: &planner.Detail{Interface: "eth0", Address: addrs[0].Prefix}}}, []bool{true, true})
 	if !o.Equal(want) || !slices.Equal(services[:cap(services)][3:], make([]ipvs.ServiceKey, 5)) {
 		t.Fatalf("the original changed: %+v (its spare room %v)", o, services[:cap(services)][3:])
 	}
@@ -172,7 +172,7 @@ func TestOwnershipEditsLeaveTheOriginal(t *testing.T) {
 			t.Errorf("%s: %+v, want services %v and %d addresses", c.name, c.got, c.services, c.addrs)
 		}
 	}
-	same := o.Adopt([]ipvs.ServiceKey{key(82)}).Intend([]planner.Op{{Kind: planner.AddAddress, Interface: "eth0", Address: addrs[0].Prefix}}, planner.ClaimAddresses)
+	same := o.Adopt([]ipvs.ServiceKey{key(82)}).Intend([]planner.Op{{Kind: planner.AddAddress, Detail: &planner.Detail{Interface: "eth0", Address: addrs[0].Prefix}}}, planner.ClaimAddresses)
 	if &same.Services[0] != &o.Services[0] || &same.Addresses[0] != &o.Addresses[0] {
 		t.Errorf("nothing changed, yet the lists were copied")
 	}

@@ -314,11 +314,9 @@ func parseDestination(b []byte, fam uint16) (Destination, error) {
 		case destAttrLThresh:
 			d.LowerThreshold = ne.Uint32(v)
 		case destAttrActiveConns:
-			d.ActiveConns = int(ne.Uint32(v))
+			d.ActiveConns = ne.Uint32(v)
 		case destAttrInactConns:
-			d.InactiveConns = int(ne.Uint32(v))
-		case destAttrPersistConns:
-			d.PersistentConns = int(ne.Uint32(v))
+			d.InactiveConns = ne.Uint32(v)
 		case destAttrStats:
 			stats = v
 		case destAttrStats64:

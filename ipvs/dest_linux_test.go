@@ -56,7 +56,7 @@ func kernelDest(d Destination, old bool) []byte {
 	n.AddRtAttr(destAttrLThresh, nl.Uint32Attr(d.LowerThreshold))
 	n.AddRtAttr(destAttrActiveConns, nl.Uint32Attr(uint32(d.ActiveConns)))
 	n.AddRtAttr(destAttrInactConns, nl.Uint32Attr(uint32(d.InactiveConns)))
-	n.AddRtAttr(destAttrPersistConns, nl.Uint32Attr(uint32(d.PersistentConns)))
+	n.AddRtAttr(destAttrPersistConns, nl.Uint32Attr(1))
 	n.AddChild(statsNest(destAttrStats, false, d.Traffic()))
 	if !old {
 		n.AddChild(statsNest(destAttrStats64, true, d.Traffic()))
@@ -78,7 +78,7 @@ func TestParseDestinations(t *testing.T) {
 			BytesOutPerSecond: 16}}
 	a := Destination{DestinationKey: DestinationKey{Addr: netip.MustParseAddr("10.0.0.12"), Port: 80}, Weight: 100,
 		Forwarding: DirectRoute, UpperThreshold: 50, LowerThreshold: 10, ActiveConns: 4, InactiveConns: 2,
-		PersistentConns: 1, Stats: &big}
+		Stats: &big}
 	b := Destination{DestinationKey: DestinationKey{Addr: netip.MustParseAddr("fd00::11"), Port: 443}, Weight: 1,
 		Forwarding: Masquerade, Stats: &Stats{}} // the kernel always sends counters
 	got, err := parseDestinations([][]byte{kernelDest(a, false), kernelDest(b, false)}, syscall.AF_INET)

@@ -200,7 +200,7 @@ func (f *Fake) SetConns(k ServiceKey, dk DestinationKey, active, inactive int) e
 	if err != nil {
 		return err
 	}
-	f.services[i].dests[j].ActiveConns, f.services[i].dests[j].InactiveConns = active, inactive
+	f.services[i].dests[j].ActiveConns, f.services[i].dests[j].InactiveConns = uint32(active), uint32(inactive)
 	return nil
 }
 

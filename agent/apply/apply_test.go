@@ -25,8 +25,8 @@ func TestApplyWritesAhead(t *testing.T) {
 			events = append(events, "run")
 			return make([]error, len(ops)), []bool{false, true}
 		}}
-	ops := []planner.Op{{Kind: planner.AddAddress, Interface: "lo", Address: vip},
-		{Kind: planner.DeleteAddress, Interface: "lo", Address: netip.MustParsePrefix("10.0.0.51/32")}}
+	ops := []planner.Op{{Kind: planner.AddAddress, Detail: &planner.Detail{Interface: "lo", Address: vip}},
+		{Kind: planner.DeleteAddress, Detail: &planner.Detail{Interface: "lo", Address: netip.MustParsePrefix("10.0.0.51/32")}}}
 	owned := planner.Ownership{Addresses: []planner.OwnedAddress{{Interface: "lo", Prefix: ops[1].Address}}}
 	r, err := a.Apply(context.Background(), owned, ops, nil)
 	if err != nil || len(r.After.Addresses) != 1 || r.After.Addresses[0].Prefix != vip {
@@ -46,8 +46,8 @@ func TestApplyWritesAhead(t *testing.T) {
 // A failed add stays claimed, unless the record holds only what lvsd made;
 // an entry recorded before stays either way.
 func TestApplyFailedAdd(t *testing.T) {
-	ops := []planner.Op{{Kind: planner.AddAddress, Interface: "lo", Address: vip},
-		{Kind: planner.SetSysctl, Key: "net/ipv4/conf/all/arp_ignore", Value: "1", Previous: "0"}}
+	ops := []planner.Op{{Kind: planner.AddAddress, Detail: &planner.Detail{Interface: "lo", Address: vip}},
+		{Kind: planner.SetSysctl, Detail: &planner.Detail{Key: "net/ipv4/conf/all/arp_ignore", Value: "1", Previous: "0"}}}
 	owned := planner.Ownership{Sysctls: []planner.OwnedSysctl{{Key: ops[1].Key, Previous: "0", Value: "1"}}}
 	failAll := func(_ context.Context, ops []planner.Op) ([]error, []bool) {
 		return []error{errors.New("no"), errors.New("no")}, make([]bool, len(ops))

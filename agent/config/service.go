@@ -107,13 +107,15 @@ type Backend struct {
 	// all name the backend by it, and share this one string instead of
 	// making their own (100,000 backends, ~22 bytes each).
 	Key    string
-	Weight int
 	Health *Health // the service's, or the backend's own override; nil: not checked
 	// UpperThreshold and LowerThreshold are IPVS's connection limits (0:
 	// none; spec.Destination of ipvs/spec says what the kernel counts).
 	UpperThreshold, LowerThreshold uint32
-	Port                           uint16 // 0: the port the client connected to
-	Failover                       bool   // in the failover pool (seed 000)
+	// Weight is 0-MaxWeight: an int32, and the fields in this order, make
+	// a Backend 64 bytes, not 72 (100,000 of them at 10,000 services).
+	Weight   int32
+	Port     uint16 // 0: the port the client connected to
+	Failover bool   // in the failover pool (seed 000)
 }
 
 // BackendKey names backend addr (port 0: the client's port) or addr:port
@@ -514,7 +516,7 @@ func (d *doc) backends(s Service, raw []rawBackend) []Backend {
 			d.Errorf(path+".port", "service %q: %s", s.Name, why)
 		}
 		if rb.Weight != nil {
-			b.Weight = *rb.Weight // 0-MaxWeight: its range tag
+			b.Weight = int32(*rb.Weight) // 0-MaxWeight: its range tag
 		}
 		d.thresholds(path, s.Name, &b, rb)
 		b.Key = BackendKey(s.Name, b.Addr, b.Port)

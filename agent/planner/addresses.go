@@ -94,7 +94,7 @@ func PlanAddresses(in AddressInput) []Op {
 		}
 		// Owned addresses on other devices (the interface setting changed)
 		// are not listed; deleting a missing one succeeds.
-		release = append(release, Op{Kind: DeleteAddress, Interface: o.Interface, Address: o.Prefix, Reason: "not held"})
+		release = append(release, Op{Kind: DeleteAddress, Reason: "not held", Detail: &Detail{Interface: o.Interface, Address: o.Prefix}})
 		if isVIP[o.Prefix.Addr()] {
 			released = append(released, o.Prefix.Addr())
 		}
@@ -104,9 +104,9 @@ func PlanAddresses(in AddressInput) []Op {
 		if present[OwnedAddress{dev, p}] {
 			continue
 		}
-		takeover = append(takeover, Op{Kind: AddAddress, Interface: dev, Address: p, Reason: "VIP held"})
+		takeover = append(takeover, Op{Kind: AddAddress, Reason: "VIP held", Detail: &Detail{Interface: dev, Address: p}})
 		if in.Announce && dev == in.Interface {
-			gratuitous = append(gratuitous, Op{Kind: Announce, Interface: dev, Address: p})
+			gratuitous = append(gratuitous, Op{Kind: Announce, Detail: &Detail{Interface: dev, Address: p}})
 		}
 		if in.Restore {
 			restored = append(restored, in.Ruleset.FullNATVIPs(p.Addr())...)
@@ -115,10 +115,10 @@ func PlanAddresses(in AddressInput) []Op {
 	ops := withdraw
 	ops = append(ops, release...)
 	if in.Release && len(released) > 0 {
-		ops = append(ops, Op{Kind: ReleaseConnections, VIPs: sortedAddrs(released), Reason: "held elsewhere now"})
+		ops = append(ops, Op{Kind: ReleaseConnections, Reason: "held elsewhere now", Detail: &Detail{VIPs: sortedAddrs(released)}})
 	}
 	if len(restored) > 0 {
-		ops = append(ops, Op{Kind: RestoreConntrack, VIPs: sortedAddrs(restored), NAT: in.Ruleset, Reason: "before the addresses"})
+		ops = append(ops, Op{Kind: RestoreConntrack, Reason: "before the addresses", Detail: &Detail{VIPs: sortedAddrs(restored), NAT: in.Ruleset}})
 	}
 	ops = append(ops, takeover...)
 	ops = append(ops, gratuitous...)
@@ -142,12 +142,12 @@ func planRoutes(in AddressInput) (announce, withdraw []Op) {
 	}
 	for _, p := range sortedRoutePrefixes(in.Announced) {
 		if _, ok := want[p]; !ok {
-			withdraw = append(withdraw, Op{Kind: WithdrawRoute, Route: route.Route{Prefix: p}, Reason: withdrawReason(in, p.Addr())})
+			withdraw = append(withdraw, Op{Kind: WithdrawRoute, Reason: withdrawReason(in, p.Addr()), Detail: &Detail{Route: route.Route{Prefix: p}}})
 		}
 	}
 	for _, p := range sortedRoutePrefixes(want) {
 		if cur, ok := in.Announced[p]; !ok || !sameRoute(cur, want[p]) {
-			announce = append(announce, Op{Kind: AnnounceRoute, Route: want[p]})
+			announce = append(announce, Op{Kind: AnnounceRoute, Detail: &Detail{Route: want[p]}})
 		}
 	}
 	return announce, withdraw

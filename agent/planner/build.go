@@ -20,7 +20,11 @@ import (
 type piece struct {
 	src      *config.Service   // what it was made of
 	services []*VirtualService // sorted by key
-	spec     nat.Spec
+	// marks and snat are the service's nftables rules, the parts of a
+	// nat.Spec a service has: the whole Spec made a piece 304 bytes, not
+	// 200 (10,000 pieces).
+	marks    []nat.MarkRule
+	snat     []nat.SNATRule
 	mark     uint32
 	vip      netip.Addr
 	addrs    []netip.Prefix // the service's Addresses as host prefixes
@@ -39,7 +43,7 @@ type piece struct {
 // sysctls, firewall mark, BGP announcement.
 func (p *piece) sameOutside(q *piece) bool {
 	return p.vip == q.vip && p.mark == q.mark && p.forwards == q.forwards && p.fullnat == q.fullnat &&
-		slices.Equal(p.addrs, q.addrs) && reflect.DeepEqual(p.spec, q.spec) && reflect.DeepEqual(p.groups, q.groups) && p.own == q.own &&
+		slices.Equal(p.addrs, q.addrs) && reflect.DeepEqual(p.marks, q.marks) && reflect.DeepEqual(p.snat, q.snat) && reflect.DeepEqual(p.groups, q.groups) && p.own == q.own &&
 		(p.announce == nil) == (q.announce == nil) && (p.announce == nil || p.announce.Equal(*q.announce))
 }
 
@@ -192,7 +196,9 @@ func buildPiece(agent *config.Agent, s *config.Service) (*piece, error) {
 	}
 	p := &piece{src: s, mark: FirewallMark(s.Name), vip: s.VIP, forwards: s.Forwarding == config.NAT || s.Forwarding == config.FullNAT,
 		fullnat: s.Forwarding == config.FullNAT, announce: s.Announce}
-	p.services, p.spec = buildService(s, p.mark, snat)
+	var spec nat.Spec
+	p.services, spec = buildService(s, p.mark, snat)
+	p.marks, p.snat = spec.Marks, spec.SNAT
 	slices.SortFunc(p.services, byServiceKey)
 	for _, a := range s.Addresses() {
 		p.addrs = append(p.addrs, netip.PrefixFrom(a, a.BitLen()))
@@ -286,8 +292,8 @@ func assemble(agent *config.Agent, services []*config.Service, pieces Pieces) (D
 		if err := addGroups(groups, p, s); err != nil {
 			return Desired{}, err
 		}
-		spec.Marks = append(spec.Marks, p.spec.Marks...)
-		spec.SNAT = append(spec.SNAT, p.spec.SNAT...)
+		spec.Marks = append(spec.Marks, p.marks...)
+		spec.SNAT = append(spec.SNAT, p.snat...)
 		if vips[s.VIP] == nil {
 			vips[s.VIP] = map[netip.Prefix]bool{}
 		}

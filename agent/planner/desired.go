@@ -199,8 +199,8 @@ func destinations(s *config.Service, servicePort uint16) ([]Destination, *Destin
 	out := make([]Destination, 0, len(s.Backends))
 	for _, b := range s.Backends {
 		d := dst(b.Addr, b.Port)
-		d.Weight, d.UpperThreshold, d.LowerThreshold = b.Weight, b.UpperThreshold, b.LowerThreshold
-		out = append(out, Destination{Destination: d, Backend: HealthKey(s.Name, b), SlotWeight: max(b.Weight, 1)})
+		d.Weight, d.UpperThreshold, d.LowerThreshold = int(b.Weight), b.UpperThreshold, b.LowerThreshold
+		out = append(out, Destination{Destination: d, Backend: HealthKey(s.Name, b), SlotWeight: max(int(b.Weight), 1)})
 	}
 	if !s.SorryServer.IsValid() {
 		return out, nil

@@ -131,10 +131,10 @@ func ServiceWeights(s *config.Service, health map[string]BackendHealth, override
 			h = BackendHealth{Healthy: true, Weight: -1}
 		}
 		ov := overrides[key]
-		weight := ov.weight(b.Weight)
+		weight := ov.weight(int(b.Weight))
 		slot := max(weight, 1)
 		if weight == 0 {
-			slot = max(b.Weight, 1) // an override to 0 keeps the file's slots, as a drain does
+			slot = max(int(b.Weight), 1) // an override to 0 keeps the file's slots, as a drain does
 		}
 		if weighted && h.Weight > 0 {
 			slot = h.Weight

@@ -27,11 +27,11 @@ func TestOwnedAddressJSON(t *testing.T) {
 // nftables tables without recording them; a real server records both.
 func TestIntendClaims(t *testing.T) {
 	ops := []Op{
-		{Kind: SetSysctl, Key: "net/ipv4/conf/all/arp_ignore", Value: "1", Previous: "0"},
+		{Kind: SetSysctl, Detail: &Detail{Key: "net/ipv4/conf/all/arp_ignore", Value: "1", Previous: "0"}},
 		{Kind: ReplaceNAT},
-		{Kind: AddAddress, Interface: Loopback, Address: pfx("10.0.0.50/32")},
-		{Kind: CreateLink, Link: TunnelLink{Name: "tunl0", Kind: arp.KindIPIP}},
-		{Kind: AddFouPort, Fou: arp.FouPort{Port: 6080}},
+		{Kind: AddAddress, Detail: &Detail{Interface: Loopback, Address: pfx("10.0.0.50/32")}},
+		{Kind: CreateLink, Detail: &Detail{Link: TunnelLink{Name: "tunl0", Kind: arp.KindIPIP}}},
+		{Kind: AddFouPort, Detail: &Detail{Fou: arp.FouPort{Port: 6080}}},
 	}
 	if o := (Ownership{}).Intend(ops, ClaimServices); !o.Equal(Ownership{}) {
 		t.Errorf("the reconciler's record claimed %+v", o)
@@ -41,7 +41,7 @@ func TestIntendClaims(t *testing.T) {
 		t.Errorf("the real server's record: %+v", o)
 	}
 	// A sysctl set again keeps the value found first: cleanup restores it.
-	again := o.Intend([]Op{{Kind: SetSysctl, Key: "net/ipv4/conf/all/arp_ignore", Value: "2", Previous: "1"}}, ClaimHost)
+	again := o.Intend([]Op{{Kind: SetSysctl, Detail: &Detail{Key: "net/ipv4/conf/all/arp_ignore", Value: "2", Previous: "1"}}}, ClaimHost)
 	if s := again.Sysctls[0]; s.Previous != "0" || s.Value != "2" || o.Sysctls[0].Value != "1" {
 		t.Errorf("set again: %+v (the original now %+v)", s, o.Sysctls[0])
 	}

@@ -134,14 +134,14 @@ func PlanRealServer(d RealServerDesired, a RealServerActual, owned Ownership) []
 			continue
 		}
 		if !slices.Contains(s.Accept, cur) {
-			ops = append(ops, Op{Kind: SetSysctl, Key: s.Key, Value: s.Value, Previous: cur, Guard: s.Guard, Reason: s.Why})
+			ops = append(ops, Op{Kind: SetSysctl, Reason: s.Why, Guard: s.Guard, Detail: &Detail{Key: s.Key, Value: s.Value, Previous: cur}})
 		}
 	}
 	ops = append(ops, createLinks(d, a)...)
 	if guardReadable {
 		for _, p := range d.Addresses {
 			if !Holds(a.Loopback, p.Addr()) {
-				ops = append(ops, Op{Kind: AddAddress, Interface: Loopback, Address: p, Reason: "VIP"})
+				ops = append(ops, Op{Kind: AddAddress, Reason: "VIP", Detail: &Detail{Interface: Loopback, Address: p}})
 			}
 		}
 	}
@@ -153,9 +153,9 @@ func PlanRealServer(d RealServerDesired, a RealServerActual, owned Ownership) []
 			continue
 		}
 		if slices.Contains(a.Loopback, p) {
-			ops = append(ops, Op{Kind: DeleteAddress, Interface: Loopback, Address: p, Reason: "no longer configured"})
+			ops = append(ops, Op{Kind: DeleteAddress, Reason: "no longer configured", Detail: &Detail{Interface: Loopback, Address: p}})
 		} else {
-			ops = append(ops, Op{Kind: ForgetAddress, Interface: Loopback, Address: p, Reason: "removed by someone else"})
+			ops = append(ops, Op{Kind: ForgetAddress, Reason: "removed by someone else", Detail: &Detail{Interface: Loopback, Address: p}})
 		}
 	}
 	ops = append(ops, removeDecapsulation(d, a, owned)...)
@@ -166,12 +166,12 @@ func PlanRealServer(d RealServerDesired, a RealServerActual, owned Ownership) []
 		cur, ok := a.Sysctls[s.Key]
 		switch {
 		case !ok:
-			ops = append(ops, Op{Kind: ForgetSysctl, Key: s.Key, Reason: "the key is gone (interface deleted)"})
+			ops = append(ops, Op{Kind: ForgetSysctl, Reason: "the key is gone (interface deleted)", Detail: &Detail{Key: s.Key}})
 		case cur == s.Value:
-			ops = append(ops, Op{Kind: RestoreSysctl, Key: s.Key, Value: s.Previous, Reason: "no longer needed"})
+			ops = append(ops, Op{Kind: RestoreSysctl, Reason: "no longer needed", Detail: &Detail{Key: s.Key, Value: s.Previous}})
 		default:
 			// Someone set another value after lvsd: theirs stays.
-			ops = append(ops, Op{Kind: ForgetSysctl, Key: s.Key, Reason: fmt.Sprintf("changed to %s by someone else", cur)})
+			ops = append(ops, Op{Kind: ForgetSysctl, Reason: fmt.Sprintf("changed to %s by someone else", cur), Detail: &Detail{Key: s.Key}})
 		}
 	}
 	return ops

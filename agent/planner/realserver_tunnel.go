@@ -102,7 +102,7 @@ func createLinks(d RealServerDesired, a RealServerActual) []Op {
 	var ops []Op
 	for _, l := range d.Tunnel.Links {
 		if _, ok := a.Links[l.Name]; !ok {
-			ops = append(ops, Op{Kind: CreateLink, Link: l, Reason: "decapsulation of tunnel VIPs"})
+			ops = append(ops, Op{Kind: CreateLink, Reason: "decapsulation of tunnel VIPs", Detail: &Detail{Link: l}})
 		}
 	}
 	return ops
@@ -116,18 +116,18 @@ func planDecapsulation(d RealServerDesired, a RealServerActual) []Op {
 	var ops []Op
 	for _, p := range d.Tunnel.FouPorts {
 		if !slices.Contains(a.FouPorts, p) {
-			ops = append(ops, Op{Kind: AddFouPort, Fou: p, Reason: "GUE of tunnel VIPs"})
+			ops = append(ops, Op{Kind: AddFouPort, Reason: "GUE of tunnel VIPs", Detail: &Detail{Fou: p}})
 		}
 	}
 	if d.Tunnel.WantsNAT() && a.NATDigest != d.Tunnel.NAT.Digest() {
-		ops = append(ops, Op{Kind: ReplaceNAT, NAT: d.Tunnel.NAT, Reason: "MSS clamp of tunnel VIPs"})
+		ops = append(ops, Op{Kind: ReplaceNAT, Reason: "MSS clamp of tunnel VIPs", Detail: &Detail{NAT: d.Tunnel.NAT}})
 	}
 	for _, l := range d.Tunnel.Links {
 		cur, ok := a.Links[l.Name]
 		if !ok || cur.Up || !sysctlsRead(d, a, l.Name) {
 			continue
 		}
-		ops = append(ops, Op{Kind: SetLinkUp, Link: l, Reason: "decapsulation of tunnel VIPs"})
+		ops = append(ops, Op{Kind: SetLinkUp, Reason: "decapsulation of tunnel VIPs", Detail: &Detail{Link: l}})
 	}
 	return ops
 }
@@ -158,13 +158,13 @@ func removeLinks(d RealServerDesired, a RealServerActual, owned Ownership) []Op 
 		link := TunnelLink{Name: l.Name}
 		switch {
 		case !ok:
-			ops = append(ops, Op{Kind: ForgetLink, Link: link, Reason: "deleted by someone else"})
+			ops = append(ops, Op{Kind: ForgetLink, Reason: "deleted by someone else", Detail: &Detail{Link: link}})
 		case l.Created:
-			ops = append(ops, Op{Kind: DeleteLink, Link: link, Reason: "no longer needed"})
+			ops = append(ops, Op{Kind: DeleteLink, Reason: "no longer needed", Detail: &Detail{Link: link}})
 		case cur.Up:
-			ops = append(ops, Op{Kind: SetLinkDown, Link: link, Reason: "no longer needed"})
+			ops = append(ops, Op{Kind: SetLinkDown, Reason: "no longer needed", Detail: &Detail{Link: link}})
 		default:
-			ops = append(ops, Op{Kind: ForgetLink, Link: link, Reason: "taken down by someone else"})
+			ops = append(ops, Op{Kind: ForgetLink, Reason: "taken down by someone else", Detail: &Detail{Link: link}})
 		}
 	}
 	return ops
@@ -179,9 +179,9 @@ func removeDecapsulation(d RealServerDesired, a RealServerActual, owned Ownershi
 		switch {
 		case slices.Contains(d.Tunnel.FouPorts, p):
 		case slices.Contains(a.FouPorts, p):
-			ops = append(ops, Op{Kind: DeleteFouPort, Fou: p, Reason: "no longer needed"})
+			ops = append(ops, Op{Kind: DeleteFouPort, Reason: "no longer needed", Detail: &Detail{Fou: p}})
 		default:
-			ops = append(ops, Op{Kind: ForgetFouPort, Fou: p, Reason: "closed by someone else"})
+			ops = append(ops, Op{Kind: ForgetFouPort, Reason: "closed by someone else", Detail: &Detail{Fou: p}})
 		}
 	}
 	switch {

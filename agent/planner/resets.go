@@ -103,7 +103,7 @@ func planResets(d Desired, a Actual, resets map[string]Reset) []Op {
 		var idx []int
 		for i, dst := range vs.Destinations {
 			j := slices.IndexFunc(cur.Destinations, func(x ipvs.Destination) bool { return x.DestinationKey == dst.DestinationKey })
-			if j >= 0 && cur.Destinations[j].ActiveConns+cur.Destinations[j].InactiveConns > 0 && (r.All || r.Backends[dst.Backend]) {
+			if j >= 0 && (cur.Destinations[j].ActiveConns > 0 || cur.Destinations[j].InactiveConns > 0) && (r.All || r.Backends[dst.Backend]) {
 				idx = append(idx, i)
 			}
 		}
@@ -142,7 +142,7 @@ func resetBatch(vs *VirtualService, batch []int, why string) []Op {
 		ops = append(ops, Op{Kind: DeleteDestination, Service: vs.Service, Destination: vs.Destinations[i].Destination, Reason: "reset: " + why})
 		expiring.Dests = append(expiring.Dests, vs.Destinations[i].DestinationKey)
 	}
-	ops = append(ops, Op{Kind: AwaitExpiry, Service: vs.Service, Expiring: expiring, Reason: why})
+	ops = append(ops, Op{Kind: AwaitExpiry, Service: vs.Service, Reason: why, Detail: &Detail{Expiring: expiring}})
 	for _, i := range batch {
 		n := len(ops)
 		ops = appendDestination(ops, vs.Service, vs.Destinations[i])

@@ -141,8 +141,8 @@ func TestApplyGoneIsDone(t *testing.T) {
 	h := Host{Addrs: addrs, Sysctls: sys}
 	rec := Record{Ownership: planner.Ownership{Addresses: []planner.OwnedAddress{{Interface: planner.Loopback, Prefix: pfx("10.0.0.50/32")}},
 		Sysctls: []OwnedSysctl{{Key: "net/ipv4/conf/eth9/arp_ignore", Previous: "0", Value: "1"}}}}
-	ops := []planner.Op{{Kind: planner.DeleteAddress, Interface: planner.Loopback, Address: pfx("10.0.0.50/32")},
-		{Kind: planner.RestoreSysctl, Key: "net/ipv4/conf/eth9/arp_ignore", Value: "0"}}
+	ops := []planner.Op{{Kind: planner.DeleteAddress, Detail: &planner.Detail{Interface: planner.Loopback, Address: pfx("10.0.0.50/32")}},
+		{Kind: planner.RestoreSysctl, Detail: &planner.Detail{Key: "net/ipv4/conf/eth9/arp_ignore", Value: "0"}}}
 	if err := h.Apply(context.Background(), ops, &rec, func(Record) error { return nil }); err != nil {
 		t.Fatal(err)
 	}

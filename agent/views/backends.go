@@ -81,7 +81,7 @@ func backendState(s *agent.Snapshot, ov planner.BackendOverride) BackendState {
 		}
 		for _, b := range svc.Backends {
 			if planner.HealthKey(svc.Name, b) == key {
-				st.ConfiguredWeight = b.Weight
+				st.ConfiguredWeight = int(b.Weight)
 			}
 		}
 	}

@@ -168,7 +168,7 @@ func explainDestinations(states map[string]health.State, s *agent.Snapshot, vs *
 	var mds []maglev.Destination
 	for _, k := range cur.Destinations {
 		ds := DestinationStatus{Address: k.DestinationKey.String(), Forwarding: k.Method(), ConfiguredWeight: -1,
-			Weight: k.Weight, ActiveConns: k.ActiveConns, InactiveConns: k.InactiveConns}
+			Weight: k.Weight, ActiveConns: int(k.ActiveConns), InactiveConns: int(k.InactiveConns)}
 		slotWeight := k.Weight
 		if w, ok := wanted[k.DestinationKey]; ok {
 			ds.ConfiguredWeight = w.Weight
@@ -181,7 +181,7 @@ func explainDestinations(states map[string]health.State, s *agent.Snapshot, vs *
 			slotWeight = 1
 		}
 		ds.setStats(k.Traffic())
-		overloaded := k.UpperThreshold > 0 && uint32(k.ActiveConns+k.InactiveConns) >= k.UpperThreshold
+		overloaded := k.UpperThreshold > 0 && uint64(k.ActiveConns)+uint64(k.InactiveConns) >= uint64(k.UpperThreshold)
 		e.Destinations = append(e.Destinations, ExplainedBackend{DestinationStatus: ds, SlotWeight: slotWeight})
 		mds = append(mds, maglev.Destination{Addr: k.Addr, Port: k.Port, Weight: k.Weight, LastWeight: slotWeight,
 			Overloaded: overloaded})

@@ -289,7 +289,7 @@ func (r *statusReader) count(vs *planner.VirtualService) (BackendCounts, bool) {
 		if k.Weight > 0 {
 			c.Eligible++
 		}
-		c.ActiveConns, c.InactiveConns = c.ActiveConns+k.ActiveConns, c.InactiveConns+k.InactiveConns
+		c.ActiveConns, c.InactiveConns = c.ActiveConns+int(k.ActiveConns), c.InactiveConns+int(k.InactiveConns)
 		traffic := k.Traffic()
 		c.addStats(traffic)
 		c.Rates.add(ratesOf(traffic.Rates))
@@ -411,7 +411,7 @@ func (r *statusReader) destination(vs *planner.VirtualService, d *planner.Destin
 		}
 	}
 	if k != nil {
-		ds.Weight, ds.ActiveConns, ds.InactiveConns = k.Weight, k.ActiveConns, k.InactiveConns
+		ds.Weight, ds.ActiveConns, ds.InactiveConns = k.Weight, int(k.ActiveConns), int(k.InactiveConns)
 		ds.setStats(k.Traffic())
 	}
 	return ds

@@ -35,8 +35,10 @@ func (f Flags) String() string {
 	return strings.Join(names, ",")
 }
 
-// Forwarding is how IPVS delivers packets to a destination.
-type Forwarding uint32
+// Forwarding is how IPVS delivers packets to a destination: the kernel's
+// method is 3 bits of a 32-bit attribute (IP_VS_CONN_F_FWD_MASK), and one
+// byte keeps a Destination at 72 bytes.
+type Forwarding uint8
 
 // Forwarding methods (IP_VS_CONN_F_FWD_MASK values).
 const (
@@ -59,12 +61,16 @@ func (f Forwarding) String() string {
 
 // ServiceKey identifies a virtual service: either protocol+address+port or,
 // for firewall-mark services, family+mark.
+//
+// The fields are in the order that packs them into 32 bytes, not 48: a
+// key is in every op, service and map entry of 10,000 services. The
+// ownership record names them, so the order is not in the file.
 type ServiceKey struct {
-	Protocol l4.Protocol // l4.Any for fwmark services
-	Addr     netip.Addr  // zero for fwmark services
-	Port     uint16
+	Addr     netip.Addr // zero for fwmark services
 	FWMark   uint32
-	IPv6     bool // address family; needed on its own for fwmark services
+	Port     uint16
+	Protocol l4.Protocol // l4.Any for fwmark services
+	IPv6     bool        // address family; needed on its own for fwmark services
 }
 
 func (k ServiceKey) String() string {
@@ -150,15 +156,16 @@ func (k DestinationKey) Compare(o DestinationKey) int {
 	return cmpInt(k.Port, o.Port)
 }
 
-// Destination is a real server of a service. ActiveConns, InactiveConns,
-// PersistentConns and Stats are read from the kernel and ignored when
-// writing.
+// Destination is a real server of a service. ActiveConns, InactiveConns
+// and Stats are read from the kernel and ignored when writing.
+//
+// The fields are in the order that packs them into 72 bytes: a director of
+// 10,000 services keeps 100,000 destinations desired and as many as the
+// kernel has them, and plans one op with a destination for each at its
+// start.
 type Destination struct {
 	DestinationKey
-	Weight     int
-	Forwarding Forwarding
-	// Tunnel is the encapsulation of a Tunnel destination (zero: IPIP).
-	Tunnel TunnelOptions
+	Weight int
 	// UpperThreshold and LowerThreshold are IPVS's connection limits
 	// (0: none): once a new connection brings the destination's entries
 	// (active + inactive, not persistence templates) to UpperThreshold it
@@ -166,9 +173,13 @@ type Destination struct {
 	// leaves fewer than LowerThreshold (when 0: fewer than three quarters
 	// of UpperThreshold). Lower above upper is refused (ERANGE).
 	UpperThreshold, LowerThreshold uint32
-	ActiveConns                    int
-	InactiveConns                  int
-	PersistentConns                int // persistence templates pointing at it
+	// The connection counters are the kernel's 32-bit ones. The kernel's
+	// count of persistence templates is not kept: nothing reads it.
+	ActiveConns   uint32
+	InactiveConns uint32
+	Forwarding    Forwarding
+	// Tunnel is the encapsulation of a Tunnel destination (zero: IPIP).
+	Tunnel TunnelOptions
 	// Stats are the kernel's counters, nil unless read from the kernel: a
 	// desired destination has none, and at 100,000 destinations 80 bytes
 	// each are 8 MB of heap (Traffic reads them nil-safe).
