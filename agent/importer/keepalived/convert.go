@@ -84,11 +84,57 @@ func Convert(nodes []*Node, opt ConvertOptions) *importer.Result {
 			c.skipped(n.Children)
 		}
 	}
-	for _, s := range c.services {
-		c.res.Files = append(c.res.Files, importer.File{Path: "services.d/" + s.file + ".yaml", Content: s.render()})
-	}
+	c.writeServices()
 	c.unmapped(nodes)
 	return c.res
+}
+
+// writeServices renders each service, keeping only those `lvsd check`
+// accepts and that claim no VIP, protocol and port another service
+// claimed first: a combination the conversion did not foresee is reported
+// at the virtual_server instead of being written.
+func (c *converter) writeServices() {
+	claimed := map[string]string{}
+	for _, s := range c.services {
+		var claims []string
+		for _, p := range s.ports {
+			claims = append(claims, fmt.Sprintf("%s/%s/%d", s.vip, s.protocol, p))
+		}
+		if s.allPorts {
+			claims = append(claims, fmt.Sprintf("%s/%s/all", s.vip, s.protocol))
+		}
+		clash := ""
+		for _, k := range claims {
+			if other, ok := claimed[k]; ok {
+				clash = other
+			}
+		}
+		for _, k := range claims {
+			if other, ok := claimed[k]; !ok && clash == "" {
+				claimed[k] = s.name
+			} else if ok {
+				clash = other
+			}
+		}
+		if clash == "" && s.allPorts {
+			for k, other := range claimed {
+				if strings.HasPrefix(k, s.vip.String()+"/"+s.protocol+"/") && other != s.name {
+					clash = other
+				}
+			}
+		}
+		if clash != "" {
+			c.res.Note(s.at.File, s.at.Line, s.at.Keyword, importer.NotMapped, "VIP %s: service %s takes the same protocol and ports; lvsd balances each VIP, protocol and port with one service", s.vip, clash)
+			continue
+		}
+		f := importer.File{Path: "services.d/" + s.file + ".yaml", Content: s.render()}
+		check := importer.Result{Files: []importer.File{f}}
+		if err := check.CheckServices(); err != nil {
+			c.res.Note(s.at.File, s.at.Line, s.at.Keyword, importer.NotMapped, "VIP %s: lvsd check refuses the service it would become: %s", s.vip, strings.ReplaceAll(err.Error(), "\n", "; "))
+			continue
+		}
+		c.res.Files = append(c.res.Files, f)
+	}
 }
 
 // note reports n's keyword and marks it covered.

@@ -15,6 +15,7 @@ import (
 type service struct {
 	name, file  string
 	from        string // "file:line (virtual_server ...)" for the header
+	at          *Node  // the virtual_server
 	vip         netip.Addr
 	protocol    string
 	ports       []int // empty with allPorts
@@ -44,6 +45,7 @@ type backend struct {
 // a service per VIP.
 type vsSettings struct {
 	protocol, forwarding, tunnel, scheduler, schedNote, affinity string
+	tunnelAt                                                     *Node // the lb_kind that set tunnel
 	persistence                                                  time.Duration
 	netmask                                                      int
 	sorryAddr                                                    netip.Addr
@@ -89,6 +91,14 @@ func (c *converter) virtualServer(n *Node) {
 	}
 }
 
+// badVIP says why lvsd cannot take a as a VIP ("" when it can).
+func badVIP(a netip.Addr) string {
+	if a.Zone() != "" || a.IsUnspecified() || a.IsMulticast() || a.IsLoopback() {
+		return "is not a unicast address lvsd can hold as a VIP"
+	}
+	return ""
+}
+
 func commonPort(ts []target) int {
 	port := 0
 	for _, t := range ts {
@@ -127,6 +137,10 @@ func (c *converter) targets(n *Node) ([]target, bool) {
 			return nil, false
 		}
 		t := target{vip: vip.Unmap()}
+		if why := badVIP(t.vip); why != "" {
+			c.notMapped(n, "%s %s", t.vip, why)
+			return nil, false
+		}
 		if len(n.Args) == 1 {
 			t.allPorts = true
 			c.approx(n, "a virtual server without a port takes every port: ports: [all] (lvsd marks the VIP's packets and balances them as one firewall-mark service)")
@@ -174,6 +188,10 @@ func (c *converter) groupTargets(g *Node) []target {
 				continue
 			}
 			port = p
+		}
+		if why := badVIP(addrs[0]); why != "" {
+			c.notMapped(e, "%s %s", addrs[0], why)
+			continue
 		}
 		for _, a := range addrs {
 			t := byVIP[a]
@@ -368,7 +386,7 @@ func (c *converter) forwarding(n *Node, set *vsSettings) {
 			c.approx(n, "forwarding: tunnel with IPIP: %v", err)
 			return
 		}
-		set.tunnel = tun
+		set.tunnel, set.tunnelAt = tun, n
 		c.mapped(n, "forwarding: tunnel%s", strings.TrimPrefix(" "+tun, " "))
 	default:
 		c.notMapped(n, "%q is not NAT, DR or TUN", n.Args[0])
@@ -475,9 +493,14 @@ func (c *converter) addService(n *Node, t target, set vsSettings, backends []*ba
 	name := c.uniqueName(serviceName("", t.vip, port, set.protocol))
 	s := &service{name: name, file: name, vip: t.vip, protocol: set.protocol, ports: t.ports, allPorts: t.allPorts,
 		forwarding: set.forwarding, tunnel: set.tunnel, scheduler: set.scheduler, schedNote: set.schedNote,
-		affinity: set.affinity, persistence: set.persistence, netmask: set.netmask,
+		affinity: set.affinity, persistence: set.persistence, netmask: set.netmask, at: n,
 		from: fmt.Sprintf("%s (virtual_server %s)", n.Where(), strings.Join(n.Args, " "))}
 	single := !t.allPorts && len(t.ports) == 1
+	if t.vip.Is6() && s.tunnel != "" {
+		s.tunnel = ""
+		at := set.tunnelAt
+		c.res.Note(at.File, at.Line, at.Keyword, importer.Approximated, "VIP %s: an IPv6 service tunnels with ipip (IPv6-in-IPv6); gue and gre are for IPv4", t.vip)
+	}
 	for _, b := range backends {
 		if b.addr.Is4() != t.vip.Is4() && set.forwarding != "tunnel" {
 			continue
