@@ -276,21 +276,6 @@ func child(n *Node, kw string) *Node {
 	return out
 }
 
-// serviceName makes a service name from the VIP, port and protocol:
-// "web-10.0.0.1-80" style, with IPv6's colons as dashes so that it is a
-// file name everywhere.
-func serviceName(prefix string, vip netip.Addr, port int, proto string) string {
-	a := strings.ReplaceAll(vip.String(), ":", "-")
-	name := prefix + a
-	if port > 0 {
-		name += "-" + strconv.Itoa(port)
-	}
-	if proto != "tcp" {
-		name += "-" + proto
-	}
-	return name
-}
-
 func (c *converter) uniqueName(name string) string {
 	taken := func(n string) bool {
 		return slices.ContainsFunc(c.services, func(s *service) bool { return s.name == n })

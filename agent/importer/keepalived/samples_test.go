@@ -9,8 +9,10 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/lvsd/lvsd/agent"
+	"github.com/lvsd/lvsd/agent/config"
+	"github.com/lvsd/lvsd/agent/config/servicesdir"
 	"github.com/lvsd/lvsd/agent/importer"
+	"github.com/lvsd/lvsd/agent/planner"
 )
 
 var update = flag.Bool("update", false, "rewrite testdata/*.golden from the current output")
@@ -71,13 +73,28 @@ func checkLoads(t *testing.T, res *importer.Result) {
 	if err := os.WriteFile(filepath.Join(dir, "cluster.key"), []byte("MDEyMzQ1Njc4OWFiY2RlZjAxMjM0NTY3ODlhYmNkZWY=\n"), 0o600); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := agent.LoadConfig(filepath.Join(dir, "lvsd.yaml")); err != nil {
+	if err := lvsdCheck(filepath.Join(dir, "lvsd.yaml")); err != nil {
 		var all strings.Builder
 		for _, f := range res.Files {
 			all.WriteString("# " + f.Path + "\n" + f.Content)
 		}
 		t.Fatalf("lvsd check refuses the import:\n%v\n%s", err, all.String())
 	}
+}
+
+// lvsdCheck loads the agent file at path and its services directory and
+// plans the director's state, as `lvsd check` does.
+func lvsdCheck(path string) error {
+	a, err := config.LoadAgent(path)
+	if err != nil {
+		return err
+	}
+	services, err := servicesdir.Load(a)
+	if err != nil {
+		return err
+	}
+	_, err = planner.Build(a, services)
+	return err
 }
 
 // checkEveryKeyword: each statement of the file is in the report at its

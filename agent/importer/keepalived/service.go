@@ -33,12 +33,11 @@ type service struct {
 }
 
 type backend struct {
-	addr           netip.Addr
-	port           int
-	weight         int
-	upper, lower   int
-	health         *health
-	noteForwarding string
+	addr         netip.Addr
+	port         int
+	weight       int
+	upper, lower int
+	health       *health
 }
 
 // vsSettings are a virtual_server's settings before they are copied into
@@ -156,7 +155,7 @@ func (c *converter) targets(n *Node) ([]target, bool) {
 			c.approx(n, "port 0 takes every port: ports: [all] (one firewall-mark service in lvsd)")
 		default:
 			t.ports = []int{p}
-			c.mapped(n, "service %s, vip and ports", serviceName("", t.vip, p, "tcp"))
+			c.mapped(n, "service %s, vip and ports", importer.ServiceName(t.vip, p, "tcp"))
 		}
 		return []target{t}, true
 	}
@@ -490,7 +489,7 @@ func (c *converter) addService(n *Node, t target, set vsSettings, backends []*ba
 	if len(t.ports) == 1 {
 		port = t.ports[0]
 	}
-	name := c.uniqueName(serviceName("", t.vip, port, set.protocol))
+	name := c.uniqueName(importer.ServiceName(t.vip, port, set.protocol))
 	s := &service{name: name, file: name, vip: t.vip, protocol: set.protocol, ports: t.ports, allPorts: t.allPorts,
 		forwarding: set.forwarding, tunnel: set.tunnel, scheduler: set.scheduler, schedNote: set.schedNote,
 		affinity: set.affinity, persistence: set.persistence, netmask: set.netmask, at: n,
