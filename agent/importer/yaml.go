@@ -95,11 +95,13 @@ func (w *Writer) String() string { return w.b.String() }
 // ServiceName names the service of a VIP, port and protocol the way both
 // importers do: "10.0.0.1-80", "10.0.0.1-53-udp", "2001-db8--1-443" (an
 // IPv6 address's colons become dashes, so that the name is a file name
-// everywhere); port 0: every port.
+// everywhere); port 0: every port ("10.0.0.1-all"), or several.
 func ServiceName(vip netip.Addr, port int, proto string) string {
 	name := strings.ReplaceAll(vip.String(), ":", "-")
 	if port > 0 {
 		name += "-" + strconv.Itoa(port)
+	} else {
+		name += "-all"
 	}
 	if proto != "tcp" {
 		name += "-" + proto

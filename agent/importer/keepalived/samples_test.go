@@ -133,3 +133,29 @@ func golden(t *testing.T, path string, got []byte) {
 		t.Errorf("output differs from %s (go test -update rewrites it):\n--- got\n%s--- want\n%s", path, got, want)
 	}
 }
+
+// TestFull converts testdata/full, a configuration written for these tests
+// with every keyword the importer knows, once with keepalived's schedulers
+// and once with --scheduler mh.
+func TestFull(t *testing.T) {
+	for _, tc := range []struct{ name, scheduler string }{{"full", ""}, {"full-mh", "mh"}} {
+		t.Run(tc.name, func(t *testing.T) {
+			abs, err := filepath.Abs("testdata/full/keepalived.conf")
+			if err != nil {
+				t.Fatal(err)
+			}
+			nodes, err := ParseFile(abs, Options{FS: os.DirFS("/")})
+			if err != nil {
+				t.Fatal(err)
+			}
+			res := Convert(nodes, ConvertOptions{KeyFile: "cluster.key", Scheduler: tc.scheduler})
+			checkLoads(t, res)
+			checkEveryKeyword(t, abs, nodes, res)
+			var out bytes.Buffer
+			res.WriteFiles(&out)
+			out.WriteString("# ==> report <==\n")
+			res.WriteReport(&out)
+			golden(t, filepath.Join("testdata", tc.name+".golden"), bytes.ReplaceAll(out.Bytes(), []byte(filepath.Dir(abs)), []byte("testdata/full")))
+		})
+	}
+}

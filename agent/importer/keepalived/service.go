@@ -155,7 +155,7 @@ func (c *converter) targets(n *Node) ([]target, bool) {
 			c.approx(n, "port 0 takes every port: ports: [all] (one firewall-mark service in lvsd)")
 		default:
 			t.ports = []int{p}
-			c.mapped(n, "service %s, vip and ports", importer.ServiceName(t.vip, p, "tcp"))
+			c.mapped(n, "a service of VIP %s, port %d", t.vip, p)
 		}
 		return []target{t}, true
 	}
@@ -337,7 +337,7 @@ func (c *converter) vsSettings(n *Node) vsSettings {
 			c.timer(ch, &set.timers)
 		}
 	}
-	if c.opt.Scheduler == "" && set.scheduler == "mh" {
+	if set.scheduler == "mh" {
 		set.affinity = "client-ip"
 		if mhPort {
 			set.affinity = "none"
@@ -359,7 +359,7 @@ func (c *converter) vsSettings(n *Node) vsSettings {
 }
 
 func (c *converter) scheduler(s string) string {
-	if c.opt.Scheduler != "" {
+	if c.opt.Scheduler != "" && c.opt.Scheduler != s {
 		return c.opt.Scheduler + " (--scheduler; keepalived's was " + s + ")"
 	}
 	return s
@@ -386,7 +386,7 @@ func (c *converter) forwarding(n *Node, set *vsSettings) {
 			return
 		}
 		set.tunnel, set.tunnelAt = tun, n
-		c.mapped(n, "forwarding: tunnel%s", strings.TrimPrefix(" "+tun, " "))
+		c.mapped(n, "forwarding: tunnel %s", tun)
 	default:
 		c.notMapped(n, "%q is not NAT, DR or TUN", n.Args[0])
 	}
