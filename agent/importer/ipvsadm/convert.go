@@ -99,7 +99,7 @@ func convertEntry(e *Entry, note noteFunc) (content, name string, ok bool) {
 	note(importer.Mapped, "-s", "scheduler: %s", s.Scheduler)
 	flags(e, &w, note)
 	if s.Flags&spec.FlagPersistent != 0 {
-		if s.Netmask != 0 {
+		if s.Netmask != 0 && s.Netmask != s.Addr.BitLen() {
 			w.Key(0, "persistence", fmt.Sprintf("{timeout: %ds, netmask: %d}", s.Timeout, s.Netmask), "")
 		} else {
 			w.Key(0, "persistence", fmt.Sprintf("{timeout: %ds}", s.Timeout), "")
