@@ -93,8 +93,8 @@ func (c *converter) realServer(n *Node, set vsSettings) *backend {
 	switch {
 	case b.port == 0 || b.port == set.port:
 		c.mapped(n, "backend %s", b.addr)
-	case set.forwarding == "nat" && set.port != 0:
-		c.mapped(n, "backend %s, port: %d", b.addr, b.port)
+	case set.forwarding == "nat" && set.onePortEach:
+		c.mapped(n, "backend %s, port: %d where it differs from the service's port", b.addr, b.port)
 	case set.forwarding == "nat":
 		c.approx(n, "backend %s: a NAT backend of a service with several ports gets the client's destination port, not %d (its checks keep port %d)", b.addr, b.port, b.port)
 	default:

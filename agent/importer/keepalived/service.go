@@ -51,9 +51,12 @@ type vsSettings struct {
 	sorryPort                                                    int
 	timers                                                       timers
 	// port is the one port of every VIP of the virtual server (0: they
-	// have several, or all): the only case where a NAT backend may have
-	// its own port.
+	// differ, or one has several or all).
 	port int
+	// onePortEach: every VIP of the virtual server has exactly one port,
+	// so each service has one, and a NAT backend may have its own port
+	// (a virtual_server_group's VIPs may have different ones).
+	onePortEach bool
 }
 
 // target is one VIP of a virtual_server with its ports.
@@ -71,6 +74,7 @@ func (c *converter) virtualServer(n *Node) {
 	}
 	set := c.vsSettings(n)
 	set.port = commonPort(targets)
+	set.onePortEach = !slices.ContainsFunc(targets, func(t target) bool { return t.allPorts || len(t.ports) != 1 })
 	var backends []*backend
 	for _, rs := range n.Children {
 		if rs.Keyword == "real_server" {
@@ -505,7 +509,7 @@ func (c *converter) addService(n *Node, t target, set vsSettings, backends []*ba
 			continue
 		}
 		cp := *b
-		if cp.port != 0 && (!single || cp.port == port || set.forwarding != "nat" || set.port == 0) {
+		if cp.port != 0 && (!single || cp.port == port || set.forwarding != "nat") {
 			cp.port = 0
 		}
 		s.backends = append(s.backends, &cp)
