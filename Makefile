@@ -48,6 +48,7 @@ examples-check:
 FUZZ_TARGETS := \
 	./agent/config/servicesdir:FuzzServiceFile \
 	./agent/config/servicesdir:FuzzAgentFile \
+	./agent/importer/keepalived:FuzzParse \
 	./agent/health:FuzzHTTPResponse \
 	./agent/health:FuzzParseWeight \
 	./agent/health:FuzzDNSJudge \

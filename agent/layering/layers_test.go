@@ -62,6 +62,14 @@ var layers = []layer{
 	{pkg: "agent/config/yamldoc", pure: true, mayNotReach: kernelOrSyscalls}, // a YAML file as strictly decoded documents, every problem at file:line:col; no schema
 	{pkg: "agent/config", mayUse: []string{"agent/config/yamldoc", "ipvs/l4", "agent/policy", "agent/hooks", "agent/program", "ipvs/spec", "cluster/settings", "cluster/bgp/route"}, mayNot3: kernelLibraries, mayNotReach: kernelLibraries},
 	{pkg: "agent/config/servicesdir", mayUse: []string{"agent/config", "agent/config/yamldoc", "agent/program", "ipvs/l4"}, mayNot3: kernelLibraries, mayNotReach: kernelLibraries}, // the services directory as one validated set, read again only where it changed
+	// `lvsd import`: another load balancer's configuration as lvsd's files,
+	// checked by the configuration package; no kernel (cmd reads the
+	// running IPVS table through ipvs and hands it over).
+	{pkg: "agent/importer", mayUse: []string{"agent/config"}, mayNot3: kernelLibraries, mayNotReach: kernelLibraries},
+	{pkg: "agent/importer/keepalived", mayUse: []string{"agent/importer"}, mayNot3: kernelLibraries, mayNotReach: kernelLibraries,
+		testMayUse: []string{"agent/config", "agent/config/servicesdir", "agent/planner"}}, // the samples' imports pass lvsd check: load and plan them
+	{pkg: "agent/importer/ipvsadm", mayUse: []string{"agent/importer", "ipvs/spec", "ipvs/l4"}, pure: true, mayNotReach: kernelLibraries,
+		testMayUse: []string{"agent/config", "agent/planner"}}, // the round trip: the import, planned by lvsd, is the table it came from
 	{pkg: "agent/planner", mayUse: []string{"ipvs/l4", "agent/config", "agent/policy", "ipvs/spec", "nat/rules", "arp/spec", "cluster/bgp/route", "cluster/connsync/records"},
 		pure: true, mayNotReach: kernelLibraries, // reaches x/sys/unix only through agent/config → agent/hooks → prometheus
 		testMayUse: []string{"agent/config/servicesdir"}}, // the tests build from a services directory, as the agent does
