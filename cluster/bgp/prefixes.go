@@ -89,7 +89,12 @@ func (s *Speaker) checkPrefixes(p *peerState, c peerCounts, now time.Time) {
 		return
 	}
 	if p.prefixClosedAt.IsZero() {
-		p.prefixClosedAt = now
+		if p.state == StateEstablished {
+			return // the session's end is not handled yet: its reason would replace ours
+		}
+		// GoBGP reports the end as the notification it sent or as the
+		// read that failed when it closed the socket, whichever came first.
+		p.prefixClosedAt, p.lastReason = now, fmt.Sprintf("prefix limit: more than %d prefixes", hardPrefixLimit(p.cfg.MaxPrefixes))
 		p.prefixBreaches++
 		s.log.Error(fmt.Sprintf("BGP session with %s closed: the router sent more than %d prefixes (%d × max_prefixes); this director's routes are withdrawn from it, reopening in %v",
 			p.cfg.Address, hardPrefixLimit(p.cfg.MaxPrefixes), hardPrefixFactor, s.cfg.prefixLimitRetry),

@@ -73,7 +73,7 @@ type PeerStatus struct {
 	Since, Established time.Time
 	// Flaps counts the times it left established; LastFlap and
 	// LastFlapReason describe the last one ("hold-timer-expired",
-	// "notification-received cease/...", "bfd down", ...).
+	// "notification-received cease/...", "bfd down", "prefix limit: …").
 	Flaps          int
 	LastFlap       time.Time
 	LastFlapReason string
