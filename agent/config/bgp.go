@@ -20,7 +20,10 @@ type BGP struct {
 	// RouterID is the BGP identifier; zero: the director's own IPv4
 	// address on its interface, resolved at start.
 	RouterID netip.Addr
-	// ListenPort accepts sessions the routers open (179); 0 only dials.
+	// ListenAddresses are where the speaker accepts the sessions the
+	// routers open, on ListenPort (179 by default then); ListenPort alone
+	// listens on every address, and neither only dials.
+	ListenAddresses    []netip.Addr
 	ListenPort         uint16
 	Peers              []BGPPeer
 	NextHop4, NextHop6 netip.Addr
@@ -59,6 +62,9 @@ type BGPPeer struct {
 	BFDInterval   time.Duration
 	BFDMultiplier int
 	Families      []route.Family
+	// MaxPrefixes is how many prefixes the router may send before lvsd
+	// warns (none is imported; see bgp.PeerConfig).
+	MaxPrefixes uint32
 }
 
 // Announce are the path attributes of a VIP's route.
@@ -83,11 +89,13 @@ const (
 	DefaultBFDMultiplier = 3
 	DefaultStopGrace     = 2 * time.Second
 	DefaultDrainMED      = 1000
+	DefaultMaxPrefixes   = 100
 )
 
 type rawBGP struct {
 	ASN             *int         `yaml:"asn" range:"1-4294967295"`
 	RouterID        string       `yaml:"router_id"`
+	ListenAddresses []string     `yaml:"listen_addresses"`
 	ListenPort      *int         `yaml:"listen_port" range:"0-65535"`
 	Peers           []rawPeer    `yaml:"peers"`
 	NextHop4        string       `yaml:"next_hop4"`
@@ -116,7 +124,8 @@ type rawPeer struct {
 		Interval   yamldoc.Text `yaml:"interval"`
 		Multiplier *int         `yaml:"multiplier" range:"2-50"`
 	} `yaml:"bfd"`
-	Families []string `yaml:"families"`
+	Families    []string `yaml:"families"`
+	MaxPrefixes *int     `yaml:"max_prefixes" range:"1-1000000"`
 }
 
 type rawAnnounce struct {
@@ -150,8 +159,12 @@ func (d *doc) bgpBlock(role Role, raw *rawBGP, file string) *BGP {
 			d.Errorf("$.bgp.router_id", "router_id %q is not an IPv4 address (BGP identifiers are IPv4-shaped)", raw.RouterID)
 		}
 	}
+	b.ListenAddresses = d.listenAddresses(raw.ListenAddresses)
 	if raw.ListenPort != nil {
 		b.ListenPort = uint16(*raw.ListenPort)
+	}
+	if len(b.ListenAddresses) > 0 && b.ListenPort == 0 {
+		b.ListenPort = 179
 	}
 	b.NextHop4 = d.addrOfFamily("$.bgp.next_hop4", "next_hop4", raw.NextHop4, true)
 	b.NextHop6 = d.addrOfFamily("$.bgp.next_hop6", "next_hop6", raw.NextHop6, false)
@@ -192,7 +205,7 @@ func (d *doc) bgpBlock(role Role, raw *rawBGP, file string) *BGP {
 }
 
 func (d *doc) bgpPeer(path string, raw rawPeer, file string) (BGPPeer, bool) {
-	p := BGPPeer{BFDInterval: DefaultBFDInterval, BFDMultiplier: DefaultBFDMultiplier}
+	p := BGPPeer{BFDInterval: DefaultBFDInterval, BFDMultiplier: DefaultBFDMultiplier, MaxPrefixes: DefaultMaxPrefixes}
 	a, err := netip.ParseAddr(raw.Address)
 	if err != nil || a.Zone() != "" {
 		d.Errorf(path+".address", "address %q is not the router's IP address", raw.Address)
@@ -232,6 +245,9 @@ func (d *doc) bgpPeer(path string, raw rawPeer, file string) (BGPPeer, bool) {
 			p.BFDMultiplier = *bf.Multiplier
 		}
 	}
+	if raw.MaxPrefixes != nil {
+		p.MaxPrefixes = uint32(*raw.MaxPrefixes)
+	}
 	for j, f := range raw.Families {
 		fam := route.Family(f)
 		if fam != route.IPv4Unicast && fam != route.IPv6Unicast {
@@ -241,6 +257,28 @@ func (d *doc) bgpPeer(path string, raw rawPeer, file string) (BGPPeer, bool) {
 		p.Families = append(p.Families, fam)
 	}
 	return p, true
+}
+
+// listenAddresses validates bgp.listen_addresses: this director's own
+// unicast addresses, each once (an unspecified one would listen on every
+// address, which leaving the key out and setting listen_port does).
+func (d *doc) listenAddresses(raw []string) []netip.Addr {
+	var out []netip.Addr
+	for i, s := range raw {
+		path := fmt.Sprintf("$.bgp.listen_addresses[%d]", i)
+		a, err := netip.ParseAddr(s)
+		switch {
+		case err != nil || a.Zone() != "":
+			d.Errorf(path, "listen address %q is not an IP address of this director", s)
+		case a.IsUnspecified() || a.IsMulticast():
+			d.Errorf(path, "listen address %s is not a unicast address of this director: name the addresses the routers connect to", a)
+		case slices.Contains(out, a.Unmap()):
+			d.Errorf(path, "listen address %s is listed twice", a)
+		default:
+			out = append(out, a.Unmap())
+		}
+	}
+	return out
 }
 
 // announce validates path attributes.

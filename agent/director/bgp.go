@@ -24,12 +24,12 @@ type Speaker interface {
 // speakerConfig maps the agent file's bgp block to the speaker's config;
 // routerID is the resolved router id.
 func speakerConfig(b *config.BGP, routerID netip.Addr, log *slog.Logger) bgp.Config {
-	c := bgp.Config{ASN: b.ASN, RouterID: routerID, ListenPort: b.ListenPort, NextHop4: b.NextHop4, NextHop6: b.NextHop6,
-		Log: log}
+	c := bgp.Config{ASN: b.ASN, RouterID: routerID, ListenAddresses: b.ListenAddresses, ListenPort: b.ListenPort,
+		NextHop4: b.NextHop4, NextHop6: b.NextHop6, Log: log}
 	for _, p := range b.Peers {
 		c.Peers = append(c.Peers, bgp.PeerConfig{Address: p.Address, ASN: p.ASN, Port: p.Port, LocalAddress: p.LocalAddress,
 			Password: p.Password, HoldTime: p.HoldTime, KeepaliveInterval: p.Keepalive, ConnectRetry: p.ConnectRetry,
-			Families: p.Families, BFD: p.BFD,
+			Families: p.Families, BFD: p.BFD, MaxPrefixes: p.MaxPrefixes,
 			BFDTimers: bfd.Timers{DesiredMinTx: p.BFDInterval, RequiredMinRx: p.BFDInterval, DetectMult: uint8(p.BFDMultiplier)}})
 	}
 	return c

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"log/slog"
 	"net/netip"
+	"slices"
 	"time"
 
 	"github.com/lvsd/lvsd/cluster/bfd"
@@ -17,10 +18,15 @@ type Config struct {
 	// RouterID is the BGP identifier, an IPv4 address unique among the
 	// routers' peers (usually the director's own IPv4 address).
 	RouterID netip.Addr
-	// ListenPort, when nonzero, accepts sessions the routers open (179);
-	// zero only dials out, so nothing listens on the director.
-	ListenPort uint16
-	Peers      []PeerConfig
+	// ListenAddresses, when set, are the addresses the speaker accepts
+	// sessions on (from configured peers only), on ListenPort (default
+	// 179 then). Without them and with ListenPort zero it only dials out
+	// and nothing listens on the director; ListenPort alone listens on
+	// every address (kept for configurations written before
+	// ListenAddresses existed).
+	ListenAddresses []netip.Addr
+	ListenPort      uint16
+	Peers           []PeerConfig
 	// NextHop4 and NextHop6 are the next hop of routes of their family
 	// that leave NextHop unset, when it must not be the session's own
 	// address: a session of one family carrying routes of the other
@@ -37,6 +43,9 @@ type Config struct {
 
 	// netstat reads /proc/net/netstat (tests replace it).
 	netstat func() ([]byte, error)
+	// prefixLimitRetry is how long a session closed for passing the hard
+	// prefix limit stays down (default prefixLimitRetry; tests shorten it).
+	prefixLimitRetry time.Duration
 }
 
 // PeerConfig is one BGP neighbour (a router).
@@ -61,6 +70,13 @@ type PeerConfig struct {
 	// down, and it may come back only once BFD is up again.
 	BFD       bool
 	BFDTimers bfd.Timers
+	// MaxPrefixes is how many prefixes the router may send before the
+	// speaker warns (default 100). Nothing received is imported either
+	// way and the session stays: a router that sends routes is
+	// misconfigured, not a reason to stop announcing. Only past
+	// hardPrefixFactor times as many does GoBGP close the session, which
+	// bounds the memory its table of received routes takes.
+	MaxPrefixes uint32
 }
 
 // Defaults of PeerConfig.
@@ -68,6 +84,7 @@ const (
 	DefaultHoldTime     = 9 * time.Second
 	DefaultConnectRetry = 2 * time.Second
 	DefaultMD5Hint      = 10 * time.Second
+	DefaultMaxPrefixes  = 100
 	bgpPort             = 179
 	minHoldTime         = 3 * time.Second
 )
@@ -96,6 +113,27 @@ func (c Config) withDefaults() (Config, error) {
 	}
 	if c.netstat == nil {
 		c.netstat = readNetstat
+	}
+	if c.prefixLimitRetry <= 0 {
+		c.prefixLimitRetry = prefixLimitRetry
+	}
+	listening := map[netip.Addr]bool{}
+	c.ListenAddresses = slices.Clone(c.ListenAddresses) // the caller's stays as given
+	for i, a := range c.ListenAddresses {
+		a = a.Unmap()
+		switch {
+		case !a.IsValid() || a.IsUnspecified() || a.IsMulticast():
+			errs = append(errs, fmt.Errorf("bgp: listen address %v must be one of this director's unicast addresses", a))
+		case a.Zone() != "":
+			errs = append(errs, fmt.Errorf("bgp: listen address %s must not have a zone", a))
+		case listening[a]:
+			errs = append(errs, fmt.Errorf("bgp: listen address %s given twice", a))
+		}
+		listening[a] = true
+		c.ListenAddresses[i] = a
+	}
+	if len(c.ListenAddresses) > 0 && c.ListenPort == 0 {
+		c.ListenPort = bgpPort
 	}
 	seen := map[netip.Addr]bool{}
 	peers := make([]PeerConfig, len(c.Peers))
@@ -146,6 +184,9 @@ func (p PeerConfig) withDefaults(c Config) (PeerConfig, error) {
 	}
 	if p.ConnectRetry == 0 {
 		p.ConnectRetry = DefaultConnectRetry
+	}
+	if p.MaxPrefixes == 0 {
+		p.MaxPrefixes = DefaultMaxPrefixes
 	}
 	for _, d := range []struct {
 		what string

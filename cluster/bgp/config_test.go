@@ -53,6 +53,21 @@ func TestConfigValidation(t *testing.T) {
 			return c
 		}(), ""},
 		{"long password", baseConfig(PeerConfig{Address: routerA, ASN: 1, Password: strings.Repeat("x", 81)}), "longer than 80"},
+		{"listen on own addresses", func() Config {
+			c := baseConfig(PeerConfig{Address: routerA, ASN: 1})
+			c.ListenAddresses = []netip.Addr{netip.MustParseAddr("10.0.0.2"), netip.MustParseAddr("fd00::2")}
+			return c
+		}(), ""},
+		{"listen on every address", func() Config {
+			c := baseConfig(PeerConfig{Address: routerA, ASN: 1})
+			c.ListenAddresses = []netip.Addr{netip.IPv4Unspecified()}
+			return c
+		}(), "listen address 0.0.0.0 must be one of this director's unicast addresses"},
+		{"listen twice", func() Config {
+			c := baseConfig(PeerConfig{Address: routerA, ASN: 1})
+			c.ListenAddresses = []netip.Addr{netip.MustParseAddr("10.0.0.2"), netip.MustParseAddr("::ffff:10.0.0.2")}
+			return c
+		}(), "listen address 10.0.0.2 given twice"},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
@@ -80,7 +95,10 @@ func TestConfigDefaults(t *testing.T) {
 		p.ConnectRetry != 2*time.Second || len(p.Families) != 1 || p.Families[0] != IPv4Unicast {
 		t.Errorf("defaults %+v", p)
 	}
-	if c.Peers[1].Families[0] != IPv6Unicast || c.MD5Hint != DefaultMD5Hint {
+	if p.MaxPrefixes != DefaultMaxPrefixes || hardPrefixLimit(p.MaxPrefixes) != 10000 || hardPrefixLimit(1<<31) != 1<<32-1 {
+		t.Errorf("max prefixes %d, hard limits %d %d", p.MaxPrefixes, hardPrefixLimit(p.MaxPrefixes), hardPrefixLimit(1<<31))
+	}
+	if c.Peers[1].Families[0] != IPv6Unicast || c.MD5Hint != DefaultMD5Hint || c.ListenPort != 0 {
 		t.Errorf("v6 peer families %v, hint %v", c.Peers[1].Families, c.MD5Hint)
 	}
 }

@@ -13,6 +13,15 @@
 // established session; Close also ends the sessions with a Cease and the
 // BFD sessions with AdminDown.
 //
+// The speaker imports nothing: one policy on GoBGP's RIB, for import and
+// export, accepts only the paths lvsd added, so what a router sends is
+// counted but never a best path, never passed on, never in the kernel
+// (GoBGP's zebra client is never started). A router that sends more than
+// its MaxPrefixes is logged once per session and keeps its session; past
+// a hundred times as many GoBGP closes it, and the speaker reopens it after
+// a minute. Nothing listens unless ListenAddresses (or, as before, a bare
+// ListenPort) asks; GoBGP accepts only configured peers there.
+//
 // A peer with BFD gets a BFD session (cluster/bfd) once its BGP session is
 // established; when BFD fails for a second, or the router closes the
 // session because its BFD failed, the BGP session is held down until BFD

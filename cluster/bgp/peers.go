@@ -34,6 +34,14 @@ type peerState struct {
 	bfdHinted  bool      // BFD not up while established was logged
 	heldDown   bool      // disabled in GoBGP because BFD is down
 	holdAt     time.Time // BFD went down: hold BGP then if it is still down
+	// received is how many prefixes the router sent (refused all);
+	// prefixWarned: this session's breach of MaxPrefixes was logged;
+	// prefixBreaches counts breaches (warnings and hard-limit closes);
+	// prefixClosedAt is when GoBGP closed the session at the hard limit.
+	received       uint64
+	prefixWarned   bool
+	prefixBreaches int
+	prefixClosedAt time.Time
 }
 
 // bfdHoldDelay is how long BFD must stay down before the BGP session is
@@ -145,7 +153,7 @@ func (s *Speaker) peerEvent(e peerEvent) {
 	p.state, p.since = e.state, e.at
 	switch {
 	case e.state == StateEstablished:
-		p.established, p.hinted, p.bfdHinted = e.at, false, false
+		p.established, p.hinted, p.bfdHinted, p.prefixWarned = e.at, false, false, false
 		s.log.Info("bgp session established", "peer", e.addr, "peer_asn", p.cfg.ASN)
 	case old == StateEstablished:
 		s.mu.Lock()
@@ -292,9 +300,15 @@ func (s *Speaker) release(p *peerState) {
 // housekeep runs every second: it starts BFD sessions that are due, puts
 // GoBGP's admin state right and says what is missing.
 func (s *Speaker) housekeep(now time.Time) {
-	s.reconcileAdmin()
+	counts, err := s.peerCounts()
+	if err == nil {
+		s.reconcileAdmin(counts)
+	}
 	for _, addr := range slices.SortedFunc(maps.Keys(s.st.peers), netip.Addr.Compare) {
 		p := s.st.peers[addr]
+		if c, ok := counts[addr]; ok {
+			s.checkPrefixes(p, c, now)
+		}
 		s.startBFD(p, now)
 		s.hintBFD(p, now)
 		s.hintMissing(p, now)
@@ -306,18 +320,11 @@ func (s *Speaker) housekeep(now time.Time) {
 // previous one is still pending ("previous setting admin state request is
 // still remaining"): a hold and a release in quick succession left a peer
 // disabled for good in the VM.
-func (s *Speaker) reconcileAdmin() {
+func (s *Speaker) reconcileAdmin(counts map[netip.Addr]peerCounts) {
 	ctx := context.Background()
-	down := map[netip.Addr]bool{}
-	err := s.srv.ListPeer(ctx, &api.ListPeerRequest{}, func(p *api.Peer) {
-		if addr, err := netip.ParseAddr(p.GetState().GetNeighborAddress()); err == nil {
-			down[addr.Unmap()] = p.GetState().GetAdminState() == api.PeerState_DOWN
-		}
-	})
-	if err != nil {
-		return
-	}
-	for addr, isDown := range down {
+	for addr, c := range counts {
+		// A session GoBGP closed at the prefix limit is checkPrefixes'.
+		isDown := c.adminState == api.PeerState_DOWN
 		p := s.st.peers[addr]
 		switch {
 		case p == nil || isDown == p.heldDown:
@@ -329,6 +336,23 @@ func (s *Speaker) reconcileAdmin() {
 			_ = s.srv.DisablePeer(ctx, &api.DisablePeerRequest{Address: addr.String(), Communication: "BFD down"})
 		}
 	}
+}
+
+// peerCounts reads each peer's admin state and received prefixes.
+func (s *Speaker) peerCounts() (map[netip.Addr]peerCounts, error) {
+	out := map[netip.Addr]peerCounts{}
+	err := s.srv.ListPeer(context.Background(), &api.ListPeerRequest{}, func(p *api.Peer) {
+		addr, err := netip.ParseAddr(p.GetState().GetNeighborAddress())
+		if err != nil {
+			return
+		}
+		c := peerCounts{adminState: p.GetState().GetAdminState()}
+		for _, af := range p.GetAfiSafis() {
+			c.received += af.GetState().GetReceived()
+		}
+		out[addr.Unmap()] = c
+	})
+	return out, err
 }
 
 // hintBFD logs once per session when BGP is up but BFD does not come up.
@@ -389,35 +413,41 @@ func (s *Speaker) md5Delta() uint64 {
 func (s *Speaker) Status(ctx context.Context) (Status, error) {
 	var st Status
 	err := s.do(ctx, func() error {
-		counts := map[netip.Addr][2]uint64{}
+		announced := map[netip.Addr]uint64{}
 		err := s.srv.ListPeer(ctx, &api.ListPeerRequest{EnableAdvertised: true}, func(p *api.Peer) {
 			addr, err := netip.ParseAddr(p.GetState().GetNeighborAddress())
 			if err != nil {
 				return
 			}
-			var c [2]uint64
 			for _, af := range p.GetAfiSafis() {
-				c[0] += af.GetState().GetAdvertised()
-				c[1] += af.GetState().GetAccepted()
+				announced[addr.Unmap()] += af.GetState().GetAdvertised()
 			}
-			counts[addr.Unmap()] = c
 		})
 		if err != nil {
 			return err
 		}
-		st = s.status(counts)
+		imported, err := s.imported(ctx)
+		if err != nil {
+			return err
+		}
+		st = s.status(announced, imported)
 		return nil
 	})
 	return st, err
 }
 
-func (s *Speaker) status(counts map[netip.Addr][2]uint64) Status {
-	st := Status{ASN: s.cfg.ASN, RouterID: s.cfg.RouterID, MD5Failures: s.md5Delta()}
+func (s *Speaker) status(announced, imported map[netip.Addr]uint64) Status {
+	st := Status{ASN: s.cfg.ASN, RouterID: s.cfg.RouterID, MD5Failures: s.md5Delta(),
+		ListenAddresses: s.cfg.ListenAddresses, ListenPort: s.cfg.ListenPort}
+	for _, n := range imported {
+		st.Imported += n
+	}
 	for _, addr := range slices.SortedFunc(maps.Keys(s.st.peers), netip.Addr.Compare) {
 		p := s.st.peers[addr]
 		ps := PeerStatus{Address: addr, ASN: p.cfg.ASN, State: p.state, Since: p.since, Established: p.established,
 			Flaps: p.flaps, LastFlap: p.lastFlap, LastFlapReason: p.lastReason, HeldDown: p.heldDown,
-			Announced: counts[addr][0], Accepted: counts[addr][1]}
+			Announced: announced[addr], Received: p.received, Accepted: imported[addr],
+			MaxPrefixes: p.cfg.MaxPrefixes, PrefixBreaches: p.prefixBreaches}
 		if p.cfg.BFD {
 			ps.BFD, ps.BFDDiag = BFDIdle, ""
 			if p.bfdRunning {

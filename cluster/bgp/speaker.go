@@ -81,19 +81,21 @@ func Start(ctx context.Context, cfg Config) (*Speaker, error) {
 	s.cancel = cancel
 	go s.run(loopCtx)
 	s.log.Info("bgp speaker started", "asn", cfg.ASN, "router_id", cfg.RouterID, "peers", len(cfg.Peers),
-		"listen_port", cfg.ListenPort)
+		"listen_addresses", cfg.ListenAddresses, "listen_port", cfg.ListenPort)
+	if cfg.ListenPort != 0 && len(cfg.ListenAddresses) == 0 {
+		s.log.Warn(fmt.Sprintf("the BGP speaker listens on port %d of every address: name this director's own addresses to listen on (bgp listen_addresses)",
+			cfg.ListenPort), "listen_port", cfg.ListenPort)
+	}
 	return s, nil
 }
 
 func (s *Speaker) startBGP(ctx context.Context) error {
-	listen := int32(-1) // GoBGP: no listener
-	if s.cfg.ListenPort != 0 {
-		listen = int32(s.cfg.ListenPort)
-	}
-	err := s.srv.StartBgp(ctx, &api.StartBgpRequest{Global: &api.Global{
-		Asn: s.cfg.ASN, RouterId: s.cfg.RouterID.String(), ListenPort: listen}})
+	err := s.srv.StartBgp(ctx, &api.StartBgpRequest{Global: apiGlobal(s.cfg)})
 	if err != nil {
 		return fmt.Errorf("bgp: starting: %w", err)
+	}
+	if err := s.installPolicy(ctx); err != nil {
+		return err
 	}
 	// The watch lives as long as the server: GoBGP stops calling back
 	// once the server stopped.
@@ -115,9 +117,24 @@ func (s *Speaker) startBGP(ctx context.Context) error {
 		}
 		s.st.peers[p.Address] = &peerState{cfg: p, state: StateIdle, since: s.st.started, downSince: s.st.started}
 		s.log.Info("bgp peer added", "peer", p.Address, "peer_asn", p.ASN, "local", p.LocalAddress,
-			"families", p.Families, "bfd", p.BFD, "md5", p.Password != "", "hold", p.HoldTime.String())
+			"families", p.Families, "bfd", p.BFD, "md5", p.Password != "", "hold", p.HoldTime.String(),
+			"max_prefixes", p.MaxPrefixes)
 	}
 	return nil
+}
+
+// apiGlobal is GoBGP's global configuration. GoBGP accepts a session on
+// its listeners only from a configured peer (it has no dynamic neighbours
+// here), and only on the peer's local address when one is set.
+func apiGlobal(c Config) *api.Global {
+	g := &api.Global{Asn: c.ASN, RouterId: c.RouterID.String(), ListenPort: -1} // -1: no listener
+	if c.ListenPort != 0 {
+		g.ListenPort = int32(c.ListenPort)
+		for _, a := range c.ListenAddresses { // none: GoBGP's 0.0.0.0 and ::
+			g.ListenAddresses = append(g.ListenAddresses, a.String())
+		}
+	}
+	return g
 }
 
 func apiPeer(p PeerConfig) *api.Peer {
@@ -135,7 +152,8 @@ func apiPeer(p PeerConfig) *api.Peer {
 		peer.Transport.LocalAddress = p.LocalAddress.String()
 	}
 	for _, f := range p.Families {
-		peer.AfiSafis = append(peer.AfiSafis, &api.AfiSafi{Config: &api.AfiSafiConfig{Family: apiFamily(f), Enabled: true}})
+		peer.AfiSafis = append(peer.AfiSafis, &api.AfiSafi{Config: &api.AfiSafiConfig{Family: apiFamily(f), Enabled: true},
+			PrefixLimits: prefixLimits(p, f)})
 	}
 	return peer
 }

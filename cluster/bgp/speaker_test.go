@@ -50,11 +50,17 @@ func freePort(t *testing.T) uint16 {
 // what it learns.
 func startRouter(t *testing.T, port uint16, peerASN uint32, password string) *server.BgpServer {
 	t.Helper()
+	return startRouterAt(t, loRouter, routerASN, port, peerASN, password)
+}
+
+// startRouterAt is startRouter with the router's address and AS.
+func startRouterAt(t *testing.T, addr netip.Addr, asn uint32, port uint16, peerASN uint32, password string) *server.BgpServer {
+	t.Helper()
 	r := server.NewBgpServer(server.LoggerOption(&gobgpLogger{log: quiet}))
 	go r.Serve()
 	ctx := context.Background()
-	err := r.StartBgp(ctx, &api.StartBgpRequest{Global: &api.Global{Asn: routerASN, RouterId: "127.0.0.1",
-		ListenPort: int32(port), ListenAddresses: []string{"127.0.0.1"}}})
+	err := r.StartBgp(ctx, &api.StartBgpRequest{Global: &api.Global{Asn: asn, RouterId: addr.String(),
+		ListenPort: int32(port), ListenAddresses: []string{addr.String()}}})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -50,6 +50,13 @@ type Status struct {
 	RouterID netip.Addr
 	Peers    []PeerStatus
 	Routes   []Route // announced, sorted by prefix
+	// Imported counts the routes from routers in the speaker's RIB: the
+	// speaker imports nothing, so it stays 0.
+	Imported uint64
+	// ListenAddresses and ListenPort are where the speaker accepts
+	// sessions (configured peers only); none and 0: it only dials out.
+	ListenAddresses []netip.Addr `json:",omitempty"`
+	ListenPort      uint16       `json:",omitempty"`
 	// MD5Failures counts TCP segments the kernel dropped for a wrong or
 	// missing TCP-MD5 signature since Start, in this network namespace
 	// (TcpExt TCPMD5Failure + TCPMD5NotFound + TCPMD5Unexpected).
@@ -66,7 +73,7 @@ type PeerStatus struct {
 	Since, Established time.Time
 	// Flaps counts the times it left established; LastFlap and
 	// LastFlapReason describe the last one ("hold-timer-expired",
-	// "notification-received cease/...", "bfd down", ...).
+	// "notification-received cease/...", "bfd down", "prefix limit: …").
 	Flaps          int
 	LastFlap       time.Time
 	LastFlapReason string
@@ -77,7 +84,12 @@ type PeerStatus struct {
 	BFD      string
 	BFDDiag  string
 	HeldDown bool
-	// Announced counts the prefixes sent to the peer, Accepted those
-	// received from it that passed import.
-	Announced, Accepted uint64
+	// Announced counts the prefixes sent to the peer, Received those the
+	// peer sent, Accepted those of them that passed import (none: the
+	// speaker imports nothing).
+	Announced, Received, Accepted uint64
+	// MaxPrefixes is the peer's limit; PrefixBreaches counts the sessions
+	// in which the peer sent more (and those closed at the hard limit).
+	MaxPrefixes    uint32
+	PrefixBreaches int
 }

@@ -1,0 +1,58 @@
+package config
+
+import (
+	"net/netip"
+	"slices"
+	"strings"
+	"testing"
+)
+
+// The keys that keep the director's speaker closed: where it listens and
+// how many prefixes a router may send before lvsd warns.
+func TestBGPListenAndMaxPrefixes(t *testing.T) {
+	const head = "interface: eth0\ncluster: {insecure: true, mode: ecmp}\n"
+	peer := func(extra string) string {
+		return "bgp:\n  asn: 65001\n" + extra + "  peers:\n    - {address: 10.0.0.10, asn: 65000}\n"
+	}
+	v4, v6 := netip.MustParseAddr("10.0.0.2"), netip.MustParseAddr("fd00::2")
+	for _, c := range []struct {
+		name, body  string
+		listen      []netip.Addr
+		port        uint16
+		maxPrefixes uint32
+		wantErr     string
+	}{
+		{"defaults: dial only, 100", peer(""), nil, 0, 100, ""},
+		{"listen_port alone, as before", peer("  listen_port: 179\n"), nil, 179, 100, ""},
+		{"listen addresses: port 179", peer("  listen_addresses: [10.0.0.2, 'fd00::2']\n"), []netip.Addr{v4, v6}, 179, 100, ""},
+		{"listen addresses and port", peer("  listen_addresses: [10.0.0.2]\n  listen_port: 1179\n"), []netip.Addr{v4}, 1179, 100, ""},
+		{"max_prefixes", "bgp:\n  asn: 65001\n  peers:\n    - {address: 10.0.0.10, asn: 65000, max_prefixes: 500}\n", nil, 0, 500, ""},
+		{"unspecified listen address", peer("  listen_addresses: [0.0.0.0]\n"), nil, 0, 0,
+			"lvsd.yaml:5:22: listen address 0.0.0.0 is not a unicast address of this director: name the addresses the routers connect to"},
+		{"not an address", peer("  listen_addresses: [eth0]\n"), nil, 0, 0,
+			`lvsd.yaml:5:22: listen address "eth0" is not an IP address of this director`},
+		{"listed twice", peer("  listen_addresses: [10.0.0.2, 10.0.0.2]\n"), nil, 0, 0,
+			"lvsd.yaml:5:32: listen address 10.0.0.2 is listed twice"},
+		{"max_prefixes 0", "bgp:\n  asn: 65001\n  peers:\n    - {address: 10.0.0.10, asn: 65000, max_prefixes: 0}\n", nil, 0, 0,
+			"lvsd.yaml:6:54: max_prefixes 0 is not in 1-1000000"},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			dir := t.TempDir()
+			a, err := LoadAgent(writeFile(t, dir, "lvsd.yaml", head+c.body))
+			if c.wantErr != "" {
+				if err == nil || !strings.Contains(strings.ReplaceAll(err.Error(), dir+"/", ""), c.wantErr) {
+					t.Fatalf("error %v, want one containing %q", err, c.wantErr)
+				}
+				return
+			}
+			if err != nil {
+				t.Fatal(err)
+			}
+			b := a.BGP
+			if !slices.Equal(b.ListenAddresses, c.listen) || b.ListenPort != c.port || b.Peers[0].MaxPrefixes != c.maxPrefixes {
+				t.Errorf("listen %v port %d max_prefixes %d; want %v %d %d", b.ListenAddresses, b.ListenPort, b.Peers[0].MaxPrefixes,
+					c.listen, c.port, c.maxPrefixes)
+			}
+		})
+	}
+}
