@@ -98,8 +98,8 @@ func TestConntrackFlood(t *testing.T) {
 		t.Errorf("the router's route to %s fell to %d next hops during the flood, want 3 throughout", ecmpVIP, watch.fewestPaths)
 	}
 	for _, proto := range []string{echo.TCP, echo.UDP} {
-		n, ok, by := probes.result(proto)
-		t.Logf("%s probes: %d/%d succeeded, by director source address %v", proto, ok, n, by)
+		n, ok, by, failed := probes.result(proto)
+		t.Logf("%s probes: %d/%d succeeded, by director source address %v; %s", proto, ok, n, by, failed)
 		if n < int(floodFor/floodProbeEvery)/2 || ok*100 < n*99 {
 			t.Errorf("%s probes: %d of %d succeeded, want at least 99 %%", proto, ok, n)
 		}
@@ -299,8 +299,9 @@ type floodProbes struct {
 }
 
 type floodProbe struct {
-	err error
-	via netip.Addr // the director's source address
+	start time.Time
+	err   error
+	via   netip.Addr // the director's source address
 }
 
 func startFloodProbes(t *testing.T, client *topo.Host) *floodProbes {
@@ -323,11 +324,12 @@ func startFloodProbes(t *testing.T, client *topo.Host) *floodProbes {
 					// A lost first SYN or datagram is retried within the
 					// timeout: a probe fails when the director drops the
 					// flow for good.
+					start := time.Now()
 					ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 					defer cancel()
 					r, err := echo.Ask(ctx, client, netip.Addr{}, dst, target.proto)
 					p.mu.Lock()
-					p.runs[target.proto] = append(p.runs[target.proto], floodProbe{err: err, via: r.Peer.Addr()})
+					p.runs[target.proto] = append(p.runs[target.proto], floodProbe{start: start, err: err, via: r.Peer.Addr()})
 					p.mu.Unlock()
 				})
 			}
@@ -346,20 +348,32 @@ func (p *floodProbes) close() {
 	p.wg.Wait()
 }
 
-// result returns how many probes of proto ran, how many succeeded, and
-// how many of those went through each director's source address.
-func (p *floodProbes) result(proto string) (n, ok int, by map[netip.Addr]int) {
+// result returns how many probes of proto ran, how many succeeded, how
+// many of those went through each director's source address, and the
+// failures: per 10 s from the first probe, and the first few errors.
+func (p *floodProbes) result(proto string) (n, ok int, by map[netip.Addr]int, failed string) {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	by = map[netip.Addr]int{}
+	var per10s []int
+	var errs []string
 	for _, r := range p.runs[proto] {
 		n++
 		if r.err == nil {
 			ok++
 			by[r.via]++
+			continue
+		}
+		i := int(r.start.Sub(p.runs[proto][0].start) / (10 * time.Second))
+		for len(per10s) <= i {
+			per10s = append(per10s, 0)
+		}
+		per10s[i]++
+		if len(errs) < 3 {
+			errs = append(errs, r.err.Error())
 		}
 	}
-	return n, ok, by
+	return n, ok, by, fmt.Sprintf("failed per 10 s %v, first errors %q", per10s, errs)
 }
 
 // floodWatch samples, every second, each director's nf_conntrack_count and
