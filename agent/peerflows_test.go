@@ -52,7 +52,7 @@ func TestPeerEntries(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			c := tc.conn
 			c.Origin = tc.sender
-			got := peerEntries(r, []connsync.Conn{c})
+			got := peerEntries(r, []connsync.Conn{c}).entries
 			if !tc.want {
 				if len(got) != 0 {
 					t.Fatalf("entries %v, want none", got)
@@ -76,7 +76,7 @@ func TestPeerFlowsWriteWhatTheRelayApplied(t *testing.T) {
 	vip := "192.0.2.10"
 	mark := planner.FirewallMark("fullnat" + vip)
 	ct := &nat.ConntrackFake{}
-	p := NewPeerFlows(ct, nil)
+	p := NewPeerFlows(ct, nil, 25, nil)
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
 	go p.Run(ctx)
@@ -94,7 +94,7 @@ func TestPeerFlowsWriteWhatTheRelayApplied(t *testing.T) {
 	reused.Dest = netip.MustParseAddrPort("10.0.0.12:7001")
 	p.Applied([]connsync.Conn{reused})
 	deadline := time.Now().Add(5 * time.Second)
-	for p.Stats() != (PeerFlowStats{Created: 2, Existing: 2, Refreshed: 1, Replaced: 1}) {
+	for p.Stats() != (PeerFlowStats{Created: 2, Existing: 2, Refreshed: 1, Replaced: 1, Live: 2}) {
 		if time.Now().After(deadline) {
 			t.Fatalf("stats %+v, want two created, two existing: one refreshed, one replaced", p.Stats())
 		}

@@ -33,7 +33,29 @@ type RestoreResult struct {
 	// deleted and created again as asked.
 	Replaced int
 	Failed   int // refused by the kernel; the error says why
+	// Absent counts the NoCreate entries that had no entry to refresh.
+	Absent int
+	// Outcomes are each entry's outcome, in the order of the entries.
+	Outcomes []RestoreOutcome
 }
+
+// RestoreOutcome is what RestoreConntrack did with one entry.
+type RestoreOutcome uint8
+
+// The outcomes of an entry: an existing one refreshed or replaced reports
+// the latter (and counts as Existing too).
+const (
+	OutcomeNone      RestoreOutcome = iota // not reached: the context ended or the socket failed
+	OutcomeCreated                         // a new entry
+	OutcomeExisting                        // there already, left alone
+	OutcomeRefreshed                       // there already, given the entry's Timeout
+	OutcomeReplaced                        // another connection's entry, made this one's
+	OutcomeFailed                          // refused by the kernel
+	OutcomeAbsent                          // NoCreate, and no entry to refresh
+)
+
+// New reports whether the outcome is an entry RestoreConntrack made.
+func (o RestoreOutcome) New() bool { return o == OutcomeCreated || o == OutcomeReplaced }
 
 // ConntrackRestorer creates conntrack entries. Kernel and ConntrackFake
 // implement it.

@@ -61,7 +61,8 @@ func (f *ConntrackFake) RestoreConntrack(ctx context.Context, entries []Conntrac
 	for i, e := range f.entries {
 		have[origTuple{e.Protocol, e.Client, e.VIP}] = i + 1
 	}
-	for _, e := range entries {
+	res.Outcomes = make([]RestoreOutcome, len(entries))
+	for i, e := range entries {
 		err := checkEntry(e)
 		if err == nil {
 			err = f.fail
@@ -70,23 +71,35 @@ func (f *ConntrackFake) RestoreConntrack(ctx context.Context, entries []Conntrac
 		switch {
 		case err != nil:
 			res.Failed++
+			res.Outcomes[i] = OutcomeFailed
 			errs = append(errs, fmt.Errorf("%s: %w", e, err))
 		case have[k] > 0:
 			res.Existing++
+			res.Outcomes[i] = OutcomeExisting
 			old := &f.entries[have[k]-1]
 			switch {
-			case !e.Refresh:
+			case !e.Refresh && !e.NoCreate:
 			case old.Backend == e.Backend && old.SNATFrom == e.SNATFrom && old.SNATTo == e.SNATTo:
 				old.Timeout, old.Closing = e.Timeout, e.Closing
 				res.Refreshed++
+				res.Outcomes[i] = OutcomeRefreshed
+			case e.NoCreate:
+				res.Existing--
+				res.Absent++
+				res.Outcomes[i] = OutcomeAbsent
 			default:
 				*old = e
 				res.Replaced++
+				res.Outcomes[i] = OutcomeReplaced
 			}
+		case e.NoCreate:
+			res.Absent++
+			res.Outcomes[i] = OutcomeAbsent
 		default:
 			have[k] = len(f.entries) + 1
 			f.entries = append(f.entries, e)
 			res.Created++
+			res.Outcomes[i] = OutcomeCreated
 		}
 	}
 	if len(errs) > maxRestoreErrors {

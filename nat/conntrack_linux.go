@@ -45,62 +45,85 @@ func (k *Kernel) RestoreConntrack(ctx context.Context, entries []ConntrackEntry)
 	_ = c.SetOption(netlink.ExtendedAcknowledge, true)
 	var errs []error
 	var seq uint32
-	fail := func(e ConntrackEntry, err error) {
+	res.Outcomes = make([]RestoreOutcome, len(entries))
+	fail := func(i int, err error) {
 		res.Failed++
+		res.Outcomes[i] = OutcomeFailed
 		if len(errs) < maxRestoreErrors {
-			errs = append(errs, fmt.Errorf("%s: %w", e, err))
+			errs = append(errs, fmt.Errorf("%s: %w", entries[i], err))
 		}
 	}
 	// Create; entries found by their original tuple are refreshed when
 	// they are the same connection's (found by their reply tuple), and
-	// replaced when they are another's.
-	var refresh, replace []ConntrackEntry
-	err = eachChunk(ctx, entries, func(chunk []ConntrackEntry) error {
-		results, err := k.create(ctx, c, &seq, chunk)
-		for i, err := range results {
+	// replaced when they are another's. NoCreate entries are only
+	// refreshed.
+	var create, refresh, replace []int // indexes in entries
+	for i, e := range entries {
+		if e.NoCreate {
+			refresh = append(refresh, i)
+		} else {
+			create = append(create, i)
+		}
+	}
+	err = eachChunk(ctx, create, func(chunk []int) error {
+		results, err := k.create(ctx, c, &seq, pick(entries, chunk))
+		for j, err := range results {
+			i := chunk[j]
 			switch {
 			case err == nil:
 				res.Created++
+				res.Outcomes[i] = OutcomeCreated
 			case errors.Is(err, unix.EEXIST):
 				res.Existing++
-				if chunk[i].Refresh {
-					refresh = append(refresh, chunk[i])
+				res.Outcomes[i] = OutcomeExisting
+				if entries[i].Refresh {
+					refresh = append(refresh, i)
 				}
 			default:
-				fail(chunk[i], err)
+				fail(i, err)
 			}
 		}
 		return err
 	})
 	if err == nil {
-		err = eachChunk(ctx, refresh, func(chunk []ConntrackEntry) error {
-			results, err := k.send(ctx, c, &seq, chunk, newRefreshMessage)
-			for i, err := range results {
+		err = eachChunk(ctx, refresh, func(chunk []int) error {
+			results, err := k.send(ctx, c, &seq, pick(entries, chunk), newRefreshMessage)
+			for j, err := range results {
+				i := chunk[j]
 				switch {
 				case err == nil:
+					if entries[i].NoCreate {
+						res.Existing++
+					}
 					res.Refreshed++
+					res.Outcomes[i] = OutcomeRefreshed
+				case errors.Is(err, unix.ENOENT) && entries[i].NoCreate:
+					res.Absent++
+					res.Outcomes[i] = OutcomeAbsent
 				case errors.Is(err, unix.ENOENT):
-					replace = append(replace, chunk[i])
+					replace = append(replace, i)
 				default:
-					fail(chunk[i], err)
+					fail(i, err)
 				}
 			}
 			return err
 		})
 	}
 	if err == nil {
-		err = eachChunk(ctx, replace, func(chunk []ConntrackEntry) error {
-			if _, err := k.send(ctx, c, &seq, chunk, newDeleteMessage); err != nil { // ENOENT: gone meanwhile
+		err = eachChunk(ctx, replace, func(chunk []int) error {
+			if _, err := k.send(ctx, c, &seq, pick(entries, chunk), newDeleteMessage); err != nil { // ENOENT: gone meanwhile
 				return err
 			}
-			results, err := k.create(ctx, c, &seq, chunk)
-			for i, err := range results {
+			results, err := k.create(ctx, c, &seq, pick(entries, chunk))
+			for j, err := range results {
+				i := chunk[j]
 				switch {
 				case err == nil:
 					res.Replaced++
+					res.Outcomes[i] = OutcomeReplaced
 				case errors.Is(err, unix.EEXIST): // a packet made one meanwhile
 				default:
-					fail(chunk[i], err)
+					fail(i, err)
 				}
 			}
 			return err
@@ -115,18 +138,26 @@ func (k *Kernel) RestoreConntrack(ctx context.Context, entries []ConntrackEntry)
 	return res, errors.Join(errs...)
 }
 
-// eachChunk calls f with entries restoreChunk at a time until f fails or
-// ctx ends.
-func eachChunk(ctx context.Context, entries []ConntrackEntry, f func([]ConntrackEntry) error) error {
-	for start := 0; start < len(entries); start += restoreChunk {
+// eachChunk calls f with the indexes idx restoreChunk at a time until f fails or ctx ends.
+func eachChunk(ctx context.Context, idx []int, f func([]int) error) error {
+	for start := 0; start < len(idx); start += restoreChunk {
 		if err := ctx.Err(); err != nil {
 			return err
 		}
-		if err := f(entries[start:min(start+restoreChunk, len(entries))]); err != nil {
+		if err := f(idx[start:min(start+restoreChunk, len(idx))]); err != nil {
 			return err
 		}
 	}
 	return nil
+}
+
+// pick returns the entries at idx.
+func pick(entries []ConntrackEntry, idx []int) []ConntrackEntry {
+	out := make([]ConntrackEntry, len(idx))
+	for j, i := range idx {
+		out[j] = entries[i]
+	}
+	return out
 }
 
 // create sends the requests creating entries and returns each one's

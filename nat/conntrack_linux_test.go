@@ -49,7 +49,7 @@ func TestRestoreConntrack(t *testing.T) {
 	ns := newTestNS(t)
 	k := NewKernel(InNetNS(ns.fd))
 	res, err := k.RestoreConntrack(ctx, restoreCases)
-	if err != nil || res != (RestoreResult{Created: len(restoreCases)}) {
+	if err != nil || counts(res) != (restoreCounts{Created: len(restoreCases)}) {
 		t.Fatalf("RestoreConntrack = %+v, %v", res, err)
 	}
 	got := dumpConntrack(t, ns.fd)
@@ -71,8 +71,8 @@ func TestRestoreConntrack(t *testing.T) {
 				d, e.Client, e.VIP, e.Backend, e.SNATFrom, e.SNATTo, e.Client.Port())
 		}
 		const ipsSrcNAT, ipsSrcNATDone = 1 << 4, 1 << 7
-		if want := uint32(ipsSeenReply | ipsAssured | ipsConfirmed | ipsSrcNAT | ipsSrcNATDone); d.status&want != want {
-			t.Errorf("%s: status %#x lacks %#x", e, d.status, want&^d.status)
+		if want := uint32(ipsSeenReply | ipsConfirmed | ipsSrcNAT | ipsSrcNATDone); d.status&want != want || d.status&ipsAssured != 0 {
+			t.Errorf("%s: status %#x, want %#x and not assured (%#x)", e, d.status, want, ipsAssured)
 		}
 		if d.mark != e.Mark {
 			t.Errorf("%s: mark %#x, want %#x", e, d.mark, e.Mark)
@@ -87,7 +87,7 @@ func TestRestoreConntrack(t *testing.T) {
 		}
 	}
 	res, err = k.RestoreConntrack(ctx, restoreCases)
-	if err != nil || res != (RestoreResult{Existing: len(restoreCases)}) {
+	if err != nil || counts(res) != (restoreCounts{Existing: len(restoreCases)}) {
 		t.Fatalf("second RestoreConntrack = %+v, %v; want all existing", res, err)
 	}
 	if again := dumpConntrack(t, ns.fd); len(again) != len(got) {
@@ -100,7 +100,7 @@ func TestRestoreConntrack(t *testing.T) {
 		longer = append(longer, e)
 	}
 	res, err = k.RestoreConntrack(ctx, longer)
-	if err != nil || res != (RestoreResult{Existing: len(restoreCases), Refreshed: len(restoreCases)}) {
+	if err != nil || counts(res) != (restoreCounts{Existing: len(restoreCases), Refreshed: len(restoreCases)}) {
 		t.Fatalf("refreshing RestoreConntrack = %+v, %v; want all existing and refreshed", res, err)
 	}
 	for _, d := range dumpConntrack(t, ns.fd) {
@@ -116,7 +116,7 @@ func TestRestoreConntrack(t *testing.T) {
 	closing.Refresh, closing.Closing, closing.Timeout = true, true, 2*time.Minute
 	reused.Refresh, reused.Backend = true, ap("[2001:db8:2::12]:443")
 	res, err = k.RestoreConntrack(ctx, []ConntrackEntry{closing, reused})
-	if err != nil || res != (RestoreResult{Existing: 2, Refreshed: 1, Replaced: 1}) {
+	if err != nil || counts(res) != (restoreCounts{Existing: 2, Refreshed: 1, Replaced: 1}) {
 		t.Fatalf("closing and reused: RestoreConntrack = %+v, %v", res, err)
 	}
 	for _, d := range dumpConntrack(t, ns.fd) {
@@ -135,8 +135,42 @@ func TestRestoreConntrack(t *testing.T) {
 	bad := restoreCases[0]
 	bad.Backend = ap("[2001:db8::1]:80") // family mismatch
 	res, err = k.RestoreConntrack(ctx, []ConntrackEntry{bad, restoreCases[1]})
-	if err == nil || res != (RestoreResult{Existing: 1, Failed: 1}) {
+	if err == nil || counts(res) != (restoreCounts{Existing: 1, Failed: 1}) {
 		t.Errorf("bad entry: %+v, %v", res, err)
+	}
+	if !slices.Equal(res.Outcomes, []RestoreOutcome{OutcomeFailed, OutcomeExisting}) {
+		t.Errorf("bad entry: outcomes %v, want failed, existing", res.Outcomes)
+	}
+}
+
+// A NoCreate entry refreshes the entry of its connection and never makes
+// one; an entry with a CreateTimeout is created with it, and refreshed with
+// its Timeout.
+func TestRestoreConntrackNoCreateAndCreateTimeout(t *testing.T) {
+	requireNetAdmin(t)
+	ctx := context.Background()
+	ns := newTestNS(t)
+	k := NewKernel(InNetNS(ns.fd))
+	first, second := restoreCases[0], restoreCases[1]
+	first.CreateTimeout, first.Timeout = 40*time.Second, 10*time.Minute
+	second.NoCreate, second.Refresh = true, true
+	res, err := k.RestoreConntrack(ctx, []ConntrackEntry{first, second})
+	if err != nil || counts(res) != (restoreCounts{Created: 1, Absent: 1}) ||
+		!slices.Equal(res.Outcomes, []RestoreOutcome{OutcomeCreated, OutcomeAbsent}) {
+		t.Fatalf("RestoreConntrack = %+v, %v; want the first created, the second absent", res, err)
+	}
+	got := dumpConntrack(t, ns.fd)
+	if len(got) != 1 || got[0].timeout > 40 || got[0].timeout+5 < 40 {
+		t.Fatalf("table %v, want the first entry alone, timeout about 40", got)
+	}
+	again := first
+	again.NoCreate, again.Refresh = true, true
+	res, err = k.RestoreConntrack(ctx, []ConntrackEntry{again})
+	if err != nil || counts(res) != (restoreCounts{Existing: 1, Refreshed: 1}) || res.Outcomes[0] != OutcomeRefreshed {
+		t.Fatalf("NoCreate of an existing entry: %+v, %v; want refreshed", res, err)
+	}
+	if got := dumpConntrack(t, ns.fd); len(got) != 1 || got[0].timeout > 600 || got[0].timeout+5 < 600 {
+		t.Errorf("table %v, want the entry refreshed to about 600", got)
 	}
 }
 

@@ -66,13 +66,21 @@ const (
 	afInet6 = 10
 )
 
-// restoredStatus is what a restored entry claims: both directions seen and
-// assured (early_drop never picks it). ctnetlink_create_conntrack sets
+// restoredStatus is what a restored entry claims: both directions seen,
+// so that the connection's first packet here makes it assured (TCP: a
+// valid segment in ESTABLISHED with the reply seen; UDP: once it is a
+// stream; nf_conntrack_proto_*.c), and not assured itself. Until its
+// packets come the entry is another director's claim only, which a full
+// table may drop: the kernel's early_drop (nf_conntrack_core.c,
+// early_drop_list) and its gc_worker above 95 % of nf_conntrack_max skip
+// assured entries only; a flood of single-packet flows through the other
+// directors must not fill this one's table with entries it cannot shed,
+// and so drop its own new flows. ctnetlink_create_conntrack sets
 // IPS_CONFIRMED itself before it applies CTA_STATUS, and the kernels that
 // check unchangeable bits then refuse a status without it (EBUSY); kernels
 // from the weeks between e6d57e9ff0ae and its fix set it after, and refuse
 // a status with it. RestoreConntrack tries this one first.
-const restoredStatus = ipsSeenReply | ipsAssured | ipsConfirmed
+const restoredStatus = ipsSeenReply | ipsConfirmed
 
 // minRestoreTimeout keeps an entry alive until its connection's next packet
 // even when the IPVS entry is about to expire: conntrack refreshes it from
@@ -132,7 +140,11 @@ func newConntrackMessage(e ConntrackEntry, status uint32) (netlink.Message, erro
 		n.Bytes(natMax, snat)
 		return nil
 	})
-	ae.Uint32(ctaTimeout, uint32(max(e.Timeout, minRestoreTimeout)/time.Second))
+	timeout := e.Timeout
+	if e.CreateTimeout > 0 {
+		timeout = e.CreateTimeout
+	}
+	ae.Uint32(ctaTimeout, uint32(max(timeout, minRestoreTimeout)/time.Second))
 	ae.Uint32(ctaMark, e.Mark)
 	return request(e, ipctnlMsgCtNew, netlink.Request|netlink.Acknowledge|netlink.Create|netlink.Excl, ae)
 }

@@ -174,7 +174,7 @@ link set r0 up
 			}
 			start := time.Now()
 			res, err := k.RestoreConntrack(ctx, es)
-			if err != nil || res != (RestoreResult{Created: 1}) {
+			if err != nil || counts(res) != (restoreCounts{Created: 1}) {
 				t.Fatalf("RestoreConntrack(%v) = %+v, %v", es, res, err)
 			}
 			t.Logf("restored in %v", time.Since(start))

@@ -88,7 +88,18 @@ type ConnSync struct {
 	// cluster messages are best effort); the whole cache is replayed only
 	// to a member that joins or lost more than can be sent again.
 	ResyncInterval time.Duration
+	// PeerConntrackShare is the share of nf_conntrack_max, in percent,
+	// that the conntrack entries a director creates for the other
+	// directors' FULLNAT connections under ECMP may take together
+	// (agent/peerbudget.go): a flood through the others must not fill
+	// this director's table.
+	PeerConntrackShare int
 }
+
+// DefaultPeerConntrackShare is conn_sync.peer_conntrack_share's default:
+// a quarter of the table for the other directors' connections, the rest
+// for this director's own flows.
+const DefaultPeerConntrackShare = 25
 
 // Defaults and bounds of the cluster block.
 const (
@@ -131,9 +142,10 @@ type rawCluster struct {
 }
 
 type rawConnSync struct {
-	Enabled        *bool        `yaml:"enabled"`
-	Port           *int         `yaml:"port" range:"1-65535"`
-	ResyncInterval yamldoc.Text `yaml:"resync_interval"`
+	Enabled            *bool        `yaml:"enabled"`
+	Port               *int         `yaml:"port" range:"1-65535"`
+	ResyncInterval     yamldoc.Text `yaml:"resync_interval"`
+	PeerConntrackShare *int         `yaml:"peer_conntrack_share" range:"1-100"`
 }
 
 // cluster validates the cluster block of the agent file at file; nil
@@ -264,9 +276,12 @@ func (d *doc) clusterRanking(c *Cluster, raw *rawCluster) {
 
 // connSync is the conn_sync block with its defaults (on).
 func (d *doc) connSync(raw *rawConnSync) ConnSync {
-	c := ConnSync{Enabled: true, Port: DefaultConnSyncPort, ResyncInterval: DefaultResyncInterval}
+	c := ConnSync{Enabled: true, Port: DefaultConnSyncPort, ResyncInterval: DefaultResyncInterval, PeerConntrackShare: DefaultPeerConntrackShare}
 	if raw == nil {
 		return c
+	}
+	if raw.PeerConntrackShare != nil {
+		c.PeerConntrackShare = *raw.PeerConntrackShare
 	}
 	if raw.Enabled != nil {
 		c.Enabled = *raw.Enabled

@@ -41,7 +41,7 @@ cluster:
   rejoin_interval: 5s
   address_lifetime: 30s
   nice: -5
-  conn_sync: {enabled: false, port: 9000, resync_interval: 30s}
+  conn_sync: {enabled: false, port: 9000, resync_interval: 30s, peer_conntrack_share: 40}
 `)
 	a, err := LoadAgent(p)
 	if err != nil {
@@ -51,7 +51,7 @@ cluster:
 		KeyFile: dir + "/cluster.key", Keys: [][]byte{bytes.Repeat([]byte{7}, 32), make([]byte, 16)}, Label: "prod",
 		Mode: ModeActiveStandby, Priority: 200, Preempt: false, Quorum: 3, HeartbeatInterval: 100 * time.Millisecond,
 		FailureTimeout: 500 * time.Millisecond, RejoinInterval: 5 * time.Second, AddressLifetime: 30 * time.Second, Nice: -5,
-		ConnSync: ConnSync{Enabled: false, Port: 9000, ResyncInterval: 30 * time.Second}}
+		ConnSync: ConnSync{Enabled: false, Port: 9000, ResyncInterval: 30 * time.Second, PeerConntrackShare: 40}}
 	if !reflect.DeepEqual(a.Cluster, want) {
 		t.Errorf("got  %+v\nwant %+v", a.Cluster, want)
 	}
@@ -64,7 +64,7 @@ func TestClusterDefaults(t *testing.T) {
 	}
 	want := &Cluster{Bind: ":7946", Insecure: true, Label: "lvsd", Mode: ModeActiveActive, Priority: 100, Preempt: true,
 		HeartbeatInterval: 50 * time.Millisecond, FailureTimeout: 250 * time.Millisecond, RejoinInterval: 10 * time.Second,
-		AddressLifetime: 10 * time.Second, Nice: -10, ConnSync: ConnSync{Enabled: true, Port: 8848, ResyncInterval: 10 * time.Second}}
+		AddressLifetime: 10 * time.Second, Nice: -10, ConnSync: ConnSync{Enabled: true, Port: 8848, ResyncInterval: 10 * time.Second, PeerConntrackShare: 25}}
 	if !reflect.DeepEqual(a.Cluster, want) {
 		t.Errorf("got  %+v\nwant %+v", a.Cluster, want)
 	}
@@ -104,6 +104,8 @@ func TestClusterBad(t *testing.T) {
 		{"preempt type", head + ins + "  preempt: sometimes\n", ":4:12: preempt: want true or false, not \"sometimes\""},
 		{"sync port", head + ins + "  conn_sync: {port: 65535}\n", ":4:21: port 65535 is not in 1-65533 (connection sync also uses the next two ports)"},
 		{"resync interval", head + ins + "  conn_sync:\n    resync_interval: 10ms\n", ":5:22: conn_sync.resync_interval \"10ms\" is not a duration from 1s to 1h0m0s"},
+		{"peer conntrack share", head + ins + "  conn_sync: {peer_conntrack_share: 0}\n", ":4:37: peer_conntrack_share 0 is not in 1-100"},
+		{"peer conntrack share percent", head + ins + "  conn_sync: {peer_conntrack_share: 25%}\n", ":4:37: peer_conntrack_share: want a whole number (1-100), not \"25%\""},
 		{"sync unknown key", head + ins + "  conn_sync: {enable: true}\n", ":4:15: unknown key \"enable\" (did you mean enabled?)"},
 		{"on a real server", "role: realserver\ncluster: {insecure: true}\n", ":2:11: cluster is only for role director"},
 	}

@@ -67,7 +67,7 @@ func startMember(ctx context.Context, o Options, k *agent.Kernel, bgCtx context.
 		rc := relayConfig(c.ConnSync, node, log)
 		rc.Incarnation = cc.Incarnation
 		if c.Mode == config.ModeECMP && k.Conntrack != nil {
-			m.peers = agent.NewPeerFlows(k.Conntrack, log)
+			m.peers = agent.NewPeerFlows(k.Conntrack, k.Sysctls, c.ConnSync.PeerConntrackShare, log)
 			rc.Applied = m.peers.Applied
 			peers := m.peers
 			runs.Go(func() { peers.Run(runCtx) })

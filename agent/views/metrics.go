@@ -109,7 +109,7 @@ func (c *Collector) Collect(ch chan<- prometheus.Metric) {
 		collectConnSync(st.ConnSync, gauge, counter)
 	}
 	if st.PeerFlows != nil {
-		collectPeerFlows(st.PeerFlows, counter)
+		collectPeerFlows(st.PeerFlows, gauge, counter)
 	}
 	if st.BGP != nil {
 		collectBGP(st.BGP, st.Drained, gauge, counter)

@@ -28,7 +28,16 @@ var (
 		"daemon's last record leaves at once instead of after its 2 s flush time.")
 	descPeerFlows = desc("conn_sync_peer_conntrack_total", "Conntrack entries of other directors' FULLNAT "+
 		"connections under ECMP, by result: created, existing (found already), refreshed (of those, given the "+
-		"record's timeout), replaced (of those, another connection's with the same ports, made again), failed (refused by the kernel), dropped (not written: the kernel was too far behind).", "result")
+		"record's timeout), replaced (of those, another connection's with the same ports, made again), failed (refused by the kernel), dropped (not written: the kernel was too far behind), "+
+		"refused_budget (not created: the entries of other directors' connections took their share of nf_conntrack_max).", "result")
+	descPeerConntrack = desc("conn_sync_peer_conntrack_entries", "Conntrack entries this director created for other "+
+		"directors' FULLNAT connections under ECMP and still counts against conn_sync.peer_conntrack_share.")
+	descPeerConntrackLimit = desc("conn_sync_peer_conntrack_limit", "The cap on lvsd_conn_sync_peer_conntrack_entries: "+
+		"conn_sync.peer_conntrack_share of nf_conntrack_max (0: nf_conntrack_max unknown, no cap).")
+	descConntrackEntries = desc("conntrack_entries", "The kernel's conntrack entries (nf_conntrack_count), read every "+
+		"5 s; exported under ECMP with connection sync.")
+	descConntrackLimit = desc("conntrack_entries_limit", "The kernel's conntrack table size (nf_conntrack_max), read every "+
+		"5 s; exported under ECMP with connection sync.")
 	descSyncLag = desc("conn_sync_lag_seconds", "Receive time minus the sender's send time of relay messages "+
 		"(includes the directors' clock offset): of the last message, and the largest seen.", "which")
 )
@@ -48,7 +57,8 @@ var (
 var clusterStates = []string{"starting", "active", "standby", "no-quorum", "leaving"}
 
 var clusterDescs = []*prometheus.Desc{descClusterLive, descQuorum, descStalls, descClusterInfo, descClusterState,
-	descVIPHolders, descSyncRecords, descSyncDropped, descSyncAntiEntropy, descSyncCache, descSyncPushes, descSyncLag, descPeerFlows}
+	descVIPHolders, descSyncRecords, descSyncDropped, descSyncAntiEntropy, descSyncCache, descSyncPushes, descSyncLag, descPeerFlows,
+	descPeerConntrack, descPeerConntrackLimit, descConntrackEntries, descConntrackLimit}
 
 func collectCluster(v *cluster.View, gauge func(*prometheus.Desc, float64, ...string), counter func(*prometheus.Desc, uint64, ...string)) {
 	gauge(descClusterLive, float64(v.Live))
@@ -63,13 +73,18 @@ func collectCluster(v *cluster.View, gauge func(*prometheus.Desc, float64, ...st
 	}
 }
 
-func collectPeerFlows(s *agent.PeerFlowStats, counter func(*prometheus.Desc, uint64, ...string)) {
+func collectPeerFlows(s *agent.PeerFlowStats, gauge func(*prometheus.Desc, float64, ...string), counter func(*prometheus.Desc, uint64, ...string)) {
 	counter(descPeerFlows, s.Created, "created")
 	counter(descPeerFlows, s.Existing, "existing")
 	counter(descPeerFlows, s.Refreshed, "refreshed")
 	counter(descPeerFlows, s.Replaced, "replaced")
 	counter(descPeerFlows, s.Failed, "failed")
 	counter(descPeerFlows, s.Dropped, "dropped")
+	counter(descPeerFlows, s.RefusedBudget, "refused_budget")
+	gauge(descPeerConntrack, float64(s.Live))
+	gauge(descPeerConntrackLimit, float64(s.Limit))
+	gauge(descConntrackEntries, float64(s.ConntrackEntries))
+	gauge(descConntrackLimit, float64(s.ConntrackMax))
 }
 
 func collectConnSync(s *connsync.Stats, gauge func(*prometheus.Desc, float64, ...string), counter func(*prometheus.Desc, uint64, ...string)) {

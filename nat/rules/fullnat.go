@@ -21,6 +21,17 @@ type ConntrackEntry struct {
 	Mark uint32
 	// Timeout is the entry's lifetime until its next packet.
 	Timeout time.Duration
+	// CreateTimeout, when not zero, is the lifetime of an entry this
+	// creates, Timeout staying that of an existing one it refreshes:
+	// another director's connection seen for the first time may be a
+	// single spoofed packet, and its entry need not outlive the kernel's
+	// own unreplied flows; a second record says it is alive.
+	CreateTimeout time.Duration
+	// NoCreate only refreshes an existing entry of the connection (it
+	// needs Refresh): the director's budget of entries for other
+	// directors' connections is spent, and an entry that exists already
+	// costs nothing.
+	NoCreate bool
 	// Refresh makes an existing entry this one: the connection is alive
 	// on another director, which this one hears of while no packet of it
 	// comes here. The entry of the same connection (its reply tuple, with
