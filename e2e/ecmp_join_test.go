@@ -10,6 +10,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/lvsd/lvsd/cluster/connsync"
 	"github.com/lvsd/lvsd/ipvs"
 )
 
@@ -67,6 +68,10 @@ func TestECMPJoinHasState(t *testing.T) {
 	}
 	t.Logf("when the router's route got director4's path: director4's IPVS table had %d of the fleet's %d connections;\n%s",
 		at.entries, c.row.total, joinLog(joiner))
+	sync := statusPart[connsync.Stats](t, joiner.host, "conn_sync")
+	t.Logf("director4's connection sync: %d received, %d applied, %d held before its backup daemon ran, %d confirmed in its table, "+
+		"%d written again, %d unconfirmed", sync.ReceivedRecords, sync.AppliedRecords, sync.HeldMessages, sync.ConfirmedRecords,
+		sync.RetriedRecords, sync.UnconfirmedRecords)
 	if at.entries < c.row.total {
 		t.Errorf("director4 was announced with %d of the fleet's %d connections in its IPVS table, want all", at.entries, c.row.total)
 	}

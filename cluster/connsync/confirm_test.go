@@ -238,3 +238,24 @@ func TestHoldKeepsOrder(t *testing.T) {
 		t.Fatalf("the later record was not written last")
 	}
 }
+
+// TestConfirmForgetsLeftMember: what is kept of a director that left is
+// dropped; it is awaited no more.
+func TestConfirmForgetsLeftMember(t *testing.T) {
+	e, tr, _ := testEngine(t, Config{Kernel: newFakeKernel(true)})
+	e.backupUp = true
+	e.catchingUp = func() bool { return true }
+	e.deliver(peerB().message(flagReplay, t0, tcp4("198.51.100.7", 40000).encode()), t0)
+	if e.tracked != 1 || e.pending["b"] == nil {
+		t.Fatalf("keeps %d records, pending %v", e.tracked, e.pending)
+	}
+	r, err := New(Config{Transport: tr})
+	if err != nil {
+		t.Fatal(err)
+	}
+	r.MemberLeft("b")
+	r.takeHints(e)
+	if e.tracked != 0 || len(e.pending) != 0 {
+		t.Fatalf("still keeps %d records of %d directors", e.tracked, len(e.pending))
+	}
+}

@@ -300,6 +300,7 @@ func (r *Relay) takeHints(e *engine) {
 			delete(e.members, h.member)
 			delete(e.lastRequest, h.member)
 			e.stopReplay(h.member)
+			e.forgetPending(h.member) // no longer awaited (catchup.go)
 		}
 	}
 }
