@@ -33,6 +33,8 @@ type lvsd struct {
 	// profile, when set, is where lvsd writes a CPU profile of its run
 	// (LVSD_CPU_PROFILE).
 	profile string
+	// env is added to lvsd's environment (test knobs).
+	env []string
 }
 
 // testDir returns a per-test folder on the read-write share, so logs can be
@@ -103,8 +105,11 @@ func (l *lvsd) start() {
 	}
 	l.cmd = exec.Command(lvsdBin, "run", "--config", filepath.Join(l.dir, "lvsd.yaml"))
 	l.cmd.Stdout, l.cmd.Stderr = logFile, logFile
+	if l.profile != "" || len(l.env) > 0 {
+		l.cmd.Env = append(os.Environ(), l.env...)
+	}
 	if l.profile != "" {
-		l.cmd.Env = append(os.Environ(), "LVSD_CPU_PROFILE="+l.profile)
+		l.cmd.Env = append(l.cmd.Env, "LVSD_CPU_PROFILE="+l.profile)
 	}
 	if err := l.host.Start(l.cmd); err != nil {
 		logFile.Close()

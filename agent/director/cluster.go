@@ -66,6 +66,11 @@ func startMember(ctx context.Context, o Options, k *agent.Kernel, bgCtx context.
 	if c.ConnSync.Enabled {
 		rc := relayConfig(c.ConnSync, node, log)
 		rc.Incarnation = cc.Incarnation
+		if k.Daemons != nil && k.Conns != nil {
+			// Writes wait for the backup daemon, and the start-up hold for
+			// the others' state in the kernel's table (connsync.Kernel).
+			rc.Kernel = agent.SyncBackup{Daemons: k.Daemons, Conns: k.Conns, Port: c.ConnSync.Port + 1}
+		}
 		if c.Mode == config.ModeECMP && k.Conntrack != nil {
 			m.peers = agent.NewPeerFlows(k.Conntrack, k.Sysctls, c.ConnSync.PeerConntrackShare, log)
 			rc.Applied = m.peers.Applied

@@ -17,7 +17,9 @@ var (
 		"to postpone failure detection (a loaded or paused host).")
 	descSyncRecords = desc("conn_sync_records_total", "IPVS connection records by stage: read from the local "+
 		"master daemon, sent to the cluster (replayed: of those, from the cache; resent: of those, to a peer that lost them), received from the cluster, "+
-		"applied (written to the local backup daemon).", "stage")
+		"applied (written to the local backup daemon while it runs), and of a starting director's catch-up replays: confirmed "+
+		"(found in the kernel's connection table), retried (written again because the table lacked them), unconfirmed "+
+		"(still lacking after the retries).", "stage")
 	descSyncDropped = desc("conn_sync_dropped_total", "Sync datagrams, messages or records dropped, by reason.",
 		"reason")
 	descSyncAntiEntropy = desc("conn_sync_anti_entropy_total", "How the relays make up for lost messages: summaries "+
@@ -89,7 +91,8 @@ func collectPeerFlows(s *agent.PeerFlowStats, gauge func(*prometheus.Desc, float
 
 func collectConnSync(s *connsync.Stats, gauge func(*prometheus.Desc, float64, ...string), counter func(*prometheus.Desc, uint64, ...string)) {
 	for stage, n := range map[string]uint64{"read": s.MasterRecords, "sent": s.SentRecords, "replayed": s.ReplayedRecords,
-		"resent": s.ResentRecords, "received": s.ReceivedRecords, "applied": s.AppliedRecords} {
+		"resent": s.ResentRecords, "received": s.ReceivedRecords, "applied": s.AppliedRecords,
+		"confirmed": s.ConfirmedRecords, "retried": s.RetriedRecords, "unconfirmed": s.UnconfirmedRecords} {
 		counter(descSyncRecords, n, stage)
 	}
 	for event, n := range map[string]uint64{"summary_sent": s.SummariesSent, "summary_received": s.SummariesReceived,
@@ -98,7 +101,7 @@ func collectConnSync(s *connsync.Stats, gauge func(*prometheus.Desc, float64, ..
 		counter(descSyncAntiEntropy, n, event)
 	}
 	for reason, n := range map[string]uint64{"invalid": s.DroppedInvalid, "stale": s.DroppedStale,
-		"overflow": s.DroppedOverflow, "write": s.DroppedWrite, "evicted": s.Evicted} {
+		"overflow": s.DroppedOverflow, "write": s.DroppedWrite, "backup_down": s.DroppedBackupDown, "evicted": s.Evicted} {
 		counter(descSyncDropped, n, reason)
 	}
 	gauge(descSyncCache, float64(s.CacheSize))

@@ -73,14 +73,17 @@ lvsd_conn_sync_lag_seconds{which="max"} 0.04
 # HELP lvsd_conn_sync_pushes_total Datagrams sent to the pusher service so that the master daemon's last record leaves at once instead of after its 2 s flush time.
 # TYPE lvsd_conn_sync_pushes_total counter
 lvsd_conn_sync_pushes_total 4
-# HELP lvsd_conn_sync_records_total IPVS connection records by stage: read from the local master daemon, sent to the cluster (replayed: of those, from the cache; resent: of those, to a peer that lost them), received from the cluster, applied (written to the local backup daemon).
+# HELP lvsd_conn_sync_records_total IPVS connection records by stage: read from the local master daemon, sent to the cluster (replayed: of those, from the cache; resent: of those, to a peer that lost them), received from the cluster, applied (written to the local backup daemon while it runs), and of a starting director's catch-up replays: confirmed (found in the kernel's connection table), retried (written again because the table lacked them), unconfirmed (still lacking after the retries).
 # TYPE lvsd_conn_sync_records_total counter
 lvsd_conn_sync_records_total{stage="applied"} 5
+lvsd_conn_sync_records_total{stage="confirmed"} 0
 lvsd_conn_sync_records_total{stage="read"} 10
 lvsd_conn_sync_records_total{stage="received"} 5
 lvsd_conn_sync_records_total{stage="replayed"} 2
 lvsd_conn_sync_records_total{stage="resent"} 1
+lvsd_conn_sync_records_total{stage="retried"} 0
 lvsd_conn_sync_records_total{stage="sent"} 12
+lvsd_conn_sync_records_total{stage="unconfirmed"} 0
 # HELP lvsd_conn_sync_anti_entropy_total How the relays make up for lost messages: summaries sent and received, peers' messages found missing, requests for them sent, received and refused, and whole-cache replays to one peer that lost more than could be sent again.
 # TYPE lvsd_conn_sync_anti_entropy_total counter
 lvsd_conn_sync_anti_entropy_total{event="fallback_replay"} 0

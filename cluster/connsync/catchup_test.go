@@ -20,6 +20,7 @@ func TestCatchUp(t *testing.T) {
 		{"nobody heard", func(c *catchUp) {}, 0, true},
 		{"a heard, no replay yet", func(c *catchUp) { c.joined("a") }, time.Second, false},
 		{"a replayed", func(c *catchUp) { c.joined("a"); c.ended("a") }, time.Second, true},
+		{"a's end marker came, its records not yet in the kernel", func(c *catchUp) { c.joined("a"); c.markerCame("a") }, time.Second, false},
 		{"a replayed before it was heard", func(c *catchUp) { c.ended("a"); c.joined("a") }, time.Second, true},
 		{"a replayed, b not", func(c *catchUp) { c.joined("a"); c.joined("b"); c.ended("a") }, time.Second, false},
 		{"b left", func(c *catchUp) { c.joined("a"); c.joined("b"); c.ended("a"); c.left("b") }, time.Second, true},

@@ -112,6 +112,12 @@ type Config struct {
 	// the Transport, if it implements Authority (the cluster node does),
 	// else every received record is refused.
 	Authority Authority
+	// Kernel, when set, is checked before and after writing: relay
+	// messages wait until the backup daemon runs, and a starting
+	// director's catch-up ends only once the kernel's connection table
+	// holds the replayed records (confirm.go). nil: every write is taken
+	// for applied.
+	Kernel Kernel
 	// Applied, when set, is handed the connections of every datagram
 	// written to the backup daemon, each with the director it started on
 	// (origins.go): a FULLNAT director under ECMP creates their conntrack

@@ -52,6 +52,18 @@ type engine struct {
 
 	origins   *origins      // first directors of applied connections; nil without Config.Applied
 	lastSweep time.Duration // of origins
+
+	// What is written is checked against the kernel (confirm.go).
+	backupUp   bool                   // the backup daemon runs: always, without Config.Kernel
+	held       []heldMsg              // received while it did not
+	heldLogged bool                   // the hold was logged
+	refetch    map[string]bool        // directors whose messages did not fit the hold
+	catchingUp func() bool            // the start-up catch-up still waits (catchup.go)
+	markerCame func(sender string)    // an awaited end marker came; its records are being confirmed
+	pending    map[string]*confirming // replays to confirm, by sender
+	tracked    int                    // records in pending
+	verifying  bool                   // a read of the table is under way
+	nextVerify time.Duration          // no read before
 }
 
 func newEngine(cfg Config, st *counters, log *slog.Logger, out datagramWriter, now time.Time) *engine {
@@ -66,6 +78,9 @@ func newEngine(cfg Config, st *counters, log *slog.Logger, out datagramWriter, n
 		members:  map[string]bool{}, lastRequest: map[string]time.Time{},
 		tokens:   burst(cfg.MaxRate),
 		lastWarn: -warnEvery,
+		backupUp: cfg.Kernel == nil,
+		refetch:  map[string]bool{}, pending: map[string]*confirming{},
+		catchingUp: func() bool { return false },
 	}
 	e.fresh.from = &e.self
 	if cfg.Applied != nil {
@@ -160,23 +175,29 @@ func (e *engine) deliver(b []byte, at time.Time) {
 		return
 	}
 	w := e.accepts(m, at)
-	if w == nil {
-		return
+	switch {
+	case w == nil:
+	case m.flags == flagRequest:
+		// What this director sends does not wait for its own backup daemon.
+		w.observe(m, false)
+		e.answer(m, at)
+	case !e.backupUp:
+		e.hold(m, w, at)
+	default:
+		e.take(m, w, at)
 	}
+}
+
+// take applies an accepted message that is not a request.
+func (e *engine) take(m message, w *window, at time.Time) {
 	switch m.flags {
 	case flagReplay | flagReplayEnd:
 		w.observe(m, false)
-		if e.replayEnded != nil {
-			e.replayEnded(m.sender)
-		}
+		e.replayDone(m.sender, at)
 		return
 	case flagSummary:
 		w.observe(m, false)
 		e.st.summariesReceived.Add(1)
-		return
-	case flagRequest:
-		w.observe(m, false)
-		e.answer(m, at)
 		return
 	}
 	applied := e.apply(m, at)
@@ -232,6 +253,9 @@ func (e *engine) apply(m message, at time.Time) (done bool) {
 	}
 	e.st.appliedDatagrams.Add(1)
 	e.st.appliedRecords.Add(uint64(n))
+	if m.flags&flagReplay != 0 {
+		e.track(m.sender, applied)
+	}
 	if e.cfg.Applied != nil {
 		e.conns = appendConns(e.conns[:0], applied, m.sender)
 		e.cfg.Applied(e.conns)
@@ -331,6 +355,11 @@ func (e *engine) nextWake(now time.Time) (time.Time, bool) {
 	if !e.fresh.empty() {
 		at, ok = e.epoch.Add(e.freshAt+e.cfg.FlushDelay), true
 	}
+	if e.verificationWaits() {
+		if v := e.epoch.Add(e.nextVerify); !ok || v.Before(at) {
+			at, ok = v, true
+		}
+	}
 	if len(e.replays) > 0 {
 		wait := time.Duration(0)
 		if e.tokens < 1 {
@@ -355,6 +384,7 @@ func (e *engine) tick(now time.Time) {
 	if len(e.replays) > 0 {
 		e.pump(now)
 	}
+	e.stopConfirming()
 }
 
 // warn logs a drop, at most once per warnEvery.

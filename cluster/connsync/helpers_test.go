@@ -156,7 +156,8 @@ type fakeSockets struct {
 	mu      sync.Mutex
 	written [][]byte // datagrams written for the backup daemon
 	notify  chan struct{}
-	failErr error // Write fails with it when set
+	failErr error       // Write fails with it when set
+	kernel  *fakeKernel // when set, takes what is written as a backup daemon would
 }
 
 func newFakeSockets() *fakeSockets {
@@ -181,6 +182,9 @@ func (f *fakeSockets) Write(b []byte) error {
 		return f.failErr
 	}
 	f.written = append(f.written, append([]byte(nil), b...))
+	if f.kernel != nil {
+		f.kernel.take(b)
+	}
 	select {
 	case f.notify <- struct{}{}:
 	default:

@@ -168,6 +168,23 @@ func (r *Relay) Run(ctx context.Context) error {
 	e := newEngine(r.cfg, &r.st, r.cfg.Log, out, r.now())
 	e.services = r.services.Load
 	e.replayEnded = r.catchUp.ended
+	e.markerCame = r.catchUp.markerCame
+	e.catchingUp = func() bool { return !r.catchUp.over() }
+	// The kernel is read on a goroutine of its own (confirm.go): a table
+	// of a million entries takes seconds.
+	var backupUp <-chan struct{}
+	verifyReqs, verifyResults := make(chan verifyRequest, 1), make(chan verifyResult, 1)
+	if r.cfg.Kernel != nil {
+		up := make(chan struct{})
+		backupUp = up
+		kctx, stopKernel := context.WithCancel(ctx)
+		done := make(chan struct{})
+		go func() {
+			defer close(done)
+			watchKernel(kctx, r.cfg.Kernel, r.cfg.Log, up, verifyReqs, verifyResults)
+		}()
+		defer func() { stopKernel(); <-done }()
+	}
 	r.cfg.Log.Info("connection sync relay started", "interface", r.cfg.Interface, "group", r.cfg.Group,
 		"master_port", r.cfg.MasterPort, "backup_port", r.cfg.BackupPort, "sync_id", r.cfg.SyncID)
 	summaries := time.NewTicker(r.cfg.ResyncInterval)
@@ -239,9 +256,17 @@ func (r *Relay) Run(ctx context.Context) error {
 			cur, sum := r.st.snapshot(), r.st.summary()
 			logSummary(r.cfg.Log, prevSum, prev, cur, sum)
 			prev, prevSum = cur, sum
+		case <-backupUp:
+			backupUp = nil
+			e.backupStarted(r.now())
+		case res := <-verifyResults:
+			e.verified(res, r.now())
 		case <-wake.C:
 		}
 		e.tick(r.now())
+		if req, ok := e.verification(r.now()); ok {
+			verifyReqs <- req // one at a time: never blocks
+		}
 	}
 }
 
@@ -275,6 +300,7 @@ func (r *Relay) takeHints(e *engine) {
 			delete(e.members, h.member)
 			delete(e.lastRequest, h.member)
 			e.stopReplay(h.member)
+			e.forgetPending(h.member) // no longer awaited (catchup.go)
 		}
 	}
 }

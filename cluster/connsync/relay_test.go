@@ -59,8 +59,15 @@ type node struct {
 
 func startNode(t *testing.T, name string, cfg Config) *node {
 	t.Helper()
+	return startNodeWith(t, name, cfg, func(*fakeSockets) {})
+}
+
+// startNodeWith is startNode with the sockets set up by setup first.
+func startNodeWith(t *testing.T, name string, cfg Config, setup func(*fakeSockets)) *node {
+	t.Helper()
 	n := &node{socks: newFakeSockets(), tr: &fakeTransport{name: name, peers: map[string]*Relay{}},
 		pushes: make(chan netip.AddrPort, 100)}
+	setup(n.socks)
 	cfg.Transport = n.tr
 	r, err := New(cfg)
 	if err != nil {

@@ -21,13 +21,23 @@ type Stats struct {
 
 	ReceivedMessages uint64 `json:"received_messages"` // valid relay messages from peers
 	ReceivedRecords  uint64 `json:"received_records"`  // records in them
-	AppliedDatagrams uint64 `json:"applied_datagrams"` // datagrams written to the local backup daemon
-	AppliedRecords   uint64 `json:"applied_records"`   // records in them
+	AppliedDatagrams uint64 `json:"applied_datagrams"` // datagrams written to the local backup daemon while it runs
+	AppliedRecords   uint64 `json:"applied_records"`   // records in them; the kernel may still drop some (ConfirmedRecords)
+	HeldMessages     uint64 `json:"held_messages"`     // relay messages held because the backup daemon did not run yet
+
+	// The records of the replays a starting director receives, checked
+	// against the kernel's IPVS connection table (confirm.go).
+	ConfirmedRecords   uint64 `json:"confirmed_records"`   // found in the table
+	RetriedRecords     uint64 `json:"retried_records"`     // written again because the table lacked them
+	UnconfirmedRecords uint64 `json:"unconfirmed_records"` // still not found after the retries, or never checked
 
 	DroppedInvalid  uint64 `json:"dropped_invalid"`  // datagrams and relay messages that failed validation, whole
 	DroppedStale    uint64 `json:"dropped_stale"`    // records whose timeout ran out in transit (by the sender's clock)
 	DroppedOverflow uint64 `json:"dropped_overflow"` // relay messages dropped because the relay was behind
 	DroppedWrite    uint64 `json:"dropped_write"`    // datagrams the backup socket refused
+	// DroppedBackupDown are relay messages that did not fit the hold while
+	// the backup daemon did not run; their senders are asked again.
+	DroppedBackupDown uint64 `json:"dropped_backup_down"`
 
 	// Relay messages refused as not fresh (a replay, or a clock out of
 	// bounds), whole.
@@ -104,6 +114,9 @@ type counters struct {
 	missingMessages, requestsSent                 atomic.Uint64
 	requestsReceived, requestsRefused             atomic.Uint64
 	resentRecords, fallbackReplays                atomic.Uint64
+	heldMessages, droppedBackupDown               atomic.Uint64
+	confirmedRecords, retriedRecords              atomic.Uint64
+	unconfirmedRecords                            atomic.Uint64
 }
 
 func (c *counters) snapshot() Stats {
@@ -118,6 +131,11 @@ func (c *counters) snapshot() Stats {
 		ReceivedRecords:     c.receivedRecords.Load(),
 		AppliedDatagrams:    c.appliedDatagrams.Load(),
 		AppliedRecords:      c.appliedRecords.Load(),
+		HeldMessages:        c.heldMessages.Load(),
+		ConfirmedRecords:    c.confirmedRecords.Load(),
+		RetriedRecords:      c.retriedRecords.Load(),
+		UnconfirmedRecords:  c.unconfirmedRecords.Load(),
+		DroppedBackupDown:   c.droppedBackupDown.Load(),
 		DroppedInvalid:      c.droppedInvalid.Load(),
 		DroppedStale:        c.droppedStale.Load(),
 		DroppedOverflow:     c.droppedOverflow.Load(),
@@ -166,7 +184,7 @@ func (c *counters) summary() summary {
 	return summary{
 		master: s.MasterRecords,
 		fresh:  c.receivedFresh.Load(),
-		drops: s.DroppedInvalid + s.DroppedStale + s.DroppedOverflow + s.DroppedWrite + s.Evicted +
+		drops: s.DroppedInvalid + s.DroppedStale + s.DroppedOverflow + s.DroppedWrite + s.DroppedBackupDown + s.Evicted +
 			s.DroppedReplayed + s.DroppedTooOld + s.DroppedFuture + s.DroppedUnconfigured + s.DroppedNotHolder +
 			s.RequestsRefused,
 		cache: s.CacheSize,
@@ -191,6 +209,11 @@ func logSummary(log *slog.Logger, prevSum summary, prev, cur Stats, curSum summa
 		"replayed_records", cur.ReplayedRecords-prev.ReplayedRecords,
 		"received_records", cur.ReceivedRecords-prev.ReceivedRecords,
 		"applied_records", cur.AppliedRecords-prev.AppliedRecords,
+		"confirmed_records", cur.ConfirmedRecords-prev.ConfirmedRecords,
+		"retried_records", cur.RetriedRecords-prev.RetriedRecords,
+		"unconfirmed_records", cur.UnconfirmedRecords-prev.UnconfirmedRecords,
+		"held_messages", cur.HeldMessages-prev.HeldMessages,
+		"dropped_backup_down", cur.DroppedBackupDown-prev.DroppedBackupDown,
 		"dropped_invalid", cur.DroppedInvalid-prev.DroppedInvalid,
 		"dropped_stale", cur.DroppedStale-prev.DroppedStale,
 		"dropped_overflow", cur.DroppedOverflow-prev.DroppedOverflow,

@@ -62,6 +62,11 @@ func runAgent(ctx context.Context, e *env) error {
 	if err != nil {
 		return err
 	}
+	// A test knob, not for operators: the VM tests make the backup
+	// daemon slow to start (agent.SlowBackupStart).
+	if d, err := time.ParseDuration(os.Getenv("LVSD_TEST_BACKUP_DAEMON_DELAY")); err == nil && d > 0 {
+		k.Daemons = &agent.SlowBackupStart{SyncDaemons: k.Daemons, Delay: d}
+	}
 	return director.Run(ctx, director.Options{
 		ConfigPath: e.config, Config: cfg, Version: version, Log: log,
 		Kernel: k, Leases: arp.Kernel{}, Links: arp.Kernel{},

@@ -61,10 +61,10 @@ func yesNo(b bool) string {
 // writeConnSyncStatus prints the connection-sync relay's counters on one
 // line.
 func writeConnSyncStatus(w io.Writer, s *connsync.Stats) error {
-	dropped := s.DroppedInvalid + s.DroppedStale + s.DroppedOverflow + s.DroppedWrite + s.Evicted
+	dropped := s.DroppedInvalid + s.DroppedStale + s.DroppedOverflow + s.DroppedWrite + s.DroppedBackupDown + s.Evicted
 	_, err := fmt.Fprintf(w, "connection sync: %d records from the kernel (%d pushes), %d sent (%d replayed), %d received, "+
-		"%d applied, %d cached, lag %s (max %s), %d dropped\n\n", s.MasterRecords, s.Pushes, s.SentRecords, s.ReplayedRecords,
-		s.ReceivedRecords, s.AppliedRecords, s.CacheSize, s.LastLag.Round(time.Millisecond),
+		"%d applied (%d confirmed in the kernel at start), %d cached, lag %s (max %s), %d dropped\n\n", s.MasterRecords, s.Pushes, s.SentRecords, s.ReplayedRecords,
+		s.ReceivedRecords, s.AppliedRecords, s.ConfirmedRecords, s.CacheSize, s.LastLag.Round(time.Millisecond),
 		s.MaxLag.Round(time.Millisecond), dropped)
 	return err
 }

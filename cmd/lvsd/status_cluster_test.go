@@ -36,7 +36,7 @@ func TestWriteDirectorStatusCluster(t *testing.T) {
   VIP        OWNER  HELD HERE  CLAIMED BY
   10.0.0.50  lvs1   yes        lvs1
 
-connection sync: 120 records from the kernel (7 pushes), 130 sent (10 replayed), 4 received, 4 applied, 100 cached, lag 2ms (max 41ms), 1 dropped
+connection sync: 120 records from the kernel (7 pushes), 130 sent (10 replayed), 4 received, 4 applied (0 confirmed in the kernel at start), 100 cached, lag 2ms (max 41ms), 1 dropped
 
 no services configured
 `
