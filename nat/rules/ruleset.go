@@ -87,12 +87,12 @@ type Rule struct {
 	Ports    []l4.PortRange
 	THDport  uint16      // "th dport N" (after Protos), if non-zero
 	NotSAddr []AddrRange // "ip saddr != ...", if any
-	CtMark   uint32 // "ct mark X" match, if non-zero
-	CtState  uint32 // "ct state X,Y" match (CtState* bits), if non-zero
-	NotRoot  bool   // "meta skuid != 0": sent by a socket of another user than root
-	Redirect bool   // "icmpv6 type nd-redirect"
-	SynAck   bool   // "tcp flags syn,ack / fin,syn,rst,ack": a SYN-ACK
-	MSSAbove uint16 // "tcp option maxseg size > N", if non-zero
+	CtMark   uint32      // "ct mark X" match, if non-zero
+	CtState  uint32      // "ct state X,Y" match (CtState* bits), if non-zero
+	NotRoot  bool        // "meta skuid != 0": sent by a socket of another user than root
+	Redirect bool        // "icmpv6 type nd-redirect"
+	SynAck   bool        // "tcp flags syn,ack / fin,syn,rst,ack": a SYN-ACK
+	MSSAbove uint16      // "tcp option maxseg size > N", if non-zero
 
 	SetMSS    uint16    // "tcp option maxseg size set N", if non-zero
 	SetMark   uint32    // "meta mark set X", if non-zero
