@@ -176,8 +176,7 @@ func (t *transport) accept() {
 		select {
 		case t.slots <- struct{}{}:
 		default:
-			t.stats.refusedStreams.Add(1)
-			t.log.Debug("cluster: too many streams at once, closing one", "from", c.RemoteAddr().String(), "limit", maxStreams)
+			t.stats.refusedStreams.Add(1) // counted, not logged: a flood would flood the log
 			c.Close()
 			continue
 		}
