@@ -84,7 +84,9 @@ const (
 
 type floodResult struct {
 	failed, moves                  int
-	rssGrowth                      int // KiB, the largest seen minus the start
+	rssGrowth                      int           // KiB, the largest seen minus the start
+	cpu                            time.Duration // the standby's lvsd's CPU time during the flood
+	stalls                         int
 	warnings                       int
 	refusedPackets, refusedStreams uint64
 	established                    int64
@@ -117,7 +119,7 @@ func runFlood(t *testing.T, clusterYAML string) floodResult {
 	waitHolders(t, tp, vip, time.Second, onlyOn(owner.ID))
 	before := statusPart[cluster.View](t, standby, "cluster")
 	marks := []int{ds[0].logSize(), ds[1].logSize()}
-	rss0 := vmRSS(t, ds[1])
+	rss0, cpu0 := vmRSS(t, ds[1]), cpuTime(t, ds[1])
 	tl := startTimeline(t, tp, []netip.Addr{vip})
 
 	target := netip.AddrPortFrom(standby.V4, cluster.DefaultPort)
@@ -143,7 +145,8 @@ func runFlood(t *testing.T, clusterYAML string) floodResult {
 	tl.close()
 	after := statusPart[cluster.View](t, standby, "cluster")
 	r := floodResult{rssGrowth: maxRSS - rss0, refusedPackets: after.RefusedPackets - before.RefusedPackets,
-		refusedStreams: after.RefusedStreams - before.RefusedStreams, established: established.Load()}
+		refusedStreams: after.RefusedStreams - before.RefusedStreams, established: established.Load(),
+		cpu: cpuTime(t, ds[1]) - cpu0, stalls: after.Stalls - before.Stalls}
 	r.moves = strings.Count(tl.String(), " on [") - 1
 	for i, l := range ds {
 		text := l.logSince(marks[i])
@@ -156,8 +159,9 @@ func runFlood(t *testing.T, clusterYAML string) floodResult {
 	t.Logf("timeline:\n%s", tl)
 	t.Logf("flood of %s for %s: %d junk datagrams (%.0f/s, target %d/s), %d TCP connects tried, %d established",
 		target, took.Round(time.Millisecond), sent.Load(), float64(sent.Load())/took.Seconds(), floodRate, dials.Load(), established.Load())
-	t.Logf("%s: RSS %d KiB before, at most %d KiB during (+%d KiB); %d packets failed authentication, %d streams refused; %d warnings and errors; %d directors declared failed",
-		standby.ID, rss0, maxRSS, r.rssGrowth, r.refusedPackets, r.refusedStreams, r.warnings, r.failed)
+	t.Logf("%s: RSS %d KiB before, at most %d KiB during (+%d KiB); lvsd used %s of CPU (%.0f %%); %d packets failed authentication, %d streams refused; %d warnings and errors; %d directors declared failed, %d detection stalls",
+		standby.ID, rss0, maxRSS, r.rssGrowth, r.cpu.Round(time.Millisecond), 100*r.cpu.Seconds()/took.Seconds(), r.refusedPackets, r.refusedStreams,
+		r.warnings, r.failed, r.stalls)
 	return r
 }
 
@@ -218,6 +222,27 @@ func holdConn(ctx context.Context, h *topo.Host, src netip.Addr, to netip.AddrPo
 		case <-time.After(100 * time.Millisecond):
 		}
 	}
+}
+
+// cpuTime is the CPU time l's process has used (user and system).
+func cpuTime(t *testing.T, l *lvsd) time.Duration {
+	t.Helper()
+	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", l.cmd.Process.Pid))
+	if err != nil {
+		t.Fatal(err)
+	}
+	// The fields after the command's name (in parentheses): utime and
+	// stime are the 12th and 13th, in clock ticks (USER_HZ, 100).
+	f := strings.Fields(string(b[strings.LastIndexByte(string(b), ')')+1:]))
+	if len(f) < 13 {
+		t.Fatalf("/proc/%d/stat: %q", l.cmd.Process.Pid, b)
+	}
+	user, err1 := strconv.Atoi(f[11])
+	sys, err2 := strconv.Atoi(f[12])
+	if err1 != nil || err2 != nil {
+		t.Fatalf("/proc/%d/stat: %q", l.cmd.Process.Pid, b)
+	}
+	return time.Duration(user+sys) * 10 * time.Millisecond
 }
 
 // vmRSS is l's resident set size in KiB.
