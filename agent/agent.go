@@ -18,6 +18,7 @@ import (
 	"github.com/lvsd/lvsd/cluster/bgp"
 	"github.com/lvsd/lvsd/cluster/connsync"
 	"github.com/lvsd/lvsd/ipvs"
+	"github.com/lvsd/lvsd/nat"
 )
 
 // Defaults of the reconciler.
@@ -191,6 +192,7 @@ func (a *Agent) Run(ctx context.Context, reload <-chan os.Signal) error {
 	// services: an edit made meanwhile waits in the inotify queue.
 	a.watch = a.watchConfig()
 	defer func() { a.watch.close() }() // the one in use then (nil-safe)
+	natChanged := a.watchNAT(ctx)
 	a.reconcile(ctx)
 	a.settleMemory()
 
@@ -212,6 +214,15 @@ func (a *Agent) Run(ctx context.Context, reload <-chan os.Signal) error {
 			r.reply <- backendReply{ov, after, err}
 			continue
 		case <-healthChanged:
+		case _, ok := <-natChanged:
+			if !ok {
+				a.log.Warn("watching nftables stopped; lvsd's tables are checked at the audit only")
+				natChanged = nil
+				continue
+			}
+			// Someone may have flushed lvsd's tables, and with them the
+			// sync guard: the globals are read back now, not at the audit.
+			a.pending.merge(scope{globals: true})
 		case ev, ok := <-a.watch.events():
 			if !ok {
 				a.stopWatching("configuration watch stopped", nil)
@@ -234,6 +245,21 @@ func (a *Agent) Run(ctx context.Context, reload <-chan os.Signal) error {
 		a.reconcile(ctx)
 		a.settleMemory() // here, where the pass's own garbage is dead too
 	}
+}
+
+// watchNAT returns the channel that tells when nftables objects were
+// deleted (nat.Watcher), or nil when the tables cannot tell.
+func (a *Agent) watchNAT(ctx context.Context) <-chan struct{} {
+	w, ok := a.opts.Kernel.NAT.(nat.Watcher)
+	if !ok {
+		return nil
+	}
+	ch, err := w.Watch(ctx)
+	if err != nil {
+		a.log.Warn("cannot watch nftables; lvsd's tables are checked at the audit only", "err", err)
+		return nil
+	}
+	return ch
 }
 
 // start loads the configuration and the ownership record.

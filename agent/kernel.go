@@ -201,6 +201,9 @@ func (k Kernel) Apply(ctx context.Context, ops []planner.Op) []error {
 			errs[i] = k.apply(ctx, op)
 		}
 		if errs[i] != nil {
+			if op.Kind == planner.ReplaceNAT && !natFailed {
+				errs[i] = errors.Join(errs[i], k.stopUnguardedDaemons(ctx))
+			}
 			natFailed = natFailed || op.Kind == planner.ReplaceNAT
 			// Only an address op has an address (Op.Detail).
 			if op.Kind == planner.AddAddress {
@@ -212,6 +215,31 @@ func (k Kernel) Apply(ctx context.Context, ops []planner.Op) []error {
 		}
 	}
 	return errs
+}
+
+// stopUnguardedDaemons stops lvsd's sync daemons after its nftables tables
+// could not be written: the tables (flushed by someone, say) may no longer
+// hold the guard that keeps other users off the daemons' ports, and a
+// backup daemon applies whatever reaches it. The next pass starts them
+// again with the guard.
+func (k Kernel) stopUnguardedDaemons(ctx context.Context) error {
+	if k.Daemons == nil {
+		return nil
+	}
+	running, err := k.Daemons.Daemons(ctx)
+	if err != nil {
+		return fmt.Errorf("sync daemons left running without their nftables guard: %w", err)
+	}
+	var errs []error
+	for _, d := range running {
+		if d.SyncID != planner.SyncID {
+			continue // another program's
+		}
+		if err := k.Daemons.StopDaemon(ctx, d.State); err != nil {
+			errs = append(errs, fmt.Errorf("%s left running without its nftables guard: %w", d, err))
+		}
+	}
+	return errors.Join(errs...)
 }
 
 func (k Kernel) apply(ctx context.Context, op planner.Op) error {

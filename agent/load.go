@@ -33,12 +33,28 @@ func LoadConfig(path string) (*LoadedConfig, error) {
 	return c, err
 }
 
+// Admit finds on the host the sources a director's cluster port admits by
+// default (cluster.DefaultSources): the peers' addresses and the bind
+// address's subnet.
+type Admit func(*config.Agent) []netip.Prefix
+
+// LoadConfigOnHost is LoadConfig for the director that runs it: the
+// cluster port's default allow set is found on the host with admit, now and
+// at every reload of the agent file.
+func LoadConfigOnHost(path string, admit Admit) (*LoadedConfig, error) {
+	l := NewReloader(path)
+	l.admit = admit
+	c, _, err := l.Reload(nil, nil)
+	return c, err
+}
+
 // Reloader reads the configuration for the reconciler and keeps what it
 // read, so that a reload reads, parses and builds only what changed. One
 // goroutine owns it.
 type Reloader struct {
 	path  string
 	cache *servicesdir.Cache
+	admit Admit // nil: the peers given as addresses stand in
 }
 
 // NewReloader returns a reloader of the agent file at path and its
@@ -107,6 +123,9 @@ func (l *Reloader) agent(prev *LoadedConfig, changed []string) (*config.Agent, b
 	a, err := config.LoadAgent(l.path)
 	if err != nil {
 		return nil, false, err
+	}
+	if c := a.Cluster; c != nil && c.AllowFrom == nil && l.admit != nil {
+		c.Admitted = l.admit(a)
 	}
 	if prev != nil && reflect.DeepEqual(a, prev.Agent) {
 		return prev.Agent, false, nil

@@ -248,16 +248,68 @@ func authHint(msg string) string {
 // limited to one per 10 s.
 type mlLog struct {
 	n    *Node
-	mu   sync.Mutex // guards last
+	mu   sync.Mutex // guards last and auth
 	last map[string]time.Time
+	auth authLog
+}
+
+// authLogInterval is how often at most the authentication failures are
+// logged: a stranger flooding the cluster port from spoofed sources must
+// not flood the log as well.
+const authLogInterval = time.Minute
+
+// maxAuthSources bounds the distinct senders an authentication-failure
+// line counts; past it the line says "at least".
+const maxAuthSources = 1024
+
+// authLog sums up the authentication failures between two log lines.
+type authLog struct {
+	logged     time.Time
+	suppressed uint64
+	sources    map[string]bool // since the last line, up to maxAuthSources
+}
+
+// failure counts one authentication failure from from at now and says
+// whether to log it, with how many were not logged since the last line
+// and from how many senders (more if overflow).
+func (a *authLog) failure(from string, now time.Time) (log bool, suppressed uint64, sources int, overflow bool) {
+	if a.sources == nil {
+		a.sources = map[string]bool{}
+	}
+	if len(a.sources) < maxAuthSources {
+		a.sources[from] = true
+	} else if !a.sources[from] {
+		overflow = true
+	}
+	if !a.logged.IsZero() && now.Sub(a.logged) < authLogInterval {
+		a.suppressed++
+		return false, 0, 0, false
+	}
+	suppressed, sources = a.suppressed, len(a.sources)
+	overflow = overflow || sources >= maxAuthSources
+	a.logged, a.suppressed = now, 0
+	clear(a.sources)
+	return true, suppressed, sources, overflow
 }
 
 func (w *mlLog) Write(p []byte) (int, error) {
 	level, msg, from := parseMemberlistLine(string(p))
 	log := w.n.log
 	if hint := authHint(msg); hint != "" {
-		if w.allow("auth "+from, 30*time.Second) {
-			log.Error("dropping cluster messages that fail authentication: "+hint, "from", from, "err", msg)
+		w.n.port.refusedPackets.Add(1)
+		w.mu.Lock()
+		ok, suppressed, sources, overflow := w.auth.failure(from, time.Now())
+		w.mu.Unlock()
+		if ok {
+			args := []any{"from", from, "err", msg}
+			if suppressed > 0 {
+				n := strconv.Itoa(sources)
+				if overflow {
+					n = "at least " + n
+				}
+				args = append(args, "suppressed", suppressed, "sources", n, "interval", authLogInterval.String())
+			}
+			log.Error("dropping cluster messages that fail authentication: "+hint, args...)
 		}
 		return len(p), nil
 	}
@@ -267,7 +319,13 @@ func (w *mlLog) Write(p []byte) (int, error) {
 	case "INFO":
 		log.Info("memberlist: " + msg)
 	default:
-		if w.allow(msg, 10*time.Second) {
+		// Keyed without the sender: a line naming each of many spoofed
+		// senders is still one line per 10 s.
+		key := msg
+		if i := strings.LastIndex(key, "from="); i >= 0 {
+			key = key[:i]
+		}
+		if w.allow(key, 10*time.Second) {
 			if level == "WARN" {
 				log.Warn("memberlist: " + msg)
 			} else {

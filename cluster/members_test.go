@@ -2,6 +2,7 @@ package cluster
 
 import (
 	"bytes"
+	"fmt"
 	"log/slog"
 	"strings"
 	"testing"
@@ -76,4 +77,52 @@ func FuzzParseMemberlistLine(f *testing.F) {
 			t.Fatalf("level %q or message %q is not from the line %q", level, msg, line)
 		}
 	})
+}
+
+// TestAuthFailuresLogOncePerInterval floods the log writer with
+// authentication failures from many senders: one line per interval, the
+// next one saying how many it left out and from how many senders, and
+// every failure counted.
+func TestAuthFailuresLogOncePerInterval(t *testing.T) {
+	var buf bytes.Buffer
+	w := &mlLog{n: &Node{log: slog.New(slog.NewTextHandler(&buf, nil))}, last: map[string]time.Time{}}
+	const n = 5000
+	for i := range n {
+		line := fmt.Sprintf("[ERR] memberlist: failed to decrypt packet from=10.%d.%d.1:7946\n", i/256, i%256)
+		if _, err := w.Write([]byte(line)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if got := strings.Count(buf.String(), "fail authentication"); got != 1 {
+		t.Fatalf("%d lines for %d failures in one interval, want 1:\n%s", got, n, buf.String())
+	}
+	if got := w.n.port.refusedPackets.Load(); got != n {
+		t.Errorf("refused packets = %d, want %d", got, n)
+	}
+	w.auth.logged = w.auth.logged.Add(-authLogInterval)
+	if _, err := w.Write([]byte("[ERR] memberlist: failed to decrypt packet from=192.0.2.1:7946\n")); err != nil {
+		t.Fatal(err)
+	}
+	last := buf.String()[strings.LastIndex(strings.TrimSpace(buf.String()), "\n")+1:]
+	for _, want := range []string{"suppressed=4999", `sources="at least 1024"`} {
+		if !strings.Contains(last, want) {
+			t.Errorf("the line after the interval lacks %s:\n%s", want, last)
+		}
+	}
+}
+
+// TestOtherLinesAreLimitedWhateverTheSender: memberlist names the sender
+// in its lines; many senders must not make many lines.
+func TestOtherLinesAreLimitedWhateverTheSender(t *testing.T) {
+	var buf bytes.Buffer
+	w := &mlLog{n: &Node{log: slog.New(slog.NewTextHandler(&buf, nil))}, last: map[string]time.Time{}}
+	for i := range 3000 {
+		line := fmt.Sprintf("[ERR] memberlist: failed to receive: unknown message type from=10.0.%d.%d:40000\n", i/256, i%256)
+		if _, err := w.Write([]byte(line)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if got := strings.Count(buf.String(), "\n"); got != 1 {
+		t.Errorf("%d lines from 3000 senders of one message, want 1", got)
+	}
 }

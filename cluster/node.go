@@ -174,6 +174,7 @@ type Node struct {
 	sync atomic.Pointer[SyncReceiver]
 
 	auth          authority    // who may send connection records of which VIP (authority.go)
+	port          portStats    // what the cluster port refused
 	versionWarned atomic.Int64 // unix nanoseconds of the last warning about a heartbeat of another version
 
 	st loopState // owned by the loop goroutine
@@ -213,7 +214,7 @@ func Start(cfg Config) (*Node, error) {
 	if bind, err := netip.ParseAddrPort(cfg.Bind); mc.Transport == nil && err == nil && !bind.Addr().IsUnspecified() {
 		// One address (lvsd's default): lvsd's transport. A wildcard bind
 		// keeps memberlist's, which finds an address to advertise.
-		if own, err = newTransport(bind, n.log); err != nil {
+		if own, err = newTransport(bind, n.log, &n.port); err != nil {
 			return nil, err
 		}
 		mc.Transport = own
@@ -412,4 +413,10 @@ func (n *Node) Leave(ctx context.Context, release func(context.Context) error) e
 	errs = append(errs, n.ml.Shutdown())
 	n.log.Info("left the cluster")
 	return errors.Join(errs...)
+}
+
+// portStats count what the cluster port refused, for the view.
+type portStats struct {
+	refusedPackets atomic.Uint64 // failed authentication (memberlist's decryption or label)
+	refusedStreams atomic.Uint64 // TCP streams closed before memberlist read them: too many, silent, or too long
 }

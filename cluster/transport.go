@@ -26,6 +26,8 @@ type transport struct {
 	packets  chan *memberlist.Packet
 	streams  chan net.Conn
 	log      *slog.Logger
+	stats    *portStats
+	slots    chan struct{} // one per stream memberlist reads (maxStreams)
 	stopping atomic.Bool
 	stop     chan struct{} // closed by Shutdown: a reader blocked on a hand-over gives up
 	wg       sync.WaitGroup
@@ -42,7 +44,7 @@ const (
 
 // newTransport listens on bind (a specific address: the advertised one
 // is the bound one) for UDP and TCP on the same port; port 0 picks one.
-func newTransport(bind netip.AddrPort, log *slog.Logger) (*transport, error) {
+func newTransport(bind netip.AddrPort, log *slog.Logger, stats *portStats) (*transport, error) {
 	if !bind.Addr().IsValid() || bind.Addr().IsUnspecified() {
 		return nil, fmt.Errorf("cluster transport: bind %s is not one address", bind)
 	}
@@ -62,7 +64,7 @@ func newTransport(bind netip.AddrPort, log *slog.Logger) (*transport, error) {
 		}
 	}
 	t := &transport{udp: udp, tcp: tcp, packets: make(chan *memberlist.Packet), streams: make(chan net.Conn), log: log,
-		stop: make(chan struct{})}
+		stats: stats, slots: make(chan struct{}, maxStreams), stop: make(chan struct{})}
 	t.wg.Go(t.readPackets)
 	t.wg.Go(t.accept)
 	return t, nil
@@ -153,7 +155,9 @@ func (t *transport) readPackets() {
 	}
 }
 
-// accept hands every TCP connection to memberlist.
+// accept hands TCP connections to memberlist, at most maxStreams at a
+// time and each bounded (stream); the ones past the limit are closed at
+// once, so that a stranger's connections cannot pile up.
 func (t *transport) accept() {
 	delay := time.Duration(0)
 	for {
@@ -170,7 +174,16 @@ func (t *transport) accept() {
 		}
 		delay = 0
 		select {
-		case t.streams <- c:
+		case t.slots <- struct{}{}:
+		default:
+			t.stats.refusedStreams.Add(1) // counted, not logged: a flood would flood the log
+			c.Close()
+			continue
+		}
+		refuse := func() { t.stats.refusedStreams.Add(1) }
+		release := func() { <-t.slots }
+		select {
+		case t.streams <- newStream(c, time.Now(), refuse, release):
 		case <-t.stop:
 			c.Close()
 			return

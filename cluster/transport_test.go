@@ -76,7 +76,7 @@ func TestNodesOnOwnTransport(t *testing.T) {
 // A wildcard bind keeps memberlist's own transport (it finds the address
 // to advertise); an address bind gets lvsd's.
 func TestNewTransportNeedsOneAddress(t *testing.T) {
-	if _, err := newTransport(netip.MustParseAddrPort("0.0.0.0:7946"), slog.New(slog.DiscardHandler)); err == nil {
+	if _, err := newTransport(netip.MustParseAddrPort("0.0.0.0:7946"), slog.New(slog.DiscardHandler), &portStats{}); err == nil {
 		t.Error("a transport on the wildcard address")
 	}
 }
@@ -113,7 +113,7 @@ func BenchmarkReceive(b *testing.B) {
 		run(b, nt.PacketCh(), nt.GetAutoBindPort())
 	})
 	b.Run("lvsd", func(b *testing.B) {
-		tr, err := newTransport(netip.MustParseAddrPort("127.0.0.1:0"), slog.New(slog.DiscardHandler))
+		tr, err := newTransport(netip.MustParseAddrPort("127.0.0.1:0"), slog.New(slog.DiscardHandler), &portStats{})
 		if err != nil {
 			b.Fatal(err)
 		}

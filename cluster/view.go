@@ -30,6 +30,13 @@ type View struct {
 	// director without memory here that does not echo this one yet. A few
 	// when directors start or a host is loaded; many under a replay.
 	UnusedHeartbeats uint64 `json:"unused_heartbeats"`
+	// RefusedPackets counts cluster messages that failed authentication
+	// (another key or label, or a stranger's junk that got past the
+	// cluster port's filter); RefusedStreams TCP connections to the
+	// cluster port closed unread: over the limit of streams at a time,
+	// silent for too long, or longer than a director sends.
+	RefusedPackets uint64 `json:"refused_packets"`
+	RefusedStreams uint64 `json:"refused_streams"`
 }
 
 // MemberView is one director.
@@ -72,7 +79,8 @@ func (s *loopState) view(now time.Time) View {
 	vips := s.vipList()
 	owners := Owners(s.rules(), live, vips)
 	v := View{Node: n.cfg.Name, Mode: n.cfg.Rules.Mode, Preempt: n.cfg.Rules.Preempt, Encrypted: !n.cfg.Insecure,
-		Quorum: n.cfg.Rules.Quorum, Live: len(live), Stalls: s.stalls, UnusedHeartbeats: s.guard.unused}
+		Quorum: n.cfg.Rules.Quorum, Live: len(live), Stalls: s.stalls, UnusedHeartbeats: s.guard.unused,
+		RefusedPackets: n.port.refusedPackets.Load(), RefusedStreams: n.port.refusedStreams.Load()}
 	switch {
 	case s.leaving:
 		v.State = "leaving"

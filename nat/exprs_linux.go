@@ -15,10 +15,11 @@ import (
 // nft 1.0.6 itself generates for the same rule text, so that `nft list`
 // prints exactly Ruleset.String().
 type batch struct {
-	c    *nftables.Conn
-	tbl  *nftables.Table
-	fam  rules.Family
-	vips *nftables.Set
+	c      *nftables.Conn
+	tbl    *nftables.Table
+	fam    rules.Family
+	vips   *nftables.Set
+	meters map[string]*nftables.Set
 }
 
 // Offsets of the addresses in the network header.
@@ -58,6 +59,15 @@ func (b batch) fill(t rules.Table, digest string) error {
 	}
 	if err := b.c.AddSet(b.vips, elems); err != nil {
 		return err
+	}
+	b.meters = map[string]*nftables.Set{}
+	for _, m := range t.Meters {
+		s := &nftables.Set{Table: b.tbl, Name: m.Name, KeyType: b.addrType(), Dynamic: true, HasTimeout: true,
+			Timeout: m.Timeout, Size: m.Size}
+		if err := b.c.AddSet(s, nil); err != nil {
+			return err
+		}
+		b.meters[m.Name] = s
 	}
 	// Chains first: the jump to fullnat needs its target to exist.
 	accept := nftables.ChainPolicyAccept
@@ -108,6 +118,11 @@ func (b batch) exprs(r rules.Rule) ([]expr.Any, error) {
 		return nil, err
 	}
 	e = append(e, more...)
+	not, err := b.notSAddr(r.NotSAddr)
+	if err != nil {
+		return nil, err
+	}
+	e = append(e, not...)
 	e = append(e, stateMatches(r)...)
 	return append(e, b.actions(r)...), nil
 }
@@ -119,6 +134,11 @@ func (b batch) addrMatches(r rules.Rule) ([]expr.Any, error) {
 		name := make([]byte, 16) // IFNAMSIZ, zero-padded as nft sends it
 		copy(name, r.OIF)
 		e = append(e, &expr.Meta{Key: expr.MetaKeyOIFNAME, Register: 1}, eq(name))
+	}
+	if r.NotIIF != "" {
+		name := make([]byte, 16)
+		copy(name, r.NotIIF)
+		e = append(e, &expr.Meta{Key: expr.MetaKeyIIFNAME, Register: 1}, cmpOp(expr.CmpOpNeq, name))
 	}
 	if r.NotVIP {
 		e = append(e, network(b.daddrOffset(), b.addrLen()),
@@ -164,6 +184,9 @@ func (b batch) l4Matches(r rules.Rule) ([]expr.Any, error) {
 		}
 		e = append(e, &expr.Meta{Key: expr.MetaKeyL4PROTO, Register: 1},
 			&expr.Lookup{SourceRegister: 1, SetName: s.Name, SetID: s.ID})
+	}
+	if r.THDport != 0 {
+		e = append(e, dport(), eq(be16(r.THDport)))
 	}
 	if r.SynAck {
 		e = append(e, &expr.Meta{Key: expr.MetaKeyL4PROTO, Register: 1}, eq([]byte{unix.IPPROTO_TCP}),
@@ -243,6 +266,12 @@ func (b batch) actions(r rules.Rule) []expr.Any {
 		}
 		e = append(e, nat)
 	}
+	if m := b.meters[r.Meter]; m != nil {
+		e = append(e, network(b.saddrOffset(), b.addrLen()),
+			&expr.Dynset{SrcRegKey: 1, SetName: m.Name, SetID: m.ID, Operation: unix.NFT_DYNSET_OP_UPDATE,
+				Exprs: []expr.Any{&expr.Limit{Type: expr.LimitTypePkts, Rate: uint64(r.MeterRate), Over: true,
+					Unit: expr.LimitTimeSecond, Burst: r.MeterBurst}}})
+	}
 	switch r.Verdict {
 	case rules.Accept:
 		e = append(e, &expr.Verdict{Kind: expr.VerdictAccept})
@@ -279,6 +308,42 @@ func (b batch) addrRange(offset uint32, r rules.AddrRange) []expr.Any {
 		}
 	}
 	return []expr.Any{network(offset, b.addrLen()), cmpOp(expr.CmpOpGte, r.From.AsSlice()), cmpOp(expr.CmpOpLte, r.To.AsSlice())}
+}
+
+// notSAddr matches sources outside rs as nft does: a lone prefix by
+// comparing its bytes (masked when it is not byte-aligned), a lone range
+// by a range expression, several through an inverted set lookup.
+func (b batch) notSAddr(rs []rules.AddrRange) ([]expr.Any, error) {
+	switch len(rs) {
+	case 0:
+		return nil, nil
+	case 1:
+		r := rs[0]
+		p, isPrefix := r.Prefix()
+		switch {
+		case r.From == r.To:
+			return []expr.Any{network(b.saddrOffset(), b.addrLen()), cmpOp(expr.CmpOpNeq, r.From.AsSlice())}, nil
+		case isPrefix && p.Bits()%8 == 0:
+			n := uint32(p.Bits() / 8)
+			return []expr.Any{network(b.saddrOffset(), n), cmpOp(expr.CmpOpNeq, r.From.AsSlice()[:n])}, nil
+		case isPrefix:
+			mask := make([]byte, b.addrLen())
+			for i := range p.Bits() {
+				mask[i/8] |= 0x80 >> (i % 8)
+			}
+			return []expr.Any{network(b.saddrOffset(), b.addrLen()),
+				&expr.Bitwise{SourceRegister: 1, DestRegister: 1, Len: b.addrLen(), Mask: mask, Xor: make([]byte, b.addrLen())},
+				cmpOp(expr.CmpOpNeq, r.From.AsSlice())}, nil
+		}
+		return []expr.Any{network(b.saddrOffset(), b.addrLen()),
+			&expr.Range{Op: expr.CmpOpNeq, Register: 1, FromData: r.From.AsSlice(), ToData: r.To.AsSlice()}}, nil
+	}
+	s := &nftables.Set{Table: b.tbl, Anonymous: true, Constant: true, Interval: true, KeyType: b.addrType()}
+	if err := b.c.AddSet(s, addrElems(rs)); err != nil {
+		return nil, err
+	}
+	return []expr.Any{network(b.saddrOffset(), b.addrLen()),
+		&expr.Lookup{SourceRegister: 1, SetName: s.Name, SetID: s.ID, Invert: true}}, nil
 }
 
 // anonSet adds a constant interval set and returns the lookup into it.

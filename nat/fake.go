@@ -15,6 +15,7 @@ type Fake struct {
 	removes  int
 	failNext error
 	tampered bool // the tables exist but were edited by hand
+	watchers []chan struct{}
 }
 
 var _ Interface = (*Fake)(nil)
@@ -113,6 +114,29 @@ func (f *Fake) Tamper() {
 	defer f.mu.Unlock()
 	if f.current != nil {
 		f.tampered = true
+	}
+}
+
+// Watch implements Watcher: the channel receives at every Flush.
+func (f *Fake) Watch(ctx context.Context) (<-chan struct{}, error) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	ch := make(chan struct{}, 1)
+	f.watchers = append(f.watchers, ch)
+	return ch, nil
+}
+
+// Flush simulates `nft flush ruleset` by someone else: the tables are gone
+// and the watchers are told.
+func (f *Fake) Flush() {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.current, f.tampered = nil, false
+	for _, ch := range f.watchers {
+		select {
+		case ch <- struct{}{}:
+		default:
+		}
 	}
 }
 

@@ -21,6 +21,15 @@ type Interface interface {
 	Remove(ctx context.Context) error
 }
 
+// Watcher is implemented by the tables that can tell when someone changed
+// them: Watch's channel receives (coalesced) after nftables objects were
+// deleted, by lvsd or anyone else (`nft flush ruleset`), so the caller
+// checks its tables at once instead of at its next audit. The channel is
+// closed when ctx ends or the watch fails.
+type Watcher interface {
+	Watch(ctx context.Context) (<-chan struct{}, error)
+}
+
 // ErrNotSupported is wrapped by errors saying the kernel (or the process's
 // privileges) cannot do what lvsd needs: no nf_tables, no IPVS sysctls, no
 // CAP_NET_ADMIN.

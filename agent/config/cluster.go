@@ -3,6 +3,7 @@ package config
 import (
 	"fmt"
 	"net"
+	"net/netip"
 	"slices"
 	"strconv"
 	"strings"
@@ -74,6 +75,45 @@ type Cluster struct {
 	Nice int
 	// ConnSync carries IPVS connection state to the other directors.
 	ConnSync ConnSync
+	// AllowFrom are the sources the cluster port admits (allow_from); nil:
+	// the default, Admitted.
+	AllowFrom []netip.Prefix
+	// Admitted is the default allow set, found on the host, not in the
+	// file: the peers' addresses and the on-link prefix of the bind
+	// address. The director fills it in when it loads the agent file
+	// (cluster.DefaultSources); without it (lvsd check) the peers given as
+	// addresses stand in.
+	Admitted []netip.Prefix
+	// RateLimit is how many packets a second one source may send to the
+	// cluster port before the rest is dropped; 0: no limit.
+	RateLimit uint32
+}
+
+// Sources are the sources the cluster port admits: AllowFrom, else the
+// Admitted found on the host, else the peers given as addresses.
+func (c *Cluster) Sources() []netip.Prefix {
+	switch {
+	case c.AllowFrom != nil:
+		return c.AllowFrom
+	case c.Admitted != nil:
+		return c.Admitted
+	}
+	var out []netip.Prefix
+	for _, p := range c.Peers {
+		if ap, err := netip.ParseAddrPort(p); err == nil {
+			out = append(out, netip.PrefixFrom(ap.Addr().Unmap(), ap.Addr().Unmap().BitLen()))
+		}
+	}
+	return out
+}
+
+// Port is the cluster port, UDP and TCP: Bind's, else the default.
+func (c *Cluster) Port() uint16 {
+	_, p, _ := net.SplitHostPort(c.Bind)
+	if n, err := strconv.Atoi(p); err == nil && n > 0 && n < 65536 {
+		return uint16(n)
+	}
+	return DefaultClusterPort
 }
 
 // ConnSync is the `cluster.conn_sync` block: the kernel's sync daemons run
@@ -119,7 +159,11 @@ const (
 	DefaultClusterNice           = -10
 	DefaultConnSyncPort          = spec.DefaultSyncPort
 	DefaultResyncInterval        = settings.DefaultResyncInterval
-	maxClusterLabel              = 64
+	// DefaultClusterRateLimit is packets per second per source: heartbeats
+	// are 20 a second per director, connection sync thousands (replays are
+	// paced at 4,000 messages a second, live sync follows the traffic).
+	DefaultClusterRateLimit = 20000
+	maxClusterLabel         = 64
 )
 
 type rawCluster struct {
@@ -139,6 +183,8 @@ type rawCluster struct {
 	AddressLifetime   yamldoc.Text `yaml:"address_lifetime"`
 	Nice              *int         `yaml:"nice" range:"-20-19"`
 	ConnSync          *rawConnSync `yaml:"conn_sync"`
+	AllowFrom         []string     `yaml:"allow_from"`
+	RateLimit         *int         `yaml:"rate_limit" range:"0-10000000"`
 }
 
 type rawConnSync struct {
@@ -183,6 +229,7 @@ func (d *doc) cluster(role Role, raw *rawCluster, file string) *Cluster {
 		c.Nice = *raw.Nice // -20-19: its range tag
 	}
 	d.clusterAddresses(c, raw)
+	d.clusterSources(c, raw)
 	d.clusterKey(c, raw, file)
 	d.clusterRanking(c, raw)
 	c.ConnSync = d.connSync(raw.ConnSync)
@@ -225,6 +272,53 @@ func (d *doc) clusterAddresses(c *Cluster, raw *rawCluster) {
 			c.Peers = append(c.Peers, net.JoinHostPort(host, strconv.Itoa(n)))
 		}
 	}
+}
+
+// clusterSources sets which sources the cluster port admits, and at what
+// rate.
+func (d *doc) clusterSources(c *Cluster, raw *rawCluster) {
+	c.RateLimit = DefaultClusterRateLimit
+	if raw.RateLimit != nil {
+		c.RateLimit = uint32(*raw.RateLimit) // 0-10000000: its range tag
+	}
+	if raw.AllowFrom == nil {
+		return
+	}
+	c.AllowFrom = []netip.Prefix{}
+	for i, s := range raw.AllowFrom {
+		path := fmt.Sprintf("$.cluster.allow_from[%d]", i)
+		p, err := netip.ParsePrefix(s)
+		if err != nil {
+			a, aerr := netip.ParseAddr(s)
+			if aerr != nil || a.Zone() != "" {
+				d.Errorf(path, "allow_from %q is not an address or a prefix, like 10.0.0.0/24, 10.0.0.3 or fd00::/64", s)
+				continue
+			}
+			p = netip.PrefixFrom(a.Unmap(), a.Unmap().BitLen())
+		}
+		if p.Masked() != p {
+			d.Errorf(path, "allow_from %s has host bits set (did you mean %s?)", s, p.Masked())
+			continue
+		}
+		c.AllowFrom = append(c.AllowFrom, p)
+	}
+	if len(raw.AllowFrom) == 0 {
+		d.Errorf("$.cluster.allow_from", "allow_from is empty: no director could reach this one (leave it out for the default: the peers and the bind address's subnet)")
+	}
+}
+
+// Warnings are what is allowed but unwise in a, for `lvsd check` and the
+// log at start.
+func (a *Agent) Warnings() []string {
+	var out []string
+	if c := a.Cluster; c != nil {
+		if host, _, _ := net.SplitHostPort(c.Bind); host == "" {
+			out = append(out, fmt.Sprintf("cluster.bind is unset: the cluster port listens on this director's own address on %s, "+
+				"the client-facing interface, where lvsd admits only the peers and that address's subnet; "+
+				"set cluster.bind to an address on a network of the directors' own (docs/security.md, \"The cluster port\")", a.Interface))
+		}
+	}
+	return out
 }
 
 // clusterKey reads the cluster key, required unless insecure: true.

@@ -2,6 +2,7 @@ package config
 
 import (
 	"bytes"
+	"net/netip"
 	"os"
 	"reflect"
 	"strings"
@@ -42,6 +43,8 @@ cluster:
   address_lifetime: 30s
   nice: -5
   conn_sync: {enabled: false, port: 9000, resync_interval: 30s, peer_conntrack_share: 40}
+  allow_from: [10.0.0.0/24, 192.0.2.9, "fd00::/64"]
+  rate_limit: 5000
 `)
 	a, err := LoadAgent(p)
 	if err != nil {
@@ -51,7 +54,9 @@ cluster:
 		KeyFile: dir + "/cluster.key", Keys: [][]byte{bytes.Repeat([]byte{7}, 32), make([]byte, 16)}, Label: "prod",
 		Mode: ModeActiveStandby, Priority: 200, Preempt: false, Quorum: 3, HeartbeatInterval: 100 * time.Millisecond,
 		FailureTimeout: 500 * time.Millisecond, RejoinInterval: 5 * time.Second, AddressLifetime: 30 * time.Second, Nice: -5,
-		ConnSync: ConnSync{Enabled: false, Port: 9000, ResyncInterval: 30 * time.Second, PeerConntrackShare: 40}}
+		ConnSync:  ConnSync{Enabled: false, Port: 9000, ResyncInterval: 30 * time.Second, PeerConntrackShare: 40},
+		AllowFrom: []netip.Prefix{netip.MustParsePrefix("10.0.0.0/24"), netip.MustParsePrefix("192.0.2.9/32"), netip.MustParsePrefix("fd00::/64")},
+		RateLimit: 5000}
 	if !reflect.DeepEqual(a.Cluster, want) {
 		t.Errorf("got  %+v\nwant %+v", a.Cluster, want)
 	}
@@ -64,7 +69,8 @@ func TestClusterDefaults(t *testing.T) {
 	}
 	want := &Cluster{Bind: ":7946", Insecure: true, Label: "lvsd", Mode: ModeActiveActive, Priority: 100, Preempt: true,
 		HeartbeatInterval: 50 * time.Millisecond, FailureTimeout: 250 * time.Millisecond, RejoinInterval: 10 * time.Second,
-		AddressLifetime: 10 * time.Second, Nice: -10, ConnSync: ConnSync{Enabled: true, Port: 8848, ResyncInterval: 10 * time.Second, PeerConntrackShare: 25}}
+		AddressLifetime: 10 * time.Second, Nice: -10, ConnSync: ConnSync{Enabled: true, Port: 8848, ResyncInterval: 10 * time.Second, PeerConntrackShare: 25},
+		RateLimit: DefaultClusterRateLimit}
 	if !reflect.DeepEqual(a.Cluster, want) {
 		t.Errorf("got  %+v\nwant %+v", a.Cluster, want)
 	}
@@ -107,6 +113,10 @@ func TestClusterBad(t *testing.T) {
 		{"peer conntrack share", head + ins + "  conn_sync: {peer_conntrack_share: 0}\n", ":4:37: peer_conntrack_share 0 is not in 1-100"},
 		{"peer conntrack share percent", head + ins + "  conn_sync: {peer_conntrack_share: 25%}\n", ":4:37: peer_conntrack_share: want a whole number (1-100), not \"25%\""},
 		{"sync unknown key", head + ins + "  conn_sync: {enable: true}\n", ":4:15: unknown key \"enable\" (did you mean enabled?)"},
+		{"allow_from garbage", head + ins + "  allow_from: [10.0.0.0/24, everyone]\n", ":4:29: allow_from \"everyone\" is not an address or a prefix"},
+		{"allow_from host bits", head + ins + "  allow_from: [10.0.0.1/24]\n", ":4:16: allow_from 10.0.0.1/24 has host bits set (did you mean 10.0.0.0/24?)"},
+		{"allow_from empty", head + ins + "  allow_from: []\n", ":4:15: allow_from is empty: no director could reach this one"},
+		{"rate_limit negative", head + ins + "  rate_limit: -1\n", ":4:15: rate_limit -1 is not in 0-10000000"},
 		{"on a real server", "role: realserver\ncluster: {insecure: true}\n", ":2:11: cluster is only for role director"},
 	}
 	for _, c := range cases {
@@ -152,6 +162,41 @@ func TestClusterTimingDefaultsByMode(t *testing.T) {
 		}
 		if got := a.Cluster; got.HeartbeatInterval != c.heartbeat || got.FailureTimeout != c.failure {
 			t.Errorf("%s: heartbeat %v, failure timeout %v; want %v, %v", c.cluster, got.HeartbeatInterval, got.FailureTimeout, c.heartbeat, c.failure)
+		}
+	}
+}
+
+func TestClusterWarnsOfTheDefaultBind(t *testing.T) {
+	for _, c := range []struct {
+		bind string
+		want int
+	}{{"", 1}, {"  bind: 10.0.0.3\n", 0}} {
+		a, err := LoadAgent(writeFile(t, t.TempDir(), "lvsd.yaml", "interface: eth0\ncluster:\n  insecure: true\n"+c.bind))
+		if err != nil {
+			t.Fatal(err)
+		}
+		w := a.Warnings()
+		if len(w) != c.want || c.want > 0 && !strings.Contains(w[0], "set cluster.bind") {
+			t.Errorf("bind %q: warnings %q, want %d saying what to set", c.bind, w, c.want)
+		}
+	}
+}
+
+func TestClusterSources(t *testing.T) {
+	pp := netip.MustParsePrefix
+	cases := []struct {
+		name string
+		c    Cluster
+		want []netip.Prefix
+	}{
+		{"allow_from wins", Cluster{AllowFrom: []netip.Prefix{pp("10.0.0.0/8")}, Admitted: []netip.Prefix{pp("10.0.0.2/32")}}, []netip.Prefix{pp("10.0.0.0/8")}},
+		{"found on the host", Cluster{Admitted: []netip.Prefix{pp("10.0.0.0/24")}, Peers: []string{"10.0.0.2:7946"}}, []netip.Prefix{pp("10.0.0.0/24")}},
+		{"peers given as addresses", Cluster{Peers: []string{"10.0.0.2:7946", "[fd00::4]:8000", "dir5.example.com:7946"}},
+			[]netip.Prefix{pp("10.0.0.2/32"), pp("fd00::4/128")}},
+	}
+	for _, c := range cases {
+		if got := c.c.Sources(); !reflect.DeepEqual(got, c.want) {
+			t.Errorf("%s: Sources() = %v, want %v", c.name, got, c.want)
 		}
 	}
 }

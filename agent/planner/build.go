@@ -354,6 +354,9 @@ func assemble(agent *config.Agent, services []*config.Service, pieces Pieces) (D
 		// sloppy_tcp lets a new owner pick up connections from their next
 		// packet, with or without sync; the sync thresholds matter only with it.
 		maps.Copy(d.Sysctls, ipvs.RecommendedSyncSysctls().Sysctls())
+		// Only the directors may reach the cluster port: its one reader
+		// serves the heartbeats too (docs/security.md).
+		spec.ClusterPort = &nat.ClusterPort{Port: c.Port(), Allow: c.Sources(), Rate: c.RateLimit}
 		if c.ConnSync.Enabled {
 			spec.SyncPorts, spec.SyncGroup = []uint16{c.ConnSync.Port, c.ConnSync.Port + 1}, ipvs.DefaultSyncGroup
 			d.Daemons = syncDaemons(c.ConnSync)

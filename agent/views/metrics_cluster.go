@@ -15,6 +15,8 @@ var (
 	descQuorum      = desc("cluster_quorum", "Directors a director must count to hold any VIP.")
 	descStalls      = desc("cluster_scheduling_stalls_total", "Times this process was not scheduled for long enough "+
 		"to postpone failure detection (a loaded or paused host).")
+	descRefused = desc("cluster_port_refused_total", "What the cluster port refused: packets that failed "+
+		"authentication, streams closed unread (too many at a time, silent, or too long).", "what")
 	descSyncRecords = desc("conn_sync_records_total", "IPVS connection records by stage: read from the local "+
 		"master daemon, sent to the cluster (replayed: of those, from the cache; resent: of those, to a peer that lost them), received from the cluster, "+
 		"applied (written to the local backup daemon while it runs), and of a starting director's catch-up replays: confirmed "+
@@ -58,7 +60,7 @@ var (
 // clusterStates are the values of cluster.View.State.
 var clusterStates = []string{"starting", "active", "standby", "no-quorum", "leaving"}
 
-var clusterDescs = []*prometheus.Desc{descClusterLive, descQuorum, descStalls, descClusterInfo, descClusterState,
+var clusterDescs = []*prometheus.Desc{descClusterLive, descQuorum, descStalls, descRefused, descClusterInfo, descClusterState,
 	descVIPHolders, descSyncRecords, descSyncDropped, descSyncAntiEntropy, descSyncCache, descSyncPushes, descSyncLag, descPeerFlows,
 	descPeerConntrack, descPeerConntrackLimit, descConntrackEntries, descConntrackLimit}
 
@@ -66,6 +68,8 @@ func collectCluster(v *cluster.View, gauge func(*prometheus.Desc, float64, ...st
 	gauge(descClusterLive, float64(v.Live))
 	gauge(descQuorum, float64(v.Quorum))
 	counter(descStalls, uint64(v.Stalls))
+	counter(descRefused, v.RefusedPackets, "packets")
+	counter(descRefused, v.RefusedStreams, "streams")
 	gauge(descClusterInfo, 1, string(v.Mode))
 	for _, s := range clusterStates {
 		gauge(descClusterState, b2f(v.State == s), s)

@@ -49,11 +49,14 @@ func runAgent(ctx context.Context, e *env) error {
 	reload := make(chan os.Signal, 1)
 	signal.Notify(reload, syscall.SIGHUP)
 	defer signal.Stop(reload)
-	cfg, err := agent.LoadConfig(e.config)
+	cfg, err := agent.LoadConfigOnHost(e.config, admitOnHost(ctx))
 	if err != nil {
 		return err
 	}
 	log := logging.New(e.stderr, cfg.Agent.LogLevel, cfg.Agent.LogFormat) // first: it also routes what libraries log
+	for _, w := range cfg.Agent.Warnings() {
+		log.Warn(w)
+	}
 	if cfg.Agent.Role == config.RoleRealServer {
 		return realserver.Run(ctx, realserver.RunOptions{ConfigPath: e.config, Config: cfg.Agent, Version: version, Log: log,
 			Host: realServerHost(), Notifier: systemd{}, Reload: reload})
@@ -136,13 +139,23 @@ func check(_ context.Context, e *env) error {
 	if err != nil {
 		return err
 	}
+	for _, w := range cfg.Agent.Warnings() {
+		fmt.Fprintf(e.stderr, "%s: warning: %s\n", e.config, w)
+	}
 	fmt.Fprintf(e.stdout, "%s: ok (role %s, %d services, %d IPVS services)\n", e.config, cfg.Agent.Role,
 		len(cfg.Services), len(cfg.Desired.Services))
 	return nil
 }
 
+// admitOnHost finds the cluster port's default allow set on this host.
+func admitOnHost(ctx context.Context) agent.Admit {
+	return func(a *config.Agent) []netip.Prefix {
+		return cluster.DefaultSources(ctx, a.Cluster.Bind, a.Interface, a.Cluster.Peers)
+	}
+}
+
 func plan(ctx context.Context, e *env) error {
-	cfg, err := agent.LoadConfig(e.config)
+	cfg, err := agent.LoadConfigOnHost(e.config, admitOnHost(ctx))
 	if err != nil {
 		return err
 	}

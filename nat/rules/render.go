@@ -60,6 +60,11 @@ func collect(spec Spec) (collected, []error) {
 		}
 		c.marks = append(c.marks, expand(fam, name, r.Match, r.Mark, r.Comment)...)
 	}
+	if spec.ClusterPort != nil {
+		if err := spec.ClusterPort.check(); err != nil {
+			errs = append(errs, fmt.Errorf("cluster port: %w", err))
+		}
+	}
 	if spec.SyncPorts != nil && !spec.SyncGroup.Is4() {
 		errs = append(errs, fmt.Errorf("sync guard: group %v is not an IPv4 address", spec.SyncGroup))
 	}
@@ -131,8 +136,15 @@ func (c collected) table(fam Family, spec Spec) Table {
 	}
 	slices.SortFunc(t.VIPs, netip.Addr.Compare)
 	t.VIPs = slices.Compact(t.VIPs)
+	if c := spec.ClusterPort; c != nil {
+		rules, meter := clusterPortRules(fam, *c)
+		t.Input = append(t.Input, rules...)
+		if meter != nil {
+			t.Meters = append(t.Meters, *meter)
+		}
+	}
 	if guard := subtractAddrs(mergeRanges(snatTo), t.VIPs); len(guard) > 0 {
-		t.Input = []Rule{guardRule(guard)}
+		t.Input = append(t.Input, guardRule(guard))
 	}
 	if fam == IPv4 && len(spec.SyncPorts) > 0 {
 		t.Output = []Rule{syncGuardRule(spec.SyncGroup, spec.SyncPorts)}

@@ -50,6 +50,12 @@ func TestRenderIsIndependentOfRuleOrder(t *testing.T) {
 		slices.Reverse(rev.ClampMSS)
 		slices.Reverse(rev.SNAT)
 		slices.Reverse(rev.SyncPorts)
+		if c := tc.Spec.ClusterPort; c != nil {
+			rc := *c
+			rc.Allow = slices.Clone(c.Allow)
+			slices.Reverse(rc.Allow)
+			rev.ClusterPort = &rc
+		}
 		for i := range rev.Marks {
 			rev.Marks[i].Sources = slices.Clone(rev.Marks[i].Sources)
 			slices.Reverse(rev.Marks[i].Sources)

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"net/netip"
 	"strings"
+	"time"
 
 	"github.com/lvsd/lvsd/ipvs/l4"
 )
@@ -43,6 +44,8 @@ func (rs Ruleset) Tables() []Table { return rs.tables }
 type Table struct {
 	Family Family
 	VIPs   []netip.Addr // every VIP of the family, sorted: the early-exit set
+	// Meters are dynamic sets the rules update (per-source rates).
+	Meters []Meter
 	// Chains, each nil when empty (and then not created).
 	Pre, FullNAT, Post, Input, Output []Rule
 }
@@ -74,6 +77,7 @@ const (
 // expressions nat.Kernel sends.
 type Rule struct {
 	OIF      string      // "oifname X", if not empty
+	NotIIF   string      // "iifname != X", if not empty
 	NotVIP   bool        // "ip daddr != @vips"
 	DAddr    netip.Addr  // destination (a VIP), if valid
 	DAddrs   []AddrRange // destination ranges (SNAT addresses), if any
@@ -81,17 +85,24 @@ type Rule struct {
 	Proto    l4.Protocol   // l4.Any: no protocol match
 	Protos   []l4.Protocol // "meta l4proto { ... }", sorted; instead of Proto
 	Ports    []l4.PortRange
-	CtMark   uint32 // "ct mark X" match, if non-zero
-	CtState  uint32 // "ct state X,Y" match (CtState* bits), if non-zero
-	NotRoot  bool   // "meta skuid != 0": sent by a socket of another user than root
-	Redirect bool   // "icmpv6 type nd-redirect"
-	SynAck   bool   // "tcp flags syn,ack / fin,syn,rst,ack": a SYN-ACK
-	MSSAbove uint16 // "tcp option maxseg size > N", if non-zero
+	THDport  uint16      // "th dport N" (after Protos), if non-zero
+	NotSAddr []AddrRange // "ip saddr != ...", if any
+	CtMark   uint32      // "ct mark X" match, if non-zero
+	CtState  uint32      // "ct state X,Y" match (CtState* bits), if non-zero
+	NotRoot  bool        // "meta skuid != 0": sent by a socket of another user than root
+	Redirect bool        // "icmpv6 type nd-redirect"
+	SynAck   bool        // "tcp flags syn,ack / fin,syn,rst,ack": a SYN-ACK
+	MSSAbove uint16      // "tcp option maxseg size > N", if non-zero
 
 	SetMSS    uint16    // "tcp option maxseg size set N", if non-zero
 	SetMark   uint32    // "meta mark set X", if non-zero
 	SetCtMark uint32    // "ct mark set X", if non-zero
 	SNAT      AddrRange // "snat to A[-B] persistent", if From is valid
+	// Meter names a Meter of the table: "update @M { ip saddr limit rate
+	// over MeterRate/second burst MeterBurst packets }", if not empty.
+	Meter      string
+	MeterRate  uint32
+	MeterBurst uint32
 
 	Verdict Verdict
 	Comment string
@@ -104,7 +115,7 @@ func (rs Ruleset) Digest() string { return rs.digest }
 // Empty reports whether the ruleset has no rules (its tables are empty).
 func (rs Ruleset) Empty() bool {
 	for _, t := range rs.tables {
-		if len(t.Pre)+len(t.FullNAT)+len(t.Post)+len(t.Input)+len(t.Output) > 0 {
+		if len(t.Pre)+len(t.FullNAT)+len(t.Post)+len(t.Input)+len(t.Output)+len(t.Meters) > 0 {
 			return false
 		}
 	}
@@ -155,6 +166,10 @@ func (t Table) format(b *strings.Builder, comment string) {
 		b.WriteString(" }\n")
 	}
 	b.WriteString("\t}\n")
+	for _, m := range t.Meters {
+		fmt.Fprintf(b, "\n\tset %s {\n\t\ttype %s\n\t\tsize %d\n\t\tflags dynamic,timeout\n\t\ttimeout %s\n\t}\n",
+			m.Name, addrType(t.Family), m.Size, nftDuration(m.Timeout))
+	}
 	chain := func(name, hook string, rules []Rule) {
 		if rules == nil {
 			return
@@ -191,6 +206,9 @@ func (r Rule) format(f Family) string {
 	if r.OIF != "" {
 		add("oifname \"%s\"", r.OIF)
 	}
+	if r.NotIIF != "" {
+		add("iifname != \"%s\"", r.NotIIF)
+	}
 	if r.NotVIP {
 		add("%s daddr != @%s", ip, VIPSet)
 	}
@@ -212,6 +230,12 @@ func (r Rule) format(f Family) string {
 		add("%s dport %s", r.Proto, list(r.Ports))
 	case r.Proto != l4.Any:
 		add("meta l4proto %s", r.Proto)
+	}
+	if r.THDport != 0 {
+		add("th dport %d", r.THDport)
+	}
+	if len(r.NotSAddr) > 0 {
+		add("%s saddr != %s", ip, list(r.NotSAddr))
 	}
 	if r.SynAck {
 		// nft hides the "meta l4proto tcp" dependency here too.
@@ -245,6 +269,9 @@ func (r Rule) format(f Family) string {
 		// nft prints an aligned range as a prefix. Persistent: the
 		// address depends on the client alone (conntrack_hash.go).
 		add("snat to %s persistent", r.SNAT)
+	}
+	if r.Meter != "" {
+		add("update @%s { %s saddr limit rate over %d/second burst %d packets }", r.Meter, ip, r.MeterRate, r.MeterBurst)
 	}
 	switch r.Verdict {
 	case Accept:
@@ -287,4 +314,19 @@ func list[T fmt.Stringer](xs []T) string {
 		s[i] = x.String()
 	}
 	return "{ " + strings.Join(s, ", ") + " }"
+}
+
+// nftDuration prints a set timeout as nft does: "10s", "1m", "1m30s".
+func nftDuration(d time.Duration) string {
+	var out string
+	for _, u := range []struct {
+		unit time.Duration
+		name string
+	}{{time.Hour, "h"}, {time.Minute, "m"}, {time.Second, "s"}} {
+		if n := d / u.unit; n > 0 {
+			out += fmt.Sprintf("%d%s", n, u.name)
+			d -= n * u.unit
+		}
+	}
+	return out
 }

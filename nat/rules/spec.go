@@ -33,6 +33,8 @@ type Spec struct {
 	// only replies: under ECMP, the other directors' own, which this one
 	// holds when it takes them over.
 	GuardSNAT []netip.Addr
+	// ClusterPort filters the cluster port; nil: no filter (no cluster).
+	ClusterPort *ClusterPort
 }
 
 // MSSClamp caps the MSS option of SYN-ACKs sent from VIP at MSS.

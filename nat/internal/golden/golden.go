@@ -97,6 +97,12 @@ var Cases = []Case{
 	}}},
 	{"conn-sync", rules.Spec{SyncPorts: []uint16{8849, 8848}, SyncGroup: netip.AddrFrom4([4]byte{224, 0, 0, 81})}},
 	{"nat-v6-redirects", rules.Spec{DropRedirects6: true}},
+	// Two peers, the bind's subnet and an IPv6 peer, at the default rate.
+	{"cluster-port", rules.Spec{ClusterPort: &rules.ClusterPort{Port: 7946, Rate: 20000,
+		Allow: Prefixes("10.0.0.0/24", "192.0.2.7/32", "10.0.1.0/25", "2001:db8::7/128")}}},
+	// One subnet, IPv6 open to all, no rate limit.
+	{"cluster-port-open-v6", rules.Spec{ClusterPort: &rules.ClusterPort{Port: 7000,
+		Allow: Prefixes("10.0.0.0/22", "::/0")}}},
 	{"fullnat-v6", rules.Spec{SNAT: []rules.SNATRule{
 		{Match: rules.Match{VIP: Addr("2001:db8::10"), Protocol: l4.TCP, Ports: []l4.PortRange{Port(80)}}, CtMark: 0x11, To: Addrs("2001:db8:1::3", "2001:db8:1::2", "2001:db8:1::4"), Comment: "web6"},
 	}}},
