@@ -5,6 +5,8 @@ import (
 	"errors"
 	"fmt"
 	"net/netip"
+
+	"github.com/lvsd/lvsd/cluster/identity"
 )
 
 // heartbeat is what each director sends every heartbeat interval to every
@@ -34,6 +36,12 @@ type heartbeat struct {
 	// HealthID, split over the parts like VIPs.
 	SharesHealth bool
 	Down         []uint64
+
+	// Version is the wire version the heartbeat came in (decodeHeartbeat).
+	Version byte
+	// signed is what sig signs (a v4 part without its signature); both
+	// nil when the part is unsigned.
+	signed, sig []byte
 }
 
 type vipClaim struct {
@@ -41,12 +49,24 @@ type vipClaim struct {
 	Held bool
 }
 
+// Wire versions. 2 added Heard, 3 the health vote (flagHealth and each
+// part's Down list), 4 the extensions and the signature:
+//
+//	v4 part = v3 part (version byte 4) | extensions | uint16 length of
+//	          the extensions | signature (64 bytes) when flagSigned
+//
+// The extensions are TLVs: a type byte, a length byte, that many bytes. A
+// reader skips the types it does not know, so later additions need no new
+// version; a change a reader must not skip needs one. The signature is
+// Ed25519 over every byte of the part before it (cluster/identity).
+//
+// This build reads v3 and v4, and sends each peer the highest version it
+// has heard from it (wireVersions); a director of the release before,
+// which reads v3 only, keeps working beside it in a rolling upgrade.
 const (
-	hbMagic = 'H'
-	// hbVersion 2 added Heard, 3 the health vote (flagHealth and each
-	// part's Down list); a director does not understand another version's
-	// heartbeats, so directors are upgraded together.
-	hbVersion = 3
+	hbMagic     = 'H'
+	hbVersionV3 = 3
+	hbVersion   = 4 // the newest this build speaks
 	// hbMaxBytes keeps a heartbeat in one UDP datagram of memberlist's
 	// default 1400-byte buffer, leaving room for its headers (type, CRC,
 	// AES-GCM, label).
@@ -55,6 +75,7 @@ const (
 	flagReady   = 1
 	flagLeaving = 2
 	flagHealth  = 4
+	flagSigned  = 8 // v4: a signature ends the part
 	claimHeld   = 1
 	claimV6     = 2
 	// maxHeard bounds Heard, 8 bytes each in every part.
@@ -68,14 +89,31 @@ var errShort = errors.New("heartbeat truncated")
 type versionError byte
 
 func (v versionError) Error() string {
-	return fmt.Sprintf("heartbeat of version %d, want %d (directors must run the same lvsd version)", byte(v), hbVersion)
+	return fmt.Sprintf("heartbeat of version %d, this lvsd reads %d and %d (a director more than one release apart)", byte(v), hbVersionV3, hbVersion)
 }
 
-// encode returns hb as one or more packets (parts) of at most hbMaxBytes.
-func (hb heartbeat) encode() [][]byte {
+// encode returns hb as v3 parts, the version every director since the
+// health vote reads.
+func (hb heartbeat) encode() [][]byte { return hb.encodeAs(hbVersionV3, nil) }
+
+// encodeAs returns hb as one or more packets (parts) of at most hbMaxBytes
+// in wire version v (3 or 4), each signed with keys when v is 4 and keys
+// has a private key.
+func (hb heartbeat) encodeAs(v byte, keys *identity.Keys) [][]byte {
+	sign := v >= 4 && keys.Signs()
+	limit := hbMaxBytes // what the v3 layout may fill
+	if v >= 4 {
+		limit -= 2 // no extensions yet: their length only
+		if sign {
+			limit -= identity.SignatureSize
+		}
+	}
 	head := make([]byte, 0, hbHeader+2+len(hb.Name)+len(hb.Addr))
-	head = append(head, hbMagic, hbVersion)
+	head = append(head, hbMagic, v)
 	var flags byte
+	if sign {
+		flags |= flagSigned
+	}
 	if hb.Ready {
 		flags |= flagReady
 	}
@@ -101,7 +139,7 @@ func (hb heartbeat) encode() [][]byte {
 
 	var parts [][]byte
 	vips, down := hb.VIPs, hb.Down
-	room := hbMaxBytes // for claims: the health section's count comes after them
+	room := limit // for claims: the health section's count comes after them
 	if hb.SharesHealth {
 		room -= 2
 	} else {
@@ -127,7 +165,7 @@ func (hb heartbeat) encode() [][]byte {
 			at := len(p)
 			p = append(p, 0, 0)
 			k := 0
-			for ; k < len(down) && len(p)+8 <= hbMaxBytes; k++ {
+			for ; k < len(down) && len(p)+8 <= limit; k++ {
 				p = binary.BigEndian.AppendUint64(p, down[k])
 			}
 			binary.BigEndian.PutUint16(p[at:], uint16(k))
@@ -140,8 +178,47 @@ func (hb heartbeat) encode() [][]byte {
 	}
 	for i, p := range parts {
 		p[3], p[4] = byte(i), byte(len(parts))
+		if v >= 4 {
+			p = append(p, 0, 0) // extensions: none
+			if sign {
+				p = keys.Sign(p)
+			}
+			parts[i] = p
+		}
 	}
 	return parts
+}
+
+// Extension types of v4 heartbeats and relay messages (none yet). A
+// reader skips the types it does not know.
+
+// splitV4 takes a v4 message apart: what its signature signs and the
+// signature (nil: unsigned), the v3 layout before the extensions, and the
+// extensions' TLVs, checked to be well formed. sigFixed is how long the
+// message must be at least before its signature.
+func splitV4(b []byte, signed bool, sigFixed int) (body, exts, covered, sig []byte, err error) {
+	covered = b
+	if signed {
+		if len(b) < sigFixed+identity.SignatureSize {
+			return nil, nil, nil, nil, errShort
+		}
+		covered, sig = b[:len(b)-identity.SignatureSize], b[len(b)-identity.SignatureSize:]
+	}
+	if len(covered) < sigFixed+2 {
+		return nil, nil, nil, nil, errShort
+	}
+	n := int(binary.BigEndian.Uint16(covered[len(covered)-2:]))
+	if n > len(covered)-2-sigFixed {
+		return nil, nil, nil, nil, fmt.Errorf("extensions of %d bytes in a message of %d", n, len(b))
+	}
+	body, exts = covered[:len(covered)-2-n], covered[len(covered)-2-n:len(covered)-2]
+	for rest := exts; len(rest) > 0; {
+		if len(rest) < 2 || len(rest) < 2+int(rest[1]) {
+			return nil, nil, nil, nil, errors.New("extension runs past the extensions")
+		}
+		rest = rest[2+int(rest[1]):] // no type is known yet: skipped
+	}
+	return body, exts, covered, sig, nil
 }
 
 // decodeHeartbeat parses one part; a message that is not a heartbeat or
@@ -154,11 +231,27 @@ func decodeHeartbeat(b []byte) (heartbeat, error) {
 	if len(b) > hbMaxBytes {
 		return hb, fmt.Errorf("heartbeat of %d bytes, at most %d", len(b), hbMaxBytes)
 	}
-	if b[1] != hbVersion {
+	known := byte(flagReady | flagLeaving | flagHealth)
+	switch b[1] {
+	case hbVersionV3:
+	case hbVersion:
+		known |= flagSigned
+	default:
 		return hb, versionError(b[1])
 	}
-	if b[2]&^(flagReady|flagLeaving|flagHealth) != 0 {
+	if b[2]&^known != 0 {
 		return hb, fmt.Errorf("heartbeat with unknown flags %#x", b[2])
+	}
+	hb.Version = b[1]
+	if b[1] >= 4 {
+		var err error
+		var covered []byte
+		if b, _, covered, hb.sig, err = splitV4(b, b[2]&flagSigned != 0, hbHeader); err != nil {
+			return hb, err
+		}
+		if hb.sig != nil {
+			hb.signed = covered
+		}
 	}
 	hb.Ready, hb.Leaving, hb.SharesHealth = b[2]&flagReady != 0, b[2]&flagLeaving != 0, b[2]&flagHealth != 0
 	hb.Part, hb.Parts = int(b[3]), int(b[4])
