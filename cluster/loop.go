@@ -33,8 +33,8 @@ type loopState struct {
 	wire      map[string]wireVersion // heartbeat versions heard, by sender address
 	// wireChanged: a version in wire changed since publishSyncPeers.
 	wireChanged bool
-	guard     heartbeatGuard // which heartbeats count (freshness.go)
-	holdLost  time.Duration  // of the start-up hold, time this process was not scheduled (onCheck)
+	guard       heartbeatGuard // which heartbeats count (freshness.go)
+	holdLost    time.Duration  // of the start-up hold, time this process was not scheduled (onCheck)
 	// awaitingSync: the start-up hold is over but the connection state of
 	// the other directors has not all arrived (Node.syncCaughtUp).
 	awaitingSync bool

@@ -52,13 +52,13 @@ type MemberView struct {
 	Gossip string `json:"gossip"`
 	// Live: heartbeats arrive (and have for the rise time); only live
 	// directors count for the quorum and may own VIPs.
-	Live      bool     `json:"live"`
-	Ready     bool     `json:"ready"` // past its start-up hold
-	LastHeard string   `json:"last_heard,omitempty"`
+	Live      bool   `json:"live"`
+	Ready     bool   `json:"ready"` // past its start-up hold
+	LastHeard string `json:"last_heard,omitempty"`
 	// WireVersion is the version of the heartbeats heard from it, which it
 	// is sent in (3: the release before identities).
-	WireVersion int `json:"wire_version,omitempty"`
-	Holds     []string `json:"holds,omitempty"`
+	WireVersion int      `json:"wire_version,omitempty"`
+	Holds       []string `json:"holds,omitempty"`
 }
 
 // VIPView is one VIP: who should own it in this director's view and who
