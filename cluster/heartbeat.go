@@ -55,10 +55,9 @@ type vipClaim struct {
 //	v4 part = v3 part (version byte 4) | extensions | uint16 length of
 //	          the extensions | signature (64 bytes) when flagSigned
 //
-// The extensions are TLVs: a type byte, a length byte, that many bytes. A
-// reader skips the types it does not know, so later additions need no new
-// version; a change a reader must not skip needs one. The signature is
-// Ed25519 over every byte of the part before it (cluster/identity).
+// The trailer is cluster/identity's (Seal, Open): unknown extensions are
+// skipped, so later additions need no new version; a change a reader must
+// not skip needs one.
 //
 // This build reads v3 and v4, and sends each peer the highest version it
 // has heard from it (wireVersions); a director of the release before,
@@ -103,10 +102,7 @@ func (hb heartbeat) encodeAs(v byte, keys *identity.Keys) [][]byte {
 	sign := v >= 4 && keys.Signs()
 	limit := hbMaxBytes // what the v3 layout may fill
 	if v >= 4 {
-		limit -= 2 // no extensions yet: their length only
-		if sign {
-			limit -= identity.SignatureSize
-		}
+		limit -= keys.TrailerRoom()
 	}
 	head := make([]byte, 0, hbHeader+2+len(hb.Name)+len(hb.Addr))
 	head = append(head, hbMagic, v)
@@ -179,46 +175,10 @@ func (hb heartbeat) encodeAs(v byte, keys *identity.Keys) [][]byte {
 	for i, p := range parts {
 		p[3], p[4] = byte(i), byte(len(parts))
 		if v >= 4 {
-			p = append(p, 0, 0) // extensions: none
-			if sign {
-				p = keys.Sign(p)
-			}
-			parts[i] = p
+			parts[i] = keys.Seal(p)
 		}
 	}
 	return parts
-}
-
-// Extension types of v4 heartbeats and relay messages (none yet). A
-// reader skips the types it does not know.
-
-// splitV4 takes a v4 message apart: what its signature signs and the
-// signature (nil: unsigned), the v3 layout before the extensions, and the
-// extensions' TLVs, checked to be well formed. sigFixed is how long the
-// message must be at least before its signature.
-func splitV4(b []byte, signed bool, sigFixed int) (body, exts, covered, sig []byte, err error) {
-	covered = b
-	if signed {
-		if len(b) < sigFixed+identity.SignatureSize {
-			return nil, nil, nil, nil, errShort
-		}
-		covered, sig = b[:len(b)-identity.SignatureSize], b[len(b)-identity.SignatureSize:]
-	}
-	if len(covered) < sigFixed+2 {
-		return nil, nil, nil, nil, errShort
-	}
-	n := int(binary.BigEndian.Uint16(covered[len(covered)-2:]))
-	if n > len(covered)-2-sigFixed {
-		return nil, nil, nil, nil, fmt.Errorf("extensions of %d bytes in a message of %d", n, len(b))
-	}
-	body, exts = covered[:len(covered)-2-n], covered[len(covered)-2-n:len(covered)-2]
-	for rest := exts; len(rest) > 0; {
-		if len(rest) < 2 || len(rest) < 2+int(rest[1]) {
-			return nil, nil, nil, nil, errors.New("extension runs past the extensions")
-		}
-		rest = rest[2+int(rest[1]):] // no type is known yet: skipped
-	}
-	return body, exts, covered, sig, nil
 }
 
 // decodeHeartbeat parses one part; a message that is not a heartbeat or
@@ -245,12 +205,8 @@ func decodeHeartbeat(b []byte) (heartbeat, error) {
 	hb.Version = b[1]
 	if b[1] >= 4 {
 		var err error
-		var covered []byte
-		if b, _, covered, hb.sig, err = splitV4(b, b[2]&flagSigned != 0, hbHeader); err != nil {
+		if b, hb.signed, hb.sig, err = identity.Open(b, b[2]&flagSigned != 0, hbHeader); err != nil {
 			return hb, err
-		}
-		if hb.sig != nil {
-			hb.signed = covered
 		}
 	}
 	hb.Ready, hb.Leaving, hb.SharesHealth = b[2]&flagReady != 0, b[2]&flagLeaving != 0, b[2]&flagHealth != 0
