@@ -46,6 +46,7 @@ var layers = []layer{
 		testMayUse: []string{"nat/internal/golden"}}, // the golden cases nat's namespace tests apply to the kernel too
 	{pkg: "cluster/bgp/route", pure: true, mayNotReach: kernelOrSyscalls},
 	{pkg: "cluster/settings", pure: true, mayNotReach: kernelOrSyscalls},
+	{pkg: "cluster/identity", mayNotReach: kernelLibraries}, // a director's key file and its peers' public keys, which the configuration reads too
 	{pkg: "cluster/connsync/records", mayUse: []string{"ipvs/l4"}, pure: true, mayNotReach: kernelOrSyscalls}, // a service names its protocol in l4's numbers
 	{pkg: "agent/policy", pure: true, mayNotReach: kernelOrSyscalls},
 	{pkg: "agent/maglev", pure: true, mayNotReach: kernelOrSyscalls},
@@ -60,7 +61,7 @@ var layers = []layer{
 	{pkg: "agent/health", mayUse: []string{"agent/histogram", "agent/program"}, mayNot3: kernelLibraries, mayNotReach: kernelLibraries},
 	{pkg: "agent/hooks", mayUse: []string{"agent/metrics", "agent/program"}, mayNot3: kernelLibraries, mayNotReach: kernelLibraries},
 	{pkg: "agent/config/yamldoc", pure: true, mayNotReach: kernelOrSyscalls}, // a YAML file as strictly decoded documents, every problem at file:line:col; no schema
-	{pkg: "agent/config", mayUse: []string{"agent/config/yamldoc", "ipvs/l4", "agent/policy", "agent/hooks", "agent/program", "ipvs/spec", "cluster/settings", "cluster/bgp/route"}, mayNot3: kernelLibraries, mayNotReach: kernelLibraries},
+	{pkg: "agent/config", mayUse: []string{"agent/config/yamldoc", "ipvs/l4", "agent/policy", "agent/hooks", "agent/program", "ipvs/spec", "cluster/settings", "cluster/bgp/route", "cluster/identity"}, mayNot3: kernelLibraries, mayNotReach: kernelLibraries},
 	{pkg: "agent/config/servicesdir", mayUse: []string{"agent/config", "agent/config/yamldoc", "agent/program", "ipvs/l4"}, mayNot3: kernelLibraries, mayNotReach: kernelLibraries}, // the services directory as one validated set, read again only where it changed
 	{pkg: "agent/planner", mayUse: []string{"ipvs/l4", "agent/config", "agent/policy", "ipvs/spec", "nat/rules", "arp/spec", "cluster/bgp/route", "cluster/connsync/records"},
 		pure: true, mayNotReach: kernelLibraries, // reaches x/sys/unix only through agent/config → agent/hooks → prometheus

@@ -12,7 +12,7 @@ import (
 // An openssl genpkey -algorithm ed25519 key, so that both kinds of file
 // are pinned.
 const opensslKey = `-----BEGIN PRIVATE KEY-----
-MC4CAQAwBQYDK2VwBCIEIJ+DYvh6SEqVTm50DFtMDoQikTenAa7pqTCz1wbO6ys9
+MC4CAQAwBQYDK2VwBCIEILq8prSd4dA/efumdI+l3/otJUN3bdeIajeWoUyV83Xx
 -----END PRIVATE KEY-----
 `
 
