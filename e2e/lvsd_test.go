@@ -4,6 +4,7 @@ package e2e
 
 import (
 	"bytes"
+	"cmp"
 	"context"
 	"fmt"
 	"os"
@@ -33,6 +34,9 @@ type lvsd struct {
 	// profile, when set, is where lvsd writes a CPU profile of its run
 	// (LVSD_CPU_PROFILE).
 	profile string
+	// bin, when set, is the lvsd binary to run instead of LVSD_BIN (the
+	// release before, for the mixed-version tests).
+	bin string
 }
 
 // testDir returns a per-test folder on the read-write share, so logs can be
@@ -101,7 +105,7 @@ func (l *lvsd) start() {
 	if err != nil {
 		l.t.Fatal(err)
 	}
-	l.cmd = exec.Command(lvsdBin, "run", "--config", filepath.Join(l.dir, "lvsd.yaml"))
+	l.cmd = exec.Command(cmp.Or(l.bin, lvsdBin), "run", "--config", filepath.Join(l.dir, "lvsd.yaml"))
 	l.cmd.Stdout, l.cmd.Stderr = logFile, logFile
 	if l.profile != "" {
 		l.cmd.Env = append(os.Environ(), "LVSD_CPU_PROFILE="+l.profile)
