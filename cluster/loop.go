@@ -420,6 +420,9 @@ func (s *loopState) noteVersion(hb heartbeat, at time.Time) {
 		return
 	}
 	w, ok := s.wire[hb.Addr]
+	if !ok && len(s.wire) >= maxRemembered {
+		return // an address not recorded is sent both versions
+	}
 	if !ok || w.incarnation != hb.Incarnation {
 		w = wireVersion{incarnation: hb.Incarnation}
 	}

@@ -58,11 +58,12 @@ func (d *doc) clusterIdentity(c *Cluster, raw *rawCluster, file, node string) {
 		d.Errorf("$.cluster.directors", "directors is empty: list every director's node name with its public key (`lvsd keygen --public FILE` prints it), or leave directors out")
 		return
 	}
-	keys, listed := c.Directors[node]
+	keys := c.Directors[node]
+	_, listed := raw.Directors[node]
 	switch {
 	case c.Identity == nil:
 		// Its absence is reported above.
-	case !listed && raw.Directors[node] == "":
+	case !listed:
 		d.Errorf("$.cluster.directors", "directors does not list this director (node %q): add `%s: %s`, the public key of %s",
 			node, node, identity.FormatPublic(identity.Public(c.Identity)), c.IdentityFile)
 	case !slices.ContainsFunc(keys, func(k ed25519.PublicKey) bool { return k.Equal(identity.Public(c.Identity)) }) && len(keys) > 0:
