@@ -40,8 +40,9 @@ func TestMixedVersions(t *testing.T) {
 	tp := clusterSetup(t, vip)
 	key := clusterKey(t)
 	nw, old := tp.Director(1), tp.Director(2)
-	lNew := newClusterDirector(t, tp, nw, key, "  priority: 250\n", vip)
-	lOld := newClusterDirector(t, tp, old, key, "  priority: 200\n", vip)
+	// Two of the topology's three directors run: quorum 1, or the survivor of a kill holds nothing.
+	lNew := newClusterDirector(t, tp, nw, key, "  priority: 250\n  quorum: 1\n", vip)
+	lOld := newClusterDirector(t, tp, old, key, "  priority: 200\n  quorum: 1\n", vip)
 	lOld.bin = prevBin
 	lOld.start()
 	lNew.start()
