@@ -16,7 +16,7 @@ modprobe -a $modules 2>/dev/null || true
 # node name in cluster.directors on every director; lvsd signs with it as
 # soon as it exists.
 if [ ! -e /etc/lvsd/identity.key ]; then
-	/usr/sbin/lvsd keygen --out /etc/lvsd/identity.key >/dev/null ||
+	lvsd keygen --out /etc/lvsd/identity.key >/dev/null ||
 		echo "lvsd: could not make /etc/lvsd/identity.key; make it with 'lvsd keygen'" >&2
 fi
 
