@@ -11,7 +11,7 @@ OUT ?= $(CURDIR)/e2e/out
 RUN ?= .
 E2E_TIMEOUT ?= 40m
 
-.PHONY: all build vet unit examples-check fuzz fuzz-short e2e soak test demo bench ecmp-bench clean vm-setup package package-check
+.PHONY: all build vet unit examples-check fuzz fuzz-short e2e soak prev test demo bench ecmp-bench clean vm-setup package package-check
 
 all: build
 
@@ -88,11 +88,25 @@ fuzz-short:
 # `make package` built and runs lvsd as lvsd.service. Both runs always go;
 # the target fails if either did.
 E2E_PKGS ?= ./e2e ./nat ./ipvs ./e2e/ecmplab
+
+# prev builds the release before this one's wire version 4 into
+# bin/lvsd-prev: TestMixedVersions runs it beside this build (rolling
+# upgrades, docs/cluster.md). A clone without that commit cannot build it;
+# the test then fails saying so.
+PREV_COMMIT ?= 98698e8
+prev:
+	@git cat-file -e '$(PREV_COMMIT)^{commit}' 2>/dev/null || { \
+	  echo "prev: commit $(PREV_COMMIT) is not in this clone (shallow?): git fetch --unshallow; TestMixedVersions will fail" >&2; exit 1; }
+	rm -rf $(BIN)/prev-src && mkdir -p $(BIN)/prev-src
+	git archive $(PREV_COMMIT) | tar -x -C $(BIN)/prev-src
+	cd $(BIN)/prev-src && CGO_ENABLED=0 $(GO) build -trimpath -ldflags '-X main.version=$(PREV_COMMIT)' -o $(BIN)/lvsd-prev ./cmd/lvsd
+	rm -rf $(BIN)/prev-src
 E2E_SYSTEMD_PKGS ?= ./e2e/systemd
 e2e: build vm-setup package-check examples-check
 	@mkdir -p $(OUT)
+	-@$(MAKE) --no-print-directory prev
 	rc=0; \
-	LVSD_BIN=$(BIN)/lvsd LVSD_ECHO_BIN=$(BIN)/lvsd-echo LVSD_E2E_OUT=$(OUT) \
+	LVSD_BIN=$(BIN)/lvsd LVSD_ECHO_BIN=$(BIN)/lvsd-echo LVSD_PREV_BIN=$(BIN)/lvsd-prev LVSD_E2E_OUT=$(OUT) \
 	  $(GO) test -tags 'e2e vmtest' -count=1 -p 1 -timeout $(E2E_TIMEOUT) -v \
 	  -exec '$(CURDIR)/e2e/vm/run --timeout 2400 --rw $(OUT) --' $(E2E_PKGS) -run '$(RUN)' || rc=1; \
 	if [ -n '$(E2E_SYSTEMD_PKGS)' ]; then \

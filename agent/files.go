@@ -151,7 +151,7 @@ func (a *Agent) reload(why string, changed []string) {
 	}
 	var restart []string
 	if err == nil && a.cfg != nil {
-		err, restart = reloadRules(a.cfg.Agent, cfg.Agent)
+		restart, err = reloadRules(a.cfg.Agent, cfg.Agent)
 	}
 	a.loadedConfig(a.opts.Now(), err)
 	if err != nil {

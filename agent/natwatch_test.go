@@ -75,7 +75,7 @@ func TestDaemonsStopWithoutTheirGuard(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	errs := Kernel{NAT: failingNAT{nat.NewFake()}, Daemons: daemons}.Apply(ctx, []planner.Op{{Kind: planner.ReplaceNAT, NAT: guarded}})
+	errs := Kernel{NAT: failingNAT{nat.NewFake()}, Daemons: daemons}.Apply(ctx, []planner.Op{{Kind: planner.ReplaceNAT, Detail: &planner.Detail{NAT: guarded}}})
 	if errs[0] == nil {
 		t.Fatal("the failed ReplaceNAT reported no error")
 	}

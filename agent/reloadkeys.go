@@ -51,10 +51,10 @@ var agentKeyRules = map[string]struct{ key, rule string }{
 	"LaxModes":          {"strict_modes", reloadApplied},
 }
 
-// reloadRules compares the running agent file with a reloaded one: refused
-// is an error when a key the reload cannot apply changed, restart lists the
-// changed keys that wait for a restart.
-func reloadRules(old, next *config.Agent) (refused error, restart []string) {
+// reloadRules compares the running agent file with a reloaded one: restart
+// lists the changed keys that wait for a restart, refused is an error when
+// a key the reload cannot apply changed.
+func reloadRules(old, next *config.Agent) (restart []string, refused error) {
 	ov, nv := reflect.ValueOf(*old), reflect.ValueOf(*next)
 	var changed []string
 	for i := range ov.NumField() {
@@ -77,5 +77,5 @@ func reloadRules(old, next *config.Agent) (refused error, restart []string) {
 		refused = fmt.Errorf("%s changed: a running director cannot take that on a reload; restart lvsd to apply it",
 			strings.Join(changed, ", "))
 	}
-	return refused, restart
+	return restart, refused
 }

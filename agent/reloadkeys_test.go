@@ -61,7 +61,7 @@ func TestReloadRules(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			refused, restart := reloadRules(old.Agent, next.Agent)
+			restart, refused := reloadRules(old.Agent, next.Agent)
 			switch {
 			case tt.refused == "" && refused != nil:
 				t.Errorf("refused: %v", refused)

@@ -5,6 +5,8 @@ import (
 	"errors"
 	"fmt"
 	"net/netip"
+
+	"github.com/lvsd/lvsd/cluster/identity"
 )
 
 // heartbeat is what each director sends every heartbeat interval to every
@@ -34,6 +36,12 @@ type heartbeat struct {
 	// HealthID, split over the parts like VIPs.
 	SharesHealth bool
 	Down         []uint64
+
+	// Version is the wire version the heartbeat came in (decodeHeartbeat).
+	Version byte
+	// signed is what sig signs (a v4 part without its signature); both
+	// nil when the part is unsigned.
+	signed, sig []byte
 }
 
 type vipClaim struct {
@@ -41,12 +49,23 @@ type vipClaim struct {
 	Held bool
 }
 
+// Wire versions. 2 added Heard, 3 the health vote (flagHealth and each
+// part's Down list), 4 the extensions and the signature:
+//
+//	v4 part = v3 part (version byte 4) | extensions | uint16 length of
+//	          the extensions | signature (64 bytes) when flagSigned
+//
+// The trailer is cluster/identity's (Seal, Open): unknown extensions are
+// skipped, so later additions need no new version; a change a reader must
+// not skip needs one.
+//
+// This build reads v3 and v4, and sends each peer the highest version it
+// has heard from it (wireVersions); a director of the release before,
+// which reads v3 only, keeps working beside it in a rolling upgrade.
 const (
-	hbMagic = 'H'
-	// hbVersion 2 added Heard, 3 the health vote (flagHealth and each
-	// part's Down list); a director does not understand another version's
-	// heartbeats, so directors are upgraded together.
-	hbVersion = 3
+	hbMagic     = 'H'
+	hbVersionV3 = 3
+	hbVersion   = 4 // the newest this build speaks
 	// hbMaxBytes keeps a heartbeat in one UDP datagram of memberlist's
 	// default 1400-byte buffer, leaving room for its headers (type, CRC,
 	// AES-GCM, label).
@@ -55,6 +74,7 @@ const (
 	flagReady   = 1
 	flagLeaving = 2
 	flagHealth  = 4
+	flagSigned  = 8 // v4: a signature ends the part
 	claimHeld   = 1
 	claimV6     = 2
 	// maxHeard bounds Heard, 8 bytes each in every part.
@@ -68,14 +88,28 @@ var errShort = errors.New("heartbeat truncated")
 type versionError byte
 
 func (v versionError) Error() string {
-	return fmt.Sprintf("heartbeat of version %d, want %d (directors must run the same lvsd version)", byte(v), hbVersion)
+	return fmt.Sprintf("heartbeat of version %d, this lvsd reads %d and %d (a director more than one release apart)", byte(v), hbVersionV3, hbVersion)
 }
 
-// encode returns hb as one or more packets (parts) of at most hbMaxBytes.
-func (hb heartbeat) encode() [][]byte {
+// encode returns hb as v3 parts, the version every director since the
+// health vote reads.
+func (hb heartbeat) encode() [][]byte { return hb.encodeAs(hbVersionV3, nil) }
+
+// encodeAs returns hb as one or more packets (parts) of at most hbMaxBytes
+// in wire version v (3 or 4), each signed with keys when v is 4 and keys
+// has a private key.
+func (hb heartbeat) encodeAs(v byte, keys *identity.Keys) [][]byte {
+	sign := v >= 4 && keys.Signs()
+	limit := hbMaxBytes // what the v3 layout may fill
+	if v >= 4 {
+		limit -= keys.TrailerRoom()
+	}
 	head := make([]byte, 0, hbHeader+2+len(hb.Name)+len(hb.Addr))
-	head = append(head, hbMagic, hbVersion)
+	head = append(head, hbMagic, v)
 	var flags byte
+	if sign {
+		flags |= flagSigned
+	}
 	if hb.Ready {
 		flags |= flagReady
 	}
@@ -101,7 +135,7 @@ func (hb heartbeat) encode() [][]byte {
 
 	var parts [][]byte
 	vips, down := hb.VIPs, hb.Down
-	room := hbMaxBytes // for claims: the health section's count comes after them
+	room := limit // for claims: the health section's count comes after them
 	if hb.SharesHealth {
 		room -= 2
 	} else {
@@ -127,7 +161,7 @@ func (hb heartbeat) encode() [][]byte {
 			at := len(p)
 			p = append(p, 0, 0)
 			k := 0
-			for ; k < len(down) && len(p)+8 <= hbMaxBytes; k++ {
+			for ; k < len(down) && len(p)+8 <= limit; k++ {
 				p = binary.BigEndian.AppendUint64(p, down[k])
 			}
 			binary.BigEndian.PutUint16(p[at:], uint16(k))
@@ -140,6 +174,9 @@ func (hb heartbeat) encode() [][]byte {
 	}
 	for i, p := range parts {
 		p[3], p[4] = byte(i), byte(len(parts))
+		if v >= 4 {
+			parts[i] = keys.Seal(p)
+		}
 	}
 	return parts
 }
@@ -154,11 +191,23 @@ func decodeHeartbeat(b []byte) (heartbeat, error) {
 	if len(b) > hbMaxBytes {
 		return hb, fmt.Errorf("heartbeat of %d bytes, at most %d", len(b), hbMaxBytes)
 	}
-	if b[1] != hbVersion {
+	known := byte(flagReady | flagLeaving | flagHealth)
+	switch b[1] {
+	case hbVersionV3:
+	case hbVersion:
+		known |= flagSigned
+	default:
 		return hb, versionError(b[1])
 	}
-	if b[2]&^(flagReady|flagLeaving|flagHealth) != 0 {
+	if b[2]&^known != 0 {
 		return hb, fmt.Errorf("heartbeat with unknown flags %#x", b[2])
+	}
+	hb.Version = b[1]
+	if b[1] >= 4 {
+		var err error
+		if b, hb.signed, hb.sig, err = identity.Open(b, b[2]&flagSigned != 0, hbHeader); err != nil {
+			return hb, err
+		}
 	}
 	hb.Ready, hb.Leaving, hb.SharesHealth = b[2]&flagReady != 0, b[2]&flagLeaving != 0, b[2]&flagHealth != 0
 	hb.Part, hb.Parts = int(b[3]), int(b[4])

@@ -22,7 +22,7 @@ func TestHeartbeatRoundTrip(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	hb.Part, hb.Parts = 0, 1
+	hb.Part, hb.Parts, hb.Version = 0, 1, hbVersionV3
 	if !reflect.DeepEqual(got, hb) {
 		t.Errorf("got %+v\nwant %+v", got, hb)
 	}
@@ -108,7 +108,7 @@ func TestHeartbeatDecodeErrors(t *testing.T) {
 		err  string
 	}{
 		{"relay message", []byte("S\x02"), "not a heartbeat"},
-		{"version 2", set(1, 2), "heartbeat of version 2, want 3"},
+		{"version 2", set(1, 2), "heartbeat of version 2, this lvsd reads 3 and 4"},
 		{"unknown flag", set(2, 8), "unknown flags 0x8"},
 		{"health section missing", set(2, flagHealth), "truncated"},
 		{"down count beyond the bytes", append(set(2, flagHealth), 0, 1, 0, 0, 0, 0, 0, 0, 0), "truncated"},
@@ -137,6 +137,9 @@ func FuzzDecodeHeartbeat(f *testing.F) {
 		Heard: []uint64{5}, VIPs: []vipClaim{{netip.MustParseAddr("10.0.0.50"), true}, {netip.MustParseAddr("fd00::50"), false}}}.encode()[0])
 	f.Add(heartbeat{Name: "d", Leaving: true}.encode()[0])
 	f.Add(heartbeat{Name: "d", SharesHealth: true, Down: []uint64{7, 1 << 63}}.encode()[0])
+	f.Add(heartbeat{Name: "d", Addr: "a", VIPs: []vipClaim{{netip.MustParseAddr("10.0.0.50"), true}}}.encodeAs(hbVersion, nil)[0])
+	f.Add(heartbeat{Name: "d", Addr: "a", SharesHealth: true, Down: []uint64{7}}.encodeAs(hbVersion, fuzzKeys)[0])
+	f.Add(withExtension(heartbeat{Name: "d", Addr: "a"}.encodeAs(hbVersion, nil)[0], 200, []byte("later")))
 	f.Fuzz(func(t *testing.T, b []byte) {
 		hb, err := decodeHeartbeat(b)
 		if err != nil {
@@ -146,7 +149,8 @@ func FuzzDecodeHeartbeat(f *testing.F) {
 			t.Fatalf("%d claims allocated for %d bytes", cap(hb.VIPs), len(b))
 		}
 		var again heartbeat
-		for i, p := range hb.encode() {
+		// Re-signed by another key: the signature itself is not compared.
+		for i, p := range hb.encodeAs(hb.Version, fuzzKeys) {
 			if len(p) > hbMaxBytes {
 				t.Fatalf("part %d has %d bytes", i, len(p))
 			}
@@ -159,6 +163,7 @@ func FuzzDecodeHeartbeat(f *testing.F) {
 			again = d
 		}
 		again.Part, again.Parts = hb.Part, hb.Parts
+		again.signed, again.sig, hb.signed, hb.sig = nil, nil, nil, nil
 		if !reflect.DeepEqual(normal(again), normal(hb)) {
 			t.Fatalf("round trip changed the heartbeat:\n%+v\n%+v", hb, again)
 		}
@@ -190,7 +195,7 @@ func TestHeartbeatOtherVersionWarns(t *testing.T) {
 		delegate{n}.NotifyMsg(old)
 		delegate{n}.NotifyMsg([]byte("garbage"))
 	}
-	if got := strings.Count(buf.String(), "level=WARN"); got != 1 || !strings.Contains(buf.String(), "heartbeat of version 2, want 3") {
+	if got := strings.Count(buf.String(), "level=WARN"); got != 1 || !strings.Contains(buf.String(), "heartbeat of version 2, this lvsd reads 3 and 4") {
 		t.Errorf("%d warnings:\n%s", got, buf.String())
 	}
 }

@@ -30,8 +30,11 @@ type loopState struct {
 	lastCheck time.Time
 	joinAsked map[string]time.Time
 	sendFails map[string]bool
-	guard     heartbeatGuard // which heartbeats count (freshness.go)
-	holdLost  time.Duration  // of the start-up hold, time this process was not scheduled (onCheck)
+	wire      map[string]wireVersion // heartbeat versions heard, by sender address
+	// wireChanged: a version in wire changed since publishSyncPeers.
+	wireChanged bool
+	guard       heartbeatGuard // which heartbeats count (freshness.go)
+	holdLost    time.Duration  // of the start-up hold, time this process was not scheduled (onCheck)
 	// awaitingSync: the start-up hold is over but the connection state of
 	// the other directors has not all arrived (Node.syncCaughtUp).
 	awaitingSync bool
@@ -45,7 +48,7 @@ type loopState struct {
 func (s *loopState) init(n *Node) {
 	*s = loopState{n: n, peers: map[string]*peer{}, vips: map[netip.Addr]bool{}, present: map[netip.Addr]bool{},
 		want: map[netip.Addr]bool{}, conflicts: map[netip.Addr]string{}, waiting: map[netip.Addr]bool{},
-		members: map[string]memberEvent{}, joinAsked: map[string]time.Time{}, sendFails: map[string]bool{},
+		members: map[string]memberEvent{}, joinAsked: map[string]time.Time{}, sendFails: map[string]bool{}, wire: map[string]wireVersion{},
 		guard: heartbeatGuard{quiet: n.cfg.FailureTimeout}}
 }
 
@@ -79,7 +82,7 @@ func (n *Node) run(ctx context.Context) {
 		case <-ctx.Done():
 			return
 		case r := <-n.heartbeats:
-			if changed = s.onHeartbeat(r.hb, r.at); changed {
+			if changed = s.onHeartbeat(r.hb, r.at); changed || s.wireChanged {
 				s.publishSyncPeers()
 			}
 		case <-n.poke:
@@ -364,17 +367,13 @@ func (s *loopState) sendLeaving() {
 	}
 }
 
-// send sends hb to every target. A failing target (a peer that is down:
-// no neighbour entry) is logged when it starts failing, not every time.
+// send sends hb to every target, in the wire versions it reads
+// (versionsFor). A failing target (a peer that is down: no neighbour entry)
+// is logged when it starts failing, not every time.
 func (s *loopState) send(hb heartbeat) {
-	parts := hb.encode()
+	var enc encodings
 	for _, addr := range s.targets() {
-		var err error
-		for _, p := range parts {
-			if err = s.n.ml.SendToAddress(memberlist.Address{Addr: addr}, p); err != nil {
-				break
-			}
-		}
+		err := s.sendParts(addr, hb, &enc)
 		switch {
 		case err != nil && !s.sendFails[addr]:
 			s.sendFails[addr] = true
@@ -384,6 +383,77 @@ func (s *loopState) send(hb heartbeat) {
 			s.n.log.Debug("sending heartbeats again", "to", addr)
 		}
 	}
+}
+
+// encodings are one heartbeat's parts by wire version, encoded when first
+// needed.
+type encodings [hbVersion + 1][][]byte
+
+// sendParts sends hb to addr in every version addr is sent.
+func (s *loopState) sendParts(addr string, hb heartbeat, enc *encodings) error {
+	for _, v := range s.versionsFor(addr) {
+		if enc[v] == nil {
+			enc[v] = hb.encodeAs(v, s.n.cfg.Identity)
+		}
+		for _, p := range enc[v] {
+			if err := s.n.ml.SendToAddress(memberlist.Address{Addr: addr}, p); err != nil {
+				return err
+			}
+		}
+	}
+	return nil
+}
+
+// wireVersion is the highest heartbeat version heard from an address in
+// the incarnation of its sender heard last.
+type wireVersion struct {
+	incarnation uint64
+	version     byte
+	at          time.Time
+}
+
+// noteVersion records the version of a heartbeat admitted from hb.Addr.
+// A new incarnation starts over: a director downgraded to the release
+// before speaks v3 again and must be sent v3 to hear this one at all.
+func (s *loopState) noteVersion(hb heartbeat, at time.Time) {
+	if hb.Addr == "" {
+		return
+	}
+	w, ok := s.wire[hb.Addr]
+	if !ok && len(s.wire) >= maxRemembered {
+		return // an address not recorded is sent both versions
+	}
+	if !ok || w.incarnation != hb.Incarnation {
+		w = wireVersion{incarnation: hb.Incarnation}
+	}
+	if v := max(w.version, hb.Version); v != w.version {
+		w.version, s.wireChanged = v, true
+	}
+	w.at = at
+	s.wire[hb.Addr] = w
+}
+
+// versionsFor is the heartbeat versions addr is sent: the highest it was
+// heard in; both while nothing was heard from it (a director of the
+// release before drops v4 with a warning at most every 10 minutes); v4
+// only when identities are enforced (v3 carries no signature).
+func (s *loopState) versionsFor(addr string) []byte {
+	switch w, ok := s.wire[addr]; {
+	case s.n.cfg.Identity.Enforced():
+		return []byte{hbVersion}
+	case ok:
+		return []byte{w.version}
+	}
+	return []byte{hbVersionV3, hbVersion}
+}
+
+// syncVersion is the relay message version addr is sent: the version of
+// its heartbeats.
+func (s *loopState) syncVersion(addr string) byte {
+	if v := s.versionsFor(addr); len(v) == 1 {
+		return v[0]
+	}
+	return hbVersionV3
 }
 
 // targets are the addresses heartbeats go to: the configured peers, the
@@ -422,6 +492,11 @@ func (s *loopState) housekeep() {
 	for name, p := range s.peers {
 		if !p.state.live() && !s.members[name].alive && (p.state == peerLeft || now.Sub(p.lastHeard) > 10*time.Minute) {
 			delete(s.peers, name)
+		}
+	}
+	for addr, w := range s.wire {
+		if now.Sub(w.at) > 10*time.Minute {
+			delete(s.wire, addr)
 		}
 	}
 }

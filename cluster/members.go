@@ -77,14 +77,18 @@ func (d delegate) NotifyMsg(b []byte) {
 		var v versionError
 		if errors.As(err, &v) && time.Since(time.Unix(0, d.n.versionWarned.Load())) > 10*time.Minute {
 			d.n.versionWarned.Store(time.Now().UnixNano())
-			d.n.log.Warn("dropping heartbeats of another lvsd version; directors must run the same version", "err", err)
+			d.n.log.Warn("dropping heartbeats of an lvsd version this one does not read; upgrade one release at a time", "err", err)
 			return
 		}
 		d.n.log.Debug("dropping a cluster message", "err", err)
 		return
 	}
+	now := time.Now()
+	if !d.n.admit(hb, now) {
+		return
+	}
 	select {
-	case d.n.heartbeats <- received{hb, time.Now()}:
+	case d.n.heartbeats <- received{hb, now}:
 	default:
 	}
 }

@@ -16,6 +16,7 @@ import (
 
 	"github.com/hashicorp/memberlist"
 
+	"github.com/lvsd/lvsd/cluster/identity"
 	"github.com/lvsd/lvsd/cluster/settings"
 )
 
@@ -45,6 +46,10 @@ type Config struct {
 	// keyring replaced (key rotation without a restart).
 	KeyFile  string
 	LoadKeys func() ([][]byte, error)
+	// Identity signs this director's heartbeats and, with Directors set,
+	// says whose heartbeats and connection-sync messages to believe
+	// (cluster/identity). nil: unsigned, and every key holder believed.
+	Identity *identity.Keys
 
 	HeartbeatInterval time.Duration
 	FailureTimeout    time.Duration // silence after which a director counts as failed
@@ -176,6 +181,7 @@ type Node struct {
 	auth          authority    // who may send connection records of which VIP (authority.go)
 	port          portStats    // what the cluster port refused
 	versionWarned atomic.Int64 // unix nanoseconds of the last warning about a heartbeat of another version
+	refused       refusals     // heartbeats refused before the guard (admit.go)
 
 	st loopState // owned by the loop goroutine
 }
@@ -244,6 +250,7 @@ func Start(cfg Config) (*Node, error) {
 	n.log.Info("cluster node started", "node", cfg.Name, "address", ml.LocalNode().Address(),
 		"mode", string(cfg.Rules.Mode), "priority", cfg.Priority, "preempt", cfg.Rules.Preempt,
 		"quorum", n.cfg.Rules.Quorum, "peers", len(cfg.Peers), "encrypted", !cfg.Insecure,
+		"signed", cfg.Identity.Signs(), "identities_enforced", cfg.Identity.Enforced(),
 		"heartbeat", cfg.HeartbeatInterval.String(), "failure_timeout", cfg.FailureTimeout.String())
 	if cfg.Insecure {
 		n.log.Warn("cluster traffic is neither encrypted nor authenticated (insecure: true): anyone who can reach the cluster port can take the VIPs")

@@ -4,8 +4,6 @@ import (
 	"maps"
 	"net/netip"
 	"time"
-
-	"github.com/hashicorp/memberlist"
 )
 
 // peer is another director as this one hears it.
@@ -25,6 +23,8 @@ type peer struct {
 	claimSeq uint64
 	pendSeq  uint64
 	pend     map[int]heartbeat
+	// pendVersion is the wire version of the parts in pend.
+	pendVersion byte
 }
 
 // peerState is how this director hears a peer. It moves at each liveness
@@ -94,6 +94,7 @@ func (s *loopState) onHeartbeat(hb heartbeat, at time.Time) bool {
 		}
 		return false
 	}
+	s.noteVersion(hb, at)
 	first := !s.guard.knows(hb.Incarnation)
 	before, known := s.guard.used[hb.Name]
 	verdict := s.guard.check(hb, n.incarnation, at)
@@ -206,8 +207,10 @@ func (p *peer) assemble(hb heartbeat) *assembled {
 	}
 	all := []heartbeat{hb}
 	if hb.Parts > 1 {
-		if p.pendSeq != hb.Seq || p.pend == nil {
-			p.pendSeq, p.pend = hb.Seq, map[int]heartbeat{}
+		// The v3 and v4 parts of one heartbeat (sent both while a peer's
+		// version is unknown) split the claims differently: never mixed.
+		if p.pendSeq != hb.Seq || p.pendVersion != hb.Version || p.pend == nil {
+			p.pendSeq, p.pendVersion, p.pend = hb.Seq, hb.Version, map[int]heartbeat{}
 		}
 		p.pend[hb.Part] = hb
 		if len(p.pend) < hb.Parts {
@@ -302,10 +305,8 @@ func (s *loopState) liveCount() int {
 
 // sendTo sends a heartbeat to one address only.
 func (s *loopState) sendTo(addr string) {
-	for _, p := range s.heartbeat(false).encode() {
-		if err := s.n.ml.SendToAddress(memberlist.Address{Addr: addr}, p); err != nil {
-			s.n.log.Debug("cannot send a heartbeat", "to", addr, "err", err)
-			return
-		}
+	var enc encodings
+	if err := s.sendParts(addr, s.heartbeat(false), &enc); err != nil {
+		s.n.log.Debug("cannot send a heartbeat", "to", addr, "err", err)
 	}
 }

@@ -66,17 +66,34 @@ func (n *Node) syncReceiver() SyncReceiver {
 	return nil
 }
 
+// SyncDowngrader is what a SyncReceiver implements when its messages
+// (always of the newest version) can be written in an older wire version
+// for a director of the release before (connsync.Relay.Downgrade).
+type SyncDowngrader interface {
+	// Downgrade returns msg in wire version v, or nil if it has none.
+	Downgrade(msg []byte, v byte) []byte
+}
+
 // Broadcast sends msg to every director heard within two failure timeouts,
-// best effort (one encrypted UDP packet each, like the heartbeats).
+// best effort (one encrypted UDP packet each, like the heartbeats), in the
+// version of each one's heartbeats.
 func (n *Node) Broadcast(msg []byte) {
 	n.mu.Lock()
-	addrs := make([]string, 0, len(n.syncPeers))
+	peers := make([]syncPeer, 0, len(n.syncPeers))
 	for _, p := range n.syncPeers {
-		addrs = append(addrs, p.addr)
+		peers = append(peers, p)
 	}
 	n.mu.Unlock()
-	for _, a := range addrs {
-		n.sendSync(a, msg)
+	var older []byte
+	for _, p := range peers {
+		m := msg
+		if p.version < hbVersion {
+			if older == nil {
+				older = n.downgrade(msg, p.version)
+			}
+			m = older
+		}
+		n.sendSync(p.addr, m)
 	}
 }
 
@@ -85,32 +102,49 @@ func (n *Node) SendTo(member string, msg []byte) {
 	n.mu.Lock()
 	p, ok := n.syncPeers[member]
 	n.mu.Unlock()
-	if ok {
-		n.sendSync(p.addr, msg)
+	if !ok {
+		return
 	}
+	if p.version < hbVersion {
+		msg = n.downgrade(msg, p.version)
+	}
+	n.sendSync(p.addr, msg)
+}
+
+func (n *Node) downgrade(msg []byte, v byte) []byte {
+	if d, ok := n.syncReceiver().(SyncDowngrader); ok {
+		return d.Downgrade(msg, v)
+	}
+	return msg
 }
 
 func (n *Node) sendSync(addr string, msg []byte) {
+	if msg == nil {
+		return
+	}
 	if err := n.ml.SendToAddress(memberlist.Address{Addr: addr}, msg); err != nil {
 		n.log.Debug("cannot send connection sync", "to", addr, "err", err)
 	}
 }
 
 // syncPeer is a director sync messages go to; a new incarnation is a
-// restarted process, which has lost its state.
+// restarted process, which has lost its state. version is the wire
+// version of its heartbeats, which its sync messages are sent in.
 type syncPeer struct {
 	addr        string
 	incarnation uint64
+	version     byte
 }
 
 // publishSyncPeers runs on the loop after a check changed something: it
 // tells the receiver who came and went and updates the send list.
 func (s *loopState) publishSyncPeers() {
 	n := s.n
+	s.wireChanged = false
 	now := make(map[string]syncPeer, len(s.peers))
 	for _, p := range s.peers {
 		if p.state.counted() && p.addr != "" {
-			now[p.name] = syncPeer{p.addr, p.incarnation}
+			now[p.name] = syncPeer{p.addr, p.incarnation, s.syncVersion(p.addr)}
 		}
 	}
 	n.mu.Lock()
@@ -126,7 +160,7 @@ func (s *loopState) publishSyncPeers() {
 		return
 	}
 	for name, p := range now {
-		if old, ok := before[name]; !ok || old != p { // new, moved or restarted
+		if old, ok := before[name]; !ok || old.addr != p.addr || old.incarnation != p.incarnation { // new, moved or restarted
 			r.MemberJoined(name)
 		}
 	}

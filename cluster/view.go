@@ -37,6 +37,15 @@ type View struct {
 	// silent for too long, or longer than a director sends.
 	RefusedPackets uint64 `json:"refused_packets"`
 	RefusedStreams uint64 `json:"refused_streams"`
+	// Refused counts heartbeats refused before any use, by reason: "future
+	// incarnation", and with cluster.directors "unsigned", "unknown name"
+	// and "bad signature". Any of them is a misconfigured director or a
+	// forger holding the cluster key.
+	Refused map[string]uint64 `json:"refused,omitempty"`
+	// Signed: this director signs its messages; IdentitiesEnforced: it
+	// believes only messages signed by the director they name.
+	Signed             bool `json:"signed,omitempty"`
+	IdentitiesEnforced bool `json:"identities_enforced,omitempty"`
 }
 
 // MemberView is one director.
@@ -50,10 +59,13 @@ type MemberView struct {
 	Gossip string `json:"gossip"`
 	// Live: heartbeats arrive (and have for the rise time); only live
 	// directors count for the quorum and may own VIPs.
-	Live      bool     `json:"live"`
-	Ready     bool     `json:"ready"` // past its start-up hold
-	LastHeard string   `json:"last_heard,omitempty"`
-	Holds     []string `json:"holds,omitempty"`
+	Live      bool   `json:"live"`
+	Ready     bool   `json:"ready"` // past its start-up hold
+	LastHeard string `json:"last_heard,omitempty"`
+	// WireVersion is the version of the heartbeats heard from it, which it
+	// is sent in (3: the release before identities).
+	WireVersion int      `json:"wire_version,omitempty"`
+	Holds       []string `json:"holds,omitempty"`
 }
 
 // VIPView is one VIP: who should own it in this director's view and who
@@ -80,7 +92,8 @@ func (s *loopState) view(now time.Time) View {
 	owners := Owners(s.rules(), live, vips)
 	v := View{Node: n.cfg.Name, Mode: n.cfg.Rules.Mode, Preempt: n.cfg.Rules.Preempt, Encrypted: !n.cfg.Insecure,
 		Quorum: n.cfg.Rules.Quorum, Live: len(live), Stalls: s.stalls, UnusedHeartbeats: s.guard.unused,
-		RefusedPackets: n.port.refusedPackets.Load(), RefusedStreams: n.port.refusedStreams.Load()}
+		RefusedPackets: n.port.refusedPackets.Load(), RefusedStreams: n.port.refusedStreams.Load(),
+		Refused: n.refused.snapshot(), Signed: n.cfg.Identity.Signs(), IdentitiesEnforced: n.cfg.Identity.Enforced()}
 	switch {
 	case s.leaving:
 		v.State = "leaving"
@@ -112,6 +125,7 @@ func (s *loopState) view(now time.Time) View {
 		}
 		if p := s.peers[name]; p != nil {
 			m.Address = p.addr
+			m.WireVersion = int(s.wire[p.addr].version)
 			m.Priority, m.Live, m.Ready = p.priority, p.state.live(), p.ready
 			if !p.lastHeard.IsZero() {
 				m.LastHeard = now.Sub(p.lastHeard).Round(time.Millisecond).String() + " ago"

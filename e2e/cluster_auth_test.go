@@ -19,17 +19,33 @@ import (
 
 	"github.com/lvsd/lvsd/cluster"
 	"github.com/lvsd/lvsd/cluster/connsync"
+	"github.com/lvsd/lvsd/cluster/identity"
 	"github.com/lvsd/lvsd/e2e/topo"
 )
 
 // TestSyncInjection: a member with the cluster key sends connection
 // records it may not send: for a VIP another director holds, for a real
 // server or a VIP that is not configured. None reaches the standby's IPVS
-// table; the control, a record from the VIP's holder for a configured
-// real server, does (so the refusals are the checks' doing).
+// table. Without identities the control, a record naming the VIP's holder
+// for a configured real server, is applied (so the refusals are the
+// checks' doing): anyone with the key may name the holder. With identities
+// (cluster.directors) that same unsigned control is refused, and only the
+// record signed with the holder's own key is applied; the forged ones are
+// signed with their sender's key where it has one, so the holder and
+// configuration checks still refuse what a real director may not send.
 func TestSyncInjection(t *testing.T) {
+	for _, identities := range []bool{false, true} {
+		name := "shared key only"
+		if identities {
+			name = "identities"
+		}
+		t.Run(name, func(t *testing.T) { syncInjection(t, identities) })
+	}
+}
+
+func syncInjection(t *testing.T, identities bool) {
 	vip := netip.MustParseAddr("10.0.0.50")
-	tp, right := syncCluster(t, vip)
+	tp, right, keys := syncClusterWith(t, vip, identities)
 	target := tp.Director(2) // a standby: its backup daemon applies what it receives
 	client := func(port uint16) netip.AddrPort { return netip.AddrPortFrom(netip.MustParseAddr("10.0.0.200"), port) }
 	rs := tp.RS(1).V4
@@ -43,12 +59,35 @@ func TestSyncInjection(t *testing.T) {
 		{"a real server not configured (the client's own address)", "director", client(40003), vip, tp.Client().V4},
 		{"a VIP not configured", "director", client(40004), netip.MustParseAddr("10.0.0.99"), rs},
 	}
+	intruderKey, err := identity.Generate(nil)
+	if err != nil {
+		t.Fatal(err)
+	}
 	for _, f := range forged {
-		sendSync(t, tp.Client(), right, target, newSyncSender(f.sender).message(f.client, f.vip, f.rs))
+		msg := newSyncSender(f.sender).message(f.client, f.vip, f.rs)
+		if identities {
+			key := keys[f.sender]
+			if key == nil {
+				key = intruderKey
+			}
+			msg = newSyncSender(f.sender).signedMessage(f.client, f.vip, f.rs, key)
+		}
+		sendSync(t, tp.Client(), right, target, msg)
 	}
 	control := client(40005)
 	sendSync(t, tp.Client(), right, target, newSyncSender("director").message(control, vip, rs))
-	waitConn(t, target, control, "the control record, from the VIP's holder for a configured real server,")
+	if identities {
+		signed := client(40006)
+		sendSync(t, tp.Client(), right, target, newSyncSender("director").signedMessage(signed, vip, rs, keys["director"]))
+		waitConn(t, target, signed, "the record signed with the VIP's holder's key, for a configured real server,")
+		forged = append(forged, struct {
+			what, sender string
+			client       netip.AddrPort
+			vip, rs      netip.Addr
+		}{"the holder's name without its signature", "director", control, vip, rs})
+	} else {
+		waitConn(t, target, control, "the control record, from the VIP's holder for a configured real server,")
+	}
 	conns := ipvsConns(t, target)
 	for _, f := range forged {
 		if strings.Contains(conns, f.client.String()) {
@@ -56,9 +95,15 @@ func TestSyncInjection(t *testing.T) {
 		}
 	}
 	st := statusPart[connsync.Stats](t, target, "conn_sync")
-	t.Logf("%s: applied %d records; refused: %d not from the VIP's holder, %d not configured, %d replayed (each message was sent three times)",
-		target.ID, st.AppliedRecords, st.DroppedNotHolder, st.DroppedUnconfigured, st.DroppedReplayed)
-	if st.DroppedNotHolder < 2 || st.DroppedUnconfigured < 2 || st.DroppedReplayed < 2*uint64(len(forged)+1) {
+	t.Logf("%s: applied %d records; refused: %d not from the VIP's holder, %d not configured, %d replayed, %d unproven (each message was sent three times)",
+		target.ID, st.AppliedRecords, st.DroppedNotHolder, st.DroppedUnconfigured, st.DroppedReplayed, st.DroppedUnproven)
+	wantNotHolder, wantReplayed, wantUnproven := uint64(2), 2*uint64(len(forged)+1), uint64(0)
+	if identities {
+		// The intruder's and the unsigned control's three copies each are
+		// refused before the freshness check; director3's is not the holder.
+		wantNotHolder, wantReplayed, wantUnproven = 1, 2*uint64(len(forged)-1), 6
+	}
+	if st.DroppedNotHolder < wantNotHolder || st.DroppedUnconfigured < 2 || st.DroppedReplayed < wantReplayed || st.DroppedUnproven < wantUnproven {
 		t.Errorf("refusals not counted as expected: %+v", st)
 	}
 }

@@ -3,6 +3,7 @@
 package e2e
 
 import (
+	"crypto/ed25519"
 	"encoding/base64"
 	"encoding/binary"
 	"errors"
@@ -155,9 +156,22 @@ func sendSyncProbe() int {
 // holds it and returns the topology and the cluster key.
 func syncCluster(t *testing.T, vip netip.Addr) (*topo.Topology, []byte) {
 	t.Helper()
+	tp, key, _ := syncClusterWith(t, vip, false)
+	return tp, key
+}
+
+// syncClusterWith is syncCluster, with identities (cluster.directors) when
+// asked: then it also returns the directors' private keys by ID.
+func syncClusterWith(t *testing.T, vip netip.Addr, identities bool) (*topo.Topology, []byte, map[string]ed25519.PrivateKey) {
+	t.Helper()
 	tp := clusterSetup(t, vip)
 	key := clusterKey(t)
-	startCluster(t, tp, key, "", vip)
+	var keys map[string]ed25519.PrivateKey
+	if identities {
+		_, keys = identityCluster(t, tp, key, "", vip)
+	} else {
+		startCluster(t, tp, key, "", vip)
+	}
 	waitHolders(t, tp, vip, 30*time.Second, onlyOn("director"))
 	// A director that held the VIP for a moment while the cluster formed
 	// may send its records for 3 s after letting it go (the cluster's
@@ -168,7 +182,7 @@ func syncCluster(t *testing.T, vip netip.Addr) (*topo.Topology, []byte) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	return tp, raw
+	return tp, raw, keys
 }
 
 // waitConn waits up to 5 s until host's IPVS table has a connection from

@@ -28,14 +28,14 @@ import (
 const (
 	floodUDPFlows = 50_000
 	floodACKs     = 5_000
-	// floodFor spreads the flood over a minute and a half, about 600
+	// ctFloodFor spreads the flood over a minute and a half, about 600
 	// packets a second: the emulated VM's limit, where the router, three
 	// directors, their connection sync, two real servers and the client
 	// share two emulated cores (at 700 a second BFD sessions starved
 	// and took every path away). That rate leaves the directors' own
 	// flows (a third of the flows each, for the kernel's 30 s of a UDP
 	// flow not seen twice) room beside the others' share.
-	floodFor          = 90 * time.Second
+	ctFloodFor          = 90 * time.Second
 	floodConntrackMax = 16384
 	floodUDPPort      = 5353
 	floodProbeEvery   = 50 * time.Millisecond // 20 new connections a second, to each service
@@ -46,7 +46,7 @@ const (
 // FULLNAT UDP and a FULLNAT TCP service through the router with
 // single-packet UDP flows and spoofed TCP ACKs (which sloppy_tcp makes
 // ESTABLISHED IPVS connections) from 55,000 source addresses over
-// floodFor, with nf_conntrack_max at 16,384. Each director's table keeps
+// ctFloodFor, with nf_conntrack_max at 16,384. Each director's table keeps
 // its own flows plus at most peer_conntrack_share (25 %) of the table for
 // the others', so it never fills (the kernel drops no packet for a full
 // table): new connections to both services keep succeeding through every
@@ -74,7 +74,7 @@ func TestConntrackFlood(t *testing.T) {
 	probes := startFloodProbes(t, tp.Client())
 	watch := startFloodWatch(t, l)
 	start := time.Now()
-	sent, err := floodVIP(t.Context(), tp.Client(), floodFor)
+	sent, err := floodVIP(t.Context(), tp.Client(), ctFloodFor)
 	took := time.Since(start)
 	if err != nil {
 		t.Fatalf("flood: %v (%d packets sent)", err, sent)
@@ -100,7 +100,7 @@ func TestConntrackFlood(t *testing.T) {
 	for _, proto := range []string{echo.TCP, echo.UDP} {
 		n, ok, by, failed := probes.result(proto)
 		t.Logf("%s probes: %d/%d succeeded, by director source address %v; %s", proto, ok, n, by, failed)
-		if n < int(floodFor/floodProbeEvery)/2 || ok*100 < n*99 {
+		if n < int(ctFloodFor/floodProbeEvery)/2 || ok*100 < n*99 {
 			t.Errorf("%s probes: %d of %d succeeded, want at least 99 %%", proto, ok, n)
 		}
 		for i := range tp.Directors() {

@@ -4,6 +4,7 @@ package e2e
 
 import (
 	"bytes"
+	"cmp"
 	"context"
 	"fmt"
 	"os"
@@ -35,6 +36,9 @@ type lvsd struct {
 	profile string
 	// env is added to lvsd's environment (test knobs).
 	env []string
+	// bin, when set, is the lvsd binary to run instead of LVSD_BIN (the
+	// release before, for the mixed-version tests).
+	bin string
 }
 
 // testDir returns a per-test folder on the read-write share, so logs can be
@@ -103,7 +107,7 @@ func (l *lvsd) start() {
 	if err != nil {
 		l.t.Fatal(err)
 	}
-	l.cmd = exec.Command(lvsdBin, "run", "--config", filepath.Join(l.dir, "lvsd.yaml"))
+	l.cmd = exec.Command(cmp.Or(l.bin, lvsdBin), "run", "--config", filepath.Join(l.dir, "lvsd.yaml"))
 	l.cmd.Stdout, l.cmd.Stderr = logFile, logFile
 	if l.profile != "" || len(l.env) > 0 {
 		l.cmd.Env = append(os.Environ(), l.env...)

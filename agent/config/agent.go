@@ -151,7 +151,7 @@ func ParseAgent(path string, data []byte) (*Agent, error) {
 	a.RealServer = d.realServer(a.Role, raw.RealServer, raw.Interface)
 	a.MetricsListen = d.metricsListen(raw.Metrics.Listen)
 	a.MetricsPerBackend = d.metricsPerBackend(a.Role, raw.Metrics.PerBackend)
-	a.Cluster = d.cluster(a.Role, raw.Cluster, path)
+	a.Cluster = d.cluster(a.Role, raw.Cluster, path, a.Node)
 	a.BGP = d.bgpBlock(a.Role, raw.BGP, path)
 	a.IPVS = d.ipvsBlock(a.Role, raw.IPVS)
 	a.Hooks = d.hooks(a.Role, raw.Hooks)

@@ -1,6 +1,7 @@
 package config
 
 import (
+	"crypto/ed25519"
 	"fmt"
 	"net"
 	"net/netip"
@@ -49,6 +50,17 @@ type Cluster struct {
 	// Insecure turns encryption and authentication off. Only allowed
 	// without KeyFile; lvsd warns at every start.
 	Insecure bool
+	// IdentityFile is this director's private key (PEM PKCS#8 Ed25519, as
+	// `lvsd keygen` writes it); Identity is its content, nil when the file
+	// does not exist. The director signs its heartbeats and relay messages
+	// with it.
+	IdentityFile string
+	Identity     ed25519.PrivateKey
+	// Directors lists every director's public keys by node name (more
+	// than one while a key is rotated). nil (not configured): any holder
+	// of the cluster key is believed, whatever name it gives. Set: only
+	// messages signed by a key listed under the name they carry count.
+	Directors map[string][]ed25519.PublicKey
 	// Label separates clusters sharing a network: messages with another
 	// label are dropped.
 	Label    string
@@ -163,28 +175,32 @@ const (
 	// are 20 a second per director, connection sync thousands (replays are
 	// paced at 4,000 messages a second, live sync follows the traffic).
 	DefaultClusterRateLimit = 20000
+	DefaultIdentityFile     = "/etc/lvsd/identity.key"
 	maxClusterLabel         = 64
+	maxNodeName             = 128 // the cluster's bound on a name in its messages
 )
 
 type rawCluster struct {
-	Bind              string       `yaml:"bind"`
-	Advertise         string       `yaml:"advertise"`
-	Peers             []string     `yaml:"peers"`
-	KeyFile           string       `yaml:"key_file"`
-	Insecure          bool         `yaml:"insecure"`
-	Label             *string      `yaml:"label"`
-	Mode              string       `yaml:"mode"`
-	Priority          *int         `yaml:"priority" range:"1-255"`
-	Preempt           *bool        `yaml:"preempt"`
-	Quorum            *int         `yaml:"quorum" range:"1-1000"`
-	HeartbeatInterval yamldoc.Text `yaml:"heartbeat_interval"`
-	FailureTimeout    yamldoc.Text `yaml:"failure_timeout"`
-	RejoinInterval    yamldoc.Text `yaml:"rejoin_interval"`
-	AddressLifetime   yamldoc.Text `yaml:"address_lifetime"`
-	Nice              *int         `yaml:"nice" range:"-20-19"`
-	ConnSync          *rawConnSync `yaml:"conn_sync"`
-	AllowFrom         []string     `yaml:"allow_from"`
-	RateLimit         *int         `yaml:"rate_limit" range:"0-10000000"`
+	Bind              string            `yaml:"bind"`
+	Advertise         string            `yaml:"advertise"`
+	Peers             []string          `yaml:"peers"`
+	KeyFile           string            `yaml:"key_file"`
+	IdentityFile      string            `yaml:"identity_file"`
+	Directors         map[string]string `yaml:"directors"`
+	Insecure          bool              `yaml:"insecure"`
+	Label             *string           `yaml:"label"`
+	Mode              string            `yaml:"mode"`
+	Priority          *int              `yaml:"priority" range:"1-255"`
+	Preempt           *bool             `yaml:"preempt"`
+	Quorum            *int              `yaml:"quorum" range:"1-1000"`
+	HeartbeatInterval yamldoc.Text      `yaml:"heartbeat_interval"`
+	FailureTimeout    yamldoc.Text      `yaml:"failure_timeout"`
+	RejoinInterval    yamldoc.Text      `yaml:"rejoin_interval"`
+	AddressLifetime   yamldoc.Text      `yaml:"address_lifetime"`
+	Nice              *int              `yaml:"nice" range:"-20-19"`
+	ConnSync          *rawConnSync      `yaml:"conn_sync"`
+	AllowFrom         []string          `yaml:"allow_from"`
+	RateLimit         *int              `yaml:"rate_limit" range:"0-10000000"`
 }
 
 type rawConnSync struct {
@@ -196,7 +212,7 @@ type rawConnSync struct {
 
 // cluster validates the cluster block of the agent file at file; nil
 // means the director runs alone and holds every VIP.
-func (d *doc) cluster(role Role, raw *rawCluster, file string) *Cluster {
+func (d *doc) cluster(role Role, raw *rawCluster, file, node string) *Cluster {
 	if raw == nil {
 		return nil
 	}
@@ -231,6 +247,7 @@ func (d *doc) cluster(role Role, raw *rawCluster, file string) *Cluster {
 	d.clusterAddresses(c, raw)
 	d.clusterSources(c, raw)
 	d.clusterKey(c, raw, file)
+	d.clusterIdentity(c, raw, file, node)
 	d.clusterRanking(c, raw)
 	c.ConnSync = d.connSync(raw.ConnSync)
 	if c.FailureTimeout < 3*c.HeartbeatInterval {

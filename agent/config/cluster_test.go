@@ -51,7 +51,7 @@ cluster:
 		t.Fatal(err)
 	}
 	want := &Cluster{Bind: "10.0.0.3:7946", Peers: []string{"10.0.0.2:7946", "10.0.0.3:7946", "[fd00::4]:8000", "dir5.example.com:7946"},
-		KeyFile: dir + "/cluster.key", Keys: [][]byte{bytes.Repeat([]byte{7}, 32), make([]byte, 16)}, Label: "prod",
+		KeyFile: dir + "/cluster.key", IdentityFile: DefaultIdentityFile, Keys: [][]byte{bytes.Repeat([]byte{7}, 32), make([]byte, 16)}, Label: "prod",
 		Mode: ModeActiveStandby, Priority: 200, Preempt: false, Quorum: 3, HeartbeatInterval: 100 * time.Millisecond,
 		FailureTimeout: 500 * time.Millisecond, RejoinInterval: 5 * time.Second, AddressLifetime: 30 * time.Second, Nice: -5,
 		ConnSync:  ConnSync{Enabled: false, Port: 9000, ResyncInterval: 30 * time.Second, PeerConntrackShare: 40},
@@ -67,7 +67,7 @@ func TestClusterDefaults(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	want := &Cluster{Bind: ":7946", Insecure: true, Label: "lvsd", Mode: ModeActiveActive, Priority: 100, Preempt: true,
+	want := &Cluster{Bind: ":7946", Insecure: true, IdentityFile: DefaultIdentityFile, Label: "lvsd", Mode: ModeActiveActive, Priority: 100, Preempt: true,
 		HeartbeatInterval: 50 * time.Millisecond, FailureTimeout: 250 * time.Millisecond, RejoinInterval: 10 * time.Second,
 		AddressLifetime: 10 * time.Second, Nice: -10, ConnSync: ConnSync{Enabled: true, Port: 8848, ResyncInterval: 10 * time.Second, PeerConntrackShare: 25},
 		RateLimit: DefaultClusterRateLimit}

@@ -16,6 +16,7 @@ import (
 	"github.com/lvsd/lvsd/arp"
 	"github.com/lvsd/lvsd/cluster"
 	"github.com/lvsd/lvsd/cluster/connsync"
+	"github.com/lvsd/lvsd/cluster/identity"
 )
 
 // startMember joins the director cluster configured in o.Config and
@@ -65,7 +66,7 @@ func startMember(ctx context.Context, o Options, k *agent.Kernel, bgCtx context.
 	m.stop = func() { stop(); runs.Wait() }
 	if c.ConnSync.Enabled {
 		rc := relayConfig(c.ConnSync, node, log)
-		rc.Incarnation = cc.Incarnation
+		rc.Incarnation, rc.Identity = cc.Incarnation, cc.Identity
 		if k.Daemons != nil && k.Conns != nil {
 			// Writes wait for the backup daemon, and the start-up hold for
 			// the others' state in the kernel's table (connsync.Kernel).
@@ -144,6 +145,7 @@ func clusterConfig(a *config.Agent, reannounce func(netip.Addr), log *slog.Logge
 		Insecure:          c.Insecure,
 		KeyFile:           keyFile,
 		LoadKeys:          func() ([][]byte, error) { return config.ReadKeyFile(keyFile) },
+		Identity:          &identity.Keys{Private: c.Identity, Directors: c.Directors},
 		HeartbeatInterval: c.HeartbeatInterval,
 		FailureTimeout:    c.FailureTimeout,
 		RejoinInterval:    c.RejoinInterval,

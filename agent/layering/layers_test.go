@@ -46,6 +46,7 @@ var layers = []layer{
 		testMayUse: []string{"nat/internal/golden"}}, // the golden cases nat's namespace tests apply to the kernel too
 	{pkg: "cluster/bgp/route", pure: true, mayNotReach: kernelOrSyscalls},
 	{pkg: "cluster/settings", pure: true, mayNotReach: kernelOrSyscalls},
+	{pkg: "cluster/identity", mayNotReach: kernelLibraries},                                                   // a director's key file and its peers' public keys, which the configuration reads too
 	{pkg: "cluster/connsync/records", mayUse: []string{"ipvs/l4"}, pure: true, mayNotReach: kernelOrSyscalls}, // a service names its protocol in l4's numbers
 	{pkg: "agent/policy", pure: true, mayNotReach: kernelOrSyscalls},
 	{pkg: "agent/maglev", pure: true, mayNotReach: kernelOrSyscalls},
@@ -60,7 +61,7 @@ var layers = []layer{
 	{pkg: "agent/health", mayUse: []string{"agent/histogram", "agent/program"}, mayNot3: kernelLibraries, mayNotReach: kernelLibraries},
 	{pkg: "agent/hooks", mayUse: []string{"agent/metrics", "agent/program"}, mayNot3: kernelLibraries, mayNotReach: kernelLibraries},
 	{pkg: "agent/config/yamldoc", pure: true, mayNotReach: kernelOrSyscalls}, // a YAML file as strictly decoded documents, every problem at file:line:col; no schema
-	{pkg: "agent/config", mayUse: []string{"agent/config/yamldoc", "ipvs/l4", "agent/policy", "agent/hooks", "agent/program", "ipvs/spec", "cluster/settings", "cluster/bgp/route"}, mayNot3: kernelLibraries, mayNotReach: kernelLibraries},
+	{pkg: "agent/config", mayUse: []string{"agent/config/yamldoc", "ipvs/l4", "agent/policy", "agent/hooks", "agent/program", "ipvs/spec", "cluster/settings", "cluster/bgp/route", "cluster/identity"}, mayNot3: kernelLibraries, mayNotReach: kernelLibraries},
 	{pkg: "agent/config/servicesdir", mayUse: []string{"agent/config", "agent/config/yamldoc", "agent/program", "ipvs/l4"}, mayNot3: kernelLibraries, mayNotReach: kernelLibraries}, // the services directory as one validated set, read again only where it changed
 	// `lvsd import`: another load balancer's configuration as lvsd's files,
 	// checked by the configuration package; no kernel (cmd reads the
@@ -98,6 +99,7 @@ var layers = []layer{
 		"arp",                                        // reads back the addresses lvsd put on the directors' interfaces
 		"agent/maglev",                               // TestMaglevPrediction compares lvsd's prediction of ip_vs_mh with the kernel's choice
 		"agent/views", "cluster", "cluster/connsync", // decode `lvsd status` JSON into the types lvsd encodes it from, and wait out the cluster's default timers
+		"cluster/identity", // the identity tests' injector signs as a director would, with a director's key or another
 	}},
 	{pkg: "e2e/demo", mayUse: []string{"e2e/...", "ipvs"}},                          // prints the kernel's IPVS table as lvsd programmed it
 	{pkg: "e2e/bench", mayUse: []string{"e2e/...", "agent/api"}},                    // lvsd-bench fetches profiles through the control socket's client

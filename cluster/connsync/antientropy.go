@@ -81,7 +81,7 @@ func (o *origin) requestMessage(req request, sent time.Time) []byte {
 		binary.BigEndian.PutUint64(b, r.first)
 		binary.BigEndian.PutUint64(b[8:], r.last)
 	}
-	return msg
+	return o.seal(msg)
 }
 
 // summaryMessage is o's summary: a header without records, its stream
@@ -89,7 +89,7 @@ func (o *origin) requestMessage(req request, sent time.Time) []byte {
 func (o *origin) summaryMessage(sent time.Time) []byte {
 	msg := make([]byte, headerLen(o.name))
 	o.putHeader(msg, flagSummary, 0, sent)
-	return msg
+	return o.seal(msg)
 }
 
 // decodeRequest validates a request's body of n ranges. What it accepts is

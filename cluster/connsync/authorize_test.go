@@ -2,11 +2,14 @@ package connsync
 
 import (
 	"bytes"
+	"crypto/ed25519"
 	"log/slog"
 	"net/netip"
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/lvsd/lvsd/cluster/identity"
 )
 
 func TestServicesLookup(t *testing.T) {
@@ -158,6 +161,9 @@ func FuzzDeliver(f *testing.F) {
 	f.Add((&origin{name: "b", incarnation: 3, stream: 2}).summaryMessage(t0))
 	f.Add((&origin{name: "b", incarnation: 3}).requestMessage(request{uint64(t0.UnixNano()), []seqRange{{1, 1}}}, t0))
 	f.Add((&origin{name: "b", incarnation: 3}).requestMessage(request{1, nil}, t0))
+	signedB := &origin{name: "b", incarnation: 4, keys: testKeys["b"]}
+	f.Add(signedB.message(0, t0, tcp4("198.51.100.7", 1).encode()))
+	f.Add(signedB.requestMessage(request{1, nil}, t0))
 	vip := netip.MustParseAddr("192.0.2.10")
 	f.Fuzz(func(t *testing.T, b []byte) {
 		e, tr, w := testEngine(t, Config{})
@@ -192,6 +198,17 @@ func FuzzDeliver(f *testing.F) {
 					t.Fatalf("applied a record of %v (configured: %v) from %q", got, ok, m.sender)
 				}
 			}
+		}
+		// With identities, nothing is applied or answered unless b signed it.
+		ei, tri, wi := testEngine(t, Config{Identity: enforcing()})
+		ei.members["b"] = true
+		ei.services = e.services
+		tri.holds = tr.holds
+		ei.deliver(b, t0)
+		run(ei, t0)
+		proven := m.sig != nil && m.version >= msgVersion && ed25519.Verify(identity.Public(testKeys["b"].Private), m.signed, m.sig)
+		if (len(wi.written) > 0 || len(tri.messages()) > 0) && !proven {
+			t.Fatalf("an unproven message from %q was applied or answered", m.sender)
 		}
 	})
 }

@@ -7,6 +7,7 @@ import (
 	"net/netip"
 	"time"
 
+	"github.com/lvsd/lvsd/cluster/identity"
 	"github.com/lvsd/lvsd/cluster/settings"
 )
 
@@ -108,6 +109,11 @@ type Config struct {
 	// Transport is required. Its Name is the sender name of this relay's
 	// messages, which must be the name the cluster knows it by.
 	Transport Transport
+	// Identity signs this relay's messages and, with Directors set, says
+	// whose messages to believe: a message must be signed by a key listed
+	// under the sender it names (cluster/identity). nil: unsigned, and
+	// every key holder believed.
+	Identity *identity.Keys
 	// Authority says which director may send records of which VIP; nil:
 	// the Transport, if it implements Authority (the cluster node does),
 	// else every received record is refused.

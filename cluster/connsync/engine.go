@@ -6,6 +6,8 @@ import (
 	"log/slog"
 	"net/netip"
 	"time"
+
+	"github.com/lvsd/lvsd/cluster/identity"
 )
 
 // warnEvery limits warnings about dropped data to one per interval; the
@@ -69,7 +71,7 @@ type engine struct {
 func newEngine(cfg Config, st *counters, log *slog.Logger, out datagramWriter, now time.Time) *engine {
 	e := &engine{
 		cfg: cfg, log: log, st: st, out: out, epoch: now,
-		self:     origin{name: cfg.Transport.Name(), incarnation: cmp.Or(cfg.Incarnation, uint64(now.UnixNano()))},
+		self:     origin{name: cfg.Transport.Name(), incarnation: cmp.Or(cfg.Incarnation, uint64(now.UnixNano())), keys: cfg.Identity},
 		senders:  newSenders(cfg.MaxAge, cfg.MaxClockSkew),
 		services: func() *services { return nil },
 		logged:   map[string]time.Time{},
@@ -174,6 +176,9 @@ func (e *engine) deliver(b []byte, at time.Time) {
 		e.warn(at, "dropped a relay message", "err", err)
 		return
 	}
+	if !e.proven(m, at) {
+		return
+	}
 	w := e.accepts(m, at)
 	switch {
 	case w == nil:
@@ -261,6 +266,28 @@ func (e *engine) apply(m message, at time.Time) (done bool) {
 		e.cfg.Applied(e.conns)
 	}
 	return !notHolder
+}
+
+// proven reports whether m may be looked at: with cluster.directors, it
+// is version 4 and signed by a key listed under its sender. It counts and
+// logs a refusal. This comes before the freshness check, whose memory of a
+// sender only that sender may change.
+func (e *engine) proven(m message, at time.Time) bool {
+	keys := e.cfg.Identity
+	if !keys.Enforced() {
+		return true
+	}
+	err := keys.Verify(m.sender, m.signed, m.sig)
+	if err == nil && m.version < msgVersion {
+		err = identity.Unsigned
+	}
+	if err == nil {
+		return true
+	}
+	e.st.droppedUnproven.Add(1)
+	e.logFirst(at, "unproven "+err.Error(), m.sender, "refused a relay message that does not prove its sender (cluster.directors)",
+		"peer", m.sender, "why", err.Error(), "version", m.version)
+	return false
 }
 
 // accepts returns the sender's window if m is fresh; it counts and logs a

@@ -27,6 +27,11 @@ import (
 // is older than MaxAge. Without this a director restarted with an earlier
 // incarnation would be refused until every peer restarted.
 
+// maxIncarnationSkew is how far ahead of the receiver's clock a sender's
+// incarnation may be: incarnations are the clock in nanoseconds at start,
+// or one more than the last (agent/director/incarnation.go).
+const maxIncarnationSkew = 24 * time.Hour
+
 // windowSize is how far behind the newest message from a sender an older
 // one may arrive; memberlist queues at most 1024 messages.
 const windowSize = 4096
@@ -88,6 +93,9 @@ func (s *senders) check(m message, now time.Time) (w *window, why staleness, det
 		return nil, msgTooOld, fmt.Sprintf("sent %v ago, more than %v", age.Round(time.Millisecond), s.maxAge)
 	case -age > s.skew:
 		return nil, msgFuture, fmt.Sprintf("sent %v in the future by this director's clock, more than %v", (-age).Round(time.Millisecond), s.skew)
+	case m.incarnation > uint64(now.Add(maxIncarnationSkew).UnixNano()):
+		// It would outrank every real incarnation of the sender for MaxAge.
+		return nil, msgFuture, fmt.Sprintf("incarnation %d is more than %v ahead of this director's clock", m.incarnation, maxIncarnationSkew)
 	}
 	w = s.m[m.sender]
 	switch {

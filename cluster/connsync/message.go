@@ -6,17 +6,20 @@ import (
 	"time"
 	"unicode"
 	"unicode/utf8"
+
+	"github.com/lvsd/lvsd/cluster/identity"
 )
 
 // A relay message carries kernel records between directors as one
 // memberlist user message:
 //
 //	0      'S' (the cluster dispatches user messages on this byte)
-//	1      version, 3
+//	1      version, 3 or 4
 //	2      flags: bit 0 = replayed from the sender's cache, bit 1 = the end
 //	       of a replay to the receiver (catchup.go), bit 2 = a summary,
 //	       bit 3 = a request (antientropy.go); a message with none is
-//	       fresh records broadcast to every member
+//	       fresh records broadcast to every member; bit 4 (version 4) =
+//	       signed
 //	3      number of records, 1..255; 0 in an end marker and a summary;
 //	       in a request, the number of ranges, 0..maxRequestRanges
 //	4..11  sender's clock when sent, Unix nanoseconds, big endian
@@ -30,6 +33,14 @@ import (
 //	..     the records exactly as in a kernel datagram: each record as the
 //	       kernel encodes it, the next starting at a multiple of 4 bytes,
 //	       no padding after the last; or a request's body (antientropy.go)
+//	..     version 4: the trailer of cluster/identity: extensions (TLVs a
+//	       reader skips when it does not know their type), their length
+//	       (2 bytes), and with bit 4 the Ed25519 signature of the sender
+//	       over every byte before it (64 bytes)
+//
+// A relay always writes version 4; the cluster node sends a director that
+// speaks version 3 only (the release before) the same message without
+// the trailer (Relay.Downgrade).
 //
 // The whole message is sealed with the cluster key, so the sender's name,
 // sequence and time are as authentic as the records: a receiver takes the
@@ -38,12 +49,13 @@ import (
 // datagram for the backup daemon is its 8-byte header followed by the
 // records unchanged.
 const (
-	msgMagic   = 'S'
-	msgVersion = 3
-	msgFixed   = 37 // header bytes before the name
-	offStream  = 28
-	offNameLen = 36
-	maxNameLen = 128
+	msgMagic     = 'S'
+	msgVersionV3 = 3
+	msgVersion   = 4  // written; 3 read too
+	msgFixed     = 37 // header bytes before the name
+	offStream    = 28
+	offNameLen   = 36
+	maxNameLen   = 128
 	// maxHeaderLen is the header with the longest name.
 	maxHeaderLen = (msgFixed + maxNameLen + 3) &^ 3
 	// maxMessageLen keeps a message in one encrypted memberlist UDP packet
@@ -58,6 +70,7 @@ const (
 	flagReplayEnd = 2
 	flagSummary   = 4
 	flagRequest   = 8
+	flagSigned    = 16
 )
 
 // origin is the sender every message of a relay names: its node name, the
@@ -67,7 +80,17 @@ type origin struct {
 	incarnation uint64
 	seq         uint64 // of the last message finished
 	stream      uint64 // fresh broadcasts finished
+	// keys signs the messages (nil: unsigned); what the trailer takes is
+	// left out of the room for records.
+	keys *identity.Keys
 }
+
+// room is how long a message may be before its trailer.
+func (o *origin) room() int { return maxMessageLen - o.keys.TrailerRoom() }
+
+// seal ends a message whose header and body are written with the v4
+// trailer, signed when o signs.
+func (o *origin) seal(msg []byte) []byte { return o.keys.Seal(msg) }
 
 // headerLen is the length of a message header naming name: padded to a
 // multiple of 4 bytes.
@@ -83,6 +106,8 @@ type message struct {
 	stream      uint64
 	recs        []rec   // aliasing the message
 	request     request // of a request
+	version     byte
+	signed, sig []byte // what the signature signs, and it; nil when unsigned
 }
 
 // msgBuilder accumulates records into one relay message from from.
@@ -97,9 +122,9 @@ func (m *msgBuilder) empty() bool { return m.n == 0 }
 // fits reports whether r can join the message.
 func (m *msgBuilder) fits(r rec) bool {
 	if m.buf == nil {
-		return len(r) <= maxMessageLen-headerLen(m.from.name)
+		return len(r) <= m.from.room()-headerLen(m.from.name)
 	}
-	return m.n < maxRecords && len(m.buf)+paddedLen(m.buf, r) <= maxMessageLen
+	return m.n < maxRecords && len(m.buf)+paddedLen(m.buf, r) <= m.from.room()
 }
 
 // add appends r, which must fit, and returns its copy in the message.
@@ -121,6 +146,7 @@ func (m *msgBuilder) finish(flags byte, sent time.Time) (msg []byte, n int) {
 	}
 	msg, n = m.buf, m.n
 	m.from.putHeader(msg, flags, byte(n), sent)
+	msg = m.from.seal(msg)
 	m.buf, m.n = nil, 0
 	return msg, n
 }
@@ -129,6 +155,9 @@ func (m *msgBuilder) finish(flags byte, sent time.Time) (msg []byte, n int) {
 // which has room for it.
 func (o *origin) putHeader(msg []byte, flags, count byte, sent time.Time) {
 	o.seq++
+	if o.keys.Signs() {
+		flags |= flagSigned
+	}
 	msg[0], msg[1], msg[2], msg[3] = msgMagic, msgVersion, flags, count
 	binary.BigEndian.PutUint64(msg[4:], uint64(sent.UnixNano()))
 	binary.BigEndian.PutUint64(msg[12:], o.incarnation)
@@ -161,20 +190,34 @@ func decodeMessage(b []byte) (message, error) {
 		return m, invalidf("message of %d bytes is shorter than the header", len(b))
 	case b[0] != msgMagic:
 		return m, invalidf("magic %#x", b[0])
-	case b[1] != msgVersion:
-		return m, invalidf("message version %d, want %d (directors must run the same lvsd version)", b[1], msgVersion)
-	case b[2] != 0 && b[2] != flagReplay && b[2] != flagReplay|flagReplayEnd && b[2] != flagSummary && b[2] != flagRequest:
+	case b[1] != msgVersion && b[1] != msgVersionV3:
+		return m, invalidf("message version %d, this lvsd reads %d and %d (a director more than one release apart)", b[1], msgVersionV3, msgVersion)
+	}
+	flags := b[2]
+	if b[1] >= 4 {
+		flags &^= flagSigned
+	}
+	switch {
+	case flags != 0 && flags != flagReplay && flags != flagReplay|flagReplayEnd && flags != flagSummary && flags != flagRequest:
 		return m, invalidf("flags %#x", b[2])
-	case b[3] == 0 && (b[2] == 0 || b[2] == flagReplay):
+	case b[3] == 0 && (flags == 0 || flags == flagReplay):
 		return m, invalidf("message without records")
-	case b[3] != 0 && b[2]&flagReplayEnd != 0:
+	case b[3] != 0 && flags&flagReplayEnd != 0:
 		return m, invalidf("end of a replay with records")
-	case b[3] != 0 && b[2] == flagSummary:
+	case b[3] != 0 && flags == flagSummary:
 		return m, invalidf("summary with records")
-	case b[2] == 0 && binary.BigEndian.Uint64(b[offStream:]) == 0:
+	case flags == 0 && binary.BigEndian.Uint64(b[offStream:]) == 0:
 		return m, invalidf("fresh records without a stream number")
 	case b[offNameLen] == 0 || b[offNameLen] > maxNameLen:
 		return m, invalidf("sender name of %d bytes", b[offNameLen])
+	}
+	version := b[1]
+	var signed, sig []byte
+	if version >= 4 {
+		var err error
+		if b, signed, sig, err = identity.Open(b, b[2]&flagSigned != 0, msgFixed); err != nil {
+			return m, invalidf("%v", err)
+		}
 	}
 	nameEnd := msgFixed + int(b[offNameLen])
 	hdr := (nameEnd + 3) &^ 3
@@ -191,7 +234,10 @@ func decodeMessage(b []byte) (message, error) {
 		return m, err
 	}
 	m = message{
-		flags:       b[2],
+		version:     version,
+		signed:      signed,
+		sig:         sig,
+		flags:       flags,
 		sent:        time.Unix(0, int64(binary.BigEndian.Uint64(b[4:]))),
 		sender:      string(name),
 		incarnation: binary.BigEndian.Uint64(b[12:]),
@@ -210,4 +256,26 @@ func decodeMessage(b []byte) (message, error) {
 		m.recs, err = parseRecords(b[hdr:], int(b[3]), nil)
 	}
 	return m, err
+}
+
+// Downgrade returns msg, a message of this relay's, in wire version v for
+// a director that reads no later one: version 3 is the same message
+// without the trailer and its flag. It implements cluster.SyncDowngrader;
+// nil: msg has no such version.
+func (r *Relay) Downgrade(msg []byte, v byte) []byte { return downgrade(msg, v) }
+
+func downgrade(msg []byte, v byte) []byte {
+	if v >= msgVersion || len(msg) < msgFixed || msg[1] != msgVersion {
+		return msg
+	}
+	if v != msgVersionV3 {
+		return nil
+	}
+	body, _, _, err := identity.Open(msg, msg[2]&flagSigned != 0, msgFixed)
+	if err != nil {
+		return nil
+	}
+	out := append([]byte(nil), body...)
+	out[1], out[2] = msgVersionV3, out[2]&^flagSigned
+	return out
 }

@@ -43,7 +43,10 @@ type Stats struct {
 	// bounds), whole.
 	DroppedReplayed uint64 `json:"dropped_replayed"` // seen already, from an earlier incarnation of the sender, or this director's own
 	DroppedTooOld   uint64 `json:"dropped_too_old"`  // sent more than MaxAge ago by this director's clock
-	DroppedFuture   uint64 `json:"dropped_future"`   // sent more than MaxClockSkew in the future
+	DroppedFuture   uint64 `json:"dropped_future"`   // sent more than MaxClockSkew in the future, or of an incarnation a day ahead
+	// DroppedUnproven: relay messages refused, whole, because they are not
+	// signed by a key cluster.directors lists under the sender they name.
+	DroppedUnproven uint64 `json:"dropped_unproven"`
 	// Records refused as not authorised.
 	DroppedUnconfigured uint64 `json:"dropped_unconfigured"` // service or real server not configured here
 	DroppedNotHolder    uint64 `json:"dropped_not_holder"`   // the sender does not hold the VIP in this director's view
@@ -108,6 +111,7 @@ type counters struct {
 	droppedWrite, evicted, expired                atomic.Uint64
 	droppedReplayed, droppedTooOld, droppedFuture atomic.Uint64
 	droppedUnconfigured, droppedNotHolder         atomic.Uint64
+	droppedUnproven                               atomic.Uint64
 	cacheSize, lastLag, maxLag                    atomic.Int64
 	receivedFresh                                 atomic.Uint64 // records received in messages that are not replays
 	summariesSent, summariesReceived              atomic.Uint64
@@ -143,6 +147,7 @@ func (c *counters) snapshot() Stats {
 		DroppedReplayed:     c.droppedReplayed.Load(),
 		DroppedTooOld:       c.droppedTooOld.Load(),
 		DroppedFuture:       c.droppedFuture.Load(),
+		DroppedUnproven:     c.droppedUnproven.Load(),
 		DroppedUnconfigured: c.droppedUnconfigured.Load(),
 		DroppedNotHolder:    c.droppedNotHolder.Load(),
 		SummariesSent:       c.summariesSent.Load(),

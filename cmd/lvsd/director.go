@@ -144,6 +144,9 @@ func check(_ context.Context, e *env) error {
 	}
 	fmt.Fprintf(e.stdout, "%s: ok (role %s, %d services, %d IPVS services)\n", e.config, cfg.Agent.Role,
 		len(cfg.Services), len(cfg.Desired.Services))
+	for _, w := range cfg.Agent.Cluster.Warnings() {
+		fmt.Fprintf(e.stdout, "%s: warning: %s\n", e.config, w)
+	}
 	return nil
 }
 

@@ -28,7 +28,7 @@ func cli() clidoc.CLI {
 		names = append(names, n)
 	}
 	sort.Strings(names)
-	c := clidoc.CLI{Version: version, DefaultConfig: defaultConfig, PathFlags: map[string]bool{"config": true, "socket": true, "out": true}}
+	c := clidoc.CLI{Version: version, DefaultConfig: defaultConfig, PathFlags: map[string]bool{"config": true, "socket": true, "out": true, "public": true}}
 	for _, n := range names {
 		fs := flag.NewFlagSet(n, flag.ContinueOnError)
 		fs.String("config", defaultConfig, "agent configuration file")

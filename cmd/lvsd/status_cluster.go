@@ -3,6 +3,7 @@ package main
 import (
 	"fmt"
 	"io"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -20,8 +21,21 @@ func writeClusterStatus(w io.Writer, v *cluster.View) error {
 		enc = "INSECURE (not encrypted)"
 	}
 	fmt.Fprintf(w, "cluster: %s, %s, %s, quorum %d, %d live", v.State, v.Mode, enc, v.Quorum, v.Live)
+	if v.IdentitiesEnforced {
+		fmt.Fprint(w, ", identities enforced")
+	}
 	if v.Stalls > 0 {
 		fmt.Fprintf(w, ", %d scheduling stalls", v.Stalls)
+	}
+	if len(v.Refused) > 0 {
+		var total uint64
+		reasons := make([]string, 0, len(v.Refused))
+		for reason, n := range v.Refused {
+			total += n
+			reasons = append(reasons, fmt.Sprintf("%d %s", n, reason))
+		}
+		slices.Sort(reasons)
+		fmt.Fprintf(w, ", %d heartbeats refused (%s)", total, strings.Join(reasons, ", "))
 	}
 	fmt.Fprintln(w)
 	members := [][]string{{"DIRECTOR", "ADDRESS", "PRIORITY", "GOSSIP", "LIVE", "READY", "HOLDS"}}

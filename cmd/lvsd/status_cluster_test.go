@@ -44,3 +44,17 @@ no services configured
 		t.Errorf("got:\n%s\nwant it to end with:\n%s", b.String(), want)
 	}
 }
+
+// With identities, the header says so, and names the refused heartbeats.
+func TestWriteClusterStatusIdentities(t *testing.T) {
+	v := &cluster.View{Node: "lvs1", Mode: cluster.ActiveStandby, Encrypted: true, State: "standby", Quorum: 1, Live: 2,
+		IdentitiesEnforced: true, Signed: true, Refused: map[string]uint64{"unknown name": 9, "bad signature": 3}}
+	var b bytes.Buffer
+	if err := writeClusterStatus(&b, v); err != nil {
+		t.Fatal(err)
+	}
+	want := "cluster: standby, active-standby, encrypted, quorum 1, 2 live, identities enforced, 12 heartbeats refused (3 bad signature, 9 unknown name)\n"
+	if !strings.HasPrefix(b.String(), want) {
+		t.Errorf("got:\n%s\nwant it to start with:\n%s", b.String(), want)
+	}
+}

@@ -80,6 +80,11 @@ func TestPackageSystemd(t *testing.T) {
 			t.Errorf("installed package lacks %s", f)
 		}
 	}
+	if fi, err := os.Stat("/etc/lvsd/identity.key"); err != nil || fi.Mode().Perm() != 0o600 {
+		t.Errorf("postinst did not make the director's identity /etc/lvsd/identity.key, mode 0600: %v", err)
+	} else if pub, err := try("/usr/sbin/lvsd", "keygen", "--public", "/etc/lvsd/identity.key"); err != nil || len(strings.TrimSpace(pub)) != 44 {
+		t.Errorf("lvsd keygen --public /etc/lvsd/identity.key: %v: %s", err, pub)
+	}
 	if state := unitProp(t, "lvsd.service", "UnitFileState"); state != "disabled" {
 		t.Errorf("after install lvsd.service is %q; a fresh install must not enable an unconfigured director", state)
 	}
@@ -463,7 +468,8 @@ func checkUpgradePolicyRC(t *testing.T, deb string) {
 }
 
 // checkPurge: dpkg --purge stops and disables the unit and removes what the
-// package and lvsd made (the conffile, the state folder), but not the
+// package and lvsd made (the conffile, the state folder, the identity
+// postinst made), but not the
 // operator's service file and key in /etc/lvsd; the kernel state stays
 // (the director's traffic goes on until the operator removes it).
 func checkPurge(t *testing.T) {
@@ -484,7 +490,7 @@ func checkPurge(t *testing.T) {
 	if got := unitProp(t, "lvsd.service", "ActiveState"); got != "inactive" {
 		t.Errorf("after purge lvsd.service is %s", got)
 	}
-	for _, gone := range []string{"/etc/lvsd/lvsd.yaml", "/var/lib/lvsd"} {
+	for _, gone := range []string{"/etc/lvsd/lvsd.yaml", "/var/lib/lvsd", "/etc/lvsd/identity.key"} {
 		if _, err := os.Stat(gone); err == nil {
 			t.Errorf("%s survived dpkg --purge", gone)
 		}

@@ -11,6 +11,15 @@ modules=$(sed -e 's/#.*//' /usr/lib/modules-load.d/lvsd.conf)
 # shellcheck disable=SC2086 # one module per word
 modprobe -a $modules 2>/dev/null || true
 
+# This director's identity (docs/cluster.md, "Identities"): made once,
+# never replaced. Its public key (lvsd keygen --public) goes under the
+# node name in cluster.directors on every director; lvsd signs with it as
+# soon as it exists.
+if [ ! -e /etc/lvsd/identity.key ]; then
+	lvsd keygen --out /etc/lvsd/identity.key >/dev/null ||
+		echo "lvsd: could not make /etc/lvsd/identity.key; make it with 'lvsd keygen'" >&2
+fi
+
 if [ "$1" -eq 1 ]; then
 	systemctl --no-reload preset lvsd.service >/dev/null 2>&1 || true
 fi
