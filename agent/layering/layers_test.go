@@ -100,6 +100,7 @@ var layers = []layer{
 		"agent/maglev",                               // TestMaglevPrediction compares lvsd's prediction of ip_vs_mh with the kernel's choice
 		"agent/views", "cluster", "cluster/connsync", // decode `lvsd status` JSON into the types lvsd encodes it from, and wait out the cluster's default timers
 		"cluster/identity", // the identity tests' injector signs as a director would, with a director's key or another
+		"cluster/bgp",      // decodes the BGP status lvsd reports (prefix counts, flap reasons) into its own type
 	}},
 	{pkg: "e2e/demo", mayUse: []string{"e2e/...", "ipvs"}},                          // prints the kernel's IPVS table as lvsd programmed it
 	{pkg: "e2e/bench", mayUse: []string{"e2e/...", "agent/api"}},                    // lvsd-bench fetches profiles through the control socket's client
