@@ -296,6 +296,12 @@ func (c *Cache) serviceFiles(dir string) ([]candidate, config.List) {
 	var errs config.List
 	listed := map[string]bool{}
 	err := c.listServiceFiles(dir, fp, func(path string, fi fs.FileInfo, err error) {
+		if f := c.files[path]; f != nil {
+			// The cached reading's string: the listing's own would be a
+			// second copy of every path kept after a full reload (0.8 MB
+			// at 10,000 files).
+			path = f.Path
+		}
 		listed[path] = true
 		if e := checkEntry(path, fi, err); e != nil {
 			errs = append(errs, e)
