@@ -23,7 +23,7 @@ var workWords = []struct {
 	{regexp.MustCompile(`(?i)\bseeds? \d+|\bthe seeds?\b|\bseed's\b`), "a design source: say what lvsd does (a random schedule's seed is fine)"},
 	{regexp.MustCompile(`(?i)\b(first|second|third|fourth|fifth|sixth|seventh|this|last|previous|next|earlier|later|mid)[ -]session\b|\bsession's (code|runs?|table)\b`), "a work period: give the date and the command"},
 	{regexp.MustCompile(`(?i)\bto be re-?measured\b`), "a promise to ourselves: give the figure and its conditions, or leave it out"},
-	{regexp.MustCompile(`\bTCG\b|(?i)\b(software )?emulation\b`), "the test machine's internals: say \"in the test VM\" (performance.md explains how to read its times)"},
+	{regexp.MustCompile(`\bTCG\b|(?i)\b(software )?emulat(ion|ed)\b`), "the test machine's internals: say \"in the test VM\" (performance.md explains how to read its times)"},
 	{regexp.MustCompile(`(?i)\bhelpers?'? work\b`), "a work arrangement"},
 }
 
