@@ -132,60 +132,34 @@ func onlyOn(id string) func([]string) bool {
 // (each in its own goroutine, as a stream of clients would) and records
 // when each successful one got its answer.
 type prober struct {
+	probeLoop
 	mu    sync.Mutex
 	ok    []time.Time
 	errs  int
 	fails []time.Time // when each failed attempt was started
-	stop  chan struct{}
-	wg    sync.WaitGroup
 }
 
 func startProber(t *testing.T, client *topo.Host, dst netip.AddrPort, period time.Duration) *prober {
 	t.Helper()
-	p := &prober{stop: make(chan struct{})}
-	p.wg.Add(1)
-	go func() {
-		defer p.wg.Done()
-		tick := time.NewTicker(period)
-		defer tick.Stop()
-		for {
-			select {
-			case <-p.stop:
-				return
-			case <-tick.C:
-			}
-			p.wg.Add(1)
-			go func() {
-				defer p.wg.Done()
-				// Longer than two SYN retransmits: a connection started
-				// during the outage may still succeed, and is then
-				// counted when it did.
-				ctx, cancel := context.WithTimeout(context.Background(), 4*time.Second)
-				defer cancel()
-				started := time.Now()
-				_, err := echo.Ask(ctx, client, netip.Addr{}, dst, echo.TCP)
-				p.mu.Lock()
-				defer p.mu.Unlock()
-				if err != nil {
-					p.errs++
-					p.fails = append(p.fails, started)
-					return
-				}
-				p.ok = append(p.ok, time.Now())
-			}()
+	p := &prober{probeLoop: newProbeLoop()}
+	p.every(period, func() {
+		// Longer than two SYN retransmits: a connection started during
+		// the outage may still succeed, and is then counted when it did.
+		ctx, cancel := context.WithTimeout(context.Background(), 4*time.Second)
+		defer cancel()
+		started := time.Now()
+		_, err := echo.Ask(ctx, client, netip.Addr{}, dst, echo.TCP)
+		p.mu.Lock()
+		defer p.mu.Unlock()
+		if err != nil {
+			p.errs++
+			p.fails = append(p.fails, started)
+			return
 		}
-	}()
+		p.ok = append(p.ok, time.Now())
+	})
 	t.Cleanup(p.close)
 	return p
-}
-
-func (p *prober) close() {
-	select {
-	case <-p.stop:
-	default:
-		close(p.stop)
-	}
-	p.wg.Wait()
 }
 
 // gap returns the longest time between two consecutive successes in

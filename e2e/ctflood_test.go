@@ -35,7 +35,7 @@ const (
 	// and took every path away). That rate leaves the directors' own
 	// flows (a third of the flows each, for the kernel's 30 s of a UDP
 	// flow not seen twice) room beside the others' share.
-	ctFloodFor          = 90 * time.Second
+	ctFloodFor        = 90 * time.Second
 	floodConntrackMax = 16384
 	floodUDPPort      = 5353
 	floodProbeEvery   = 50 * time.Millisecond // 20 new connections a second, to each service
@@ -298,8 +298,7 @@ func tcpACK(b []byte, src, dst [4]byte, sport, dport uint16) []byte {
 // floodProbeEvery, through the router, and records which director's
 // source address the real server saw.
 type floodProbes struct {
-	stop chan struct{}
-	wg   sync.WaitGroup
+	probeLoop
 	mu   sync.Mutex
 	runs map[string][]floodProbe // by protocol
 }
@@ -311,47 +310,26 @@ type floodProbe struct {
 }
 
 func startFloodProbes(t *testing.T, client *topo.Host) *floodProbes {
-	p := &floodProbes{stop: make(chan struct{}), runs: map[string][]floodProbe{}}
+	p := &floodProbes{probeLoop: newProbeLoop(), runs: map[string][]floodProbe{}}
 	for _, target := range []struct {
 		proto string
 		port  uint16
 	}{{echo.TCP, 80}, {echo.UDP, floodUDPPort}} {
 		dst := netip.AddrPortFrom(ecmpVIP, target.port)
-		p.wg.Go(func() {
-			tick := time.NewTicker(floodProbeEvery)
-			defer tick.Stop()
-			for {
-				select {
-				case <-p.stop:
-					return
-				case <-tick.C:
-				}
-				p.wg.Go(func() {
-					// A lost first SYN or datagram is retried within the
-					// timeout: a probe fails when the director drops the
-					// flow for good.
-					start := time.Now()
-					ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
-					defer cancel()
-					r, err := echo.Ask(ctx, client, netip.Addr{}, dst, target.proto)
-					p.mu.Lock()
-					p.runs[target.proto] = append(p.runs[target.proto], floodProbe{start: start, err: err, via: r.Peer.Addr()})
-					p.mu.Unlock()
-				})
-			}
+		p.every(floodProbeEvery, func() {
+			// A lost first SYN or datagram is retried within the timeout:
+			// a probe fails when the director drops the flow for good.
+			start := time.Now()
+			ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+			defer cancel()
+			r, err := echo.Ask(ctx, client, netip.Addr{}, dst, target.proto)
+			p.mu.Lock()
+			p.runs[target.proto] = append(p.runs[target.proto], floodProbe{start: start, err: err, via: r.Peer.Addr()})
+			p.mu.Unlock()
 		})
 	}
 	t.Cleanup(p.close)
 	return p
-}
-
-func (p *floodProbes) close() {
-	select {
-	case <-p.stop:
-	default:
-		close(p.stop)
-	}
-	p.wg.Wait()
 }
 
 // result returns how many probes of proto ran, how many succeeded, how

@@ -241,8 +241,7 @@ func scheduled(t *testing.T, d *lvsd) uint64 {
 // source port, and records when each started and how long its handshake
 // took: one whose first SYN went to a dead director needs a retransmit.
 type newConnProber struct {
-	stop chan struct{}
-	wg   sync.WaitGroup
+	probeLoop
 	mu   sync.Mutex
 	runs []probeRun
 }
@@ -257,39 +256,19 @@ type probeRun struct {
 func (r probeRun) slow() bool { return r.err != nil || r.done.Sub(r.start) > 900*time.Millisecond }
 
 func startNewConnProber(t *testing.T, client *topo.Host, period time.Duration) *newConnProber {
-	p := &newConnProber{stop: make(chan struct{})}
+	p := &newConnProber{probeLoop: newProbeLoop()}
 	dst := netip.AddrPortFrom(ecmpVIP, 80)
-	p.wg.Go(func() {
-		tick := time.NewTicker(period)
-		defer tick.Stop()
-		for {
-			select {
-			case <-p.stop:
-				return
-			case <-tick.C:
-			}
-			p.wg.Go(func() {
-				start := time.Now()
-				ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
-				defer cancel()
-				_, err := echo.Ask(ctx, client, netip.Addr{}, dst, echo.TCP)
-				p.mu.Lock()
-				p.runs = append(p.runs, probeRun{start, time.Now(), err})
-				p.mu.Unlock()
-			})
-		}
+	p.every(period, func() {
+		start := time.Now()
+		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+		defer cancel()
+		_, err := echo.Ask(ctx, client, netip.Addr{}, dst, echo.TCP)
+		p.mu.Lock()
+		p.runs = append(p.runs, probeRun{start, time.Now(), err})
+		p.mu.Unlock()
 	})
 	t.Cleanup(p.close)
 	return p
-}
-
-func (p *newConnProber) close() {
-	select {
-	case <-p.stop:
-	default:
-		close(p.stop)
-	}
-	p.wg.Wait()
 }
 
 // count returns, of the probes started in [from, to], how many there
