@@ -22,6 +22,11 @@ var (
 		"applied (written to the local backup daemon while it runs), and of a starting director's catch-up replays: confirmed "+
 		"(found in the kernel's connection table), retried (written again because the table lacked them), unconfirmed "+
 		"(still lacking after the retries).", "stage")
+	descHeartbeatsRefused = desc("cluster_heartbeats_refused_total", "Heartbeats refused before any use, by reason: "+
+		"an incarnation far in the future, and with cluster.directors unsigned, an unknown name or a bad signature.", "reason")
+	descSyncRefused = desc("conn_sync_refused_total", "Relay messages or records refused by the checks of who may send "+
+		"what: replayed, too old, from the future, unproven (not signed by the director they name), for a service or "+
+		"real server not configured here, or from a director that does not hold the VIP.", "reason")
 	descSyncDropped = desc("conn_sync_dropped_total", "Sync datagrams, messages or records dropped, by reason.",
 		"reason")
 	descSyncAntiEntropy = desc("conn_sync_anti_entropy_total", "How the relays make up for lost messages: summaries "+
@@ -60,7 +65,7 @@ var (
 // clusterStates are the values of cluster.View.State.
 var clusterStates = []string{"starting", "active", "standby", "no-quorum", "leaving"}
 
-var clusterDescs = []*prometheus.Desc{descClusterLive, descQuorum, descStalls, descRefused, descClusterInfo, descClusterState,
+var clusterDescs = []*prometheus.Desc{descClusterLive, descQuorum, descStalls, descRefused, descHeartbeatsRefused, descSyncRefused, descClusterInfo, descClusterState,
 	descVIPHolders, descSyncRecords, descSyncDropped, descSyncAntiEntropy, descSyncCache, descSyncPushes, descSyncLag, descPeerFlows,
 	descPeerConntrack, descPeerConntrackLimit, descConntrackEntries, descConntrackLimit}
 
@@ -70,6 +75,9 @@ func collectCluster(v *cluster.View, gauge func(*prometheus.Desc, float64, ...st
 	counter(descStalls, uint64(v.Stalls))
 	counter(descRefused, v.RefusedPackets, "packets")
 	counter(descRefused, v.RefusedStreams, "streams")
+	for reason, n := range v.Refused {
+		counter(descHeartbeatsRefused, n, reason)
+	}
 	gauge(descClusterInfo, 1, string(v.Mode))
 	for _, s := range clusterStates {
 		gauge(descClusterState, b2f(v.State == s), s)
@@ -107,6 +115,11 @@ func collectConnSync(s *connsync.Stats, gauge func(*prometheus.Desc, float64, ..
 	for reason, n := range map[string]uint64{"invalid": s.DroppedInvalid, "stale": s.DroppedStale,
 		"overflow": s.DroppedOverflow, "write": s.DroppedWrite, "backup_down": s.DroppedBackupDown, "evicted": s.Evicted} {
 		counter(descSyncDropped, n, reason)
+	}
+	for reason, n := range map[string]uint64{"replayed": s.DroppedReplayed, "too_old": s.DroppedTooOld,
+		"future": s.DroppedFuture, "unproven": s.DroppedUnproven, "unconfigured": s.DroppedUnconfigured,
+		"not_holder": s.DroppedNotHolder} {
+		counter(descSyncRefused, n, reason)
 	}
 	gauge(descSyncCache, float64(s.CacheSize))
 	counter(descSyncPushes, s.Pushes)
