@@ -12,6 +12,7 @@ import (
 	"strconv"
 	"strings"
 
+	"github.com/lvsd/lvsd/agent/importer"
 	"github.com/lvsd/lvsd/ipvs/l4"
 	"github.com/lvsd/lvsd/ipvs/spec"
 )
@@ -341,24 +342,11 @@ func (o options) service() (*Entry, error) {
 }
 
 func netmaskBits(s string, ipv6 bool) (int, error) {
-	if n, err := strconv.Atoi(s); err == nil && n >= 1 && n <= 128 && (ipv6 || n <= 32) {
-		return n, nil
+	most := 32
+	if ipv6 {
+		most = 128
 	}
-	m, err := netip.ParseAddr(s)
-	if err != nil || !m.Is4() {
-		return 0, fmt.Errorf("netmask %q is not a netmask like 255.255.255.0 or a prefix length", s)
-	}
-	b := m.As4()
-	v := uint32(b[0])<<24 | uint32(b[1])<<16 | uint32(b[2])<<8 | uint32(b[3])
-	bits := 0
-	for v&(1<<31) != 0 {
-		bits++
-		v <<= 1
-	}
-	if v != 0 || bits == 0 {
-		return 0, fmt.Errorf("netmask %q has holes", s)
-	}
-	return bits, nil
+	return importer.PrefixLen(s, most)
 }
 
 // destination makes the destination of an -a line.

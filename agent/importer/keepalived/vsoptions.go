@@ -5,6 +5,8 @@ import (
 	"net/netip"
 	"strconv"
 	"strings"
+
+	"github.com/lvsd/lvsd/agent/importer"
 )
 
 // expandRange reads an address, a range "10.0.0.1-10",
@@ -133,24 +135,8 @@ func maskBits(args []string) (int, bool) {
 	if len(args) != 1 {
 		return 0, false
 	}
-	if n, err := strconv.Atoi(args[0]); err == nil && n >= 1 && n <= 128 {
-		return n, true
-	}
-	m, err := netip.ParseAddr(args[0])
-	if err != nil || !m.Is4() {
-		return 0, false
-	}
-	b := m.As4()
-	v := uint32(b[0])<<24 | uint32(b[1])<<16 | uint32(b[2])<<8 | uint32(b[3])
-	bits := 0
-	for v&(1<<31) != 0 {
-		bits++
-		v <<= 1
-	}
-	if v != 0 || bits == 0 {
-		return 0, false // not contiguous
-	}
-	return bits, true
+	bits, err := importer.PrefixLen(args[0], 128)
+	return bits, err == nil
 }
 
 func (c *converter) sorryServer(n *Node, set *vsSettings) {
