@@ -278,7 +278,9 @@ func (s *loopState) logMoves(st Step, live []Candidate, vips []netip.Addr) {
 		case s.leaving:
 			reason = "leaving"
 		case !s.vips[v]:
-			reason = "no longer configured"
+			// The agent serves none while its interface is down or its
+			// upstream check fails, and says so just before.
+			reason = "not served by this director"
 		case !s.quorate:
 			reason = "no quorum"
 		case owners[v] == n.cfg.Name:

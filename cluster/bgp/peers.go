@@ -32,6 +32,7 @@ type peerState struct {
 	bfd        bfd.State
 	bfdDiag    bfd.Diag
 	bfdHinted  bool      // BFD not up while established was logged
+	bfdWasUp   bool      // BFD came up in this BGP session
 	heldDown   bool      // disabled in GoBGP because BFD is down
 	holdAt     time.Time // BFD went down: hold BGP then if it is still down
 	// received is how many prefixes the router sent (refused all);
@@ -153,7 +154,7 @@ func (s *Speaker) peerEvent(e peerEvent) {
 	p.state, p.since = e.state, e.at
 	switch {
 	case e.state == StateEstablished:
-		p.established, p.hinted, p.bfdHinted, p.prefixWarned = e.at, false, false, false
+		p.established, p.hinted, p.bfdHinted, p.bfdWasUp, p.prefixWarned = e.at, false, false, false, false
 		s.log.Info("bgp session established", "peer", e.addr, "peer_asn", p.cfg.ASN)
 	case old == StateEstablished:
 		s.mu.Lock()
@@ -248,7 +249,7 @@ func (s *Speaker) bfdEvent(c bfd.Change) {
 	}
 	p.bfd, p.bfdDiag = c.State, c.Diag
 	if c.State == bfd.Up {
-		p.holdAt = time.Time{}
+		p.holdAt, p.bfdWasUp = time.Time{}, true
 	}
 	switch bfdAction(p.heldDown, c) {
 	case bfdHoldDown:
@@ -355,9 +356,11 @@ func (s *Speaker) peerCounts() (map[netip.Addr]peerCounts, error) {
 	return out, err
 }
 
-// hintBFD logs once per session when BGP is up but BFD does not come up.
+// hintBFD logs once per session when BGP is up but BFD never came up: the
+// router does not run BFD for this director. BFD that was up and went down
+// is a failure, which the hold-down logs, not a configuration to check.
 func (s *Speaker) hintBFD(p *peerState, now time.Time) {
-	if p.state != StateEstablished || !p.bfdRunning || p.bfd == bfd.Up || p.bfdHinted ||
+	if p.state != StateEstablished || !p.bfdRunning || p.bfd == bfd.Up || p.bfdHinted || p.bfdWasUp ||
 		now.Sub(p.established) < s.cfg.MD5Hint {
 		return
 	}

@@ -411,3 +411,37 @@ func TestSpeakerReconcilesAdminState(t *testing.T) {
 		t.Errorf("after the stray disable: %+v", ps)
 	}
 }
+
+// TestSpeakerHintsAtMissingBFD: a router that never brings BFD up gets the
+// hint to configure it; a BFD session that was up and drops for a moment
+// is a failure, not a configuration to check, and gets none.
+func TestSpeakerHintsAtMissingBFD(t *testing.T) {
+	for _, tc := range []struct {
+		name     string
+		cameUp   bool
+		wantHint bool
+	}{{"never up", false, true}, {"short loss", true, false}} {
+		t.Run(tc.name, func(t *testing.T) {
+			port := freePort(t)
+			startRouter(t, port, speakerASN, "")
+			rec := &logRecorder{}
+			fb := bfd.NewFake()
+			s := startSpeaker(t, speakerConfig(port, func(c *Config) {
+				c.Log = slog.New(rec)
+				c.MD5Hint = 2 * time.Second // BFD starts a second after BGP
+				c.BFD = fb
+				c.Peers[0].BFD = true
+			}))
+			waitPeerState(t, s, StateEstablished)
+			eventually(t, "BFD started after BGP", func() (bool, string) { return len(fb.Ops()) == 1, strings.Join(fb.Ops(), ",") })
+			if tc.cameUp {
+				fb.SetState(loRouter, bfd.Up, bfd.DiagNone, bfd.Up)
+				fb.SetState(loRouter, bfd.Down, bfd.DiagDetectionExpired, bfd.Up)
+			}
+			time.Sleep(3 * time.Second) // past MD5Hint, and the speaker's one-second tick
+			if got := rec.find("but BFD is not up") != ""; got != tc.wantHint {
+				t.Errorf("hint logged %t, want %t", got, tc.wantHint)
+			}
+		})
+	}
+}
