@@ -79,3 +79,38 @@ func TestBuildFullNATUnderECMP(t *testing.T) {
 		}
 	}
 }
+
+// Window tracking is off wherever a FULLNAT connection can come back to a
+// director after another carried it: in any cluster, not alone.
+func TestBuildFullNATWindowTracking(t *testing.T) {
+	mp := netip.MustParseAddr
+	service := func(fwd config.Forwarding) *config.Service {
+		s := &config.Service{Name: "web", File: "web.yaml", Line: 1, VIP: mp("192.0.2.10"), Protocol: "tcp",
+			Ports: []l4.PortRange{{From: 80, To: 80}}, Forwarding: fwd, Scheduler: "mh",
+			Backends: []config.Backend{{Addr: mp("10.0.0.11"), Weight: 1}}}
+		if fwd == config.FullNAT {
+			s.SNATAddresses = []netip.Addr{mp("10.0.0.201")}
+		}
+		return s
+	}
+	cluster := &config.Cluster{Mode: config.ModeActiveStandby, ConnSync: config.ConnSync{Enabled: true, Port: 8848}}
+	for _, tc := range []struct {
+		name    string
+		cluster *config.Cluster
+		fwd     config.Forwarding
+		want    string
+	}{
+		{"active-standby fullnat", cluster, config.FullNAT, "1"},
+		{"alone fullnat", nil, config.FullNAT, ""},
+		{"active-standby nat", cluster, config.NAT, ""},
+		{"active-standby dr", cluster, config.DR, ""},
+	} {
+		d, err := planner.Build(&config.Agent{Node: "d1", Interface: "eth0", Cluster: tc.cluster}, []*config.Service{service(tc.fwd)})
+		if err != nil {
+			t.Fatalf("%s: %v", tc.name, err)
+		}
+		if got := d.Sysctls[nat.SysctlTCPBeLiberal]; got != tc.want {
+			t.Errorf("%s: %s = %q, want %q", tc.name, nat.SysctlTCPBeLiberal, got, tc.want)
+		}
+	}
+}

@@ -250,8 +250,10 @@ func (s *loopState) noteQuorum(live int) {
 	switch {
 	case quorate:
 		n.log.Info("quorum reached", "live", live, "quorum", n.cfg.Rules.Quorum)
-	case n.cfg.Rules.Mode == ECMP: // every director keeps serving what the routers send it
-		n.log.Warn("quorum lost: the directors this one hears are fewer than the quorum", "live", live, "quorum", n.cfg.Rules.Quorum)
+	case n.cfg.Rules.Mode == ECMP && len(s.homes) == 0: // every director keeps serving what the routers send it
+		n.log.Info("fewer directors heard than the quorum: under ECMP without FULLNAT this changes nothing", "live", live, "quorum", n.cfg.Rules.Quorum)
+	case n.cfg.Rules.Mode == ECMP:
+		n.log.Warn("quorum lost: this director takes over no lost director's FULLNAT source addresses until it hears a quorum", "live", live, "quorum", n.cfg.Rules.Quorum)
 	default:
 		n.log.Warn("quorum lost: releasing every VIP", "live", live, "quorum", n.cfg.Rules.Quorum)
 	}

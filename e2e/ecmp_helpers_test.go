@@ -67,6 +67,11 @@ type ecmpOptions struct {
 	bgpPassword string
 	extraBGP    string // more lines of the bgp block (two-space indent)
 	fullnat     bool   // FULLNAT services instead of DR
+	// bfdMultiplier replaces labBFDMultiplier on both sides: a test whose
+	// load stalls the whole VM for seconds, and that is not about
+	// detecting failures, sets it higher.
+	bfdMultiplier int
+	holdTime      time.Duration // replaces labHoldTime on both sides, likewise
 }
 
 // snatOf is director i's (from 1) FULLNAT source address in a FULLNAT
@@ -80,6 +85,12 @@ func newECMPLab(t *testing.T, o ecmpOptions) *ecmpLab {
 	if o.directors == 0 {
 		o.directors = 3
 	}
+	if o.bfdMultiplier == 0 {
+		o.bfdMultiplier = labBFDMultiplier
+	}
+	if o.holdTime == 0 {
+		o.holdTime = labHoldTime
+	}
 	// rs3 is a backend only in TestECMP/HealthDisagreement.
 	tp := topo.New(t, topo.WithRouter(), topo.WithDirectors(o.directors), topo.WithClientSources(o.sources), topo.WithRealServers(3))
 	l := &ecmpLab{t: t, tp: tp, key: clusterKey(t), ds: map[string]*lvsd{}, mode: "DR"}
@@ -91,7 +102,7 @@ func newECMPLab(t *testing.T, o ecmpOptions) *ecmpLab {
 	var ns []ecmplab.Neighbor
 	for _, d := range tp.Directors() {
 		ns = append(ns, ecmplab.Neighbor{Address: d.V4, BFD: true, Password: o.password,
-			BFDInterval: labBFDInterval, BFDMultiplier: labBFDMultiplier, HoldTime: labHoldTime})
+			BFDInterval: labBFDInterval, BFDMultiplier: o.bfdMultiplier, HoldTime: o.holdTime})
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), 180*time.Second)
 	defer cancel()
@@ -160,7 +171,7 @@ func (l *ecmpLab) newDirector(d *topo.Host, o ecmpOptions) *lvsd {
 	}
 	writeFile(t, agentFile, string(b)+fmt.Sprintf("bgp:\n  asn: %d\n  peers:\n"+
 		"    - {address: %s, asn: %d, hold_time: %v, connect_retry: 1s, bfd: {enabled: true, interval: %v, multiplier: %d}%s}\n"+
-		"  stop_grace: 1s\n%s", ecmplab.DirectorASN, router.V4, ecmplab.RouterASN, labHoldTime, labBFDInterval, labBFDMultiplier, password, o.extraBGP))
+		"  stop_grace: 1s\n%s", ecmplab.DirectorASN, router.V4, ecmplab.RouterASN, o.holdTime, labBFDInterval, o.bfdMultiplier, password, o.extraBGP))
 	service := "service: dr\n"
 	if o.fullnat {
 		service = "service: fullnat\nforwarding: fullnat\nfullnat:\n  per_director:\n"

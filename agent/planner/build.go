@@ -327,12 +327,6 @@ func assemble(agent *config.Agent, services []*config.Service, pieces Pieces) (D
 	slices.SortFunc(d.VIPs, func(a, b VIPAddresses) int { return a.VIP.Compare(b.VIP) })
 	if len(groups) > 0 {
 		d.PeerSNAT = peerSNAT(services, pieces)
-		// Under ECMP a director forwards one direction of the connections
-		// the routers move to it and the director that translated them
-		// sees only the other: window tracking would take the replies as
-		// out of window, and they would reach its own stack (a reset)
-		// instead of the client (docs/ecmp.md, "FULLNAT").
-		d.Sysctls[nat.SysctlTCPBeLiberal] = "1"
 	}
 	spec.DropRedirects6 = forwardV6
 	if agent.BGP != nil {
@@ -354,6 +348,16 @@ func assemble(agent *config.Agent, services []*config.Service, pieces Pieces) (D
 		// sloppy_tcp lets a new owner pick up connections from their next
 		// packet, with or without sync; the sync thresholds matter only with it.
 		maps.Copy(d.Sysctls, ipvs.RecommendedSyncSysctls().Sysctls())
+		if fullnat {
+			// A FULLNAT connection another director carried for a while
+			// comes back to conntrack entries that never saw what passed
+			// meanwhile (a VIP moved away and back, or under ECMP a
+			// re-hash: each director sees one direction): window tracking
+			// would take the next acknowledgements as invalid, and an
+			// invalid packet leaves IPVS untranslated, so the real server
+			// resets it (docs/cluster.md, "FULLNAT").
+			d.Sysctls[nat.SysctlTCPBeLiberal] = "1"
+		}
 		// Only the directors may reach the cluster port: its one reader
 		// serves the heartbeats too (docs/security.md).
 		spec.ClusterPort = &nat.ClusterPort{Port: c.Port(), Allow: c.Sources(), Rate: c.RateLimit}
