@@ -148,6 +148,7 @@ type Agent struct {
 	// stopped when it returns.
 	overrides planner.Overrides
 	reqs      chan backendRequest
+	reloads   chan reloadRequest
 	stopped   chan struct{}
 }
 
@@ -172,7 +173,7 @@ func New(opts Options) *Agent {
 		opts.Events = noEvents{}
 	}
 	return &Agent{opts: opts, log: opts.Log, holder: opts.Holder, drains: planner.Drains{},
-		reqs: make(chan backendRequest), stopped: make(chan struct{})}
+		reqs: make(chan backendRequest), reloads: make(chan reloadRequest), stopped: make(chan struct{})}
 }
 
 // Run loads the configuration, adopts what lvsd owns in the kernel, and
@@ -212,6 +213,9 @@ func (a *Agent) Run(ctx context.Context, reload <-chan os.Signal) error {
 		case r := <-a.reqs:
 			ov, after, err := a.changeBackend(ctx, r.change) // runs its pass
 			r.reply <- backendReply{ov, after, err}
+			continue
+		case r := <-a.reloads:
+			r.reply <- a.reloadAndApply(ctx) // runs its pass
 			continue
 		case <-healthChanged:
 		case _, ok := <-natChanged:

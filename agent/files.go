@@ -73,7 +73,7 @@ func (a *Agent) checkFiles() {
 			if rescan {
 				paths = nil
 			}
-			a.reload("file change", paths)
+			a.reload(triggerScan, paths)
 		}
 		every = a.opts.Resync
 	}
@@ -90,7 +90,7 @@ func (a *Agent) checkFiles() {
 	settled := fp == a.scanned
 	a.scanned = fp
 	if fp != a.fingerprint && settled {
-		a.reload("file change", nil)
+		a.reload(triggerScan, nil)
 	}
 }
 
@@ -99,6 +99,10 @@ func (a *Agent) checkFiles() {
 // emulation (1.8 s per scan, every Resync); natively such a scan takes
 // tens of milliseconds and keeps its period.
 const scanShare = 0.01
+
+// triggerScan is the reload trigger of an edit the file watch or scan
+// found; a scan that finds files touched but none changed logs quietly.
+const triggerScan = "file change"
 
 // scanCosts remembers what the last scans took. Their least is what a scan
 // costs: one that was descheduled (a loaded host, a garbage collection)
@@ -134,8 +138,10 @@ func scanInterval(every, cost time.Duration) time.Duration {
 }
 
 // reload reads the configuration again: the files in changed, or every
-// file when changed is nil.
-func (a *Agent) reload(why string, changed []string) {
+// file when changed is nil. It returns how many services changed, the
+// changed keys that need a restart, and why the configuration was
+// rejected (then the last good one stays).
+func (a *Agent) reload(why string, changed []string) (changedN int, restart []string, err error) {
 	start := time.Now()
 	var agentFile servicesdir.Fingerprint
 	if changed == nil {
@@ -149,14 +155,13 @@ func (a *Agent) reload(why string, changed []string) {
 		// does not reload what this did.
 		a.fingerprint = a.loadedFingerprint(agentFile, cfg)
 	}
-	var restart []string
 	if err == nil && a.cfg != nil {
 		restart, err = reloadRules(a.cfg.Agent, cfg.Agent)
 	}
 	a.loadedConfig(a.opts.Now(), err)
 	if err != nil {
 		a.log.Error("configuration rejected; keeping the last good one", "trigger", why, "err", err)
-		return
+		return 0, nil, err
 	}
 	if len(restart) > 0 {
 		// What uses these was built at start: a socket, the BGP speaker, the
@@ -182,16 +187,17 @@ func (a *Agent) reload(why string, changed []string) {
 			a.stopWatching("cannot watch the services directory", err)
 		}
 	}
-	changedN := len(ch.Services)
+	changedN = len(ch.Services)
 	if ch.All {
 		changedN = len(cfg.Services)
 	}
 	level := slog.LevelInfo
-	if changedN == 0 && why != "signal" {
+	if changedN == 0 && why == triggerScan {
 		level = slog.LevelDebug // a scan found files touched, not changed
 	}
 	a.log.Log(context.Background(), level, "configuration reloaded", "trigger", why, "services", len(cfg.Services),
 		"ipvs_services", len(cfg.Desired.Services), "changed", changedN, "duration", time.Since(start).String())
+	return changedN, restart, nil
 }
 
 // configFingerprint hashes the stamps (size, times, inode) of the agent

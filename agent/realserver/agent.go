@@ -66,10 +66,12 @@ type Agent struct {
 	missingLogged string
 	loaded        configLoad // the last attempt to load the agent file
 
-	status   atomic.Pointer[Status] // published by Run, read by the handlers
-	requests chan drainRequest      // from the API handlers to Run
-	stopping chan struct{}          // closed when Run stops taking requests
-	probes   probes                 // counted by the weight endpoint (metrics.go)
+	status   atomic.Pointer[Status]     // published by Run, read by the handlers
+	requests chan drainRequest          // from the API handlers to Run
+	reloads  chan chan api.ReloadResult // likewise, reload requests
+	passErr  error                      // the last reconcile's failure, for a reload request
+	stopping chan struct{}              // closed when Run stops taking requests
+	probes   probes                     // counted by the weight endpoint (metrics.go)
 }
 
 type drainRequest struct {
@@ -98,7 +100,8 @@ func New(opts Options) *Agent {
 	if opts.Log == nil {
 		opts.Log = slog.Default()
 	}
-	return &Agent{opts: opts, log: opts.Log, requests: make(chan drainRequest), stopping: make(chan struct{})}
+	return &Agent{opts: opts, log: opts.Log, requests: make(chan drainRequest),
+		reloads: make(chan chan api.ReloadResult), stopping: make(chan struct{})}
 }
 
 // Run loads the record, serves the API on apiL and the weight endpoint on
@@ -143,6 +146,10 @@ func (a *Agent) Run(ctx context.Context, reload <-chan os.Signal, apiL, healthL 
 			return nil
 		case req := <-a.requests:
 			req.reply <- a.setDrained(req.drain)
+			continue
+		case reply := <-a.reloads:
+			reply <- a.reloadAndApply(ctx)
+			lastFull = a.opts.Now()
 			continue
 		case <-reload:
 			a.reload("signal")
@@ -226,7 +233,9 @@ func (a *Agent) setConfig(cfg *config.Agent) {
 	a.fingerprint = a.configFingerprint()
 }
 
-func (a *Agent) reload(why string) {
+// reload reads the agent file again; a rejected one leaves the last good
+// one in force and is returned.
+func (a *Agent) reload(why string) error {
 	cfg, err := config.LoadAgent(a.opts.ConfigPath)
 	if err == nil && cfg.Role != config.RoleRealServer {
 		err = fmt.Errorf("role changed to %s: restart lvsd to change roles", cfg.Role)
@@ -239,7 +248,7 @@ func (a *Agent) reload(why string) {
 		a.log.Error("configuration rejected; keeping the last good one", "trigger", why, "err", err)
 		a.loaded.Err = err.Error()
 		a.republish()
-		return
+		return err
 	}
 	a.loaded.LastGood = a.loaded.At
 	old := a.cfg
@@ -250,15 +259,18 @@ func (a *Agent) reload(why string) {
 	}
 	a.log.Info("configuration reloaded", "trigger", why, "vips", len(a.opts.VIPs(cfg)), "weight", cfg.RealServer.Weight)
 	a.republish()
+	return nil
 }
 
 // reconcile brings the host to the desired state once and returns the ops
 // it applied. Failures are logged and retried at the next pass.
 func (a *Agent) reconcile(ctx context.Context) []planner.Op {
 	start := a.opts.Now()
+	a.passErr = nil
 	d, err := planner.BuildRealServer(a.cfg.RealServer, a.opts.VIPs(a.cfg))
 	if err != nil {
 		a.log.Error("computing the desired state", "err", err)
+		a.passErr = err
 		return nil
 	}
 	var all []planner.Op
@@ -270,6 +282,7 @@ func (a *Agent) reconcile(ctx context.Context) []planner.Op {
 		actual, missing, err := a.opts.Host.ReadActual(ctx, d, a.rec.Ownership)
 		if err != nil {
 			a.log.Error("reading host state", "err", err)
+			a.passErr = err
 			return all
 		}
 		ops := planner.PlanRealServer(d, actual, a.rec.Ownership)
@@ -284,6 +297,7 @@ func (a *Agent) reconcile(ctx context.Context) []planner.Op {
 		}
 		if applyErr != nil {
 			a.log.Error("some changes failed; will retry", "err", applyErr)
+			a.passErr = applyErr
 		}
 		all = append(all, ops...)
 		if round == 1 && slices.ContainsFunc(ops, func(o planner.Op) bool { return o.Kind == planner.CreateLink }) {

@@ -414,3 +414,32 @@ func TestReloadWatch(t *testing.T) {
 		}
 	}
 }
+
+// A reload through the API socket answers once the VIPs are in place, and
+// says when the agent file was rejected.
+func TestReloadRequest(t *testing.T) {
+	e := newEnv(t, "  vips: [10.0.0.50]\n")
+	r := e.run()
+	ctx := context.Background()
+	e.write("  vips: [10.0.0.50, 10.0.0.51]\n")
+	var res api.ReloadResult
+	if err := r.client.Do(ctx, "POST", api.RouteReload, &res); err != nil {
+		t.Fatal(err)
+	}
+	if res.Rejected || res.Error != "" || res.Changes == 0 {
+		t.Errorf("after adding a VIP: %+v", res)
+	}
+	if st := r.a.status.Load(); len(st.VIPs) != 2 {
+		t.Errorf("answered before the VIPs were in place: %+v", st)
+	}
+	e.write("  vips: [not-an-address]\n")
+	if err := r.client.Do(ctx, "POST", api.RouteReload, &res); err != nil {
+		t.Fatal(err)
+	}
+	if !res.Rejected || !strings.Contains(res.Error, "lvsd.yaml") {
+		t.Errorf("after a broken edit: %+v", res)
+	}
+	if st := r.a.status.Load(); len(st.VIPs) != 2 {
+		t.Errorf("a rejected reload changed the VIPs: %+v", st)
+	}
+}

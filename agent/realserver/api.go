@@ -18,6 +18,7 @@ const (
 //	POST /v1/drain    announce weight 0 (persisted: survives restarts)
 //	POST /v1/undrain  announce the configured weight again
 //	GET  /v1/status   the Status, with the local checks run now
+//	POST /v1/reload   read the agent file again and apply it (api.ReloadResult)
 //
 // drain and undrain answer with the new Status once it is recorded, and are
 // idempotent.
@@ -34,6 +35,7 @@ func (a *Agent) APIHandler() http.Handler {
 	}
 	mux.HandleFunc("POST "+RouteDrain, drain(true))
 	mux.HandleFunc("POST "+RouteUndrain, drain(false))
+	mux.HandleFunc("POST "+api.RouteReload, api.ReloadHandler(a.requestReload))
 	mux.HandleFunc("GET "+RouteStatus, func(w http.ResponseWriter, r *http.Request) {
 		st := *a.status.Load()
 		st.Checks = a.runChecks(r.Context(), st.checks)

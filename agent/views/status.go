@@ -293,6 +293,7 @@ func writeQueryAnswer(w http.ResponseWriter, answer any, err error) {
 //	GET /v1/backends  the operator's overrides (backends.go)
 //	POST /v1/backends/{drain,undrain,weight,clear}?service=&backend=[&weight=]
 //	POST /v1/drain, /v1/undrain  the director (the VIP holder)
+//	POST /v1/reload  read the configuration again and apply it (api.ReloadResult)
 func (v *Views) APIHandler() http.Handler {
 	mux := http.NewServeMux()
 	mux.HandleFunc("GET "+RouteExplain, v.serveExplain)
@@ -309,6 +310,7 @@ func (v *Views) APIHandler() http.Handler {
 		}
 		writeQueryAnswer(w, st, err)
 	})
+	mux.HandleFunc("POST "+api.RouteReload, api.ReloadHandler(v.a.RequestReload))
 	for route, on := range map[string]bool{RouteDrain: true, RouteUndrain: false} {
 		mux.HandleFunc("POST "+route, func(w http.ResponseWriter, r *http.Request) {
 			st, err := v.a.Parts().Holder.Drain(r.Context(), on, v.a.Now())

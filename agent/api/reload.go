@@ -1,0 +1,42 @@
+package api
+
+import (
+	"context"
+	"net/http"
+)
+
+// RouteReload is the route of a reload request, on a director's and on a
+// real server's control socket: POST reads the configuration again and
+// applies it, as SIGHUP does, and answers once that is done.
+const RouteReload = "/v1/reload"
+
+// ReloadResult is the answer to a reload request. Error is empty when the
+// configuration was read and applied; else it says what failed: the
+// configuration was rejected (the last good one stays in force) or some
+// changes could not be applied (they are retried).
+type ReloadResult struct {
+	// Rejected: the configuration did not load; nothing changed.
+	Rejected bool   `json:"rejected,omitempty"`
+	Error    string `json:"error,omitempty"`
+	// Changed counts the services whose definition changed.
+	Changed int `json:"changed"`
+	// Restart names the changed keys that take effect only after a
+	// restart (the rest of the reload was applied).
+	Restart []string `json:"restart,omitempty"`
+	// Changes is how many kernel changes the reload made.
+	Changes int `json:"changes"`
+}
+
+// ReloadHandler answers reload requests with reload's ReloadResult (its
+// Rejected and Error say whether it failed), or 503 when the agent could
+// not take the request.
+func ReloadHandler(reload func(context.Context) (ReloadResult, error)) http.HandlerFunc {
+	return func(w http.ResponseWriter, r *http.Request) {
+		res, err := reload(r.Context())
+		if err != nil {
+			http.Error(w, "reload: "+err.Error(), http.StatusServiceUnavailable)
+			return
+		}
+		WriteJSON(w, res)
+	}
+}
