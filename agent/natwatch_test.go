@@ -25,12 +25,7 @@ func TestFlushedTablesComeBackAtOnce(t *testing.T) {
 		t.Fatal(err)
 	}
 	e.service("web", "service: web\nvip: 10.0.0.50\nports: [80]\nbackends: [{address: 10.0.0.11}]\n")
-	a := New(Options{ConfigPath: filepath.Join(e.dir, "lvsd.yaml"), Kernel: e.kernel(), Check: time.Hour, Resync: time.Hour,
-		Log: slog.New(slog.NewTextHandler(io.Discard, nil))})
-	ctx, cancel := context.WithCancel(t.Context())
-	done := make(chan error, 1)
-	go func() { done <- a.Run(ctx, nil) }()
-	defer func() { cancel(); <-done }()
+	e.running()
 
 	installed := func() bool {
 		rs, ok := e.nat.Current()
@@ -45,6 +40,20 @@ func TestFlushedTablesComeBackAtOnce(t *testing.T) {
 	if again, _ := e.nat.Calls(); again <= applied {
 		t.Errorf("no Apply after the flush (%d calls before, %d after)", applied, again)
 	}
+}
+
+// running starts an agent on the test's files and kernel, its Check and
+// Resync an hour away, as Run runs it, until the test ends, and returns it
+// with the function that stops it (idempotent).
+func (e *testEnv) running() (*Agent, func()) {
+	a := New(Options{ConfigPath: filepath.Join(e.dir, "lvsd.yaml"), Kernel: e.kernel(), Check: time.Hour, Resync: time.Hour,
+		Log: slog.New(slog.NewTextHandler(io.Discard, nil))})
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan struct{})
+	go func() { defer close(done); _ = a.Run(ctx, nil) }()
+	stop := func() { cancel(); <-done }
+	e.t.Cleanup(stop)
+	return a, stop
 }
 
 func waitFor(t *testing.T, limit time.Duration, what string, cond func() bool) {

@@ -3,9 +3,6 @@ package agent
 import (
 	"context"
 	"errors"
-	"io"
-	"log/slog"
-	"path/filepath"
 	"strings"
 	"testing"
 	"time"
@@ -25,12 +22,7 @@ func (failingIPVS) AddService(context.Context, ipvs.Service) error {
 func TestRequestReload(t *testing.T) {
 	e := newEnv(t)
 	e.service("web", webTwo)
-	a := New(Options{ConfigPath: filepath.Join(e.dir, "lvsd.yaml"), Kernel: e.kernel(), Check: time.Hour, Resync: time.Hour,
-		Log: slog.New(slog.NewTextHandler(io.Discard, nil))})
-	ctx, cancel := context.WithCancel(t.Context())
-	done := make(chan error, 1)
-	go func() { done <- a.Run(ctx, nil) }()
-	defer func() { cancel(); <-done }()
+	a, stop := e.running()
 	waitFor(t, 10*time.Second, "the first pass", func() bool {
 		svcs, _ := e.ipvs.Services(t.Context())
 		return len(svcs) == 1
@@ -73,10 +65,8 @@ func TestRequestReload(t *testing.T) {
 			t.Errorf("%s: the kernel changed %t, want %t", step.name, kernelChanged, step.changes)
 		}
 	}
-	cancel()
-	<-done
+	stop()
 	if _, err := a.RequestReload(context.Background()); err == nil {
 		t.Error("a reload request to a stopped agent succeeded")
 	}
-	done <- nil // for the deferred receive
 }

@@ -184,6 +184,18 @@ func setupSurvivalServers(t *testing.T, tp *topo.Topology, modes []survMode, tic
 // plus sloppy_tcp").
 func startSurvivalDirectors(t *testing.T, tp *topo.Topology, modes []survMode, syncOn bool) []*lvsd {
 	t.Helper()
+	ds := survivalDirectors(t, tp, modes, syncOn)
+	for _, l := range ds {
+		l.start()
+	}
+	waitSurvivalDirectors(t, tp, modes, ds)
+	return ds
+}
+
+// survivalDirectors writes the directors' configuration (priorities 250,
+// 200…, conn_sync as asked, the modes' services) without starting them.
+func survivalDirectors(t *testing.T, tp *topo.Topology, modes []survMode, syncOn bool) []*lvsd {
+	t.Helper()
 	key := clusterKey(t)
 	var ds []*lvsd
 	for i, d := range tp.Directors() {
@@ -194,9 +206,15 @@ func startSurvivalDirectors(t *testing.T, tp *topo.Topology, modes []survMode, s
 				"service: %s\nvip: %s\nports: [%d, %d]\n%sbackends:\n  - {address: %s}\n  - {address: %s}\n",
 				strings.ToLower(m.name), m.vip, survEcho, survTick, m.service, tp.RS(1).V4, tp.RS(2).V4))
 		}
-		l.start()
 		ds = append(ds, l)
 	}
+	return ds
+}
+
+// waitSurvivalDirectors waits until the started directors programmed the
+// modes' services and the VIPs settled on the first director.
+func waitSurvivalDirectors(t *testing.T, tp *topo.Topology, modes []survMode, ds []*lvsd) {
+	t.Helper()
 	for _, l := range ds {
 		l.waitServices(2*len(modes), 2)
 	}
@@ -214,7 +232,6 @@ func startSurvivalDirectors(t *testing.T, tp *topo.Topology, modes []survMode, s
 			t.Errorf("%s: net.ipv4.vs.sloppy_tcp=%s, want 1", d.ID, sloppy)
 		}
 	}
-	return ds
 }
 
 // runSurvival is one failover with one forwarding method: open the fleet,

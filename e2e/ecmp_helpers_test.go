@@ -72,6 +72,7 @@ type ecmpOptions struct {
 	// detecting failures, sets it higher.
 	bfdMultiplier int
 	holdTime      time.Duration // replaces labHoldTime on both sides, likewise
+	peerShare     int           // cluster.conn_sync.peer_conntrack_share, when not 0
 }
 
 // snatOf is director i's (from 1) FULLNAT source address in a FULLNAT
@@ -144,7 +145,11 @@ func (l *ecmpLab) newDirector(d *topo.Host, o ecmpOptions) *lvsd {
 	// alone took a fifth of their CPU in a profile of this lab (a 64 KB
 	// buffer per packet received in memberlist's transport, and the sends),
 	// and the VM was 99 % busy with the fleet.
-	clusterExtra := fmt.Sprintf("  mode: ecmp\n  failure_timeout: 1s\n  heartbeat_interval: 200ms\n  conn_sync: {enabled: %t}\n", o.sync)
+	share := ""
+	if o.peerShare != 0 {
+		share = fmt.Sprintf(", peer_conntrack_share: %d", o.peerShare)
+	}
+	clusterExtra := fmt.Sprintf("  mode: ecmp\n  failure_timeout: 1s\n  heartbeat_interval: 200ms\n  conn_sync: {enabled: %t%s}\n", o.sync, share)
 	if o.fullnat {
 		// A lost director's source addresses go to a survivor only where a
 		// quorum of the configured directors is live: a majority by

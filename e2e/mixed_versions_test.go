@@ -30,12 +30,7 @@ var prevBin = os.Getenv("LVSD_PREV_BIN")
 // the new one's v4 heartbeats, sent until it is heard, is logged at most
 // once.
 func TestMixedVersions(t *testing.T) {
-	if prevBin == "" {
-		t.Fatalf("LVSD_PREV_BIN is not set: `make prev` builds the release before (%s) into bin/lvsd-prev, and `make e2e` passes it", prevCommit)
-	}
-	if _, err := os.Stat(prevBin); err != nil {
-		t.Fatalf("LVSD_PREV_BIN: %v: `make prev` builds it from commit %s; a clone without that commit (shallow) must fetch it first (git fetch --unshallow)", err, prevCommit)
-	}
+	needPrev(t)
 	vip := netip.MustParseAddr("10.0.0.50")
 	tp := clusterSetup(t, vip)
 	key := clusterKey(t)
