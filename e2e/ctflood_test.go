@@ -37,8 +37,8 @@ const (
 	// At 200 a second the others' records (two thirds of the flows, kept
 	// 30 s each) are twice a budget of floodPeerShare of the table, and
 	// the directors' own flows (a third, plus the probes and the spoofed
-	// ACKs' entries, which stay longer) peaked at 5,500–5,800 entries
-	// beside it: the table is sized for those, as docs/ecmp.md says to.
+	// ACKs' entries, which stay longer) took about 5,000 entries beside
+	// it: the table is sized for those, as docs/ecmp.md says to.
 	floodConntrackMax = 16384
 	floodPeerShare    = 10
 	floodUDPPort      = 5353
@@ -54,7 +54,7 @@ const (
 // its own flows plus at most peer_conntrack_share of the table for
 // the others', so it never fills (the kernel drops no packet for a full
 // table): new connections to both services keep succeeding through every
-// director, BGP and the cluster stay up, and the directors count the
+// director (95 % at least), BGP and the cluster stay up, and the directors count the
 // records they refused. Without the budget the others' entries, assured
 // and kept for the records' 300 s, fill the table within the flood.
 func TestConntrackFlood(t *testing.T) {
@@ -111,12 +111,12 @@ func TestConntrackFlood(t *testing.T) {
 	for _, proto := range []string{echo.TCP, echo.UDP} {
 		n, ok, by, failed := probes.result(proto)
 		t.Logf("%s probes: %d/%d succeeded, by director source address %v; %s", proto, ok, n, by, failed)
-		// Reported, not asserted: in the test VM 1–21 % of the TCP probes
-		// are reset after their handshake under the flood with and without
-		// the budget (the VM's two CPUs saturated by the flood; the cause
-		// is not found yet), so the 99 % this should show is not met.
-		// What the budget is for — no table fills, no path lost — is
-		// asserted above; a probe that got no answer at all is not.
+		// 99.9 % succeeded in the runs of docs/ecmp.md; a VM starved by
+		// a busy host loses a few more (a probe's first SYN or datagram
+		// is retried, a second loss fails it), hence the margin.
+		if ok*100 < n*95 {
+			t.Errorf("%s probes: %d of %d succeeded, want 95 %%", proto, ok, n)
+		}
 		if n < int(ctFloodFor/floodProbeEvery)/2 {
 			t.Errorf("%s probes: only %d sent", proto, n)
 		}
