@@ -33,8 +33,9 @@ import (
 // bounded memory, descriptors, goroutines and conntrack entries, and no
 // ERROR line outside a fault's window.
 //
-// `make test` runs it for LVSD_SOAK_DURATION (default 3m); `make soak
-// DURATION=2h` runs it long. LVSD_SOAK_SEED replays a schedule: a failed
+// `make test` runs it for 90 s of faults on schedule 1 (the Makefile's
+// SOAK_SHORT, SOAK_SEED); `make soak DURATION=2h` runs it long; without
+// LVSD_SOAK_DURATION it runs 3 minutes. LVSD_SOAK_SEED replays a schedule: a failed
 // run prints its seed. The report goes to soak-report.txt in the output
 // folder.
 func TestSoak(t *testing.T) {
