@@ -18,7 +18,7 @@ import (
 // services that differ. A heartbeat thus carries 23 bytes of it normally
 // and at most 280 while the configurations differ, whatever the number of
 // services; naming them all takes services / (entries in a run)
-// heartbeats (at 10,000 services of 10-byte names, about 40 s).
+// heartbeats (at 10,000 services of 13-byte names, 909: 45 s).
 //
 // The extension types, in the v4 trailer (identity.Open):
 //
