@@ -18,7 +18,6 @@ import (
 	"time"
 
 	"github.com/lvsd/lvsd/cluster"
-	"github.com/lvsd/lvsd/cluster/settings"
 	"github.com/lvsd/lvsd/e2e/echo"
 	"github.com/lvsd/lvsd/e2e/topo"
 )
@@ -57,7 +56,7 @@ func TestConfigDrift(t *testing.T) {
 	marks := []int{d1.logSize(), d2.logSize()}
 	d2.hup()
 	reloaded := lineAt(t, d2.waitLog(marks[1], 15*time.Second, "configuration reloaded", "trigger=signal", "changed=1"))
-	budget := 2*settings.DefaultHeartbeatInterval + 300*time.Millisecond // two heartbeats, and a loaded VM's scheduling
+	budget := 2*cluster.DefaultHeartbeatInterval + 300*time.Millisecond // two heartbeats, and a loaded VM's scheduling
 	for i, pair := range [][2]*lvsd{{d1, d2}, {d2, d1}} {
 		self, peer := pair[0], pair[1]
 		line := self.waitLog(marks[i], 10*time.Second, "service configuration differs from the peer's", "peer="+peer.host.ID,
