@@ -56,6 +56,9 @@ type Options struct {
 	// PeerFlows creates the conntrack entries of the other directors'
 	// FULLNAT connections under ECMP (peerflows.go); nil: none.
 	PeerFlows *PeerFlows
+	// ConfigDigest is told the digest of the service configuration at
+	// every load that changes a service; nil: no cluster.
+	ConfigDigest ConfigAdvertiser
 }
 
 // BGPViewer reports the BGP speaker's sessions and routes.
@@ -318,6 +321,9 @@ func (a *Agent) setConfig(cfg *LoadedConfig, ch Changes) {
 	}
 	if a.opts.ConnSync != nil && (ch.All || prev == nil || len(ch.Services) > 0) {
 		a.opts.ConnSync.SetServices(planner.SyncServices(cfg.Desired))
+	}
+	if a.opts.ConfigDigest != nil && (ch.All || prev == nil || len(ch.Services) > 0) {
+		a.opts.ConfigDigest.AdvertiseConfig(cfg.ConfigDigest())
 	}
 	if ch.All || prev == nil {
 		a.loadGarbage = true // a full rebuild: garbage like a full load's

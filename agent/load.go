@@ -23,6 +23,9 @@ type LoadedConfig struct {
 	pieces   planner.Pieces
 	// checked counts the backends with health checks by HealthKey.
 	checked planner.CopyOnWriteMap[string, int]
+	// digests are the services' configuration digests by name
+	// (serviceDigests), which the cluster compares between directors.
+	digests map[string]uint64
 	loader  *Reloader // what read it, with its cache of the files
 }
 
@@ -111,6 +114,11 @@ func (l *Reloader) Reload(prev *LoadedConfig, changed []string) (*LoadedConfig, 
 		return nil, Changes{}, err
 	}
 	c.checked = checkedBackends(prev, c, ch.Services) // ch.Services nil: all
+	var changedNames map[string]bool                  // nil: digest every service
+	if !all {
+		changedNames = ch.Services
+	}
+	c.digests = serviceDigests(prev, c, changedNames)
 	return c, ch, nil
 }
 

@@ -31,6 +31,7 @@ type FakeNode struct {
 	served   []netip.Addr        // guarded by f.mu; nil: every VIP of the cluster
 	present  map[netip.Addr]bool // guarded by f.mu
 	down     map[uint64]bool     // guarded by f.mu: its health vote (ShareHealth); nil: abstains
+	config   *ConfigDigest       // guarded by f.mu: what AdvertiseConfig set
 	changed  chan struct{}
 	voted    chan struct{} // HealthVotesChanged
 }
@@ -241,6 +242,42 @@ func (n *FakeNode) MaySend(sender string, vip netip.Addr) bool {
 	return false
 }
 
+// AdvertiseConfig records the director's configuration, which the other
+// directors' views compare with theirs at once (Node needs a heartbeat or
+// a rotation of runs).
+func (n *FakeNode) AdvertiseConfig(d *ConfigDigest) {
+	n.f.mu.Lock()
+	defer n.f.mu.Unlock()
+	n.config = d
+}
+
+// fakeConfigView compares theirs with mine as Node's view does once every
+// service was compared.
+func fakeConfigView(mine, theirs *ConfigDigest, ecmp bool) *ConfigView {
+	switch {
+	case mine == nil:
+		return nil
+	case theirs == nil || theirs.Scheme != mine.Scheme:
+		return &ConfigView{Match: ConfigUnknown}
+	case theirs.Sum == mine.Sum:
+		return &ConfigView{Match: ConfigSame}
+	}
+	var names []string
+	for name, sum := range theirs.byName {
+		if s, ok := mine.byName[name]; !ok || s != sum {
+			names = append(names, name)
+		}
+	}
+	for name := range mine.byName {
+		if _, ok := theirs.byName[name]; !ok {
+			names = append(names, name)
+		}
+	}
+	slices.Sort(names)
+	return &ConfigView{Match: ConfigDifferent, Services: names[:min(len(names), maxDriftShown)], Differing: len(names),
+		Compared: true, FlowsAtRisk: ecmp}
+}
+
 // Served returns the VIPs the agent said it serves (nil: never said).
 func (n *FakeNode) Served() []netip.Addr {
 	n.f.mu.Lock()
@@ -273,10 +310,16 @@ func (n *FakeNode) View(context.Context) (View, error) {
 		}
 	}
 	v.Live = live
+	if n.config != nil {
+		v.ConfigDigest, v.ConfigServices = n.config.String(), n.config.Services()
+	}
 	for _, o := range f.nodes {
 		m := MemberView{Name: o.name, Self: o == n, Priority: o.priority, Gossip: "alive", Live: o.up, Ready: o.up, Holds: held(o.held)}
 		if !o.up {
 			m.Gossip = "failed"
+		}
+		if o != n {
+			m.Config = fakeConfigView(n.config, o.config, f.rules.Mode == ECMP && o.up)
 		}
 		if o == n {
 			v.Members = append([]MemberView{m}, v.Members...)

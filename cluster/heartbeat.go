@@ -36,6 +36,10 @@ type heartbeat struct {
 	// HealthID, split over the parts like VIPs.
 	SharesHealth bool
 	Down         []uint64
+	// Config is the sender's configuration digest and ConfigRun a run of
+	// its per-service digests (v4 extensions, configwire.go); nil: not sent.
+	Config    *configAdvert
+	ConfigRun *configRun
 
 	// Version is the wire version the heartbeat came in (decodeHeartbeat).
 	Version byte
@@ -101,8 +105,10 @@ func (hb heartbeat) encode() [][]byte { return hb.encodeAs(hbVersionV3, nil) }
 func (hb heartbeat) encodeAs(v byte, keys *identity.Keys) [][]byte {
 	sign := v >= 4 && keys.Signs()
 	limit := hbMaxBytes // what the v3 layout may fill
+	var exts []byte
 	if v >= 4 {
-		limit -= keys.TrailerRoom()
+		exts = hb.appendExtensions(nil)
+		limit -= keys.TrailerRoom() + len(exts)
 	}
 	head := make([]byte, 0, hbHeader+2+len(hb.Name)+len(hb.Addr))
 	head = append(head, hbMagic, v)
@@ -175,7 +181,7 @@ func (hb heartbeat) encodeAs(v byte, keys *identity.Keys) [][]byte {
 	for i, p := range parts {
 		p[3], p[4] = byte(i), byte(len(parts))
 		if v >= 4 {
-			parts[i] = keys.Seal(p)
+			parts[i] = sealWith(keys, p, exts)
 		}
 	}
 	return parts
@@ -204,10 +210,12 @@ func decodeHeartbeat(b []byte) (heartbeat, error) {
 	}
 	hb.Version = b[1]
 	if b[1] >= 4 {
+		whole := b
 		var err error
 		if b, hb.signed, hb.sig, err = identity.Open(b, b[2]&flagSigned != 0, hbHeader); err != nil {
 			return hb, err
 		}
+		hb.readExtensions(extensionsOf(whole, b, hb.sig))
 	}
 	hb.Ready, hb.Leaving, hb.SharesHealth = b[2]&flagReady != 0, b[2]&flagLeaving != 0, b[2]&flagHealth != 0
 	hb.Part, hb.Parts = int(b[3]), int(b[4])

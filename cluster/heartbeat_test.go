@@ -140,6 +140,9 @@ func FuzzDecodeHeartbeat(f *testing.F) {
 	f.Add(heartbeat{Name: "d", Addr: "a", VIPs: []vipClaim{{netip.MustParseAddr("10.0.0.50"), true}}}.encodeAs(hbVersion, nil)[0])
 	f.Add(heartbeat{Name: "d", Addr: "a", SharesHealth: true, Down: []uint64{7}}.encodeAs(hbVersion, fuzzKeys)[0])
 	f.Add(withExtension(heartbeat{Name: "d", Addr: "a"}.encodeAs(hbVersion, nil)[0], 200, []byte("later")))
+	drift := NewConfigDigest(1, map[string]uint64{"web": 1, "api": 2, "": 3})
+	run, _ := runFrom(drift, 1)
+	f.Add(heartbeat{Name: "d", Addr: "a", Config: advertOf(drift), ConfigRun: run}.encodeAs(hbVersion, fuzzKeys)[0])
 	f.Fuzz(func(t *testing.T, b []byte) {
 		hb, err := decodeHeartbeat(b)
 		if err != nil {

@@ -43,6 +43,11 @@ type loopState struct {
 	sharesHealth bool
 	down         []uint64
 	healthDirty  bool
+	// config is the configuration this director advertises (nil: none
+	// yet); configNext the first of its services in the next run
+	// (configdrift.go).
+	config     *ConfigDigest
+	configNext int
 }
 
 func (s *loopState) init(n *Node) {
@@ -115,8 +120,8 @@ func (n *Node) run(ctx context.Context) {
 func (s *loopState) drain() bool {
 	n := s.n
 	n.mu.Lock()
-	served, addrs, evs, share, homes := n.served, n.addrEvents, n.memberEvs, n.share, n.homes
-	n.served, n.memberEvs, n.share, n.homes = nil, nil, nil, nil
+	served, addrs, evs, share, homes, config := n.served, n.addrEvents, n.memberEvs, n.share, n.homes, n.config
+	n.served, n.memberEvs, n.share, n.homes, n.config = nil, nil, nil, nil, nil
 	if len(addrs) > 0 {
 		n.addrEvents = map[netip.Addr]bool{}
 	}
@@ -151,8 +156,11 @@ func (s *loopState) drain() bool {
 	if share != nil && (share.votes != s.sharesHealth || !slices.Equal(share.down, s.down)) {
 		s.sharesHealth, s.down, vote = share.votes, share.down, true
 	}
-	if changed || vote {
-		s.sendHeartbeat() // claims or the vote changed: tell the peers now
+	if config != nil {
+		s.takeConfig(config)
+	}
+	if changed || vote || config != nil {
+		s.sendHeartbeat() // claims, the vote or the configuration changed: tell the peers now
 	}
 	return changed
 }
@@ -357,6 +365,7 @@ func (s *loopState) heartbeat(leaving bool) heartbeat {
 			hb.VIPs = append(hb.VIPs, vipClaim{v, held})
 		}
 		slices.SortFunc(hb.VIPs, func(a, b vipClaim) int { return a.VIP.Compare(b.VIP) })
+		hb.Config, hb.ConfigRun = s.configExtensions()
 	}
 	return hb
 }

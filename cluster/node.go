@@ -174,6 +174,7 @@ type Node struct {
 	lastJoinErr string
 	syncPeers   map[string]syncPeer // the directors sync messages go to, by name
 	share       *healthShare        // set by ShareHealth, not yet seen by the loop
+	config      *ConfigDigest       // set by AdvertiseConfig, not yet seen by the loop
 	votes       Votes               // published by the loop (publishVotes)
 
 	sync atomic.Pointer[SyncReceiver]

@@ -25,6 +25,7 @@ type peer struct {
 	pend     map[int]heartbeat
 	// pendVersion is the wire version of the parts in pend.
 	pendVersion byte
+	config      *peerConfig // nil: no configuration digest heard
 }
 
 // peerState is how this director hears a peer. It moves at each liveness
@@ -156,6 +157,7 @@ func (s *loopState) onHeartbeat(hb heartbeat, at time.Time) bool {
 		p.state = peerRising // heard now: its claims count before the next check
 	}
 	p.addr = hb.Addr
+	s.noteConfig(p, hb)
 	changed := restarted
 	if p.ready != hb.Ready || p.priority != hb.Priority {
 		p.ready, p.priority = hb.Ready, hb.Priority

@@ -42,6 +42,11 @@ type View struct {
 	// and "bad signature". Any of them is a misconfigured director or a
 	// forger holding the cluster key.
 	Refused map[string]uint64 `json:"refused,omitempty"`
+	// ConfigDigest is the digest of this director's service configuration
+	// of ConfigServices services, as advertised to the peers; each peer's
+	// MemberView.Config compares with it.
+	ConfigDigest   string `json:"config_digest,omitempty"`
+	ConfigServices int    `json:"config_services,omitempty"`
 	// Signed: this director signs its messages; IdentitiesEnforced: it
 	// believes only messages signed by the director they name.
 	Signed             bool `json:"signed,omitempty"`
@@ -66,6 +71,9 @@ type MemberView struct {
 	// is sent in (3: the release before identities).
 	WireVersion int      `json:"wire_version,omitempty"`
 	Holds       []string `json:"holds,omitempty"`
+	// Config compares its service configuration with this director's;
+	// nil for this director, or when this one advertises none.
+	Config *ConfigView `json:"config,omitempty"`
 }
 
 // VIPView is one VIP: who should own it in this director's view and who
@@ -94,6 +102,9 @@ func (s *loopState) view(now time.Time) View {
 		Quorum: n.cfg.Rules.Quorum, Live: len(live), Stalls: s.stalls, UnusedHeartbeats: s.guard.unused,
 		RefusedPackets: n.port.refusedPackets.Load(), RefusedStreams: n.port.refusedStreams.Load(),
 		Refused: n.refused.snapshot(), Signed: n.cfg.Identity.Signs(), IdentitiesEnforced: n.cfg.Identity.Enforced()}
+	if s.config != nil {
+		v.ConfigDigest, v.ConfigServices = s.config.String(), s.config.Services()
+	}
 	switch {
 	case s.leaving:
 		v.State = "leaving"
@@ -133,6 +144,7 @@ func (s *loopState) view(now time.Time) View {
 			if p.state.live() {
 				m.Holds = held(p.vips)
 			}
+			m.Config = s.configView(p)
 		}
 		if n.cfg.Rules.Mode == ActiveActive {
 			m.Priority = 0

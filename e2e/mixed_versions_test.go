@@ -54,6 +54,9 @@ func TestMixedVersions(t *testing.T) {
 		if m.Name == old.ID && (!m.Live || m.WireVersion != 3) {
 			t.Errorf("%s's view of the old build: %+v, want live at wire version 3", nw.ID, m)
 		}
+		if m.Name == old.ID && (m.Config == nil || m.Config.Match != cluster.ConfigUnknown) {
+			t.Errorf("%s's view of the old build's configuration: %+v, want unknown (it sends no digest), never different", nw.ID, m.Config)
+		}
 	}
 	if v.Live != 2 {
 		t.Errorf("%s counts %d live directors, want 2", nw.ID, v.Live)

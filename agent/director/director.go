@@ -68,6 +68,7 @@ type Node interface {
 	agent.ClusterViewer
 	connsync.Transport
 	HealthVoter
+	agent.ConfigAdvertiser
 	SetSync(cluster.SyncReceiver)
 	// Healthy reports whether the node runs and checks its peers: VIP
 	// leases are renewed only while it does.
@@ -150,7 +151,7 @@ func Run(ctx context.Context, o Options) error {
 		opts.BGP = speaker
 	}
 	if m.node != nil {
-		opts.Cluster = m.node
+		opts.Cluster, opts.ConfigDigest = m.node, m.node
 	}
 	if m.relay != nil {
 		opts.ConnSync = m.relay

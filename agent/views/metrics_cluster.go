@@ -60,13 +60,17 @@ var (
 		"(start-up hold), active (holds VIPs), standby (holds none), no-quorum (too few directors seen), leaving.", "state")
 	descVIPHolders = desc("cluster_vip_holders", "Directors that claim the VIP in their heartbeats, as this "+
 		"director hears them: 1 is normal (all ready directors under ecmp), 0 no owner, more split ownership.", "vip")
+	descConfigDrift = desc("cluster_config_drift", "1 when the service configuration of the live peer director "+
+		"differs from this one's, 0 when it is the same; no series for a peer that sends no digest (an earlier release).", "peer")
+	descConfigDriftServices = desc("cluster_config_drift_services", "Services defined differently by the live peer "+
+		"director and this one, or by one of them only, as far as compared.", "peer")
 )
 
 // clusterStates are the values of cluster.View.State.
 var clusterStates = []string{"starting", "active", "standby", "no-quorum", "leaving"}
 
 var clusterDescs = []*prometheus.Desc{descClusterLive, descQuorum, descStalls, descRefused, descHeartbeatsRefused, descSyncRefused, descClusterInfo, descClusterState,
-	descVIPHolders, descSyncRecords, descSyncDropped, descSyncAntiEntropy, descSyncCache, descSyncPushes, descSyncLag, descPeerFlows,
+	descVIPHolders, descConfigDrift, descConfigDriftServices, descSyncRecords, descSyncDropped, descSyncAntiEntropy, descSyncCache, descSyncPushes, descSyncLag, descPeerFlows,
 	descPeerConntrack, descPeerConntrackLimit, descConntrackEntries, descConntrackLimit}
 
 func collectCluster(v *cluster.View, gauge func(*prometheus.Desc, float64, ...string), counter func(*prometheus.Desc, uint64, ...string)) {
@@ -84,6 +88,12 @@ func collectCluster(v *cluster.View, gauge func(*prometheus.Desc, float64, ...st
 	}
 	for _, vip := range v.VIPs {
 		gauge(descVIPHolders, float64(len(vip.Holders)), vip.VIP)
+	}
+	for _, m := range v.Members {
+		if c := m.Config; c != nil && m.Live && c.Match != cluster.ConfigUnknown {
+			gauge(descConfigDrift, b2f(c.Match == cluster.ConfigDifferent), m.Name)
+			gauge(descConfigDriftServices, float64(c.Differing), m.Name)
+		}
 	}
 }
 

@@ -35,14 +35,19 @@ func TestMetricsCluster(t *testing.T) {
 	c := NewCollector(a, "dev")
 	e.reconcile(a)
 	names := []string{"lvsd_cluster_live_directors", "lvsd_conn_sync_records_total", "lvsd_conn_sync_anti_entropy_total", "lvsd_conn_sync_lag_seconds", "lvsd_conn_sync_pushes_total",
-		"lvsd_cluster_info", "lvsd_cluster_state", "lvsd_cluster_vip_holders"}
+		"lvsd_cluster_info", "lvsd_cluster_state", "lvsd_cluster_vip_holders", "lvsd_cluster_config_drift", "lvsd_cluster_config_drift_services"}
 	if n := testutil.CollectAndCount(c, names...); n != 0 {
 		t.Fatalf("without a cluster: %d cluster series", n)
 	}
 	// The same director restarted in a cluster, with connection sync.
 	a = e.agentWith(agent.Options{
 		Cluster: fixedView{Live: 2, Quorum: 2, Stalls: 3, Mode: cluster.ActiveStandby, State: "standby",
-			VIPs: []cluster.VIPView{{VIP: "10.0.0.50", Owner: "d2", Holders: []string{"d2"}}, {VIP: "10.0.0.51"}}},
+			VIPs: []cluster.VIPView{{VIP: "10.0.0.50", Owner: "d2", Holders: []string{"d2"}}, {VIP: "10.0.0.51"}},
+			Members: []cluster.MemberView{{Name: "d1", Self: true, Live: true},
+				{Name: "d2", Live: true, Config: &cluster.ConfigView{Match: cluster.ConfigDifferent, Services: []string{"web"}, Differing: 1}},
+				{Name: "d3", Live: true, Config: &cluster.ConfigView{Match: cluster.ConfigSame}},
+				{Name: "d4", Live: true, Config: &cluster.ConfigView{Match: cluster.ConfigUnknown}},
+				{Name: "d5", Config: &cluster.ConfigView{Match: cluster.ConfigDifferent, Differing: 3}}}},
 		ConnSync: fixedSyncStats{MasterRecords: 10, SentRecords: 12, ReplayedRecords: 2, ReceivedRecords: 5,
 			AppliedRecords: 5, DroppedInvalid: 1, CacheSize: 7, Pushes: 4, LastLag: 3 * time.Millisecond, MaxLag: 40 * time.Millisecond,
 			ResentRecords: 1, SummariesSent: 6, SummariesReceived: 12, MissingMessages: 3, RequestsSent: 1, RequestsReceived: 2, RequestsRefused: 1}})
@@ -63,6 +68,14 @@ lvsd_cluster_state{state="starting"} 0
 # TYPE lvsd_cluster_vip_holders gauge
 lvsd_cluster_vip_holders{vip="10.0.0.50"} 1
 lvsd_cluster_vip_holders{vip="10.0.0.51"} 0
+# HELP lvsd_cluster_config_drift 1 when the service configuration of the live peer director differs from this one's, 0 when it is the same; no series for a peer that sends no digest (an earlier release).
+# TYPE lvsd_cluster_config_drift gauge
+lvsd_cluster_config_drift{peer="d2"} 1
+lvsd_cluster_config_drift{peer="d3"} 0
+# HELP lvsd_cluster_config_drift_services Services defined differently by the live peer director and this one, or by one of them only, as far as compared.
+# TYPE lvsd_cluster_config_drift_services gauge
+lvsd_cluster_config_drift_services{peer="d2"} 1
+lvsd_cluster_config_drift_services{peer="d3"} 0
 # HELP lvsd_cluster_live_directors Directors this one counts for the quorum, itself included.
 # TYPE lvsd_cluster_live_directors gauge
 lvsd_cluster_live_directors 2

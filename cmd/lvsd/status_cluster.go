@@ -39,13 +39,19 @@ func writeClusterStatus(w io.Writer, v *cluster.View) error {
 	}
 	fmt.Fprintln(w)
 	members := [][]string{{"DIRECTOR", "ADDRESS", "PRIORITY", "GOSSIP", "LIVE", "READY", "HOLDS"}}
+	if v.ConfigDigest != "" {
+		members[0] = slices.Insert(members[0], 6, "CONFIG")
+	}
 	for _, m := range v.Members {
 		name := m.Name
 		if m.Self {
 			name += " (this)"
 		}
-		members = append(members, []string{name, m.Address, strconv.Itoa(m.Priority), m.Gossip, yesNo(m.Live),
-			yesNo(m.Ready), strings.Join(m.Holds, " ")})
+		row := []string{name, m.Address, strconv.Itoa(m.Priority), m.Gossip, yesNo(m.Live), yesNo(m.Ready), strings.Join(m.Holds, " ")}
+		if v.ConfigDigest != "" {
+			row = slices.Insert(row, 6, configColumn(v, m))
+		}
+		members = append(members, row)
 	}
 	vips := [][]string{{"VIP", "OWNER", "HELD HERE", "CLAIMED BY"}}
 	for _, p := range v.VIPs {
@@ -61,8 +67,51 @@ func writeClusterStatus(w io.Writer, v *cluster.View) error {
 	if err := writeTable(w, "  ", vips); err != nil {
 		return err
 	}
+	for _, m := range v.Members {
+		if c := m.Config; c != nil && c.Match == cluster.ConfigDifferent {
+			fmt.Fprintf(w, "  %s\n", driftLine(m.Name, c))
+		}
+	}
 	_, err := fmt.Fprintln(w)
 	return err
+}
+
+// configColumn is how a director's service configuration compares with
+// this one's: this one's digest, then same, DIFFERS or unknown (a release
+// without drift detection).
+func configColumn(v *cluster.View, m cluster.MemberView) string {
+	switch {
+	case m.Self:
+		return v.ConfigDigest[:min(len(v.ConfigDigest), 8)]
+	case m.Config == nil:
+		return ""
+	case m.Config.Match == cluster.ConfigDifferent:
+		return "DIFFERS"
+	}
+	return m.Config.Match
+}
+
+// driftLine names the services a peer defines differently.
+func driftLine(peer string, c *cluster.ConfigView) string {
+	var b strings.Builder
+	noun := "services"
+	if c.Differing == 1 {
+		noun = "service"
+	}
+	fmt.Fprintf(&b, "CONFIGURATION DIFFERS from %s in %d %s", peer, c.Differing, noun)
+	if !c.Compared {
+		b.WriteString(" so far (comparing)")
+	}
+	if len(c.Services) > 0 {
+		fmt.Fprintf(&b, ": %s", strings.Join(c.Services, " "))
+		if more := c.Differing - len(c.Services); more > 0 {
+			fmt.Fprintf(&b, " and %d more", more)
+		}
+	}
+	if c.FlowsAtRisk {
+		b.WriteString("; under ecmp their flows are at risk (a rehashed flow may reach another backend)")
+	}
+	return b.String()
 }
 
 func yesNo(b bool) string {

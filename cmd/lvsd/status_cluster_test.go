@@ -58,3 +58,37 @@ func TestWriteClusterStatusIdentities(t *testing.T) {
 		t.Errorf("got:\n%s\nwant it to start with:\n%s", b.String(), want)
 	}
 }
+
+// The configuration column, and a line per peer whose services differ.
+func TestWriteClusterStatusConfigDrift(t *testing.T) {
+	v := &cluster.View{Node: "lvs1", Mode: cluster.ECMP, Encrypted: true, State: "active", Quorum: 1, Live: 3,
+		ConfigDigest: "0123456789abcdef0123456789abcdef", ConfigServices: 40,
+		Members: []cluster.MemberView{
+			{Name: "lvs1", Self: true, Gossip: "alive", Live: true, Ready: true},
+			{Name: "lvs2", Gossip: "alive", Live: true, Ready: true, Config: &cluster.ConfigView{Match: cluster.ConfigDifferent,
+				Services: []string{"api", "web"}, Differing: 22, Compared: true, FlowsAtRisk: true}},
+			{Name: "lvs3", Gossip: "alive", Live: true, Ready: true, Config: &cluster.ConfigView{Match: cluster.ConfigSame}},
+			{Name: "lvs4", Gossip: "alive", Live: true, Ready: true, Config: &cluster.ConfigView{Match: cluster.ConfigUnknown}},
+			{Name: "lvs5", Gossip: "alive", Live: true, Ready: true, Config: &cluster.ConfigView{Match: cluster.ConfigDifferent,
+				Services: []string{"web"}, Differing: 1}},
+		}}
+	var b bytes.Buffer
+	if err := writeClusterStatus(&b, v); err != nil {
+		t.Fatal(err)
+	}
+	want := `cluster: active, ecmp, encrypted, quorum 1, 3 live
+  DIRECTOR     ADDRESS  PRIORITY  GOSSIP  LIVE  READY  CONFIG    HOLDS
+  lvs1 (this)           0         alive   yes   yes    01234567
+  lvs2                  0         alive   yes   yes    DIFFERS
+  lvs3                  0         alive   yes   yes    same
+  lvs4                  0         alive   yes   yes    unknown
+  lvs5                  0         alive   yes   yes    DIFFERS
+  VIP  OWNER  HELD HERE  CLAIMED BY
+  CONFIGURATION DIFFERS from lvs2 in 22 services: api web and 20 more; under ecmp their flows are at risk (a rehashed flow may reach another backend)
+  CONFIGURATION DIFFERS from lvs5 in 1 service so far (comparing): web
+
+`
+	if b.String() != want {
+		t.Errorf("got:\n%s\nwant:\n%s", b.String(), want)
+	}
+}
