@@ -4,13 +4,27 @@ import (
 	"context"
 	"errors"
 
-	"github.com/lvsd/lvsd/agent/api"
 	"github.com/lvsd/lvsd/agent/planner"
 )
 
+// ReloadOutcome is what a requested reload did.
+type ReloadOutcome struct {
+	// Rejected: the configuration did not load (Err says why); the last
+	// good one stays in force.
+	Rejected bool
+	// Err is why it was rejected, or the changes that failed (retried).
+	Err error
+	// Changed counts the services whose definition changed; Restart
+	// names the changed keys that take effect only after a restart.
+	Changed int
+	Restart []string
+	// Changes counts the kernel changes it made.
+	Changes int
+}
+
 // reloadRequest is a reload asked through the API, answered on reply once
 // applied.
-type reloadRequest struct{ reply chan api.ReloadResult }
+type reloadRequest struct{ reply chan ReloadOutcome }
 
 // errStopped answers a request that reached an agent no longer running.
 var errStopped = errors.New("the agent is stopping")
@@ -20,34 +34,34 @@ var errStopped = errors.New("the agent is stopping")
 // and so `systemctl reload`, fail when the configuration is rejected or a
 // change cannot be applied. Safe to call from any goroutine while Run
 // runs.
-func (a *Agent) RequestReload(ctx context.Context) (api.ReloadResult, error) {
-	req := reloadRequest{reply: make(chan api.ReloadResult, 1)}
+func (a *Agent) RequestReload(ctx context.Context) (ReloadOutcome, error) {
+	req := reloadRequest{reply: make(chan ReloadOutcome, 1)}
 	select {
 	case a.reloads <- req:
 	case <-a.stopped:
-		return api.ReloadResult{}, errStopped
+		return ReloadOutcome{}, errStopped
 	case <-ctx.Done():
-		return api.ReloadResult{}, ctx.Err()
+		return ReloadOutcome{}, ctx.Err()
 	}
 	select {
 	case r := <-req.reply:
 		return r, nil
 	case <-ctx.Done(): // the reload goes on; its outcome is in the log and the status
-		return api.ReloadResult{}, ctx.Err()
+		return ReloadOutcome{}, ctx.Err()
 	}
 }
 
 // reloadAndApply is a reload request's work, on Run's goroutine.
-func (a *Agent) reloadAndApply(ctx context.Context) api.ReloadResult {
+func (a *Agent) reloadAndApply(ctx context.Context) ReloadOutcome {
 	changed, restart, err := a.reload("request", nil)
 	if err != nil {
-		return api.ReloadResult{Rejected: true, Error: "configuration rejected, the last good one stays in force: " + err.Error()}
+		return ReloadOutcome{Rejected: true, Err: err}
 	}
 	ops := a.reconcile(ctx)
 	a.settleMemory()
-	r := api.ReloadResult{Changed: changed, Restart: restart, Changes: countKernelChanges(ops)}
+	r := ReloadOutcome{Changed: changed, Restart: restart, Changes: countKernelChanges(ops)}
 	if s := a.snap.Load(); s != nil && s.Err != "" {
-		r.Error = "some changes failed and are retried: " + s.Err
+		r.Err = errors.New(s.Err)
 	}
 	return r
 }

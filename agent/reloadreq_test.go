@@ -56,8 +56,12 @@ func TestRequestReload(t *testing.T) {
 		if err != nil {
 			t.Fatalf("%s: %v", step.name, err)
 		}
+		msg := ""
+		if res.Err != nil {
+			msg = res.Err.Error()
+		}
 		if res.Changed != step.changed || res.Rejected != step.rejected || (res.Changes > 0) != step.changes ||
-			!strings.Contains(res.Error, step.errorWith) || (step.errorWith == "") != (res.Error == "") {
+			!strings.Contains(msg, step.errorWith) || (step.errorWith == "") != (msg == "") {
 			t.Errorf("%s: %+v, want %d changed, changes %t, rejected %t, an error with %q", step.name, res,
 				step.changed, step.changes, step.rejected, step.errorWith)
 		}

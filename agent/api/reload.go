@@ -29,7 +29,7 @@ type ReloadResult struct {
 
 // ReloadHandler answers reload requests with reload's ReloadResult (its
 // Rejected and Error say whether it failed), or 503 when the agent could
-// not take the request.
+// not take the request. ReloadResult.Failed fills Error.
 func ReloadHandler(reload func(context.Context) (ReloadResult, error)) http.HandlerFunc {
 	return func(w http.ResponseWriter, r *http.Request) {
 		res, err := reload(r.Context())
@@ -38,5 +38,17 @@ func ReloadHandler(reload func(context.Context) (ReloadResult, error)) http.Hand
 			return
 		}
 		WriteJSON(w, res)
+	}
+}
+
+// Failed sets r's Error from the reload's error: the configuration was
+// rejected, or changes failed.
+func (r *ReloadResult) Failed(err error) {
+	switch {
+	case err == nil:
+	case r.Rejected:
+		r.Error = "configuration rejected, the last good one stays in force: " + err.Error()
+	default:
+		r.Error = "some changes failed and are retried: " + err.Error()
 	}
 }

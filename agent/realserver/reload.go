@@ -10,12 +10,12 @@ import (
 // reloadAndApply is a reload request's work, on Run's goroutine.
 func (a *Agent) reloadAndApply(ctx context.Context) api.ReloadResult {
 	if err := a.reload("request"); err != nil {
-		return api.ReloadResult{Rejected: true, Error: "configuration rejected, the last good one stays in force: " + err.Error()}
+		r := api.ReloadResult{Rejected: true}
+		r.Failed(err)
+		return r
 	}
 	r := api.ReloadResult{Changes: len(a.reconcile(ctx))}
-	if a.passErr != nil {
-		r.Error = "some changes failed and are retried: " + a.passErr.Error()
-	}
+	r.Failed(a.passErr)
 	return r
 }
 

@@ -285,6 +285,17 @@ func writeQueryAnswer(w http.ResponseWriter, answer any, err error) {
 	}
 }
 
+// reload answers a reload request with what the agent did.
+func (v *Views) reload(ctx context.Context) (api.ReloadResult, error) {
+	o, err := v.a.RequestReload(ctx)
+	if err != nil {
+		return api.ReloadResult{}, err
+	}
+	r := api.ReloadResult{Rejected: o.Rejected, Changed: o.Changed, Restart: o.Restart, Changes: o.Changes}
+	r.Failed(o.Err)
+	return r, nil
+}
+
 // APIHandler serves the director's local API:
 //
 //	GET /v1/status[?service=NAME|GLOB...][&view=VIEW]  the Status (Status, StatusQuery), compact JSON
@@ -310,7 +321,7 @@ func (v *Views) APIHandler() http.Handler {
 		}
 		writeQueryAnswer(w, st, err)
 	})
-	mux.HandleFunc("POST "+api.RouteReload, api.ReloadHandler(v.a.RequestReload))
+	mux.HandleFunc("POST "+api.RouteReload, api.ReloadHandler(v.reload))
 	for route, on := range map[string]bool{RouteDrain: true, RouteUndrain: false} {
 		mux.HandleFunc("POST "+route, func(w http.ResponseWriter, r *http.Request) {
 			st, err := v.a.Parts().Holder.Drain(r.Context(), on, v.a.Now())
