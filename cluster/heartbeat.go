@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"net/netip"
+	"time"
 
 	"github.com/lvsd/lvsd/cluster/identity"
 )
@@ -36,6 +37,10 @@ type heartbeat struct {
 	// HealthID, split over the parts like VIPs.
 	SharesHealth bool
 	Down         []uint64
+	// RestartHold (v4 extension, restarthold.go): the sender is about to
+	// restart; its peers keep its VIPs where they are for this long. Zero:
+	// no hold.
+	RestartHold time.Duration
 
 	// Version is the wire version the heartbeat came in (decodeHeartbeat).
 	Version byte
@@ -101,8 +106,10 @@ func (hb heartbeat) encode() [][]byte { return hb.encodeAs(hbVersionV3, nil) }
 func (hb heartbeat) encodeAs(v byte, keys *identity.Keys) [][]byte {
 	sign := v >= 4 && keys.Signs()
 	limit := hbMaxBytes // what the v3 layout may fill
+	var exts []byte
 	if v >= 4 {
-		limit -= keys.TrailerRoom()
+		exts = hb.extensions()
+		limit -= keys.TrailerRoom() + len(exts)
 	}
 	head := make([]byte, 0, hbHeader+2+len(hb.Name)+len(hb.Addr))
 	head = append(head, hbMagic, v)
@@ -175,7 +182,7 @@ func (hb heartbeat) encodeAs(v byte, keys *identity.Keys) [][]byte {
 	for i, p := range parts {
 		p[3], p[4] = byte(i), byte(len(parts))
 		if v >= 4 {
-			parts[i] = keys.Seal(p)
+			parts[i] = keys.SealWith(p, exts)
 		}
 	}
 	return parts
@@ -205,7 +212,11 @@ func decodeHeartbeat(b []byte) (heartbeat, error) {
 	hb.Version = b[1]
 	if b[1] >= 4 {
 		var err error
-		if b, hb.signed, hb.sig, err = identity.Open(b, b[2]&flagSigned != 0, hbHeader); err != nil {
+		var exts []byte
+		if b, exts, hb.signed, hb.sig, err = identity.OpenWith(b, b[2]&flagSigned != 0, hbHeader); err != nil {
+			return hb, err
+		}
+		if hb.RestartHold, err = restartHoldOf(exts); err != nil {
 			return hb, err
 		}
 	}

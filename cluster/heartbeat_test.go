@@ -8,6 +8,7 @@ import (
 	"reflect"
 	"strings"
 	"testing"
+	"time"
 )
 
 func TestHeartbeatRoundTrip(t *testing.T) {
@@ -140,6 +141,7 @@ func FuzzDecodeHeartbeat(f *testing.F) {
 	f.Add(heartbeat{Name: "d", Addr: "a", VIPs: []vipClaim{{netip.MustParseAddr("10.0.0.50"), true}}}.encodeAs(hbVersion, nil)[0])
 	f.Add(heartbeat{Name: "d", Addr: "a", SharesHealth: true, Down: []uint64{7}}.encodeAs(hbVersion, fuzzKeys)[0])
 	f.Add(withExtension(heartbeat{Name: "d", Addr: "a"}.encodeAs(hbVersion, nil)[0], 200, []byte("later")))
+	f.Add(heartbeat{Name: "d", Addr: "a", RestartHold: 20 * time.Second}.encodeAs(hbVersion, fuzzKeys)[0])
 	f.Fuzz(func(t *testing.T, b []byte) {
 		hb, err := decodeHeartbeat(b)
 		if err != nil {
