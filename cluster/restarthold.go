@@ -8,6 +8,7 @@ import (
 	"maps"
 	"net/netip"
 	"slices"
+	"strings"
 	"time"
 
 	"github.com/lvsd/lvsd/cluster/identity"
@@ -89,9 +90,13 @@ func (n *Node) HoldForRestart(ctx context.Context, d time.Duration) (RestartHold
 		return RestartHold{}, errors.New("the cluster node is leaving")
 	}
 	var h RestartHold
+	var old []string
 	err := n.do(ctx, func() {
 		s := &n.st
 		now := time.Now()
+		if old = s.peersWithoutHold(); d > 0 && len(old) > 0 {
+			return
+		}
 		s.restartUntil = time.Time{}
 		if d > 0 {
 			s.restartUntil = now.Add(d)
@@ -104,7 +109,27 @@ func (n *Node) HoldForRestart(ctx context.Context, d time.Duration) (RestartHold
 		}
 		s.sendHeartbeat()
 	})
+	if err == nil && d > 0 && len(old) > 0 {
+		return RestartHold{}, fmt.Errorf("%w: %s", ErrRestartHoldUnknown, strings.Join(old, ", "))
+	}
 	return h, err
+}
+
+// ErrRestartHoldUnknown refuses a hold some live director would not read:
+// it would take the VIPs over after the failure timeout anyway, while the
+// addresses kept here answer too until the hold ends.
+var ErrRestartHoldUnknown = errors.New("directors of a release without the restart hold (wire version 3) would take the VIPs over anyway; restart without it, or upgrade them first")
+
+// peersWithoutHold names the counted peers heard in wire version 3 only.
+func (s *loopState) peersWithoutHold() []string {
+	var out []string
+	for _, p := range s.peers {
+		if w, ok := s.wire[p.addr]; p.state.counted() && (!ok || w.version < hbVersion) {
+			out = append(out, p.name)
+		}
+	}
+	slices.Sort(out)
+	return out
 }
 
 // restartHeld reports whether a restart hold of this director's is in

@@ -5,6 +5,7 @@ import (
 	"crypto/ed25519"
 	"log/slog"
 	"net/netip"
+	"slices"
 	"strconv"
 	"strings"
 	"testing"
@@ -240,4 +241,21 @@ func TestNodeRestartHoldEnded(t *testing.T) {
 		t.Error("a kept its addresses after its hold ended")
 	}
 	waitHolders(t, nodes[1:], vip1, time.Second, "b")
+}
+
+// A hold is refused while a live director reads wire version 3 only: it
+// would take the VIPs over anyway.
+func TestRestartHoldRefusedBesideV3(t *testing.T) {
+	s := testLoop(t, 1)
+	s.peers["old"] = &peer{name: "old", addr: "10.0.0.3:7946", state: peerLive}
+	s.peers["new"] = &peer{name: "new", addr: "10.0.0.4:7946", state: peerLive}
+	s.wire["10.0.0.3:7946"] = wireVersion{version: hbVersionV3}
+	s.wire["10.0.0.4:7946"] = wireVersion{version: hbVersion}
+	if got := s.peersWithoutHold(); !slices.Equal(got, []string{"old"}) {
+		t.Errorf("peers without the hold: %v, want [old]", got)
+	}
+	s.peers["old"].state = peerGone
+	if got := s.peersWithoutHold(); len(got) != 0 {
+		t.Errorf("a gone peer counted: %v", got)
+	}
 }
