@@ -162,7 +162,8 @@ func (s *loopState) onHeartbeat(hb heartbeat, at time.Time) bool {
 	if fresh && at.After(p.lastHeard) {
 		p.lastHeard = at
 	}
-	if fresh {
+	if fresh && hb.Version >= hbVersion {
+		// Only v4 carries the hold: a v3 part says nothing about it.
 		s.noteRestartHold(p, hb.RestartHold, at)
 	}
 	switch {

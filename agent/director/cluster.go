@@ -45,13 +45,13 @@ func startMember(ctx context.Context, o Options, k *agent.Kernel, bgCtx context.
 	// A predecessor that stopped under a restart hold left its VIPs for
 	// this process to adopt (restarthold.go).
 	if hold := takeRestartHold(cfg.Agent.StateDir, time.Now(), log); !hold.Until.IsZero() {
-		n, err := adoptAddresses(ctx, leases, cfg.Agent.StateDir)
+		vips, n, err := adoptAddresses(ctx, leases, cfg.Agent.StateDir, hold)
 		if err != nil {
 			log.Error("adopting the VIP addresses of the previous run", "err", err)
 		}
-		log.Info("restart hold: adopting the VIPs of the previous run", "vips", len(hold.VIPs), "addresses", n,
+		log.Info("restart hold: adopting the VIPs of the previous run", "vips", len(vips), "addresses", n,
 			"hold_left", time.Until(hold.Until).Round(time.Millisecond).String())
-		cc.Adopt, cc.AdoptUntil = hold.VIPs, hold.Until
+		cc.Adopt, cc.AdoptUntil = vips, hold.Until
 	} else {
 		// A killed predecessor's VIPs may still be on the interface: a
 		// cluster director holds nothing until the cluster gives it VIPs,

@@ -6,6 +6,7 @@ import (
 	"log/slog"
 	"net/http"
 	"net/netip"
+	"slices"
 	"time"
 
 	"github.com/lvsd/lvsd/agent"
@@ -94,30 +95,38 @@ func takeRestartHold(stateDir string, now time.Time, log *slog.Logger) restartHo
 
 // adoptAddresses leases the addresses the previous process owned and left
 // on the interfaces with a lifetime, so they are renewed from now on; the
-// holder then keeps or removes them as the cluster decides.
-func adoptAddresses(ctx context.Context, leases *arp.Leased, stateDir string) (int, error) {
+// holder then keeps or removes them as the cluster decides. It returns the
+// VIPs of rec whose address it adopted: a VIP handed over during the hold
+// has none here, and must not be claimed again.
+func adoptAddresses(ctx context.Context, leases *arp.Leased, stateDir string, rec restartHoldRecord) ([]netip.Addr, int, error) {
 	owned, err := agent.LoadOwnedAddresses(stateDir)
 	if err != nil {
-		return 0, err
+		return nil, 0, err
 	}
 	present := map[string][]netip.Prefix{}
+	found := map[netip.Addr]bool{}
 	k := 0
 	for _, a := range owned.Addresses {
 		ps, ok := present[a.Interface]
 		if !ok {
 			if ps, err = leases.Addrs.ListExpiring(ctx, a.Interface); err != nil {
-				return k, err
+				return nil, k, err
 			}
 			present[a.Interface] = ps
 		}
-		for _, p := range ps {
-			if p == a.Prefix {
-				leases.Adopt(a.Interface, p)
-				k++
-			}
+		if slices.Contains(ps, a.Prefix) {
+			leases.Adopt(a.Interface, a.Prefix)
+			found[a.Prefix.Addr()] = true
+			k++
 		}
 	}
-	return k, nil
+	var vips []netip.Addr
+	for _, v := range rec.VIPs {
+		if found[v] {
+			vips = append(vips, v)
+		}
+	}
+	return vips, k, nil
 }
 
 // serveRestartHold adds RouteRestartHold to the local API.

@@ -8,8 +8,11 @@ import (
 	"testing"
 	"time"
 
+	"github.com/lvsd/lvsd/agent"
 	"github.com/lvsd/lvsd/agent/api"
+	"github.com/lvsd/lvsd/agent/planner"
 	"github.com/lvsd/lvsd/agent/statefile"
+	"github.com/lvsd/lvsd/arp"
 	"github.com/lvsd/lvsd/cluster"
 )
 
@@ -112,5 +115,23 @@ func TestRunRestartHold(t *testing.T) {
 	must(t, statefile.Load(o.Config.Agent.StateDir, restartHoldFile, &rec))
 	if !rec.Until.IsZero() {
 		t.Errorf("the record is still there: %+v", rec)
+	}
+}
+
+// Only addresses still on the interface with a lifetime are adopted, and
+// only their VIPs claimed: a VIP handed over during the hold stays with
+// the director that took it.
+func TestAdoptAddresses(t *testing.T) {
+	dir := t.TempDir()
+	other := netip.MustParsePrefix("10.0.0.51/32")
+	must(t, agent.SaveOwnedAddresses(dir, planner.Ownership{Addresses: []planner.OwnedAddress{
+		{Interface: "eth0", Prefix: vipPrefix}, {Interface: "eth0", Prefix: other}}}))
+	addrs := arp.NewFakeExpiring("eth0")
+	must(t, addrs.AddExpiring(context.Background(), "eth0", vipPrefix, 20*time.Second))
+	leases := &arp.Leased{Addrs: addrs, Lifetime: 10 * time.Second}
+	rec := restartHoldRecord{Until: time.Now().Add(20 * time.Second), VIPs: []netip.Addr{vipPrefix.Addr(), other.Addr()}}
+	vips, n, err := adoptAddresses(context.Background(), leases, dir, rec)
+	if err != nil || n != 1 || !slices.Equal(vips, []netip.Addr{vipPrefix.Addr()}) {
+		t.Errorf("adopted %v (%d addresses), %v; want %v alone", vips, n, err, vipPrefix.Addr())
 	}
 }
