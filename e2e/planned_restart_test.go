@@ -223,3 +223,38 @@ func neighbourMAC(h *topo.Host, ip netip.Addr) (string, error) {
 	})
 	return mac, err
 }
+
+// TestPlannedRestartBesideOldRelease: beside a director of the release
+// before (wire version 3, which does not read the hold), `lvsd
+// restart-hold` refuses, naming it, and holds nothing: a stop still hands
+// the VIP over at once.
+func TestPlannedRestartBesideOldRelease(t *testing.T) {
+	if prevBin == "" {
+		t.Fatalf("LVSD_PREV_BIN is not set: `make prev` builds the release before (%s) into bin/lvsd-prev", prevCommit)
+	}
+	vip := netip.MustParseAddr("10.0.0.50")
+	tp := topo.New(t, topo.WithDirectors(2), topo.WithClientSources(0))
+	holdVIPOnLoopback(t, vip, tp.RS(1), tp.RS(2))
+	serveEcho(t, echo.Config{TCP: []uint16{80}}, tp.RS(1), tp.RS(2))
+	key := clusterKey(t)
+	a := newClusterDirector(t, tp, tp.Director(1), key, "  priority: 250\n", vip)
+	old := newClusterDirector(t, tp, tp.Director(2), key, "  priority: 200\n", vip)
+	old.bin = prevBin
+	old.start()
+	a.start()
+	old.waitLog(0, 30*time.Second, "start-up hold over")
+	waitHolders(t, tp, vip, 30*time.Second, onlyOn("director"))
+
+	out, code := runLVSD(t, tp.Director(1), "restart-hold", "--config", filepath.Join(a.dir, "lvsd.yaml"))
+	if code == 0 || !strings.Contains(out, "without the restart hold") || !strings.Contains(out, "director2") {
+		t.Fatalf("lvsd restart-hold beside the release before: exit %d, want a refusal naming director2:\n%s", code, out)
+	}
+	t.Logf("lvsd restart-hold refused: %s", strings.TrimSpace(out))
+	stopped := time.Now()
+	a.stop()
+	waitHolders(t, tp, vip, 5*time.Second, onlyOn("director2"))
+	t.Logf("after the stop the release before holds the VIP %v later, as without the hold", time.Since(stopped).Round(time.Millisecond))
+	if countLines(a.log(), "stopping for a restart: keeping the VIPs") > 0 {
+		t.Error("the stop kept the VIPs although the hold was refused")
+	}
+}
