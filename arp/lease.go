@@ -34,14 +34,15 @@ type Leased struct {
 	Keep func() bool
 	Log  *slog.Logger
 
-	mu      sync.Mutex // guards all following fields
-	leases  map[lease]uint64
-	gen     uint64
-	paused  bool
-	runCtx  context.Context // Run's; nil until it starts
-	ended   bool            // Run has stopped: no more bursts
-	pending []burst         // asked for before Run started
-	bursts  sync.WaitGroup  // the bursts running; Add only under mu while !ended
+	mu        sync.Mutex // guards all following fields
+	holdUntil time.Time  // a restart hold: addresses stay valid until then (HoldUntil)
+	leases    map[lease]uint64
+	gen       uint64
+	paused    bool
+	runCtx    context.Context // Run's; nil until it starts
+	ended     bool            // Run has stopped: no more bursts
+	pending   []burst         // asked for before Run started
+	bursts    sync.WaitGroup  // the bursts running; Add only under mu while !ended
 }
 
 // burst is the repeated announcement of a lease: at each of offsets from
@@ -72,15 +73,49 @@ func (l *Leased) List(ctx context.Context, dev string) ([]netip.Prefix, error) {
 func (l *Leased) Add(ctx context.Context, dev string, p netip.Prefix) error {
 	l.mu.Lock()
 	defer l.mu.Unlock()
-	if err := l.Addrs.AddExpiring(ctx, dev, p, l.Lifetime); err != nil {
+	if err := l.Addrs.AddExpiring(ctx, dev, p, l.lifetime(time.Now())); err != nil {
 		return err
 	}
+	l.lease(dev, p)
+	return nil
+}
+
+// lease records p on dev as leased; l.mu is held.
+func (l *Leased) lease(dev string, p netip.Prefix) {
 	if l.leases == nil {
 		l.leases = map[lease]uint64{}
 	}
 	l.gen++
 	l.leases[lease{dev, p}] = l.gen
-	return nil
+}
+
+// Adopt takes over p on dev, put there with a lifetime by the previous
+// process of this director under a restart hold: renewed from now on like
+// an address Add put there, without touching it now.
+func (l *Leased) Adopt(dev string, p netip.Prefix) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	l.lease(dev, p)
+}
+
+// HoldUntil keeps every leased address valid until at least t, from now
+// on and at every renewal: a restart hold, during which no process renews
+// them. The zero t ends a hold (the next renewal gives Lifetime again).
+func (l *Leased) HoldUntil(ctx context.Context, t time.Time) error {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	l.holdUntil = t
+	var errs []error
+	for k := range l.leases {
+		errs = append(errs, l.Addrs.AddExpiring(ctx, k.dev, k.p, l.lifetime(time.Now())))
+	}
+	return errors.Join(errs...)
+}
+
+// lifetime is the lifetime an address gets at now: Lifetime, or up to the
+// end of a restart hold if that is later; l.mu is held.
+func (l *Leased) lifetime(now time.Time) time.Duration {
+	return max(l.Lifetime, l.holdUntil.Sub(now))
 }
 
 // Announce implements Announcer for a leased address: the first
@@ -190,7 +225,7 @@ func (l *Leased) renew(ctx context.Context) {
 		return
 	}
 	for k := range l.leases {
-		if err := l.Addrs.AddExpiring(ctx, k.dev, k.p, l.Lifetime); err != nil {
+		if err := l.Addrs.AddExpiring(ctx, k.dev, k.p, l.lifetime(time.Now())); err != nil {
 			l.log().Error("renewing a VIP address", "address", k.p.String(), "interface", k.dev, "err", err)
 		}
 	}

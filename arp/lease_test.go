@@ -163,3 +163,44 @@ func leasedGoroutines(fn string) int {
 	}
 	return n
 }
+
+// A restart hold makes the leased addresses outlive the process by the
+// hold, not by Lifetime; the next process adopts and renews them without
+// adding them again.
+func TestLeasedRestartHold(t *testing.T) {
+	l, k, _ := newLeased(t)
+	ctx := context.Background()
+	if err := l.Add(ctx, "eth0", vipA); err != nil {
+		t.Fatal(err)
+	}
+	for _, tc := range []struct {
+		name  string
+		until time.Time
+		want  string
+	}{
+		{"a hold past Lifetime", time.Now().Add(30 * time.Second), "add-address eth0 10.0.0.50/32 valid 30s"},
+		{"a hold shorter than Lifetime", time.Now().Add(3 * time.Second), "add-address eth0 10.0.0.50/32 valid 10s"},
+		{"the hold ended", time.Time{}, "add-address eth0 10.0.0.50/32 valid 10s"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			if err := l.HoldUntil(ctx, tc.until); err != nil {
+				t.Fatal(err)
+			}
+			if ops := k.Ops(); ops[len(ops)-1] != tc.want {
+				t.Errorf("last op %q, want %q", ops[len(ops)-1], tc.want)
+			}
+		})
+	}
+
+	next, k2, _ := newLeased(t)
+	next.Addrs = k
+	next.Adopt("eth0", vipA)
+	if ops := k2.Ops(); len(ops) != 0 {
+		t.Errorf("adopting changed the kernel: %q", ops)
+	}
+	before := len(k.Ops())
+	next.renew(ctx)
+	if ops := k.Ops()[before:]; !reflect.DeepEqual(ops, []string{"add-address eth0 10.0.0.50/32 valid 10s"}) {
+		t.Errorf("renewing an adopted address: %q", ops)
+	}
+}

@@ -6,8 +6,6 @@ import (
 	"encoding/hex"
 	"maps"
 	"slices"
-
-	"github.com/lvsd/lvsd/cluster/identity"
 )
 
 // Configuration drift: every director says in each v4 heartbeat what its
@@ -132,6 +130,7 @@ func runFrom(d *ConfigDigest, from int) (*configRun, int) {
 
 // appendExtensions appends the v4 extensions of hb.
 func (hb heartbeat) appendExtensions(b []byte) []byte {
+	b = hb.appendRestartHold(b)
 	if a := hb.Config; a != nil {
 		b = append(b, extConfigDigest, configDigestLen, a.scheme)
 		b = append(b, a.sum[:]...)
@@ -151,26 +150,6 @@ func (hb heartbeat) appendExtensions(b []byte) []byte {
 		b[at+1] = byte(len(b) - at - 2)
 	}
 	return b
-}
-
-// sealWith ends a v4 part p with the extensions exts and, when keys signs,
-// the signature (identity.Seal with extensions).
-func sealWith(keys *identity.Keys, p, exts []byte) []byte {
-	if len(exts) == 0 {
-		return keys.Seal(p)
-	}
-	p = append(p, exts...)
-	p = binary.BigEndian.AppendUint16(p, uint16(len(exts)))
-	if keys.Signs() {
-		p = keys.Sign(p)
-	}
-	return p
-}
-
-// extensionsOf returns the extensions of the v4 part b that identity.Open
-// took apart into body and sig (it checked they are well formed).
-func extensionsOf(b, body, sig []byte) []byte {
-	return b[len(body) : len(b)-len(sig)-2]
 }
 
 // readExtensions takes the extensions this build knows from exts (well

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"net/netip"
+	"time"
 
 	"github.com/lvsd/lvsd/cluster/identity"
 )
@@ -40,6 +41,10 @@ type heartbeat struct {
 	// its per-service digests (v4 extensions, configwire.go); nil: not sent.
 	Config    *configAdvert
 	ConfigRun *configRun
+	// RestartHold (v4 extension, restarthold.go): the sender is about to
+	// restart; its peers keep its VIPs where they are for this long. Zero:
+	// no hold.
+	RestartHold time.Duration
 
 	// Version is the wire version the heartbeat came in (decodeHeartbeat).
 	Version byte
@@ -181,7 +186,7 @@ func (hb heartbeat) encodeAs(v byte, keys *identity.Keys) [][]byte {
 	for i, p := range parts {
 		p[3], p[4] = byte(i), byte(len(parts))
 		if v >= 4 {
-			parts[i] = sealWith(keys, p, exts)
+			parts[i] = keys.SealWith(p, exts)
 		}
 	}
 	return parts
@@ -210,12 +215,15 @@ func decodeHeartbeat(b []byte) (heartbeat, error) {
 	}
 	hb.Version = b[1]
 	if b[1] >= 4 {
-		whole := b
 		var err error
-		if b, hb.signed, hb.sig, err = identity.Open(b, b[2]&flagSigned != 0, hbHeader); err != nil {
+		var exts []byte
+		if b, exts, hb.signed, hb.sig, err = identity.OpenWith(b, b[2]&flagSigned != 0, hbHeader); err != nil {
 			return hb, err
 		}
-		hb.readExtensions(extensionsOf(whole, b, hb.sig))
+		if hb.RestartHold, err = restartHoldOf(exts); err != nil {
+			return hb, err
+		}
+		hb.readExtensions(exts)
 	}
 	hb.Ready, hb.Leaving, hb.SharesHealth = b[2]&flagReady != 0, b[2]&flagLeaving != 0, b[2]&flagHealth != 0
 	hb.Part, hb.Parts = int(b[3]), int(b[4])

@@ -8,6 +8,7 @@ import (
 	"reflect"
 	"strings"
 	"testing"
+	"time"
 )
 
 func TestHeartbeatRoundTrip(t *testing.T) {
@@ -143,6 +144,7 @@ func FuzzDecodeHeartbeat(f *testing.F) {
 	drift := NewConfigDigest(1, map[string]uint64{"web": 1, "api": 2, "": 3})
 	run, _ := runFrom(drift, 1)
 	f.Add(heartbeat{Name: "d", Addr: "a", Config: advertOf(drift), ConfigRun: run}.encodeAs(hbVersion, fuzzKeys)[0])
+	f.Add(heartbeat{Name: "d", Addr: "a", RestartHold: 20 * time.Second}.encodeAs(hbVersion, fuzzKeys)[0])
 	f.Fuzz(func(t *testing.T, b []byte) {
 		hb, err := decodeHeartbeat(b)
 		if err != nil {

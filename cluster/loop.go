@@ -48,6 +48,12 @@ type loopState struct {
 	// (configdrift.go).
 	config     *ConfigDigest
 	configNext int
+	// The restart hold (restarthold.go): this director's own, and the
+	// VIPs its predecessor held under one, adopted at start.
+	restartUntil time.Time
+	adopted      map[netip.Addr]bool
+	adoptUntil   time.Time
+	servedOnce   bool // Serve was called: vips is the agent's
 }
 
 func (s *loopState) init(n *Node) {
@@ -132,6 +138,7 @@ func (s *loopState) drain() bool {
 		s.homes = homes
 	}
 	if served != nil {
+		s.servedOnce = true
 		vips := make(map[netip.Addr]bool, len(served))
 		for _, v := range served {
 			vips[v] = true
@@ -189,6 +196,10 @@ func (s *loopState) candidates() []Candidate {
 			c.Presence = Rising
 		case peerLingering:
 			c.Presence, c.Pending, c.VIPs = Lingering, false, nil
+		case peerRestarting:
+			// Silent under its restart hold: like a rising director, it
+			// owns nothing, but what it claims is not taken from it.
+			c.Presence, c.Pending = Rising, false
 		default:
 			continue
 		}
@@ -211,6 +222,11 @@ func (s *loopState) claims() map[netip.Addr]bool {
 	for v := range s.vips {
 		out[v] = s.want[v] || s.present[v]
 	}
+	if s.adopting(time.Now()) {
+		for v := range s.adopted {
+			out[v] = true
+		}
+	}
 	return out
 }
 
@@ -230,6 +246,7 @@ func (s *loopState) evaluate() {
 	}
 	s.noteQuorum(len(live))
 	st := Next(s.rules(), n.cfg.Name, live, vips)
+	s.keepAdopted(st.Hold, time.Now())
 	s.logMoves(st, live, vips)
 	s.noteWaiting(st.Waiting, live)
 	s.noteConflicts(st, live)
@@ -358,7 +375,8 @@ func (s *loopState) heartbeat(leaving bool) heartbeat {
 	n := s.n
 	s.seq++
 	hb := heartbeat{Name: n.cfg.Name, Addr: n.ml.LocalNode().Address(), Incarnation: n.incarnation, Seq: s.seq,
-		Priority: n.cfg.Priority, Ready: s.ready && !s.leaving, Leaving: leaving, Heard: s.guard.echo(time.Now())}
+		Priority: n.cfg.Priority, Ready: s.ready && !s.leaving, Leaving: leaving, Heard: s.guard.echo(time.Now()),
+		RestartHold: s.restartHoldLeft(time.Now())}
 	if !leaving {
 		hb.SharesHealth, hb.Down = s.sharesHealth, s.down
 		for v, held := range s.claims() {

@@ -65,6 +65,11 @@ type Config struct {
 	// VIPs are the VIPs this director serves at start (usually none: the
 	// agent says which with Serve once their data plane is programmed).
 	VIPs []netip.Addr
+	// Adopt are the VIPs the previous process held when it stopped under a
+	// restart hold that lasts until AdoptUntil: held and claimed from the
+	// start, whatever the start-up hold (restarthold.go).
+	Adopt      []netip.Addr
+	AdoptUntil time.Time
 
 	// Reannounce is called (on its own goroutine) for a VIP this node
 	// holds when another director that also held it has let go, so the
@@ -215,6 +220,7 @@ func Start(cfg Config) (*Node, error) {
 		addrEvents:   map[netip.Addr]bool{},
 	}
 	n.st.init(n)
+	n.st.adopt(cfg.Adopt, cfg.AdoptUntil)
 	n.served = unmapped(cfg.VIPs)
 	mc := n.memberlistConfig()
 	var own *transport
@@ -395,16 +401,27 @@ func (n *Node) do(ctx context.Context, f func()) error {
 // Leave hands this node's VIPs over and leaves the cluster: it stops
 // wanting VIPs, calls release (which removes the addresses; the agent has
 // stopped by then), tells the peers it is leaving so they take over at once
-// instead of after the failure timeout, and shuts memberlist down.
+// instead of after the failure timeout, and shuts memberlist down. Under a
+// restart hold (HoldForRestart) it keeps the VIPs instead: no release, and
+// its last heartbeats repeat the hold.
 func (n *Node) Leave(ctx context.Context, release func(context.Context) error) error {
 	if !n.leaving.CompareAndSwap(false, true) {
 		return nil
 	}
 	var errs []error
-	if err := n.do(ctx, n.st.startLeaving); err != nil {
+	var holdLeft time.Duration
+	if err := n.do(ctx, func() {
+		if holdLeft = n.st.restartHoldLeft(time.Now()); holdLeft == 0 {
+			n.st.startLeaving()
+		}
+	}); err != nil {
 		errs = append(errs, err)
 	}
-	if release != nil {
+	restarting := holdLeft > 0
+	if restarting {
+		n.log.Info("stopping for a restart: keeping the VIPs", "hold_left", holdLeft.Round(time.Millisecond).String())
+	}
+	if release != nil && !restarting {
 		errs = append(errs, release(ctx))
 	}
 	// Let the loop see the addresses go (its heartbeats stop claiming them)
@@ -412,7 +429,11 @@ func (n *Node) Leave(ctx context.Context, release func(context.Context) error) e
 	errs = append(errs, n.do(ctx, func() {}))
 	n.cancel()
 	<-n.done
-	n.st.sendLeaving()
+	if restarting {
+		n.st.sendRestarting()
+	} else {
+		n.st.sendLeaving()
+	}
 	// Peers already know from the heartbeat; the gossip of memberlist's
 	// own leave message may time out when they are unreachable.
 	if err := n.ml.Leave(time.Second); err != nil {

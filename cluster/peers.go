@@ -26,6 +26,9 @@ type peer struct {
 	// pendVersion is the wire version of the parts in pend.
 	pendVersion byte
 	config      *peerConfig // nil: no configuration digest heard
+	// holdUntil ends the restart hold the peer asked for (zero: none):
+	// until then its silence does not void its claims (restarthold.go).
+	holdUntil time.Time
 }
 
 // peerState is how this director hears a peer. It moves at each liveness
@@ -51,9 +54,14 @@ const (
 	peerLingering
 	// peerLeft: said it leaves the cluster.
 	peerLeft
+	// peerRestarting: silent for longer than the failure timeout under
+	// its restart hold: it owns nothing, but what it claims is not taken
+	// from it (as rising), and it counts for the quorum, until the hold
+	// ends.
+	peerRestarting
 )
 
-var peerStateNames = [...]string{"gone", "rising", "live", "unsure", "lingering", "left"}
+var peerStateNames = [...]string{"gone", "rising", "live", "unsure", "lingering", "left", "restarting"}
 
 func (s peerState) String() string { return peerStateNames[s] }
 
@@ -72,6 +80,8 @@ func peerAt(p *peer, now time.Time, timeout, rise time.Duration) peerState {
 	switch {
 	case p.state == peerLeft:
 		return peerLeft
+	case !p.lastHeard.IsZero() && silence > timeout && now.Before(p.holdUntil):
+		return peerRestarting
 	case p.lastHeard.IsZero() || silence > 2*timeout:
 		return peerGone
 	case silence > timeout:
@@ -121,8 +131,13 @@ func (s *loopState) onHeartbeat(hb heartbeat, at time.Time) bool {
 	}
 	restarted := false
 	if hb.Incarnation != p.incarnation {
-		// A new process: it holds nothing and must rise again.
-		if p.incarnation != 0 {
+		// A new process: it holds nothing and must rise again (what it
+		// claims from its first heartbeat holds back a takeover).
+		switch {
+		case p.state == peerRestarting || at.Before(p.holdUntil):
+			n.log.Info("director back from a planned restart", "peer", p.name,
+				"silence", at.Sub(p.lastHeard).Round(time.Millisecond).String())
+		case p.incarnation != 0:
 			n.log.Info("director restarted", "peer", p.name)
 		}
 		restarted = p.state.live()
@@ -147,6 +162,10 @@ func (s *loopState) onHeartbeat(hb heartbeat, at time.Time) bool {
 	}
 	if fresh && at.After(p.lastHeard) {
 		p.lastHeard = at
+	}
+	if fresh && hb.Version >= hbVersion {
+		// Only v4 carries the hold: a v3 part says nothing about it.
+		s.noteRestartHold(p, hb.RestartHold, at)
 	}
 	switch {
 	case !fresh:
@@ -267,7 +286,7 @@ func (s *loopState) onCheck(now time.Time) bool {
 			}
 		}
 	}
-	changed := false
+	changed := s.endAdoption(now)
 	if !s.ready && !s.leaving && now.Sub(n.started)-s.holdLost >= n.cfg.StartupHold {
 		if n.syncCaughtUp() {
 			s.ready, changed = true, true
@@ -285,6 +304,12 @@ func (s *loopState) onCheck(now time.Time) bool {
 		was := p.state
 		p.state, changed = next, true
 		switch {
+		case next == peerRestarting:
+			n.log.Info("director silent under its restart hold; its VIPs stay where they are", "peer", p.name,
+				"hold_left", p.holdUntil.Sub(now).Round(time.Millisecond).String(), "live", s.liveCount())
+		case was == peerRestarting && !next.live():
+			n.log.Warn("director not back within its restart hold", "peer", p.name, "state", next.String(),
+				"silence", now.Sub(p.lastHeard).Round(time.Millisecond).String(), "live", s.liveCount())
 		case next.live() && !was.live():
 			n.log.Info("director up", "peer", p.name, "address", p.addr, "live", s.liveCount())
 		case was.live() && !next.live():

@@ -74,6 +74,10 @@ type MemberView struct {
 	// Config compares its service configuration with this director's;
 	// nil for this director, or when this one advertises none.
 	Config *ConfigView `json:"config,omitempty"`
+	// RestartHoldSeconds is what is left of the director's restart hold
+	// (`lvsd restart-hold`): it is about to restart, or restarting, and
+	// its VIPs stay where they are meanwhile.
+	RestartHoldSeconds float64 `json:"restart_hold_seconds,omitempty"`
 }
 
 // VIPView is one VIP: who should own it in this director's view and who
@@ -118,7 +122,8 @@ func (s *loopState) view(now time.Time) View {
 		v.State = "standby"
 	}
 	v.Members = append(v.Members, MemberView{Name: n.cfg.Name, Address: n.ml.LocalNode().Address(), Self: true,
-		Priority: n.cfg.Priority, Gossip: "alive", Live: true, Ready: s.ready && !s.leaving, Holds: held(s.claims())})
+		Priority: n.cfg.Priority, Gossip: "alive", Live: true, Ready: s.ready && !s.leaving, Holds: held(s.claims()),
+		RestartHoldSeconds: s.restartHoldLeft(now).Round(time.Millisecond).Seconds()})
 	names := slices.Sorted(maps.Keys(s.peers))
 	for name := range s.members {
 		if _, ok := s.peers[name]; !ok {
@@ -141,10 +146,13 @@ func (s *loopState) view(now time.Time) View {
 			if !p.lastHeard.IsZero() {
 				m.LastHeard = now.Sub(p.lastHeard).Round(time.Millisecond).String() + " ago"
 			}
-			if p.state.live() {
+			if p.state.live() || p.state == peerRestarting {
 				m.Holds = held(p.vips)
 			}
 			m.Config = s.configView(p)
+			if now.Before(p.holdUntil) {
+				m.RestartHoldSeconds = p.holdUntil.Sub(now).Round(time.Millisecond).Seconds()
+			}
 		}
 		if n.cfg.Rules.Mode == ActiveActive {
 			m.Priority = 0

@@ -41,18 +41,31 @@ func startMember(ctx context.Context, o Options, k *agent.Kernel, bgCtx context.
 	}
 	leases := &arp.Leased{Addrs: o.Leases, Announcer: k.Announcer, Lifetime: c.AddressLifetime, Log: log}
 	k.Addrs, k.Announcer = leases, leases
-	// A killed predecessor's VIPs may still be on the interface: a cluster
-	// director holds nothing until the cluster gives it VIPs, and its peers
-	// must not see them here once it is a member.
-	stale, err := agent.NewHolder(*k, nil, cfg.Agent.StateDir, log)
-	if err == nil {
-		err = stale.ReleaseStale(ctx)
-	}
-	if err != nil {
-		log.Error("removing VIP addresses left by a previous run", "err", err)
-	}
 	cc := clusterConfig(cfg.Agent, leases.Reannounce, log)
+	// A predecessor that stopped under a restart hold left its VIPs for
+	// this process to adopt (restarthold.go).
+	if hold := takeRestartHold(cfg.Agent.StateDir, time.Now(), log); !hold.Until.IsZero() {
+		vips, n, err := adoptAddresses(ctx, leases, cfg.Agent.StateDir, hold)
+		if err != nil {
+			log.Error("adopting the VIP addresses of the previous run", "err", err)
+		}
+		log.Info("restart hold: adopting the VIPs of the previous run", "vips", len(vips), "addresses", n,
+			"hold_left", time.Until(hold.Until).Round(time.Millisecond).String())
+		cc.Adopt, cc.AdoptUntil = vips, hold.Until
+	} else {
+		// A killed predecessor's VIPs may still be on the interface: a
+		// cluster director holds nothing until the cluster gives it VIPs,
+		// and its peers must not see them here once it is a member.
+		stale, err := agent.NewHolder(*k, nil, cfg.Agent.StateDir, log)
+		if err == nil {
+			err = stale.ReleaseStale(ctx)
+		}
+		if err != nil {
+			log.Error("removing VIP addresses left by a previous run", "err", err)
+		}
+	}
 	cc.Incarnation = nextIncarnation(cfg.Agent.StateDir, time.Now(), log)
+	var err error
 	if cc.Bind, err = resolveBind(ctx, cc.Bind, cfg, o.Kernel.Addrs, false); err != nil {
 		return member{}, err
 	}

@@ -74,8 +74,12 @@ type Node interface {
 	// leases are renewed only while it does.
 	Healthy() bool
 	// Leave hands this director's VIPs over (release removes the
-	// addresses) and leaves the cluster.
+	// addresses) and leaves the cluster; under a restart hold it keeps
+	// them.
 	Leave(ctx context.Context, release func(context.Context) error) error
+	// HoldForRestart asks the peers to keep this director's VIPs where
+	// they are for d: it is about to restart (0 ends a hold).
+	HoldForRestart(ctx context.Context, d time.Duration) (cluster.RestartHold, error)
 }
 
 // Relay is what the director uses of the connection-sync relay
@@ -158,7 +162,7 @@ func Run(ctx context.Context, o Options) error {
 	}
 	opts.PeerFlows = m.peers
 	a := agent.New(opts)
-	if err := serve(bgCtx, &bg, cfg, a, events, o.Version, log); err != nil {
+	if err := serve(bgCtx, &bg, cfg, a, m, events, o.Version, log); err != nil {
 		return fail(err)
 	}
 	if o.Notifier != nil {
@@ -208,14 +212,15 @@ func (m member) leave(log *slog.Logger, release func(context.Context) error) {
 }
 
 // serve starts the local API and /metrics: the views of a (agent/views).
-func serve(ctx context.Context, wg *sync.WaitGroup, cfg *agent.LoadedConfig, a *agent.Agent, events *hooks.Runner, version string, log *slog.Logger) error {
+func serve(ctx context.Context, wg *sync.WaitGroup, cfg *agent.LoadedConfig, a *agent.Agent, m member, events *hooks.Runner, version string, log *slog.Logger) error {
 	v := views.New(a)
 	l, err := api.Listen(cfg.Agent.APISocket)
 	if err != nil {
 		return fmt.Errorf("local API socket: %w", err)
 	}
+	h := serveRestartHold(v.APIHandler(), m, cfg.Agent.Node, cfg.Agent.StateDir)
 	wg.Go(func() {
-		if err := api.Serve(ctx, l, api.WithProfiling(v.APIHandler())); err != nil {
+		if err := api.Serve(ctx, l, api.WithProfiling(h)); err != nil {
 			log.Error("local API stopped", "socket", cfg.Agent.APISocket, "err", err)
 		}
 	})

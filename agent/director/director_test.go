@@ -2,6 +2,7 @@ package director
 
 import (
 	"context"
+	"errors"
 	"io"
 	"log/slog"
 	"net/netip"
@@ -58,6 +59,9 @@ func (n fakeNode) Broadcast([]byte)             {}
 func (n fakeNode) SendTo(string, []byte)        {}
 func (n fakeNode) SetSync(cluster.SyncReceiver) {}
 func (n fakeNode) Healthy() bool                { return true }
+func (n fakeNode) HoldForRestart(context.Context, time.Duration) (cluster.RestartHold, error) {
+	return cluster.RestartHold{}, errors.New("no restart hold in this test (holdingNode)")
+}
 func (n fakeNode) Leave(ctx context.Context, release func(context.Context) error) error {
 	n.ev.add("leave")
 	if release == nil {

@@ -27,7 +27,13 @@ if [ -d /run/systemd/system ]; then
 	systemctl daemon-reload || true
 	if [ "$1" -ge 2 ]; then
 		# Only if it runs. Restarting costs no connection: the kernel state
-		# stays, and the new lvsd adopts it.
+		# stays, and the new lvsd adopts it. In a cluster the restart hold
+		# first asks the other directors to keep this one's VIPs where they
+		# are meanwhile (a director alone, or a running lvsd of a release
+		# without the hold, refuses it: the VIPs move as before).
+		if systemctl --quiet is-active lvsd.service; then
+			lvsd restart-hold >/dev/null 2>&1 || true
+		fi
 		systemctl try-restart lvsd.service || true
 	fi
 fi
