@@ -108,12 +108,11 @@ func checkReport(path string, cfg *agent.LoadedConfig, err error) checkResult {
 // writeJSON prints v indented and passes err on: a failed command still
 // prints its JSON and exits 1.
 func writeJSON(w io.Writer, v any, err error) error {
-	b, jerr := json.MarshalIndent(v, "", "  ")
-	if jerr != nil {
+	enc := json.NewEncoder(w)
+	enc.SetIndent("", "  ")
+	enc.SetEscapeHTML(false) // "->" of a destination op as it is, not \u003e
+	if jerr := enc.Encode(v); jerr != nil {
 		return jerr
-	}
-	if _, werr := fmt.Fprintf(w, "%s\n", b); werr != nil {
-		return werr
 	}
 	return err
 }
