@@ -36,6 +36,8 @@ func newBackendCommand() *cobra.Command {
 	} {
 		n := len(strings.Fields(a.use)) - 1
 		c.AddCommand(&cobra.Command{Use: a.use, Short: a.short, Args: argCount(n, n),
+			Long:              a.short + ".\nSERVICE is the service's name; BACKEND is the address, or address:port, as in the service file.",
+			Example:           "  lvsd backend " + strings.NewReplacer("SERVICE BACKEND", "web 10.0.0.11", " N", " 40").Replace(a.use),
 			ValidArgsFunction: completeServiceBackend, RunE: action(backend)})
 	}
 	c.AddCommand(&cobra.Command{Use: "list", Short: "the overrides in force", Args: argCount(0, 0),
