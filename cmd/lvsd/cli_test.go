@@ -120,6 +120,8 @@ func TestCommandLine(t *testing.T) {
 		{args: []string{"undrain", "--config", config, "now"}, code: exitUsage, stderr: `undrain: unexpected argument "now"`},
 		{args: []string{"cleanup", "--config", config}, code: exitFailure, stderr: "cleanup is for role realserver; " + config},
 		{args: []string{"run", "--config", config, "extra"}, code: exitUsage},
+		{args: []string{"reload", "--config", config}, code: exitNotRunning, stderr: notRunning},
+		{args: []string{"reload", "now", "--config", config}, code: exitUsage, stderr: `reload: unexpected argument "now"`},
 		{args: []string{"keygen", "--out", key}, stdout: "="},
 		{args: []string{"keygen", key}, code: exitUsage, stderr: "keygen: unexpected argument"},
 		{args: []string{"man", "8", "--config", config}, stdout: ".TH LVSD 8"},
