@@ -1,8 +1,8 @@
-// Package clidoc writes lvsd's command-line documentation from its table
-// of commands and their flags: the lvsd(8) man page, the lvsd.yaml(5) man
-// page (docs/configuration.md turned into roff) and the bash, zsh and fish
-// completion scripts. Generated from the table, they cannot drift from the
-// binary; `make package` ships what the built binary prints.
+// Package clidoc writes lvsd's man pages: lvsd(8) from its table of
+// commands and their flags, lvsd.yaml(5) from docs/configuration.md turned
+// into roff. Generated from the table, they cannot drift from the binary;
+// `make package` ships what the built binary prints. (The shell completions
+// are the command line's own: cmd/lvsd.)
 package clidoc
 
 import "flag"
@@ -12,10 +12,6 @@ type CLI struct {
 	Version       string
 	DefaultConfig string    // of --config, which every command takes
 	Commands      []Command // in the order shown
-	// PathFlags are the flags whose value is a file's path, which the
-	// shells complete; the other values (a number, service names) they
-	// leave to the user.
-	PathFlags map[string]bool
 }
 
 // Command is one subcommand.
@@ -23,7 +19,6 @@ type Command struct {
 	Name  string
 	Usage string       // one line: arguments and what it does
 	Flags []*flag.Flag // as the command parses them, --config included
-	Args  []string     // the words it takes besides flags
 }
 
 // takesValue: every lvsd flag but the booleans takes a value.

@@ -66,6 +66,13 @@ Every command takes
 .B \-\-config
 .IR file ,
 the agent file (default %s).
+Flags may stand before or after a command\(aqs arguments, and a long flag may be given with one dash
+.RB ( \-config ,
+as before).
+.B \-\-json
+output (check, plan, status, explain, backend) is an object whose
+.B schema
+field is the version of its format, now 1.
 .SH SIGNALS
 .TP
 .B SIGHUP
@@ -91,6 +98,8 @@ local API socket (mode 0600) used by status, explain, drain, undrain and backend
 .SH EXIT STATUS
 0 on success; 1 on any error (with a message on stderr); 2 for a wrong command line (unknown command,
 flag or arguments); 3 when no agent answers on the local socket (as an LSB init script\(aqs status action).
+.B "lvsd plan \-\-detailed\-exitcode"
+exits 0 when the host matches the configuration, 2 when there are changes to make, 1 on an error.
 .SH SEE ALSO
 .BR lvsd.yaml (5),
 .BR ipvsadm (8),

@@ -3,28 +3,46 @@ package main
 import (
 	"context"
 	"encoding/json"
-	"flag"
 	"fmt"
 	"io"
 	"net/url"
 	"strconv"
+	"strings"
 	"time"
 
-	"github.com/lvsd/lvsd/agent/planner"
+	"github.com/spf13/cobra"
 
 	"github.com/lvsd/lvsd/agent/api"
+	"github.com/lvsd/lvsd/agent/planner"
 	"github.com/lvsd/lvsd/agent/views"
 )
 
 func init() {
-	commands["backend"] = command{
-		usage: "drain|undrain|clear SERVICE BACKEND, weight SERVICE BACKEND N, list: change one backend of the running director (kept across restarts)",
-		run:   backend,
+	subcommands = append(subcommands, newBackendCommand)
+}
+
+// newBackendCommand is lvsd backend and its actions, each a command of its
+// own so that the shells complete them and their arguments.
+func newBackendCommand() *cobra.Command {
+	c := &cobra.Command{Use: "backend ACTION", Short: "change one backend of the running director (kept across restarts), or list the overrides",
+		Long: backendUsage, Args: cobra.ArbitraryArgs, ValidArgsFunction: cobra.NoFileCompletions, RunE: parentOnly(backendUsage)}
+	c.PersistentFlags().Bool("json", false, "print the agent's answer as JSON, for scripts")
+	socketFlag(c.PersistentFlags())
+	for _, a := range []struct{ use, short string }{
+		{planner.ActionDrain + " SERVICE BACKEND", "no new connections (weight 0); established ones go on"},
+		{planner.ActionUndrain + " SERVICE BACKEND", "new connections again"},
+		{planner.ActionWeight + " SERVICE BACKEND N", "replace the file's weight (0-65535)"},
+		{planner.ActionClear + " SERVICE BACKEND", "drop every override: the file decides again"},
+	} {
+		n := len(strings.Fields(a.use)) - 1
+		c.AddCommand(&cobra.Command{Use: a.use, Short: a.short, Args: argCount(n, n),
+			Long:              a.short + ".\nSERVICE is the service's name; BACKEND is the address, or address:port, as in the service file.",
+			Example:           "  lvsd backend " + strings.NewReplacer("SERVICE BACKEND", "web 10.0.0.11", " N", " 40").Replace(a.use),
+			ValidArgsFunction: completeServiceBackend, RunE: action(backend)})
 	}
-	flagSetup["backend"] = func(fs *flag.FlagSet) {
-		fs.Bool("json", false, "print the agent's answer as JSON, for scripts")
-		fs.String("socket", "", "the agent's local API socket (default: api.socket of the agent file)")
-	}
+	c.AddCommand(&cobra.Command{Use: "list", Short: "the overrides in force", Args: argCount(0, 0),
+		ValidArgsFunction: cobra.NoFileCompletions, RunE: action(backendList)})
+	return c
 }
 
 const backendUsage = `usage: lvsd backend drain SERVICE BACKEND     no new connections (weight 0); established ones go on
@@ -34,49 +52,39 @@ const backendUsage = `usage: lvsd backend drain SERVICE BACKEND     no new conne
        lvsd backend list                      the overrides in force
 BACKEND is the address, or address:port, as in the service file.`
 
-// backend changes one backend of the running director, or lists the
-// overrides, over the local API.
-func backend(ctx context.Context, e *env) error {
-	args, err := interspersed(e.flags, e.args)
+// backendList lists the running director's backend overrides.
+func backendList(ctx context.Context, e *env) error {
+	socket, err := readSocket(e, "backend list")
 	if err != nil {
-		return usageError{err}
+		return err
 	}
-	if len(args) == 0 {
-		return usagef("%s", backendUsage)
+	var raw json.RawMessage
+	if err := api.NewClient(socket).Do(ctx, "GET", views.RouteBackends, &raw); err != nil {
+		return err
 	}
-	action, args := args[0], args[1:]
-	want := map[string]int{"list": 0, planner.ActionDrain: 2, planner.ActionUndrain: 2, planner.ActionClear: 2, planner.ActionWeight: 3}
-	n, ok := want[action]
-	if !ok || len(args) != n {
-		return usagef("%s", backendUsage)
-	}
-	asJSON := e.flags.Lookup("json").Value.String() == "true"
-	if action == "list" {
-		socket, err := readSocket(e, "backend list")
-		if err != nil {
-			return err
-		}
-		var raw json.RawMessage
-		if err := api.NewClient(socket).Do(ctx, "GET", views.RouteBackends, &raw); err != nil {
-			return err
-		}
-		return printOr(e.stdout, raw, asJSON, func(w io.Writer, list views.BackendList) error {
-			return writeBackends(w, list.Backends, time.Now())
-		})
-	}
+	return printOr(e.stdout, raw, e.on("json"), func(w io.Writer, list views.BackendList) error {
+		return writeBackends(w, list.Backends, time.Now())
+	})
+}
+
+// backend changes one backend of the running director over the local
+// API; the command's name is the action.
+func backend(ctx context.Context, e *env) error {
+	verb, args := e.name, e.args
+	asJSON := e.on("json")
 	q := url.Values{"service": {args[0]}, "backend": {args[1]}}
-	if action == planner.ActionWeight {
+	if verb == planner.ActionWeight {
 		if _, err := strconv.Atoi(args[2]); err != nil {
 			return usagef("weight %q is not a whole number (0-65535)", args[2])
 		}
 		q.Set("weight", args[2])
 	}
-	socket, err := apiSocket(e, "backend "+action)
+	socket, err := apiSocket(e, "backend "+verb)
 	if err != nil {
 		return err
 	}
 	var raw json.RawMessage
-	if err := api.NewClient(socket).Do(ctx, "POST", views.RouteBackend+action+"?"+q.Encode(), &raw); err != nil {
+	if err := api.NewClient(socket).Do(ctx, "POST", views.RouteBackend+verb+"?"+q.Encode(), &raw); err != nil {
 		return err
 	}
 	var st views.BackendState
@@ -92,22 +100,6 @@ func backend(ctx context.Context, e *env) error {
 		return fmt.Errorf("the override is recorded, but applying it failed (the agent retries): %s", st.PassError)
 	}
 	return nil
-}
-
-// interspersed parses flags wherever they stand among the arguments
-// (`lvsd backend drain web 10.0.0.11 --json`) and returns the others.
-func interspersed(fs *flag.FlagSet, args []string) ([]string, error) {
-	var out []string
-	for {
-		if err := fs.Parse(args); err != nil {
-			return nil, err
-		}
-		args = fs.Args()
-		if len(args) == 0 {
-			return out, nil
-		}
-		out, args = append(out, args[0]), args[1:]
-	}
 }
 
 // printOr prints raw as it is with asJSON, else decoded and written by w.

@@ -3,8 +3,6 @@ package main
 import (
 	"context"
 	"errors"
-	"flag"
-	"fmt"
 	"net/netip"
 	"os"
 	"os/signal"
@@ -12,17 +10,14 @@ import (
 	"syscall"
 	"time"
 
-	"github.com/lvsd/lvsd/agent/planner"
-
 	"github.com/coreos/go-systemd/v22/daemon"
+	"github.com/spf13/cobra"
 
 	"github.com/lvsd/lvsd/agent"
-	"github.com/lvsd/lvsd/agent/api"
 	"github.com/lvsd/lvsd/agent/config"
 	"github.com/lvsd/lvsd/agent/director"
 	"github.com/lvsd/lvsd/agent/logging"
 	"github.com/lvsd/lvsd/agent/realserver"
-	"github.com/lvsd/lvsd/agent/views"
 	"github.com/lvsd/lvsd/arp"
 	"github.com/lvsd/lvsd/arp/sysctl"
 	"github.com/lvsd/lvsd/cluster"
@@ -34,12 +29,10 @@ import (
 )
 
 func init() {
-	commands["run"] = command{usage: "run the agent in the foreground (SIGHUP reloads)", run: runAgent}
-	commands["check"] = command{usage: "validate the configuration, touch nothing (exit 0 or 1)", run: check}
-	commands["plan"] = command{usage: "show what run would change on this host now, change nothing", run: plan}
-	flagSetup["plan"] = func(fs *flag.FlagSet) {
-		fs.Bool("takeover", false, "plan as if this director held every VIP (what a takeover would do)")
-	}
+	subcommands = append(subcommands, func() *cobra.Command {
+		return &cobra.Command{Use: "run", Short: "run the agent in the foreground (SIGHUP reloads)",
+			Args: argCount(0, 0), ValidArgsFunction: cobra.NoFileCompletions, RunE: action(runAgent)}
+	})
 }
 
 func runAgent(ctx context.Context, e *env) error {
@@ -134,79 +127,9 @@ func openKernel() (agent.Kernel, error) {
 		Addrs: arp.Kernel{}, Announcer: &arp.Gratuitous{}, IPVSWriters: ipvs.Writers}, nil
 }
 
-func check(_ context.Context, e *env) error {
-	cfg, err := agent.LoadConfig(e.config)
-	if err != nil {
-		return err
-	}
-	for _, w := range cfg.Agent.Warnings() {
-		fmt.Fprintf(e.stderr, "%s: warning: %s\n", e.config, w)
-	}
-	fmt.Fprintf(e.stdout, "%s: ok (role %s, %d services, %d IPVS services)\n", e.config, cfg.Agent.Role,
-		len(cfg.Services), len(cfg.Desired.Services))
-	for _, w := range cfg.Agent.Cluster.Warnings() {
-		fmt.Fprintf(e.stdout, "%s: warning: %s\n", e.config, w)
-	}
-	return nil
-}
-
 // admitOnHost finds the cluster port's default allow set on this host.
 func admitOnHost(ctx context.Context) agent.Admit {
 	return func(a *config.Agent) []netip.Prefix {
 		return cluster.DefaultSources(ctx, a.Cluster.Bind, a.Interface, a.Cluster.Peers)
 	}
-}
-
-func plan(ctx context.Context, e *env) error {
-	cfg, err := agent.LoadConfigOnHost(e.config, admitOnHost(ctx))
-	if err != nil {
-		return err
-	}
-	k, err := openKernel()
-	if err != nil {
-		return err
-	}
-	if cfg.Agent.Cluster == nil {
-		k.Announcer = nil // a director alone never announces
-	}
-	held, err := heldVIPs(ctx, cfg, e.flags.Lookup("takeover").Value.String() == "true")
-	if err != nil {
-		return err
-	}
-	ops, err := agent.PlanFor(ctx, cfg, k, held)
-	if err != nil {
-		return err
-	}
-	if len(ops) == 0 {
-		fmt.Fprintln(e.stdout, "no changes: the host matches the configuration")
-		return nil
-	}
-	for _, op := range ops {
-		fmt.Fprintln(e.stdout, op)
-		if op.Kind == planner.ReplaceNAT {
-			fmt.Fprint(e.stdout, lines(op.NAT.String()))
-		}
-	}
-	return nil
-}
-
-// heldVIPs says which VIPs `lvsd plan` plans for: all of them without a
-// cluster or with --takeover; in a cluster those the running agent holds
-// (none when it does not answer).
-func heldVIPs(ctx context.Context, cfg *agent.LoadedConfig, takeover bool) (func(netip.Addr) bool, error) {
-	if cfg.Agent.Cluster == nil || takeover {
-		return nil, nil
-	}
-	var st views.Status
-	held := map[netip.Addr]bool{}
-	// The summary: the cluster part is all this needs, not every service.
-	route := views.RouteStatus + "?view=" + string(views.ViewSummary)
-	if err := api.NewClient(cfg.Agent.APISocket).Do(ctx, "GET", route, &st); err == nil && st.Cluster != nil {
-		for _, v := range st.Cluster.VIPs {
-			if v.Held {
-				held[netip.MustParseAddr(v.VIP)] = true
-			}
-		}
-	}
-	return func(v netip.Addr) bool { return held[v] }, nil
 }

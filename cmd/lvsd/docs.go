@@ -3,59 +3,43 @@ package main
 import (
 	"context"
 	"flag"
-	"fmt"
-	"sort"
 	"strings"
+
+	"github.com/spf13/cobra"
+	"github.com/spf13/pflag"
 
 	"github.com/lvsd/lvsd/agent/clidoc"
 )
 
-// The shell completions and the man page are generated from commands and
-// their flags, so they cannot drift from the binary; `make package` ships
-// what the built binary prints.
+// The shell completions are cobra's, which ask the binary itself
+// (`lvsd __complete ...`) and so complete service names from the
+// configuration; the man page is generated from the same command tree. Neither
+// can drift from the binary; `make package` ships what the built binary
+// prints.
 func init() {
-	commands["completion"] = command{usage: "print a shell completion script: completion bash|zsh|fish", run: completion,
-		args: []string{"bash", "zsh", "fish"}}
-	commands["man"] = command{usage: "print the lvsd(8) man page (roff); man 5 (or man lvsd.yaml): lvsd.yaml(5), the configuration files",
-		run: manPage, args: []string{"8", "5", "lvsd.yaml"}}
-}
-
-// cli is the command line as clidoc documents it: the commands in order,
-// each with the flag set run builds for it.
-func cli() clidoc.CLI {
-	names := make([]string, 0, len(commands))
-	for n := range commands {
-		names = append(names, n)
-	}
-	sort.Strings(names)
-	c := clidoc.CLI{Version: version, DefaultConfig: defaultConfig, PathFlags: map[string]bool{"config": true, "socket": true, "out": true, "public": true}}
-	for _, n := range names {
-		fs := flag.NewFlagSet(n, flag.ContinueOnError)
-		fs.String("config", defaultConfig, "agent configuration file")
-		if setup := flagSetup[n]; setup != nil {
-			setup(fs)
-		}
-		var flags []*flag.Flag
-		fs.VisitAll(func(f *flag.Flag) { flags = append(flags, f) })
-		c.Commands = append(c.Commands, clidoc.Command{Name: n, Usage: commands[n].usage, Flags: flags, Args: commands[n].args})
-	}
-	return c
+	subcommands = append(subcommands, func() *cobra.Command {
+		return &cobra.Command{Use: "completion bash|zsh|fish", Short: "print a shell completion script",
+			Long: "Print the completion script of a shell. The script asks lvsd itself what to complete: commands, " +
+				"flags, backend actions, and the service names and backends of the --config file.",
+			ValidArgs: []string{"bash", "zsh", "fish"}, Args: argCount(1, 1), RunE: action(completion)}
+	}, func() *cobra.Command {
+		return &cobra.Command{Use: "man [8|5|lvsd.yaml]",
+			Short:     "print the lvsd(8) man page (roff); man 5 (or man lvsd.yaml): lvsd.yaml(5), the configuration files",
+			ValidArgs: []string{"8", "5", "lvsd.yaml"}, Args: argCount(0, 1), RunE: action(manPage)}
+	})
 }
 
 func completion(_ context.Context, e *env) error {
-	if len(e.args) != 1 {
-		return fmt.Errorf("usage: lvsd completion bash|zsh|fish")
-	}
-	c := cli()
+	root := newRoot(e.stdout, e.stderr)
 	switch e.args[0] {
 	case "bash":
-		return c.BashCompletion(e.stdout)
+		return root.GenBashCompletionV2(e.stdout, true)
 	case "zsh":
-		return c.ZshCompletion(e.stdout)
+		return root.GenZshCompletion(e.stdout)
 	case "fish":
-		return c.FishCompletion(e.stdout)
+		return root.GenFishCompletion(e.stdout, true)
 	}
-	return fmt.Errorf("no completion for shell %q: bash, zsh or fish", e.args[0])
+	return usagef("no completion for shell %q: bash, zsh or fish", e.args[0])
 }
 
 // manPage prints lvsd(8), or with "5" or "lvsd.yaml" lvsd.yaml(5), in
@@ -63,9 +47,44 @@ func completion(_ context.Context, e *env) error {
 func manPage(_ context.Context, e *env) error {
 	switch strings.Join(e.args, " ") {
 	case "", "8", "lvsd":
-		return cli().ManPage(e.stdout)
+		return cli(newRoot(e.stdout, e.stderr)).ManPage(e.stdout)
 	case "5", "lvsd.yaml":
 		return clidoc.ConfigManPage(e.stdout, version)
 	}
 	return usagef("usage: lvsd man [8 | 5 | lvsd.yaml]")
+}
+
+// cli is the command line as clidoc documents it: every command that runs
+// (lvsd backend drain, not lvsd backend), in cobra's order, with its
+// arguments and flags.
+func cli(root *cobra.Command) clidoc.CLI {
+	c := clidoc.CLI{Version: version, DefaultConfig: defaultConfig}
+	var walk func(*cobra.Command)
+	walk = func(cmd *cobra.Command) {
+		for _, sub := range cmd.Commands() {
+			if !sub.IsAvailableCommand() {
+				continue
+			}
+			if sub.HasAvailableSubCommands() {
+				walk(sub)
+				continue
+			}
+			name := strings.TrimPrefix(sub.CommandPath(), root.Name()+" ")
+			usage := sub.Short
+			if words := strings.Fields(sub.Use)[1:]; len(words) > 0 {
+				usage = strings.Join(words, " ") + ": " + usage
+			}
+			var flags []*flag.Flag
+			for _, fs := range []*pflag.FlagSet{sub.InheritedFlags(), sub.LocalFlags()} {
+				fs.VisitAll(func(f *pflag.Flag) {
+					if f.Name != "help" {
+						flags = append(flags, &flag.Flag{Name: f.Name, Usage: f.Usage, Value: f.Value, DefValue: f.DefValue})
+					}
+				})
+			}
+			c.Commands = append(c.Commands, clidoc.Command{Name: name, Usage: usage, Flags: flags})
+		}
+	}
+	walk(root)
+	return c
 }

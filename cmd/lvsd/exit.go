@@ -15,6 +15,7 @@ import (
 const (
 	exitFailure    = 1 // the command failed
 	exitUsage      = 2 // wrong command line: unknown command, flag or arguments
+	exitPending    = 2 // lvsd plan --detailed-exitcode: changes pending (terraform's convention)
 	exitNotRunning = 3 // no agent answers on the local socket
 )
 
@@ -22,6 +23,10 @@ const (
 type usageError struct{ error }
 
 func (u usageError) Unwrap() error { return u.error }
+
+// errChangesPending is lvsd plan --detailed-exitcode finding changes to
+// make: exit 2, and nothing more to say than the plan printed.
+var errChangesPending = errors.New("changes pending")
 
 // usagef is a usageError with a message.
 func usagef(format string, args ...any) error { return usageError{fmt.Errorf(format, args...)} }
@@ -34,6 +39,8 @@ func exitCode(err error) int {
 		return 0
 	case errors.Is(err, flag.ErrHelp), errors.As(err, &u):
 		return exitUsage
+	case errors.Is(err, errChangesPending):
+		return exitPending
 	case errors.Is(err, api.ErrNotRunning):
 		return exitNotRunning
 	}

@@ -3,10 +3,11 @@ package main
 import (
 	"context"
 	"encoding/json"
-	"flag"
 	"fmt"
 	"io"
 	"strings"
+
+	"github.com/spf13/cobra"
 
 	"github.com/lvsd/lvsd/agent/api"
 	"github.com/lvsd/lvsd/agent/maglev"
@@ -14,19 +15,20 @@ import (
 )
 
 func init() {
-	commands["explain"] = command{usage: "CLIENT[:PORT] VIP:PORT[/PROTO]: the backend a new connection gets now, and why (--json)",
-		run: explain}
-	flagSetup["explain"] = func(fs *flag.FlagSet) {
-		fs.Bool("json", false, "print the explanation as JSON, for scripts")
-		fs.String("socket", "", "the agent's local API socket (default: api.socket of the agent file)")
-	}
+	subcommands = append(subcommands, func() *cobra.Command {
+		c := &cobra.Command{Use: "explain CLIENT[:PORT] VIP:PORT[/PROTO]", Short: "the backend a new connection gets now, and why",
+			Long: "Ask the running director which backend a new connection from CLIENT (an address, with the source port " +
+				"when the scheduler hashes it) to the service at VIP:PORT gets now, and why.",
+			Example: "  lvsd explain 192.0.2.7:51000 10.0.0.50:443/tcp",
+			Args:    argCount(2, 2), ValidArgsFunction: completeVirtual, RunE: action(explain)}
+		c.Flags().Bool("json", false, "print the explanation as JSON, for scripts")
+		socketFlag(c.Flags())
+		return c
+	})
 }
 
 // explain asks the running director which backend a flow gets.
 func explain(ctx context.Context, e *env) error {
-	if len(e.args) != 2 {
-		return usagef("usage: lvsd explain CLIENT[:PORT] VIP:PORT[/PROTO] (e.g. 192.0.2.7:51000 10.0.0.50:443/tcp)")
-	}
 	virtual, proto, _ := strings.Cut(e.args[1], "/")
 	q, err := views.ParseExplainQuery(e.args[0], virtual, proto)
 	if err != nil {
@@ -40,7 +42,7 @@ func explain(ctx context.Context, e *env) error {
 	if err := api.NewClient(socket).Do(ctx, "GET", views.RouteExplain+"?"+views.ExplainValues(q).Encode(), &raw); err != nil {
 		return err
 	}
-	if e.flags.Lookup("json").Value.String() == "true" {
+	if e.on("json") {
 		_, err := fmt.Fprintf(e.stdout, "%s\n", raw)
 		return err
 	}

@@ -2,11 +2,12 @@ package main
 
 import (
 	"context"
-	"flag"
 	"fmt"
 	"io"
 	"os"
 	"path/filepath"
+
+	"github.com/spf13/cobra"
 
 	"github.com/lvsd/lvsd/agent/importer"
 	"github.com/lvsd/lvsd/agent/importer/ipvsadm"
@@ -15,45 +16,62 @@ import (
 )
 
 func init() {
-	commands["import"] = command{
-		usage: "keepalived FILE | ipvsadm [FILE|-]: write lvsd's files from keepalived.conf or an IPVS table (--out DIR; default: print them), with a report of every keyword",
-		run:   importConfig,
-		args:  []string{"keepalived", "ipvsadm"},
-	}
-	flagSetup["import"] = func(fs *flag.FlagSet) {
-		fs.String("out", "", "write lvsd.yaml and services.d/ into this folder (new files only) instead of printing them")
-		fs.String("scheduler", "", "keepalived: mh gives every service Maglev instead of keepalived's scheduler")
-		fs.String("config-id", "", "keepalived: the -i config id that @ID lines are read for")
-	}
+	subcommands = append(subcommands, newImportCommand)
 }
 
-// importConfig converts another load balancer's configuration: the
-// conversion is agent/importer's; this reads the input and writes out.
-func importConfig(ctx context.Context, e *env) error {
-	args, err := interspersed(e.flags, e.args)
-	if err != nil {
-		return usageError{err}
+const importUsage = `usage: lvsd import keepalived FILE [--out DIR] [--scheduler mh] [--config-id ID]
+       lvsd import ipvsadm [FILE|-] [--out DIR]
+Without --out the files are printed and the report of every keyword goes to stderr.`
+
+// newImportCommand is lvsd import and its two sources.
+func newImportCommand() *cobra.Command {
+	c := &cobra.Command{Use: "import SOURCE", Short: "write lvsd's files from keepalived.conf or an IPVS table " +
+		"(--out DIR; default: print them), with a report of every keyword",
+		Long: importUsage, Args: cobra.ArbitraryArgs, ValidArgsFunction: cobra.NoFileCompletions, RunE: parentOnly(importUsage)}
+	c.PersistentFlags().String("out", "", "write lvsd.yaml and services.d/ into this folder (new files only) instead of printing them")
+	_ = c.MarkPersistentFlagDirname("out")
+	keepalived := &cobra.Command{Use: "keepalived FILE", Short: "convert keepalived.conf (its virtual_server blocks and their real servers)",
+		Args: argCount(1, 1), RunE: action(importKeepalived)}
+	keepalived.Flags().String("scheduler", "", "mh gives every service Maglev instead of keepalived's scheduler")
+	_ = keepalived.RegisterFlagCompletionFunc("scheduler", cobra.FixedCompletions([]string{"mh"}, cobra.ShellCompDirectiveNoFileComp))
+	keepalived.Flags().String("config-id", "", "the -i config id that @ID lines are read for")
+	_ = keepalived.RegisterFlagCompletionFunc("config-id", cobra.NoFileCompletions)
+	ipvsadm := &cobra.Command{Use: "ipvsadm [FILE|-]", Short: "convert `ipvsadm -Sn` text from FILE or stdin (-), or without one the running kernel's IPVS table",
+		Args: argCount(0, 1), RunE: action(importIPVSCommand)}
+	c.AddCommand(keepalived, ipvsadm)
+	return c
+}
+
+// importKeepalived converts keepalived.conf: the conversion is
+// agent/importer's; this reads the input and writes out.
+func importKeepalived(_ context.Context, e *env) error {
+	scheduler := e.value("scheduler")
+	if scheduler != "" && scheduler != "mh" {
+		return usagef("--scheduler takes mh (Maglev), or leave it out to keep keepalived's schedulers")
 	}
-	flagValue := func(name string) string { return e.flags.Lookup(name).Value.String() }
-	var res *importer.Result
-	switch {
-	case len(args) == 2 && args[0] == "keepalived":
-		res, err = importKeepalived(args[1], flagValue("scheduler"), flagValue("config-id"))
-	case len(args) >= 1 && len(args) <= 2 && args[0] == "ipvsadm":
-		if flagValue("scheduler") != "" || flagValue("config-id") != "" {
-			return usagef("--scheduler and --config-id are for lvsd import keepalived")
-		}
-		res, err = importIPVS(ctx, args[1:])
-	default:
-		return usagef("usage: lvsd import keepalived FILE [--out DIR] [--scheduler mh] [--config-id ID] | lvsd import ipvsadm [FILE|-] [--out DIR]")
-	}
+	res, err := readKeepalived(e.args[0], scheduler, e.value("config-id"))
 	if err != nil {
 		return err
 	}
+	return writeImport(e, res)
+}
+
+// importIPVSCommand converts an IPVS table.
+func importIPVSCommand(ctx context.Context, e *env) error {
+	res, err := importIPVS(ctx, e.args)
+	if err != nil {
+		return err
+	}
+	return writeImport(e, res)
+}
+
+// writeImport prints the files and the report, or writes the files into
+// --out.
+func writeImport(e *env, res *importer.Result) error {
 	if err := res.CheckServices(); err != nil {
 		return fmt.Errorf("the import would write service files lvsd check refuses (please report this):\n%w", err)
 	}
-	out := flagValue("out")
+	out := e.value("out")
 	if out == "" {
 		if err := res.WriteFiles(e.stdout); err != nil {
 			return err
@@ -70,10 +88,9 @@ func importConfig(ctx context.Context, e *env) error {
 	return nil
 }
 
-func importKeepalived(file, scheduler, configID string) (*importer.Result, error) {
-	if scheduler != "" && scheduler != "mh" {
-		return nil, usagef("--scheduler takes mh (Maglev), or leave it out to keep keepalived's schedulers")
-	}
+// readKeepalived reads and converts keepalived.conf at file, with the
+// files it includes.
+func readKeepalived(file, scheduler, configID string) (*importer.Result, error) {
 	abs, err := filepath.Abs(file)
 	if err != nil {
 		return nil, err

@@ -7,6 +7,8 @@ import (
 	"net"
 	"time"
 
+	"github.com/spf13/cobra"
+
 	"github.com/lvsd/lvsd/agent"
 	"github.com/lvsd/lvsd/agent/api"
 	"github.com/lvsd/lvsd/agent/config"
@@ -18,9 +20,19 @@ import (
 )
 
 func init() {
-	commands["drain"] = command{usage: "take this host out of service, keeping its connections (kept across restarts)", run: drain}
-	commands["undrain"] = command{usage: "put this host back in service", run: undrain}
-	commands["cleanup"] = command{usage: "real server: remove the VIPs, sysctls and tunnel setup lvsd added (stop the agent first)", run: cleanup}
+	for _, c := range []struct {
+		use, short string
+		run        func(context.Context, *env) error
+	}{
+		{"drain", "take this host out of service, keeping its connections (kept across restarts)", drain},
+		{"undrain", "put this host back in service", undrain},
+		{"cleanup", "real server: remove the VIPs, sysctls and tunnel setup lvsd added (stop the agent first)", cleanup},
+	} {
+		subcommands = append(subcommands, func() *cobra.Command {
+			return &cobra.Command{Use: c.use, Short: c.short, Args: argCount(0, 0), ValidArgsFunction: cobra.NoFileCompletions,
+				RunE: action(c.run)}
+		})
+	}
 }
 
 // realServerHost is the real host: rtnetlink for lo and tunnel devices,

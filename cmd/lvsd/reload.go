@@ -6,21 +6,23 @@ import (
 	"fmt"
 	"strings"
 
+	"github.com/spf13/cobra"
+
 	"github.com/lvsd/lvsd/agent/api"
 	"github.com/lvsd/lvsd/agent/config"
 )
 
 func init() {
-	commands["reload"] = command{usage: "make the running agent read its configuration again and apply it; " +
-		"exits 1 when the configuration is rejected or a change fails (systemctl reload runs it)", run: reload}
+	subcommands = append(subcommands, func() *cobra.Command {
+		return &cobra.Command{Use: "reload", Short: "make the running agent read its configuration again and apply it; " +
+			"exits 1 when the configuration is rejected or a change fails (systemctl reload runs it)",
+			Args: argCount(0, 0), ValidArgsFunction: cobra.NoFileCompletions, RunE: action(reload)}
+	})
 }
 
 // reload asks the running agent to reload and waits until it has applied
 // the result, so `systemctl reload` fails when the reload does.
 func reload(ctx context.Context, e *env) error {
-	if len(e.args) != 0 {
-		return usagef("usage: lvsd reload [--config FILE]")
-	}
 	a, err := config.LoadAgent(e.config)
 	if err != nil {
 		// The agent would reject it too: say so without asking it.

@@ -6,7 +6,6 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
-	"flag"
 	"fmt"
 	"io"
 	"net"
@@ -19,6 +18,8 @@ import (
 	"text/tabwriter"
 	"time"
 
+	"github.com/spf13/cobra"
+
 	"github.com/lvsd/lvsd/agent/api"
 	"github.com/lvsd/lvsd/agent/config"
 	"github.com/lvsd/lvsd/agent/realserver"
@@ -26,12 +27,15 @@ import (
 )
 
 func init() {
-	commands["status"] = command{usage: "show the running agent's services and backends, as the kernel has them now " +
-		"(a summary above " + strconv.Itoa(views.SummaryAbove) + " IPVS services; --all, --service, --stats, --rate, --connections, --json)", run: status}
-	flagSetup["status"] = func(fs *flag.FlagSet) {
+	subcommands = append(subcommands, func() *cobra.Command {
+		c := &cobra.Command{Use: "status", Short: "show the running agent's services and backends, as the kernel has them now " +
+			"(a summary above " + strconv.Itoa(views.SummaryAbove) + " IPVS services; --all, --service, --stats, --rate, --connections, --json)",
+			Args: argCount(0, 0), ValidArgsFunction: cobra.NoFileCompletions, RunE: action(status)}
+		fs := c.Flags()
 		fs.Bool("json", false, "print the agent's status as JSON, for scripts (every selected service unless --summary or --problems)")
-		fs.String("socket", "", "the agent's local API socket (default: api.socket of the agent file)")
+		socketFlag(fs)
 		fs.String("service", "", "only these services: comma-separated names or globs (web-*)")
+		_ = c.RegisterFlagCompletionFunc("service", completeServiceFlag)
 		fs.Bool("all", false, "every selected service with its backends, however many")
 		fs.Bool("summary", false, "the totals and the worst services only, however few")
 		fs.Bool("problems", false, "the totals and every service with a problem")
@@ -40,9 +44,11 @@ func init() {
 		fs.Bool("connections", false, "the kernel's IPVS connection entries (as ipvsadm -Lnc), of --service only if given, "+
 			"at most --limit of them")
 		fs.Int("limit", views.DefaultConnectionLimit, "with --connections: list at most this many entries")
+		_ = c.RegisterFlagCompletionFunc("limit", cobra.NoFileCompletions)
 		fs.Bool("rate", false, "the kernel's rate estimates per service and backend instead of weights and state "+
 			"(connections, packets and bytes per second, as ipvsadm -Ln --rate)")
-	}
+		return c
+	})
 }
 
 // statusView is the view the flags ask for: --all, --summary, --problems
@@ -54,7 +60,7 @@ func statusView(e *env, asJSON bool) (views.View, error) {
 		view = views.ViewFull
 	}
 	for flagName, v := range map[string]views.View{"all": views.ViewFull, "summary": views.ViewSummary, "problems": views.ViewProblems} {
-		if e.flags.Lookup(flagName).Value.String() == "true" {
+		if e.on(flagName) {
 			asked, view = append(asked, "--"+flagName), v
 		}
 	}
@@ -68,7 +74,7 @@ func statusView(e *env, asJSON bool) (views.View, error) {
 // statusTable is what the table's columns show: --stats or --rate (not
 // both), else weights and state.
 func statusTable(e *env) (statusColumns, error) {
-	stats, rate := e.flags.Lookup("stats").Value.String() == "true", e.flags.Lookup("rate").Value.String() == "true"
+	stats, rate := e.on("stats"), e.on("rate")
 	switch {
 	case stats && rate:
 		return 0, usagef("lvsd status: --rate and --stats: choose one")
@@ -109,7 +115,7 @@ func readSocket(e *env, command string) (string, error) {
 // sockets are the control socket (--socket, else api.socket of the agent
 // file) and the read-only one ("" with --socket or none configured).
 func sockets(e *env, command string) (control, readOnly string, err error) {
-	if socket := e.flags.Lookup("socket").Value.String(); socket != "" {
+	if socket := e.value("socket"); socket != "" {
 		return socket, "", nil
 	}
 	a, err := config.LoadAgent(e.config)
@@ -129,8 +135,8 @@ func sockets(e *env, command string) (control, readOnly string, err error) {
 // status asks the running agent (either role) over its local socket. The
 // agent file only names the socket, so --socket works without one.
 func status(ctx context.Context, e *env) error {
-	asJSON := e.flags.Lookup("json").Value.String() == "true"
-	if e.flags.Lookup("connections").Value.String() == "true" {
+	asJSON := e.on("json")
+	if e.on("connections") {
 		return statusConnections(ctx, e, asJSON)
 	}
 	view, err := statusView(e, asJSON)
