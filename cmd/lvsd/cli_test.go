@@ -122,6 +122,8 @@ func TestCommandLine(t *testing.T) {
 		{args: []string{"run", "--config", config, "extra"}, code: exitUsage},
 		{args: []string{"reload", "--config", config}, code: exitNotRunning, stderr: notRunning},
 		{args: []string{"reload", "now", "--config", config}, code: exitUsage, stderr: `reload: unexpected argument "now"`},
+		{args: []string{"restart-hold", "--config", config, "--for", "10s"}, code: exitFailure, stderr: "restart-hold is for a director in a cluster"},
+		{args: []string{"restart-hold", "now", "--config", config}, code: exitUsage, stderr: `restart-hold: unexpected argument "now"`},
 		{args: []string{"keygen", "--out", key}, stdout: "="},
 		{args: []string{"keygen", key}, code: exitUsage, stderr: "keygen: unexpected argument"},
 		{args: []string{"man", "8", "--config", config}, stdout: ".TH LVSD 8"},

@@ -3,7 +3,6 @@ package main
 import (
 	"context"
 	"errors"
-	"flag"
 	"fmt"
 	"net/url"
 	"strings"
@@ -13,14 +12,17 @@ import (
 	"github.com/lvsd/lvsd/agent/config"
 	"github.com/lvsd/lvsd/agent/director"
 	"github.com/lvsd/lvsd/cluster"
+	"github.com/spf13/cobra"
 )
 
 func init() {
-	commands["restart-hold"] = command{usage: "before a restart (systemctl restart lvsd): the other directors keep this one's VIPs where they are for --for (default " +
-		cluster.DefaultRestartHold.String() + ", at most " + cluster.MaxRestartHold.String() + "; 0 ends a hold)", run: restartHold}
-	flagSetup["restart-hold"] = func(fs *flag.FlagSet) {
-		fs.Duration("for", cluster.DefaultRestartHold, "how long the other directors keep this one's VIPs where they are")
-	}
+	subcommands = append(subcommands, func() *cobra.Command {
+		c := &cobra.Command{Use: "restart-hold", Short: "before a restart (systemctl restart lvsd): the other directors keep this one's VIPs where they are for --for (default " +
+			cluster.DefaultRestartHold.String() + ", at most " + cluster.MaxRestartHold.String() + "; 0 ends a hold)",
+			Args: argCount(0, 0), ValidArgsFunction: cobra.NoFileCompletions, RunE: action(restartHold)}
+		c.Flags().Duration("for", cluster.DefaultRestartHold, "how long the other directors keep this one's VIPs where they are")
+		return c
+	})
 }
 
 func restartHold(ctx context.Context, e *env) error {
@@ -31,7 +33,10 @@ func restartHold(ctx context.Context, e *env) error {
 	if a.Role != config.RoleDirector || a.Cluster == nil {
 		return errors.New("restart-hold is for a director in a cluster: " + e.config + " has none, and its VIPs stay over a restart anyway")
 	}
-	d := e.flags.Lookup("for").Value.(flag.Getter).Get().(time.Duration)
+	d, err := e.flags.GetDuration("for")
+	if err != nil {
+		return err
+	}
 	var st director.RestartHoldStatus
 	if err := api.NewClient(a.APISocket).Do(ctx, "POST", director.RouteRestartHold+"?for="+url.QueryEscape(d.String()), &st); err != nil {
 		return err
