@@ -71,6 +71,9 @@ func writeClusterStatus(w io.Writer, v *cluster.View) error {
 		if c := m.Config; c != nil && c.Match == cluster.ConfigDifferent {
 			fmt.Fprintf(w, "  %s\n", driftLine(m.Name, c))
 		}
+		if m.RestartHoldSeconds > 0 {
+			fmt.Fprintf(w, "  %s is restarting: its VIPs stay where they are for %.0fs more (restart hold)\n", m.Name, m.RestartHoldSeconds)
+		}
 	}
 	_, err := fmt.Fprintln(w)
 	return err

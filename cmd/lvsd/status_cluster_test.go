@@ -92,3 +92,19 @@ func TestWriteClusterStatusConfigDrift(t *testing.T) {
 		t.Errorf("got:\n%s\nwant:\n%s", b.String(), want)
 	}
 }
+
+// A director under a restart hold gets a line saying its VIPs stay.
+func TestWriteClusterStatusRestartHold(t *testing.T) {
+	v := &cluster.View{Node: "lvs2", Mode: cluster.ActiveStandby, Encrypted: true, State: "standby", Quorum: 1, Live: 1,
+		Members: []cluster.MemberView{
+			{Name: "lvs1", Gossip: "alive", Holds: []string{"10.0.0.50"}, RestartHoldSeconds: 17.4},
+			{Name: "lvs2", Self: true, Gossip: "alive", Live: true, Ready: true},
+		}}
+	var b bytes.Buffer
+	if err := writeClusterStatus(&b, v); err != nil {
+		t.Fatal(err)
+	}
+	if want := "  lvs1 is restarting: its VIPs stay where they are for 17s more (restart hold)\n"; !strings.Contains(b.String(), want) {
+		t.Errorf("got:\n%s\nwant a line:\n%s", b.String(), want)
+	}
+}
