@@ -33,13 +33,7 @@ func TestFailoverGap(t *testing.T) {
 	}
 	vip := netip.MustParseAddr("10.0.0.50")
 	tp := clusterSetup(t, vip)
-	key := clusterKey(t)
-	var ds []*lvsd
-	for i, d := range tp.Directors() {
-		l := newClusterDirector(t, tp, d, key, fmt.Sprintf("  priority: %d\n", 250-50*i), vip)
-		l.start()
-		ds = append(ds, l)
-	}
+	ds := startRankedDirectors(t, tp, vip)
 	waitHolders(t, tp, vip, 30*time.Second, onlyOn("director"))
 	p := startProber(t, tp.Client(), netip.AddrPortFrom(vip, 80), 50*time.Millisecond)
 	p.waitSuccessAfter(t, time.Now(), 10*time.Second)

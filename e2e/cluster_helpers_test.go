@@ -124,6 +124,20 @@ func waitHolders(t *testing.T, tp *topo.Topology, vip netip.Addr, timeout time.D
 
 func exactlyOne(h []string) bool { return len(h) == 1 }
 
+// startRankedDirectors starts lvsd on every director of tp in one cluster,
+// priorities 250, 200, 150 in order, with vip as their one DR service.
+func startRankedDirectors(t *testing.T, tp *topo.Topology, vip netip.Addr) []*lvsd {
+	t.Helper()
+	key := clusterKey(t)
+	var ds []*lvsd
+	for i, d := range tp.Directors() {
+		l := newClusterDirector(t, tp, d, key, fmt.Sprintf("  priority: %d\n", 250-50*i), vip)
+		l.start()
+		ds = append(ds, l)
+	}
+	return ds
+}
+
 func onlyOn(id string) func([]string) bool {
 	return func(h []string) bool { return len(h) == 1 && h[0] == id }
 }

@@ -4,7 +4,6 @@ package e2e
 
 import (
 	"context"
-	"fmt"
 	"net/netip"
 	"path/filepath"
 	"slices"
@@ -32,13 +31,7 @@ func TestPlannedRestartKeepsVIP(t *testing.T) {
 	tp := topo.New(t, topo.WithDirectors(2), topo.WithClientSources(0))
 	holdVIPOnLoopback(t, vip, tp.RS(1), tp.RS(2))
 	serveEcho(t, echo.Config{TCP: []uint16{80}}, tp.RS(1), tp.RS(2))
-	key := clusterKey(t)
-	var ds []*lvsd
-	for i, d := range tp.Directors() {
-		l := newClusterDirector(t, tp, d, key, fmt.Sprintf("  priority: %d\n", 250-50*i), vip)
-		l.start()
-		ds = append(ds, l)
-	}
+	ds := startRankedDirectors(t, tp, vip)
 	a, b := ds[0], ds[1]
 	b.waitLog(0, 30*time.Second, "start-up hold over")
 	settle(t, tp, vip, 2*time.Second, 30*time.Second)
