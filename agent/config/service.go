@@ -555,3 +555,18 @@ func (b Backend) String() string {
 	}
 	return netip.AddrPortFrom(b.Addr, b.Port).String()
 }
+
+// Notes says what a reader of an accepted configuration may not expect:
+// for each `protocol: any` service, which protocols it balances. IPVS
+// balances TCP, UDP and SCTP; a packet of another protocol to the VIP
+// (ICMP echo, GRE, ESP, …) is the director's own.
+func Notes(services []*Service) []string {
+	var out []string
+	for _, s := range services {
+		if s.Protocol == "any" {
+			out = append(out, fmt.Sprintf("%s:%d: service %q: protocol any balances TCP, UDP and SCTP to %s; packets of other protocols to the VIP (ICMP, GRE, ESP, …) go to the director's own stack",
+				s.File, s.Line, s.Name, s.VIP))
+		}
+	}
+	return out
+}

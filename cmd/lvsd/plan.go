@@ -50,6 +50,9 @@ type checkResult struct {
 	IPVSServices int           `json:"ipvs_services"`
 	Errors       []checkError  `json:"errors"`
 	Warnings     []checkNotice `json:"warnings"`
+	// Notes say what an accepted configuration does that a reader may not
+	// expect (what protocol any balances).
+	Notes []checkNotice `json:"notes,omitempty"`
 }
 
 // checkError is one problem of a rejected configuration, placed where the
@@ -82,6 +85,9 @@ func check(_ context.Context, e *env) error {
 	for _, w := range cfg.Agent.Cluster.Warnings() {
 		fmt.Fprintf(e.stdout, "%s: warning: %s\n", e.config, w)
 	}
+	for _, n := range config.Notes(cfg.Services) {
+		fmt.Fprintf(e.stdout, "note: %s\n", n)
+	}
 	return nil
 }
 
@@ -101,6 +107,9 @@ func checkReport(path string, cfg *agent.LoadedConfig, err error) checkResult {
 	r.Role, r.Services, r.IPVSServices = string(cfg.Agent.Role), len(cfg.Services), len(cfg.Desired.Services)
 	for _, w := range append(cfg.Agent.Warnings(), cfg.Agent.Cluster.Warnings()...) {
 		r.Warnings = append(r.Warnings, checkNotice{Message: w})
+	}
+	for _, n := range config.Notes(cfg.Services) {
+		r.Notes = append(r.Notes, checkNotice{Message: n})
 	}
 	return r
 }
