@@ -59,6 +59,7 @@ func TestAllPorts(t *testing.T) {
 	vip := netip.MustParseAddr("10.0.0.50")
 	holdVIPOnLoopback(t, vip, tp.RS(1), tp.RS(2))
 	serveEcho(t, echo.Config{TCP: []uint16{80, 9999}, UDP: []uint16{53}}, tp.RS(1), tp.RS(2))
+	serveSCTP(t, 9899, tp.RS(1), tp.RS(2))
 	d := newDirector(t, tp.Director(1), map[string]string{"all": fmt.Sprintf(
 		"service: all\nvip: %s\nprotocol: any\nports: [all]\naffinity: client-ip\nbackends:\n  - {address: %s}\n  - {address: %s}\n",
 		vip, tp.RS(1).V4, tp.RS(2).V4)})
@@ -76,6 +77,30 @@ func TestAllPorts(t *testing.T) {
 		if dist["error"] > 0 || dist["rs1"] == 0 || dist["rs2"] == 0 {
 			t.Errorf("%s/%d: replies %s, want all answered by both servers", target.proto, target.port, formatDistribution(dist))
 		}
+	}
+	// SCTP, the third protocol IPVS balances: associations from the
+	// sources reach both servers, each source its one server (client-ip).
+	sctp := map[string]int{}
+	byTCP := map[netip.Addr]string{}
+	for _, r := range ask(t, tp.Client(), sources, netip.AddrPortFrom(vip, 80), echo.TCP, 1) {
+		if r.err == nil {
+			byTCP[r.src] = r.reply.Name
+		}
+	}
+	for _, src := range sources {
+		name, err := askSCTP(tp.Client(), src, netip.AddrPortFrom(vip, 9899))
+		if err != nil {
+			t.Errorf("sctp/9899 from %s: %v", src, err)
+			continue
+		}
+		sctp[name]++
+		if want := byTCP[src]; want != "" && name != want {
+			t.Errorf("source %s reached %s over SCTP but %s over TCP (client-ip affinity)", src, name, want)
+		}
+	}
+	t.Logf("sctp/9899: %v", sctp)
+	if sctp["rs1"] == 0 || sctp["rs2"] == 0 {
+		t.Errorf("sctp/9899: answers %v, want both servers", sctp)
 	}
 	// client-ip affinity on a protocol-agnostic service: one client reaches
 	// the same server whatever the protocol and port.
