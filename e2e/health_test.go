@@ -230,8 +230,17 @@ func TestFailoverPool(t *testing.T) {
 	for _, s := range servers {
 		s.SetHealthy(false)
 	}
+	// Every destination at weight 0 for two check intervals: a pass that
+	// moves from the primaries to the failover pool sets the primaries to 0
+	// before the failover backends to 1, and a read between the two would
+	// see all five at 0 for a moment.
+	allZero := func() bool { return strings.Count(ipvsSave(t, tp.Director(1)), " -w 0") == 5 }
 	waitFor(t, 10*time.Second, "every destination at weight 0", func() bool {
-		return strings.Count(ipvsSave(t, tp.Director(1)), " -w 0") == 5
+		if !allZero() {
+			return false
+		}
+		time.Sleep(2 * healthInterval)
+		return allZero()
 	})
 	start := time.Now()
 	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Second)
