@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"io"
 	"net/netip"
+	"slices"
 
 	"github.com/spf13/cobra"
 
@@ -32,6 +33,7 @@ func init() {
 		c.Flags().Bool("takeover", false, "plan as if this director held every VIP (what a takeover would do)")
 		c.Flags().Bool("json", false, "print the changes as JSON, for scripts (schema 1)")
 		c.Flags().Bool("detailed-exitcode", false, "exit 2 when there are changes to make, 0 when there are none (1 on an error)")
+		c.Flags().String("from", "", "plan against the host as `FILE` (from lvsd snapshot) recorded it, not this host's kernel: needs neither root nor IPVS")
 		return c
 	})
 }
@@ -137,6 +139,9 @@ type planChange struct {
 var planKernel = openKernel
 
 func plan(ctx context.Context, e *env) error {
+	if from := e.value("from"); from != "" {
+		return planFrom(ctx, e, from)
+	}
 	cfg, err := agent.LoadConfigOnHost(e.config, admitOnHost(ctx))
 	if err != nil {
 		return err
@@ -157,6 +162,36 @@ func plan(ctx context.Context, e *env) error {
 	if err != nil {
 		return err
 	}
+	return finishPlan(e, takeover, ops)
+}
+
+// planFrom is plan against the host a snapshot recorded: the
+// configuration loaded as that host did, the VIPs it held, its kernel and
+// state directory; nothing of this host is read but the configuration.
+func planFrom(ctx context.Context, e *env, file string) error {
+	snap, err := agent.ReadSnapshot(file)
+	if err != nil {
+		return err
+	}
+	cfg, err := agent.LoadConfigOnHost(e.config, snap.Admit())
+	if err != nil {
+		return err
+	}
+	takeover := e.on("takeover")
+	var held func(netip.Addr) bool // nil: all
+	if cfg.Agent.Cluster != nil && !takeover {
+		held = snap.Held()
+	}
+	ops, err := agent.PlanFromSnapshot(ctx, cfg, snap, held)
+	if err != nil {
+		return fmt.Errorf("planning from %s: %w", file, err)
+	}
+	return finishPlan(e, takeover, ops)
+}
+
+// finishPlan prints ops and says, with --detailed-exitcode, whether
+// changes are pending.
+func finishPlan(e *env, takeover bool, ops []planner.Op) error {
 	if err := writePlan(e.stdout, e.config, takeover, ops, e.on("json")); err != nil {
 		return err
 	}
@@ -200,16 +235,23 @@ func heldVIPs(ctx context.Context, cfg *agent.LoadedConfig, takeover bool) (func
 	if cfg.Agent.Cluster == nil || takeover {
 		return nil, nil
 	}
+	held := agentHeldVIPs(ctx, cfg)
+	return func(v netip.Addr) bool { return slices.Contains(held, v) }, nil
+}
+
+// agentHeldVIPs are the VIPs the running agent holds (none when it does not
+// answer or is not in a cluster).
+func agentHeldVIPs(ctx context.Context, cfg *agent.LoadedConfig) []netip.Addr {
 	var st views.Status
-	held := map[netip.Addr]bool{}
+	var held []netip.Addr
 	// The summary: the cluster part is all this needs, not every service.
 	route := views.RouteStatus + "?view=" + string(views.ViewSummary)
 	if err := api.NewClient(cfg.Agent.APISocket).Do(ctx, "GET", route, &st); err == nil && st.Cluster != nil {
 		for _, v := range st.Cluster.VIPs {
-			if v.Held {
-				held[netip.MustParseAddr(v.VIP)] = true
+			if a, err := netip.ParseAddr(v.VIP); err == nil && v.Held {
+				held = append(held, a)
 			}
 		}
 	}
-	return func(v netip.Addr) bool { return held[v] }, nil
+	return held
 }
