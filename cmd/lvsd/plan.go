@@ -29,7 +29,8 @@ func init() {
 			Long: "Show what lvsd run would change on this host now, and change nothing.\n\n" +
 				"With --detailed-exitcode the exit status says whether the host matches the configuration: " +
 				"0 no changes, 2 changes pending, 1 an error.",
-			Args: argCount(0, 0), ValidArgsFunction: cobra.NoFileCompletions, RunE: action(plan)}
+			Example: "  lvsd plan --detailed-exitcode\n  lvsd plan --config ./lvsd.yaml --from lb1.json   # from lvsd snapshot on the director",
+			Args:    argCount(0, 0), ValidArgsFunction: cobra.NoFileCompletions, RunE: action(plan)}
 		c.Flags().Bool("takeover", false, "plan as if this director held every VIP (what a takeover would do)")
 		c.Flags().Bool("json", false, "print the changes as JSON, for scripts (schema 1)")
 		c.Flags().Bool("detailed-exitcode", false, "exit 2 when there are changes to make, 0 when there are none (1 on an error)")

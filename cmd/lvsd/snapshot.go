@@ -17,7 +17,8 @@ func init() {
 				"nftables tables, the addresses of the interfaces lvsd uses, the state directory's records and, in a " +
 				"cluster, the VIPs the running agent holds.\n\n" +
 				"lvsd plan --from FILE then plans against it anywhere, without root or IPVS.",
-			Args: argCount(0, 0), ValidArgsFunction: cobra.NoFileCompletions, RunE: action(snapshot)}
+			Example: "  lvsd snapshot > lb1.json",
+			Args:    argCount(0, 0), ValidArgsFunction: cobra.NoFileCompletions, RunE: action(snapshot)}
 	})
 }
 
