@@ -58,8 +58,8 @@ type HostSnapshot struct {
 	// ClusterAdmitted is the cluster port's default allow set found on
 	// the host (nil: no cluster, or allow_from set).
 	ClusterAdmitted []netip.Prefix `json:"cluster_admitted,omitempty"`
-	// HeldVIPs are the VIPs the running agent held, in a cluster (nil:
-	// no cluster; empty: none, or no agent answered).
+	// HeldVIPs are the VIPs the running agent held, in a cluster; none
+	// when it held none or did not answer.
 	HeldVIPs []netip.Addr `json:"held_vips,omitempty"`
 }
 
@@ -75,7 +75,9 @@ func TakeSnapshot(ctx context.Context, path string, cfg *LoadedConfig, k Kernel,
 	if err != nil {
 		return HostSnapshot{}, err
 	}
-	s.OwnedAddresses, s.Overrides = addrs, overrides
+	// Empty lists, not null: the document reads the same on every host.
+	s.OwnedAddresses = append([]planner.OwnedAddress{}, addrs...)
+	s.Overrides = append([]planner.BackendOverride{}, overrides...)
 	s.OwnedServices = make([]SnapshotKey, 0, len(owned))
 	for _, key := range owned {
 		s.OwnedServices = append(s.OwnedServices, snapshotKey(key))
