@@ -91,8 +91,10 @@ func offlinePlanner(t *testing.T, h *topo.Host, l *lvsd) func(args ...string) st
 		t.Fatalf("lvsd snapshot: exit %d\n%s", code, snap)
 	}
 	base := t.TempDir()
-	if err := os.Chmod(base, 0o755); err != nil { // go test's temp folders are root's alone
-		t.Fatal(err)
+	for _, d := range []string{filepath.Dir(base), base} { // go test's temp folders are root's alone
+		if err := os.Chmod(d, 0o755); err != nil {
+			t.Fatal(err)
+		}
 	}
 	dir := filepath.Join(base, "checkout")
 	files := map[string]string{"snap.json": snap}
