@@ -206,6 +206,17 @@ func PlanFor(ctx context.Context, cfg *LoadedConfig, k Kernel, held func(netip.A
 	if err != nil {
 		return nil, err
 	}
+	addrs, err := LoadOwnedAddresses(cfg.Agent.StateDir)
+	if err != nil {
+		return nil, err
+	}
+	return planWith(ctx, cfg, k, owned, overrides, addrs, held)
+}
+
+// planWith is PlanFor with the state directory's records given: the
+// services and addresses lvsd owns and the operator's overrides.
+func planWith(ctx context.Context, cfg *LoadedConfig, k Kernel, owned planner.Ownership, overrides planner.Overrides,
+	addrs planner.Ownership, held func(netip.Addr) bool) ([]planner.Op, error) {
 	overrides, _ = overrides.Pruned(cfg.Services)
 	desired, _ := planner.WithHealth(cfg.Desired, cfg.Services, nil, overrides)
 	actual, err := k.ReadActual(ctx, desired)
@@ -213,10 +224,6 @@ func PlanFor(ctx context.Context, cfg *LoadedConfig, k Kernel, held func(netip.A
 		return nil, err
 	}
 	ops, _ := planner.Plan(planner.PlanInput{Desired: desired, Actual: actual, Owned: owned, Drains: planner.Drains{}, DrainTimeout: 1 << 62})
-	addrs, err := LoadOwnedAddresses(cfg.Agent.StateDir)
-	if err != nil {
-		return nil, err
-	}
 	present, err := listPresent(ctx, k, desired)
 	if err != nil {
 		return nil, err

@@ -4,11 +4,14 @@ package e2e
 
 import (
 	"net/netip"
+	"os"
 	"path/filepath"
 	"slices"
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/lvsd/lvsd/e2e/topo"
 )
 
 // TestPlanTakeover: `lvsd plan` on a standby shows nothing to do (the
@@ -56,6 +59,14 @@ func TestPlanTakeover(t *testing.T) {
 	if got := strings.Split(strings.TrimSpace(plan("--takeover")), "\n"); strings.Join(got, "\n") != strings.Join(want, "\n") {
 		t.Errorf("plan --takeover on the standby:\n%s\nwant\n%s", strings.Join(got, "\n"), strings.Join(want, "\n"))
 	}
+	// The same plans from a snapshot of the standby, made by nobody with a
+	// copy of its configuration.
+	offline := offlinePlanner(t, standby, ds[1])
+	for _, args := range [][]string{nil, {"--takeover"}} {
+		if got, want := offline(args...), plan(args...); got != want {
+			t.Errorf("plan --from a snapshot, as nobody, %v:\n%s\nwant as on the host:\n%s", args, got, want)
+		}
+	}
 	if err := tp.Director(1).SetPort(false); err != nil {
 		t.Fatal(err)
 	}
@@ -67,5 +78,58 @@ func TestPlanTakeover(t *testing.T) {
 	ds[1].waitLog(0, 5*time.Second, "op=announce", "10.0.0.70/32")
 	if out := plan(); !strings.Contains(out, "no changes") {
 		t.Errorf("plan after the takeover:\n%s\nwant no changes", out)
+	}
+}
+
+// offlinePlanner takes a snapshot of l's host and returns `lvsd plan
+// --from` it run by user nobody (65534) with a copy of l's configuration
+// nobody owns: what an operator runs on a laptop.
+func offlinePlanner(t *testing.T, h *topo.Host, l *lvsd) func(args ...string) string {
+	t.Helper()
+	snap, code := runLVSD(t, h, "snapshot", "--config", l.config())
+	if code != 0 {
+		t.Fatalf("lvsd snapshot: exit %d\n%s", code, snap)
+	}
+	base := t.TempDir()
+	for _, d := range []string{filepath.Dir(base), base} { // go test's temp folders are root's alone
+		if err := os.Chmod(d, 0o755); err != nil {
+			t.Fatal(err)
+		}
+	}
+	dir := filepath.Join(base, "checkout")
+	files := map[string]string{"snap.json": snap}
+	for _, name := range []string{"lvsd.yaml", "cluster.key"} {
+		files[name] = readFile(t, filepath.Join(l.dir, name))
+	}
+	services, err := filepath.Glob(filepath.Join(l.dir, "services.d", "*.yaml"))
+	if err != nil || len(services) == 0 {
+		t.Fatalf("no service files in %s: %v", l.dir, err)
+	}
+	for _, f := range services {
+		files[filepath.Join("services.d", filepath.Base(f))] = readFile(t, f)
+	}
+	for name, body := range files {
+		path := filepath.Join(dir, name)
+		if err := os.MkdirAll(filepath.Dir(path), 0o755); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.WriteFile(path, []byte(body), 0o600); err != nil {
+			t.Fatal(err)
+		}
+		for p := path; p != base; p = filepath.Dir(p) {
+			if err := os.Chown(p, 65534, 65534); err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
+	return func(args ...string) string {
+		t.Helper()
+		cmd := h.Exec(t.Context(), "setpriv", append([]string{"--reuid=65534", "--regid=65534", "--clear-groups", lvsdBin,
+			"plan", "--config", filepath.Join(dir, "lvsd.yaml"), "--from", filepath.Join(dir, "snap.json")}, args...)...)
+		out, err := cmd.CombinedOutput()
+		if err != nil {
+			t.Fatalf("%v: %v\n%s", cmd.Args, err, out)
+		}
+		return string(out)
 	}
 }

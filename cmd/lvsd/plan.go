@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"io"
 	"net/netip"
+	"slices"
 
 	"github.com/spf13/cobra"
 
@@ -28,10 +29,12 @@ func init() {
 			Long: "Show what lvsd run would change on this host now, and change nothing.\n\n" +
 				"With --detailed-exitcode the exit status says whether the host matches the configuration: " +
 				"0 no changes, 2 changes pending, 1 an error.",
-			Args: argCount(0, 0), ValidArgsFunction: cobra.NoFileCompletions, RunE: action(plan)}
+			Example: "  lvsd plan --detailed-exitcode\n  lvsd plan --config ./lvsd.yaml --from lb1.json   # from lvsd snapshot on the director",
+			Args:    argCount(0, 0), ValidArgsFunction: cobra.NoFileCompletions, RunE: action(plan)}
 		c.Flags().Bool("takeover", false, "plan as if this director held every VIP (what a takeover would do)")
 		c.Flags().Bool("json", false, "print the changes as JSON, for scripts (schema 1)")
 		c.Flags().Bool("detailed-exitcode", false, "exit 2 when there are changes to make, 0 when there are none (1 on an error)")
+		c.Flags().String("from", "", "plan against the host as `FILE` (from lvsd snapshot) recorded it, not this host's kernel: needs neither root nor IPVS")
 		return c
 	})
 }
@@ -146,6 +149,9 @@ type planChange struct {
 var planKernel = openKernel
 
 func plan(ctx context.Context, e *env) error {
+	if from := e.value("from"); from != "" {
+		return planFrom(ctx, e, from)
+	}
 	cfg, err := agent.LoadConfigOnHost(e.config, admitOnHost(ctx))
 	if err != nil {
 		return err
@@ -166,6 +172,36 @@ func plan(ctx context.Context, e *env) error {
 	if err != nil {
 		return err
 	}
+	return finishPlan(e, takeover, ops)
+}
+
+// planFrom is plan against the host a snapshot recorded: the
+// configuration loaded as that host did, the VIPs it held, its kernel and
+// state directory; nothing of this host is read but the configuration.
+func planFrom(ctx context.Context, e *env, file string) error {
+	snap, err := agent.ReadSnapshot(file)
+	if err != nil {
+		return err
+	}
+	cfg, err := agent.LoadConfigOnHost(e.config, snap.Admit())
+	if err != nil {
+		return err
+	}
+	takeover := e.on("takeover")
+	var held func(netip.Addr) bool // nil: all
+	if cfg.Agent.Cluster != nil && !takeover {
+		held = snap.Held()
+	}
+	ops, err := agent.PlanFromSnapshot(ctx, cfg, snap, held)
+	if err != nil {
+		return fmt.Errorf("planning from %s: %w", file, err)
+	}
+	return finishPlan(e, takeover, ops)
+}
+
+// finishPlan prints ops and says, with --detailed-exitcode, whether
+// changes are pending.
+func finishPlan(e *env, takeover bool, ops []planner.Op) error {
 	if err := writePlan(e.stdout, e.config, takeover, ops, e.on("json")); err != nil {
 		return err
 	}
@@ -209,16 +245,23 @@ func heldVIPs(ctx context.Context, cfg *agent.LoadedConfig, takeover bool) (func
 	if cfg.Agent.Cluster == nil || takeover {
 		return nil, nil
 	}
+	held := agentHeldVIPs(ctx, cfg)
+	return func(v netip.Addr) bool { return slices.Contains(held, v) }, nil
+}
+
+// agentHeldVIPs are the VIPs the running agent holds (none when it does not
+// answer or is not in a cluster).
+func agentHeldVIPs(ctx context.Context, cfg *agent.LoadedConfig) []netip.Addr {
 	var st views.Status
-	held := map[netip.Addr]bool{}
+	var held []netip.Addr
 	// The summary: the cluster part is all this needs, not every service.
 	route := views.RouteStatus + "?view=" + string(views.ViewSummary)
 	if err := api.NewClient(cfg.Agent.APISocket).Do(ctx, "GET", route, &st); err == nil && st.Cluster != nil {
 		for _, v := range st.Cluster.VIPs {
-			if v.Held {
-				held[netip.MustParseAddr(v.VIP)] = true
+			if a, err := netip.ParseAddr(v.VIP); err == nil && v.Held {
+				held = append(held, a)
 			}
 		}
 	}
-	return func(v netip.Addr) bool { return held[v] }, nil
+	return held
 }
