@@ -148,15 +148,22 @@ type planChange struct {
 // planKernel opens the host's kernel adapters for plan; tests put fakes in.
 var planKernel = openKernel
 
+// onHost loads the configuration as on this host and opens its kernel, as
+// plan and snapshot read them.
+func onHost(ctx context.Context, e *env) (*agent.LoadedConfig, agent.Kernel, error) {
+	cfg, err := agent.LoadConfigOnHost(e.config, admitOnHost(ctx))
+	if err != nil {
+		return nil, agent.Kernel{}, err
+	}
+	k, err := planKernel()
+	return cfg, k, err
+}
+
 func plan(ctx context.Context, e *env) error {
 	if from := e.value("from"); from != "" {
 		return planFrom(ctx, e, from)
 	}
-	cfg, err := agent.LoadConfigOnHost(e.config, admitOnHost(ctx))
-	if err != nil {
-		return err
-	}
-	k, err := planKernel()
+	cfg, k, err := onHost(ctx, e)
 	if err != nil {
 		return err
 	}

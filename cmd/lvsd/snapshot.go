@@ -23,11 +23,7 @@ func init() {
 }
 
 func snapshot(ctx context.Context, e *env) error {
-	cfg, err := agent.LoadConfigOnHost(e.config, admitOnHost(ctx))
-	if err != nil {
-		return err
-	}
-	k, err := planKernel()
+	cfg, k, err := onHost(ctx, e)
 	if err != nil {
 		return err
 	}
