@@ -240,6 +240,10 @@ func authHint(msg string) string {
 	case strings.Contains(m, "decrypt"), strings.Contains(m, "remote state is encrypted"),
 		strings.Contains(m, "encryption is configured but remote state is not encrypted"):
 		return "the other directors use another key (compare key_file, insecure)"
+	case strings.Contains(m, `unacceptable label ""`), strings.Contains(m, "remove the stream label header"):
+		// No label at all: a director without cluster.label, or not a
+		// director (junk sent to the port).
+		return "a sender without this cluster's label: a director without cluster.label, or not a director at all (cluster.allow_from limits who may send)"
 	case strings.Contains(m, "label"):
 		return "the other directors use another cluster label"
 	}

@@ -126,3 +126,19 @@ func TestOtherLinesAreLimitedWhateverTheSender(t *testing.T) {
 		t.Errorf("%d lines from 3000 senders of one message, want 1", got)
 	}
 }
+
+// authHint names the likely cause of memberlist's refusals: another key,
+// another label, or no label at all (junk, or a director without one).
+func TestAuthHint(t *testing.T) {
+	for _, tc := range []struct{ msg, want string }{
+		{"[ERR] memberlist: failed to decrypt packet from=10.0.0.9:7946", "another key"},
+		{`[ERR] memberlist: discarding packet with unacceptable label "lab": from=10.0.0.9:7946`, "another cluster label"},
+		{`[ERR] memberlist: discarding packet with unacceptable label "": from=203.0.113.7:4000`, "not a director at all"},
+		{"[ERR] memberlist: failed to receive and remove the stream label header: EOF from=203.0.113.7:4000", "not a director at all"},
+		{"[WARN] memberlist: Was able to connect to d2 over TCP but UDP probes failed", ""},
+	} {
+		if got := authHint(tc.msg); (tc.want == "") != (got == "") || !strings.Contains(got, tc.want) {
+			t.Errorf("authHint(%q) = %q, want one with %q", tc.msg, got, tc.want)
+		}
+	}
+}
