@@ -10,6 +10,7 @@ import (
 	"math/rand/v2"
 	"net/netip"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"strconv"
 	"strings"
@@ -52,8 +53,8 @@ const (
 // ESTABLISHED IPVS connections) from 22,000 source addresses over
 // ctFloodFor, with nf_conntrack_max at 16,384 and peer_conntrack_share at 10 %. Each director's table keeps
 // its own flows plus at most peer_conntrack_share of the table for
-// the others', so it never fills (the kernel drops no packet for a full
-// table): new connections to both services keep succeeding through every
+// the others', so it never fills (the kernel logs no "table full" and
+// drops no entry early): new connections to both services keep succeeding through every
 // director (95 % at least), BGP and the cluster stay up, and the directors count the
 // records they refused. Without the budget the others' entries, assured
 // and kept for the records' 300 s, fill the table within the flood.
@@ -79,6 +80,7 @@ func TestConntrackFlood(t *testing.T) {
 	// lvsd reads the table size every 5 s.
 	time.Sleep(6 * time.Second)
 
+	tableFullBefore := kernelLogLines(t, "nf_conntrack: table full")
 	probes := startFloodProbes(t, tp.Client())
 	watch := startFloodWatch(t, l)
 	start := time.Now()
@@ -93,16 +95,23 @@ func TestConntrackFlood(t *testing.T) {
 	probes.close()
 	watch.close()
 
+	// The kernel says "table full, dropping packet" when it drops one for a
+	// full table (any namespace); its drop counter also counts other
+	// failures (two packets of one new UDP flow racing to confirm it), so
+	// that is reported, not asserted.
+	if n := kernelLogLines(t, "nf_conntrack: table full") - tableFullBefore; n > 0 {
+		t.Errorf("the kernel logged %d times that a conntrack table was full", n)
+	}
 	for _, d := range tp.Directors() {
 		peak := watch.peak[d.ID]
 		drop, early := conntrackDrops(t, d)
-		t.Logf("%s: nf_conntrack_count peaked at %d of %d (every 5 s: %s); packets dropped for a full table %d, entries dropped early %d",
+		t.Logf("%s: nf_conntrack_count peaked at %d of %d (every 5 s: %s); packets dropped by conntrack %d, entries dropped early %d",
 			d.ID, peak, floodConntrackMax, watch.timeline(d.ID), drop, early)
 		if c, ok := watch.census[d.ID]; ok {
 			t.Logf("%s: entries by kind %s", d.ID, c)
 		}
-		if peak >= floodConntrackMax || drop > 0 {
-			t.Errorf("%s: nf_conntrack_count reached %d of %d, %d packets dropped for a full table", d.ID, peak, floodConntrackMax, drop)
+		if peak >= floodConntrackMax || early > 0 {
+			t.Errorf("%s: nf_conntrack_count reached %d of %d, %d entries dropped early to make room", d.ID, peak, floodConntrackMax, early)
 		}
 	}
 	if watch.fewestPaths < 3 {
@@ -160,6 +169,16 @@ func setConntrackMax(t *testing.T, n int) {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { _ = os.WriteFile(path, old, 0o644) })
+}
+
+// kernelLogLines counts the lines of the kernel's log that contain text.
+func kernelLogLines(t *testing.T, text string) int {
+	t.Helper()
+	out, err := exec.Command("dmesg").Output()
+	if err != nil {
+		t.Fatalf("dmesg: %v", err)
+	}
+	return strings.Count(string(out), text)
 }
 
 // conntrackDrops sums the kernel's per-CPU conntrack statistics in h's
