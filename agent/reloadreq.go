@@ -26,9 +26,6 @@ type ReloadOutcome struct {
 // applied.
 type reloadRequest struct{ reply chan ReloadOutcome }
 
-// errStopped answers a request that reached an agent no longer running.
-var errStopped = errors.New("the agent is stopping")
-
 // RequestReload reads the configuration again and applies it, as SIGHUP
 // does, and returns what that did once the kernel has it: `lvsd reload`,
 // and so `systemctl reload`, fail when the configuration is rejected or a
@@ -39,7 +36,7 @@ func (a *Agent) RequestReload(ctx context.Context) (ReloadOutcome, error) {
 	select {
 	case a.reloads <- req:
 	case <-a.stopped:
-		return ReloadOutcome{}, errStopped
+		return ReloadOutcome{}, ErrStopping
 	case <-ctx.Done():
 		return ReloadOutcome{}, ctx.Err()
 	}

@@ -378,19 +378,33 @@ func (a *Agent) setDrained(drain bool) error {
 
 // request hands a drain or undrain to Run and waits for its answer.
 func (a *Agent) request(ctx context.Context, drain bool) error {
-	req := drainRequest{drain: drain, reply: make(chan error, 1)}
+	reply := make(chan error, 1)
+	err, handErr := handOff(ctx, a, a.requests, drainRequest{drain: drain, reply: reply}, reply)
+	if handErr != nil {
+		return handErr
+	}
+	return err
+}
+
+// errStopping answers a request that reached an agent no longer running.
+var errStopping = errors.New("the agent is stopping")
+
+// handOff sends req to Run on requests and waits for its answer on reply;
+// the error says why there is none (the agent stopped, ctx ended).
+func handOff[Q, R any](ctx context.Context, a *Agent, requests chan<- Q, req Q, reply <-chan R) (R, error) {
+	var none R
 	select {
-	case a.requests <- req:
+	case requests <- req:
 	case <-a.stopping:
-		return errors.New("the agent is stopping")
+		return none, errStopping
 	case <-ctx.Done():
-		return ctx.Err()
+		return none, ctx.Err()
 	}
 	select {
-	case err := <-req.reply:
-		return err
+	case r := <-reply:
+		return r, nil
 	case <-ctx.Done():
-		return ctx.Err()
+		return none, ctx.Err()
 	}
 }
 

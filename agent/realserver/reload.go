@@ -2,7 +2,6 @@ package realserver
 
 import (
 	"context"
-	"errors"
 
 	"github.com/lvsd/lvsd/agent/api"
 )
@@ -22,17 +21,5 @@ func (a *Agent) reloadAndApply(ctx context.Context) api.ReloadResult {
 // requestReload asks Run to reload and apply, and waits for the result.
 func (a *Agent) requestReload(ctx context.Context) (api.ReloadResult, error) {
 	reply := make(chan api.ReloadResult, 1)
-	select {
-	case a.reloads <- reply:
-	case <-a.stopping:
-		return api.ReloadResult{}, errors.New("the agent is stopping")
-	case <-ctx.Done():
-		return api.ReloadResult{}, ctx.Err()
-	}
-	select {
-	case r := <-reply:
-		return r, nil
-	case <-ctx.Done():
-		return api.ReloadResult{}, ctx.Err()
-	}
+	return handOff(ctx, a, a.reloads, reply, reply)
 }
