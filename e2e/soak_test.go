@@ -34,7 +34,7 @@ import (
 // ERROR line outside a fault's window.
 //
 // `make test` runs it for 90 s of faults on schedule 1 (the Makefile's
-// SOAK_SHORT, SOAK_SEED); `make soak DURATION=2h` runs it long; without
+// SOAK_SHORT, SOAK_SEED); `make soak DURATION=2h` runs it for two hours; without
 // LVSD_SOAK_DURATION it runs 3 minutes. LVSD_SOAK_SEED replays a schedule: a failed
 // run prints its seed. The report goes to soak-report.txt in the output
 // folder.
@@ -72,7 +72,7 @@ func TestSoak(t *testing.T) {
 			t.Logf("replay with LVSD_SOAK_SEED=%d LVSD_SOAK_DURATION=%v", seed, duration)
 		}
 	}()
-	s.run(schedule, rep)
+	s.run(schedule, duration, rep)
 	rep.check(t)
 }
 
@@ -201,7 +201,12 @@ func (s *soak) ipvsServices() int {
 
 // run plays the schedule: each fault, then a settle and the checks of a
 // settled cluster; the connections live through all of it.
-func (s *soak) run(schedule []soakFault, rep *soakReport) {
+// run injects the schedule's faults until duration has passed: the
+// schedule's times are the earliest at which each fault starts, and settling
+// after a fault pushes the rest later, so a run lasts duration (plus the
+// last fault and its settling) and injects the schedule's first faults
+// only — the same ones for the same seed.
+func (s *soak) run(schedule []soakFault, duration time.Duration, rep *soakReport) {
 	begin := time.Now()
 	extend := time.NewTicker(20 * time.Second)
 	defer extend.Stop()
@@ -212,6 +217,9 @@ func (s *soak) run(schedule []soakFault, rep *soakReport) {
 	defer stopWatch()
 	for i := range schedule {
 		f := &schedule[i]
+		if time.Since(begin) >= duration {
+			break
+		}
 		for wait := time.Until(begin.Add(f.at)); wait > 0; wait = time.Until(begin.Add(f.at)) {
 			select {
 			case <-extend.C:
