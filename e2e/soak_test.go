@@ -238,6 +238,9 @@ func (s *soak) run(schedule []soakFault, duration time.Duration, rep *soakReport
 		f.end = time.Now()
 		f.settled = s.settle(f, rep)
 		rep.faults = append(rep.faults, *f)
+		// Progress as it happens: a run that stops early (killed, stuck)
+		// still says how far it got.
+		s.t.Logf("%v: %s, settled after %v", f.start.Sub(begin).Round(time.Second), f, f.settled.Sub(f.end).Round(100*time.Millisecond))
 		if s.t.Failed() {
 			break
 		}
