@@ -240,7 +240,11 @@ func (s *soak) run(schedule []soakFault, duration time.Duration, rep *soakReport
 		rep.faults = append(rep.faults, *f)
 		// Progress as it happens: a run that stops early (killed, stuck)
 		// still says how far it got.
-		s.t.Logf("%v: %s, settled after %v", f.start.Sub(begin).Round(time.Second), f, f.settled.Sub(f.end).Round(100*time.Millisecond))
+		settled := "did not settle"
+		if !f.settled.IsZero() {
+			settled = fmt.Sprintf("settled after %v", f.settled.Sub(f.end).Round(100*time.Millisecond))
+		}
+		s.t.Logf("%v: %s, %s", f.start.Sub(begin).Round(time.Second), f, settled)
 		if s.t.Failed() {
 			break
 		}
