@@ -80,7 +80,9 @@ type Record struct {
 }
 
 // Key is the record's place in the order of the merge rule.
-func (r *Record) Key() Stamp { return Stamp{Version: r.Version, Publisher: r.Publisher, Deleted: r.Deleted} }
+func (r *Record) Key() Stamp {
+	return Stamp{Version: r.Version, Publisher: r.Publisher, Deleted: r.Deleted}
+}
 
 // Stamp is what an inventory says of a record.
 type Stamp struct {
