@@ -108,6 +108,7 @@ func (s *Syncer) apply(name string) {
 		if ours {
 			err := errors.Join(os.Remove(link), os.Remove(s.managedPath(name)))
 			s.log.Info("config sync: removed a withdrawn file", "file", name, "err", err)
+			s.requestReload()
 		}
 		return
 	}
@@ -154,6 +155,7 @@ func (s *Syncer) apply(name string) {
 		return
 	}
 	s.log.Info("config sync: wrote a received file", "file", link, "publisher", r.Publisher, "version", r.Version)
+	s.requestReload()
 }
 
 // writeAtomic writes data to path through a temporary file in the same

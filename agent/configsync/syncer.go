@@ -16,6 +16,7 @@ import (
 	"log/slog"
 	"slices"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/fsnotify/fsnotify"
@@ -84,8 +85,40 @@ type Syncer struct {
 	ctx       context.Context
 	wg        sync.WaitGroup
 
+	// reload asks the agent to read the services directory now, so a
+	// received file is in force within a second, not after the agent's
+	// own watch has let it settle for a check (SetReload).
+	reload    atomic.Pointer[func(context.Context)]
+	reloadReq chan struct{}
+
 	mu     sync.Mutex // guards status
 	status Status
+}
+
+// SetReload gives the syncer the agent's reload request, called (on a
+// goroutine of its own, never two at once) after it changed the services
+// directory.
+func (s *Syncer) SetReload(f func(context.Context)) { s.reload.Store(&f) }
+
+// requestReload asks for a reload; requests while one runs make one more.
+func (s *Syncer) requestReload() {
+	select {
+	case s.reloadReq <- struct{}{}:
+	default:
+	}
+}
+
+func (s *Syncer) reloader(ctx context.Context) {
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-s.reloadReq:
+			if f := s.reload.Load(); f != nil {
+				(*f)(ctx)
+			}
+		}
+	}
 }
 
 // Status is what config sync reports.
@@ -121,7 +154,7 @@ func New(cfg Config) (*Syncer, error) {
 	}
 	return &Syncer{cfg: cfg, log: cfg.Log.With("part", "config-sync"), store: configsync.NewStore(cfg.Sources),
 		publishes: slices.Contains(cfg.Sources, cfg.Node), inbox: make(chan []byte, inboxSize),
-		local: map[string]localFile{}, senders: map[string]chan []byte{}, lastInv: map[string]time.Time{},
+		local: map[string]localFile{}, reloadReq: make(chan struct{}, 1), senders: map[string]chan []byte{}, lastInv: map[string]time.Time{},
 		status: Status{Refused: map[string]string{}, Conflicts: map[string]string{}}}, nil
 }
 
@@ -166,6 +199,7 @@ func (s *Syncer) Run(ctx context.Context) error {
 	if err := w.Add(s.cfg.Dir); err != nil {
 		return fmt.Errorf("config sync: watching %s: %w", s.cfg.Dir, err)
 	}
+	s.wg.Go(func() { s.reloader(ctx) })
 	s.loadKept()
 	s.scan()
 	s.log.Info("config sync running", "publishes", s.publishes, "sources", s.cfg.Sources, "records", s.store.Len())

@@ -12,6 +12,7 @@ import (
 	"path/filepath"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -143,7 +144,9 @@ func gone(dir, name string) func() (bool, string) {
 }
 
 func TestSyncPublishesChangesAndRemovals(t *testing.T) {
-	_, dirs := startDirectors(t, []string{"a"}, "a", "b", "c")
+	nw, dirs := startDirectors(t, []string{"a"}, "a", "b", "c")
+	var reloads atomic.Int32
+	nw.syncers["b"].SetReload(func(context.Context) { reloads.Add(1) })
 	write(t, filepath.Join(dirs["a"], "web.yaml"), goodService)
 	for _, n := range []string{"b", "c"} {
 		eventually(t, n+" gets web.yaml", hasFile(dirs[n], "web.yaml", goodService))
@@ -162,6 +165,11 @@ func TestSyncPublishesChangesAndRemovals(t *testing.T) {
 	for _, n := range []string{"b", "c"} {
 		eventually(t, n+" drops web.yaml", gone(dirs[n], "web.yaml"))
 	}
+	// Each write and the removal asked b's agent to reload at once.
+	eventually(t, "b asks for reloads", func() (bool, string) {
+		n := reloads.Load()
+		return n >= 2, fmt.Sprint(n, " reloads")
+	})
 }
 
 func TestSyncRefusesBadFileWithPublishersPlace(t *testing.T) {

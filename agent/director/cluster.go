@@ -105,7 +105,7 @@ func startMember(ctx context.Context, o Options, k *agent.Kernel, bgCtx context.
 		k.Relay = relay
 	}
 	if c.ConfigSync {
-		if _, err = startConfigSync(runCtx, cfg.Agent, node, cc.Identity, &runs, log); err != nil {
+		if m.config, err = startConfigSync(runCtx, cfg.Agent, node, cc.Identity, &runs, log); err != nil {
 			m.leave(log, nil)
 			return member{}, fmt.Errorf("config sync: %w", err)
 		}
