@@ -59,6 +59,9 @@ const (
 	// it is scanned: an editor's truncate-then-write is not published half
 	// way.
 	settle = 100 * time.Millisecond
+	// settleCreate is the wait after a file appeared or went, for a write
+	// that follows its creation.
+	settleCreate = 10 * time.Millisecond
 	// inboxSize bounds the messages waiting for the loop; past it they are
 	// dropped (the digests repair what is lost).
 	inboxSize = 256
@@ -209,6 +212,7 @@ func (s *Syncer) Run(ctx context.Context) error {
 	defer rescan.Stop()
 	settled := time.NewTimer(time.Hour)
 	settled.Stop()
+	writing := false // a write came since the last scan: let it settle
 	for {
 		select {
 		case <-ctx.Done():
@@ -216,13 +220,23 @@ func (s *Syncer) Run(ctx context.Context) error {
 		case msg := <-s.inbox:
 			s.receive(msg)
 		case ev := <-w.Events:
-			if s.isLocalEvent(ev) {
+			switch {
+			case !s.isLocalEvent(ev):
+			case ev.Has(fsnotify.Write) || ev.Has(fsnotify.Chmod):
+				writing = true
 				settled.Reset(settle)
+			case !writing:
+				// A file renamed into place (as tools that write
+				// atomically do), or gone, is complete: publish it
+				// unless a write follows at once (created, then
+				// written).
+				settled.Reset(settleCreate)
 			}
 		case err := <-w.Errors:
 			s.log.Warn("config sync: watching the services directory", "err", err)
 			settled.Reset(settle)
 		case <-settled.C:
+			writing = false
 			s.scan()
 		case <-rescan.C:
 			s.scan()
@@ -314,11 +328,11 @@ func (s *Syncer) take(r *configsync.Record, fromPeer bool) bool {
 	} else if out == configsync.Kept {
 		s.setConflict(r.Name, "")
 	}
-	s.keep(r)
 	if fromPeer {
 		s.log.Info("config sync: record received", "file", r.Name, "publisher", r.Publisher, "version", r.Version, "deleted", r.Deleted)
 	}
-	s.apply(r.Name)
+	s.apply(r.Name) // first: a received file is on the way to the kernel while the record is kept
+	s.keep(r)
 	return true
 }
 
