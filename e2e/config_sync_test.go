@@ -77,6 +77,9 @@ func TestConfigSync(t *testing.T) {
 			t.Errorf("%s: services.d/fresh.yaml is not the link to the managed file: %q, %v", l.host.ID, to, err)
 		}
 	}
+	// director1 applies its own file by its watch (once it stayed the
+	// same for a check), as without config sync.
+	a.waitLog(marks[0], 15*time.Second, "msg=applied", "op=add-service", fresh.String())
 	reachWithin(t, tp.Client(), fresh, 20*time.Second)
 
 	// 2. A file with an error is refused on all three, with the
