@@ -4,7 +4,10 @@ package e2e
 
 import (
 	"context"
+	"encoding/json"
 	"fmt"
+	"net"
+	"net/http"
 	"net/netip"
 	"os"
 	"path/filepath"
@@ -95,6 +98,9 @@ func TestConfigSync(t *testing.T) {
 		if _, err := os.Lstat(filepath.Join(services(l), "bad.yaml")); err == nil {
 			t.Errorf("%s wrote the refused bad.yaml", l.host.ID)
 		}
+		if st := configSyncStatus(t, l.host); !strings.Contains(st.Refused["bad.yaml"], "bad.yaml:2:6: service \"bad\": vip") {
+			t.Errorf("%s's config sync status does not name bad.yaml as refused: %+v", l.host.ID, st)
+		}
 	}
 
 	// 3. Deleting them on director1 removes the service everywhere (its
@@ -124,6 +130,12 @@ func TestConfigSync(t *testing.T) {
 	c.waitLog(marks[2], 10*time.Second, "msg=applied", "op=add-service", shared.String())
 	b.waitLog(marks[1], 10*time.Second, "config sync: a local file overrides a publication", "shared.yaml", "publisher="+src)
 	time.Sleep(time.Second) // a wrong reload on director2 would come now
+	if st := configSyncStatus(t, b.host); !strings.Contains(st.Conflicts["shared.yaml"], "local file") {
+		t.Errorf("director2's config sync status does not report the conflict over shared.yaml: %+v", st)
+	}
+	if st := configSyncStatus(t, c.host); st.Records != configSyncStatus(t, a.host).Records || len(st.Conflicts) != 0 {
+		t.Errorf("director3's config sync status: %+v, want director1's records and no conflict", st)
+	}
 	if got, err := os.ReadFile(filepath.Join(services(b), "shared.yaml")); err != nil || string(got) != local {
 		t.Errorf("director2's own shared.yaml changed: %q, %v", got, err)
 	}
@@ -156,4 +168,34 @@ func reachWithin(t *testing.T, client *topo.Host, vip netip.Addr, timeout time.D
 		}
 		time.Sleep(200 * time.Millisecond)
 	}
+}
+
+// syncStatus is the local API's answer on /v1/config-sync.
+type syncStatus struct {
+	Records   int               `json:"records"`
+	Digest    string            `json:"digest"`
+	Refused   map[string]string `json:"refused"`
+	Conflicts map[string]string `json:"conflicts"`
+}
+
+func configSyncStatus(t *testing.T, host *topo.Host) syncStatus {
+	t.Helper()
+	socket := "/run/lvsd-e2e/" + host.Name + ".sock"
+	client := &http.Client{Timeout: 10 * time.Second, Transport: &http.Transport{
+		DialContext: func(ctx context.Context, _, _ string) (net.Conn, error) {
+			return (&net.Dialer{}).DialContext(ctx, "unix", socket)
+		}}}
+	resp, err := client.Get("http://lvsd/v1/config-sync")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	var st syncStatus
+	if resp.StatusCode != http.StatusOK {
+		t.Fatalf("%s: /v1/config-sync: %s", host.ID, resp.Status)
+	}
+	if err := json.NewDecoder(resp.Body).Decode(&st); err != nil {
+		t.Fatal(err)
+	}
+	return st
 }

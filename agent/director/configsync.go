@@ -4,8 +4,10 @@ import (
 	"context"
 	"errors"
 	"log/slog"
+	"net/http"
 	"sync"
 
+	"github.com/lvsd/lvsd/agent/api"
 	"github.com/lvsd/lvsd/agent/config"
 	"github.com/lvsd/lvsd/agent/configsync"
 	"github.com/lvsd/lvsd/cluster"
@@ -40,4 +42,29 @@ func startConfigSync(ctx context.Context, a *config.Agent, node Node, keys *iden
 		}
 	})
 	return s, nil
+}
+
+// RouteConfigSync answers config sync's status (GET): the records kept,
+// their digest, the files refused and the conflicts.
+const RouteConfigSync = "/v1/config-sync"
+
+// ConfigSyncStatus is RouteConfigSync's answer.
+type ConfigSyncStatus struct {
+	Schema int    `json:"schema"`
+	Node   string `json:"node"`
+	configsync.Status
+}
+
+// serveConfigSync adds RouteConfigSync to the local API when config sync
+// runs.
+func serveConfigSync(h http.Handler, s *configsync.Syncer, node string) http.Handler {
+	if s == nil {
+		return h
+	}
+	mux := http.NewServeMux()
+	mux.Handle("/", h)
+	mux.HandleFunc("GET "+RouteConfigSync, func(w http.ResponseWriter, _ *http.Request) {
+		api.WriteJSON(w, ConfigSyncStatus{Schema: api.SchemaVersion, Node: node, Status: s.Status()})
+	})
+	return mux
 }

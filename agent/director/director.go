@@ -223,7 +223,7 @@ func serve(ctx context.Context, wg *sync.WaitGroup, cfg *agent.LoadedConfig, a *
 	if err != nil {
 		return fmt.Errorf("local API socket: %w", err)
 	}
-	h := serveRestartHold(v.APIHandler(), m, cfg.Agent.Node, cfg.Agent.StateDir)
+	h := serveConfigSync(serveRestartHold(v.APIHandler(), m, cfg.Agent.Node, cfg.Agent.StateDir), m.config, cfg.Agent.Node)
 	wg.Go(func() {
 		if err := api.Serve(ctx, l, api.WithProfiling(h)); err != nil {
 			log.Error("local API stopped", "socket", cfg.Agent.APISocket, "err", err)
