@@ -114,11 +114,14 @@ func (s *Syncer) apply(name string) {
 	}
 	if exists && !ours {
 		if lf, ok := s.local[name]; !ok || !bytes.Equal(lf.data, r.Data) {
-			s.setConflict(name, "a local file of this director overrides "+r.Publisher+"'s publication; it is left as it is")
+			s.setConflict(name, localWins+r.Publisher+"'s publication; it is left as it is")
 			s.log.Warn("config sync: a local file overrides a publication; it is left as it is", "file", link, "publisher", r.Publisher)
+		} else {
+			s.clearLocalConflict(name)
 		}
 		return
 	}
+	s.clearLocalConflict(name)
 	var problems config.List
 	config.ParseServices(r.Publisher+":"+r.Path, r.Data, &problems, s.cfg.LaxModes)
 	if len(problems) > 0 {
@@ -156,6 +159,19 @@ func (s *Syncer) apply(name string) {
 	}
 	s.log.Info("config sync: wrote a received file", "file", link, "publisher", r.Publisher, "version", r.Version)
 	s.requestReload()
+}
+
+// localWins starts the conflict of a local file over a publication.
+const localWins = "a local file of this director overrides "
+
+// clearLocalConflict drops the conflict of a local file over name's
+// publication, which is no more; one between publishers stays.
+func (s *Syncer) clearLocalConflict(name string) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if strings.HasPrefix(s.status.Conflicts[name], localWins) {
+		delete(s.status.Conflicts, name)
+	}
 }
 
 // writeAtomic writes data to path through a temporary file in the same

@@ -77,11 +77,13 @@ func startDirectors(t *testing.T, sources []string, names ...string) (*net, map[
 	}
 	nw := &net{syncers: map[string]*Syncer{}, cut: map[string]bool{}}
 	paths := map[string]string{}
+	for _, n := range names {
+		paths[n] = t.TempDir() // before the cleanup below, which must run first
+	}
 	ctx, cancel := context.WithCancel(context.Background())
 	var wg sync.WaitGroup
 	t.Cleanup(func() { cancel(); wg.Wait() })
 	for _, n := range names {
-		paths[n] = t.TempDir()
 		s, err := New(Config{Node: n, Dir: paths[n], Sources: sources, Keys: &identity.Keys{Private: privs[n], Directors: dirs},
 			Transport: netEnd{nw, n}, LaxModes: true, DigestInterval: 50 * time.Millisecond, ScanInterval: time.Hour,
 			Log: slog.New(slog.NewTextHandler(io.Discard, nil))})
@@ -201,6 +203,16 @@ func TestSyncLeavesLocalFileAlone(t *testing.T) {
 	if got, _ := os.ReadFile(filepath.Join(dirs["b"], "web.yaml")); string(got) != local {
 		t.Errorf("b's own web.yaml was changed to %q", got)
 	}
+	// The operator removes the local copy: the publication takes its
+	// place, and the conflict is over.
+	if err := os.Remove(filepath.Join(dirs["b"], "web.yaml")); err != nil {
+		t.Fatal(err)
+	}
+	eventually(t, "b takes a's web.yaml", hasFile(dirs["b"], "web.yaml", goodService))
+	eventually(t, "b's conflict is over", func() (bool, string) {
+		c, ok := nw.syncers["b"].Status().Conflicts["web.yaml"]
+		return !ok, c
+	})
 }
 
 // A director cut off while a file is published and removed catches up
