@@ -3,7 +3,6 @@ package cluster
 import (
 	"errors"
 	"fmt"
-	"maps"
 	"net"
 	"slices"
 	"strconv"
@@ -97,7 +96,7 @@ func (n *Node) configPeerAddr(member string) (string, error) {
 	p, ok := n.syncPeers[member]
 	n.mu.Unlock()
 	if !ok || p.version < hbVersion {
-		return "", fmt.Errorf("%s: %w (of %v)", member, errNotHeard, slices.Sorted(maps.Keys(n.syncPeers)))
+		return "", fmt.Errorf("%s: %w", member, errNotHeard)
 	}
 	return p.addr, nil
 }
