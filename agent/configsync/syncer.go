@@ -85,6 +85,7 @@ type Syncer struct {
 	local     map[string]localFile // the operator's service files, by name
 	senders   map[string]chan []byte
 	lastInv   map[string]time.Time // when an inventory last went to each peer
+	lastReply map[string]time.Time // when an inventory of each peer was last answered
 	ctx       context.Context
 	wg        sync.WaitGroup
 
@@ -157,7 +158,7 @@ func New(cfg Config) (*Syncer, error) {
 	}
 	return &Syncer{cfg: cfg, log: cfg.Log.With("part", "config-sync"), store: configsync.NewStore(cfg.Sources),
 		publishes: slices.Contains(cfg.Sources, cfg.Node), inbox: make(chan []byte, inboxSize),
-		local: map[string]localFile{}, reloadReq: make(chan struct{}, 1), senders: map[string]chan []byte{}, lastInv: map[string]time.Time{},
+		local: map[string]localFile{}, reloadReq: make(chan struct{}, 1), senders: map[string]chan []byte{}, lastInv: map[string]time.Time{}, lastReply: map[string]time.Time{},
 		status: Status{Refused: map[string]string{}, Conflicts: map[string]string{}}}, nil
 }
 
@@ -304,6 +305,12 @@ func (s *Syncer) receive(msg []byte) {
 		if m.Inventory.Sender == s.cfg.Node {
 			return
 		}
+		// What an inventory makes this director send is bounded by how
+		// often it answers one: a peer asks once a digest interval.
+		if time.Since(s.lastReply[m.Inventory.Sender]) < s.cfg.DigestInterval/2 {
+			return
+		}
+		s.lastReply[m.Inventory.Sender] = time.Now()
 		for _, r := range s.store.Newer(*m.Inventory) {
 			s.send(m.Inventory.Sender, r.Wire)
 		}

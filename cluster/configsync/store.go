@@ -16,6 +16,7 @@ import (
 type Store struct {
 	sources map[string]bool
 	records map[string]*Record
+	bytes   int // of the records' data
 }
 
 // NewStore keeps the records of the directors named in sources (the
@@ -54,6 +55,14 @@ func (s *Store) Accept(r *Record) (Outcome, *Record, error) {
 	if old == nil && len(s.records) >= MaxFiles {
 		return Stale, nil, fmt.Errorf("%d files kept already, the most config sync distributes: %s from %s is refused", MaxFiles, r.Name, r.Publisher)
 	}
+	grown := s.bytes + len(r.Data)
+	if old != nil {
+		grown -= len(old.Data)
+	}
+	if grown > MaxBytes {
+		return Stale, nil, fmt.Errorf("%s from %s would make the files kept larger than %d bytes, the most config sync distributes", r.Name, r.Publisher, MaxBytes)
+	}
+	s.bytes = grown
 	s.records[r.Name] = r
 	if old != nil && old.Publisher != r.Publisher {
 		return Replaced, old, nil

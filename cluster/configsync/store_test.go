@@ -1,6 +1,7 @@
 package configsync
 
 import (
+	"fmt"
 	"math/rand/v2"
 	"testing"
 )
@@ -90,5 +91,27 @@ func TestStoreNewerThanInventory(t *testing.T) {
 	}
 	if len(names) != 2 || names[0] != "a.yaml" || names[1] != "c.yaml" {
 		t.Errorf("Newer = %v, want [a.yaml c.yaml]", names)
+	}
+}
+
+func TestStoreBoundsTheBytesKept(t *testing.T) {
+	s := NewStore([]string{"dir1"})
+	big := make([]byte, MaxData)
+	n := 0
+	for i := 0; ; i++ {
+		r := rec(fmt.Sprintf("f%d.yaml", i), "dir1", 1, false)
+		r.Data = big
+		if _, _, err := s.Accept(r); err != nil {
+			break
+		}
+		n++
+	}
+	if n != MaxBytes/MaxData {
+		t.Errorf("kept %d files of %d bytes, want %d", n, MaxData, MaxBytes/MaxData)
+	}
+	// Replacing a file by a smaller one is always possible.
+	small := rec("f0.yaml", "dir1", 2, false)
+	if out, _, err := s.Accept(small); err != nil || out != Kept {
+		t.Errorf("replacing a file: %v, %v", out, err)
 	}
 }

@@ -54,6 +54,9 @@ const (
 	// MaxFiles bounds the records a director keeps, tombstones included,
 	// and so an inventory.
 	MaxFiles = 4096
+	// MaxBytes bounds the data of all records kept together: what a
+	// director holds in memory for config sync.
+	MaxBytes = 64 << 20
 	// MaxName is the longest file name and MaxPath the longest path.
 	MaxName = 255
 	MaxPath = 4096
