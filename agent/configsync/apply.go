@@ -32,10 +32,13 @@ func linkTarget(name string) string { return filepath.Join(ManagedDir, name) }
 // prepare makes the managed directory, readable by all, writable by root
 // alone (the loader's strict_modes check it like the services directory).
 func (s *Syncer) prepare() error {
-	if err := os.MkdirAll(filepath.Join(s.cfg.Dir, ManagedDir, recordsDir), 0o755); err != nil {
+	records := filepath.Join(s.cfg.Dir, ManagedDir, recordsDir)
+	if err := os.MkdirAll(records, 0o755); err != nil {
 		return err
 	}
-	return nil
+	// Whatever the umask: a group-writable directory would fail the
+	// loader's strict_modes.
+	return errors.Join(os.Chmod(filepath.Dir(records), 0o755), os.Chmod(records, 0o755))
 }
 
 // isManagedLink reports whether the entry name of the services directory
