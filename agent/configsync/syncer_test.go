@@ -259,3 +259,29 @@ func TestSyncReceiverDoesNotPublish(t *testing.T) {
 		return n == 1, fmt.Sprint(n, " records")
 	})
 }
+
+// Two sources publish the same file: every director keeps the later
+// one and says so; the earlier source keeps its own copy in force.
+func TestSyncTwoSourcesOneFile(t *testing.T) {
+	nw, dirs := startDirectors(t, []string{"a", "b"}, "a", "b", "c")
+	first := goodService
+	later := strings.Replace(goodService, "10.0.0.11", "10.0.0.12", 1)
+	write(t, filepath.Join(dirs["a"], "web.yaml"), first)
+	eventually(t, "c gets a's web.yaml", hasFile(dirs["c"], "web.yaml", first))
+	write(t, filepath.Join(dirs["b"], "web.yaml"), later) // a later modification time
+	eventually(t, "c takes b's later web.yaml", hasFile(dirs["c"], "web.yaml", later))
+	eventually(t, "c reports the two publishers", func() (bool, string) {
+		c := nw.syncers["c"].Status().Conflicts["web.yaml"]
+		return strings.Contains(c, "published by a and by b; b's"), c
+	})
+	eventually(t, "the digests agree", func() (bool, string) {
+		d := map[string]bool{}
+		for _, n := range []string{"a", "b", "c"} {
+			d[nw.syncers[n].Status().Digest] = true
+		}
+		return len(d) == 1, fmt.Sprint(d)
+	})
+	if got, _ := os.ReadFile(filepath.Join(dirs["a"], "web.yaml")); string(got) != first {
+		t.Errorf("a's own web.yaml was changed to %q", got)
+	}
+}
