@@ -72,6 +72,9 @@ func (d delegate) NotifyMsg(b []byte) {
 		}
 		return
 	}
+	if d.n.deliverConfig(b) {
+		return
+	}
 	hb, err := decodeHeartbeat(b)
 	if err != nil {
 		var v versionError

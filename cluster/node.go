@@ -182,7 +182,8 @@ type Node struct {
 	config      *ConfigDigest       // set by AdvertiseConfig, not yet seen by the loop
 	votes       Votes               // published by the loop (publishVotes)
 
-	sync atomic.Pointer[SyncReceiver]
+	sync       atomic.Pointer[SyncReceiver]
+	configSync atomic.Pointer[ConfigSyncReceiver] // SetConfigSync
 
 	auth          authority    // who may send connection records of which VIP (authority.go)
 	port          portStats    // what the cluster port refused

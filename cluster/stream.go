@@ -21,10 +21,11 @@ const (
 	// firstBytesTimeout is how long a stream may stay silent after it is
 	// accepted: a director writes as soon as it connects.
 	firstBytesTimeout = time.Second
-	// maxStreamBytes is what memberlist may read of one stream. lvsd sends
-	// no state of its own over streams: a push-pull carries each member's
-	// name, address and a few numbers, well under 200 bytes a member, so
-	// 1 MiB is thousands of directors.
+	// maxStreamBytes is what memberlist may read of one stream. A
+	// push-pull carries each member's name, address and a few numbers,
+	// well under 200 bytes a member, so 1 MiB is thousands of directors;
+	// the one state lvsd sends over streams, a configuration-sync record,
+	// is bounded below it (configsync.MaxData).
 	maxStreamBytes = 1 << 20
 )
 

@@ -87,6 +87,11 @@ type Cluster struct {
 	Nice int
 	// ConnSync carries IPVS connection state to the other directors.
 	ConnSync ConnSync
+	// ConfigSync distributes the services directory's files through the
+	// cluster (docs/cluster.md, "Configuration sync"); ConfigSources are
+	// the directors that may publish.
+	ConfigSync    bool
+	ConfigSources []string
 	// AllowFrom are the sources the cluster port admits (allow_from); nil:
 	// the default, Admitted.
 	AllowFrom []netip.Prefix
@@ -199,6 +204,8 @@ type rawCluster struct {
 	AddressLifetime   yamldoc.Text      `yaml:"address_lifetime"`
 	Nice              *int              `yaml:"nice" range:"-20-19"`
 	ConnSync          *rawConnSync      `yaml:"conn_sync"`
+	ConfigSync        bool              `yaml:"config_sync"`
+	ConfigSources     []string          `yaml:"config_sources"`
 	AllowFrom         []string          `yaml:"allow_from"`
 	RateLimit         *int              `yaml:"rate_limit" range:"0-10000000"`
 }
@@ -248,6 +255,7 @@ func (d *doc) cluster(role Role, raw *rawCluster, file, node string) *Cluster {
 	d.clusterSources(c, raw)
 	d.clusterKey(c, raw, file)
 	d.clusterIdentity(c, raw, file, node)
+	d.clusterConfigSync(c, raw)
 	d.clusterRanking(c, raw)
 	c.ConnSync = d.connSync(raw.ConnSync)
 	if c.FailureTimeout < 3*c.HeartbeatInterval {

@@ -104,6 +104,12 @@ func startMember(ctx context.Context, o Options, k *agent.Kernel, bgCtx context.
 		})
 		k.Relay = relay
 	}
+	if c.ConfigSync {
+		if m.config, err = startConfigSync(runCtx, cfg.Agent, node, cc.Identity, &runs, log); err != nil {
+			m.leave(log, nil)
+			return member{}, fmt.Errorf("config sync: %w", err)
+		}
+	}
 	leases.Keep = node.Healthy
 	runs.Go(func() { leases.Run(runCtx) })
 	return m, nil

@@ -17,6 +17,7 @@ import (
 
 	"github.com/lvsd/lvsd/agent"
 	"github.com/lvsd/lvsd/agent/api"
+	"github.com/lvsd/lvsd/agent/configsync"
 	"github.com/lvsd/lvsd/agent/health"
 	"github.com/lvsd/lvsd/agent/hooks"
 	"github.com/lvsd/lvsd/agent/metrics"
@@ -162,6 +163,9 @@ func Run(ctx context.Context, o Options) error {
 	}
 	opts.PeerFlows = m.peers
 	a := agent.New(opts)
+	if m.config != nil {
+		m.config.SetReload(func(ctx context.Context) { _, _ = a.RequestReload(ctx) })
+	}
 	if err := serve(bgCtx, &bg, cfg, a, m, events, o.Version, log); err != nil {
 		return fail(err)
 	}
@@ -186,8 +190,9 @@ type member struct {
 	node   Node
 	relay  Relay
 	leases *arp.Leased
-	peers  *agent.PeerFlows // under ECMP with connection sync: other directors' FULLNAT flows
-	stop   func()           // stops the relay and the leases once the cluster is left
+	peers  *agent.PeerFlows   // under ECMP with connection sync: other directors' FULLNAT flows
+	config *configsync.Syncer // cluster.config_sync
+	stop   func()             // stops the relay and the leases once the cluster is left
 }
 
 func (m member) vips() agent.VIPOwnership {
@@ -218,7 +223,7 @@ func serve(ctx context.Context, wg *sync.WaitGroup, cfg *agent.LoadedConfig, a *
 	if err != nil {
 		return fmt.Errorf("local API socket: %w", err)
 	}
-	h := serveRestartHold(v.APIHandler(), m, cfg.Agent.Node, cfg.Agent.StateDir)
+	h := serveConfigSync(serveRestartHold(v.APIHandler(), m, cfg.Agent.Node, cfg.Agent.StateDir), m.config, cfg.Agent.Node)
 	wg.Go(func() {
 		if err := api.Serve(ctx, l, api.WithProfiling(h)); err != nil {
 			log.Error("local API stopped", "socket", cfg.Agent.APISocket, "err", err)

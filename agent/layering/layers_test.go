@@ -62,7 +62,8 @@ var layers = []layer{
 	{pkg: "agent/hooks", mayUse: []string{"agent/metrics", "agent/program"}, mayNot3: kernelLibraries, mayNotReach: kernelLibraries},
 	{pkg: "agent/config/yamldoc", pure: true, mayNotReach: kernelOrSyscalls}, // a YAML file as strictly decoded documents, every problem at file:line:col; no schema
 	{pkg: "agent/config", mayUse: []string{"agent/config/yamldoc", "ipvs/l4", "agent/policy", "agent/hooks", "agent/program", "ipvs/spec", "cluster/settings", "cluster/bgp/route", "cluster/identity"}, mayNot3: kernelLibraries, mayNotReach: kernelLibraries},
-	{pkg: "agent/config/servicesdir", mayUse: []string{"agent/config", "agent/config/yamldoc", "agent/program", "ipvs/l4"}, mayNot3: kernelLibraries, mayNotReach: kernelLibraries}, // the services directory as one validated set, read again only where it changed
+	{pkg: "agent/config/servicesdir", mayUse: []string{"agent/config", "agent/config/yamldoc", "agent/program", "ipvs/l4"}, mayNot3: kernelLibraries, mayNotReach: kernelLibraries},           // the services directory as one validated set, read again only where it changed
+	{pkg: "agent/configsync", mayUse: []string{"agent/config", "agent/config/servicesdir", "cluster/configsync", "cluster/identity"}, mayNot3: kernelLibraries, mayNotReach: kernelLibraries}, // cluster.config_sync's side of the services directory; the node carries its messages
 	// `lvsd import`: another load balancer's configuration as lvsd's files,
 	// checked by the configuration package; no kernel (cmd reads the
 	// running IPVS table through ipvs and hands it over).
@@ -85,7 +86,7 @@ var layers = []layer{
 	{pkg: "agent/clidoc", mayUse: []string{"docs"}, mayNot3: kernelLibraries},
 	{pkg: "agent/realserver", mayUse: []string{"agent/apply", "agent/planner", "agent/config", "agent/api", "agent/statefile", "agent/metrics", "agent/sdnotify", "arp", "arp/sysctl", "nat"},
 		mayNot3: kernelLibraries},
-	{pkg: "agent/director", mayUse: []string{"agent", "agent/views", "agent/planner", "agent/config", "agent/health", "agent/hooks", "agent/api", "agent/sdnotify", "agent/metrics",
+	{pkg: "agent/director", mayUse: []string{"agent", "agent/views", "agent/planner", "agent/config", "agent/configsync", "agent/health", "agent/hooks", "agent/api", "agent/sdnotify", "agent/metrics",
 		"agent/statefile", "arp", "cluster/..."}, mayNot3: kernelLibraries,
 		testMayUse: []string{"ipvs", "nat", "arp/sysctl"}}, // the tests build the agent's Kernel from the kernel packages' fakes, as cmd/lvsd builds it from the real ones
 	{pkg: "cmd/...", mayUse: []string{"agent/...", "ipvs", "nat", "arp", "arp/sysctl", "cluster/...", "docs"}, mayNot3: append(slices.Clip(kernelLibraries), "golang.org/x/sys/unix")},
