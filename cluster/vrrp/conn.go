@@ -1,6 +1,7 @@
 package vrrp
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"net"
@@ -182,4 +183,25 @@ func primaryAddress(ifi *net.Interface, skip func(netip.Addr) bool, v6 bool) (ne
 		family = "IPv6 link-local address"
 	}
 	return netip.Addr{}, fmt.Errorf("vrrp: %s has no %s to send advertisements from", ifi.Name, family)
+}
+
+// Listen opens VRRP on ifname (IPv6 with v6, else IPv4 sending from an
+// address isVIP does not claim) and starts a router there until ctx ends
+// or its Stop.
+func Listen(ctx context.Context, ifname string, v6 bool, isVIP func(netip.Addr) bool, cfg Config) (*Router, error) {
+	var conn Conn
+	var err error
+	if v6 {
+		conn, err = ListenV6(ifname)
+	} else {
+		conn, err = ListenV4(ifname, isVIP)
+	}
+	if err != nil {
+		return nil, err
+	}
+	r, err := Start(ctx, cfg, conn)
+	if err != nil {
+		conn.Close()
+	}
+	return r, err
 }
