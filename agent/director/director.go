@@ -215,9 +215,9 @@ func (m member) vips() agent.VIPOwnership {
 // what runs for the cluster.
 func (m member) leave(log *slog.Logger, release func(context.Context) error) {
 	if m.vrrp != nil {
-		// Priority 0 first: the backup takes over within its skew time,
-		// while the addresses here go at once.
-		m.stop()
+		// The addresses go first, then priority 0 tells the backup to take
+		// over within its skew time: the VIP is never on both directors,
+		// at the cost of the time the removal takes.
 		if release != nil {
 			ctx, cancel := context.WithTimeout(context.Background(), leaveTimeout)
 			defer cancel()
@@ -225,6 +225,7 @@ func (m member) leave(log *slog.Logger, release func(context.Context) error) {
 				log.Error("removing the VIP addresses", "err", err)
 			}
 		}
+		m.stop()
 		return
 	}
 	if m.node == nil {

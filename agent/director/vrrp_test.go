@@ -48,8 +48,8 @@ func (r *fakeRouter) Stop(context.Context) error {
 }
 
 // In mode vrrp the director starts a virtual router instead of joining a
-// cluster, holds its VIP while master, and at its stop sends priority 0
-// before it removes the address.
+// cluster, holds its VIP while master, and at its stop removes the address
+// before it sends priority 0: never on both directors.
 func TestRunVRRP(t *testing.T) {
 	o, addrs, ev := setup(t, false)
 	f, err := os.OpenFile(o.ConfigPath, os.O_APPEND|os.O_WRONLY, 0)
@@ -69,7 +69,7 @@ func TestRunVRRP(t *testing.T) {
 		t.Fatal(err)
 	}
 	want := []string{"vrrp start on eth0 v6=false vrid 51 priority 150 interval 10 cs, 10.0.0.2 a VIP: false, 10.0.0.50: true",
-		"vrrp stop (priority 0)", "delete-address 10.0.0.50/32"}
+		"delete-address 10.0.0.50/32", "vrrp stop (priority 0)"}
 	if got := ev.list(); !slices.Equal(got, want) {
 		t.Errorf("events:\n got %q\nwant %q", got, want)
 	}

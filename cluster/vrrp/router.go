@@ -242,8 +242,11 @@ func (r *Router) publish(m *Machine, addrs []netip.Addr) {
 	}
 	r.view.Store(v)
 	if st != old.state {
-		r.log.Info("VRRP state changed", "vrid", r.cfg.VRID, "from", old.state.String(), "to", st.String(),
-			"master", m.Master().String())
+		kv := []any{"vrid", r.cfg.VRID, "from", old.state.String(), "to", st.String()}
+		if m.Master().IsValid() {
+			kv = append(kv, "master", m.Master().String())
+		}
+		r.log.Info("VRRP state changed", kv...)
 	}
 	select {
 	case r.changed <- struct{}{}:
