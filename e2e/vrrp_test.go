@@ -31,16 +31,9 @@ const vrrpAdvert = 100 * time.Millisecond
 // advertisement interval (keepalived's own pair is reported, not judged),
 // and the gaps of the four handovers are reported side by side.
 func TestVRRPMixedPair(t *testing.T) {
-	if _, err := exec.LookPath("keepalived"); err != nil {
-		t.Fatalf("keepalived is not installed (e2e/vm/run --setup installs it): %v", err)
-	}
 	vip := netip.MustParseAddr("10.0.0.50")
-	tp := topo.New(t, topo.WithDirectors(2), topo.WithClientSources(0))
-	holdVIPOnLoopback(t, vip, tp.RS(1), tp.RS(2))
-	serveEcho(t, echo.Config{TCP: []uint16{80}}, tp.RS(1), tp.RS(2))
+	tp, p, tl := vrrpSetup(t, vip)
 	d1, d2 := tp.Director(1), tp.Director(2)
-	tl := startTimeline(t, tp, []netip.Addr{vip})
-	p := startProber(t, tp.Client(), netip.AddrPortFrom(vip, 80), 50*time.Millisecond)
 	key := clusterKey(t)
 	var rows []handover
 
@@ -63,18 +56,56 @@ func TestVRRPMixedPair(t *testing.T) {
 	k2()
 	waitHolders(t, tp, vip, 10*time.Second, func(h []string) bool { return len(h) == 0 })
 
-	// Mixed pair: keepalived master, lvsd backup; then lvsd master,
-	// keepalived backup.
+	rows = append(rows, mixedPair(t, tp, p, tl, vip, key)...)
+	reportHandovers(t, tl, rows, "vrrp-mixed-pair.txt")
+}
+
+// TestVRRPMixedPairIPv6 is the mixed pair of TestVRRPMixedPair over IPv6:
+// advertisements to ff02::12 from the link-local addresses, the VIP moved
+// with unsolicited neighbour advertisements.
+func TestVRRPMixedPairIPv6(t *testing.T) {
+	vip := netip.MustParseAddr("fd00::50")
+	tp, p, tl := vrrpSetup(t, vip)
+	// keepalived's director gets the service lvsd would program.
+	svc := "[" + vip.String() + "]:80"
+	runInput(t, tp.Director(1), fmt.Sprintf("-A -t %s -s rr\n-a -t %s -r [%s]:80 -g\n-a -t %s -r [%s]:80 -g\n",
+		svc, svc, tp.RS(1).Addr(true), svc, tp.RS(2).Addr(true)), "ipvsadm", "-R")
+	rows := mixedPair(t, tp, p, tl, vip, clusterKey(t))
+	reportHandovers(t, tl, rows, "vrrp-mixed-pair-ipv6.txt")
+}
+
+// vrrpSetup builds two directors and two DR real servers serving vip:80,
+// and starts the VIP's timeline and a new connection to it every 50 ms.
+func vrrpSetup(t *testing.T, vip netip.Addr) (*topo.Topology, *prober, *timeline) {
+	t.Helper()
+	if _, err := exec.LookPath("keepalived"); err != nil {
+		t.Fatalf("keepalived is not installed (e2e/vm/run --setup installs it): %v", err)
+	}
+	tp := topo.New(t, topo.WithDirectors(2), topo.WithClientSources(0))
+	holdVIPOnLoopback(t, vip, tp.RS(1), tp.RS(2))
+	serveEcho(t, echo.Config{TCP: []uint16{80}}, tp.RS(1), tp.RS(2))
+	tl := startTimeline(t, tp, []netip.Addr{vip})
+	p := startProber(t, tp.Client(), netip.AddrPortFrom(vip, 80), 50*time.Millisecond)
+	return tp, p, tl
+}
+
+// mixedPair runs keepalived (priority 150) on the first director, on the
+// IPVS service there, and lvsd (100) on the second; keepalived stops and
+// lvsd takes over; keepalived comes back with priority 50 and must stay
+// backup; lvsd stops and keepalived takes over.
+func mixedPair(t *testing.T, tp *topo.Topology, p *prober, tl *timeline, vip netip.Addr, key string) []handover {
+	t.Helper()
+	d1, d2 := tp.Director(1), tp.Director(2)
 	run(t, d2, "ipvsadm", "-C") // a new lvsd programs its own service
-	k1 = startVRRPKeepalived(t, d1, vip, 150)
+	k1 := startVRRPKeepalived(t, d1, vip, 150)
 	waitHolders(t, tp, vip, 30*time.Second, onlyOn(d1.ID))
-	l2 = vrrpDirector(t, tp, d2, key, 100, vip)
+	l2 := vrrpDirector(t, tp, d2, key, 100, vip)
 	l2.start()
 	l2.waitServices(1, 2)
 	if h := settle(t, tp, vip, 2*time.Second, 20*time.Second); h != d1.ID {
 		t.Fatalf("lvsd (priority 100) took the VIP from keepalived (150): on %s", h)
 	}
-	rows = append(rows, handOver(t, tp, p, tl, vip, "keepalived → lvsd", k1, d1, d2))
+	rows := []handover{handOver(t, tp, p, tl, vip, "keepalived → lvsd", k1, d1, d2)}
 	k1 = startVRRPKeepalived(t, d1, vip, 50)
 	// keepalived comes up as backup and must stay one: it hears lvsd's
 	// advertisements, with the higher priority.
@@ -83,7 +114,15 @@ func TestVRRPMixedPair(t *testing.T) {
 	}
 	rows = append(rows, handOver(t, tp, p, tl, vip, "lvsd → keepalived", l2.stop, d2, d1))
 	k1()
+	return rows
+}
 
+// reportHandovers logs the handovers side by side (and writes them to
+// file in the output folder) and fails those with lvsd in which the VIP
+// was on both directors for longer than one advertisement interval, or
+// clients could not connect for long.
+func reportHandovers(t *testing.T, tl *timeline, rows []handover, file string) {
+	t.Helper()
 	var b strings.Builder
 	for _, r := range rows {
 		fmt.Fprintf(&b, "%-24s gap %4d ms   VIP moved after %4d ms   on both for %3d ms\n", r.name,
@@ -92,7 +131,7 @@ func TestVRRPMixedPair(t *testing.T) {
 	t.Logf("VRRP handovers (advert_int %v, a connection every 50 ms):\n%s", vrrpAdvert, b.String())
 	t.Logf("VIP timeline:\n%s", tl)
 	if outDir != "" {
-		_ = os.WriteFile(filepath.Join(outDir, "vrrp-mixed-pair.txt"), []byte(b.String()), 0o644)
+		_ = os.WriteFile(filepath.Join(outDir, file), []byte(b.String()), 0o644)
 	}
 	for _, r := range rows {
 		// keepalived's own pair is the reference: it sends priority 0
@@ -118,7 +157,11 @@ type handover struct {
 // the move to next.
 func handOver(t *testing.T, tp *topo.Topology, p *prober, tl *timeline, vip netip.Addr, name string, stop func(), from, next *topo.Host) handover {
 	t.Helper()
-	if h := settle(t, tp, vip, time.Second, 20*time.Second); h != from.ID {
+	// Settled for longer than the announcements after a takeover go on
+	// (lvsd's and keepalived's last comes 5 s after it): a client ignores
+	// an ARP update within a second (locktime) of the one before, so the
+	// old master's last one would hide the new master's first.
+	if h := settle(t, tp, vip, 6*time.Second, 30*time.Second); h != from.ID {
 		t.Fatalf("%s: the VIP settled on %s, not %s", name, h, from.ID)
 	}
 	p.waitSuccessAfter(t, time.Now(), 10*time.Second)
@@ -196,10 +239,10 @@ vrrp_instance VI {
   priority %d
   advert_int %.1f
   virtual_ipaddress {
-    %s/32 dev %s
+    %s dev %s
   }
 }
-`, d.ID, d.Link, priority, vrrpAdvert.Seconds(), vip, d.Link)
+`, d.ID, d.Link, priority, vrrpAdvert.Seconds(), netip.PrefixFrom(vip, vip.BitLen()), d.Link)
 	writeFile(t, filepath.Join(dir, "keepalived.conf"), conf)
 	logPath := filepath.Join(dir, "keepalived.log")
 	logf, err := os.Create(logPath)
