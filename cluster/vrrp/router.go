@@ -117,7 +117,10 @@ func (r *Router) read(pkts chan<- Packet) {
 			return
 		}
 		if err != nil {
-			r.drop(err.Error(), netip.Addr{})
+			// One reason whatever the error says: the reasons are a
+			// bounded set of counters.
+			r.drop("unreadable packet", netip.Addr{})
+			r.log.Debug("VRRP: unreadable packet", "vrid", r.cfg.VRID, "err", err)
 			continue
 		}
 		select {
