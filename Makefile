@@ -59,7 +59,8 @@ FUZZ_TARGETS := \
 	./cluster/connsync:FuzzDeliver \
 	./cluster/connsync:FuzzParseDatagram \
 	./cluster/configsync:FuzzDecode \
-	./cluster/bfd:FuzzParsePacket
+	./cluster/bfd:FuzzParsePacket \
+	./cluster/vrrp:FuzzParse
 FUZZTIME ?= 10m
 # A count, not a duration: Go 1.26's fuzz coordinator can fail a target with a
 # bare "context deadline exceeded" when a -fuzztime duration ends

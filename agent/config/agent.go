@@ -152,6 +152,9 @@ func ParseAgent(path string, data []byte) (*Agent, error) {
 	a.MetricsListen = d.metricsListen(raw.Metrics.Listen)
 	a.MetricsPerBackend = d.metricsPerBackend(a.Role, raw.Metrics.PerBackend)
 	a.Cluster = d.cluster(a.Role, raw.Cluster, path, a.Node)
+	if a.Cluster != nil {
+		d.vrrp(a.Cluster, raw.Cluster, a.Interface)
+	}
 	a.BGP = d.bgpBlock(a.Role, raw.BGP, path)
 	a.IPVS = d.ipvsBlock(a.Role, raw.IPVS)
 	a.Hooks = d.hooks(a.Role, raw.Hooks)

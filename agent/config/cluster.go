@@ -104,6 +104,9 @@ type Cluster struct {
 	// RateLimit is how many packets a second one source may send to the
 	// cluster port before the rest is dropped; 0: no limit.
 	RateLimit uint32
+	// VRRP is the virtual router of mode vrrp (vrrp.go).
+	VRRP         VRRP
+	unusedInVRRP []string
 }
 
 // Sources are the sources the cluster port admits: AllowFrom, else the
@@ -208,6 +211,7 @@ type rawCluster struct {
 	ConfigSources     []string          `yaml:"config_sources"`
 	AllowFrom         []string          `yaml:"allow_from"`
 	RateLimit         *int              `yaml:"rate_limit" range:"0-10000000"`
+	VRRP              *rawVRRP          `yaml:"vrrp"`
 }
 
 type rawConnSync struct {
@@ -253,9 +257,15 @@ func (d *doc) cluster(role Role, raw *rawCluster, file, node string) *Cluster {
 	}
 	d.clusterAddresses(c, raw)
 	d.clusterSources(c, raw)
-	d.clusterKey(c, raw, file)
+	if mode == ModeVRRP {
+		c.unusedInVRRP = vrrpUnused(raw) // VRRP has no key: keepalived's VRRPv3 authenticates nothing
+	} else {
+		d.clusterKey(c, raw, file)
+	}
 	d.clusterIdentity(c, raw, file, node)
-	d.clusterConfigSync(c, raw)
+	if mode != ModeVRRP { // vrrp refuses config_sync as a whole
+		d.clusterConfigSync(c, raw)
+	}
 	d.clusterRanking(c, raw)
 	c.ConnSync = d.connSync(raw.ConnSync)
 	if c.FailureTimeout < 3*c.HeartbeatInterval {
@@ -336,7 +346,9 @@ func (d *doc) clusterSources(c *Cluster, raw *rawCluster) {
 // log at start.
 func (a *Agent) Warnings() []string {
 	var out []string
-	if c := a.Cluster; c != nil {
+	if c := a.Cluster; c != nil && c.Mode == ModeVRRP {
+		out = append(out, c.vrrpWarnings()...)
+	} else if c != nil {
 		if host, _, _ := net.SplitHostPort(c.Bind); host == "" {
 			out = append(out, fmt.Sprintf("cluster.bind is unset: the cluster port listens on this director's own address on %s, "+
 				"the client-facing interface, where lvsd admits only the peers and that address's subnet; "+
@@ -372,13 +384,15 @@ func (d *doc) clusterKey(c *Cluster, raw *rawCluster, file string) {
 // clusterRanking sets the mode and how it ranks directors.
 func (d *doc) clusterRanking(c *Cluster, raw *rawCluster) {
 	switch c.Mode {
-	case ModeActiveStandby, ModeActiveActive, ModeECMP:
+	case ModeActiveStandby, ModeActiveActive, ModeECMP, ModeVRRP:
 	default:
-		d.Errorf("$.cluster.mode", "mode %q is not one of active-standby, active-active, ecmp", raw.Mode)
+		d.Errorf("$.cluster.mode", "mode %q is not one of active-standby, active-active, ecmp, vrrp", raw.Mode)
 	}
 	if raw.Priority != nil {
 		c.Priority = *raw.Priority
-		if c.Mode != ModeActiveStandby {
+		if c.Mode == ModeVRRP {
+			d.Errorf("$.cluster.priority", "in mode vrrp the priority is vrrp.priority, as in keepalived's vrrp_instance")
+		} else if c.Mode != ModeActiveStandby {
 			d.Errorf("$.cluster.priority", "priority is for mode active-standby; %s does not rank directors by it", c.Mode)
 		}
 	}

@@ -17,6 +17,7 @@ import (
 
 	"github.com/lvsd/lvsd/agent"
 	"github.com/lvsd/lvsd/agent/api"
+	"github.com/lvsd/lvsd/agent/config"
 	"github.com/lvsd/lvsd/agent/configsync"
 	"github.com/lvsd/lvsd/agent/health"
 	"github.com/lvsd/lvsd/agent/hooks"
@@ -48,6 +49,9 @@ type Options struct {
 	Links arp.LinkWatcher
 	// StartCluster joins the director cluster (cluster.Start).
 	StartCluster func(cluster.Config) (Node, error)
+	// StartVRRP starts a VRRP virtual router of mode vrrp (vrrp.Listen),
+	// which runs until ctx ends or its Stop.
+	StartVRRP func(context.Context, VRRPRouter) (Router, error)
 	// NewRelay makes the connection-sync relay (connsync.New).
 	NewRelay func(connsync.Config) (Relay, error)
 	// StartBGP starts the BGP speaker of a bgp block (bgp.Start with a
@@ -125,7 +129,13 @@ func Run(ctx context.Context, o Options) error {
 		}
 		return err
 	}
-	m, err := startMember(ctx, o, &k, bgCtx, &bg)
+	var m member
+	var err error
+	if c := cfg.Agent.Cluster; c != nil && c.Mode == config.ModeVRRP {
+		m, err = startVRRP(ctx, o, &k, bgCtx)
+	} else {
+		m, err = startMember(ctx, o, &k, bgCtx, &bg)
+	}
 	if err != nil {
 		return err
 	}
@@ -188,6 +198,7 @@ func Run(ctx context.Context, o Options) error {
 // member is this director's part in the cluster; zero without one.
 type member struct {
 	node   Node
+	vrrp   agent.VIPOwnership // mode vrrp: the virtual routers, in place of node
 	relay  Relay
 	leases *arp.Leased
 	peers  *agent.PeerFlows   // under ECMP with connection sync: other directors' FULLNAT flows
@@ -196,6 +207,9 @@ type member struct {
 }
 
 func (m member) vips() agent.VIPOwnership {
+	if m.vrrp != nil {
+		return m.vrrp
+	}
 	if m.node == nil {
 		return nil
 	}
@@ -205,6 +219,20 @@ func (m member) vips() agent.VIPOwnership {
 // leave hands the VIPs over (release removes their addresses) and stops
 // what runs for the cluster.
 func (m member) leave(log *slog.Logger, release func(context.Context) error) {
+	if m.vrrp != nil {
+		// The addresses go first, then priority 0 tells the backup to take
+		// over within its skew time: the VIP is never on both directors,
+		// at the cost of the time the removal takes.
+		if release != nil {
+			ctx, cancel := context.WithTimeout(context.Background(), leaveTimeout)
+			defer cancel()
+			if err := release(ctx); err != nil {
+				log.Error("removing the VIP addresses", "err", err)
+			}
+		}
+		m.stop()
+		return
+	}
 	if m.node == nil {
 		return
 	}

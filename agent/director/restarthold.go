@@ -49,6 +49,9 @@ type restartHoldRecord struct {
 // holdForRestart asks the cluster for a restart hold of d, stretches the
 // VIP addresses' lifetime over it and records it for the next process.
 func (m member) holdForRestart(ctx context.Context, stateDir string, d time.Duration) (cluster.RestartHold, error) {
+	if m.vrrp != nil {
+		return cluster.RestartHold{}, errors.New("a restart hold is for lvsd's own cluster modes: in mode vrrp a stop hands the VIPs to the backup at once")
+	}
 	if m.node == nil {
 		return cluster.RestartHold{}, errors.New("a restart hold is for a director in a cluster: this one has no cluster block and keeps its VIPs over a restart anyway")
 	}

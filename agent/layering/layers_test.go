@@ -46,6 +46,7 @@ var layers = []layer{
 		testMayUse: []string{"nat/internal/golden"}}, // the golden cases nat's namespace tests apply to the kernel too
 	{pkg: "cluster/bgp/route", pure: true, mayNotReach: kernelOrSyscalls},
 	{pkg: "cluster/settings", pure: true, mayNotReach: kernelOrSyscalls},
+	{pkg: "cluster/vrrp", mayNotReach: kernelLibraries},                                                       // VRRPv3 over raw IP protocol 112 (golang.org/x/net): lvsd's side of a pair with keepalived, no other lvsd package
 	{pkg: "cluster/identity", mayNotReach: kernelLibraries},                                                   // a director's key file and its peers' public keys, which the configuration reads too
 	{pkg: "cluster/connsync/records", mayUse: []string{"ipvs/l4"}, pure: true, mayNotReach: kernelOrSyscalls}, // a service names its protocol in l4's numbers
 	{pkg: "agent/policy", pure: true, mayNotReach: kernelOrSyscalls},

@@ -24,6 +24,7 @@ import (
 	"github.com/lvsd/lvsd/cluster/bfd"
 	"github.com/lvsd/lvsd/cluster/bgp"
 	"github.com/lvsd/lvsd/cluster/connsync"
+	"github.com/lvsd/lvsd/cluster/vrrp"
 	"github.com/lvsd/lvsd/ipvs"
 	"github.com/lvsd/lvsd/nat"
 )
@@ -66,8 +67,11 @@ func runAgent(ctx context.Context, e *env) error {
 	return director.Run(ctx, director.Options{
 		ConfigPath: e.config, Config: cfg, Version: version, Log: log,
 		Kernel: k, Leases: arp.Kernel{}, Links: arp.Kernel{},
-		StartCluster:  func(c cluster.Config) (director.Node, error) { return cluster.Start(c) },
-		NewRelay:      func(c connsync.Config) (director.Relay, error) { return connsync.New(c) },
+		StartCluster: func(c cluster.Config) (director.Node, error) { return cluster.Start(c) },
+		NewRelay:     func(c connsync.Config) (director.Relay, error) { return connsync.New(c) },
+		StartVRRP: func(ctx context.Context, r director.VRRPRouter) (director.Router, error) {
+			return vrrp.Listen(ctx, r.Interface, r.IPv6, r.IsVIP, r.Config)
+		},
 		StartBGP:      startBGP,
 		RaisePriority: cluster.RaisePriority,
 		Notifier:      systemd{},
