@@ -99,6 +99,9 @@ type Cluster struct {
 	// RateLimit is how many packets a second one source may send to the
 	// cluster port before the rest is dropped; 0: no limit.
 	RateLimit uint32
+	// CoordinatedChanges: under ecmp, changed services are put in force by
+	// all directors together (coordinated.go).
+	CoordinatedChanges CoordinatedChanges
 }
 
 // Sources are the sources the cluster port admits: AllowFrom, else the
@@ -201,6 +204,7 @@ type rawCluster struct {
 	ConnSync          *rawConnSync      `yaml:"conn_sync"`
 	AllowFrom         []string          `yaml:"allow_from"`
 	RateLimit         *int              `yaml:"rate_limit" range:"0-10000000"`
+	Coordinated       *rawCoordinated   `yaml:"coordinated_changes"`
 }
 
 type rawConnSync struct {
@@ -250,6 +254,7 @@ func (d *doc) cluster(role Role, raw *rawCluster, file, node string) *Cluster {
 	d.clusterIdentity(c, raw, file, node)
 	d.clusterRanking(c, raw)
 	c.ConnSync = d.connSync(raw.ConnSync)
+	c.CoordinatedChanges = d.coordinatedChanges(mode, raw.Coordinated)
 	if c.FailureTimeout < 3*c.HeartbeatInterval {
 		d.Errorf("$.cluster.failure_timeout", "failure_timeout %s is shorter than 3 heartbeat intervals (%s): one lost heartbeat would count as a failure",
 			c.FailureTimeout, 3*c.HeartbeatInterval)
