@@ -187,9 +187,9 @@ func (l *ecmpLab) rollingPush(t *testing.T, coordinated bool) pushRun {
 		}
 		l.waitPaths(2, 5*time.Second)
 	}
-	rs3 := l.tp.RS(3).V4.String() + ":"
+	rs3 := "-> " + l.tp.RS(3).V4.String() + ":" // as the applied op's object names the destination
 	for i, d := range ds {
-		line := d.waitLog(marks[i], 45*time.Second, "msg=applied", rs3, "weight=1")
+		line := d.waitLog(marks[i], 45*time.Second, "msg=applied", rs3, "weight 1")
 		r.switched[i] = lineAt(t, line)
 		if coordinated {
 			d.waitLog(marks[i], 5*time.Second, "changed services put in force: every live director has them")
