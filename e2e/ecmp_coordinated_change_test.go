@@ -30,7 +30,8 @@ type pushRun struct {
 	row         survivalRow
 	probes      int
 	slowProbes  int
-	failed      []string
+	failed      []string // new connections that failed
+	timeline    string   // new connections slow/started per second from the push
 }
 
 func (r pushRun) window() time.Duration {
@@ -45,8 +46,8 @@ func (r pushRun) String() string {
 		fmt.Fprintf(&b, " director%d loaded +%v switched +%v;", i+1, r.loaded[i].Sub(r.loaded[0]).Round(time.Millisecond),
 			r.switched[i].Sub(r.loaded[0]).Round(time.Millisecond))
 	}
-	fmt.Fprintf(&b, " ); new connections: %d, %d failed or retransmitted\n%s", r.probes, r.slowProbes,
-		strings.Join(slices.Concat(r.row.failures, r.failed), "\n"))
+	fmt.Fprintf(&b, " ); new connections: %d, %d failed or retransmitted, %d failed; slow/started per second: %s\n%s",
+		r.probes, r.slowProbes, len(r.failed), r.timeline, strings.Join(slices.Concat(r.row.failures, r.failed[:min(len(r.failed), 5)]), "\n"))
 	return b.String()
 }
 
@@ -200,7 +201,8 @@ func (l *ecmpLab) rollingPush(t *testing.T, coordinated bool) pushRun {
 	f.stop(t, end.Add(ecmpGrace))
 	p.close()
 	r.row = f.analyse(at, end)
-	r.probes, r.slowProbes, r.failed = p.count(at, end, end)
+	r.probes, r.slowProbes, r.failed = p.count(at, end, at)
+	r.timeline = p.timeline(at, end)
 	l.srv.drop(t)
 	if out, code := runLVSD(t, ds[2].host, "undrain", "--config", ds[2].config()); code != 0 {
 		t.Fatalf("lvsd undrain: exit %d: %s", code, out)
