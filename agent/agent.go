@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/lvsd/lvsd/agent/apply"
+	"github.com/lvsd/lvsd/agent/config"
 	"github.com/lvsd/lvsd/agent/planner"
 
 	"github.com/lvsd/lvsd/cluster"
@@ -59,6 +60,11 @@ type Options struct {
 	// ConfigDigest is told the digest of the service configuration at
 	// every load that changes a service; nil: no cluster.
 	ConfigDigest ConfigAdvertiser
+	// ConfigAgreement tells what the other directors advertise of their
+	// configurations, so that a changed service goes in force on all of
+	// them together (cluster.coordinated_changes, coordinate.go); nil:
+	// each change goes in force when loaded.
+	ConfigAgreement ConfigAgreement
 }
 
 // BGPViewer reports the BGP speaker's sessions and routes.
@@ -150,9 +156,14 @@ type Agent struct {
 	// state_dir; reqs carries their changes to the loop, which closes
 	// stopped when it returns.
 	overrides planner.Overrides
-	reqs      chan backendRequest
-	reloads   chan reloadRequest
-	stopped   chan struct{}
+	// held is a loaded change that waits for the other directors (nil:
+	// none); coordination what the status shows of it (coordinate.go).
+	held         *heldChange
+	coordinate   config.CoordinatedChanges
+	coordination Coordination
+	reqs         chan backendRequest
+	reloads      chan reloadRequest
+	stopped      chan struct{}
 }
 
 // New returns an agent; Run starts it.
@@ -202,6 +213,7 @@ func (a *Agent) Run(ctx context.Context, reload <-chan os.Signal) error {
 
 	tick := time.NewTicker(a.opts.Check)
 	defer tick.Stop()
+	agreementChanged := a.agreementChanged()
 	var healthChanged <-chan struct{}
 	if a.opts.Health != nil {
 		healthChanged = a.opts.Health.Changed()
@@ -221,6 +233,8 @@ func (a *Agent) Run(ctx context.Context, reload <-chan os.Signal) error {
 			r.reply <- a.reloadAndApply(ctx) // runs its pass
 			continue
 		case <-healthChanged:
+		case <-agreementChanged:
+			a.decideHeld()
 		case _, ok := <-natChanged:
 			if !ok {
 				a.log.Warn("watching nftables stopped; lvsd's tables are checked at the audit only")
@@ -288,6 +302,7 @@ func (a *Agent) start() error {
 		return fmt.Errorf("reading the backend overrides: %w", err)
 	}
 	a.setConfig(cfg, Changes{All: true})
+	a.coordinate = coordinateFrom(cfg)
 	a.loadedConfig(a.opts.Now(), nil)
 	a.fingerprint = a.configFingerprint()
 	a.scanned = a.fingerprint
@@ -347,6 +362,7 @@ func (a *Agent) tick() {
 	for k := range a.drains {
 		a.pending.add(k.Service)
 	}
+	a.decideHeld() // its wait may be over
 	if now := a.opts.Now(); !now.Before(a.audit.next) {
 		a.pending.merge(a.audit.step(a.desired, a.owned, now, a.opts.Resync))
 	}

@@ -148,15 +148,16 @@ func (a *Agent) reload(why string, changed []string) (changedN int, restart []st
 		a.loading()
 		agentFile = a.loader.cache.FileFingerprint(a.opts.ConfigPath) // before it is read
 	}
-	cfg, ch, err := a.loader.Reload(a.cfg, changed)
+	base := a.latestConfig() // a held change is read on from, not dropped
+	cfg, ch, err := a.loader.Reload(base, changed)
 	if changed == nil {
 		// Remember the files' fingerprint, from the stats of this load, so a
 		// broken file's error is logged once, not at every scan, and the scan
 		// does not reload what this did.
 		a.fingerprint = a.loadedFingerprint(agentFile, cfg)
 	}
-	if err == nil && a.cfg != nil {
-		restart, err = reloadRules(a.cfg.Agent, cfg.Agent)
+	if err == nil && base != nil {
+		restart, err = reloadRules(base.Agent, cfg.Agent)
 	}
 	a.loadedConfig(a.opts.Now(), err)
 	if err != nil {
@@ -170,7 +171,7 @@ func (a *Agent) reload(why string, changed []string) (changedN int, restart []st
 		a.log.Warn("changed keys take effect after a restart (systemctl restart lvsd); the rest of the reload is applied",
 			"keys", strings.Join(restart, ","), "trigger", why)
 	}
-	a.setConfig(cfg, ch)
+	a.takeLoaded(cfg, ch)
 	if a.watch != nil && !cfg.Agent.WatchFiles {
 		a.log.Info("reload.watch is false: file edits wait for a reload request (SIGHUP, systemctl reload)")
 		a.watch.close()

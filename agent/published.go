@@ -41,12 +41,15 @@ type Snapshot struct {
 	Loaded      ConfigLoad        // the last attempt to load the configuration
 	Actual      planner.Actual    // the kernel as this pass left it (read, then its ops)
 	Overrides   planner.Overrides // the operator's, in force now (replaced, never modified)
+	// Coordination is the change held for the other directors, if any,
+	// and how changes went in force (coordinate.go).
+	Coordination Coordination
 }
 
 func (a *Agent) publish(desired planner.Desired, actual planner.Actual, start time.Time, err error, ops ...planner.Op) {
 	s := &Snapshot{Config: a.cfg, Desired: desired, Drains: maps.Clone(a.drains), Actual: actual,
 		At: start, Duration: a.opts.Now().Sub(start), Eligibility: a.eligibility, Loaded: a.loaded,
-		Overrides: a.overrides}
+		Overrides: a.overrides, Coordination: a.coordination}
 	for _, op := range ops {
 		if op.Kind == planner.AwaitExpiry {
 			s.Resets += uint64(len(op.Expiring.Dests))
@@ -65,7 +68,7 @@ func (a *Agent) publish(desired planner.Desired, actual planner.Actual, start ti
 func (a *Agent) republish() {
 	if prev := a.snap.Load(); prev != nil {
 		s := *prev
-		s.Loaded, s.Overrides = a.loaded, a.overrides
+		s.Loaded, s.Overrides, s.Coordination = a.loaded, a.overrides, a.coordination
 		a.snap.Store(&s)
 	}
 }

@@ -65,7 +65,7 @@ func (n *Node) AdvertiseConfig(d *ConfigDigest) {
 // takeConfig puts this director's new configuration digest in force: the
 // peers' differences are compared again.
 func (s *loopState) takeConfig(d *ConfigDigest) {
-	s.config = d
+	s.config, s.configDirty = d, true
 	for _, p := range s.peers {
 		if p.config != nil {
 			s.compareConfig(p)
@@ -103,7 +103,7 @@ func (s *loopState) noteConfig(p *peer, hb heartbeat) {
 	}
 	pc := p.config
 	if pc.advert != *hb.Config {
-		pc.advert = *hb.Config
+		pc.advert, s.configDirty = *hb.Config, true
 		s.compareConfig(p)
 	}
 	r := hb.ConfigRun
@@ -112,8 +112,11 @@ func (s *loopState) noteConfig(p *peer, hb heartbeat) {
 	}
 	// A run costs its entries; the whole comparison runs once per
 	// rotation, when the last of the peer's services arrives.
-	if pc.addRun(s.config, r) && !pc.compared && uint32(len(pc.got)) == pc.advert.services {
-		s.compareConfig(p)
+	if pc.addRun(s.config, r) {
+		s.configDirty = true
+		if !pc.compared && uint32(len(pc.got)) == pc.advert.services {
+			s.compareConfig(p)
+		}
 	}
 }
 

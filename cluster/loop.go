@@ -42,6 +42,7 @@ type loopState struct {
 	sharesHealth bool
 	down         []uint64
 	healthDirty  bool
+	configDirty  bool // a peer's configuration, or this one's, changed since publishConfigs
 	// config is the configuration this director advertises (nil: none
 	// yet); configNext the first of its services in the next run
 	// (configdrift.go).
@@ -116,6 +117,9 @@ func (n *Node) run(ctx context.Context) {
 		}
 		if changed || s.healthDirty {
 			s.publishVotes() // who votes follows liveness and readiness
+		}
+		if changed || s.configDirty {
+			s.publishConfigs() // whose configuration counts follows liveness
 		}
 	}
 }

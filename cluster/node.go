@@ -160,14 +160,15 @@ type Node struct {
 	lastCheck   atomic.Int64    // unix nanoseconds of the loop's last liveness check
 	leaving     atomic.Bool
 
-	heartbeats   chan received
-	poke         chan struct{} // pending fields changed
-	reqs         chan func()   // run on the loop goroutine
-	joinReq      chan string
-	changed      chan struct{}
-	votesChanged chan struct{} // HealthVotesChanged
-	cancel       context.CancelFunc
-	done         chan struct{}
+	heartbeats     chan received
+	poke           chan struct{} // pending fields changed
+	reqs           chan func()   // run on the loop goroutine
+	joinReq        chan string
+	changed        chan struct{}
+	votesChanged   chan struct{} // HealthVotesChanged
+	configsChanged chan struct{} // PeerConfigsChanged
+	cancel         context.CancelFunc
+	done           chan struct{}
 
 	mu          sync.Mutex // guards all following fields
 	held        map[netip.Addr]bool
@@ -181,6 +182,7 @@ type Node struct {
 	share       *healthShare        // set by ShareHealth, not yet seen by the loop
 	config      *ConfigDigest       // set by AdvertiseConfig, not yet seen by the loop
 	votes       Votes               // published by the loop (publishVotes)
+	configs     PeerConfigs         // published by the loop (publishConfigs)
 
 	sync       atomic.Pointer[SyncReceiver]
 	configSync atomic.Pointer[ConfigSyncReceiver] // SetConfigSync
@@ -206,19 +208,20 @@ func Start(cfg Config) (*Node, error) {
 		return nil, err
 	}
 	n := &Node{
-		cfg:          cfg,
-		log:          cfg.Log,
-		incarnation:  cfg.Incarnation,
-		started:      time.Now(),
-		heartbeats:   make(chan received, 256),
-		poke:         make(chan struct{}, 1),
-		reqs:         make(chan func()),
-		joinReq:      make(chan string, 16),
-		changed:      make(chan struct{}, 1),
-		votesChanged: make(chan struct{}, 1),
-		done:         make(chan struct{}),
-		held:         map[netip.Addr]bool{},
-		addrEvents:   map[netip.Addr]bool{},
+		cfg:            cfg,
+		log:            cfg.Log,
+		incarnation:    cfg.Incarnation,
+		started:        time.Now(),
+		heartbeats:     make(chan received, 256),
+		poke:           make(chan struct{}, 1),
+		reqs:           make(chan func()),
+		joinReq:        make(chan string, 16),
+		changed:        make(chan struct{}, 1),
+		votesChanged:   make(chan struct{}, 1),
+		configsChanged: make(chan struct{}, 1),
+		done:           make(chan struct{}),
+		held:           map[netip.Addr]bool{},
+		addrEvents:     map[netip.Addr]bool{},
 	}
 	n.st.init(n)
 	n.st.adopt(cfg.Adopt, cfg.AdoptUntil)

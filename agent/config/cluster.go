@@ -107,6 +107,9 @@ type Cluster struct {
 	// VRRP is the virtual router of mode vrrp (vrrp.go).
 	VRRP         VRRP
 	unusedInVRRP []string
+	// CoordinatedChanges: under ecmp, changed services are put in force by
+	// all directors together (coordinated.go).
+	CoordinatedChanges CoordinatedChanges
 }
 
 // Sources are the sources the cluster port admits: AllowFrom, else the
@@ -212,6 +215,7 @@ type rawCluster struct {
 	AllowFrom         []string          `yaml:"allow_from"`
 	RateLimit         *int              `yaml:"rate_limit" range:"0-10000000"`
 	VRRP              *rawVRRP          `yaml:"vrrp"`
+	Coordinated       *rawCoordinated   `yaml:"coordinated_changes"`
 }
 
 type rawConnSync struct {
@@ -268,6 +272,7 @@ func (d *doc) cluster(role Role, raw *rawCluster, file, node string) *Cluster {
 	}
 	d.clusterRanking(c, raw)
 	c.ConnSync = d.connSync(raw.ConnSync)
+	c.CoordinatedChanges = d.coordinatedChanges(mode, raw.Coordinated)
 	if c.FailureTimeout < 3*c.HeartbeatInterval {
 		d.Errorf("$.cluster.failure_timeout", "failure_timeout %s is shorter than 3 heartbeat intervals (%s): one lost heartbeat would count as a failure",
 			c.FailureTimeout, 3*c.HeartbeatInterval)

@@ -56,7 +56,7 @@ cluster:
 		FailureTimeout: 500 * time.Millisecond, RejoinInterval: 5 * time.Second, AddressLifetime: 30 * time.Second, Nice: -5,
 		ConnSync:  ConnSync{Enabled: false, Port: 9000, ResyncInterval: 30 * time.Second, PeerConntrackShare: 40},
 		AllowFrom: []netip.Prefix{netip.MustParsePrefix("10.0.0.0/24"), netip.MustParsePrefix("192.0.2.9/32"), netip.MustParsePrefix("fd00::/64")},
-		RateLimit: 5000}
+		RateLimit: 5000, CoordinatedChanges: CoordinatedChanges{Wait: DefaultCoordinatedWait}}
 	if !reflect.DeepEqual(a.Cluster, want) {
 		t.Errorf("got  %+v\nwant %+v", a.Cluster, want)
 	}
@@ -70,7 +70,7 @@ func TestClusterDefaults(t *testing.T) {
 	want := &Cluster{Bind: ":7946", Insecure: true, IdentityFile: DefaultIdentityFile, Label: "lvsd", Mode: ModeActiveActive, Priority: 100, Preempt: true,
 		HeartbeatInterval: 50 * time.Millisecond, FailureTimeout: 250 * time.Millisecond, RejoinInterval: 10 * time.Second,
 		AddressLifetime: 10 * time.Second, Nice: -10, ConnSync: ConnSync{Enabled: true, Port: 8848, ResyncInterval: 10 * time.Second, PeerConntrackShare: 25},
-		RateLimit: DefaultClusterRateLimit}
+		RateLimit: DefaultClusterRateLimit, CoordinatedChanges: CoordinatedChanges{Wait: DefaultCoordinatedWait}}
 	if !reflect.DeepEqual(a.Cluster, want) {
 		t.Errorf("got  %+v\nwant %+v", a.Cluster, want)
 	}

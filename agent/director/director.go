@@ -167,6 +167,9 @@ func Run(ctx context.Context, o Options) error {
 	}
 	if m.node != nil {
 		opts.Cluster, opts.ConfigDigest = m.node, m.node
+		if agreement, ok := m.node.(agent.ConfigAgreement); ok {
+			opts.ConfigAgreement = agreement
+		}
 	}
 	if m.relay != nil {
 		opts.ConnSync = m.relay

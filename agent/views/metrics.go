@@ -59,7 +59,7 @@ func (c *Collector) Describe(ch chan<- *prometheus.Desc) {
 	for _, d := range []*prometheus.Desc{descReady, descPasses, descErrors, descResets, descLastPass, descLastOK} {
 		ch <- d
 	}
-	for _, d := range slices.Concat(metrics.Common, serviceDescs, backendDescs, clusterDescs, bgpDescs, healthDescs) {
+	for _, d := range slices.Concat(metrics.Common, serviceDescs, backendDescs, clusterDescs, bgpDescs, healthDescs, coordinationDescs) {
 		ch <- d
 	}
 }
@@ -83,6 +83,9 @@ func (c *Collector) Collect(ch chan<- prometheus.Metric) {
 	gauge(descReady, 1)
 	snap := c.v.a.Published()
 	metrics.CollectConfigLoad(ch, snap.Loaded.Err == "", snap.Loaded.LastGood)
+	if snap.Config.Agent.Cluster != nil && snap.Config.Agent.Cluster.CoordinatedChanges.Enabled {
+		collectCoordination(snap.Coordination, c.v.a.Now(), gauge, counter)
+	}
 	perBackend := snap.Config.Agent.MetricsPerBackend
 	collectHealth(snap.Config, c.v.a.HealthStates(), perBackend, ch, gauge, counter)
 	ch <- prometheus.MustNewConstHistogram(descPasses, r.Durations.Count(), r.Durations.Sum(), r.Durations.Buckets())

@@ -72,6 +72,9 @@ type Status struct {
 	// on disk are not what runs).
 	ConfigLoadedAt time.Time `json:"config_loaded_at"`
 	ConfigError    string    `json:"config_error,omitempty"`
+	// HeldChange is a change of services loaded here that waits until
+	// every live director advertises it (cluster.coordinated_changes).
+	HeldChange *agent.HeldChange `json:"held_change,omitempty"`
 }
 
 // ServiceStatus is one IPVS service lvsd wants.
@@ -200,7 +203,7 @@ func (v *Views) Status(ctx context.Context, q StatusQuery) (Status, error) {
 	}
 	st := Status{Schema: api.SchemaVersion, Node: s.Config.Agent.Node, Role: string(s.Config.Agent.Role), Config: v.a.ConfigPath(), KernelAsOf: asOf,
 		LastReconcile: s.At, LastDuration: s.Duration.Seconds(), LastError: s.Err,
-		ConfigLoadedAt: s.Loaded.LastGood, ConfigError: s.Loaded.Err, View: view}
+		ConfigLoadedAt: s.Loaded.LastGood, ConfigError: s.Loaded.Err, View: view, HeldChange: s.Coordination.Held}
 	st.Totals, st.Services = r.services(selected, view, v.a.Now())
 	st.Totals.Services = names
 	if err := v.addAgentState(ctx, &st); err != nil {

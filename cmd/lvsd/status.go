@@ -218,6 +218,7 @@ func writeDirectorStatus(w io.Writer, st views.Status, cols statusColumns, now t
 		fmt.Fprintf(w, "configuration REJECTED, the one loaded %s (%s ago) runs: %s\n",
 			st.ConfigLoadedAt.Format(time.DateTime), ago(now, st.ConfigLoadedAt), st.ConfigError)
 	}
+	writeHeldChange(w, st.HeldChange, now)
 	if st.Grounded != "" {
 		fmt.Fprintf(w, "serving NO VIP: %s (the VIPs return when it clears)\n", st.Grounded)
 	}
