@@ -23,11 +23,11 @@ func walk(c *cache, now time.Duration) []byte {
 	defer c.closeCursor(cur)
 	for {
 		e, _ := c.peek(cur, now)
-		if e == nil {
+		if !e.ok() {
 			return got
 		}
 		cur.advance()
-		got = append(got, e.rec[offAddrs+3])
+		got = append(got, c.rec(e)[offAddrs+3])
 	}
 }
 
@@ -100,17 +100,17 @@ func TestCursorSurvives(t *testing.T) {
 	cur := c.newCursor()
 	e, _ := c.peek(cur, 0)
 	cur.advance()
-	got := []byte{e.rec[offAddrs+3]} // 1
-	c.put(rs[1], 0)                  // 2 moves to the end, cursor skips to 3
-	c.remove(c.m[rec(rs[2]).key()])  // 3 goes, cursor moves to 4
+	got := []byte{c.rec(e)[offAddrs+3]}          // 1
+	c.put(rs[1], 0)                              // 2 moves to the end, cursor skips to 3
+	c.remove(c.find(rs[2], c.index.hash(rs[2]))) // 3 goes, cursor moves to 4
 	c.put(tcp4("198.51.100.9", 1000).encode(), 0)
 	for {
 		e, _ := c.peek(cur, 0)
-		if e == nil {
+		if !e.ok() {
 			break
 		}
 		cur.advance()
-		got = append(got, e.rec[offAddrs+3])
+		got = append(got, c.rec(e)[offAddrs+3])
 	}
 	if want := []byte{1, 4, 5, 2, 9}; string(got) != string(want) {
 		t.Fatalf("visited %v, want %v", got, want)
@@ -118,7 +118,7 @@ func TestCursorSurvives(t *testing.T) {
 	// A full cache evicts the entry the cursor is on.
 	cur2 := c.newCursor()
 	c.put(tcp4("198.51.100.10", 1000).encode(), 0) // evicts 1
-	if e, _ := c.peek(cur2, 0); e == nil || e.rec[offAddrs+3] != 4 {
+	if e, _ := c.peek(cur2, 0); !e.ok() || c.rec(e)[offAddrs+3] != 4 {
 		t.Fatalf("after eviction the cursor is on %v", e)
 	}
 }
