@@ -58,6 +58,7 @@ FUZZ_TARGETS := \
 	./cluster/connsync:FuzzDecodeMessage \
 	./cluster/connsync:FuzzDeliver \
 	./cluster/connsync:FuzzParseDatagram \
+	./cluster/connsync:FuzzCache \
 	./cluster/bfd:FuzzParsePacket
 FUZZTIME ?= 10m
 # A count, not a duration: Go 1.26's fuzz coordinator can fail a target with a

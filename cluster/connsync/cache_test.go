@@ -156,3 +156,43 @@ func TestForgetDests(t *testing.T) {
 		t.Fatalf("forgot %d, %d left; want 1 and 2", n, c.len())
 	}
 }
+
+// TestSlabGivesChunksBack empties a cache that grew over several chunks:
+// all but the first go back, and references into them hold no more, not
+// even once their slots are handed out again.
+func TestSlabGivesChunksBack(t *testing.T) {
+	c := newCache(10_000, time.Minute)
+	put := func(n int, vip string) []entryRef {
+		var refs []entryRef
+		for i := range n {
+			r := tcp4(fmt.Sprintf("198.51.%d.%d", 100+i/250, i%250+1), 1)
+			r.vaddr = netip.MustParseAddr(vip)
+			ref, _ := c.put(r.encode(), 0)
+			refs = append(refs, ref)
+		}
+		return refs
+	}
+	perChunk := 1 << c.slabs[0].shift
+	old := put(2*perChunk+1, "192.0.2.10")
+	if n := len(c.slabs[0].recs); n != 3 {
+		t.Fatalf("%d chunks, want 3", n)
+	}
+	if n := c.releaseVIP(netip.MustParseAddr("192.0.2.10")); n != len(old) || c.len() != 0 {
+		t.Fatalf("released %d, %d left", n, c.len())
+	}
+	if n := len(c.slabs[0].recs); n != 1 {
+		t.Fatalf("%d chunks after the cache emptied, want 1", n)
+	}
+	for _, ref := range old {
+		if c.holds(ref, 0) {
+			t.Fatalf("removed entry %v still held", ref)
+		}
+	}
+	fresh := put(len(old), "192.0.2.20")
+	for i, ref := range old {
+		if c.holds(ref, 0) || !c.holds(fresh[i], 0) {
+			t.Fatalf("slot %#x: old reference held %v, new %v", ref.slot, c.holds(ref, 0), c.holds(fresh[i], 0))
+		}
+	}
+	checkIndex(t, c)
+}
