@@ -6,9 +6,8 @@ import (
 )
 
 // The cache keeps its records in slabs rather than in an object per
-// connection: a million connections as a million heap objects with
-// pointers cost three times the bytes of the records and a garbage
-// collector that scans them all.
+// connection: as a heap object with pointers and a map entry, a 36-byte
+// IPv4 record cost 190 bytes, and the garbage collector scanned them all.
 //
 // Records vary in length (options follow the fixed part), so each slab
 // holds one size class of fixed-size slots; a record that grows out of its
@@ -22,6 +21,9 @@ import (
 // record with an origin (origins.go) or sequence option, the IPv6 record,
 // and larger ones up to maxRecordLen for records with persistence data.
 var slotClasses = [...]int{recLenV4, 48, 64, recLenV6, 96, 128, 192, 256, 384, 512, 768, maxRecordLen}
+
+// The classes fit in a slot number's classBits (a compile-time check).
+var _ [1<<classBits - len(slotClasses)]struct{}
 
 const (
 	classBits  = 4

@@ -127,9 +127,9 @@ func (e *engine) replayMessage(rp *replay, t time.Duration, now time.Time) ([]by
 }
 
 // nextToReplay returns the replay's next live entry without moving past
-// it, or the zero entryRef at the end. A resend skips the entries the cache no longer
-// holds: a newer record of the connection went out in a later broadcast,
-// or the connection is gone.
+// it, or the zero entryRef at the end. A resend skips the entries the
+// cache no longer holds: the connection is gone, or its record outgrew its
+// slot, and that newer record went out in a later broadcast.
 func (e *engine) nextToReplay(rp *replay, t time.Duration) entryRef {
 	if !rp.resend {
 		en, expired := e.cache.peek(rp.cur, t)
