@@ -58,6 +58,7 @@ FUZZ_TARGETS := \
 	./cluster/connsync:FuzzDecodeMessage \
 	./cluster/connsync:FuzzDeliver \
 	./cluster/connsync:FuzzParseDatagram \
+	./cluster/connsync:FuzzCache \
 	./cluster/configsync:FuzzDecode \
 	./cluster/bfd:FuzzParsePacket \
 	./cluster/vrrp:FuzzParse

@@ -44,7 +44,7 @@ import (
 const (
 	// ringSize is how many of its last fresh broadcasts a sender can send
 	// again: about 12 s at 10,000 new connections per second (29 records
-	// per message), at most 4096 × 29 entry pointers (under 1 MB).
+	// per message), at most 4096 × 29 entry references (under 1 MB).
 	ringSize = windowSize
 	// gapCheckInterval is how often a receiver looks for gaps, and how
 	// long a gap waits for a late message before it is asked for.
@@ -120,14 +120,13 @@ func decodeRequest(body []byte, n int) (request, error) {
 }
 
 // sentRing holds the cache entries of a sender's last ringSize fresh
-// broadcasts, by stream number. An entry the cache has since removed is
-// still referenced (and kept from the garbage collector) until its slot is
-// reused, and is recognised as gone by lookup.
+// broadcasts, by stream number. An entry the cache has since removed or
+// replaced is recognised as gone by cache.holds.
 type sentRing struct {
-	slots [ringSize][]*entry
+	slots [ringSize][]entryRef
 }
 
-func (r *sentRing) record(stream uint64, entries []*entry) {
+func (r *sentRing) record(stream uint64, entries []entryRef) {
 	s := &r.slots[stream%ringSize]
 	*s = append((*s)[:0], entries...)
 }
@@ -269,7 +268,7 @@ func (e *engine) resend(member string, ranges []seqRange, now time.Time) {
 		rp = &replay{to: member, resend: true, started: e.mono(now)}
 		e.replays = append(e.replays, rp)
 	}
-	queued := make(map[*entry]bool, len(rp.entries))
+	queued := make(map[entryRef]bool, len(rp.entries))
 	for _, en := range rp.entries {
 		queued[en] = true
 	}

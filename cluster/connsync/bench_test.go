@@ -1,6 +1,8 @@
 package connsync
 
 import (
+	"bytes"
+	"math/rand/v2"
 	"net/netip"
 	"runtime"
 	"testing"
@@ -63,30 +65,92 @@ func BenchmarkMasterRecords(b *testing.B) {
 }
 
 // BenchmarkCacheBytes is the memory the relay's cache takes per cached
-// connection (heap after a GC, divided by the entries).
+// connection (heap after a GC, divided by the entries): of 100,000 IPv4 or
+// IPv6 connections, and of a full cache (DefaultMaxEntries IPv4
+// connections), whose total it reports too (docs/performance.md).
 func BenchmarkCacheBytes(b *testing.B) {
-	const n = 100_000
-	recs := make([]rec, 0, n)
-	for _, d := range masterDatagrams(n / 29) {
-		_, rs, err := parseDatagram(d)
-		if err != nil {
-			b.Fatal(err)
-		}
-		recs = append(recs, rs...)
+	v4 := func(i int) netip.Addr { return netip.AddrFrom4([4]byte{10, byte(i >> 16), byte(i >> 8), byte(i)}) }
+	v6 := func(i int) netip.Addr {
+		return netip.AddrFrom16([16]byte{0x20, 0x01, 0x0d, 0xb8, 15: byte(i), 14: byte(i >> 8), 13: byte(i >> 16)})
 	}
-	for range b.N {
-		var before, after runtime.MemStats
-		runtime.GC()
-		runtime.ReadMemStats(&before)
-		c := newCache(1<<20, time.Hour)
+	for _, tt := range []struct {
+		name   string
+		n      int
+		client func(i int) netip.Addr
+		conn   func(client string, cport uint16) testConn
+	}{
+		{"ipv4", 100_000, v4, tcp4},
+		{"ipv6", 100_000, v6, tcp6},
+		{"ipv4_full", DefaultMaxEntries, v4, tcp4},
+	} {
+		b.Run(tt.name, func(b *testing.B) {
+			recs := make([]rec, 0, tt.n)
+			for i := range tt.n {
+				recs = append(recs, tt.conn(tt.client(i/29).String(), uint16(i%29)).encode())
+			}
+			for range b.N {
+				var before, after runtime.MemStats
+				runtime.GC()
+				runtime.ReadMemStats(&before)
+				c := newCache(DefaultMaxEntries, time.Hour)
+				for _, r := range recs {
+					c.put(r, 0)
+				}
+				runtime.GC()
+				runtime.ReadMemStats(&after)
+				if c.len() != tt.n {
+					b.Fatalf("%d entries, want %d", c.len(), tt.n)
+				}
+				heap := float64(after.HeapAlloc - before.HeapAlloc)
+				b.ReportMetric(heap/float64(c.len()), "B/connection")
+				b.ReportMetric(heap/1e6, "MB")
+				runtime.KeepAlive(c)
+			}
+			runtime.KeepAlive(recs)
+		})
+	}
+}
+
+// BenchmarkCachePut is the cache's part of a record's cost, in a cache of
+// a million IPv4 connections: a connection it does not hold (the oldest is
+// evicted), and an update of one it holds, in an order that defeats the
+// CPU's caches.
+func BenchmarkCachePut(b *testing.B) {
+	const n = 1 << 20
+	recs := make([]rec, n)
+	for i := range n {
+		c := tcp4("10.0.0.1", uint16(i))
+		c.caddr = netip.AddrFrom4([4]byte{10, byte(i >> 24), byte(i >> 16), byte(i >> 8)})
+		recs[i] = c.encode()
+	}
+	rand.New(rand.NewPCG(1, 2)).Shuffle(n, func(i, j int) { recs[i], recs[j] = recs[j], recs[i] })
+	fill := func() *cache {
+		c := newCache(n, time.Hour)
 		for _, r := range recs {
 			c.put(r, 0)
 		}
-		runtime.GC()
-		runtime.ReadMemStats(&after)
-		b.ReportMetric(float64(after.HeapAlloc-before.HeapAlloc)/float64(c.len()), "B/connection")
-		runtime.KeepAlive(c)
+		return c
 	}
+	b.Run("new", func(b *testing.B) {
+		c := fill()
+		other := make([]rec, n)
+		for i, r := range recs {
+			other[i] = bytes.Clone(r)
+			other[i][offCport] ^= 0x80 // another client port
+		}
+		b.ResetTimer()
+		for i := range b.N {
+			// Each round evicts the other round's connections.
+			c.put([2][]rec{other, recs}[(i/n)%2][i%n], 0)
+		}
+	})
+	b.Run("update", func(b *testing.B) {
+		c := fill()
+		b.ResetTimer()
+		for i := range b.N {
+			c.put(recs[(i*7919)%n], 0)
+		}
+	})
 }
 
 // BenchmarkResyncBytes states what keeping the peers' copies complete

@@ -1,6 +1,8 @@
 package connsync
 
 import (
+	"hash/maphash"
+	"math"
 	"net/netip"
 	"time"
 )
@@ -15,96 +17,150 @@ import (
 // messages at a time, so a cursor must survive entries being updated,
 // evicted and expired under it. Expired entries are removed when a cursor
 // reaches them, so the periodic full replay bounds their stay.
+//
+// A cache of a million connections must not cost every director hundreds
+// of megabytes, so an entry is its record in a slab slot (cache_slab.go),
+// 16 bytes of links, deadline and generation beside it, and a position
+// in the hash table (cache_index.go): about 60 bytes for an IPv4
+// connection (BenchmarkCacheBytes).
 type cache struct {
 	max        int
 	defTimeout time.Duration // for records with timeout 0
-	m          map[connKey]*entry
-	head, tail *entry
+	count      int
+	slabs      []slab
+	index      index
+	head, tail uint32 // slots; noSlot: none
 	cursors    map[*cursor]struct{}
 }
 
-// entry does not keep its key, which is a fifth of its size: removal
-// derives it from rec again.
-type entry struct {
-	rec        rec
-	deadline   time.Duration // on the relay's monotonic clock
-	prev, next *entry
+// entryRef names a cache entry, and stays valid to keep across changes of
+// the cache: holds tells whether the entry is still there. The zero
+// entryRef names none.
+type entryRef struct {
+	slot uint32
+	gen  uint32 // the slot's generation when the entry took it: odd
 }
+
+func (r entryRef) ok() bool { return r.gen&1 == 1 }
 
 // cursor walks the cache from oldest to newest. An entry updated while a
 // cursor walks moves to the end and is visited again; entries added after
 // the cursor has reached the end are not.
-type cursor struct{ next *entry }
-
-func newCache(max int, defTimeout time.Duration) *cache {
-	return &cache{max: max, defTimeout: defTimeout, m: make(map[connKey]*entry), cursors: make(map[*cursor]struct{})}
+type cursor struct {
+	c    *cache
+	next uint32 // noSlot at the end
 }
 
-func (c *cache) len() int { return len(c.m) }
+func newCache(max int, defTimeout time.Duration) *cache {
+	return &cache{
+		max:        min(max, maxPerSlab),
+		defTimeout: defTimeout,
+		slabs:      newSlabs(),
+		index:      index{seed: maphash.MakeSeed()},
+		head:       noSlot, tail: noSlot,
+		cursors: make(map[*cursor]struct{}),
+	}
+}
+
+func (c *cache) len() int { return c.count }
 
 // put records r (copied) as received at now, returns its entry and reports
 // whether the oldest entry was evicted to make room.
-func (c *cache) put(r rec, now time.Duration) (e *entry, evicted bool) {
+func (c *cache) put(r rec, now time.Duration) (e entryRef, evicted bool) {
 	life := time.Duration(r.timeout()) * time.Second
 	if life == 0 {
 		life = c.defTimeout
 	}
-	k := r.key()
-	e = c.m[k]
-	if e != nil {
-		c.unlink(e)
-	} else {
-		if len(c.m) >= c.max {
+	h := c.index.hash(r)
+	cls := classOf(len(r))
+	slot := c.find(r, h)
+	if slot != noSlot && slotClass(slot) != cls {
+		c.removeHashed(slot, h) // it moves to a slot of its new size
+		slot = noSlot
+	}
+	fresh := slot == noSlot
+	if fresh {
+		if c.count >= c.max && c.head != noSlot {
 			c.remove(c.head)
 			evicted = true
 		}
-		e = &entry{}
-		c.m[k] = e
+		slot = c.alloc(cls)
+		c.count++
+	} else {
+		c.unlink(slot)
 	}
-	e.rec = append(e.rec[:0], r...)
-	e.deadline = now + life
-	c.pushBack(e)
-	return e, evicted
+	copy(c.slotBytes(slot), r)
+	m := c.meta(slot)
+	m.deadline = deadlineAt(now + life)
+	if fresh {
+		c.insert(slot, h)
+	}
+	c.pushBack(slot)
+	return entryRef{slot: slot, gen: m.gen}, evicted
+}
+
+// deadlineAt is t in whole seconds, rounded up: a relay runs for less than
+// 136 years, and a later deadline is as good as never.
+func deadlineAt(t time.Duration) uint32 {
+	return uint32(min((t+time.Second-1)/time.Second, math.MaxUint32))
+}
+
+// rec returns the record of a live entry; it aliases the cache's memory and
+// is valid until the cache changes.
+func (c *cache) rec(e entryRef) rec { return c.record(e.slot) }
+
+// deadline returns when a live entry expires, on the relay's monotonic
+// clock.
+func (c *cache) deadline(e entryRef) time.Duration {
+	return time.Duration(c.meta(e.slot).deadline) * time.Second
 }
 
 // holds reports whether e is still the cache's entry of its connection and
 // has not expired at now.
-func (c *cache) holds(e *entry, now time.Duration) bool {
-	return e.deadline > now && c.m[e.rec.key()] == e
+func (c *cache) holds(e entryRef, now time.Duration) bool {
+	if !e.ok() || !c.handedOut(e.slot) {
+		return false
+	}
+	m := c.meta(e.slot)
+	return m.gen == e.gen && time.Duration(m.deadline)*time.Second > now
 }
 
 // newCursor starts a walk at the oldest entry.
 func (c *cache) newCursor() *cursor {
-	cur := &cursor{next: c.head}
+	cur := &cursor{c: c, next: c.head}
 	c.cursors[cur] = struct{}{}
 	return cur
 }
 
 func (c *cache) closeCursor(cur *cursor) { delete(c.cursors, cur) }
 
-// peek returns the cursor's next live entry without moving past it, or nil
-// at the end, removing the expired entries in the way and counting them.
-func (c *cache) peek(cur *cursor, now time.Duration) (e *entry, expired int) {
-	for cur.next != nil && cur.next.deadline <= now {
+// peek returns the cursor's next live entry without moving past it, or the
+// zero entryRef at the end, removing the expired entries in the way and
+// counting them.
+func (c *cache) peek(cur *cursor, now time.Duration) (e entryRef, expired int) {
+	for cur.next != noSlot && time.Duration(c.meta(cur.next).deadline)*time.Second <= now {
 		c.remove(cur.next) // moves cur.next on
 		expired++
 	}
-	return cur.next, expired
+	if cur.next == noSlot {
+		return entryRef{}, expired
+	}
+	return entryRef{slot: cur.next, gen: c.meta(cur.next).gen}, expired
 }
 
 // advance moves the cursor past the entry peek returned.
-func (cur *cursor) advance() { cur.next = cur.next.next }
+func (cur *cursor) advance() { cur.next = cur.c.meta(cur.next).next }
 
 // removeIf removes the records drop reports true for and returns how many.
 func (c *cache) removeIf(drop func(rec) bool) int {
 	n := 0
-	for e := c.head; e != nil; {
-		next := e.next
-		if drop(e.rec) {
-			c.remove(e)
+	for s := c.head; s != noSlot; {
+		next := c.meta(s).next
+		if drop(c.record(s)) {
+			c.remove(s)
 			n++
 		}
-		e = next
+		s = next
 	}
 	return n
 }
@@ -131,38 +187,45 @@ func (c *cache) forgetDests(vip netip.Addr, dests []netip.AddrPort) int {
 	})
 }
 
-func (c *cache) remove(e *entry) {
-	c.unlink(e)
-	delete(c.m, e.rec.key())
+func (c *cache) remove(slot uint32) { c.removeHashed(slot, c.index.hash(c.record(slot))) }
+
+// removeHashed removes the entry in slot, whose record hashes to h.
+func (c *cache) removeHashed(slot uint32, h uint64) {
+	c.unlink(slot)
+	c.release(slot)
+	c.count--
+	c.delete(slot, h)
 }
 
-// unlink takes e out of the list, moving any cursor that would visit it
+// unlink takes slot out of the list, moving any cursor that would visit it
 // next to its successor.
-func (c *cache) unlink(e *entry) {
+func (c *cache) unlink(slot uint32) {
+	m := c.meta(slot)
 	for cur := range c.cursors {
-		if cur.next == e {
-			cur.next = e.next
+		if cur.next == slot {
+			cur.next = m.next
 		}
 	}
-	if e.prev != nil {
-		e.prev.next = e.next
+	if m.prev != noSlot {
+		c.meta(m.prev).next = m.next
 	} else {
-		c.head = e.next
+		c.head = m.next
 	}
-	if e.next != nil {
-		e.next.prev = e.prev
+	if m.next != noSlot {
+		c.meta(m.next).prev = m.prev
 	} else {
-		c.tail = e.prev
+		c.tail = m.prev
 	}
-	e.prev, e.next = nil, nil
+	m.prev, m.next = noSlot, noSlot
 }
 
-func (c *cache) pushBack(e *entry) {
-	e.prev = c.tail
-	if c.tail != nil {
-		c.tail.next = e
+func (c *cache) pushBack(slot uint32) {
+	m := c.meta(slot)
+	m.prev, m.next = c.tail, noSlot
+	if c.tail != noSlot {
+		c.meta(c.tail).next = slot
 	} else {
-		c.head = e
+		c.head = slot
 	}
-	c.tail = e
+	c.tail = slot
 }

@@ -23,11 +23,11 @@ func walk(c *cache, now time.Duration) []byte {
 	defer c.closeCursor(cur)
 	for {
 		e, _ := c.peek(cur, now)
-		if e == nil {
+		if !e.ok() {
 			return got
 		}
 		cur.advance()
-		got = append(got, e.rec[offAddrs+3])
+		got = append(got, c.rec(e)[offAddrs+3])
 	}
 }
 
@@ -100,17 +100,17 @@ func TestCursorSurvives(t *testing.T) {
 	cur := c.newCursor()
 	e, _ := c.peek(cur, 0)
 	cur.advance()
-	got := []byte{e.rec[offAddrs+3]} // 1
-	c.put(rs[1], 0)                  // 2 moves to the end, cursor skips to 3
-	c.remove(c.m[rec(rs[2]).key()])  // 3 goes, cursor moves to 4
+	got := []byte{c.rec(e)[offAddrs+3]}          // 1
+	c.put(rs[1], 0)                              // 2 moves to the end, cursor skips to 3
+	c.remove(c.find(rs[2], c.index.hash(rs[2]))) // 3 goes, cursor moves to 4
 	c.put(tcp4("198.51.100.9", 1000).encode(), 0)
 	for {
 		e, _ := c.peek(cur, 0)
-		if e == nil {
+		if !e.ok() {
 			break
 		}
 		cur.advance()
-		got = append(got, e.rec[offAddrs+3])
+		got = append(got, c.rec(e)[offAddrs+3])
 	}
 	if want := []byte{1, 4, 5, 2, 9}; string(got) != string(want) {
 		t.Fatalf("visited %v, want %v", got, want)
@@ -118,7 +118,7 @@ func TestCursorSurvives(t *testing.T) {
 	// A full cache evicts the entry the cursor is on.
 	cur2 := c.newCursor()
 	c.put(tcp4("198.51.100.10", 1000).encode(), 0) // evicts 1
-	if e, _ := c.peek(cur2, 0); e == nil || e.rec[offAddrs+3] != 4 {
+	if e, _ := c.peek(cur2, 0); !e.ok() || c.rec(e)[offAddrs+3] != 4 {
 		t.Fatalf("after eviction the cursor is on %v", e)
 	}
 }
@@ -155,4 +155,44 @@ func TestForgetDests(t *testing.T) {
 	if n := c.forgetDests(vip, []netip.AddrPort{netip.AddrPortFrom(netip.MustParseAddr("10.0.0.5"), 0)}); n != 1 || c.len() != 2 {
 		t.Fatalf("forgot %d, %d left; want 1 and 2", n, c.len())
 	}
+}
+
+// TestSlabGivesChunksBack empties a cache that grew over several chunks:
+// all but the first go back, and references into them hold no more, not
+// even once their slots are handed out again.
+func TestSlabGivesChunksBack(t *testing.T) {
+	c := newCache(10_000, time.Minute)
+	put := func(n int, vip string) []entryRef {
+		var refs []entryRef
+		for i := range n {
+			r := tcp4(fmt.Sprintf("198.51.%d.%d", 100+i/250, i%250+1), 1)
+			r.vaddr = netip.MustParseAddr(vip)
+			ref, _ := c.put(r.encode(), 0)
+			refs = append(refs, ref)
+		}
+		return refs
+	}
+	perChunk := 1 << c.slabs[0].shift
+	old := put(2*perChunk+1, "192.0.2.10")
+	if n := len(c.slabs[0].recs); n != 3 {
+		t.Fatalf("%d chunks, want 3", n)
+	}
+	if n := c.releaseVIP(netip.MustParseAddr("192.0.2.10")); n != len(old) || c.len() != 0 {
+		t.Fatalf("released %d, %d left", n, c.len())
+	}
+	if n := len(c.slabs[0].recs); n != 1 {
+		t.Fatalf("%d chunks after the cache emptied, want 1", n)
+	}
+	for _, ref := range old {
+		if c.holds(ref, 0) {
+			t.Fatalf("removed entry %v still held", ref)
+		}
+	}
+	fresh := put(len(old), "192.0.2.20")
+	for i, ref := range old {
+		if c.holds(ref, 0) || !c.holds(fresh[i], 0) {
+			t.Fatalf("slot %#x: old reference held %v, new %v", ref.slot, c.holds(ref, 0), c.holds(fresh[i], 0))
+		}
+	}
+	checkIndex(t, c)
 }

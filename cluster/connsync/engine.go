@@ -32,7 +32,7 @@ type engine struct {
 
 	cache        *cache
 	fresh        msgBuilder    // records from the master waiting for FlushDelay
-	freshEntries []*entry      // their cache entries
+	freshEntries []entryRef    // their cache entries
 	freshAt      time.Duration // when the oldest of them arrived
 	ring         *sentRing     // entries of the last fresh broadcasts (antientropy.go)
 	replays      []*replay

@@ -15,7 +15,7 @@ type replay struct {
 	to      string
 	cur     *cursor // not with resend
 	resend  bool
-	entries []*entry // of a resend, still to send
+	entries []entryRef // of a resend, still to send
 	started time.Duration
 	records int
 }
@@ -106,7 +106,7 @@ func (e *engine) replayMessage(rp *replay, t time.Duration, now time.Time) ([]by
 	m := msgBuilder{from: &e.self}
 	for {
 		en := e.nextToReplay(rp, t)
-		if en == nil || !m.fits(en.rec) {
+		if !en.ok() || !m.fits(e.cache.rec(en)) {
 			break
 		}
 		if rp.resend {
@@ -114,9 +114,9 @@ func (e *engine) replayMessage(rp *replay, t time.Duration, now time.Time) ([]by
 		} else {
 			rp.cur.advance()
 		}
-		c := m.add(en.rec)
+		c := m.add(e.cache.rec(en))
 		if c.timeout() != 0 {
-			left := int64((en.deadline - t + time.Second - 1) / time.Second)
+			left := int64((e.cache.deadline(en) - t + time.Second - 1) / time.Second)
 			c.setTimeout(uint32(min(max(left, 1), int64(c.timeout()))))
 		}
 	}
@@ -127,10 +127,10 @@ func (e *engine) replayMessage(rp *replay, t time.Duration, now time.Time) ([]by
 }
 
 // nextToReplay returns the replay's next live entry without moving past
-// it, or nil at the end. A resend skips the entries the cache no longer
-// holds: a newer record of the connection went out in a later broadcast,
-// or the connection is gone.
-func (e *engine) nextToReplay(rp *replay, t time.Duration) *entry {
+// it, or the zero entryRef at the end. A resend skips the entries the
+// cache no longer holds: the connection is gone, or its record outgrew its
+// slot, and that newer record went out in a later broadcast.
+func (e *engine) nextToReplay(rp *replay, t time.Duration) entryRef {
 	if !rp.resend {
 		en, expired := e.cache.peek(rp.cur, t)
 		e.st.expired.Add(uint64(expired))
@@ -140,7 +140,7 @@ func (e *engine) nextToReplay(rp *replay, t time.Duration) *entry {
 		rp.entries = rp.entries[1:]
 	}
 	if len(rp.entries) == 0 {
-		return nil
+		return entryRef{}
 	}
 	return rp.entries[0]
 }
