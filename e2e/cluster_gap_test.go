@@ -3,7 +3,6 @@
 package e2e
 
 import (
-	"context"
 	"fmt"
 	"net/netip"
 	"os"
@@ -46,8 +45,8 @@ func TestFailoverGap(t *testing.T) {
 		l.stop()
 	}
 	waitHolders(t, tp, vip, 10*time.Second, func(h []string) bool { return len(h) == 0 })
-	for _, adv := range []string{"1", "0.1"} {
-		name := "keepalived advert_int " + adv
+	for _, adv := range []time.Duration{time.Second, 100 * time.Millisecond} {
+		name := fmt.Sprintf("keepalived advert_int %g", adv.Seconds())
 		stop := startKeepalived(t, tp, vip, adv)
 		waitHolders(t, tp, vip, 30*time.Second, onlyOn("director"))
 		p.waitSuccessAfter(t, time.Now(), 10*time.Second)
@@ -148,66 +147,17 @@ func settle(t *testing.T, tp *topo.Topology, vip netip.Addr, hold, timeout time.
 // startKeepalived runs keepalived (VRRPv3, VRRP only) on every director,
 // priorities 150, 100, 50, and returns a function that stops them all
 // (they remove the VIP when stopped).
-func startKeepalived(t *testing.T, tp *topo.Topology, vip netip.Addr, advert string) func() {
+func startKeepalived(t *testing.T, tp *topo.Topology, vip netip.Addr, advert time.Duration) func() {
 	t.Helper()
-	var cmds []*exec.Cmd
+	var stops []func()
 	for i, d := range tp.Directors() {
-		dir := filepath.Join(t.TempDir(), "keepalived-"+d.ID)
-		if err := os.MkdirAll(dir, 0o755); err != nil {
-			t.Fatal(err)
-		}
-		conf := fmt.Sprintf(`global_defs {
-  router_id %s
-  vrrp_version 3
-}
-vrrp_instance VI {
-  state BACKUP
-  interface %s
-  virtual_router_id 51
-  priority %d
-  advert_int %s
-  virtual_ipaddress {
-    %s/32 dev %s
-  }
-}
-`, d.ID, d.Link, 150-50*i, advert, vip, d.Link)
-		writeFile(t, filepath.Join(dir, "keepalived.conf"), conf)
-		logf, err := os.Create(filepath.Join(dir, "keepalived.log"))
-		if err != nil {
-			t.Fatal(err)
-		}
-		cmd := d.Exec(context.Background(), "keepalived", "--vrrp", "--dont-fork", "--log-console", "--no-syslog",
-			"-f", filepath.Join(dir, "keepalived.conf"), "-p", filepath.Join(dir, "ka.pid"),
-			"-r", filepath.Join(dir, "vrrp.pid"), "-c", filepath.Join(dir, "checkers.pid"))
-		cmd.Stdout, cmd.Stderr = logf, logf
-		if err := cmd.Start(); err != nil {
-			t.Fatalf("keepalived on %v: %v", d, err)
-		}
-		logf.Close()
-		cmds = append(cmds, cmd)
+		stops = append(stops, startVRRPKeepalived(t, d, vip, 150-50*i, advert))
 	}
-	stopped := false
-	stop := func() {
-		if stopped {
-			return
-		}
-		stopped = true
-		for _, c := range cmds {
-			_ = c.Process.Signal(os.Interrupt)
-		}
-		for _, c := range cmds {
-			done := make(chan struct{})
-			go func() { _ = c.Wait(); close(done) }()
-			select {
-			case <-done:
-			case <-time.After(10 * time.Second):
-				_ = c.Process.Kill()
-				<-done
-			}
+	return func() {
+		for _, stop := range stops {
+			stop()
 		}
 	}
-	t.Cleanup(stop)
-	return stop
 }
 
 func median(d []time.Duration) time.Duration {

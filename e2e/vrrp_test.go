@@ -3,7 +3,6 @@
 package e2e
 
 import (
-	"context"
 	"fmt"
 	"net/netip"
 	"os"
@@ -49,8 +48,8 @@ func TestVRRPMixedPair(t *testing.T) {
 
 	// keepalived pair, on the IPVS service lvsd left (as keepalived's
 	// virtual_server would program it).
-	k1 := startVRRPKeepalived(t, d1, vip, 150)
-	k2 := startVRRPKeepalived(t, d2, vip, 100)
+	k1 := startVRRPKeepalived(t, d1, vip, 150, vrrpAdvert)
+	k2 := startVRRPKeepalived(t, d2, vip, 100, vrrpAdvert)
 	waitHolders(t, tp, vip, 30*time.Second, onlyOn(d1.ID))
 	rows = append(rows, handOver(t, tp, p, tl, vip, "keepalived → keepalived", k1, d1, d2))
 	k2()
@@ -97,7 +96,7 @@ func mixedPair(t *testing.T, tp *topo.Topology, p *prober, tl *timeline, vip net
 	t.Helper()
 	d1, d2 := tp.Director(1), tp.Director(2)
 	run(t, d2, "ipvsadm", "-C") // a new lvsd programs its own service
-	k1 := startVRRPKeepalived(t, d1, vip, 150)
+	k1 := startVRRPKeepalived(t, d1, vip, 150, vrrpAdvert)
 	waitHolders(t, tp, vip, 30*time.Second, onlyOn(d1.ID))
 	l2 := vrrpDirector(t, tp, d2, key, 100, vip)
 	l2.start()
@@ -106,7 +105,7 @@ func mixedPair(t *testing.T, tp *topo.Topology, p *prober, tl *timeline, vip net
 		t.Fatalf("lvsd (priority 100) took the VIP from keepalived (150): on %s", h)
 	}
 	rows := []handover{handOver(t, tp, p, tl, vip, "keepalived → lvsd", k1, d1, d2)}
-	k1 = startVRRPKeepalived(t, d1, vip, 50)
+	k1 = startVRRPKeepalived(t, d1, vip, 50, vrrpAdvert)
 	// keepalived comes up as backup and must stay one: it hears lvsd's
 	// advertisements, with the higher priority.
 	if h := settle(t, tp, vip, 3*time.Second, 20*time.Second); h != d2.ID {
@@ -216,73 +215,4 @@ func vrrpDirector(t *testing.T, tp *topo.Topology, host *topo.Host, key string, 
 	t.Helper()
 	return newClusterDirector(t, tp, host, key, fmt.Sprintf(
 		"  mode: vrrp\n  vrrp: {virtual_router_id: 51, priority: %d, advert_int: %s}\n", priority, vrrpAdvert), vip)
-}
-
-// startVRRPKeepalived runs keepalived (VRRP only, version 3, advert_int
-// 0.1, virtual router 51) on d with priority, and returns a function that
-// stops it (SIGTERM: it sends priority 0 and removes the VIP). The IPVS
-// service must be there already.
-func startVRRPKeepalived(t *testing.T, d *topo.Host, vip netip.Addr, priority int) func() {
-	t.Helper()
-	dir := filepath.Join(t.TempDir(), "keepalived-"+d.ID)
-	if err := os.MkdirAll(dir, 0o755); err != nil {
-		t.Fatal(err)
-	}
-	conf := fmt.Sprintf(`global_defs {
-  router_id %s
-  vrrp_version 3
-}
-vrrp_instance VI {
-  state BACKUP
-  interface %s
-  virtual_router_id 51
-  priority %d
-  advert_int %.1f
-  virtual_ipaddress {
-    %s dev %s
-  }
-}
-`, d.ID, d.Link, priority, vrrpAdvert.Seconds(), netip.PrefixFrom(vip, vip.BitLen()), d.Link)
-	writeFile(t, filepath.Join(dir, "keepalived.conf"), conf)
-	logPath := filepath.Join(dir, "keepalived.log")
-	logf, err := os.Create(logPath)
-	if err != nil {
-		t.Fatal(err)
-	}
-	cmd := d.Exec(context.Background(), "keepalived", "--vrrp", "--dont-fork", "--log-console", "--no-syslog",
-		"-f", filepath.Join(dir, "keepalived.conf"), "-p", filepath.Join(dir, "ka.pid"),
-		"-r", filepath.Join(dir, "vrrp.pid"), "-c", filepath.Join(dir, "checkers.pid"))
-	cmd.Stdout, cmd.Stderr = logf, logf
-	if err := cmd.Start(); err != nil {
-		t.Fatalf("keepalived on %v: %v", d, err)
-	}
-	logf.Close()
-	done := make(chan struct{})
-	go func() { _ = cmd.Wait(); close(done) }()
-	stop := func() {
-		select {
-		case <-done:
-			return
-		default:
-		}
-		_ = cmd.Process.Signal(os.Interrupt)
-		select {
-		case <-done:
-		case <-time.After(10 * time.Second):
-			_ = cmd.Process.Kill()
-			<-done
-		}
-	}
-	t.Cleanup(func() {
-		stop()
-		if keep := keepDir(t); keep != "" {
-			b, _ := os.ReadFile(logPath)
-			_ = os.WriteFile(filepath.Join(keep, fmt.Sprintf("keepalived-%s-%d.log", d.ID, priority)), b, 0o644)
-		}
-		if t.Failed() {
-			b, _ := os.ReadFile(logPath)
-			t.Logf("keepalived on %s (priority %d):\n%s", d.ID, priority, b)
-		}
-	})
-	return stop
 }
