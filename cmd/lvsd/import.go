@@ -19,7 +19,7 @@ func init() {
 	subcommands = append(subcommands, newImportCommand)
 }
 
-const importUsage = `usage: lvsd import keepalived FILE [--out DIR] [--scheduler mh] [--config-id ID]
+const importUsage = `usage: lvsd import keepalived FILE [--out DIR] [--scheduler mh] [--cluster vrrp] [--config-id ID]
        lvsd import ipvsadm [FILE|-] [--out DIR]
 Without --out the files are printed and the report of every keyword goes to stderr.`
 
@@ -34,6 +34,9 @@ func newImportCommand() *cobra.Command {
 		Args: argCount(1, 1), RunE: action(importKeepalived)}
 	keepalived.Flags().String("scheduler", "", "mh gives every service Maglev instead of keepalived's scheduler")
 	_ = keepalived.RegisterFlagCompletionFunc("scheduler", cobra.FixedCompletions([]string{"mh"}, cobra.ShellCompDirectiveNoFileComp))
+	keepalived.Flags().String("cluster", "", "vrrp writes cluster.mode vrrp, to run beside keepalived while a pair moves one director at a time, "+
+		"instead of lvsd's own active-standby cluster")
+	_ = keepalived.RegisterFlagCompletionFunc("cluster", cobra.FixedCompletions([]string{"vrrp"}, cobra.ShellCompDirectiveNoFileComp))
 	keepalived.Flags().String("config-id", "", "the -i config id that @ID lines are read for")
 	_ = keepalived.RegisterFlagCompletionFunc("config-id", cobra.NoFileCompletions)
 	ipvsadm := &cobra.Command{Use: "ipvsadm [FILE|-]", Short: "convert `ipvsadm -Sn` text from FILE or stdin (-), or without one the running kernel's IPVS table",
@@ -49,7 +52,11 @@ func importKeepalived(_ context.Context, e *env) error {
 	if scheduler != "" && scheduler != "mh" {
 		return usagef("--scheduler takes mh (Maglev), or leave it out to keep keepalived's schedulers")
 	}
-	res, err := readKeepalived(e.args[0], scheduler, e.value("config-id"))
+	cluster := e.value("cluster")
+	if cluster != "" && cluster != keepalived.ClusterVRRP {
+		return usagef("--cluster takes vrrp (VRRP beside keepalived during a move), or leave it out for lvsd's own active-standby cluster")
+	}
+	res, err := readKeepalived(e.args[0], keepalived.ConvertOptions{Scheduler: scheduler, Cluster: cluster}, e.value("config-id"))
 	if err != nil {
 		return err
 	}
@@ -90,7 +97,7 @@ func writeImport(e *env, res *importer.Result) error {
 
 // readKeepalived reads and converts keepalived.conf at file, with the
 // files it includes.
-func readKeepalived(file, scheduler, configID string) (*importer.Result, error) {
+func readKeepalived(file string, opt keepalived.ConvertOptions, configID string) (*importer.Result, error) {
 	abs, err := filepath.Abs(file)
 	if err != nil {
 		return nil, err
@@ -101,7 +108,7 @@ func readKeepalived(file, scheduler, configID string) (*importer.Result, error) 
 	if err != nil {
 		return nil, err
 	}
-	res := keepalived.Convert(nodes, keepalived.ConvertOptions{Scheduler: scheduler})
+	res := keepalived.Convert(nodes, opt)
 	for _, s := range skipped {
 		res.Note(s.File, s.Line, "@", importer.NotMapped, "a conditional line for another config id (--config-id)")
 	}

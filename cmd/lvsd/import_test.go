@@ -18,6 +18,10 @@ func TestImportCommand(t *testing.T) {
 	if err := os.WriteFile(conf, []byte("virtual_server 10.0.0.1 80 {\n  lb_kind DR\n  real_server 10.1.0.1 80 {\n  }\n}\n"), 0o644); err != nil {
 		t.Fatal(err)
 	}
+	pair := filepath.Join(dir, "pair.conf")
+	if err := os.WriteFile(pair, []byte("vrrp_instance VI {\n  interface eth1\n  virtual_router_id 51\n  priority 150\n}\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
 	ipvsText := filepath.Join(dir, "ipvs.txt")
 	if err := os.WriteFile(ipvsText, []byte("-A -t 10.0.0.2:80 -s rr\n-a -t 10.0.0.2:80 -r 10.1.0.2:80 -g -w 2\n"), 0o644); err != nil {
 		t.Fatal(err)
@@ -31,6 +35,9 @@ func TestImportCommand(t *testing.T) {
 		{[]string{"import", "keepalived", conf, "--out", out}, 0, "k", ""},
 		{[]string{"import", "keepalived", conf, "--out", out}, exitFailure, "", ""},
 		{[]string{"import", "keepalived", conf, "--scheduler", "mh"}, 0, "scheduler: mh", "keepalived.conf:1: virtual_server: mapped"},
+		{[]string{"import", "keepalived", pair, "--cluster", "vrrp"}, 0, "    virtual_router_id: 51", "pair.conf:4: priority: mapped: cluster.vrrp.priority: 150"},
+		{[]string{"import", "keepalived", pair}, 0, "  mode: active-standby", "pair.conf:4: priority: mapped: cluster.priority: 150"},
+		{[]string{"import", "keepalived", pair, "--cluster", "ecmp"}, exitUsage, "", ""},
 		{[]string{"import", "ipvsadm", ipvsText}, 0, "  - {address: 10.1.0.2, weight: 2}", "ipvs.txt:2: tcp:10.0.0.2:80 -r 10.1.0.2:80: mapped"},
 		{[]string{"import", "keepalived"}, exitUsage, "", ""},
 		{[]string{"import", "haproxy", conf}, exitUsage, "", ""},

@@ -53,16 +53,31 @@ type agentSettings struct {
 
 func (c *converter) agentFile(nodes []*Node) {
 	a := agentSettings{node: c.opt.Node, priority: 100, preempt: true}
+	if c.opt.Cluster == ClusterVRRP {
+		c.vrrpModeGlobal(nodes)
+	}
 	for _, n := range nodes {
 		switch n.Keyword {
 		case "global_defs":
 			c.globalDefs(n, &a)
 		case "vrrp_instance":
-			c.vrrpInstance(n, &a)
+			if c.opt.Cluster == ClusterVRRP {
+				c.vrrpModeInstance(n, &a)
+			} else {
+				c.vrrpInstance(n, &a)
+			}
 		case "vrrp_sync_group":
-			c.mapped(n, "lvsd's active-standby cluster moves every VIP together")
+			if c.opt.Cluster == ClusterVRRP {
+				c.mapped(n, "lvsd's virtual router of each address family moves every VIP of the family together")
+			} else {
+				c.mapped(n, "lvsd's active-standby cluster moves every VIP together")
+			}
 			for _, ch := range n.Children {
-				c.mapped(ch, "in the one cluster")
+				if c.opt.Cluster == ClusterVRRP {
+					c.mapped(ch, "in the virtual routers")
+				} else {
+					c.mapped(ch, "in the one cluster")
+				}
 				c.skipped(ch.Children)
 			}
 		}
@@ -92,6 +107,10 @@ func (c *converter) globalDefs(n *Node, a *agentSettings) {
 			if v, ok := argInt(ch, 0, -20, 19); ok {
 				c.approx(ch, "cluster.nice is lvsd's (default -10); keepalived's vrrp_priority %d is not copied", v)
 			}
+		case "vrrp_version":
+			if c.opt.Cluster == ClusterVRRP {
+				c.vrrpVersionGlobal(ch)
+			}
 		case "script_user":
 			c.notMapped(ch, "hooks run as root; exec checks as the service file's user:")
 		}
@@ -99,6 +118,10 @@ func (c *converter) globalDefs(n *Node, a *agentSettings) {
 }
 
 func (c *converter) syncDaemon(n *Node, a *agentSettings) {
+	if c.opt.Cluster == ClusterVRRP {
+		c.notMapped(n, "mode vrrp does not sync connections, and keepalived's sync daemon does not talk to lvsd's relay (docs/migrating-from-keepalived.md, \"Connections during the move\")")
+		return
+	}
 	a.connSync = true
 	c.mapped(n, "cluster.conn_sync (on by default in a cluster): lvsd runs the kernel's sync daemons on lo and relays their records over the encrypted cluster")
 }
@@ -234,7 +257,7 @@ func (c *converter) virtualIPs(n *Node) {
 		if name, ok := c.vips[addr]; ok {
 			c.mapped(v, "vip of service %s%s", name, extra)
 		} else {
-			c.notMapped(v, "no virtual_server uses %s: lvsd holds only the VIPs of its services; put it in the host's network configuration or add a service", addr)
+			c.notMapped(v, "no virtual_server uses %s: lvsd holds only the VIPs of its services; put it in the host's network configuration or add a service%s", addr, c.vrrpAddressAdvice())
 		}
 	}
 }
@@ -332,7 +355,9 @@ func (c *converter) renderAgent(a agentSettings) string {
 		w.Key(0, "ipvs", "", "")
 		w.Key(2, "timeouts", "{"+strings.Join(a.timeouts, ", ")+"}", "keepalived's lvs_timeouts")
 	}
-	if a.cluster {
+	if a.cluster && c.opt.Cluster == ClusterVRRP {
+		c.renderVRRP(&w, a)
+	} else if a.cluster {
 		w.Key(0, "cluster", "", "")
 		w.Key(2, "key_file", importer.Text(c.opt.KeyFile), "create it: head -c 32 /dev/urandom | base64 > FILE; chmod 600 FILE")
 		if len(a.peers) > 0 {

@@ -20,6 +20,10 @@ type ConvertOptions struct {
 	// KeyFile is the cluster key file the agent file names (default
 	// /etc/lvsd/cluster.key).
 	KeyFile string
+	// Cluster "": the vrrp_instances become lvsd's own active-standby
+	// cluster; ClusterVRRP: cluster.mode vrrp, to run beside keepalived
+	// while a pair moves one director at a time.
+	Cluster string
 	// Node is the director's name when global_defs has no router_id
 	// ("": leave node out, lvsd then uses the hostname).
 	Node string
@@ -45,6 +49,7 @@ type converter struct {
 	services []*service
 	vips     map[netip.Addr]string // VIP -> the first service on it
 	hooks    []hookNote            // notify programs, for the agent file's comments
+	vrrp     vrrpMode              // ConvertOptions.Cluster vrrp
 }
 
 // Convert turns the statements of a keepalived.conf into lvsd's files

@@ -59,6 +59,22 @@ func TestSamples(t *testing.T) {
 	}
 }
 
+// TestSamplesVRRP converts every sample with --cluster vrrp: the files
+// must pass `lvsd check` and every keyword must be in the report.
+func TestSamplesVRRP(t *testing.T) {
+	for _, path := range samples(t) {
+		t.Run(strings.TrimPrefix(filepath.Base(path), "keepalived.conf."), func(t *testing.T) {
+			nodes, err := ParseFile(path, Options{FS: os.DirFS("/")})
+			if err != nil {
+				t.Fatalf("parse: %v", err)
+			}
+			res := Convert(nodes, ConvertOptions{Cluster: ClusterVRRP, Node: "director1"})
+			checkLoads(t, res)
+			checkEveryKeyword(t, path, nodes, res)
+		})
+	}
+}
+
 // checkLoads writes the result into a folder with a cluster key and loads
 // it as `lvsd check` does.
 func checkLoads(t *testing.T, res *importer.Result) {
@@ -134,13 +150,24 @@ func golden(t *testing.T, path string, got []byte) {
 	}
 }
 
-// TestFull converts testdata/full, a configuration written for these tests
-// with every keyword the importer knows, once with keepalived's schedulers
-// and once with --scheduler mh.
+// TestFull converts configurations written for these tests: testdata/full
+// with every keyword the importer knows, once with keepalived's
+// schedulers, once with --scheduler mh and once with --cluster vrrp; and
+// testdata/pair, a director of a keepalived pair with an IPv4 and an IPv6
+// instance, as lvsd's own cluster and in mode vrrp.
 func TestFull(t *testing.T) {
-	for _, tc := range []struct{ name, scheduler string }{{"full", ""}, {"full-mh", "mh"}} {
+	for _, tc := range []struct {
+		name, dir string
+		opt       ConvertOptions
+	}{
+		{"full", "full", ConvertOptions{}},
+		{"full-mh", "full", ConvertOptions{Scheduler: "mh"}},
+		{"full-vrrp", "full", ConvertOptions{Cluster: ClusterVRRP}},
+		{"pair", "pair", ConvertOptions{}},
+		{"pair-vrrp", "pair", ConvertOptions{Cluster: ClusterVRRP}},
+	} {
 		t.Run(tc.name, func(t *testing.T) {
-			abs, err := filepath.Abs("testdata/full/keepalived.conf")
+			abs, err := filepath.Abs(filepath.Join("testdata", tc.dir, "keepalived.conf"))
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -148,14 +175,15 @@ func TestFull(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			res := Convert(nodes, ConvertOptions{KeyFile: "cluster.key", Scheduler: tc.scheduler})
+			tc.opt.KeyFile = "cluster.key"
+			res := Convert(nodes, tc.opt)
 			checkLoads(t, res)
 			checkEveryKeyword(t, abs, nodes, res)
 			var out bytes.Buffer
 			res.WriteFiles(&out)
 			out.WriteString("# ==> report <==\n")
 			res.WriteReport(&out)
-			golden(t, filepath.Join("testdata", tc.name+".golden"), bytes.ReplaceAll(out.Bytes(), []byte(filepath.Dir(abs)), []byte("testdata/full")))
+			golden(t, filepath.Join("testdata", tc.name+".golden"), bytes.ReplaceAll(out.Bytes(), []byte(filepath.Dir(abs)), []byte(filepath.Join("testdata", tc.dir))))
 		})
 	}
 }
