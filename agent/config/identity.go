@@ -115,7 +115,9 @@ func ReadIdentityFile(path string) (ed25519.PrivateKey, error) {
 // Warnings are what `lvsd check` should tell about c that is valid but
 // weaker than it could be.
 func (c *Cluster) Warnings() []string {
-	if c == nil || c.Insecure || c.Directors != nil {
+	// Mode vrrp has no cluster key to speak with (keepalived's VRRPv3
+	// authenticates nothing), so identities have nothing to strengthen.
+	if c == nil || c.Insecure || c.Directors != nil || c.Mode == ModeVRRP {
 		return nil
 	}
 	return []string{"cluster.directors is not set: any holder of the cluster key can speak for any director " +

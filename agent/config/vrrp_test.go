@@ -32,6 +32,10 @@ func TestVRRPGood(t *testing.T) {
 			if len(a.Warnings()) != 0 {
 				t.Errorf("warnings: %q", a.Warnings())
 			}
+			// No key, so no identities to recommend.
+			if w := a.Cluster.Warnings(); len(w) != 0 {
+				t.Errorf("cluster warnings: %q", w)
+			}
 		})
 	}
 }
