@@ -15,7 +15,6 @@ import (
 	"github.com/lvsd/lvsd/agent/planner"
 
 	"github.com/lvsd/lvsd/agent/statefile"
-	"github.com/lvsd/lvsd/arp"
 	"github.com/lvsd/lvsd/cluster/bgp"
 )
 
@@ -443,20 +442,6 @@ func addressInput(k Kernel, p Programmed, present map[string][]netip.Prefix, own
 		// all along, with their source addresses: a restore from the
 		// connection table would give them this director's.
 		Restore: k.Conntrack != nil && d.PeerSNAT == nil, Announce: k.Announcer != nil, Release: k.Relay != nil}
-}
-
-// listPresent lists the addresses of d's devices. A missing device has
-// none: a VIP waits for its interface without holding up the others.
-func listPresent(ctx context.Context, k Kernel, d planner.Desired) (map[string][]netip.Prefix, error) {
-	out := map[string][]netip.Prefix{}
-	for _, dev := range d.Devices() {
-		ps, err := k.Addrs.List(ctx, dev)
-		if err != nil && !(errors.Is(err, arp.ErrNotFound) && dev != d.Interface) {
-			return nil, err
-		}
-		out[dev] = ps
-	}
-	return out, nil
 }
 
 // apply runs ops with the record written ahead, tells the cluster which

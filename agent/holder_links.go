@@ -2,6 +2,8 @@ package agent
 
 import (
 	"context"
+	"errors"
+	"net/netip"
 	"slices"
 	"strings"
 	"time"
@@ -169,4 +171,18 @@ func (h *Holder) interfacesDown() string {
 // servable reports whether the director may serve vip now.
 func (h *Holder) servable(v planner.VIPAddresses) bool {
 	return !h.grounded() && !h.cannotServe(v)
+}
+
+// listPresent lists the addresses of d's devices. A missing device has
+// none: a VIP waits for its interface without holding up the others.
+func listPresent(ctx context.Context, k Kernel, d planner.Desired) (map[string][]netip.Prefix, error) {
+	out := map[string][]netip.Prefix{}
+	for _, dev := range d.Devices() {
+		ps, err := k.Addrs.List(ctx, dev)
+		if err != nil && !(errors.Is(err, arp.ErrNotFound) && dev != d.Interface) {
+			return nil, err
+		}
+		out[dev] = ps
+	}
+	return out, nil
 }
