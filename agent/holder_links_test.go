@@ -123,3 +123,21 @@ func TestMissingInterfaceWaits(t *testing.T) {
 		t.Errorf("owners: web %q, vlan %q", f.Owner(web), f.Owner(vlan))
 	}
 }
+
+// A reload that moves a VIP to another interface takes the address off
+// the old one and puts it on the new one, announced there.
+func TestReloadMovesTheVIPToItsInterface(t *testing.T) {
+	e := newEnv(t)
+	e.addrs = arp.NewFake("eth0", "eth1")
+	e.service("web", webTwo)
+	a := e.agent()
+	if got := e.reconcile(a); !slices.Contains(got, "add-address eth0 10.0.0.50/32") {
+		t.Fatalf("first pass: %q", got)
+	}
+	e.service("web", webTwo+"interface: eth1\n")
+	e.reload(a)
+	got := slices.DeleteFunc(e.reconcile(a), func(op string) bool { return !isAddress(op) })
+	if want := []string{"delete-address eth0 10.0.0.50/32", "add-address eth1 10.0.0.50/32"}; !slices.Equal(got, want) {
+		t.Errorf("after the reload: %q, want %q", got, want)
+	}
+}
