@@ -12,6 +12,7 @@ import (
 	"slices"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -127,14 +128,16 @@ func captureGARP(t *testing.T, h *topo.Host, dev string) *garpLog {
 	if err != nil {
 		t.Fatal(err)
 	}
+	var closing atomic.Bool
 	go func() {
 		defer close(g.done)
 		for {
 			p, _, err := g.c.Read()
 			if err != nil {
-				if strings.Contains(err.Error(), "closed") {
+				if closing.Load() {
 					return
 				}
+				time.Sleep(10 * time.Millisecond) // a frame that is no ARP packet: read on
 				continue
 			}
 			if p.SenderIP == p.TargetIP {
@@ -145,8 +148,13 @@ func captureGARP(t *testing.T, h *topo.Host, dev string) *garpLog {
 		}
 	}()
 	t.Cleanup(func() {
+		closing.Store(true)
 		g.c.Close()
-		<-g.done
+		select {
+		case <-g.done:
+		case <-time.After(5 * time.Second):
+			t.Logf("the capture on %s of %s did not end 5 s after its socket was closed", dev, h.ID)
+		}
 	})
 	return g
 }
