@@ -90,6 +90,7 @@ type Holder struct {
 	linkDown  bool                // the interface cannot carry traffic: serve and hold nothing
 	upstream  <-chan bool         // the upstream check's verdict (TrackUpstream); nil: none
 	upDown    bool                // the upstream check fails: serve and hold nothing
+	ifaces    *interfaces         // the other interfaces the VIPs name (TrackInterfaces); nil: not tracked
 }
 
 // HolderState is what the holder keeps across restarts (holder.json).
@@ -102,6 +103,10 @@ type HolderState struct {
 	// down", "upstream check failing"); "" when nothing holds it back.
 	// Not kept across restarts.
 	Grounded string `json:"-"`
+	// InterfacesDown lists the interfaces VIPs name besides the director's
+	// own that cannot carry traffic now ("eth1, eth0.20"): their VIPs are
+	// not served. "" when none. Not kept across restarts.
+	InterfacesDown string `json:"-"`
 }
 
 const holderFile = "holder.json"
@@ -182,6 +187,10 @@ func (h *Holder) run(ctx context.Context) {
 			if _, err := h.upstreamChanged(ctx, ok); err != nil {
 				h.log.Error("some address changes failed; will retry", "err", err)
 			}
+		case c := <-h.interfaceChanges():
+			if _, err := h.interfaceChanged(ctx, c); err != nil {
+				h.log.Error("some address changes failed; will retry", "err", err)
+			}
 		case r := <-h.reqs:
 			ops, err := r.f(r.ctx)
 			r.reply <- reply{ops, err}
@@ -220,6 +229,7 @@ func (h *Holder) Sync(ctx context.Context, p Programmed) ([]planner.Op, error) {
 
 func (h *Holder) sync(ctx context.Context, p Programmed) ([]planner.Op, error) {
 	h.prog, h.synced = p, true
+	h.watchInterfaces()
 	h.serve()
 	return h.pass(ctx)
 }
@@ -231,8 +241,8 @@ func (h *Holder) serve() {
 		return
 	}
 	vips := []netip.Addr{}
-	if !h.grounded() {
-		for _, v := range h.prog.Desired.VIPs {
+	for _, v := range h.prog.Desired.VIPs {
+		if h.servable(v) {
 			vips = append(vips, v.VIP)
 		}
 	}
@@ -347,6 +357,7 @@ func (h *Holder) publish() {
 		why = append(why, "upstream check failing")
 	}
 	st.Grounded = strings.Join(why, ", ")
+	st.InterfacesDown = h.interfacesDown()
 	h.shown.Store(&st)
 }
 
@@ -384,7 +395,7 @@ func (h *Holder) Release(ctx context.Context) error {
 func (h *Holder) pass(ctx context.Context) ([]planner.Op, error) {
 	held := make(map[netip.Addr]bool, len(h.prog.Desired.VIPs))
 	for _, v := range h.prog.Desired.VIPs {
-		held[v.VIP] = !h.grounded() && (h.vips == nil || h.vips.Holds(v.VIP))
+		held[v.VIP] = h.servable(v) && (h.vips == nil || h.vips.Holds(v.VIP))
 	}
 	present, err := listPresent(ctx, h.k, h.prog.Desired)
 	if err != nil {
@@ -431,22 +442,6 @@ func addressInput(k Kernel, p Programmed, present map[string][]netip.Prefix, own
 		// all along, with their source addresses: a restore from the
 		// connection table would give them this director's.
 		Restore: k.Conntrack != nil && d.PeerSNAT == nil, Announce: k.Announcer != nil, Release: k.Relay != nil}
-}
-
-// listPresent lists the addresses of d's devices.
-func listPresent(ctx context.Context, k Kernel, d planner.Desired) (map[string][]netip.Prefix, error) {
-	out := map[string][]netip.Prefix{}
-	for _, dev := range []string{d.Interface, d.VIPDevice} {
-		if _, done := out[dev]; done || dev == "" {
-			continue
-		}
-		ps, err := k.Addrs.List(ctx, dev)
-		if err != nil {
-			return nil, err
-		}
-		out[dev] = ps
-	}
-	return out, nil
 }
 
 // apply runs ops with the record written ahead, tells the cluster which

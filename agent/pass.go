@@ -208,7 +208,8 @@ func sameProgrammed(p, q Programmed) bool {
 	return pd.Interface == qd.Interface && pd.VIPDevice == qd.VIPDevice && reflect.DeepEqual(pd.Announce, qd.Announce) &&
 		pd.NAT.Digest() == qd.NAT.Digest() && maps.Equal(p.InUse, q.InUse) && maps.Equal(p.Eligible, q.Eligible) &&
 		slices.EqualFunc(pd.VIPs, qd.VIPs, func(a, b planner.VIPAddresses) bool {
-			return a.VIP == b.VIP && a.Home == b.Home && slices.Equal(a.Addresses, b.Addresses) && slices.Equal(a.Needs, b.Needs)
+			return a.VIP == b.VIP && a.Home == b.Home && slices.Equal(a.Addresses, b.Addresses) && slices.Equal(a.Needs, b.Needs) &&
+				maps.Equal(a.Interfaces, b.Interfaces)
 		}) && reflect.DeepEqual(pd.PeerSNAT, qd.PeerSNAT)
 }
 

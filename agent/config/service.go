@@ -69,6 +69,13 @@ type Service struct {
 	// Gateway is the NAT real servers' default gateway on the director
 	// (nat.gateway); invalid: none managed by lvsd. It moves with the VIP.
 	Gateway netip.Addr
+	// Interface is where the director holding the VIP puts it and its
+	// FULLNAT source addresses, and announces them; "": the agent file's
+	// interface.
+	Interface string
+	// GatewayInterface is where Gateway goes (nat.gateway_interface): the
+	// real servers' side of a two-armed director; "": Interface.
+	GatewayInterface string
 	// Tunnel is the encapsulation of forwarding tunnel; zero otherwise.
 	Tunnel TunnelOptions
 	// Persistence, when Timeout > 0, sends a client (of Netmask granularity)
@@ -151,8 +158,10 @@ type rawService struct {
 		SourceAddresses []string            `yaml:"source_addresses"`
 		PerDirector     map[string][]string `yaml:"per_director"`
 	} `yaml:"fullnat"`
-	NAT struct {
-		Gateway string `yaml:"gateway"`
+	Interface string `yaml:"interface"`
+	NAT       struct {
+		Gateway          string `yaml:"gateway"`
+		GatewayInterface string `yaml:"gateway_interface"`
 	} `yaml:"nat"`
 	Tunnel      *rawTunnel `yaml:"tunnel"`
 	Persistence *struct {
@@ -234,6 +243,11 @@ func (d *doc) service(raw rawService) Service {
 	s.SourceRanges = d.sourceRanges(s, raw.SourceRanges)
 	s.SNATAddresses, s.SNATByDirector = d.snatAddresses(s, raw.FullNAT.SourceAddresses, raw.FullNAT.PerDirector)
 	s.Gateway = d.gateway(s, raw.NAT.Gateway)
+	s.Interface = d.interfaceName("$.interface", s.Name, "interface", raw.Interface)
+	s.GatewayInterface = d.interfaceName("$.nat.gateway_interface", s.Name, "nat.gateway_interface", raw.NAT.GatewayInterface)
+	if s.GatewayInterface != "" && raw.NAT.Gateway == "" {
+		d.Errorf("$.nat.gateway_interface", "service %q: nat.gateway_interface needs nat.gateway (the address it holds)", s.Name)
+	}
 	s.Tunnel = d.tunnel(s, raw.Tunnel)
 	s.DrainTimeout = d.duration("$.drain_timeout", serviceSubject(s.Name), "drain_timeout", string(raw.DrainTimeout), DefaultDrainTimeout)
 	if p := raw.Persistence; p != nil {
@@ -402,8 +416,17 @@ func (d *doc) gateway(s Service, raw string) netip.Addr {
 	return netip.Addr{}
 }
 
+// interfaceName validates an optional interface key at path: "" is unset.
+func (d *doc) interfaceName(path, service, key, raw string) string {
+	if raw != "" && !isInterfaceName(raw) {
+		d.Errorf(path, "service %q: %s %q is not an interface name (1-15 characters, no spaces, slashes or colons)", service, key, raw)
+		return ""
+	}
+	return raw
+}
+
 // Addresses are the addresses the director holding the VIP puts on its
-// interface: the VIP, the FULLNAT source addresses real servers reply to
+// interfaces: the VIP, the FULLNAT source addresses real servers reply to
 // and the NAT gateway they route through. They move together.
 func (s Service) Addresses() []netip.Addr {
 	out := append([]netip.Addr{s.VIP}, s.SNATAddresses...)

@@ -46,7 +46,7 @@ func TestLoadServicesBad(t *testing.T) {
 	const head = "service: web\nvip: 10.0.0.50\nports: [80]\n"
 	const oneBackend = "backends:\n  - {address: 10.0.0.11}\n"
 	cases := []badCase{
-		{"unknown key", head + oneBackend + "colour: red\n", ":6:1: service \"web\": unknown key \"colour\" (keys here: service, vip, protocol, ports, forwarding, scheduler, affinity, backends, sorry_server, source_ranges, fullnat, nat, tunnel, persistence, persistence_on_unhealthy, drain_timeout, health, failover, when_none_healthy, announce)"},
+		{"unknown key", head + oneBackend + "colour: red\n", ":6:1: service \"web\": unknown key \"colour\" (keys here: service, vip, protocol, ports, forwarding, scheduler, affinity, backends, sorry_server, source_ranges, fullnat, interface, nat, tunnel, persistence, persistence_on_unhealthy, drain_timeout, health, failover, when_none_healthy, announce)"},
 		{"unknown backend key", head + "backends:\n  - {address: 10.0.0.11, wieght: 2}\n", ":5:26: service \"web\": unknown key \"wieght\" (did you mean weight?)"},
 		{"no name", "vip: 10.0.0.50\nports: [80]\n" + oneBackend, ":1:1: service: a name is required"},
 		{"bad vip", "service: web\nvip: 10.0.0.500\nports: [80]\n" + oneBackend, ":2:6: service \"web\": vip \"10.0.0.500\" is not an IP address"},
@@ -90,6 +90,10 @@ func TestLoadServicesBad(t *testing.T) {
 		{"gateway without nat", head + "nat: {gateway: 10.0.0.9}\n" + oneBackend, ":4:16: service \"web\": nat.gateway needs forwarding: nat"},
 		{"gateway not an address", head + "forwarding: nat\nnat: {gateway: 10.0.0}\n" + oneBackend, ":5:16: service \"web\": nat.gateway \"10.0.0\" is not an IP address"},
 		{"gateway other family", head + "forwarding: nat\nnat: {gateway: \"fd00::9\"}\n" + oneBackend, ":5:16: service \"web\": nat.gateway fd00::9 and vip 10.0.0.50 are of different IP families"},
+		{"bad interface", head + "interface: \"eth 1\"\n" + oneBackend, ":4:12: service \"web\": interface \"eth 1\" is not an interface name"},
+		{"interface too long", head + "interface: averyveryverylongname\n" + oneBackend, ":4:12: service \"web\": interface \"averyveryverylongname\" is not an interface name"},
+		{"bad gateway interface", head + "forwarding: nat\nnat: {gateway: 10.0.1.1, gateway_interface: \"eth1:0\"}\n" + oneBackend, ":5:45: service \"web\": nat.gateway_interface \"eth1:0\" is not an interface name"},
+		{"gateway interface alone", head + "forwarding: nat\nnat: {gateway_interface: eth1}\n" + oneBackend, ":5:26: service \"web\": nat.gateway_interface needs nat.gateway"},
 		{"gateway is the vip", head + "forwarding: nat\nnat: {gateway: 10.0.0.50}\n" + oneBackend, ":5:16: service \"web\": nat.gateway must not be the vip"},
 		{"bad drain timeout", head + oneBackend + "drain_timeout: soon\n", ":6:16: service \"web\": drain_timeout \"soon\" is not a duration"},
 		{"persistence netmask", head + oneBackend + "persistence: {timeout: 5m, netmask: 33}\n", ":6:37: service \"web\": persistence netmask /33 is not in 1-32"},
@@ -211,5 +215,31 @@ backends:
 		if h := s.Backends[i].Health; h == nil || h.StartDown != want {
 			t.Errorf("backend %d: StartDown %v, want %v", i, h != nil && h.StartDown, want)
 		}
+	}
+}
+
+// A service's interface and its NAT gateway's are read as written; unset,
+// both stay "" (the agent file's interface, and then the service's).
+func TestServiceInterfaces(t *testing.T) {
+	const head = "service: web\nvip: 10.0.0.50\nports: [80]\nforwarding: nat\nbackends:\n  - {address: 10.0.1.11}\n"
+	cases := []struct {
+		name, body          string
+		iface, gatewayIface string
+	}{
+		{"unset", head, "", ""},
+		{"vlan", head + "interface: eth0.20\n", "eth0.20", ""},
+		{"two-armed", head + "interface: eth0\nnat: {gateway: 10.0.1.1, gateway_interface: eth1}\n", "eth0", "eth1"},
+		{"gateway on the service's", head + "interface: bond0.30\nnat: {gateway: 10.0.1.1}\n", "bond0.30", ""},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			ss, err := loadServiceFiles(writeFile(t, t.TempDir(), "svc.yaml", c.body))
+			if err != nil {
+				t.Fatal(err)
+			}
+			if s := ss[0]; s.Interface != c.iface || s.GatewayInterface != c.gatewayIface {
+				t.Errorf("interface %q, gateway_interface %q; want %q, %q", s.Interface, s.GatewayInterface, c.iface, c.gatewayIface)
+			}
+		})
 	}
 }

@@ -159,6 +159,9 @@ func Run(ctx context.Context, o Options) error {
 	}
 	holder.SetEvents(events)
 	trackLink(bgCtx, o.Links, holder, cfg.Agent.Interface, log)
+	if o.Links != nil {
+		holder.TrackInterfaces(bgCtx, o.Links)
+	}
 	trackUpstream(bgCtx, &bg, cfg.Agent.Track, holder, log)
 	opts := agent.Options{ConfigPath: o.ConfigPath, Config: cfg, Kernel: k, Log: log, Health: checks, Holder: holder,
 		Events: events}

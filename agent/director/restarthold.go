@@ -112,7 +112,8 @@ func adoptAddresses(ctx context.Context, leases *arp.Leased, stateDir string, re
 	for _, a := range owned.Addresses {
 		ps, ok := present[a.Interface]
 		if !ok {
-			if ps, err = leases.Addrs.ListExpiring(ctx, a.Interface); err != nil {
+			// An interface gone since (a VLAN removed) has nothing to adopt.
+			if ps, err = leases.Addrs.ListExpiring(ctx, a.Interface); err != nil && !errors.Is(err, arp.ErrNotFound) {
 				return nil, k, err
 			}
 			present[a.Interface] = ps

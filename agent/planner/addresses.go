@@ -1,6 +1,7 @@
 package planner
 
 import (
+	"maps"
 	"net/netip"
 	"slices"
 
@@ -12,7 +13,8 @@ import (
 type AddressInput struct {
 	// Interface takes the addresses moving with the VIPs (FULLNAT source
 	// addresses, NAT gateways), and the VIPs unless VIPDevice says
-	// otherwise ("": Interface).
+	// otherwise ("": Interface), but for those a VIP puts on an interface
+	// of its own (VIPAddresses.Interfaces).
 	Interface, VIPDevice string
 	// VIPs are the VIPs whose data plane is programmed, with the addresses
 	// that move with each (Desired.VIPs).
@@ -41,9 +43,13 @@ type AddressInput struct {
 	Drained, Stopping bool
 }
 
-// device is where address a goes.
-func (in AddressInput) device(a netip.Addr, isVIP map[netip.Addr]bool) string {
-	if isVIP[a] && in.VIPDevice != "" {
+// device is where address p goes: the interface its VIP names for it, lo
+// for a VIP under BGP (VIPDevice), else Interface.
+func (in AddressInput) device(p netip.Prefix, isVIP map[netip.Addr]bool, named map[netip.Prefix]string) string {
+	if dev, ok := named[p]; ok {
+		return dev
+	}
+	if isVIP[p.Addr()] && in.VIPDevice != "" {
 		return in.VIPDevice
 	}
 	return in.Interface
@@ -69,8 +75,10 @@ func (in AddressInput) device(a netip.Addr, isVIP map[netip.Addr]bool) string {
 func PlanAddresses(in AddressInput) []Op {
 	isVIP := make(map[netip.Addr]bool, len(in.VIPs))
 	want := map[netip.Prefix]bool{}
+	named := map[netip.Prefix]string{} // the configuration checks an address goes on one interface
 	for _, v := range in.VIPs {
 		isVIP[v.VIP] = v.Home == "" // a director's source addresses go on the interface
+		maps.Copy(named, v.Interfaces)
 		if in.Held[v.VIP] {
 			for _, p := range v.Addresses {
 				want[p] = true
@@ -87,7 +95,7 @@ func PlanAddresses(in AddressInput) []Op {
 	var release, takeover, gratuitous []Op
 	var released, restored []netip.Addr
 	for _, o := range in.Owned.Addresses {
-		dev := in.device(o.Prefix.Addr(), isVIP)
+		dev := in.device(o.Prefix, isVIP, named)
 		here := o.Interface == dev
 		if here && want[o.Prefix] || in.InUse[o.Prefix.Addr()] || here && !present[o] {
 			continue
@@ -100,12 +108,13 @@ func PlanAddresses(in AddressInput) []Op {
 		}
 	}
 	for _, p := range sortedPrefixes(want) {
-		dev := in.device(p.Addr(), isVIP)
+		dev := in.device(p, isVIP, named)
 		if present[OwnedAddress{dev, p}] {
 			continue
 		}
 		takeover = append(takeover, Op{Kind: AddAddress, Reason: "VIP held", Detail: &Detail{Interface: dev, Address: p}})
-		if in.Announce && dev == in.Interface {
+		// Announced on the link it went on; one on lo (BGP) is routed.
+		if in.Announce && dev != Loopback {
 			gratuitous = append(gratuitous, Op{Kind: Announce, Detail: &Detail{Interface: dev, Address: p}})
 		}
 		if in.Restore {

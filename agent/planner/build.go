@@ -1,6 +1,7 @@
 package planner
 
 import (
+	"cmp"
 	"fmt"
 	"maps"
 	"net/netip"
@@ -43,7 +44,8 @@ type piece struct {
 // sysctls, firewall mark, BGP announcement.
 func (p *piece) sameOutside(q *piece) bool {
 	return p.vip == q.vip && p.mark == q.mark && p.forwards == q.forwards && p.fullnat == q.fullnat &&
-		slices.Equal(p.addrs, q.addrs) && reflect.DeepEqual(p.marks, q.marks) && reflect.DeepEqual(p.snat, q.snat) && reflect.DeepEqual(p.groups, q.groups) && p.own == q.own &&
+		slices.Equal(p.addrs, q.addrs) && p.src.Interface == q.src.Interface && p.src.GatewayInterface == q.src.GatewayInterface &&
+		reflect.DeepEqual(p.marks, q.marks) && reflect.DeepEqual(p.snat, q.snat) && reflect.DeepEqual(p.groups, q.groups) && p.own == q.own &&
 		(p.announce == nil) == (q.announce == nil) && (p.announce == nil || p.announce.Equal(*q.announce))
 }
 
@@ -287,10 +289,20 @@ func assemble(agent *config.Agent, services []*config.Service, pieces Pieces) (D
 	var forwardV4, forwardV6, fullnat bool
 	groups := map[netip.Addr]VIPAddresses{}
 	needs := map[netip.Addr]map[netip.Addr]bool{}
+	placed := placements{}
+	faces := map[string]bool{agent.Interface: true} // the interfaces the services' addresses face
+	forwarders := map[string]bool{}                 // those of NAT and FULLNAT services
 	for _, s := range services {
 		p := pieces.Get(s.Name)
 		if err := addGroups(groups, p, s); err != nil {
 			return Desired{}, err
+		}
+		if err := placed.add(agent, p); err != nil {
+			return Desired{}, err
+		}
+		for _, dev := range []string{cmp.Or(s.Interface, agent.Interface), cmp.Or(s.GatewayInterface, s.Interface, agent.Interface)} {
+			faces[dev] = true
+			forwarders[dev] = forwarders[dev] || p.forwards
 		}
 		spec.Marks = append(spec.Marks, p.marks...)
 		spec.SNAT = append(spec.SNAT, p.snat...)
@@ -313,7 +325,8 @@ func assemble(agent *config.Agent, services []*config.Service, pieces Pieces) (D
 	for _, vip := range slices.SortedFunc(maps.Keys(vips), netip.Addr.Compare) {
 		addrs := slices.SortedFunc(maps.Keys(vips[vip]), func(a, b netip.Prefix) int { return a.Addr().Compare(b.Addr()) })
 		d.VIPs = append(d.VIPs, VIPAddresses{VIP: vip, Addresses: addrs,
-			Needs: slices.SortedFunc(maps.Keys(needs[vip]), netip.Addr.Compare)})
+			Needs:      slices.SortedFunc(maps.Keys(needs[vip]), netip.Addr.Compare),
+			Interfaces: placed.elsewhere(addrs, agent.Interface)})
 	}
 	for _, key := range slices.SortedFunc(maps.Keys(groups), netip.Addr.Compare) {
 		if vips[key] != nil {
@@ -334,10 +347,17 @@ func assemble(agent *config.Agent, services []*config.Service, pieces Pieces) (D
 		// its link (the routers reach it by its own address), as a DR real
 		// server does not. The kernel takes the larger of "all" and the
 		// interface's value.
-		d.Sysctls["net/ipv4/conf/"+agent.Interface+"/arp_ignore"] = "1"
-		d.Sysctls["net/ipv4/conf/"+agent.Interface+"/arp_announce"] = "2"
+		for dev := range faces {
+			d.Sysctls["net/ipv4/conf/"+dev+"/arp_ignore"] = "1"
+			d.Sysctls["net/ipv4/conf/"+dev+"/arp_announce"] = "2"
+		}
 	}
 	maps.Copy(d.Sysctls, nat.ForwardingSysctls(forwardV4, forwardV6, agent.Interface))
+	for dev, forwards := range forwarders {
+		if forwards {
+			maps.Copy(d.Sysctls, nat.ForwardingSysctls(forwardV4, forwardV6, dev))
+		}
+	}
 	if fullnat {
 		maps.Copy(d.Sysctls, nat.FullNATSysctls())
 	}

@@ -88,6 +88,38 @@ type VIPAddresses struct {
 	// source addresses its FULLNAT services translate to: the VIP is
 	// announced only while this director holds them.
 	Needs []netip.Addr
+	// Interfaces are the interfaces of those Addresses that do not go on
+	// Desired.Interface: the VIP of a service with an interface of its
+	// own, a NAT gateway on the real servers' side (nat.gateway_interface).
+	// nil when every address goes there. Under BGP the VIP is not listed:
+	// it goes on VIPDevice.
+	Interfaces map[netip.Prefix]string
+}
+
+// InterfaceOf returns where p goes: its interface in v, else iface.
+func (v VIPAddresses) InterfaceOf(p netip.Prefix, iface string) string {
+	if dev, ok := v.Interfaces[p]; ok {
+		return dev
+	}
+	return iface
+}
+
+// Devices lists the devices d's addresses go on, sorted: its Interface,
+// VIPDevice and every interface a VIP names.
+func (d Desired) Devices() []string {
+	var out []string
+	for _, dev := range []string{d.Interface, d.VIPDevice} {
+		if dev != "" {
+			out = append(out, dev)
+		}
+	}
+	for _, v := range d.VIPs {
+		for _, dev := range v.Interfaces {
+			out = append(out, dev)
+		}
+	}
+	slices.Sort(out)
+	return slices.Compact(out)
 }
 
 // ecmpForwarding says why a forwarding method does not work under ECMP.

@@ -62,8 +62,11 @@ type Status struct {
 	DrainedAt time.Time `json:"drained_at,omitzero"`
 	// Grounded says why this director serves no VIP now (interface down,
 	// upstream check failing); empty when nothing holds it back.
-	Grounded string          `json:"grounded,omitempty"`
-	ConnSync *connsync.Stats `json:"conn_sync,omitempty"`
+	Grounded string `json:"grounded,omitempty"`
+	// InterfacesDown lists the interfaces services name that cannot carry
+	// traffic now ("eth1, eth0.20"): their VIPs are not served.
+	InterfacesDown string          `json:"interfaces_down,omitempty"`
+	ConnSync       *connsync.Stats `json:"conn_sync,omitempty"`
 	// PeerFlows counts the conntrack entries of other directors' FULLNAT
 	// connections (ECMP with FULLNAT only).
 	PeerFlows *agent.PeerFlowStats `json:"peer_flows,omitempty"`
@@ -79,14 +82,17 @@ type Status struct {
 
 // ServiceStatus is one IPVS service lvsd wants.
 type ServiceStatus struct {
-	Name      string        `json:"name"`
-	Key       string        `json:"key"`
-	VIP       string        `json:"vip"`
-	Scheduler string        `json:"scheduler"`
-	Flags     string        `json:"flags,omitempty"`
-	Rule      string        `json:"eligibility_rule,omitempty"` // seed 000's rule that chose the eligible backends
-	InKernel  bool          `json:"in_kernel"`
-	VIPHeld   bool          `json:"vip_held"`
+	Name      string `json:"name"`
+	Key       string `json:"key"`
+	VIP       string `json:"vip"`
+	Scheduler string `json:"scheduler"`
+	Flags     string `json:"flags,omitempty"`
+	Rule      string `json:"eligibility_rule,omitempty"` // seed 000's rule that chose the eligible backends
+	InKernel  bool   `json:"in_kernel"`
+	VIPHeld   bool   `json:"vip_held"`
+	// Interface is where the VIP goes when that is not the agent file's
+	// interface (a service's own interface); "" otherwise.
+	Interface string        `json:"interface,omitempty"`
 	Backends  BackendCounts `json:"backends"`
 	// Problem says what needs a look, worst first ("no backend takes new
 	// connections"); "" when nothing does.
@@ -228,17 +234,20 @@ func (v *Views) statusReader(ctx context.Context, s *agent.Snapshot, selected []
 		}
 		asOf = v.a.Now()
 	}
-	addrs, err := v.a.Addresses(ctx, s.Desired.Interface)
-	if err != nil {
-		return nil, time.Time{}, err
-	}
-	present := make(map[netip.Addr]bool, len(addrs))
-	for _, p := range addrs {
-		if p.Bits() == p.Addr().BitLen() {
-			present[p.Addr()] = true
+	present := map[netip.Addr]bool{}
+	for _, dev := range s.Desired.Devices() {
+		addrs, err := v.a.Addresses(ctx, dev)
+		if err != nil && dev == s.Desired.Interface {
+			return nil, time.Time{}, err
+		}
+		// Another interface a VIP names may be missing: it holds nothing.
+		for _, p := range addrs {
+			if p.Bits() == p.Addr().BitLen() {
+				present[p.Addr()] = true
+			}
 		}
 	}
-	return &statusReader{s: s, actual: actual, present: present, states: v.a.HealthStates()}, asOf, nil
+	return &statusReader{s: s, actual: actual, present: present, states: v.a.HealthStates(), vipInterfaces: vipInterfaces(s.Desired)}, asOf, nil
 }
 
 // addAgentState adds what the agent's other parts say: the cluster, the
@@ -269,7 +278,7 @@ func (v *Views) addAgentState(ctx context.Context, st *Status) error {
 	}
 	if parts.Holder != nil {
 		hs := parts.Holder.State()
-		st.Drained, st.DrainedAt, st.Grounded = hs.Drained, hs.DrainedAt, hs.Grounded
+		st.Drained, st.DrainedAt, st.Grounded, st.InterfacesDown = hs.Drained, hs.DrainedAt, hs.Grounded, hs.InterfacesDown
 	}
 	return nil
 }
@@ -341,4 +350,16 @@ func (v *Views) APIHandler() http.Handler {
 		// collected now, not while the next change runs (agent.CollectAhead).
 		agent.CollectAhead()
 	})
+}
+
+// vipInterfaces are the VIPs of d that go on an interface of their own,
+// with it.
+func vipInterfaces(d planner.Desired) map[netip.Addr]string {
+	out := map[netip.Addr]string{}
+	for _, v := range d.VIPs {
+		if dev, ok := v.Interfaces[netip.PrefixFrom(v.VIP, v.VIP.BitLen())]; ok {
+			out[v.VIP] = dev
+		}
+	}
+	return out
 }

@@ -217,6 +217,8 @@ type statusReader struct {
 	actual  planner.Actual
 	present map[netip.Addr]bool
 	states  map[string]health.State
+	// vipInterfaces are the VIPs on an interface of their own (vipInterfaces).
+	vipInterfaces map[netip.Addr]string
 }
 
 // eachDestination calls f for every destination of vs: the configured ones
@@ -379,7 +381,8 @@ func (r *statusReader) service(l listed, withDests bool, now time.Time) ServiceS
 	vs := l.vs
 	ss := ServiceStatus{Name: vs.Name, Key: vs.ServiceKey.String(), Scheduler: vs.Scheduler,
 		VIP: vs.VIP.String(), Flags: vs.Flags.String(), InKernel: l.inKernel, VIPHeld: r.present[vs.VIP],
-		Rule: r.s.Eligibility.At(vs.Name).Rule, Backends: l.counts, Problem: l.problem}
+		Interface: r.vipInterfaces[vs.VIP],
+		Rule:      r.s.Eligibility.At(vs.Name).Rule, Backends: l.counts, Problem: l.problem}
 	if !withDests {
 		return ss
 	}

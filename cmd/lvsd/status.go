@@ -222,6 +222,9 @@ func writeDirectorStatus(w io.Writer, st views.Status, cols statusColumns, now t
 	if st.Grounded != "" {
 		fmt.Fprintf(w, "serving NO VIP: %s (the VIPs return when it clears)\n", st.Grounded)
 	}
+	if st.InterfacesDown != "" {
+		fmt.Fprintf(w, "interface %s down: not serving its VIPs (they return when it is up)\n", st.InterfacesDown)
+	}
 	if !st.KernelAsOf.IsZero() && now.Sub(st.KernelAsOf) > time.Second {
 		fmt.Fprintf(w, "kernel numbers as of that pass (over %d IPVS services: --service NAME reads them now)\n", views.FreshLimit)
 	}
@@ -334,11 +337,14 @@ func serviceState(s views.ServiceStatus) string {
 	if !s.InKernel {
 		parts = append(parts, "NOT IN KERNEL")
 	}
-	if s.VIPHeld {
-		parts = append(parts, "VIP held")
-	} else {
-		parts = append(parts, "VIP not held")
+	held := "VIP held"
+	if !s.VIPHeld {
+		held = "VIP not held"
 	}
+	if s.Interface != "" {
+		held += " on " + s.Interface
+	}
+	parts = append(parts, held)
 	return strings.Join(parts, ", ")
 }
 

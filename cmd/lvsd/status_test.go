@@ -287,3 +287,22 @@ func TestStatusCommandViews(t *testing.T) {
 		}
 	}
 }
+
+// A VIP off the agent file's interface says where it is, and an interface
+// down that holds VIPs back is named.
+func TestWriteDirectorStatusInterfaces(t *testing.T) {
+	st := views.Status{Node: "lvs1", Config: "c.yaml", LastReconcile: statusNow.Add(-time.Second), InterfacesDown: "eth1",
+		Services: []views.ServiceStatus{
+			{Name: "shop", Key: "tcp:10.0.20.50:443", VIP: "10.0.20.50", Scheduler: "mh", InKernel: true, VIPHeld: true, Interface: "eth0.20"},
+			{Name: "web", Key: "tcp:10.0.0.50:80", VIP: "10.0.0.50", Scheduler: "mh", InKernel: true, VIPHeld: false},
+		}}
+	var b bytes.Buffer
+	if err := writeDirectorStatus(&b, st, columnsState, statusNow); err != nil {
+		t.Fatal(err)
+	}
+	for _, want := range []string{"interface eth1 down: not serving its VIPs (they return when it is up)\n", "VIP held on eth0.20\n", "VIP not held\n"} {
+		if !strings.Contains(b.String(), want) {
+			t.Errorf("no %q in:\n%s", want, b.String())
+		}
+	}
+}

@@ -22,6 +22,12 @@
 // the tunnel tests use router 10.0.0.254 / fd00::254 and a segment at
 // 10.0.2.0/24 / fd02::/64.
 //
+// AddLAN makes a segment without a router: hosts of the topology join it
+// with a second interface (Segment.Plug, e.g. directors' eth1 facing real
+// servers of a two-armed NAT), and hosts made on it get no default route.
+// Host.AddVLAN adds an 802.1Q interface (eth0.20) on a host's link; the
+// bridges carry the tagged frames between the hosts that have one.
+//
 // Every host has lo up, IPv6 DAD off (accept_dad=0, addresses added with
 // NODAD), rp_filter 0 (otherwise inherited from the machine), and the MAC
 // 02:00:<v4 address> on its Link. New and AddHost return only once the

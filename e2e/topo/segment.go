@@ -13,7 +13,8 @@ import (
 // Segment is a second bridge whose hosts reach the rest of the topology
 // only through a router host: they share no L2 with the hosts on the
 // topology's own bridge (e.g. real servers in another subnet than the
-// director, for tunnel forwarding).
+// director, for tunnel forwarding). One made by AddLAN has no router
+// (Router nil): hosts of the topology join it with Plug.
 type Segment struct {
 	// Bridge is the name of the segment's bridge in the original namespace.
 	Bridge string
@@ -23,6 +24,7 @@ type Segment struct {
 	tp       *Topology
 	bridge   netlink.Link
 	gateways []netip.Prefix // the router's addresses on the segment
+	plugs    int            // Plug calls, to name their ports
 }
 
 // AddSegment creates a bridge, plugs router into it (as "eth1") with the
