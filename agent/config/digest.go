@@ -20,10 +20,10 @@ const DigestScheme = 1
 // digestSkipped are the fields of the validated service that say where it
 // was read or how this host resolved it, not what it makes the kernel and
 // the health checks do: the same definition in another file, at another
-// line, or with another UID for the check user on another host is the
-// same configuration.
+// line, with another UID for the check user or on another interface name
+// of another host is the same configuration.
 var digestSkipped = map[reflect.Type]map[string]bool{
-	reflect.TypeFor[Service](): {"File": true, "Line": true},
+	reflect.TypeFor[Service](): {"File": true, "Line": true, "Interface": true, "GatewayInterface": true},
 	reflect.TypeFor[Backend](): {"Key": true},    // made of the name, address and port, which count
 	reflect.TypeFor[TLS]():     {"CAFile": true}, // RootCAs, its content, counts
 	reflect.TypeFor[User]():    {"UID": true, "GID": true, "Groups": true, "Home": true},

@@ -30,6 +30,7 @@ func TestServiceDigest(t *testing.T) {
 		{"keys reordered", "vip: 10.0.0.50\nservice: web\nbackends:\n  - {address: 10.0.0.11}\n  - {address: 10.0.0.12}\nports: [80]\n", true},
 		{"backends reordered", "service: web\nvip: 10.0.0.50\nports: [80]\nbackends:\n  - {address: 10.0.0.12}\n  - {address: 10.0.0.11}\n", true},
 		{"a default written out", base + "forwarding: dr\n", true},
+		{"the interface of this host", base + "interface: eth0.20\n", true},
 		{"a backend added", base + "  - {address: 10.0.0.13}\n", false},
 		{"a weight", "service: web\nvip: 10.0.0.50\nports: [80]\nbackends:\n  - {address: 10.0.0.11, weight: 2}\n  - {address: 10.0.0.12}\n", false},
 		{"another port", "service: web\nvip: 10.0.0.50\nports: [81]\nbackends:\n  - {address: 10.0.0.11}\n  - {address: 10.0.0.12}\n", false},
