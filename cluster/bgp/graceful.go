@@ -145,6 +145,7 @@ func (s *Speaker) abortSessions(ctx context.Context) error {
 	before := map[netip.Addr]int{}
 	var shut int
 	err := s.do(ctx, func() error {
+		s.st.closingForRestart = true
 		s.mu.Lock()
 		for addr, p := range s.st.peers {
 			if p.state == StateEstablished {

@@ -5,11 +5,14 @@ import (
 	"net/netip"
 	"slices"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
 	api "github.com/osrg/gobgp/v3/api"
 	"github.com/osrg/gobgp/v3/pkg/server"
+
+	"github.com/lvsd/lvsd/cluster/bfd"
 )
 
 // startHelperRouter is startRouter with graceful restart (helper): it
@@ -107,6 +110,26 @@ func waitRouterListening(t *testing.T, r *server.BgpServer) {
 	})
 }
 
+// timedBFD is a bfd.Fake that records when each session was removed.
+type timedBFD struct {
+	*bfd.Fake
+	mu      sync.Mutex
+	removed []time.Time
+}
+
+func (b *timedBFD) RemovePeer(ctx context.Context, addr netip.Addr) error {
+	b.mu.Lock()
+	b.removed = append(b.removed, time.Now())
+	b.mu.Unlock()
+	return b.Fake.RemovePeer(ctx, addr)
+}
+
+func (b *timedBFD) removals() []time.Time {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return slices.Clone(b.removed)
+}
+
 func withGR(restart time.Duration) func(*Config) {
 	return func(c *Config) { c.GracefulRestart = GracefulRestart{Enabled: true, RestartTime: restart} }
 }
@@ -136,17 +159,24 @@ func TestSpeakerStopsWithGracefulRestart(t *testing.T) {
 			if c.gr {
 				mutate = withGR(30 * time.Second)
 			}
-			s, err := Start(context.Background(), speakerConfig(port, mutate))
+			fb := &timedBFD{Fake: bfd.NewFake()}
+			s, err := Start(context.Background(), speakerConfig(port, mutate, func(c *Config) {
+				c.BFD, c.Peers[0].BFD = fb, true
+			}))
 			if err != nil {
 				t.Fatal(err)
 			}
 			waitPeerState(t, s, StateEstablished)
+			eventually(t, "BFD started", func() (bool, string) {
+				return len(fb.Ops()) == 1, strings.Join(fb.Ops(), ",")
+			})
 			if err := s.SetRoutes(context.Background(), []Route{grVIP, grVIP2}); err != nil {
 				t.Fatal(err)
 			}
 			waitHeld(t, router, "192.0.2.10/32", "192.0.2.11/32")
 			ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 			defer cancel()
+			closing := time.Now()
 			if c.forRestart {
 				err = s.CloseForRestart(ctx)
 			} else {
@@ -154,6 +184,15 @@ func TestSpeakerStopsWithGracefulRestart(t *testing.T) {
 			}
 			if err != nil {
 				t.Fatal(err)
+			}
+			// BFD goes AdminDown once, and for a restart only after the
+			// pause that lets the router see the sessions close first.
+			removed := fb.removals()
+			if len(removed) != 1 {
+				t.Fatalf("BFD removed %d times, want once", len(removed))
+			}
+			if after := removed[0].Sub(closing); c.gr && c.forRestart && after < bfdAfterAbort {
+				t.Errorf("BFD taken down %v after the close began, before the sessions had %v to end", after, bfdAfterAbort)
 			}
 			waitHeld(t, router, c.want...)
 			keepsHolding(t, router, time.Second, c.want...)

@@ -172,6 +172,9 @@ func (s *Speaker) peerEvent(e peerEvent) {
 			if p.bfd == bfd.Up {
 				s.release(p)
 			}
+		case s.st.closingForRestart:
+			// The router must see the session close before BFD goes
+			// down: CloseForRestart takes BFD down after a pause.
 		default:
 			s.stopBFD(p)
 		}

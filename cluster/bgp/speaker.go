@@ -56,6 +56,9 @@ type loopState struct {
 	// are added with the first routes, or at restartDeadline (graceful.go).
 	pendingPeers    bool
 	restartDeadline time.Time
+	// closingForRestart: CloseForRestart shut the sessions down; their
+	// BFD sessions stay up until it takes them down (graceful.go).
+	closingForRestart bool
 }
 
 // ErrClosed is returned by a closed Speaker.
