@@ -42,6 +42,11 @@ type BGP struct {
 	// StopGrace is how long a director that stops waits after withdrawing,
 	// serving what still arrives while the routers move the flows away.
 	StopGrace time.Duration
+	// GracefulRestart advertises BGP graceful restart (RFC 4724): a stop
+	// under a restart hold then leaves the routes at the routers, which
+	// keep them for RestartTime while the kernel forwards (docs/ecmp.md).
+	GracefulRestart bool
+	RestartTime     time.Duration
 }
 
 // BGPPeer is one router.
@@ -90,6 +95,10 @@ const (
 	DefaultStopGrace     = 2 * time.Second
 	DefaultDrainMED      = 1000
 	DefaultMaxPrefixes   = 100
+	DefaultRestartTime   = 30 * time.Second
+	// MaxRestartTime is what the capability's 12 bits hold.
+	MaxRestartTime = 4095 * time.Second
+	minRestartTime = 5 * time.Second
 )
 
 type rawBGP struct {
@@ -107,7 +116,11 @@ type rawBGP struct {
 		MED           *int   `yaml:"med" range:"0-4294967295"`
 		ASPathPrepend *int   `yaml:"as_path_prepend" range:"0-10"`
 	} `yaml:"drain"`
-	StopGrace yamldoc.Text `yaml:"stop_grace"`
+	StopGrace       yamldoc.Text `yaml:"stop_grace"`
+	GracefulRestart *struct {
+		Enabled     *bool        `yaml:"enabled"`
+		RestartTime yamldoc.Text `yaml:"restart_time"`
+	} `yaml:"graceful_restart"`
 }
 
 type rawPeer struct {
@@ -182,6 +195,11 @@ func (d *doc) bgpBlock(role Role, raw *rawBGP, file string) *BGP {
 	}
 	if raw.Announce != nil {
 		b.Announce = d.announce("$.bgp.announce", raw.Announce)
+	}
+	b.RestartTime = DefaultRestartTime
+	if gr := raw.GracefulRestart; gr != nil {
+		b.GracefulRestart = gr.Enabled == nil || *gr.Enabled
+		b.RestartTime = d.restartTime(string(gr.RestartTime))
 	}
 	if !oneOf(b.WithoutBackends, "withdraw", "announce") {
 		d.Errorf("$.bgp.without_backends", "without_backends %q is not one of withdraw, announce", b.WithoutBackends)
@@ -331,6 +349,21 @@ func (d *doc) addrOfFamily(path, key, raw string, v4 bool) netip.Addr {
 }
 
 // durationIn parses an optional duration within [lo, hi].
+// restartTime validates bgp.graceful_restart.restart_time: whole seconds,
+// as the capability carries it.
+func (d *doc) restartTime(raw string) time.Duration {
+	const path = "$.bgp.graceful_restart.restart_time"
+	if raw == "" {
+		return DefaultRestartTime
+	}
+	v, err := time.ParseDuration(raw)
+	if err != nil || v < minRestartTime || v > MaxRestartTime || v%time.Second != 0 {
+		d.Errorf(path, "restart_time %q is not a whole number of seconds from 5s to 4095s (the routers keep the paths this long)", raw)
+		return DefaultRestartTime
+	}
+	return v
+}
+
 func (d *doc) durationIn(path, key, raw string, def, lo, hi time.Duration) time.Duration {
 	if raw == "" {
 		return def

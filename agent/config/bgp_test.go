@@ -5,6 +5,7 @@ import (
 	"slices"
 	"strings"
 	"testing"
+	"time"
 )
 
 // The keys that keep the director's speaker closed: where it listens and
@@ -52,6 +53,46 @@ func TestBGPListenAndMaxPrefixes(t *testing.T) {
 			if !slices.Equal(b.ListenAddresses, c.listen) || b.ListenPort != c.port || b.Peers[0].MaxPrefixes != c.maxPrefixes {
 				t.Errorf("listen %v port %d max_prefixes %d; want %v %d %d", b.ListenAddresses, b.ListenPort, b.Peers[0].MaxPrefixes,
 					c.listen, c.port, c.maxPrefixes)
+			}
+		})
+	}
+}
+
+// Graceful restart is off unless asked for; a graceful_restart block turns
+// it on, with the restart time the routers keep the paths.
+func TestBGPGracefulRestart(t *testing.T) {
+	const head = "interface: eth0\ncluster: {insecure: true, mode: ecmp}\nbgp:\n  asn: 65001\n" +
+		"  peers:\n    - {address: 10.0.0.10, asn: 65000}\n"
+	for _, c := range []struct {
+		name, body string
+		enabled    bool
+		restart    time.Duration
+		wantErr    string
+	}{
+		{"off by default", "", false, DefaultRestartTime, ""},
+		{"a block turns it on", "  graceful_restart: {}\n", true, DefaultRestartTime, ""},
+		{"restart time", "  graceful_restart: {restart_time: 2m}\n", true, 2 * time.Minute, ""},
+		{"off explicitly", "  graceful_restart: {enabled: false, restart_time: 60s}\n", false, time.Minute, ""},
+		{"fraction of a second", "  graceful_restart: {restart_time: 10.5s}\n", false, 0,
+			`lvsd.yaml:7:36: restart_time "10.5s" is not a whole number of seconds from 5s to 4095s`},
+		{"too long for the capability", "  graceful_restart: {restart_time: 2h}\n", false, 0,
+			`lvsd.yaml:7:36: restart_time "2h" is not a whole number of seconds from 5s to 4095s`},
+		{"unknown key", "  graceful_restart: {restart: 60s}\n", false, 0, "restart"},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			dir := t.TempDir()
+			a, err := LoadAgent(writeFile(t, dir, "lvsd.yaml", head+c.body))
+			if c.wantErr != "" {
+				if err == nil || !strings.Contains(strings.ReplaceAll(err.Error(), dir+"/", ""), c.wantErr) {
+					t.Fatalf("error %v, want one containing %q", err, c.wantErr)
+				}
+				return
+			}
+			if err != nil {
+				t.Fatal(err)
+			}
+			if a.BGP.GracefulRestart != c.enabled || a.BGP.RestartTime != c.restart {
+				t.Errorf("graceful restart %t, %v; want %t, %v", a.BGP.GracefulRestart, a.BGP.RestartTime, c.enabled, c.restart)
 			}
 		})
 	}

@@ -21,11 +21,20 @@ type Speaker interface {
 	Close(ctx context.Context) error
 }
 
+// restartCloser is a Speaker that can stop for a planned restart leaving
+// its routes at the routers (bgp.Speaker.CloseForRestart).
+type restartCloser interface {
+	CloseForRestart(ctx context.Context) error
+}
+
 // speakerConfig maps the agent file's bgp block to the speaker's config;
-// routerID is the resolved router id.
-func speakerConfig(b *config.BGP, routerID netip.Addr, log *slog.Logger) bgp.Config {
+// routerID is the resolved router id, restarting says that the previous
+// process stopped under a restart hold.
+func speakerConfig(b *config.BGP, routerID netip.Addr, restarting bool, log *slog.Logger) bgp.Config {
 	c := bgp.Config{ASN: b.ASN, RouterID: routerID, ListenAddresses: b.ListenAddresses, ListenPort: b.ListenPort,
-		NextHop4: b.NextHop4, NextHop6: b.NextHop6, Log: log}
+		NextHop4: b.NextHop4, NextHop6: b.NextHop6, Log: log,
+		GracefulRestart: bgp.GracefulRestart{Enabled: b.GracefulRestart, RestartTime: b.RestartTime},
+		Restarting:      restarting && b.GracefulRestart}
 	for _, p := range b.Peers {
 		c.Peers = append(c.Peers, bgp.PeerConfig{Address: p.Address, ASN: p.ASN, Port: p.Port, LocalAddress: p.LocalAddress,
 			Password: p.Password, HoldTime: p.HoldTime, KeepaliveInterval: p.Keepalive, ConnectRetry: p.ConnectRetry,
@@ -76,8 +85,9 @@ func (t *routeTable) Update(ctx context.Context, announce []bgp.Route, withdraw 
 	return nil
 }
 
-// startSpeaker starts the BGP speaker of the bgp block, if any.
-func startSpeaker(ctx context.Context, o Options, k agent.Kernel) (Speaker, error) {
+// startSpeaker starts the BGP speaker of the bgp block, if any;
+// restarting: the previous process stopped under a restart hold.
+func startSpeaker(ctx context.Context, o Options, k agent.Kernel, restarting bool) (Speaker, error) {
 	b := o.Config.Agent.BGP
 	if b == nil {
 		return nil, nil
@@ -94,18 +104,28 @@ func startSpeaker(ctx context.Context, o Options, k agent.Kernel) (Speaker, erro
 		}
 		id = netip.MustParseAddrPort(bind).Addr()
 	}
-	return o.StartBGP(ctx, speakerConfig(b, id, o.Log))
+	return o.StartBGP(ctx, speakerConfig(b, id, restarting, o.Log))
 }
 
 // stopSpeaker withdraws the director's routes (through the holder, so the
 // plan and the log say so), lets the routers move the flows away for the
-// stop grace while the VIPs still answer, and stops the speaker.
-func stopSpeaker(s Speaker, holder *agent.Holder, grace time.Duration, log *slog.Logger) {
+// stop grace while the VIPs still answer, and stops the speaker. For a
+// restart (a restart hold in force, graceful restart on) it withdraws
+// nothing: the speaker ends its sessions as a restarting one, and the
+// routers keep the path while the kernel forwards.
+func stopSpeaker(s Speaker, holder *agent.Holder, grace time.Duration, forRestart bool, log *slog.Logger) {
 	if s == nil {
 		return
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), leaveTimeout+grace)
 	defer cancel()
+	if rc, ok := s.(restartCloser); ok && forRestart {
+		log.Info("restart hold: the routes stay at the routers (BGP graceful restart)")
+		if err := rc.CloseForRestart(ctx); err != nil {
+			log.Error("stopping the BGP speaker for a restart", "err", err)
+		}
+		return
+	}
 	if holder != nil {
 		if err := holder.Stop(ctx); err != nil {
 			log.Error("withdrawing the routes", "err", err)

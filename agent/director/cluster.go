@@ -44,7 +44,8 @@ func startMember(ctx context.Context, o Options, k *agent.Kernel, bgCtx context.
 	cc := clusterConfig(cfg.Agent, leases.Reannounce, log)
 	// A predecessor that stopped under a restart hold left its VIPs for
 	// this process to adopt (restarthold.go).
-	if hold := takeRestartHold(cfg.Agent.StateDir, time.Now(), log); !hold.Until.IsZero() {
+	hold := takeRestartHold(cfg.Agent.StateDir, time.Now(), log)
+	if !hold.Until.IsZero() {
 		vips, n, err := adoptAddresses(ctx, leases, cfg.Agent.StateDir, hold)
 		if err != nil {
 			log.Error("adopting the VIP addresses of the previous run", "err", err)
@@ -73,7 +74,7 @@ func startMember(ctx context.Context, o Options, k *agent.Kernel, bgCtx context.
 	if err != nil {
 		return member{}, err
 	}
-	m := member{node: node, leases: leases}
+	m := member{node: node, leases: leases, restarted: !hold.Until.IsZero()}
 	runCtx, stop := context.WithCancel(bgCtx)
 	var runs sync.WaitGroup
 	m.stop = func() { stop(); runs.Wait() }

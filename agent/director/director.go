@@ -140,12 +140,12 @@ func Run(ctx context.Context, o Options) error {
 		return err
 	}
 	started = append(started, func() { m.leave(log, nil) })
-	speaker, err := startSpeaker(ctx, o, k)
+	speaker, err := startSpeaker(ctx, o, k, m.restarted)
 	if err != nil {
 		return fail(err)
 	}
 	if speaker != nil {
-		started = append(started, func() { stopSpeaker(speaker, nil, 0, log) })
+		started = append(started, func() { stopSpeaker(speaker, nil, 0, false, log) })
 		k.Routes = newRouteTable(speaker)
 	}
 	var checks agent.HealthChecker = checker
@@ -195,7 +195,9 @@ func Run(ctx context.Context, o Options) error {
 	stopAgent()
 	holderStopped()
 	if speaker != nil {
-		stopSpeaker(speaker, holder, cfg.Agent.BGP.StopGrace, log)
+		b := cfg.Agent.BGP
+		forRestart := b.GracefulRestart && restartHoldInForce(cfg.Agent.StateDir, time.Now())
+		stopSpeaker(speaker, holder, b.StopGrace, forRestart, log)
 	}
 	m.leave(log, holder.Release)
 	return err
@@ -210,6 +212,9 @@ type member struct {
 	peers  *agent.PeerFlows   // under ECMP with connection sync: other directors' FULLNAT flows
 	config *configsync.Syncer // cluster.config_sync
 	stop   func()             // stops the relay and the leases once the cluster is left
+	// restarted: the previous process stopped under a restart hold,
+	// which is still running.
+	restarted bool
 }
 
 func (m member) vips() agent.VIPOwnership {

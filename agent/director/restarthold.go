@@ -96,6 +96,16 @@ func takeRestartHold(stateDir string, now time.Time, log *slog.Logger) restartHo
 	return rec
 }
 
+// restartHoldInForce reports whether a restart hold recorded for the next
+// process is running: the stop is a planned restart.
+func restartHoldInForce(stateDir string, now time.Time) bool {
+	var rec restartHoldRecord
+	if err := statefile.Load(stateDir, restartHoldFile, &rec); err != nil {
+		return false
+	}
+	return now.Before(rec.Until)
+}
+
 // adoptAddresses leases the addresses the previous process owned and left
 // on the interfaces with a lifetime, so they are renewed from now on; the
 // holder then keeps or removes them as the cluster decides. It returns the

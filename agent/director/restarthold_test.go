@@ -2,6 +2,8 @@ package director
 
 import (
 	"context"
+	"io"
+	"log/slog"
 	"net/netip"
 	"slices"
 	"sync"
@@ -14,6 +16,7 @@ import (
 	"github.com/lvsd/lvsd/agent/statefile"
 	"github.com/lvsd/lvsd/arp"
 	"github.com/lvsd/lvsd/cluster"
+	"github.com/lvsd/lvsd/cluster/bgp"
 )
 
 // holdingNode is a fakeNode that takes restart holds as the real node
@@ -133,5 +136,49 @@ func TestAdoptAddresses(t *testing.T) {
 	vips, n, err := adoptAddresses(context.Background(), leases, dir, rec)
 	if err != nil || n != 1 || !slices.Equal(vips, []netip.Addr{vipPrefix.Addr()}) {
 		t.Errorf("adopted %v (%d addresses), %v; want %v alone", vips, n, err, vipPrefix.Addr())
+	}
+}
+
+// restartSpeaker records which way it was closed.
+type restartSpeaker struct {
+	fakeSpeaker
+}
+
+func (s restartSpeaker) CloseForRestart(context.Context) error {
+	s.ev.add("speaker closed for a restart, routes " + routeList(s.Routes()))
+	return nil
+}
+
+// A stop for a restart (graceful restart on, a hold in force) leaves the
+// routes announced and closes the speaker for the restart; any other stop
+// closes it as before.
+func TestStopSpeakerForRestart(t *testing.T) {
+	dir := t.TempDir()
+	if restartHoldInForce(dir, time.Now()) {
+		t.Fatal("a hold in force without a record")
+	}
+	must(t, statefile.Save(dir, restartHoldFile, restartHoldRecord{Until: time.Now().Add(20 * time.Second)}))
+	if !restartHoldInForce(dir, time.Now()) || restartHoldInForce(dir, time.Now().Add(time.Minute)) {
+		t.Error("restartHoldInForce does not follow the record")
+	}
+	for _, c := range []struct {
+		name       string
+		forRestart bool
+		want       string
+	}{
+		{"for a restart", true, "speaker closed for a restart, routes [192.0.2.10/32]"},
+		{"plain stop", false, "speaker closed, routes [192.0.2.10/32]"},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			ev := &events{}
+			fk, err := bgp.NewFake(bgp.Config{ASN: 65001, RouterID: netip.MustParseAddr("10.0.0.2"),
+				Peers: []bgp.PeerConfig{{Address: netip.MustParseAddr("10.0.0.10"), ASN: 65000}}})
+			must(t, err)
+			must(t, fk.SetRoutes(context.Background(), []bgp.Route{{Prefix: netip.MustParsePrefix("192.0.2.10/32")}}))
+			stopSpeaker(restartSpeaker{fakeSpeaker{fk, ev}}, nil, 0, c.forRestart, slog.New(slog.NewTextHandler(io.Discard, nil)))
+			if got := ev.list(); !slices.Equal(got, []string{c.want}) {
+				t.Errorf("got %q, want %q", got, c.want)
+			}
+		})
 	}
 }

@@ -39,7 +39,16 @@ type Config struct {
 	// session before the log says so, with the kernel's TCP-MD5 failure
 	// count (default 10 s).
 	MD5Hint time.Duration
-	Log     *slog.Logger
+	// GracefulRestart advertises graceful restart (RFC 4724) to every
+	// peer, so that a stop with CloseForRestart leaves the routes at the
+	// routers while the kernel forwards (graceful.go).
+	GracefulRestart GracefulRestart
+	// Restarting: this speaker follows one that stopped with
+	// CloseForRestart. It opens its sessions as a restarting speaker
+	// (Restart and Forwarding State bits set) once the first routes are
+	// in, so that its End-of-RIB follows them.
+	Restarting bool
+	Log        *slog.Logger
 
 	// netstat reads /proc/net/netstat (tests replace it).
 	netstat func() ([]byte, error)
@@ -107,6 +116,12 @@ func (c Config) withDefaults() (Config, error) {
 	}
 	if c.MD5Hint <= 0 {
 		c.MD5Hint = DefaultMD5Hint
+	}
+	if err := c.GracefulRestart.validate(); err != nil {
+		errs = append(errs, err)
+	}
+	if c.GracefulRestart.Enabled && c.GracefulRestart.RestartTime == 0 {
+		c.GracefulRestart.RestartTime = DefaultRestartTime
 	}
 	if c.Log == nil {
 		c.Log = slog.Default()

@@ -30,6 +30,13 @@
 // logged after 10 s with the kernel's TCP-MD5 failure count, the only
 // trace a wrong password leaves.
 //
+// With GracefulRestart every session advertises RFC 4724's capability.
+// CloseForRestart then ends the sessions without withdrawing or a
+// NOTIFICATION, so routers that help keep the paths as stale while the
+// kernel forwards, and a speaker started with Restarting opens its sessions
+// as the restarting one once its first routes are in, so its End-of-RIB
+// follows them (graceful.go).
+//
 // Fake is a stateful stand-in for the agent's tests. docs/ecmp.md has the
 // measured behaviour against FRR and BIRD and the router configuration.
 package bgp

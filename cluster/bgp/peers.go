@@ -172,6 +172,9 @@ func (s *Speaker) peerEvent(e peerEvent) {
 			if p.bfd == bfd.Up {
 				s.release(p)
 			}
+		case s.st.closingForRestart:
+			// The router must see the session close before BFD goes
+			// down: CloseForRestart takes BFD down after a pause.
 		default:
 			s.stopBFD(p)
 		}
@@ -301,6 +304,9 @@ func (s *Speaker) release(p *peerState) {
 // housekeep runs every second: it starts BFD sessions that are due, puts
 // GoBGP's admin state right and says what is missing.
 func (s *Speaker) housekeep(now time.Time) {
+	if s.st.pendingPeers && !now.Before(s.st.restartDeadline) {
+		s.openPeersAfterRestart(context.Background(), whyDeadline)
+	}
 	counts, err := s.peerCounts()
 	if err == nil {
 		s.reconcileAdmin(counts)
@@ -379,7 +385,7 @@ func (s *Speaker) hintBFD(p *peerState, now time.Time) {
 // dropped (/proc/net/netstat TcpExt TCPMD5*).
 func (s *Speaker) hintMissing(p *peerState, now time.Time) {
 	addr := p.cfg.Address
-	if p.state == StateEstablished || p.hinted || p.heldDown || now.Sub(p.downSince) < s.cfg.MD5Hint {
+	if p.state == StateEstablished || p.hinted || p.heldDown || s.st.pendingPeers || now.Sub(p.downSince) < s.cfg.MD5Hint {
 		return
 	}
 	p.hinted = true

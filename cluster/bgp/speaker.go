@@ -52,6 +52,13 @@ type loopState struct {
 	peers   map[netip.Addr]*peerState
 	routes  map[netip.Prefix]Route
 	md5Base uint64
+	// pendingPeers: restarting, the peers are not in GoBGP yet; they
+	// are added with the first routes, or at restartDeadline (graceful.go).
+	pendingPeers    bool
+	restartDeadline time.Time
+	// closingForRestart: CloseForRestart shut the sessions down; their
+	// BFD sessions stay up until it takes them down (graceful.go).
+	closingForRestart bool
 }
 
 // ErrClosed is returned by a closed Speaker.
@@ -70,6 +77,9 @@ func Start(ctx context.Context, cfg Config) (*Speaker, error) {
 		reasons: map[netip.Addr]string{}, downs: map[netip.Addr]int{},
 		st: loopState{started: time.Now(), peers: map[netip.Addr]*peerState{}, routes: map[netip.Prefix]Route{}},
 	}
+	if cfg.Restarting && cfg.GracefulRestart.Enabled {
+		s.st.pendingPeers, s.st.restartDeadline = true, restartOpenDeadline(s.st.started, cfg.GracefulRestart)
+	}
 	logger := &gobgpLogger{log: cfg.Log.With("component", "gobgp"), onPeerDown: s.recordReason}
 	s.srv = server.NewBgpServer(server.LoggerOption(logger))
 	go s.srv.Serve()
@@ -81,7 +91,8 @@ func Start(ctx context.Context, cfg Config) (*Speaker, error) {
 	s.cancel = cancel
 	go s.run(loopCtx)
 	s.log.Info("bgp speaker started", "asn", cfg.ASN, "router_id", cfg.RouterID, "peers", len(cfg.Peers),
-		"listen_addresses", cfg.ListenAddresses, "listen_port", cfg.ListenPort)
+		"listen_addresses", cfg.ListenAddresses, "listen_port", cfg.ListenPort,
+		"graceful_restart", cfg.GracefulRestart.Enabled, "restarting", s.st.pendingPeers)
 	if cfg.ListenPort != 0 && len(cfg.ListenAddresses) == 0 {
 		s.log.Warn(fmt.Sprintf("the BGP speaker listens on port %d of every address: name this director's own addresses to listen on (bgp listen_addresses)",
 			cfg.ListenPort), "listen_port", cfg.ListenPort)
@@ -112,14 +123,26 @@ func (s *Speaker) startBGP(ctx context.Context) error {
 		s.unsub = s.cfg.BFD.Subscribe(s.onBFD)
 	}
 	for _, p := range s.cfg.Peers {
-		if err := s.srv.AddPeer(ctx, &api.AddPeerRequest{Peer: apiPeer(p)}); err != nil {
-			return fmt.Errorf("bgp: adding peer %s: %w", p.Address, err)
-		}
 		s.st.peers[p.Address] = &peerState{cfg: p, state: StateIdle, since: s.st.started, downSince: s.st.started}
-		s.log.Info("bgp peer added", "peer", p.Address, "peer_asn", p.ASN, "local", p.LocalAddress,
-			"families", p.Families, "bfd", p.BFD, "md5", p.Password != "", "hold", p.HoldTime.String(),
-			"max_prefixes", p.MaxPrefixes)
+		if s.st.pendingPeers {
+			continue // openPeersAfterRestart adds them
+		}
+		if err := s.addPeer(ctx, p, false); err != nil {
+			return err
+		}
 	}
+	return nil
+}
+
+// addPeer adds p to GoBGP; restarting opens its session as the
+// restarting speaker.
+func (s *Speaker) addPeer(ctx context.Context, p PeerConfig, restarting bool) error {
+	if err := s.srv.AddPeer(ctx, &api.AddPeerRequest{Peer: apiPeer(p, s.cfg.GracefulRestart, restarting)}); err != nil {
+		return fmt.Errorf("bgp: adding peer %s: %w", p.Address, err)
+	}
+	s.log.Info("bgp peer added", "peer", p.Address, "peer_asn", p.ASN, "local", p.LocalAddress,
+		"families", p.Families, "bfd", p.BFD, "md5", p.Password != "", "hold", p.HoldTime.String(),
+		"max_prefixes", p.MaxPrefixes, "graceful_restart", s.cfg.GracefulRestart.Enabled, "restarting", restarting)
 	return nil
 }
 
@@ -137,7 +160,7 @@ func apiGlobal(c Config) *api.Global {
 	return g
 }
 
-func apiPeer(p PeerConfig) *api.Peer {
+func apiPeer(p PeerConfig, gr GracefulRestart, restarting bool) *api.Peer {
 	secs := func(d time.Duration) uint64 { return uint64(d / time.Second) }
 	peer := &api.Peer{
 		Conf: &api.PeerConf{NeighborAddress: p.Address.String(), PeerAsn: p.ASN, AuthPassword: p.Password},
@@ -146,14 +169,18 @@ func apiPeer(p PeerConfig) *api.Peer {
 			// After a BFD hold-down (ResetPeer, see bfdEvent) GoBGP
 			// waits this long before it dials again; its default is 30 s.
 			IdleHoldTimeAfterReset: secs(idleHoldAfterBFD)}},
-		Transport: &api.Transport{RemotePort: uint32(p.Port), BindInterface: p.Interface},
+		Transport:       &api.Transport{RemotePort: uint32(p.Port), BindInterface: p.Interface},
+		GracefulRestart: apiGracefulRestart(gr, restarting),
 	}
 	if p.LocalAddress.IsValid() {
 		peer.Transport.LocalAddress = p.LocalAddress.String()
 	}
 	for _, f := range p.Families {
-		peer.AfiSafis = append(peer.AfiSafis, &api.AfiSafi{Config: &api.AfiSafiConfig{Family: apiFamily(f), Enabled: true},
-			PrefixLimits: prefixLimits(p, f)})
+		af := &api.AfiSafi{Config: &api.AfiSafiConfig{Family: apiFamily(f), Enabled: true}, PrefixLimits: prefixLimits(p, f)}
+		if gr.Enabled {
+			af.MpGracefulRestart = &api.MpGracefulRestart{Config: &api.MpGracefulRestartConfig{Enabled: true}}
+		}
+		peer.AfiSafis = append(peer.AfiSafis, af)
 	}
 	return peer
 }
@@ -220,6 +247,9 @@ func (s *Speaker) applyRoutes(ctx context.Context, routes []Route) error {
 		}
 		s.st.routes[p] = r
 		s.log.Info("bgp route announced", "route", r.String())
+	}
+	if s.st.pendingPeers && len(s.st.routes) > 0 {
+		s.openPeersAfterRestart(ctx, whyRoutesIn)
 	}
 	return errors.Join(errs...)
 }
@@ -311,6 +341,9 @@ func (s *Speaker) sentUpdates(ctx context.Context) (map[netip.Addr]uint64, error
 func (s *Speaker) deletePeers(ctx context.Context) error {
 	before := map[netip.Addr]int{}
 	err := s.do(ctx, func() error {
+		if s.st.pendingPeers {
+			return nil // none in GoBGP
+		}
 		var errs []error
 		for addr, p := range s.st.peers {
 			if p.state == StateEstablished {
@@ -322,8 +355,17 @@ func (s *Speaker) deletePeers(ctx context.Context) error {
 		}
 		return errors.Join(errs...)
 	})
+	if err != nil {
+		return err
+	}
+	return s.waitDown(ctx, before)
+}
+
+// waitDown waits, bounded by ctx and deletedWait, until GoBGP logged
+// "Peer Down" for each peer of before (their count of downs then).
+func (s *Speaker) waitDown(ctx context.Context, before map[netip.Addr]int) error {
 	deadline := time.Now().Add(deletedWait)
-	for err == nil && len(before) > 0 && time.Now().Before(deadline) {
+	for len(before) > 0 && time.Now().Before(deadline) {
 		s.mu.Lock()
 		maps.DeleteFunc(before, func(a netip.Addr, n int) bool { return s.downs[a] > n })
 		s.mu.Unlock()
@@ -333,10 +375,10 @@ func (s *Speaker) deletePeers(ctx context.Context) error {
 		case <-time.After(5 * time.Millisecond):
 		}
 	}
-	if len(before) > 0 && err == nil {
-		s.log.Debug("bgp: deleted sessions not reported down in time", "peers", slices.Collect(maps.Keys(before)))
+	if len(before) > 0 {
+		s.log.Debug("bgp: closed sessions not reported down in time", "peers", slices.Collect(maps.Keys(before)))
 	}
-	return err
+	return nil
 }
 
 // deletedWait bounds how long Close waits for deleted sessions to end.
@@ -345,7 +387,11 @@ const deletedWait = 2 * time.Second
 // Close withdraws every route (waiting as Withdraw does, bounded by ctx),
 // closes the BGP sessions with a Cease notification (peer de-configured), takes the BFD
 // sessions administratively down and stops GoBGP.
-func (s *Speaker) Close(ctx context.Context) error {
+func (s *Speaker) Close(ctx context.Context) error { return s.close(ctx, false) }
+
+// close is Close, or with forRestart CloseForRestart's: the routes stay,
+// the sessions end without a NOTIFICATION, BFD goes AdminDown after them.
+func (s *Speaker) close(ctx context.Context, forRestart bool) error {
 	s.mu.Lock()
 	if s.closed {
 		s.mu.Unlock()
@@ -354,16 +400,30 @@ func (s *Speaker) Close(ctx context.Context) error {
 	s.closed = true
 	s.mu.Unlock()
 	start := time.Now()
-	errs := []error{s.Withdraw(ctx)}
+	var errs []error
+	if !forRestart {
+		errs = append(errs, s.Withdraw(ctx))
+	}
 	withdrawn := time.Since(start)
 	if s.unsub != nil {
 		s.unsub() // BFD going down now must not re-enable anything
 	}
-	errs = append(errs, s.deletePeers(ctx))
+	if forRestart {
+		errs = append(errs, s.abortSessions(ctx))
+	} else {
+		errs = append(errs, s.deletePeers(ctx))
+	}
 	s.cancel()
 	<-s.done
-	// Closes the listeners; the peers are gone already.
+	// Closes the listeners; the peers are gone already (restarting: their
+	// sessions are, and the Cease it sends has no socket to go out on).
 	errs = append(errs, s.srv.StopBgp(context.Background(), &api.StopBgpRequest{}))
+	if forRestart {
+		select {
+		case <-ctx.Done():
+		case <-time.After(bfdAfterAbort):
+		}
+	}
 	for _, p := range s.st.peers { // the loop has ended: its state is ours now
 		if p.bfdRunning {
 			errs = append(errs, s.cfg.BFD.RemovePeer(ctx, p.cfg.Address))
@@ -371,6 +431,6 @@ func (s *Speaker) Close(ctx context.Context) error {
 	}
 	s.srv.Stop()
 	s.log.Info("bgp speaker stopped", "withdrawn_after", withdrawn.Round(time.Millisecond).String(),
-		"stopped_after", time.Since(start).Round(time.Millisecond).String())
+		"stopped_after", time.Since(start).Round(time.Millisecond).String(), "for_restart", forRestart)
 	return errors.Join(errs...)
 }

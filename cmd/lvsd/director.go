@@ -114,6 +114,15 @@ func (s speakerWithBFD) Close(ctx context.Context) error {
 	return err
 }
 
+// CloseForRestart is Close for a planned restart (bgp.Speaker.CloseForRestart).
+func (s speakerWithBFD) CloseForRestart(ctx context.Context) error {
+	err := s.Speaker.CloseForRestart(ctx)
+	if s.bfd != nil {
+		err = errors.Join(err, s.bfd.Close(ctx))
+	}
+	return err
+}
+
 // systemd is sd_notify through go-systemd.
 type systemd struct{}
 
