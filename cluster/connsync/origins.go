@@ -143,3 +143,5 @@ func withOrigin(r rec, name string) rec {
 	binary.BigEndian.PutUint16(out[offVerSize:], vs&^sverMask|uint16(len(out)))
 	return out
 }
+
+func (o *origins) len() int { return len(o.m) }
