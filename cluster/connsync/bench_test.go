@@ -309,8 +309,9 @@ func masqConn6(i int) testConn {
 // BenchmarkOrigins is the origins' part of a record's cost with
 // DefaultMaxEntries IPv4 connections noted, in an order that defeats the
 // CPU's caches: noting an applied connection's origin again (the receiving
-// side) and looking up that of a synced one the master sends (the sending
-// side).
+// side), looking up that of a synced one the master sends (the sending
+// side), and noting one more while every origin is live (none is noted,
+// but the table is swept for room).
 func BenchmarkOrigins(b *testing.B) {
 	const n = DefaultMaxEntries
 	recs := make([]rec, n)
@@ -332,6 +333,15 @@ func BenchmarkOrigins(b *testing.B) {
 			if o.of(recs[(i*7919)%n], time.Second) == "" {
 				b.Fatal("origin unknown")
 			}
+		}
+	})
+	b.Run("full", func(b *testing.B) {
+		more := masqConn4(n).encode()
+		for i := range b.N {
+			o.note(more, "director-b", time.Second+time.Duration(i)*time.Microsecond)
+		}
+		if o.len() != n || o.of(more, time.Second) != "" {
+			b.Fatal("an origin past the bound was noted")
 		}
 	})
 }

@@ -26,7 +26,7 @@ const (
 	optOrigin = optFParam | 0x10 // lvsd's: the name of the connection's first director
 	maxOrigin = maxNameLen       // a node name
 	originTTL = 5 * time.Minute  // of a record without a timeout (the kernel's default is 3 min)
-	maxNames  = 256              // directors' names kept once each (a cluster has a handful)
+	maxNames  = 256              // directors' names in use at a time (a cluster has a handful)
 )
 
 // origins remembers the first director of the NAT connections applied
