@@ -59,6 +59,7 @@ FUZZ_TARGETS := \
 	./cluster/connsync:FuzzDeliver \
 	./cluster/connsync:FuzzParseDatagram \
 	./cluster/connsync:FuzzCache \
+	./cluster/connsync:FuzzOrigins \
 	./cluster/configsync:FuzzDecode \
 	./cluster/bfd:FuzzParsePacket \
 	./cluster/vrrp:FuzzParse

@@ -249,3 +249,99 @@ func lossyIntervalBytes(b *testing.B, perSecond, loseEvery int) (summary, total,
 	}
 	return summary, total, lost
 }
+
+// BenchmarkOriginsBytes is the memory the first directors of applied NAT
+// connections take (origins.go, with Config.Applied: FULLNAT under ECMP),
+// per connection: of 100,000 IPv4 or IPv6 connections, and of a full table
+// (DefaultMaxEntries IPv4 connections), whose total it reports too
+// (docs/performance.md).
+func BenchmarkOriginsBytes(b *testing.B) {
+	for _, tt := range []struct {
+		name string
+		n    int
+		conn func(i int) testConn
+	}{
+		{"ipv4", 100_000, masqConn4},
+		{"ipv6", 100_000, masqConn6},
+		{"ipv4_full", DefaultMaxEntries, masqConn4},
+	} {
+		b.Run(tt.name, func(b *testing.B) {
+			recs := make([]rec, 0, tt.n)
+			for i := range tt.n {
+				recs = append(recs, tt.conn(i).encode())
+			}
+			names := []string{"director-a", "director-b", "director-c"}
+			for range b.N {
+				var before, after runtime.MemStats
+				runtime.GC()
+				runtime.ReadMemStats(&before)
+				o := newOrigins(DefaultMaxEntries)
+				for i, r := range recs {
+					o.note(r, names[i%len(names)], 0)
+				}
+				runtime.GC()
+				runtime.ReadMemStats(&after)
+				if o.len() != tt.n {
+					b.Fatalf("%d entries, want %d", o.len(), tt.n)
+				}
+				heap := float64(after.HeapAlloc - before.HeapAlloc)
+				b.ReportMetric(heap/float64(o.len()), "B/connection")
+				b.ReportMetric(heap/1e6, "MB")
+				runtime.KeepAlive(o)
+			}
+			runtime.KeepAlive(recs)
+		})
+	}
+}
+
+// masqConn4 is the i-th of distinct IPv4 NAT connections, 29 per client.
+func masqConn4(i int) testConn {
+	return masq4(netip.AddrFrom4([4]byte{10, byte(i >> 16), byte(i >> 8), byte(i)}).String(), uint16(i%29))
+}
+
+// masqConn6 is the i-th of distinct IPv6 NAT connections, 29 per client.
+func masqConn6(i int) testConn {
+	c := tcp6(netip.AddrFrom16([16]byte{0x20, 0x01, 0x0d, 0xb8, 15: byte(i), 14: byte(i >> 8), 13: byte(i >> 16)}).String(), uint16(i%29))
+	c.flags = 0
+	return c
+}
+
+// BenchmarkOrigins is the origins' part of a record's cost with
+// DefaultMaxEntries IPv4 connections noted, in an order that defeats the
+// CPU's caches: noting an applied connection's origin again (the receiving
+// side), looking up that of a synced one the master sends (the sending
+// side), and noting one more while every origin is live (none is noted,
+// but the table is swept for room).
+func BenchmarkOrigins(b *testing.B) {
+	const n = DefaultMaxEntries
+	recs := make([]rec, n)
+	for i := range n {
+		recs[i] = masqConn4(i).encode()
+	}
+	rand.New(rand.NewPCG(1, 2)).Shuffle(n, func(i, j int) { recs[i], recs[j] = recs[j], recs[i] })
+	o := newOrigins(n)
+	for _, r := range recs {
+		o.note(r, "director-b", 0)
+	}
+	b.Run("note", func(b *testing.B) {
+		for i := range b.N {
+			o.note(recs[(i*7919)%n], "director-b", time.Second)
+		}
+	})
+	b.Run("of", func(b *testing.B) {
+		for i := range b.N {
+			if o.of(recs[(i*7919)%n], time.Second) == "" {
+				b.Fatal("origin unknown")
+			}
+		}
+	})
+	b.Run("full", func(b *testing.B) {
+		more := masqConn4(n).encode()
+		for i := range b.N {
+			o.note(more, "director-b", time.Second+time.Duration(i)*time.Microsecond)
+		}
+		if o.len() != n || o.of(more, time.Second) != "" {
+			b.Fatal("an origin past the bound was noted")
+		}
+	})
+}

@@ -89,14 +89,14 @@ func TestOriginsExpireAndAreBounded(t *testing.T) {
 	o.note(b, "y", 0)
 	o.note(c, "z", time.Second) // full, nothing expired
 	if o.of(c, time.Second) != "" || o.of(a, time.Second) != "x" {
-		t.Fatalf("full table: %v", o.m)
+		t.Fatalf("full table: %d origins", o.len())
 	}
 	ttl := 900 * time.Second // masq4's timeout
 	if o.of(a, ttl+time.Second) != "" {
 		t.Error("an origin outlived its record")
 	}
 	o.note(c, "z", ttl+time.Second) // a and b have expired: room
-	if o.of(c, ttl+time.Second) != "z" || len(o.m) != 1 {
-		t.Errorf("after the sweep: %v", o.m)
+	if o.of(c, ttl+time.Second) != "z" || o.len() != 1 {
+		t.Errorf("after the sweep: %d origins", o.len())
 	}
 }
