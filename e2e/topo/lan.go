@@ -15,33 +15,41 @@ import (
 // side of two-armed directors. Its hosts get no default route; the
 // caller sets what the test needs.
 func (tp *Topology) AddLAN() (*Segment, error) {
+	s, _, err := tp.newSegment(nil, nil)
+	return s, err
+}
+
+// newSegment creates the bridge of a new segment (router and gateways only
+// recorded) and returns it with the hosts on the topology's bridge now.
+func (tp *Topology) newSegment(router *Host, gateways []netip.Prefix) (*Segment, []*Host, error) {
 	tp.mu.Lock()
 	if tp.closed {
 		tp.mu.Unlock()
-		return nil, fmt.Errorf("topology %s is closed", tp.Prefix)
+		return nil, nil, fmt.Errorf("topology %s is closed", tp.Prefix)
 	}
 	tp.segments++
 	n := tp.segments
+	hosts := append([]*Host(nil), tp.hosts...)
 	tp.mu.Unlock()
 
-	s := &Segment{Bridge: tp.Prefix + "-s" + strconv.Itoa(n), tp: tp}
+	s := &Segment{Bridge: tp.Prefix + "-s" + strconv.Itoa(n), Router: router, tp: tp, gateways: gateways}
 	la := netlink.NewLinkAttrs()
 	la.Name = s.Bridge
 	la.Group = tp.group
 	la.Flags = unix.IFF_UP
 	off := false
 	if err := tp.root.LinkAdd(&netlink.Bridge{LinkAttrs: la, MulticastSnooping: &off}); err != nil {
-		return nil, fmt.Errorf("create bridge %s: %w", s.Bridge, err)
+		return nil, nil, fmt.Errorf("create bridge %s: %w", s.Bridge, err)
 	}
 	br, err := tp.root.LinkByName(s.Bridge)
 	if err != nil {
-		return nil, err
+		return nil, nil, err
 	}
 	s.bridge = br
 	tp.mu.Lock()
 	tp.extraBridges = append(tp.extraBridges, br)
 	tp.mu.Unlock()
-	return s, nil
+	return s, hosts, nil
 }
 
 // Plug gives an existing host a second interface dev on the segment with

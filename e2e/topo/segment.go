@@ -4,10 +4,8 @@ import (
 	"errors"
 	"fmt"
 	"net/netip"
-	"strconv"
 
 	"github.com/vishvananda/netlink"
-	"golang.org/x/sys/unix"
 )
 
 // Segment is a second bridge whose hosts reach the rest of the topology
@@ -36,36 +34,13 @@ func (tp *Topology) AddSegment(router *Host, gateways ...netip.Prefix) (*Segment
 	if router == nil || len(gateways) == 0 {
 		return nil, errors.New("a segment needs a router and its addresses")
 	}
-	tp.mu.Lock()
-	if tp.closed {
-		tp.mu.Unlock()
-		return nil, fmt.Errorf("topology %s is closed", tp.Prefix)
-	}
-	tp.segments++
-	n := tp.segments
-	hosts := append([]*Host(nil), tp.hosts...)
-	tp.mu.Unlock()
-
-	s := &Segment{Bridge: tp.Prefix + "-s" + strconv.Itoa(n), Router: router, tp: tp, gateways: gateways}
-	la := netlink.NewLinkAttrs()
-	la.Name = s.Bridge
-	la.Group = tp.group
-	la.Flags = unix.IFF_UP
-	off := false
-	if err := tp.root.LinkAdd(&netlink.Bridge{LinkAttrs: la, MulticastSnooping: &off}); err != nil {
-		return nil, fmt.Errorf("create bridge %s: %w", s.Bridge, err)
-	}
-	br, err := tp.root.LinkByName(s.Bridge)
+	s, hosts, err := tp.newSegment(router, gateways)
 	if err != nil {
 		return nil, err
 	}
-	s.bridge = br
-	tp.mu.Lock()
-	tp.extraBridges = append(tp.extraBridges, br)
-	tp.mu.Unlock()
 
 	port := s.Bridge + "-r"
-	if _, err := tp.plug(router, "eth1", port, nil, br, gateways); err != nil {
+	if _, err := tp.plug(router, "eth1", port, nil, s.bridge, gateways); err != nil {
 		return nil, fmt.Errorf("router %v on %s: %w", router, s.Bridge, err)
 	}
 	for _, kv := range [][2]string{{"net/ipv4/ip_forward", "1"}, {"net/ipv6/conf/all/forwarding", "1"}} {

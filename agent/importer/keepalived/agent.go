@@ -219,17 +219,27 @@ func (c *converter) vrrpInstance(n *Node, a *agentSettings) {
 			c.approx(ch, "cluster.label %s separates this cluster from others on the network, as the router id did", a.label)
 		case "virtual_ipaddress", "virtual_ipaddress_excluded":
 			c.virtualIPs(ch)
-		case "track_interface":
-			c.trackInterface(ch, a)
-		case "track_script":
-			c.trackScript(ch, a)
-		case "notify_master", "notify_backup", "notify_fault", "notify_stop", "notify":
-			c.hookNote(ch, "on_ownership")
-		case "lvs_sync_daemon_interface":
-			c.syncDaemon(ch, a)
-		case "dont_track_primary":
-			c.notMapped(ch, "lvsd always follows its interface: a director whose interface is down gives its VIPs up")
+		default:
+			c.instanceCommon(ch, a)
 		}
+	}
+}
+
+// instanceCommon reports the keywords of a vrrp_instance that map the same
+// whichever cluster mode the import writes: tracking, notify scripts, the
+// sync daemon's interface.
+func (c *converter) instanceCommon(ch *Node, a *agentSettings) {
+	switch ch.Keyword {
+	case "track_interface":
+		c.trackInterface(ch, a)
+	case "track_script":
+		c.trackScript(ch, a)
+	case "notify_master", "notify_backup", "notify_fault", "notify_stop", "notify":
+		c.hookNote(ch, "on_ownership")
+	case "lvs_sync_daemon_interface":
+		c.syncDaemon(ch, a)
+	case "dont_track_primary":
+		c.notMapped(ch, "lvsd always follows its interface: a director whose interface is down gives its VIPs up")
 	}
 }
 

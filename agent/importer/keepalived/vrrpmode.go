@@ -242,16 +242,8 @@ func (c *converter) vrrpModeKeyword(ch *Node, v vrrpInstance, first bool, a *age
 	case "virtual_ipaddress_excluded":
 		c.virtualIPs(ch)
 		c.approx(ch, "lvsd advertises every VIP of its services, keepalived does not advertise excluded addresses: lvsd logs the difference once and still follows keepalived's master")
-	case "track_interface":
-		c.trackInterface(ch, a)
-	case "track_script":
-		c.trackScript(ch, a)
-	case "notify_master", "notify_backup", "notify_fault", "notify_stop", "notify":
-		c.hookNote(ch, "on_ownership")
-	case "lvs_sync_daemon_interface":
-		c.syncDaemon(ch, a)
-	case "dont_track_primary":
-		c.notMapped(ch, "lvsd always follows its interface: a director whose interface is down gives its VIPs up")
+	default:
+		c.instanceCommon(ch, a)
 	}
 }
 
