@@ -12,6 +12,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/lvsd/lvsd/agent/views"
 	"github.com/lvsd/lvsd/e2e/echo"
 	"github.com/lvsd/lvsd/e2e/topo"
 )
@@ -42,7 +43,11 @@ func TestVRRPMixedPair(t *testing.T) {
 	waitHolders(t, tp, vip, 30*time.Second, onlyOn(d1.ID))
 	l2.start()
 	l2.waitServices(1, 2)
+	waitVRRPStatus(t, d2, "backup", d1.Addr(false).String())
 	rows = append(rows, handOver(t, tp, p, tl, vip, "lvsd → lvsd", l1.stop, d1, d2))
+	if r := waitVRRPStatus(t, d2, "master", ""); r.BecameMaster != 1 {
+		t.Errorf("lvsd status on %s: became master %d times, want 1", d2.ID, r.BecameMaster)
+	}
 	l2.stop()
 	waitHolders(t, tp, vip, 10*time.Second, func(h []string) bool { return len(h) == 0 })
 
@@ -71,6 +76,25 @@ func TestVRRPMixedPairIPv6(t *testing.T) {
 		svc, svc, tp.RS(1).Addr(true), svc, tp.RS(2).Addr(true)), "ipvsadm", "-R")
 	rows := mixedPair(t, tp, p, tl, vip, clusterKey(t))
 	reportHandovers(t, tl, rows, "vrrp-mixed-pair-ipv6.txt")
+}
+
+// waitVRRPStatus waits until host's `lvsd status --json` shows its IPv4
+// virtual router in state, naming master as the master ("": none), and
+// logs the text status.
+func waitVRRPStatus(t *testing.T, host *topo.Host, state, master string) views.VRRPRouterStatus {
+	t.Helper()
+	deadline := time.Now().Add(5 * time.Second)
+	for {
+		routers := statusPart[[]views.VRRPRouterStatus](t, host, "vrrp")
+		if len(routers) == 1 && routers[0].Family == "ipv4" && routers[0].State == state && routers[0].Master == master {
+			t.Logf("lvsd status on %s:\n%s", host.ID, statusText(t, host))
+			return routers[0]
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("lvsd status on %s: virtual routers %+v, want one of ipv4 in state %s with master %q", host.ID, routers, state, master)
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
 }
 
 // vrrpSetup builds two directors and two DR real servers serving vip:80,

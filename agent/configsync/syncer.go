@@ -131,6 +131,9 @@ type Status struct {
 	// digest: the same on every director once they agree.
 	Records int    `json:"records"`
 	Digest  string `json:"digest"`
+	// Published counts the records this director published; the others
+	// came from the other directors.
+	Published int `json:"published"`
 	// Refused are the received files that failed the check, by name, with
 	// the problems found (publisher's file:line:col).
 	Refused map[string]string `json:"refused,omitempty"`
@@ -250,8 +253,14 @@ func (s *Syncer) Run(ctx context.Context) error {
 
 func (s *Syncer) publishStatus() {
 	d := s.store.Digest(s.cfg.Node)
+	published := 0
+	for _, name := range s.store.Names() {
+		if s.store.Get(name).Publisher == s.cfg.Node {
+			published++
+		}
+	}
 	s.mu.Lock()
-	s.status.Records = s.store.Len()
+	s.status.Records, s.status.Published = s.store.Len(), published
 	s.status.Digest = fmt.Sprintf("%x", d.Sum)
 	s.mu.Unlock()
 }

@@ -258,6 +258,11 @@ func TestSyncReceiverDoesNotPublish(t *testing.T) {
 		n := nw.syncers["a"].Status().Records
 		return n == 1, fmt.Sprint(n, " records")
 	})
+	// The status tells what a director published from what it received.
+	eventually(t, "a published it, b received it", func() (bool, string) {
+		a, b := nw.syncers["a"].Status(), nw.syncers["b"].Status()
+		return a.Published == 1 && b.Records == 1 && b.Published == 0, fmt.Sprintf("a %+v, b %+v", a, b)
+	})
 }
 
 // Two sources publish the same file: every director keeps the later

@@ -10,6 +10,7 @@ import (
 	"github.com/lvsd/lvsd/agent/api"
 	"github.com/lvsd/lvsd/agent/config"
 	"github.com/lvsd/lvsd/agent/configsync"
+	"github.com/lvsd/lvsd/agent/views"
 	"github.com/lvsd/lvsd/cluster"
 	"github.com/lvsd/lvsd/cluster/identity"
 )
@@ -67,4 +68,13 @@ func serveConfigSync(h http.Handler, s *configsync.Syncer, node string) http.Han
 		api.WriteJSON(w, ConfigSyncStatus{Schema: api.SchemaVersion, Node: node, Status: s.Status()})
 	})
 	return mux
+}
+
+// configSyncView reports s's status to the views.
+func configSyncView(s *configsync.Syncer) func() views.ConfigSyncStatus {
+	return func() views.ConfigSyncStatus {
+		st := s.Status()
+		return views.ConfigSyncStatus{Records: st.Records, Published: st.Published, Digest: st.Digest,
+			Refused: st.Refused, Conflicts: st.Conflicts}
+	}
 }

@@ -205,13 +205,14 @@ func Run(ctx context.Context, o Options) error {
 
 // member is this director's part in the cluster; zero without one.
 type member struct {
-	node   Node
-	vrrp   agent.VIPOwnership // mode vrrp: the virtual routers, in place of node
-	relay  Relay
-	leases *arp.Leased
-	peers  *agent.PeerFlows   // under ECMP with connection sync: other directors' FULLNAT flows
-	config *configsync.Syncer // cluster.config_sync
-	stop   func()             // stops the relay and the leases once the cluster is left
+	node    Node
+	vrrp    agent.VIPOwnership // mode vrrp: the virtual routers, in place of node
+	routers vrrpRouters        // mode vrrp: the same, for the status
+	relay   Relay
+	leases  *arp.Leased
+	peers   *agent.PeerFlows   // under ECMP with connection sync: other directors' FULLNAT flows
+	config  *configsync.Syncer // cluster.config_sync
+	stop    func()             // stops the relay and the leases once the cluster is left
 	// restarted: the previous process stopped under a restart hold,
 	// which is still running.
 	restarted bool
@@ -225,6 +226,19 @@ func (m member) vips() agent.VIPOwnership {
 		return nil
 	}
 	return m.node
+}
+
+// viewSources are m's parts that the status and the metrics show beside
+// the agent's.
+func (m member) viewSources() views.Sources {
+	var src views.Sources
+	if len(m.routers) > 0 {
+		src.VRRP = m.routers.status
+	}
+	if m.config != nil {
+		src.ConfigSync = configSyncView(m.config)
+	}
+	return src
 }
 
 // leave hands the VIPs over (release removes their addresses) and stops
@@ -257,7 +271,7 @@ func (m member) leave(log *slog.Logger, release func(context.Context) error) {
 
 // serve starts the local API and /metrics: the views of a (agent/views).
 func serve(ctx context.Context, wg *sync.WaitGroup, cfg *agent.LoadedConfig, a *agent.Agent, m member, events *hooks.Runner, version string, log *slog.Logger) error {
-	v := views.New(a)
+	v := views.NewWith(a, m.viewSources())
 	l, err := api.Listen(cfg.Agent.APISocket)
 	if err != nil {
 		return fmt.Errorf("local API socket: %w", err)

@@ -6,9 +6,11 @@ import (
 	"fmt"
 	"net/netip"
 	"sync"
+	"time"
 
 	"github.com/lvsd/lvsd/agent"
 	"github.com/lvsd/lvsd/agent/planner"
+	"github.com/lvsd/lvsd/agent/views"
 	"github.com/lvsd/lvsd/arp"
 	"github.com/lvsd/lvsd/cluster/vrrp"
 )
@@ -91,7 +93,7 @@ func startVRRP(ctx context.Context, o Options, k *agent.Kernel, bgCtx context.Co
 	var runs sync.WaitGroup
 	leases.Keep = routers.healthy
 	runs.Go(func() { leases.Run(runCtx) })
-	return member{vrrp: own, leases: leases, stop: func() { routers.stop(log); stop(); runs.Wait() }}, nil
+	return member{vrrp: own, routers: routers, leases: leases, stop: func() { routers.stop(log); stop(); runs.Wait() }}, nil
 }
 
 func hasV4(vips map[netip.Addr]bool) bool {
@@ -123,6 +125,41 @@ func (rs vrrpRouters) stop(log interface{ Error(string, ...any) }) {
 			log.Error("stopping the VRRP router", "err", err)
 		}
 	}
+}
+
+// vrrpReporter is what the status reads of a router (vrrp.Router); the
+// fakes of the tests need not report.
+type vrrpReporter interface {
+	Status() vrrp.Status
+	Drops() map[string]uint64
+}
+
+var _ vrrpReporter = (*vrrp.Router)(nil)
+
+// status reports the routers that can say how they are.
+func (rs vrrpRouters) status() []views.VRRPRouterStatus {
+	var out []views.VRRPRouterStatus
+	for _, r := range rs {
+		if rep, ok := r.(vrrpReporter); ok {
+			out = append(out, vrrpStatus(rep.Status(), rep.Drops()))
+		}
+	}
+	return out
+}
+
+func vrrpStatus(s vrrp.Status, drops map[string]uint64) views.VRRPRouterStatus {
+	v := views.VRRPRouterStatus{Family: "ipv4", VRID: int(s.VRID), State: s.State.String(), Priority: int(s.Priority),
+		AdvertInterval: (time.Duration(s.Interval) * vrrp.Centisecond).Seconds(), BecameMaster: s.BecameMaster}
+	if s.IPv6 {
+		v.Family = "ipv6"
+	}
+	if s.Master.IsValid() {
+		v.Master = s.Master.String()
+	}
+	if len(drops) > 0 {
+		v.Dropped = drops
+	}
+	return v
 }
 
 // ownership is the routers as one VIPOwnership: each router holds the VIPs

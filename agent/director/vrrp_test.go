@@ -5,11 +5,14 @@ import (
 	"fmt"
 	"net/netip"
 	"os"
+	"reflect"
 	"slices"
 	"sync"
 	"testing"
 
 	"github.com/lvsd/lvsd/agent"
+	"github.com/lvsd/lvsd/agent/views"
+	"github.com/lvsd/lvsd/cluster/vrrp"
 )
 
 // fakeRouter is master of every VIP it serves.
@@ -72,5 +75,41 @@ func TestRunVRRP(t *testing.T) {
 		"delete-address 10.0.0.50/32", "vrrp stop (priority 0)"}
 	if got := ev.list(); !slices.Equal(got, want) {
 		t.Errorf("events:\n got %q\nwant %q", got, want)
+	}
+}
+
+// reportingRouter is a fakeRouter that reports a status, as vrrp.Router.
+type reportingRouter struct {
+	fakeRouter
+	status vrrp.Status
+	drops  map[string]uint64
+}
+
+func (r *reportingRouter) Status() vrrp.Status      { return r.status }
+func (r *reportingRouter) Drops() map[string]uint64 { return r.drops }
+
+func TestVRRPStatusForTheViews(t *testing.T) {
+	tests := []struct {
+		name    string
+		routers vrrpRouters
+		want    []views.VRRPRouterStatus
+	}{
+		{name: "a router that cannot report is left out", routers: vrrpRouters{&fakeRouter{}}},
+		{name: "backup of a master, drops", routers: vrrpRouters{&reportingRouter{
+			status: vrrp.Status{VRID: 51, Priority: 100, Interval: 100, State: vrrp.Backup, Master: netip.MustParseAddr("192.0.2.11"), BecameMaster: 3},
+			drops:  map[string]uint64{"bad checksum": 2}}},
+			want: []views.VRRPRouterStatus{{Family: "ipv4", VRID: 51, State: "backup", Priority: 100, Master: "192.0.2.11",
+				AdvertInterval: 1, BecameMaster: 3, Dropped: map[string]uint64{"bad checksum": 2}}}},
+		{name: "master of IPv6, no drops", routers: vrrpRouters{&reportingRouter{
+			status: vrrp.Status{VRID: 7, Priority: 200, Interval: 25, IPv6: true, State: vrrp.Master, BecameMaster: 1},
+			drops:  map[string]uint64{}}},
+			want: []views.VRRPRouterStatus{{Family: "ipv6", VRID: 7, State: "master", Priority: 200, AdvertInterval: 0.25, BecameMaster: 1}}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			if got := tt.routers.status(); !reflect.DeepEqual(got, tt.want) {
+				t.Errorf("status:\n got %+v\nwant %+v", got, tt.want)
+			}
+		})
 	}
 }

@@ -59,7 +59,7 @@ func (c *Collector) Describe(ch chan<- *prometheus.Desc) {
 	for _, d := range []*prometheus.Desc{descReady, descPasses, descErrors, descResets, descLastPass, descLastOK} {
 		ch <- d
 	}
-	for _, d := range slices.Concat(metrics.Common, serviceDescs, backendDescs, clusterDescs, bgpDescs, healthDescs, coordinationDescs) {
+	for _, d := range slices.Concat(metrics.Common, serviceDescs, backendDescs, clusterDescs, bgpDescs, healthDescs, coordinationDescs, partsDescs) {
 		ch <- d
 	}
 }
@@ -113,6 +113,10 @@ func (c *Collector) Collect(ch chan<- prometheus.Metric) {
 	}
 	if st.PeerFlows != nil {
 		collectPeerFlows(st.PeerFlows, gauge, counter)
+	}
+	collectVRRP(st.VRRP, gauge, counter)
+	if st.ConfigSync != nil {
+		collectConfigSync(st.ConfigSync, gauge)
 	}
 	if st.BGP != nil {
 		collectBGP(st.BGP, st.Drained, gauge, counter)

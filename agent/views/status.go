@@ -20,7 +20,8 @@ import (
 // Views answers for one agent: what it published, read with the kernel's
 // numbers of the moment. Its methods are safe from any goroutine.
 type Views struct {
-	a *agent.Agent
+	a   *agent.Agent
+	src Sources
 }
 
 // New returns the views of a.
@@ -78,6 +79,11 @@ type Status struct {
 	// HeldChange is a change of services loaded here that waits until
 	// every live director advertises it (cluster.coordinated_changes).
 	HeldChange *agent.HeldChange `json:"held_change,omitempty"`
+	// VRRP are the virtual routers of cluster.mode vrrp, which has no
+	// Cluster.
+	VRRP []VRRPRouterStatus `json:"vrrp,omitempty"`
+	// ConfigSync is cluster.config_sync on this director.
+	ConfigSync *ConfigSyncStatus `json:"config_sync,omitempty"`
 }
 
 // ServiceStatus is one IPVS service lvsd wants.
@@ -280,6 +286,7 @@ func (v *Views) addAgentState(ctx context.Context, st *Status) error {
 		hs := parts.Holder.State()
 		st.Drained, st.DrainedAt, st.Grounded, st.InterfacesDown = hs.Drained, hs.DrainedAt, hs.Grounded, hs.InterfacesDown
 	}
+	v.addParts(st)
 	return nil
 }
 

@@ -69,15 +69,18 @@ type Router struct {
 	mu     sync.Mutex
 	served []netip.Addr // last given to Serve, of the conn's family, sorted
 
-	view    atomic.Pointer[view]
-	running atomic.Bool
-	drops   sync.Map // reason (string) → *atomic.Uint64
+	view         atomic.Pointer[view]
+	running      atomic.Bool
+	drops        sync.Map // reason (string) → *atomic.Uint64
+	becameMaster atomic.Uint64
 }
 
-// view is what Holds answers from.
+// view is what Holds answers from, and the master as last heard for the
+// status.
 type view struct {
-	state State
-	vips  map[netip.Addr]bool
+	state  State
+	vips   map[netip.Addr]bool
+	master netip.Addr
 }
 
 // Start runs a router over conn until ctx ends or Stop.
@@ -237,13 +240,21 @@ func (r *Router) publish(m *Machine, addrs []netip.Addr) {
 	old := r.view.Load()
 	st := m.State()
 	if st == old.state && (st != Master || len(old.vips) == len(addrs) && allIn(addrs, old.vips)) {
+		// Holds answers as before: only the status may learn of
+		// another master, and Changed stays quiet.
+		if m.Master() != old.master {
+			r.view.Store(&view{state: old.state, vips: old.vips, master: m.Master()})
+		}
 		return
 	}
-	v := &view{state: st, vips: map[netip.Addr]bool{}}
+	v := &view{state: st, vips: map[netip.Addr]bool{}, master: m.Master()}
 	for _, a := range addrs {
 		v.vips[a] = true
 	}
 	r.view.Store(v)
+	if st == Master && old.state != Master {
+		r.becameMaster.Add(1)
+	}
 	if st != old.state {
 		kv := []any{"vrid", r.cfg.VRID, "from", old.state.String(), "to", st.String()}
 		if m.Master().IsValid() {
@@ -323,6 +334,27 @@ func (r *Router) Changed() <-chan struct{} { return r.changed }
 
 // State is the router's current state.
 func (r *Router) State() State { return r.view.Load().state }
+
+// Status is what the director's status shows of a router.
+type Status struct {
+	VRID     uint8
+	Priority uint8
+	Interval uint16 // configured, in centiseconds
+	IPv6     bool
+	State    State
+	// Master is the master this backup last heard from; invalid while
+	// this router is master or has heard none.
+	Master netip.Addr
+	// BecameMaster counts the times this router became master.
+	BecameMaster uint64
+}
+
+// Status reports the router's configuration and state now.
+func (r *Router) Status() Status {
+	v := r.view.Load()
+	return Status{VRID: r.cfg.VRID, Priority: r.cfg.Priority, Interval: r.cfg.Interval, IPv6: r.conn.Primary().Is6(),
+		State: v.state, Master: v.master, BecameMaster: r.becameMaster.Load()}
+}
 
 // Healthy reports whether the router runs: the VIP addresses' leases are
 // renewed only while it does.

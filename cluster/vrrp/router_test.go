@@ -191,3 +191,27 @@ func TestStartRefuses(t *testing.T) {
 		}
 	}
 }
+
+func TestRouterStatusNamesTheMasterAndCountsTakeovers(t *testing.T) {
+	var link fakeLink
+	a := startRouter(t, link.conn("10.0.0.11"), 150)
+	a.Serve([]netip.Addr{vip})
+	waitFor(t, "a master alone", func() bool { return a.State() == Master })
+	b := startRouter(t, link.conn("10.0.0.12"), 100)
+	b.Serve([]netip.Addr{vip})
+	waitFor(t, "b backup of a", func() bool { return b.Status().Master == netip.MustParseAddr("10.0.0.11") })
+	want := Status{VRID: 51, Priority: 100, Interval: 5, State: Backup, Master: netip.MustParseAddr("10.0.0.11")}
+	if got := b.Status(); got != want {
+		t.Errorf("backup's status = %+v, want %+v", got, want)
+	}
+	if got := a.Status(); got.State != Master || got.Master.IsValid() || got.BecameMaster != 1 {
+		t.Errorf("master's status = %+v, want master, no other master, 1 takeover", got)
+	}
+	if err := a.Stop(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	waitFor(t, "b master", func() bool { return b.State() == Master })
+	if got := b.Status(); got.Master.IsValid() || got.BecameMaster != 1 {
+		t.Errorf("new master's status = %+v, want no other master, 1 takeover", got)
+	}
+}

@@ -234,6 +234,16 @@ func writeDirectorStatus(w io.Writer, st views.Status, cols statusColumns, now t
 			return err
 		}
 	}
+	if len(st.VRRP) > 0 {
+		if err := writeVRRPStatus(w, st.VRRP); err != nil {
+			return err
+		}
+	}
+	if st.ConfigSync != nil {
+		if err := writeConfigSyncStatus(w, st.ConfigSync); err != nil {
+			return err
+		}
+	}
 	if st.ConnSync != nil {
 		if err := writeConnSyncStatus(w, st.ConnSync); err != nil {
 			return err
