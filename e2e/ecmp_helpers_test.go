@@ -253,6 +253,24 @@ func scheduled(t *testing.T, d *lvsd) uint64 {
 	return n
 }
 
+// settledScheduled is scheduled once the kernel's counters have caught up:
+// it adds its per-CPU IPVS counters up every 2 s (the estimator), so a
+// read just after connections were scheduled may not count them yet. It
+// reads until two reads 2.5 s apart agree (at most 10 s).
+func settledScheduled(t *testing.T, d *lvsd) uint64 {
+	t.Helper()
+	n := scheduled(t, d)
+	for deadline := time.Now().Add(10 * time.Second); time.Now().Before(deadline); {
+		time.Sleep(2500 * time.Millisecond)
+		m := scheduled(t, d)
+		if m == n {
+			break
+		}
+		n = m
+	}
+	return n
+}
+
 // newConnProber opens a connection to the VIP every period from a new
 // source port, and records when each started and how long its handshake
 // took: one whose first SYN went to a dead director needs a retransmit.
