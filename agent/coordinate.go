@@ -3,7 +3,6 @@ package agent
 import (
 	"maps"
 	"slices"
-	"strconv"
 	"strings"
 	"time"
 
@@ -110,7 +109,7 @@ func (a *Agent) takeLoaded(cfg *LoadedConfig, ch Changes) {
 		a.opts.ConfigDigest.AdvertiseConfig(digest)
 	}
 	a.log.Info("changed services wait until every live director has them", "event", "coordinated_change",
-		"services", shortList(services), "wait", a.coordinate.Wait.String())
+		"services", cluster.ServiceList(services), "wait", a.coordinate.Wait.String())
 	a.decideHeld()
 }
 
@@ -141,11 +140,11 @@ func (a *Agent) decideHeld() {
 			lagging = []string{"(not compared yet)"}
 		}
 		a.log.Warn("changed services put in force before every live director had them: flows moving between directors "+
-			"may change backend until they do", "event", "coordinated_change", "services", shortList(h.services),
+			"may change backend until they do", "event", "coordinated_change", "services", cluster.ServiceList(h.services),
 			"lagging", strings.Join(lagging, ","), "waited", waited)
 	} else {
 		a.coordination.Together++
-		args := []any{"event", "coordinated_change", "services", shortList(h.services), "waited", waited}
+		args := []any{"event", "coordinated_change", "services", cluster.ServiceList(h.services), "waited", waited}
 		if len(v.Unknown) > 0 {
 			args = append(args, "not_compared", strings.Join(v.Unknown, ","))
 		}
@@ -210,13 +209,4 @@ func mergeChanges(first, second Changes) Changes {
 	}
 	maps.Copy(out.Services, second.Services)
 	return out // Fresh unknown: indexes of two readings do not add up
-}
-
-// shortList is names for a log line: at most 20, then how many more.
-func shortList(names []string) string {
-	const shown = 20
-	if len(names) <= shown {
-		return strings.Join(names, ",")
-	}
-	return strings.Join(names[:shown], ",") + ",+" + strconv.Itoa(len(names)-shown)
 }

@@ -180,15 +180,22 @@ func (s *loopState) compareConfig(p *peer) {
 	}
 }
 
-// logDrift logs p's difference when it is not the one logged last.
-func (s *loopState) logDrift(p *peer) {
-	pc := p.config
-	names := slices.Sorted(maps.Keys(pc.diff))
+// ServiceList is service names for a log line: the first maxDriftShown,
+// then how many more (",+N").
+func ServiceList(names []string) string {
 	shown := names[:min(len(names), maxDriftShown)]
 	line := strings.Join(shown, ",")
 	if len(names) > len(shown) {
 		line += ",+" + strconv.Itoa(len(names)-len(shown))
 	}
+	return line
+}
+
+// logDrift logs p's difference when it is not the one logged last.
+func (s *loopState) logDrift(p *peer) {
+	pc := p.config
+	names := slices.Sorted(maps.Keys(pc.diff))
+	line := ServiceList(names)
 	if line == "" {
 		line = "(unnamed)" // the digests differ, yet no service does: names cut alike
 	}
