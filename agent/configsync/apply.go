@@ -9,6 +9,7 @@ import (
 	"strings"
 
 	"github.com/lvsd/lvsd/agent/config"
+	"github.com/lvsd/lvsd/agent/statefile"
 	"github.com/lvsd/lvsd/cluster/configsync"
 )
 
@@ -91,7 +92,7 @@ func (s *Syncer) loadKept() {
 
 // keep writes a record the store took, for the next run.
 func (s *Syncer) keep(r *configsync.Record) {
-	if err := writeAtomic(s.recordPath(r.Name), r.Wire); err != nil {
+	if err := statefile.WriteAtomic(s.recordPath(r.Name), r.Wire, 0o644); err != nil {
 		s.log.Warn("config sync: keeping a record", "file", r.Name, "err", err)
 	}
 }
@@ -138,7 +139,7 @@ func (s *Syncer) apply(name string) {
 			return
 		}
 	}
-	if err := writeAtomic(s.managedPath(name), r.Data); err != nil {
+	if err := statefile.WriteAtomic(s.managedPath(name), r.Data, 0o644); err != nil {
 		s.log.Error("config sync: writing a received file", "file", name, "err", err)
 		return
 	}
@@ -175,31 +176,4 @@ func (s *Syncer) clearLocalConflict(name string) {
 	if strings.HasPrefix(s.status.Conflicts[name], localWins) {
 		delete(s.status.Conflicts, name)
 	}
-}
-
-// writeAtomic writes data to path through a temporary file in the same
-// directory and a rename: a reader sees the old content or the new one.
-func writeAtomic(path string, data []byte) error {
-	f, err := os.CreateTemp(filepath.Dir(path), "."+filepath.Base(path)+".tmp")
-	if err != nil {
-		return err
-	}
-	tmp := f.Name()
-	_, err = f.Write(data)
-	if err == nil {
-		err = f.Chmod(0o644)
-	}
-	if err == nil {
-		err = f.Sync()
-	}
-	if cerr := f.Close(); err == nil {
-		err = cerr
-	}
-	if err == nil {
-		err = os.Rename(tmp, path)
-	}
-	if err != nil {
-		_ = os.Remove(tmp)
-	}
-	return err
 }

@@ -63,8 +63,8 @@ var layers = []layer{
 	{pkg: "agent/hooks", mayUse: []string{"agent/metrics", "agent/program"}, mayNot3: kernelLibraries, mayNotReach: kernelLibraries},
 	{pkg: "agent/config/yamldoc", pure: true, mayNotReach: kernelOrSyscalls}, // a YAML file as strictly decoded documents, every problem at file:line:col; no schema
 	{pkg: "agent/config", mayUse: []string{"agent/config/yamldoc", "ipvs/l4", "agent/policy", "agent/hooks", "agent/program", "ipvs/spec", "cluster/settings", "cluster/bgp/route", "cluster/identity"}, mayNot3: kernelLibraries, mayNotReach: kernelLibraries},
-	{pkg: "agent/config/servicesdir", mayUse: []string{"agent/config", "agent/config/yamldoc", "agent/program", "ipvs/l4"}, mayNot3: kernelLibraries, mayNotReach: kernelLibraries},           // the services directory as one validated set, read again only where it changed
-	{pkg: "agent/configsync", mayUse: []string{"agent/config", "agent/config/servicesdir", "cluster/configsync", "cluster/identity"}, mayNot3: kernelLibraries, mayNotReach: kernelLibraries}, // cluster.config_sync's side of the services directory; the node carries its messages
+	{pkg: "agent/config/servicesdir", mayUse: []string{"agent/config", "agent/config/yamldoc", "agent/program", "ipvs/l4"}, mayNot3: kernelLibraries, mayNotReach: kernelLibraries},                              // the services directory as one validated set, read again only where it changed
+	{pkg: "agent/configsync", mayUse: []string{"agent/config", "agent/config/servicesdir", "agent/statefile", "cluster/configsync", "cluster/identity"}, mayNot3: kernelLibraries, mayNotReach: kernelLibraries}, // cluster.config_sync's side of the services directory; the node carries its messages
 	// `lvsd import`: another load balancer's configuration as lvsd's files,
 	// checked by the configuration package; no kernel (cmd reads the
 	// running IPVS table through ipvs and hands it over).

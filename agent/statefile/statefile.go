@@ -40,21 +40,33 @@ func Save(dir, name string, v any) error {
 	if err != nil {
 		return err
 	}
-	tmp, err := os.CreateTemp(dir, name+".*")
+	return WriteAtomic(filepath.Join(dir, name), append(data, '\n'), 0o600)
+}
+
+// WriteAtomic writes data to path with mode perm through a hidden
+// temporary file in the same directory, synced, then renamed: a reader or
+// a crash sees the old content or the new one, never a torn file.
+func WriteAtomic(path string, data []byte, perm fs.FileMode) error {
+	f, err := os.CreateTemp(filepath.Dir(path), "."+filepath.Base(path)+".*")
 	if err != nil {
 		return err
 	}
-	defer os.Remove(tmp.Name())
-	if _, err := tmp.Write(append(data, '\n')); err != nil {
-		tmp.Close()
-		return err
+	tmp := f.Name()
+	_, err = f.Write(data)
+	if err == nil {
+		err = f.Chmod(perm)
 	}
-	if err := tmp.Sync(); err != nil {
-		tmp.Close()
-		return err
+	if err == nil {
+		err = f.Sync()
 	}
-	if err := tmp.Close(); err != nil {
-		return err
+	if cerr := f.Close(); err == nil {
+		err = cerr
 	}
-	return os.Rename(tmp.Name(), filepath.Join(dir, name))
+	if err == nil {
+		err = os.Rename(tmp, path)
+	}
+	if err != nil {
+		_ = os.Remove(tmp)
+	}
+	return err
 }
