@@ -65,14 +65,12 @@ func startVRRP(ctx context.Context, o Options, k *agent.Kernel, bgCtx context.Co
 		log.Error("removing VIP addresses left by a previous run", "err", err)
 	}
 	vips := map[netip.Addr]bool{}
-	v4, v6 := true, false
+	var has4, v6 bool
 	for _, p := range planner.Addresses(cfg.Desired.VIPs) {
 		vips[p.Addr()] = true
-		v6 = v6 || p.Addr().Is6()
+		has4, v6 = has4 || p.Addr().Is4(), v6 || p.Addr().Is6()
 	}
-	if v6 && !hasV4(vips) {
-		v4 = false
-	}
+	v4 := has4 || !v6 // IPv4 alone when there are no VIPs yet
 	v := c.VRRP
 	rc := vrrp.Config{VRID: v.VirtualRouterID, Priority: v.Priority, Interval: uint16(v.AdvertInterval / vrrp.Centisecond),
 		Preempt: v.Preempt, Log: log.With("component", "vrrp")}
@@ -94,15 +92,6 @@ func startVRRP(ctx context.Context, o Options, k *agent.Kernel, bgCtx context.Co
 	leases.Keep = routers.healthy
 	runs.Go(func() { leases.Run(runCtx) })
 	return member{vrrp: own, routers: routers, leases: leases, stop: func() { routers.stop(log); stop(); runs.Wait() }}, nil
-}
-
-func hasV4(vips map[netip.Addr]bool) bool {
-	for a := range vips {
-		if a.Is4() {
-			return true
-		}
-	}
-	return false
 }
 
 // vrrpRouters are the virtual routers of the address families.
