@@ -49,24 +49,12 @@ func startHelperRouter(t *testing.T, port uint16) *server.BgpServer {
 // "prefix stale".
 func held(t *testing.T, r *server.BgpServer) []string {
 	t.Helper()
-	var out []string
-	for _, f := range []Family{IPv4Unicast, IPv6Unicast} {
-		err := r.ListPath(context.Background(), &api.ListPathRequest{TableType: api.TableType_GLOBAL, Family: apiFamily(f)},
-			func(d *api.Destination) {
-				for _, p := range d.Paths {
-					if p.Stale {
-						out = append(out, d.Prefix+" stale")
-					} else {
-						out = append(out, d.Prefix)
-					}
-				}
-			})
-		if err != nil {
-			t.Fatal(err)
+	return routerPaths(t, r, func(prefix string, p *api.Path) string {
+		if p.Stale {
+			return prefix + " stale"
 		}
-	}
-	slices.Sort(out)
-	return out
+		return prefix
+	})
 }
 
 func waitHeld(t *testing.T, r *server.BgpServer, want ...string) {

@@ -155,12 +155,19 @@ func waitPeerState(t *testing.T, s *Speaker, want SessionState) PeerStatus {
 // path: "prefix nexthop=… aspath=… med=… lp=… comm=… large=…".
 func learned(t *testing.T, r *server.BgpServer) []string {
 	t.Helper()
+	return routerPaths(t, r, func(prefix string, p *api.Path) string { return prefix + describe(t, p) })
+}
+
+// routerPaths lists the router's paths of both families, one line each as
+// line makes it of the path's prefix and the path, sorted.
+func routerPaths(t *testing.T, r *server.BgpServer, line func(prefix string, p *api.Path) string) []string {
+	t.Helper()
 	var out []string
 	for _, f := range []Family{IPv4Unicast, IPv6Unicast} {
 		err := r.ListPath(context.Background(), &api.ListPathRequest{TableType: api.TableType_GLOBAL, Family: apiFamily(f)},
 			func(d *api.Destination) {
 				for _, p := range d.Paths {
-					out = append(out, d.Prefix+describe(t, p))
+					out = append(out, line(d.Prefix, p))
 				}
 			})
 		if err != nil {
