@@ -119,7 +119,7 @@ e2e: build vm-setup package-check examples-check
 	  -exec '$(CURDIR)/e2e/vm/run --init systemd --timeout 900 --rw $(OUT) --' $(E2E_SYSTEMD_PKGS) -run '$(RUN)' || rc=1; \
 	fi; \
 	if [ -n '$(SOAK_SHORT)' ] && [ '$(RUN)' = . ]; then \
-	  LVSD_BIN=$(BIN)/lvsd LVSD_ECHO_BIN=$(BIN)/lvsd-echo LVSD_E2E_OUT=$(OUT) \
+	  LVSD_BIN=$(BIN)/lvsd LVSD_ECHO_BIN=$(BIN)/lvsd-echo LVSD_PREV_BIN=$(BIN)/lvsd-prev LVSD_E2E_OUT=$(OUT) \
 	  LVSD_SOAK_DURATION=$(SOAK_SHORT) LVSD_SOAK_SEED=$(SOAK_SEED) \
 	  $(GO) test -tags 'e2e vmtest soak' -count=1 -timeout 20m -v \
 	  -exec '$(CURDIR)/e2e/vm/run --timeout 1200 --rw $(OUT) --' ./e2e -run '^TestSoak$$' || rc=1; \
@@ -135,9 +135,9 @@ SOAK_SHORT ?= 3m
 SOAK_SEED ?= 1
 DURATION ?= 2h
 SEED ?=
-soak: build vm-setup
+soak: build vm-setup prev
 	@mkdir -p $(OUT)
-	LVSD_BIN=$(BIN)/lvsd LVSD_ECHO_BIN=$(BIN)/lvsd-echo LVSD_E2E_OUT=$(OUT) LVSD_SOAK_DURATION=$(DURATION) LVSD_SOAK_SEED=$(SEED) \
+	LVSD_BIN=$(BIN)/lvsd LVSD_ECHO_BIN=$(BIN)/lvsd-echo LVSD_PREV_BIN=$(BIN)/lvsd-prev LVSD_E2E_OUT=$(OUT) LVSD_SOAK_DURATION=$(DURATION) LVSD_SOAK_SEED=$(SEED) \
 	  $(GO) test -tags 'e2e vmtest soak' -count=1 -timeout 0 -v \
 	  -exec '$(CURDIR)/e2e/vm/run --timeout 86400 --rw $(OUT) --' ./e2e -run '^TestSoak$$'
 

@@ -32,6 +32,8 @@ func (f soakFault) String() string {
 	switch f.kind {
 	case "weight":
 		return fmt.Sprintf("weight: service %s, rs%d weight %d", []string{"dr", "fullnat"}[f.target], f.arg/10+1, f.arg%10)
+	case "upgrade":
+		return fmt.Sprintf("upgrade: director%d down to the previous release for %v and back", f.target, f.hold)
 	case "extra", "restart":
 		if f.kind == "extra" {
 			return "extra: add or remove the extra service"
@@ -48,14 +50,15 @@ func (f soakFault) String() string {
 
 // soakKinds are the faults and their relative frequency. Not injected, and
 // said so in the report: a clock step (the directors share the VM's one
-// kernel clock), an upgrade between releases and ECMP joins and leaves
-// (this soak runs active-standby).
+// kernel clock) and ECMP joins and leaves (this soak runs active-standby);
+// TestClockStep and TestECMPJoinHasState cover them.
 var soakKinds = []struct {
 	kind   string
 	weight int
 }{
 	{"weight", 3}, {"extra", 1}, {"invalid", 1}, {"health", 2},
 	{"kill", 2}, {"restart", 1}, {"linkcut", 2}, {"partition", 1},
+	{"upgrade", 1},
 }
 
 // soakSchedule draws the faults of a run from seed: the same seed and
@@ -90,6 +93,8 @@ func soakSchedule(seed uint64, duration time.Duration) []soakFault {
 			f.target, f.hold = 1+rng.IntN(3), time.Duration(2+rng.IntN(5))*time.Second
 		case "restart":
 			f.target = 1 + rng.IntN(3)
+		case "upgrade":
+			f.target, f.hold = 1+rng.IntN(3), time.Duration(10+rng.IntN(11))*time.Second
 		}
 		out = append(out, f)
 		at += f.hold + time.Duration(6+rng.IntN(7))*time.Second
@@ -145,6 +150,23 @@ func (s *soak) inject(f *soakFault) {
 		l.stop()
 		l.start()
 		s.procs.Unlock()
+	case "upgrade":
+		// As an operator rolls a release back and forward again: a
+		// planned stop, the previous release's binary over the same
+		// state, running beside this build, then this build again.
+		l := s.ds[f.target-1]
+		for _, bin := range []string{prevBin, ""} {
+			s.procs.Lock()
+			off := l.logSize()
+			l.stop()
+			l.bin = bin
+			l.start()
+			s.procs.Unlock()
+			l.waitLog(off, 30*time.Second, "start-up hold over")
+			if bin != "" {
+				time.Sleep(f.hold)
+			}
+		}
 	case "linkcut":
 		d := s.tp.Director(f.target)
 		if err := d.SetPort(false); err != nil {

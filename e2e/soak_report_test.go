@@ -210,7 +210,7 @@ func (r *soakReport) String() string {
 	var b strings.Builder
 	fmt.Fprintf(&b, "seed %d, %v (ran %v), %d faults, %d long-lived connections on each of DR and FULLNAT, new connections every 200 ms to each\n",
 		r.seed, r.duration, r.end.Sub(r.start).Round(time.Second), len(r.faults), soakConns)
-	b.WriteString("not injected: clock steps (the directors share the VM's clock), upgrades between releases, ECMP joins and leaves\n\n")
+	b.WriteString("not injected: clock steps (the directors share the VM's clock) and ECMP joins and leaves (TestClockStep and TestECMPJoinHasState cover them)\n\n")
 	kinds := map[string]int{}
 	var settle []time.Duration
 	for _, f := range r.faults {

@@ -23,8 +23,8 @@ import (
 // both VIPs and a stream of new ones, while a seeded random schedule
 // injects faults one after the other — configuration edits (weights, a
 // service added and removed, an invalid file), a backend's health flapping,
-// kill -9 and restart of a director, a planned restart, a link cut, a
-// partition. After each fault the cluster must settle to what its
+// kill -9 and restart of a director, a planned restart, an upgrade to
+// the previous release and back, a link cut, a partition. After each fault the cluster must settle to what its
 // configuration decides, and at the end the run is checked against the
 // invariants in soakReport: no established connection lost (every fault
 // here is one the docs promise to keep them through), new connections
@@ -39,6 +39,7 @@ import (
 // run prints its seed. The report goes to soak-report.txt in the output
 // folder.
 func TestSoak(t *testing.T) {
+	needPrev(t) // the upgrade faults run the previous release
 	fdLimit(t, 4096)
 	duration := 3 * time.Minute
 	if v := os.Getenv("LVSD_SOAK_DURATION"); v != "" {
