@@ -107,7 +107,9 @@ func (a *Agent) takeLoaded(cfg *LoadedConfig, ch Changes) {
 	if a.held != nil {
 		since = a.held.since
 	}
-	digest := cfg.ConfigDigest()
+	// Marked as held, the drift check tells a peer that has not loaded the
+	// change yet from real drift.
+	digest := cfg.ConfigDigest().Holding(a.cfg.ConfigDigest(), since.Add(a.coordinate.Wait))
 	a.held = &heldChange{cfg: cfg, changes: ch, sum: digest.Sum, services: services, since: since}
 	if a.opts.ConfigDigest != nil {
 		a.opts.ConfigDigest.AdvertiseConfig(digest)

@@ -111,7 +111,10 @@ func driftLine(peer string, c *cluster.ConfigView) string {
 			fmt.Fprintf(&b, " and %d more", more)
 		}
 	}
-	if c.FlowsAtRisk {
+	switch {
+	case c.Held:
+		b.WriteString("; only by the change HELD here, not in force yet: the peer runs what is in force here, no flow is at risk")
+	case c.FlowsAtRisk:
 		b.WriteString("; under ecmp their flows are at risk (a rehashed flow may reach another backend)")
 	}
 	return b.String()

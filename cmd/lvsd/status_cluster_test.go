@@ -71,6 +71,8 @@ func TestWriteClusterStatusConfigDrift(t *testing.T) {
 			{Name: "lvs4", Gossip: "alive", Live: true, Ready: true, Config: &cluster.ConfigView{Match: cluster.ConfigUnknown}},
 			{Name: "lvs5", Gossip: "alive", Live: true, Ready: true, Config: &cluster.ConfigView{Match: cluster.ConfigDifferent,
 				Services: []string{"web"}, Differing: 1}},
+			{Name: "lvs6", Gossip: "alive", Live: true, Ready: true, Config: &cluster.ConfigView{Match: cluster.ConfigDifferent,
+				Services: []string{"web"}, Differing: 1, Compared: true, Held: true}},
 		}}
 	var b bytes.Buffer
 	if err := writeClusterStatus(&b, v); err != nil {
@@ -83,9 +85,11 @@ func TestWriteClusterStatusConfigDrift(t *testing.T) {
   lvs3                  0         alive   yes   yes    same
   lvs4                  0         alive   yes   yes    unknown
   lvs5                  0         alive   yes   yes    DIFFERS
+  lvs6                  0         alive   yes   yes    DIFFERS
   VIP  OWNER  HELD HERE  CLAIMED BY
   CONFIGURATION DIFFERS from lvs2 in 22 services: api web and 20 more; under ecmp their flows are at risk (a rehashed flow may reach another backend)
   CONFIGURATION DIFFERS from lvs5 in 1 service so far (comparing): web
+  CONFIGURATION DIFFERS from lvs6 in 1 service: web; only by the change HELD here, not in force yet: the peer runs what is in force here, no flow is at risk
 
 `
 	if b.String() != want {
