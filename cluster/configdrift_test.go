@@ -279,6 +279,13 @@ func TestFakeConfigDrift(t *testing.T) {
 	if c := v.Members[1].Config; !reflect.DeepEqual(c, want) {
 		t.Fatalf("%+v, want %+v", c, want)
 	}
+	// b holds a change of web while a runs what b has in force.
+	b.AdvertiseConfig(digestOf(map[string]uint64{"web": 3, "api": 2}).Holding(digestOf(map[string]uint64{"web": 1, "api": 2}), time.Now()))
+	v, _ = b.View(t.Context())
+	want = &ConfigView{Match: ConfigDifferent, Services: []string{"web"}, Differing: 1, Compared: true, Held: true}
+	if c := v.Members[1].Config; !reflect.DeepEqual(c, want) {
+		t.Fatalf("a seen from b holding a change: %+v, want %+v", c, want)
+	}
 }
 
 // A director holding a loaded change (coordinated changes) is expected to
