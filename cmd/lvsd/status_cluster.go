@@ -170,7 +170,7 @@ func writeBGPStatus(w io.Writer, b *bgp.Status, drained bool, drainedAt time.Tim
 	}
 	gr := "graceful restart off"
 	if g := b.GracefulRestart; g != nil {
-		gr = "graceful restart on (restart time " + g.RestartTime.String() + ")"
+		gr = fmt.Sprintf("graceful restart on (restart time %ds)", g.RestartTime/time.Second) // whole seconds, as configured
 	}
 	fmt.Fprintf(w, "bgp: AS %d, router id %s, %s, %d routes announced, %d TCP-MD5 failures, %s\n", b.ASN, b.RouterID, state,
 		len(b.Routes), b.MD5Failures, gr)
