@@ -75,8 +75,10 @@ func TestRunStatusGracefulRestart(t *testing.T) {
 					configs[0].GracefulRestart, tc.restarted)
 			}
 			eventually(t, "the VIP announced", func() bool { return routeList(speaker.Routes()) == "[192.0.2.10/32]" })
+			// The status answers once the first pass is over.
 			var st views.Status
-			must(t, api.NewClient(cfg.Agent.APISocket).Do(ctx, "GET", views.RouteStatus, &st))
+			client := api.NewClient(cfg.Agent.APISocket)
+			eventually(t, "the status", func() bool { return client.Do(ctx, "GET", views.RouteStatus, &st) == nil && st.BGP != nil })
 			// OpenedAt: the restarting speaker held its sessions back and
 			// opened them with the first routes.
 			g := st.BGP.GracefulRestart
