@@ -44,10 +44,14 @@ type Coordination struct {
 	Together, Alone uint64
 }
 
-// HeldChange is a held change, for the status.
+// HeldChange is a held change, for the status and the answer to a
+// reload.
 type HeldChange struct {
 	Since time.Time `json:"since"`
 	Wait  string    `json:"wait"`
+	// Until is when the wait is over: the change goes in force then at the
+	// latest, whether or not every live director has it.
+	Until time.Time `json:"until"`
 	// Lagging names, per service of the change, the live directors that
 	// do not advertise its new definition yet (none: not compared yet).
 	Lagging map[string][]string `json:"lagging"`
@@ -103,7 +107,9 @@ func (a *Agent) takeLoaded(cfg *LoadedConfig, ch Changes) {
 	if a.held != nil {
 		since = a.held.since
 	}
-	digest := cfg.ConfigDigest()
+	// Marked as held, the drift check tells a peer that has not loaded the
+	// change yet from real drift.
+	digest := cfg.ConfigDigest().Holding(a.cfg.ConfigDigest(), since.Add(a.coordinate.Wait))
 	a.held = &heldChange{cfg: cfg, changes: ch, sum: digest.Sum, services: services, since: since}
 	if a.opts.ConfigDigest != nil {
 		a.opts.ConfigDigest.AdvertiseConfig(digest)
@@ -160,8 +166,8 @@ func (a *Agent) decideHeld() {
 func (a *Agent) publishCoordination() {
 	c := Coordination{Together: a.coordination.Together, Alone: a.coordination.Alone}
 	if h := a.held; h != nil {
-		c.Held = &HeldChange{Since: h.since, Wait: a.coordinate.Wait.String(), Lagging: map[string][]string{},
-			Unknown: h.verdict.Unknown}
+		c.Held = &HeldChange{Since: h.since, Wait: a.coordinate.Wait.String(), Until: h.since.Add(a.coordinate.Wait),
+			Lagging: map[string][]string{}, Unknown: h.verdict.Unknown}
 		for _, s := range h.services {
 			c.Held.Lagging[s] = h.verdict.Lagging[s] // none: the directors are not compared yet
 		}

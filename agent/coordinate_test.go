@@ -150,3 +150,29 @@ func TestUncoordinatedChangeAppliesAtOnce(t *testing.T) {
 		t.Fatalf("got %q, want %q", got, want)
 	}
 }
+
+// A reload whose change is held answers so, with the services, the
+// directors it waits for and the deadline, and changes no kernel; once
+// the change is in force a reload answers with nothing held.
+func TestReloadOutcomeNamesTheHeldChange(t *testing.T) {
+	e, a, agreement, adverts := coordinatedEnv(t)
+	agreement.configs = cluster.PeerConfigs{Peers: map[string]cluster.PeerConfig{"d2": {Known: true, Same: true}}}
+	e.service("web", webThree)
+	loadedAt := e.now
+	got := a.reloadAndApply(t.Context())
+	if got.Rejected || got.Err != nil || got.Changed != 1 || got.Changes != 0 {
+		t.Fatalf("held reload: %+v, want 1 service changed and no kernel change", got)
+	}
+	want := &HeldChange{Since: loadedAt, Wait: "30s", Until: loadedAt.Add(30 * time.Second),
+		Lagging: map[string][]string{"web": {"d2"}}}
+	if !reflect.DeepEqual(got.Held, want) {
+		t.Fatalf("held change in the answer: %+v, want %+v", got.Held, want)
+	}
+
+	peersSee(agreement, adverts, map[string]cluster.PeerConfig{"d2": {Known: true, Same: true}})
+	a.decideHeld()
+	e.reconcile(a)
+	if got := a.reloadAndApply(t.Context()); got.Held != nil || got.Changed != 0 {
+		t.Fatalf("a reload after the change went in force: %+v, want nothing held", got)
+	}
+}

@@ -20,6 +20,11 @@ type ReloadOutcome struct {
 	Restart []string
 	// Changes counts the kernel changes it made.
 	Changes int
+	// Held is the change of services loaded but kept out of force until
+	// every live director has it (cluster.coordinated_changes), this
+	// reload's or an earlier one's; nil: none waits. The reload is
+	// accepted: the change goes in force by itself.
+	Held *HeldChange
 }
 
 // reloadRequest is a reload asked through the API, answered on reply once
@@ -56,7 +61,7 @@ func (a *Agent) reloadAndApply(ctx context.Context) ReloadOutcome {
 	}
 	ops := a.reconcile(ctx)
 	a.settleMemory()
-	r := ReloadOutcome{Changed: changed, Restart: restart, Changes: countKernelChanges(ops)}
+	r := ReloadOutcome{Changed: changed, Restart: restart, Changes: countKernelChanges(ops), Held: a.coordination.Held}
 	if s := a.snap.Load(); s != nil && s.Err != "" {
 		r.Err = errors.New(s.Err)
 	}

@@ -5,6 +5,7 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+	"time"
 )
 
 // maxDriftShown bounds the services named in the view and the log.
@@ -36,6 +37,11 @@ type ConfigView struct {
 	// live directors schedules its clients differently on each: a flow
 	// rehashed to the other director may land on another backend.
 	FlowsAtRisk bool `json:"flows_at_risk,omitempty"`
+	// Held: the services differ only because this director holds a
+	// loaded change out of force until every live director has it
+	// (coordinated changes); the peer runs the definitions in force here,
+	// so no flow is at risk.
+	Held bool `json:"held,omitempty"`
 }
 
 // peerConfig is what this director knows of a peer's configuration.
@@ -48,6 +54,9 @@ type peerConfig struct {
 	got      map[uint32]serviceDigest
 	diff     map[string]bool
 	compared bool
+	// heldOnly: compared, the peer differs only in services of this
+	// director's held change, where it has the definitions in force here.
+	heldOnly bool
 	// logged is the difference as last logged ("": none).
 	logged string
 }
@@ -151,33 +160,45 @@ func (s *loopState) compareConfig(p *peer) {
 	case own == nil || pc.advert.scheme != own.Scheme:
 		return
 	case pc.advert.sum == own.Sum:
-		pc.got, pc.diff, pc.compared = nil, nil, false
+		pc.got, pc.diff, pc.compared, pc.heldOnly = nil, nil, false, false
 		if pc.logged != "" {
 			pc.logged = ""
 			s.n.log.Info("service configuration matches the peer's again", "peer", p.name)
 		}
 		return
 	case pc.got == nil || [4]byte(pc.advert.sum[:4]) != pc.tag:
-		pc.got, pc.diff, pc.compared = nil, nil, false // no run of the peer's current digest yet
+		pc.got, pc.diff, pc.compared, pc.heldOnly = nil, nil, false, false // no run of the peer's current digest yet
 		return
 	}
 	pc.diff = map[string]bool{}
 	theirs := make(map[string]bool, len(pc.got))
+	heldOnly := own.inForce != nil
 	for _, e := range pc.got {
 		theirs[e.name] = true
 		if sum, ok := own.byName[e.name]; !ok || sum != e.sum {
 			pc.diff[e.name] = true
+			heldOnly = heldOnly && own.inForceIs(e.name, e.sum, true)
 		}
 	}
 	pc.compared = uint32(len(pc.got)) == pc.advert.services
+	pc.heldOnly = false
 	if pc.compared {
 		for _, e := range own.services {
 			if !theirs[e.name] {
 				pc.diff[e.name] = true
+				heldOnly = heldOnly && own.inForceIs(e.name, 0, false)
 			}
 		}
+		pc.heldOnly = heldOnly && len(pc.diff) > 0
 		s.logDrift(p)
 	}
+}
+
+// inForceIs says whether the configuration in force while d is held
+// defines service name with digest sum (has: defines it at all).
+func (d *ConfigDigest) inForceIs(name string, sum uint64, has bool) bool {
+	got, ok := d.inForce.byName[name]
+	return ok == has && got == sum
 }
 
 // ServiceList is service names for a log line: the first maxDriftShown,
@@ -199,11 +220,21 @@ func (s *loopState) logDrift(p *peer) {
 	if line == "" {
 		line = "(unnamed)" // the digests differ, yet no service does: names cut alike
 	}
-	if line == pc.logged {
+	key := line
+	if pc.heldOnly {
+		key = "held " + line // when the hold ends on a peer that still differs, that is drift: logged again
+	}
+	if key == pc.logged {
 		return
 	}
-	pc.logged = line
+	pc.logged = key
 	args := []any{"peer", p.name, "services", line, "differing", len(names)}
+	if pc.heldOnly {
+		s.n.log.Info("service configuration differs from the peer's only by the change held here: it goes in force "+
+			"once every live director has it, at the latest at held_until; the peer runs the definitions in force here",
+			append(args, "held_until", s.config.heldUntil.Format(time.RFC3339))...)
+		return
+	}
 	msg := "service configuration differs from the peer's"
 	if s.n.cfg.Rules.Mode == ECMP {
 		msg += "; under ecmp the flows of these services are at risk"
@@ -228,5 +259,5 @@ func (s *loopState) configView(p *peer) *ConfigView {
 	}
 	names := slices.Sorted(maps.Keys(pc.diff))
 	return &ConfigView{Match: ConfigDifferent, Services: names[:min(len(names), maxDriftShown)], Differing: len(names),
-		Compared: pc.compared, FlowsAtRisk: s.n.cfg.Rules.Mode == ECMP && p.state.live()}
+		Compared: pc.compared, Held: pc.heldOnly, FlowsAtRisk: s.n.cfg.Rules.Mode == ECMP && p.state.live() && !pc.heldOnly}
 }

@@ -279,4 +279,68 @@ func TestFakeConfigDrift(t *testing.T) {
 	if c := v.Members[1].Config; !reflect.DeepEqual(c, want) {
 		t.Fatalf("%+v, want %+v", c, want)
 	}
+	// b holds a change of web while a runs what b has in force.
+	b.AdvertiseConfig(digestOf(map[string]uint64{"web": 3, "api": 2}).Holding(digestOf(map[string]uint64{"web": 1, "api": 2}), time.Now()))
+	v, _ = b.View(t.Context())
+	want = &ConfigView{Match: ConfigDifferent, Services: []string{"web"}, Differing: 1, Compared: true, Held: true}
+	if c := v.Members[1].Config; !reflect.DeepEqual(c, want) {
+		t.Fatalf("a seen from b holding a change: %+v, want %+v", c, want)
+	}
+}
+
+// A director holding a loaded change (coordinated changes) is expected to
+// differ from a peer that has not loaded it yet: that is logged as held,
+// not as flows at risk. Anything else the peer differs in is drift, and
+// so is the difference that stays once the hold ends.
+func TestConfigDriftHeldChange(t *testing.T) {
+	inForce := map[string]uint64{"web": 1, "api": 1}
+	for _, tc := range []struct {
+		name         string
+		held, theirs map[string]uint64
+		wantHeld     bool
+	}{
+		{"the peer runs what is in force here", map[string]uint64{"web": 2, "api": 1}, inForce, true},
+		{"the held change adds a service", map[string]uint64{"web": 1, "api": 1, "new": 1}, inForce, true},
+		{"the held change removes a service", map[string]uint64{"web": 1}, inForce, true},
+		{"the peer has a third definition", map[string]uint64{"web": 2, "api": 1}, map[string]uint64{"web": 3, "api": 1}, false},
+		{"the peer also differs in an unchanged service", map[string]uint64{"web": 2, "api": 1}, map[string]uint64{"web": 1, "api": 2}, false},
+		{"the peer lacks a service in force", map[string]uint64{"web": 2, "api": 1}, map[string]uint64{"web": 1}, false},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			now := time.Unix(1000, 0)
+			until := time.Date(2026, 12, 5, 11, 45, 30, 0, time.UTC)
+			b := testLoop(t, selfInc)
+			b.n.cfg.Rules.Mode = ECMP
+			log := logTo(b)
+			b.takeConfig(digestOf(tc.held).Holding(digestOf(inForce), until))
+			a := newSender(t, digestOf(tc.theirs))
+			b.onHeartbeat(a.beat(t, b), now)
+			a.hear(b)
+			b.onHeartbeat(a.beat(t, b), now)
+			b.peers["a"].state = peerLive
+			v := b.view(now).Members[1].Config
+			if v.Match != ConfigDifferent || !v.Compared || v.Held != tc.wantHeld || v.FlowsAtRisk == tc.wantHeld {
+				t.Fatalf("view %+v, want held %t and flows at risk %t", v, tc.wantHeld, !tc.wantHeld)
+			}
+			logged := log.String()
+			if tc.wantHeld != strings.Contains(logged, "level=INFO msg=\"service configuration differs from the peer's only by the change held here") ||
+				tc.wantHeld != strings.Contains(logged, "held_until=2026-12-05T11:45:30Z") ||
+				tc.wantHeld == strings.Contains(logged, "flows_at_risk=true") {
+				t.Fatalf("held %t, log:\n%s", tc.wantHeld, logged)
+			}
+			if !tc.wantHeld {
+				return
+			}
+			// The wait is over while the peer lags: the change goes in
+			// force alone, and the difference is drift now.
+			log.Reset()
+			b.takeConfig(digestOf(tc.held))
+			if v := b.view(now).Members[1].Config; v.Held || !v.FlowsAtRisk {
+				t.Fatalf("view once in force: %+v, want flows at risk", v)
+			}
+			if logged := log.String(); !strings.Contains(logged, "level=WARN") || !strings.Contains(logged, "flows_at_risk=true") {
+				t.Fatalf("log once in force:\n%s", logged)
+			}
+		})
+	}
 }

@@ -6,6 +6,7 @@ import (
 	"encoding/hex"
 	"maps"
 	"slices"
+	"time"
 )
 
 // Configuration drift: every director says in each v4 heartbeat what its
@@ -57,6 +58,21 @@ type ConfigDigest struct {
 	Sum      [16]byte
 	services []serviceDigest   // by name
 	byName   map[string]uint64 // by wire name (wireName)
+	// inForce is the configuration in force while this one is loaded but
+	// held (Holding); nil: this one is in force. Never sent.
+	inForce   *ConfigDigest
+	heldUntil time.Time
+}
+
+// Holding returns d marked as loaded but held out of force until every
+// live director advertises it (coordinated changes), at the latest until
+// until, while inForce runs. A peer that differs only where it has
+// inForce's definitions has simply not loaded the change yet: the drift
+// check says the change is held instead of warning. The mark is not sent.
+func (d *ConfigDigest) Holding(inForce *ConfigDigest, until time.Time) *ConfigDigest {
+	held := *d
+	held.inForce, held.heldUntil = inForce, until
+	return &held
 }
 
 type serviceDigest struct {

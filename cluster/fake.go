@@ -252,7 +252,7 @@ func (n *FakeNode) AdvertiseConfig(d *ConfigDigest) {
 }
 
 // fakeConfigView compares theirs with mine as Node's view does once every
-// service was compared.
+// service was compared, a change held in mine included.
 func fakeConfigView(mine, theirs *ConfigDigest, ecmp bool) *ConfigView {
 	switch {
 	case mine == nil:
@@ -274,8 +274,13 @@ func fakeConfigView(mine, theirs *ConfigDigest, ecmp bool) *ConfigView {
 		}
 	}
 	slices.Sort(names)
+	held := mine.inForce != nil // differs only by the change held here, as Node's compareConfig tells
+	for _, name := range names {
+		sum, has := theirs.byName[name]
+		held = held && mine.inForceIs(name, sum, has)
+	}
 	return &ConfigView{Match: ConfigDifferent, Services: names[:min(len(names), maxDriftShown)], Differing: len(names),
-		Compared: true, FlowsAtRisk: ecmp}
+		Compared: true, Held: held, FlowsAtRisk: ecmp && !held}
 }
 
 // Served returns the VIPs the agent said it serves (nil: never said).

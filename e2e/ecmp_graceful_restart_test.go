@@ -85,6 +85,7 @@ func (l *ecmpLab) gracefulRestart(t *testing.T, synced bool) {
 	}()
 	d.start()
 	d.waitLog(off, 60*time.Second, "bgp sessions opened as the restarting speaker")
+	checkGracefulStatus(t, d)
 	// The router's log is the proof of a graceful restart (below); a
 	// vtysh may take longer than the whole restart on the loaded VM, so
 	// the stale path it shows is a measure, when it comes in time.
@@ -441,4 +442,24 @@ func movedFlows(before, after map[string]map[netip.AddrPort]bool) []string {
 	}
 	slices.Sort(moved)
 	return moved
+}
+
+// checkGracefulStatus: once a director that restarted gracefully has opened
+// its sessions, lvsd status says graceful restart is on with its restart
+// time, and --json that this process restarted and when it opened them.
+func checkGracefulStatus(t *testing.T, d *lvsd) {
+	t.Helper()
+	if text, want := statusText(t, d.host), "graceful restart on (restart time 60s)"; !strings.Contains(text, want) {
+		t.Errorf("lvsd status on %s does not say %q:\n%s", d.host.ID, want, text)
+	}
+	bgp := statusPart[struct {
+		GracefulRestart *struct {
+			RestartTime time.Duration
+			Restarted   bool
+			OpenedAt    time.Time
+		}
+	}](t, d.host, "bgp")
+	if g := bgp.GracefulRestart; g == nil || g.RestartTime != time.Minute || !g.Restarted || g.OpenedAt.IsZero() {
+		t.Errorf("lvsd status --json on %s: bgp.GracefulRestart %+v, want restarted with 60s and the sessions' opening", d.host.ID, g)
+	}
 }

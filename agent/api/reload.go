@@ -3,6 +3,7 @@ package api
 import (
 	"context"
 	"net/http"
+	"time"
 )
 
 // RouteReload is the route of a reload request, on a director's and on a
@@ -25,6 +26,27 @@ type ReloadResult struct {
 	Restart []string `json:"restart,omitempty"`
 	// Changes is how many kernel changes the reload made.
 	Changes int `json:"changes"`
+	// Held: changed services are loaded but not in force yet, waiting
+	// until every live director has them (cluster.coordinated_changes);
+	// absent when nothing waits. The reload succeeded all the same.
+	Held *ReloadHeld `json:"held,omitempty"`
+}
+
+// ReloadHeld is a change of services held until every live director has
+// loaded it.
+type ReloadHeld struct {
+	// Services are the held services, sorted.
+	Services []string `json:"services"`
+	// WaitingFor are the live directors that do not advertise the change
+	// yet, sorted; none: they have not been compared with it yet.
+	WaitingFor []string `json:"waiting_for,omitempty"`
+	// NotWaitedFor are the live directors that cannot be compared (an
+	// earlier release).
+	NotWaitedFor []string `json:"not_waited_for,omitempty"`
+	// Since is when the change was loaded; Until when it goes in force at
+	// the latest, even while some director lags.
+	Since time.Time `json:"since"`
+	Until time.Time `json:"until"`
 }
 
 // ReloadHandler answers reload requests with reload's ReloadResult (its

@@ -139,16 +139,6 @@ func TestAdoptAddresses(t *testing.T) {
 	}
 }
 
-// restartSpeaker records which way it was closed.
-type restartSpeaker struct {
-	fakeSpeaker
-}
-
-func (s restartSpeaker) CloseForRestart(context.Context) error {
-	s.ev.add("speaker closed for a restart, routes " + routeList(s.Routes()))
-	return nil
-}
-
 // A stop for a restart (graceful restart on, a hold in force) leaves the
 // routes announced and closes the speaker for the restart; any other stop
 // closes it as before.
@@ -163,21 +153,24 @@ func TestStopSpeakerForRestart(t *testing.T) {
 	}
 	for _, c := range []struct {
 		name       string
+		gr         bool
 		forRestart bool
-		want       string
+		ops        []string
 	}{
-		{"for a restart", true, "speaker closed for a restart, routes [192.0.2.10/32]"},
-		{"plain stop", false, "speaker closed, routes [192.0.2.10/32]"},
+		{"for a restart: the routes stay at the routers", true, true, []string{"announce 192.0.2.10/32", "close for restart"}},
+		{"plain stop", true, false, []string{"announce 192.0.2.10/32", "withdraw 192.0.2.10/32", "close"}},
+		{"for a restart without graceful restart: a plain stop", false, true,
+			[]string{"announce 192.0.2.10/32", "withdraw 192.0.2.10/32", "close"}},
 	} {
 		t.Run(c.name, func(t *testing.T) {
-			ev := &events{}
 			fk, err := bgp.NewFake(bgp.Config{ASN: 65001, RouterID: netip.MustParseAddr("10.0.0.2"),
-				Peers: []bgp.PeerConfig{{Address: netip.MustParseAddr("10.0.0.10"), ASN: 65000}}})
+				GracefulRestart: bgp.GracefulRestart{Enabled: c.gr},
+				Peers:           []bgp.PeerConfig{{Address: netip.MustParseAddr("10.0.0.10"), ASN: 65000}}})
 			must(t, err)
 			must(t, fk.SetRoutes(context.Background(), []bgp.Route{{Prefix: netip.MustParsePrefix("192.0.2.10/32")}}))
-			stopSpeaker(restartSpeaker{fakeSpeaker{fk, ev}}, nil, 0, c.forRestart, slog.New(slog.NewTextHandler(io.Discard, nil)))
-			if got := ev.list(); !slices.Equal(got, []string{c.want}) {
-				t.Errorf("got %q, want %q", got, c.want)
+			stopSpeaker(fk, nil, 0, c.forRestart, slog.New(slog.NewTextHandler(io.Discard, nil)))
+			if got := fk.Ops(); !slices.Equal(got, c.ops) {
+				t.Errorf("speaker ops %q, want %q", got, c.ops)
 			}
 		})
 	}

@@ -4,8 +4,10 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"maps"
 	"net/http"
 	"net/netip"
+	"slices"
 	"time"
 
 	"github.com/lvsd/lvsd/agent"
@@ -310,9 +312,19 @@ func (v *Views) reload(ctx context.Context) (api.ReloadResult, error) {
 	if err != nil {
 		return api.ReloadResult{}, err
 	}
-	r := api.ReloadResult{Rejected: o.Rejected, Changed: o.Changed, Restart: o.Restart, Changes: o.Changes}
+	r := api.ReloadResult{Rejected: o.Rejected, Changed: o.Changed, Restart: o.Restart, Changes: o.Changes,
+		Held: reloadHeld(o.Held)}
 	r.Failed(o.Err)
 	return r, nil
+}
+
+// reloadHeld is what a reload's answer says of a held change; nil: none.
+func reloadHeld(h *agent.HeldChange) *api.ReloadHeld {
+	if h == nil {
+		return nil
+	}
+	return &api.ReloadHeld{Services: slices.Sorted(maps.Keys(h.Lagging)), WaitingFor: planner.LaggingDirectors(h.Lagging),
+		NotWaitedFor: h.Unknown, Since: h.Since, Until: h.Until}
 }
 
 // APIHandler serves the director's local API:

@@ -14,14 +14,23 @@ import (
 
 // Fake is a stateful stand-in for Speaker in agent tests: it validates
 // route sets as the Speaker does, keeps what is announced, records an op
-// log and reports configurable peer states.
+// log and reports configurable peer states. Like the Speaker, one started
+// Restarting (with graceful restart on) keeps its sessions closed until
+// its first routes, and stops for a restart (CloseForRestart) leaving its
+// routes announced.
 type Fake struct {
 	mu       sync.Mutex // guards all following fields
 	cfg      Config
+	started  time.Time
 	routes   map[netip.Prefix]Route
 	peers    map[netip.Addr]*PeerStatus
 	ops      []string
 	failNext error
+	// pending: restarting, the sessions wait for the first routes;
+	// openedAt is when they opened.
+	pending  bool
+	openedAt time.Time
+	closed   bool
 }
 
 var _ Announcer = (*Fake)(nil)
@@ -36,11 +45,15 @@ func NewFake(cfg Config) (*Fake, error) {
 	if err != nil {
 		return nil, err
 	}
-	f := &Fake{cfg: cfg, routes: map[netip.Prefix]Route{}, peers: map[netip.Addr]*PeerStatus{}}
 	now := time.Now()
+	f := &Fake{cfg: cfg, started: now, routes: map[netip.Prefix]Route{}, peers: map[netip.Addr]*PeerStatus{},
+		pending: cfg.Restarting && cfg.GracefulRestart.Enabled}
 	for _, p := range cfg.Peers {
 		ps := &PeerStatus{Address: p.Address, ASN: p.ASN, State: StateEstablished, Since: now, Established: now}
-		if p.BFD {
+		switch {
+		case f.pending: // openAfterRestart brings them up
+			ps.State, ps.Established = StateIdle, time.Time{}
+		case p.BFD:
 			ps.BFD = "up"
 		}
 		f.peers[p.Address] = ps
@@ -52,7 +65,7 @@ func NewFake(cfg Config) (*Fake, error) {
 func (f *Fake) SetRoutes(_ context.Context, routes []Route) error {
 	f.mu.Lock()
 	defer f.mu.Unlock()
-	if err := f.takeFailure(); err != nil {
+	if err := f.usable(); err != nil {
 		return err
 	}
 	want, err := validateRoutes(f.cfg, routes)
@@ -60,7 +73,34 @@ func (f *Fake) SetRoutes(_ context.Context, routes []Route) error {
 		return err
 	}
 	f.apply(want)
+	if f.pending && len(want) > 0 {
+		f.openAfterRestart()
+	}
 	return nil
+}
+
+// openAfterRestart establishes the sessions a restarting Fake held back,
+// as the Speaker opens them with its first routes.
+func (f *Fake) openAfterRestart() {
+	now := time.Now()
+	f.pending, f.openedAt = false, now
+	f.ops = append(f.ops, "open sessions as the restarting speaker")
+	for _, p := range f.cfg.Peers {
+		ps := f.peers[p.Address]
+		ps.State, ps.Since, ps.Established = StateEstablished, now, now
+		if p.BFD {
+			ps.BFD = "up"
+		}
+	}
+}
+
+// usable is the error of a call that cannot be made now: FailNext's, or
+// ErrClosed.
+func (f *Fake) usable() error {
+	if f.closed {
+		return ErrClosed
+	}
+	return f.takeFailure()
 }
 
 func (f *Fake) apply(want map[netip.Prefix]Route) {
@@ -82,11 +122,54 @@ func (f *Fake) apply(want map[netip.Prefix]Route) {
 func (f *Fake) Withdraw(context.Context) error {
 	f.mu.Lock()
 	defer f.mu.Unlock()
-	if err := f.takeFailure(); err != nil {
+	if err := f.usable(); err != nil {
 		return err
 	}
 	f.apply(nil)
 	return nil
+}
+
+// Close withdraws everything and stops, as the Speaker's Close: "close"
+// in the op log; later calls but Status return ErrClosed.
+func (f *Fake) Close(context.Context) error {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if f.closed {
+		return nil
+	}
+	f.apply(nil)
+	f.stop("close", "notification-sent cease/peer-deconfigured")
+	return nil
+}
+
+// CloseForRestart stops for a planned restart as the Speaker's does: with
+// graceful restart the routes stay announced (the routers keep them) and
+// the sessions end; "close for restart" in the op log. Without graceful
+// restart it is Close.
+func (f *Fake) CloseForRestart(ctx context.Context) error {
+	if !f.cfg.GracefulRestart.Enabled {
+		return f.Close(ctx)
+	}
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if !f.closed {
+		f.stop("close for restart", "closed for a restart")
+	}
+	return nil
+}
+
+// stop takes every session down for reason and marks the Fake closed.
+func (f *Fake) stop(op, reason string) {
+	now := time.Now()
+	for _, p := range f.peers {
+		if p.State == StateEstablished {
+			p.Flaps++
+			p.LastFlap, p.LastFlapReason, p.Established = now, reason, time.Time{}
+		}
+		p.State, p.Since, p.BFD = StateIdle, now, ""
+	}
+	f.ops = append(f.ops, op)
+	f.closed = true
 }
 
 // Status reports the peers and the announced routes; Announced counts
@@ -94,7 +177,7 @@ func (f *Fake) Withdraw(context.Context) error {
 func (f *Fake) Status(context.Context) (Status, error) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
-	st := Status{ASN: f.cfg.ASN, RouterID: f.cfg.RouterID}
+	st := Status{ASN: f.cfg.ASN, RouterID: f.cfg.RouterID, GracefulRestart: gracefulStatusOf(f.cfg, f.started, f.pending, f.openedAt)}
 	for _, p := range f.cfg.Peers {
 		ps := *f.peers[p.Address]
 		ps.Announced = 0
@@ -109,6 +192,7 @@ func (f *Fake) Status(context.Context) (Status, error) {
 	}
 	slices.SortFunc(st.Peers, func(a, b PeerStatus) int { return a.Address.Compare(b.Address) })
 	st.Routes = f.sortedRoutes()
+	st.markStalePaths(time.Now())
 	return st, nil
 }
 

@@ -91,13 +91,37 @@ func restartOpenDeadline(started time.Time, g GracefulRestart) time.Time {
 	return started.Add(max(g.RestartTime-restartOpenMargin, time.Second))
 }
 
+// gracefulStatus is the speaker's graceful restart for the status; nil
+// while it is off.
+func (s *Speaker) gracefulStatus() *GracefulRestartStatus {
+	return gracefulStatusOf(s.cfg, s.st.started, s.st.pendingPeers, s.st.openedAt)
+}
+
+// gracefulStatusOf is the graceful restart of a speaker of cfg started at
+// started; pending: restarting, its sessions are held back still, else
+// they opened at openedAt. Nil while graceful restart is off.
+func gracefulStatusOf(cfg Config, started time.Time, pending bool, openedAt time.Time) *GracefulRestartStatus {
+	g := cfg.GracefulRestart
+	if !g.Enabled {
+		return nil
+	}
+	st := &GracefulRestartStatus{RestartTime: g.RestartTime}
+	if cfg.Restarting {
+		st.Restarted, st.StaleUntil, st.OpenedAt = true, started.Add(g.RestartTime), openedAt
+		if pending {
+			st.OpenBy = restartOpenDeadline(started, g)
+		}
+	}
+	return st
+}
+
 // openPeersAfterRestart adds the peers a restarting speaker held back.
 // GoBGP sends the routes in its table, then End-of-RIB, on each session.
 func (s *Speaker) openPeersAfterRestart(ctx context.Context, why string) {
 	if !s.st.pendingPeers {
 		return
 	}
-	s.st.pendingPeers = false
+	s.st.pendingPeers, s.st.openedAt = false, time.Now()
 	var errs []error
 	for _, addr := range slices.SortedFunc(maps.Keys(s.st.peers), netip.Addr.Compare) {
 		p := s.st.peers[addr]

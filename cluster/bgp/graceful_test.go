@@ -215,11 +215,30 @@ func TestSpeakerRestartsGracefully(t *testing.T) {
 	if st := routerSessions(t, router); st == api.PeerState_ESTABLISHED {
 		t.Fatal("the restarting speaker opened its session before it had routes")
 	}
+	// The status says the router keeps the paths, until when, and when
+	// the sessions open at the latest.
+	st, err := next.Status(context.Background())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if g := st.GracefulRestart; g == nil || !g.Restarted || g.RestartTime != 30*time.Second || g.OpenBy.IsZero() ||
+		!g.OpenedAt.IsZero() || time.Until(g.StaleUntil) < 25*time.Second {
+		t.Fatalf("graceful restart in the status before the routes: %+v", g)
+	}
+	if !st.Peers[0].KeepsStalePaths {
+		t.Fatalf("the status does not say the router keeps the paths: %+v", st.Peers[0])
+	}
 	if err := next.SetRoutes(context.Background(), []Route{grVIP}); err != nil {
 		t.Fatal(err)
 	}
 	waitHeld(t, router, "192.0.2.10/32")
 	waitPeerState(t, next, StateEstablished)
+	if st, err = next.Status(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	if g := st.GracefulRestart; !g.Restarted || !g.OpenBy.IsZero() || g.OpenedAt.IsZero() || st.Peers[0].KeepsStalePaths {
+		t.Fatalf("graceful restart in the status once the session is back: %+v, router %+v", g, st.Peers[0])
+	}
 }
 
 // A restarting speaker that gets no routes opens its sessions before the

@@ -447,7 +447,7 @@ func (s *Speaker) Status(ctx context.Context) (Status, error) {
 
 func (s *Speaker) status(announced, imported map[netip.Addr]uint64) Status {
 	st := Status{ASN: s.cfg.ASN, RouterID: s.cfg.RouterID, MD5Failures: s.md5Delta(),
-		ListenAddresses: s.cfg.ListenAddresses, ListenPort: s.cfg.ListenPort}
+		ListenAddresses: s.cfg.ListenAddresses, ListenPort: s.cfg.ListenPort, GracefulRestart: s.gracefulStatus()}
 	for _, n := range imported {
 		st.Imported += n
 	}
@@ -468,5 +468,6 @@ func (s *Speaker) status(announced, imported map[netip.Addr]uint64) Status {
 	for _, p := range slices.SortedFunc(maps.Keys(s.st.routes), netip.Prefix.Compare) {
 		st.Routes = append(st.Routes, s.st.routes[p])
 	}
+	st.markStalePaths(time.Now())
 	return st
 }

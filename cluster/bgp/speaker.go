@@ -56,6 +56,7 @@ type loopState struct {
 	// are added with the first routes, or at restartDeadline (graceful.go).
 	pendingPeers    bool
 	restartDeadline time.Time
+	openedAt        time.Time // when openPeersAfterRestart opened them
 	// closingForRestart: CloseForRestart shut the sessions down; their
 	// BFD sessions stay up until it takes them down (graceful.go).
 	closingForRestart bool

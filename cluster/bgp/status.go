@@ -61,6 +61,45 @@ type Status struct {
 	// missing TCP-MD5 signature since Start, in this network namespace
 	// (TcpExt TCPMD5Failure + TCPMD5NotFound + TCPMD5Unexpected).
 	MD5Failures uint64
+	// GracefulRestart is the speaker's side of BGP graceful restart; nil
+	// while it is off.
+	GracefulRestart *GracefulRestartStatus `json:",omitempty"`
+}
+
+// GracefulRestartStatus is what the speaker knows of graceful restart
+// (RFC 4724).
+type GracefulRestartStatus struct {
+	// RestartTime is how long a router that helps keeps this director's
+	// paths after its sessions closed for a restart.
+	RestartTime time.Duration
+	// Restarted: this process started after a stop for a restart (a
+	// restart hold); the routers that help keep the previous process's
+	// paths, marked stale, until this one's session with them is
+	// established and has sent its routes and End-of-RIB, at the latest
+	// until StaleUntil (the start plus the restart time: the stop was
+	// earlier still).
+	Restarted  bool      `json:",omitempty"`
+	StaleUntil time.Time `json:",omitzero"`
+	// OpenBy: restarted, the sessions are opened with the first routes,
+	// at OpenBy at the latest; OpenedAt is when they were (zero: not yet).
+	OpenBy   time.Time `json:",omitzero"`
+	OpenedAt time.Time `json:",omitzero"`
+}
+
+// keepsStalePaths says whether, as far as the speaker knows, the router
+// of p still keeps the paths of the process before a graceful restart:
+// this process restarted, its session with the router has not been
+// established yet, and the restart time has not run out. Whether the
+// router helps at all is its own configuration.
+func (g *GracefulRestartStatus) keepsStalePaths(p PeerStatus, now time.Time) bool {
+	return g != nil && g.Restarted && p.State != StateEstablished && p.Flaps == 0 && now.Before(g.StaleUntil)
+}
+
+// markStalePaths sets each peer's KeepsStalePaths.
+func (st *Status) markStalePaths(now time.Time) {
+	for i := range st.Peers {
+		st.Peers[i].KeepsStalePaths = st.GracefulRestart.keepsStalePaths(st.Peers[i], now)
+	}
 }
 
 // PeerStatus is one neighbour.
@@ -92,4 +131,8 @@ type PeerStatus struct {
 	// in which the peer sent more (and those closed at the hard limit).
 	MaxPrefixes    uint32
 	PrefixBreaches int
+	// KeepsStalePaths: the router keeps this director's paths from before
+	// a graceful restart, as far as the speaker knows
+	// (GracefulRestartStatus.Restarted).
+	KeepsStalePaths bool `json:",omitempty"`
 }

@@ -4,7 +4,9 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
 	"strings"
+	"time"
 
 	"github.com/spf13/cobra"
 
@@ -15,7 +17,8 @@ import (
 func init() {
 	subcommands = append(subcommands, func() *cobra.Command {
 		return &cobra.Command{Use: "reload", Short: "make the running agent read its configuration again and apply it; " +
-			"exits 1 when the configuration is rejected or a change fails (systemctl reload runs it)",
+			"exits 1 when the configuration is rejected or a change fails, 0 when a changed service is held for the " +
+			"other directors (systemctl reload runs it)",
 			Args: argCount(0, 0), ValidArgsFunction: cobra.NoFileCompletions, RunE: action(reload)}
 	})
 }
@@ -37,9 +40,37 @@ func reload(ctx context.Context, e *env) error {
 	if res.Error != "" {
 		return errors.New(res.Error)
 	}
-	fmt.Fprintf(e.stdout, "reloaded: %d services changed, %d kernel changes\n", res.Changed, res.Changes)
-	if len(res.Restart) > 0 {
-		fmt.Fprintf(e.stdout, "these changed keys take effect after a restart (systemctl restart lvsd): %s\n", strings.Join(res.Restart, ", "))
-	}
+	writeReloadResult(e.stdout, res, time.Now())
 	return nil
+}
+
+// writeReloadResult prints what an accepted reload did. A change held for
+// the other directors is accepted too (it goes in force by itself), so it
+// exits 0, but the answer must not read as applied.
+func writeReloadResult(w io.Writer, res api.ReloadResult, now time.Time) {
+	// Scripts read this line: its wording stays.
+	fmt.Fprintf(w, "reloaded: %d services changed, %d kernel changes\n", res.Changed, res.Changes)
+	if len(res.Restart) > 0 {
+		fmt.Fprintf(w, "these changed keys take effect after a restart (systemctl restart lvsd): %s\n", strings.Join(res.Restart, ", "))
+	}
+	h := res.Held
+	if h == nil {
+		return
+	}
+	shown := h.Services[:min(len(h.Services), maxHeldShown)]
+	names := strings.Join(shown, ", ")
+	if more := len(h.Services) - len(shown); more > 0 {
+		names += fmt.Sprintf(" and %d more", more)
+	}
+	fmt.Fprintf(w, "HELD until every live director has loaded the change (cluster.coordinated_changes), not in force yet: %s\n", names)
+	waitingFor := "the other live directors (not compared yet)"
+	if len(h.WaitingFor) > 0 {
+		waitingFor = strings.Join(h.WaitingFor, ", ")
+	}
+	fmt.Fprintf(w, "  waiting for: %s\n", waitingFor)
+	if len(h.NotWaitedFor) > 0 {
+		fmt.Fprintf(w, "  not waited for (no comparable digest, an earlier release): %s\n", strings.Join(h.NotWaitedFor, ", "))
+	}
+	fmt.Fprintf(w, "  in force at the latest at %s (in %s), even if some director still lags; lvsd status shows the wait\n",
+		h.Until.Format(time.DateTime), max(h.Until.Sub(now), 0).Round(time.Second))
 }

@@ -111,10 +111,37 @@ func driftLine(peer string, c *cluster.ConfigView) string {
 			fmt.Fprintf(&b, " and %d more", more)
 		}
 	}
-	if c.FlowsAtRisk {
+	switch {
+	case c.Held:
+		b.WriteString("; only by the change HELD here, not in force yet: the peer runs what is in force here, no flow is at risk")
+	case c.FlowsAtRisk:
 		b.WriteString("; under ecmp their flows are at risk (a rehashed flow may reach another backend)")
 	}
 	return b.String()
+}
+
+// writeGracefulRestart says, while a director that restarted gracefully
+// starts up, when its sessions open and which routers keep its paths from
+// before the restart, as far as its speaker knows.
+func writeGracefulRestart(w io.Writer, b *bgp.Status) {
+	g := b.GracefulRestart
+	if g == nil || !g.Restarted {
+		return
+	}
+	if !g.OpenBy.IsZero() {
+		fmt.Fprintf(w, "  RESTARTED GRACEFULLY: the sessions open with the first routes, at %s at the latest\n",
+			g.OpenBy.Format(time.DateTime))
+	}
+	var keeping []string
+	for _, p := range b.Peers {
+		if p.KeepsStalePaths {
+			keeping = append(keeping, p.Address.String())
+		}
+	}
+	if len(keeping) > 0 {
+		fmt.Fprintf(w, "  routers keeping this director's paths from before the restart (stale) until their session is back "+
+			"with the routes, at most until %s: %s\n", g.StaleUntil.Format(time.DateTime), strings.Join(keeping, " "))
+	}
 }
 
 func yesNo(b bool) string {
@@ -141,8 +168,13 @@ func writeBGPStatus(w io.Writer, b *bgp.Status, drained bool, drainedAt time.Tim
 	if drained {
 		state = "DRAINED since " + drainedAt.Format(time.DateTime)
 	}
-	fmt.Fprintf(w, "bgp: AS %d, router id %s, %s, %d routes announced, %d TCP-MD5 failures\n", b.ASN, b.RouterID, state,
-		len(b.Routes), b.MD5Failures)
+	gr := "graceful restart off"
+	if g := b.GracefulRestart; g != nil {
+		gr = fmt.Sprintf("graceful restart on (restart time %ds)", g.RestartTime/time.Second) // whole seconds, as configured
+	}
+	fmt.Fprintf(w, "bgp: AS %d, router id %s, %s, %d routes announced, %d TCP-MD5 failures, %s\n", b.ASN, b.RouterID, state,
+		len(b.Routes), b.MD5Failures, gr)
+	writeGracefulRestart(w, b)
 	rows := [][]string{{"ROUTER", "AS", "SESSION", "SINCE", "BFD", "FLAPS", "LAST FLAP"}}
 	for _, p := range b.Peers {
 		last := "-"

@@ -2,11 +2,14 @@ package main
 
 import (
 	"bytes"
+	"fmt"
+	"net/netip"
 	"strings"
 	"testing"
 	"time"
 
 	"github.com/lvsd/lvsd/cluster"
+	"github.com/lvsd/lvsd/cluster/bgp"
 	"github.com/lvsd/lvsd/cluster/connsync"
 )
 
@@ -71,6 +74,8 @@ func TestWriteClusterStatusConfigDrift(t *testing.T) {
 			{Name: "lvs4", Gossip: "alive", Live: true, Ready: true, Config: &cluster.ConfigView{Match: cluster.ConfigUnknown}},
 			{Name: "lvs5", Gossip: "alive", Live: true, Ready: true, Config: &cluster.ConfigView{Match: cluster.ConfigDifferent,
 				Services: []string{"web"}, Differing: 1}},
+			{Name: "lvs6", Gossip: "alive", Live: true, Ready: true, Config: &cluster.ConfigView{Match: cluster.ConfigDifferent,
+				Services: []string{"web"}, Differing: 1, Compared: true, Held: true}},
 		}}
 	var b bytes.Buffer
 	if err := writeClusterStatus(&b, v); err != nil {
@@ -83,9 +88,11 @@ func TestWriteClusterStatusConfigDrift(t *testing.T) {
   lvs3                  0         alive   yes   yes    same
   lvs4                  0         alive   yes   yes    unknown
   lvs5                  0         alive   yes   yes    DIFFERS
+  lvs6                  0         alive   yes   yes    DIFFERS
   VIP  OWNER  HELD HERE  CLAIMED BY
   CONFIGURATION DIFFERS from lvs2 in 22 services: api web and 20 more; under ecmp their flows are at risk (a rehashed flow may reach another backend)
   CONFIGURATION DIFFERS from lvs5 in 1 service so far (comparing): web
+  CONFIGURATION DIFFERS from lvs6 in 1 service: web; only by the change HELD here, not in force yet: the peer runs what is in force here, no flow is at risk
 
 `
 	if b.String() != want {
@@ -106,5 +113,77 @@ func TestWriteClusterStatusRestartHold(t *testing.T) {
 	}
 	if want := "  lvs1 is restarting: its VIPs stay where they are for 17s more (restart hold)\n"; !strings.Contains(b.String(), want) {
 		t.Errorf("got:\n%s\nwant a line:\n%s", b.String(), want)
+	}
+}
+
+// The BGP part says whether graceful restart is on and, while a director
+// that restarted gracefully starts up, when its sessions open and which
+// routers keep its old paths.
+func TestWriteBGPStatusGracefulRestart(t *testing.T) {
+	started := time.Date(2026, 12, 5, 11, 45, 0, 0, time.UTC)
+	r1, r2 := netip.MustParseAddr("10.0.0.10"), netip.MustParseAddr("10.0.0.11")
+	status := func(g *bgp.GracefulRestartStatus, keep1, keep2 bool) *bgp.Status {
+		state := func(keep bool) bgp.SessionState {
+			if keep {
+				return bgp.StateIdle
+			}
+			return bgp.StateEstablished
+		}
+		return &bgp.Status{ASN: 65001, RouterID: netip.MustParseAddr("10.0.0.2"), GracefulRestart: g,
+			Routes: []bgp.Route{{Prefix: netip.MustParsePrefix("192.0.2.10/32")}},
+			Peers: []bgp.PeerStatus{{Address: r1, ASN: 65000, State: state(keep1), Since: started, KeepsStalePaths: keep1},
+				{Address: r2, ASN: 65000, State: state(keep2), Since: started, KeepsStalePaths: keep2}}}
+	}
+	restarted := func(open bool) *bgp.GracefulRestartStatus {
+		g := &bgp.GracefulRestartStatus{RestartTime: 30 * time.Second, Restarted: true, StaleUntil: started.Add(30 * time.Second)}
+		if open {
+			g.OpenedAt = started.Add(3 * time.Second)
+		} else {
+			g.OpenBy = started.Add(25 * time.Second)
+		}
+		return g
+	}
+	const table = "  ROUTER     AS     SESSION      SINCE     BFD  FLAPS  LAST FLAP\n"
+	row := func(addr, state string) string {
+		return fmt.Sprintf("  %-9s  65000  %-11s  11:45:00  off  0      -\n", addr, state)
+	}
+	const tail = "  announced: 192.0.2.10/32\n\n"
+	for _, tc := range []struct {
+		name string
+		st   *bgp.Status
+		want string
+	}{
+		{"off", status(nil, false, false),
+			"bgp: AS 65001, router id 10.0.0.2, in service, 1 routes announced, 0 TCP-MD5 failures, graceful restart off\n" +
+				table + row("10.0.0.10", "established") + row("10.0.0.11", "established") + tail},
+		{"on, a plain start", status(&bgp.GracefulRestartStatus{RestartTime: 30 * time.Second}, false, false),
+			"bgp: AS 65001, router id 10.0.0.2, in service, 1 routes announced, 0 TCP-MD5 failures, graceful restart on (restart time 30s)\n" +
+				table + row("10.0.0.10", "established") + row("10.0.0.11", "established") + tail},
+		{"restarted, sessions held back", status(restarted(false), true, true),
+			"bgp: AS 65001, router id 10.0.0.2, in service, 1 routes announced, 0 TCP-MD5 failures, graceful restart on (restart time 30s)\n" +
+				"  RESTARTED GRACEFULLY: the sessions open with the first routes, at 2026-12-05 11:45:25 at the latest\n" +
+				"  routers keeping this director's paths from before the restart (stale) until their session is back with the routes, " +
+				"at most until 2026-12-05 11:45:30: 10.0.0.10 10.0.0.11\n" +
+				"  ROUTER     AS     SESSION  SINCE     BFD  FLAPS  LAST FLAP\n" +
+				"  10.0.0.10  65000  idle     11:45:00  off  0      -\n" +
+				"  10.0.0.11  65000  idle     11:45:00  off  0      -\n" + tail},
+		{"restarted, one router back", status(restarted(true), false, true),
+			"bgp: AS 65001, router id 10.0.0.2, in service, 1 routes announced, 0 TCP-MD5 failures, graceful restart on (restart time 30s)\n" +
+				"  routers keeping this director's paths from before the restart (stale) until their session is back with the routes, " +
+				"at most until 2026-12-05 11:45:30: 10.0.0.11\n" +
+				table + row("10.0.0.10", "established") + row("10.0.0.11", "idle") + tail},
+		{"restarted, every router back", status(restarted(true), false, false),
+			"bgp: AS 65001, router id 10.0.0.2, in service, 1 routes announced, 0 TCP-MD5 failures, graceful restart on (restart time 30s)\n" +
+				table + row("10.0.0.10", "established") + row("10.0.0.11", "established") + tail},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			var b bytes.Buffer
+			if err := writeBGPStatus(&b, tc.st, false, time.Time{}); err != nil {
+				t.Fatal(err)
+			}
+			if b.String() != tc.want {
+				t.Fatalf("got\n%s\nwant\n%s", b.String(), tc.want)
+			}
+		})
 	}
 }

@@ -21,7 +21,11 @@ func writeHeldChange(w io.Writer, h *agent.HeldChange, now time.Time) {
 		return
 	}
 	waited := now.Sub(h.Since).Round(time.Second)
-	fmt.Fprintf(w, "configuration change HELD until every live director has it (%s of at most %s):\n", waited, h.Wait)
+	deadline := ""
+	if !h.Until.IsZero() { // an agent of the previous release does not say
+		deadline = ", in force at the latest at " + h.Until.Format(time.DateTime)
+	}
+	fmt.Fprintf(w, "configuration change HELD until every live director has it (%s of at most %s%s):\n", waited, h.Wait, deadline)
 	names := slices.Sorted(maps.Keys(h.Lagging))
 	for _, name := range names[:min(len(names), maxHeldShown)] {
 		lagging := "directors not compared yet"
