@@ -268,3 +268,6 @@ func healthWord(healthy bool) string {
 	}
 	return "unhealthy"
 }
+
+// takeLocal is what run does on a change of the local checks.
+func (v *votedHealth) takeLocal() { v.share() }
