@@ -17,6 +17,7 @@ type incrementalChecks struct {
 	mu      sync.Mutex
 	states  map[string]health.State
 	dirty   map[string]bool
+	all     bool // Changes hands every state over, as a checker that cannot tell what changed
 	changed chan struct{}
 }
 
@@ -41,6 +42,10 @@ func (f *incrementalChecks) Snapshot() map[string]health.State {
 func (f *incrementalChecks) Changes() (map[string]health.State, []string, bool) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
+	if f.all {
+		clear(f.dirty)
+		return maps.Clone(f.states), nil, true
+	}
 	states := make(map[string]health.State, len(f.dirty))
 	var removed []string
 	for key := range f.dirty {
@@ -50,7 +55,7 @@ func (f *incrementalChecks) Changes() (map[string]health.State, []string, bool) 
 			removed = append(removed, key)
 		}
 	}
-	clear(f.dirty)
+	clear(f.dirty) // as health.Monitor does: the map keeps its size
 	return states, removed, false
 }
 
@@ -114,7 +119,7 @@ func BenchmarkHealthVote(b *testing.B) {
 	setup := func(b *testing.B) (*votedHealth, *incrementalChecks, *fakeVoter) {
 		local := newIncrementalChecks(states)
 		node := &fakeVoter{votes: steady, changed: make(chan struct{}, 1)}
-		v := newTestVotedHealth(local, node, slog.New(slog.DiscardHandler))
+		v := newVote(node, local, slog.New(slog.DiscardHandler))
 		v.takeLocal()
 		v.Changes()
 		b.ReportAllocs()
@@ -147,8 +152,4 @@ func BenchmarkHealthVote(b *testing.B) {
 			v.Changes()
 		}
 	})
-}
-
-func newTestVotedHealth(local *incrementalChecks, node HealthVoter, log *slog.Logger) *votedHealth {
-	return &votedHealth{local: local, node: node, log: log, changed: make(chan struct{}, 1), overruled: map[string]bool{}}
 }
