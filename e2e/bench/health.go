@@ -108,7 +108,7 @@ func (s *checkServers) close() {
 // healthFlap is what one backend's failing check and its recovery cost:
 // from the check's change (the real server stops or starts answering) to
 // lvsd logging the new verdict (detection: up to an interval), and from
-// that to the kernel reconciled.
+// that to the kernel reconciled; with several directors, the slowest's.
 type healthFlap struct {
 	failDetect, failReconciled time.Duration
 	failPass                   time.Duration // the reconciling pass, as lvsd logs its duration
@@ -116,11 +116,11 @@ type healthFlap struct {
 }
 
 // flapBackend fails the check of the first real server in the first
-// service (listening on vip:port), waits for lvsd to set its destination's
-// weight to 0 in the kernel, then lets it pass again and waits for weight
-// 1. Each wait ends at the first pass that applied an operation, checked
-// against ipvsadm's table.
-func flapBackend(l *lvsd, director *topo.Host, s *checkServers, vip string, port int) (*healthFlap, error) {
+// service (listening on vip:port), waits for every director's lvsd (ls,
+// on hosts) to set its destination's weight to 0 in the kernel, then lets
+// it pass again and waits for weight 1. Each wait ends at the first pass
+// that applied an operation, checked against ipvsadm's table.
+func flapBackend(ls []*lvsd, hosts []*topo.Host, s *checkServers, vip string, port int) (*healthFlap, error) {
 	out := &healthFlap{}
 	target := fmt.Sprintf("target=svc0/%s ", s.addrs[0])
 	for _, step := range []struct {
@@ -139,37 +139,60 @@ func flapBackend(l *lvsd, director *topo.Host, s *checkServers, vip string, port
 		if err := step.change(); err != nil {
 			return nil, err
 		}
-		if _, err := l.waitFor(time.Minute, step.msg, target); err != nil {
+		type result struct {
+			detect, reconcile, pass time.Duration
+			err                     error
+		}
+		results := make(chan result, len(ls))
+		for i, l := range ls {
+			go func() {
+				var r result
+				r.detect, r.reconcile, r.pass, r.err = awaitVerdict(l, start, step.msg, target)
+				if r.err == nil {
+					r.err = destinationWeight(hosts[i], vip, port, s.addrs[0], step.weight)
+				}
+				if r.err == nil {
+					fmt.Printf("backend %s of svc0 %s: %s's verdict after %.3fs, its kernel reconciled %.3fs later\n",
+						s.addrs[0], step.what, hosts[i].ID, r.detect.Seconds(), r.reconcile.Seconds())
+				}
+				results <- r
+			}()
+		}
+		var errs []error
+		for range ls {
+			r := <-results
+			errs = append(errs, r.err)
+			*step.detect, *step.reconcile = max(*step.detect, r.detect), max(*step.reconcile, r.reconcile)
+			if step.pass != nil {
+				*step.pass = max(*step.pass, r.pass)
+			}
+		}
+		if err := errors.Join(errs...); err != nil {
 			return nil, err
 		}
-		seen := time.Now()
-		var reconciled string
-		for {
-			applied, line, err := l.waitReconciled(time.Minute)
-			if err != nil {
-				return nil, err
-			}
-			if len(applied) > 0 {
-				reconciled = line
-				break
-			}
-		}
-		done := time.Now()
-		*step.detect, *step.reconcile = seen.Sub(start), done.Sub(seen)
-		if step.pass != nil {
-			d, err := loggedDuration(reconciled)
-			if err != nil {
-				return nil, err
-			}
-			*step.pass = d
-		}
-		if err := destinationWeight(director, vip, port, s.addrs[0], step.weight); err != nil {
-			return nil, err
-		}
-		fmt.Printf("backend %s of svc0 %s: lvsd's verdict after %.3fs, kernel reconciled %.3fs later\n",
-			s.addrs[0], step.what, step.detect.Seconds(), step.reconcile.Seconds())
 	}
 	return out, nil
+}
+
+// awaitVerdict waits for lvsd to log the verdict msg about target, then
+// for the first pass after it that applied an operation, and returns the
+// time from start to the verdict, from the verdict to that pass's end,
+// and the pass's logged duration.
+func awaitVerdict(l *lvsd, start time.Time, msg, target string) (detect, reconcile, pass time.Duration, err error) {
+	if _, err := l.waitFor(time.Minute, msg, target); err != nil {
+		return 0, 0, 0, err
+	}
+	seen := time.Now()
+	for {
+		applied, line, err := l.waitReconciled(time.Minute)
+		if err != nil {
+			return 0, 0, 0, err
+		}
+		if len(applied) > 0 {
+			pass, err = loggedDuration(line)
+			return seen.Sub(start), time.Since(seen), pass, err
+		}
+	}
 }
 
 // destinationWeight checks the kernel's weight of a destination.

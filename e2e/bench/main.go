@@ -11,12 +11,10 @@
 package main
 
 import (
-	"bufio"
 	"context"
 	"errors"
 	"flag"
 	"fmt"
-	"io"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -51,10 +49,15 @@ func main() {
 	flag.StringVar(&idleProfile, "idle-profile", "", "instead of -profile's CPU profile, one of the second idle window to FILE.SIZE")
 	flag.BoolVar(&reference, "reference", true, "also time ipvsadm -R of the same set (false: lvsd alone, for profiling)")
 	flag.StringVar(&healthType, "health", "", "\"tcp\": every backend gets a TCP health check that real servers answer, and one backend's check fails and passes again (\"\": no health checks)")
-	flag.DurationVar(&healthInterval, "health-interval", 10*time.Second, "with -health, the checks' interval (all services but the first, whose backend fails)")
+	ecmp := flag.Bool("ecmp", false, "instead: three directors in cluster mode ecmp voting on health, each with the services and checks of -health tcp (required)")
+	flag.DurationVar(&healthInterval, "health-interval", time.Minute, "with -health, the checks' interval (all services but the first, whose backend fails); at 10,000 × 10 a minute is 1,667 checks a second")
 	flag.Parse()
 	if healthType != "" && healthType != "tcp" {
 		fmt.Fprintf(os.Stderr, "bench: -health %q: want tcp or nothing\n", healthType)
+		os.Exit(2)
+	}
+	if *ecmp && healthType == "" {
+		fmt.Fprintln(os.Stderr, "bench: -ecmp measures the health vote: it needs -health tcp")
 		os.Exit(2)
 	}
 	// The VM reads the host's files over 9p: the first exec of lvsd would
@@ -68,11 +71,21 @@ func main() {
 	}
 	fmt.Printf("read %s once before timing it: %.2fs\n", *lvsdBin, time.Since(start).Seconds())
 	var rows []row
+	var ecmpRows []ecmpRow
 	for _, s := range strings.Split(*sizes, ",") {
 		n, err := strconv.Atoi(strings.TrimSpace(s))
 		if err != nil || n < 1 {
 			fmt.Fprintf(os.Stderr, "bench: -services %q: want counts like 1000,5000,10000\n", *sizes)
 			os.Exit(2)
+		}
+		if *ecmp {
+			r, err := benchECMP(*lvsdBin, n, *backends, *idle)
+			if err != nil {
+				fmt.Fprintln(os.Stderr, "bench failed:", err)
+				os.Exit(1)
+			}
+			ecmpRows = append(ecmpRows, r)
+			continue
 		}
 		r, err := bench(*lvsdBin, n, *backends, *rounds, *idle)
 		if err != nil {
@@ -80,6 +93,10 @@ func main() {
 			os.Exit(1)
 		}
 		rows = append(rows, r)
+	}
+	if *ecmp {
+		printECMP(ecmpRows)
+		return
 	}
 	printTable(rows, *backends)
 	printHealth(rows)
@@ -144,7 +161,7 @@ func bench(lvsdBin string, nServices, nBackends, rounds int, idle time.Duration)
 	defer os.RemoveAll(dir)
 	servicesDir := filepath.Join(dir, "services.d")
 	os.MkdirAll(servicesDir, 0o755)
-	files, restore := generate(nServices, addrs)
+	files, restore := generate(vip, nServices, addrs)
 	for name, body := range files {
 		if err := os.WriteFile(filepath.Join(servicesDir, name), []byte(body), 0o644); err != nil {
 			return out, err
@@ -177,7 +194,7 @@ func bench(lvsdBin string, nServices, nBackends, rounds int, idle time.Duration)
 				return out, err
 			}
 			if servers != nil {
-				if out.flap, err = flapBackend(l, director, servers, vip, 1000); err != nil {
+				if out.flap, err = flapBackend([]*lvsd{l}, []*topo.Host{director}, servers, vip, 1000); err != nil {
 					l.stop()
 					return out, err
 				}
@@ -317,7 +334,7 @@ func backendAddrs(n int) []string {
 // backends addrs (sorted), and the equivalent ipvsadm -R input, in the
 // order lvsd adds destinations (sorted by address). With -health, each
 // service checks its backends (health).
-func generate(nServices int, addrs []string) (map[string]string, string) {
+func generate(vip string, nServices int, addrs []string) (map[string]string, string) {
 	files := map[string]string{}
 	var r strings.Builder
 	for s := 0; s < nServices; s++ {
@@ -352,101 +369,6 @@ func runIn(h *topo.Host, cmd *exec.Cmd) (string, error) {
 	}
 	err := cmd.Wait()
 	return out.String(), err
-}
-
-type lvsd struct {
-	cmd    *exec.Cmd
-	lines  chan string
-	socket string // the control socket
-}
-
-// startLVSD starts lvsd and returns once its first reconcile is logged, with
-// the time from exec to that line.
-func startLVSD(h *topo.Host, bin, cfg string, env ...string) (*lvsd, time.Duration, error) {
-	cmd := exec.Command(bin, "run", "--config", cfg)
-	// As packaging/lvsd.service runs it: no transparent huge pages for its
-	// heap (the VM's kernel has THP "always").
-	cmd.Env = append(append(os.Environ(), "GODEBUG=disablethp=1"), env...)
-	pr, pw := io.Pipe()
-	cmd.Stderr, cmd.Stdout = pw, pw
-	l := &lvsd{cmd: cmd, lines: make(chan string, 1024)}
-	go func() {
-		sc := bufio.NewScanner(pr)
-		sc.Buffer(make([]byte, 1<<20), 1<<20)
-		for sc.Scan() {
-			l.lines <- sc.Text()
-		}
-		close(l.lines)
-	}()
-	start := time.Now()
-	if err := h.Start(cmd); err != nil {
-		return nil, 0, err
-	}
-	go func() { cmd.Wait(); pw.Close() }()
-	if _, _, err := l.waitReconciled(10 * time.Minute); err != nil {
-		l.stop()
-		return nil, 0, err
-	}
-	return l, time.Since(start), nil
-}
-
-// waitReconciled returns the applied-op lines logged before the next
-// "reconciled" line, and that line.
-func (l *lvsd) waitReconciled(timeout time.Duration) (applied []string, reconciled string, err error) {
-	deadline := time.After(timeout)
-	for {
-		line, err := l.nextLine(deadline, "reconciling")
-		if err != nil {
-			return nil, "", err
-		}
-		if strings.Contains(line, "level=ERROR") {
-			return nil, "", fmt.Errorf("lvsd: %s", line)
-		}
-		if strings.Contains(line, "msg=applied") {
-			applied = append(applied, line)
-		}
-		if strings.Contains(line, "msg=reconciled") || strings.Contains(line, "msg=starting") {
-			fmt.Printf("    lvsd: %s\n", line[strings.Index(line, "msg="):])
-		}
-		if strings.Contains(line, "msg=reconciled") {
-			return applied, line, nil
-		}
-	}
-}
-
-// waitFor returns the next log line that contains every one of texts.
-func (l *lvsd) waitFor(timeout time.Duration, texts ...string) (string, error) {
-	deadline := time.After(timeout)
-	for {
-		line, err := l.nextLine(deadline, fmt.Sprintf("logging %q", texts))
-		if err != nil {
-			return "", err
-		}
-		if !slices.ContainsFunc(texts, func(t string) bool { return !strings.Contains(line, t) }) {
-			fmt.Printf("    lvsd: %s\n", line[strings.Index(line, "msg="):])
-			return line, nil
-		}
-	}
-}
-
-// nextLine returns lvsd's next log line, or why there is none: it exited,
-// or deadline came first, while the caller was waiting for what.
-func (l *lvsd) nextLine(deadline <-chan time.Time, what string) (string, error) {
-	select {
-	case line, ok := <-l.lines:
-		if !ok {
-			return "", fmt.Errorf("lvsd exited before %s", what)
-		}
-		return line, nil
-	case <-deadline:
-		return "", fmt.Errorf("lvsd timed out %s", what)
-	}
-}
-
-func (l *lvsd) stop() {
-	l.cmd.Process.Signal(syscall.SIGTERM)
-	for range l.lines { // closed once the process has exited (and written its profile)
-	}
 }
 
 // weightChange edits one backend's weight in one file (the first
