@@ -20,7 +20,8 @@ type HealthVoter interface {
 	// (cluster.HealthID); nil: it abstains.
 	ShareHealth(down []uint64)
 	// HealthVotes returns the votes of the live peers that vote; empty
-	// without any.
+	// without any. A peer's set is never changed once returned: a new vote
+	// comes as a new set, so the vote tells an unchanged one by identity.
 	HealthVotes() cluster.Votes
 	// HealthVotesChanged delivers a value when HealthVotes may have changed.
 	HealthVotesChanged() <-chan struct{}

@@ -139,3 +139,57 @@ func runVoteModel(t *testing.T, rng *rand.Rand, steps int) {
 		}
 	}
 }
+
+// The agent hears of what changed only: a local flap is that target, a
+// peer's vote the targets whose decision it can change, and nothing when
+// nothing changed.
+func TestVotedHealthChangesOnlyWhatChanged(t *testing.T) {
+	keys := scaleKeys(10, 10)
+	states := map[string]health.State{}
+	for _, key := range keys {
+		states[key] = health.State{Healthy: true, Known: true}
+	}
+	local := newIncrementalChecks(states)
+	b := map[uint64]bool{}
+	node := &fakeVoter{votes: cluster.Votes{"b": b, "c": {}}, changed: make(chan struct{}, 1)}
+	v := newVote(node, local, slog.New(slog.DiscardHandler))
+	changed := func() []string {
+		t.Helper()
+		states, removed, all := v.Changes()
+		if all || len(removed) > 0 {
+			t.Fatalf("Changes: all %v, removed %v", all, removed)
+		}
+		return slices.Sorted(maps.Keys(states))
+	}
+	if got := changed(); len(got) != len(keys) {
+		t.Fatalf("first Changes: %d targets, want every one (%d)", len(got), len(keys))
+	}
+	if got := changed(); len(got) != 0 {
+		t.Errorf("nothing changed, Changes: %v", got)
+	}
+	local.set(keys[3], health.State{Known: true, LastError: "connection refused"})
+	if got := changed(); !slices.Equal(got, []string{keys[3]}) {
+		t.Errorf("one flap, Changes: %v, want %v", got, keys[3:4])
+	}
+	if got := node.lastShared(); !slices.Equal(got, []uint64{cluster.HealthID(keys[3])}) {
+		t.Errorf("shared %v, want %s", got, keys[3])
+	}
+	// b sees keys[3] and keys[5] down: keys[3] goes out (2 of 3; it was
+	// kept in at 1 of 3), keys[5] stays in (1 of 3).
+	b = map[uint64]bool{cluster.HealthID(keys[3]): true, cluster.HealthID(keys[5]): true}
+	node.votes = cluster.Votes{"b": b, "c": node.votes["c"]}
+	got, _, _ := v.Changes()
+	if st, ok := got[keys[3]]; len(got) != 1 || !ok || st.Healthy {
+		t.Errorf("a peer's vote that takes one target out, Changes: %v", got)
+	}
+	// c sees keys[5] down too: out, by the vote alone.
+	node.votes = cluster.Votes{"b": b, "c": {cluster.HealthID(keys[5]): true}}
+	got, _, _ = v.Changes()
+	if st, ok := got[keys[5]]; len(got) != 1 || !ok || st.Healthy {
+		t.Errorf("a peer's vote that takes a target its checks pass out, Changes: %v", got)
+	}
+	node.votes = cluster.Votes{"b": b, "c": node.votes["c"]} // the same sets, a new map of them
+	if got := changed(); len(got) != 0 {
+		t.Errorf("the same votes again, Changes: %v", got)
+	}
+}
