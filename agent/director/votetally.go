@@ -124,7 +124,7 @@ func (t *voteTally) setLocal(key string, st health.State, touched map[uint64]boo
 	}
 	t.countLocal(id, tg.down, +1)
 	touched[id] = true
-	return tg.down || ok
+	return ok || tg.down // a new target changes the vote only when down
 }
 
 // remove forgets a target, notes its HealthID in touched, and reports
