@@ -30,7 +30,9 @@ func HealthID(key string) uint64 {
 }
 
 // Votes are the peers' health votes: for every live, ready director that
-// votes, the targets it sees down (by HealthID).
+// votes, the targets it sees down (by HealthID). A peer's set is replaced,
+// never changed, when its vote changes: a reader may keep it and tell an
+// unchanged vote by identity.
 type Votes map[string]map[uint64]bool
 
 // ShareHealth makes this director vote: down are the targets it sees down

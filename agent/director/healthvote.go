@@ -20,7 +20,8 @@ type HealthVoter interface {
 	// (cluster.HealthID); nil: it abstains.
 	ShareHealth(down []uint64)
 	// HealthVotes returns the votes of the live peers that vote; empty
-	// without any.
+	// without any. A peer's set is never changed once returned: a new vote
+	// comes as a new set, so the vote tells an unchanged one by identity.
 	HealthVotes() cluster.Votes
 	// HealthVotesChanged delivers a value when HealthVotes may have changed.
 	HealthVotesChanged() <-chan struct{}
@@ -29,17 +30,23 @@ type HealthVoter interface {
 // votedHealth is the agent's HealthChecker under ECMP: the local checks
 // decide this director's vote, and the vote of every live director decides
 // the health the agent acts on (decideHealth), so that all of them build
-// the same Maglev tables (docs/ecmp.md, "Health agreement").
+// the same Maglev tables (docs/ecmp.md, "Health agreement"). The decision
+// is kept by difference (voteTally): a change costs what changed.
 type votedHealth struct {
 	local   agent.HealthChecker
 	node    HealthVoter
 	log     *slog.Logger
 	changed chan struct{}
 
-	mu        sync.Mutex
-	overruled map[string]bool // targets whose local verdict the vote overrules, as last logged
-	selfOut   bool            // this director's vote does not count, as last logged
-	peerOut   string          // the peer whose vote does not count, as last logged; "": none
+	mu     sync.Mutex
+	tally  voteTally
+	fresh  map[string]health.State // local states taken in since the agent's last Changes
+	dirty  map[string]bool         // targets whose decided state may have changed since
+	gone   map[string]bool         // targets removed since
+	shared bool                    // this director's vote, as the tally holds it, is shared
+
+	selfOut bool   // this director's vote does not count, as last logged
+	peerOut string // the peer whose vote does not count, as last logged; "": none
 }
 
 // newVotedHealth returns the vote around local for a director in cluster
@@ -49,7 +56,12 @@ func newVotedHealth(cfg *agent.LoadedConfig, node HealthVoter, local agent.Healt
 	if c == nil || cluster.Mode(c.Mode) != cluster.ECMP {
 		return nil
 	}
-	return &votedHealth{local: local, node: node, log: log, changed: make(chan struct{}, 1), overruled: map[string]bool{}}
+	return newVote(node, local, log)
+}
+
+func newVote(node HealthVoter, local agent.HealthChecker, log *slog.Logger) *votedHealth {
+	return &votedHealth{local: local, node: node, log: log, changed: make(chan struct{}, 1), tally: newVoteTally(),
+		fresh: map[string]health.State{}, dirty: map[string]bool{}, gone: map[string]bool{}}
 }
 
 func (v *votedHealth) Set(targets []health.Target) { v.local.Set(targets) }
@@ -60,44 +72,120 @@ func (v *votedHealth) Update(groups map[string]bool, targets []health.Target) {
 
 func (v *votedHealth) Changed() <-chan struct{} { return v.changed }
 
-// Changes is every target's state: a peer's vote can change any verdict,
-// so the vote cannot tell what changed. The local checker's record of its
-// changes is taken (and dropped) so that it does not grow.
+// Changes returns the decided state of every target whose local state or
+// vote changed since the last call, and those removed. A target changed by
+// the vote alone carries the fields of its local state the vote keeps
+// (Healthy, Known, Weight, LastError); Snapshot has all of them.
 func (v *votedHealth) Changes() (map[string]health.State, []string, bool) {
-	v.local.Changes()
-	return v.Snapshot(), nil, true
-}
-
-// Snapshot returns the local states with the vote's verdict, and logs
-// every target the vote starts or stops overruling.
-func (v *votedHealth) Snapshot() map[string]health.State {
-	local := v.local.Snapshot()
-	votes := v.node.HealthVotes()
-	out, selfOut, peerOut := tallyVotes(local, votes)
 	v.mu.Lock()
 	defer v.mu.Unlock()
-	v.logNotCounted(votes, selfOut, peerOut)
-	for key, st := range out {
-		over := st.Healthy != local[key].Healthy
-		if over == v.overruled[key] {
-			continue
+	v.absorb()
+	states := make(map[string]health.State, len(v.dirty))
+	for key := range v.dirty {
+		id := healthID(key)
+		st, ok := v.fresh[key]
+		if !ok {
+			tg, _ := v.tally.get(key, id)
+			st = tg.state()
 		}
-		if over {
-			v.overruled[key] = true
-			v.log.Warn("the directors' vote overrules this director's health checks", "event", "health", "target", key,
-				"local", healthWord(local[key].Healthy), "voted", healthWord(st.Healthy), "reason", st.LastError)
-		} else {
-			delete(v.overruled, key)
-			v.log.Info("the directors' vote agrees with this director's health checks again", "event", "health", "target", key,
-				"health", healthWord(st.Healthy))
+		states[key] = v.tally.decide(st, id)
+	}
+	removed := make([]string, 0, len(v.gone))
+	for key := range v.gone {
+		removed = append(removed, key)
+	}
+	v.fresh, v.dirty, v.gone = emptied(v.fresh), emptied(v.dirty), emptied(v.gone)
+	return states, removed, false
+}
+
+// emptied returns m empty: cleared when small, new when it held many (a
+// cleared map keeps its size, and walking it costs that size, so the
+// first hand-over of 100,000 targets would tax every later one).
+func emptied[V any](m map[string]V) map[string]V {
+	if len(m) > 1024 {
+		return map[string]V{}
+	}
+	clear(m)
+	return m
+}
+
+// Snapshot returns the local states with the vote's verdict.
+func (v *votedHealth) Snapshot() map[string]health.State {
+	v.mu.Lock()
+	defer v.mu.Unlock()
+	v.absorb()
+	local := v.local.Snapshot()
+	if len(v.tally.peers) == 0 {
+		return local
+	}
+	for key, st := range local {
+		local[key] = v.tally.decide(st, healthID(key))
+	}
+	return local
+}
+
+// takeLocal takes in the local checks' changes and shares this
+// director's vote if they changed it: what run does when they change.
+func (v *votedHealth) takeLocal() {
+	v.mu.Lock()
+	defer v.mu.Unlock()
+	v.absorb()
+}
+
+// absorb takes in what changed of the local states and the peers' votes,
+// decides again the targets it touches, logs every target the vote starts
+// or stops overruling, and shares this director's vote when it changed;
+// v.mu is held.
+func (v *votedHealth) absorb() {
+	touched := map[uint64]bool{}
+	states, removed, all := v.local.Changes()
+	if all {
+		v.tally.keys(func(key string) {
+			if _, ok := states[key]; !ok {
+				removed = append(removed, key)
+			}
+		})
+	}
+	for _, key := range removed {
+		if v.tally.remove(key, touched) {
+			v.shared = false
+		}
+		delete(v.fresh, key)
+		delete(v.dirty, key)
+		v.gone[key] = true
+	}
+	for key, st := range states {
+		if v.tally.setLocal(key, st, touched) {
+			v.shared = false
+		}
+		v.fresh[key], v.dirty[key] = st, true
+		delete(v.gone, key)
+	}
+	v.tally.setVotes(v.node.HealthVotes(), touched)
+	for _, r := range v.tally.settle(touched) {
+		v.dirty[r.key] = true
+		switch {
+		case r.is && !r.was:
+			v.log.Warn("the directors' vote overrules this director's health checks", "event", "health", "target", r.key,
+				"local", healthWord(!r.decision.Healthy), "voted", healthWord(r.decision.Healthy), "reason", r.decision.LastError)
+		case r.was && !r.is:
+			v.log.Info("the directors' vote agrees with this director's health checks again", "event", "health", "target", r.key,
+				"health", healthWord(r.decision.Healthy))
 		}
 	}
-	for key := range v.overruled {
-		if _, ok := out[key]; !ok {
-			delete(v.overruled, key)
-		}
+	v.logNotCounted(v.tally.peers, v.tally.selfOut, v.tally.peerOut)
+	if !v.shared {
+		v.node.ShareHealth(v.tally.downIDs())
+		v.shared = true
 	}
-	return out
+}
+
+// overruled reports whether the vote overrules key's local verdict.
+func (v *votedHealth) overruled(key string) bool {
+	v.mu.Lock()
+	defer v.mu.Unlock()
+	tg, _ := v.tally.get(key, healthID(key))
+	return tg.overruled
 }
 
 // logNotCounted logs every director whose vote starts or stops not
@@ -128,13 +216,13 @@ func (v *votedHealth) logNotCounted(votes cluster.Votes, selfOut bool, peerOut s
 // run shares the local verdicts as this director's vote, and tells the
 // agent when the local checks or the peers' votes changed, until ctx ends.
 func (v *votedHealth) run(ctx context.Context) {
-	v.share()
+	v.takeLocal()
 	for {
 		select {
 		case <-ctx.Done():
 			return
 		case <-v.local.Changed():
-			v.share()
+			v.takeLocal()
 		case <-v.node.HealthVotesChanged():
 		}
 		select {
@@ -142,17 +230,6 @@ func (v *votedHealth) run(ctx context.Context) {
 		default:
 		}
 	}
-}
-
-// share votes the targets the local checks see down.
-func (v *votedHealth) share() {
-	down := []uint64{}
-	for key, st := range v.local.Snapshot() {
-		if !st.Healthy {
-			down = append(down, cluster.HealthID(key))
-		}
-	}
-	v.node.ShareHealth(down)
 }
 
 // decideHealth returns local with every target's health decided by the
@@ -190,7 +267,7 @@ func tallyVotes(local map[string]health.State, votes cluster.Votes) (out map[str
 	}
 	out = make(map[string]health.State, len(local))
 	for key, st := range local {
-		id := cluster.HealthID(key)
+		id := healthID(key)
 		down := 0
 		if !selfOut && !st.Healthy {
 			down++
@@ -200,21 +277,7 @@ func tallyVotes(local map[string]health.State, votes cluster.Votes) (out map[str
 				down++
 			}
 		}
-		if healthy := 2*down <= voters; healthy != st.Healthy {
-			why := "this director's checks pass"
-			if !st.Healthy {
-				why = "this director's checks fail"
-				if st.LastError != "" {
-					why += ": " + st.LastError
-				}
-				if selfOut {
-					why += "; it alone sees every backend down, so its vote does not count"
-				}
-			}
-			st.Healthy = healthy
-			st.LastError = fmt.Sprintf("%s by the directors' vote: %d of %d see it down (%s)", healthWord(healthy), down, voters, why)
-		}
-		out[key] = st
+		out[key] = overrule(st, down, voters, selfOut)
 	}
 	return out, selfOut, peerOut
 }
@@ -255,11 +318,34 @@ func notCounted(local map[string]health.State, votes cluster.Votes) (selfOut boo
 // seesAllDown reports whether a peer's vote lists every target of local down.
 func seesAllDown(local map[string]health.State, seen map[uint64]bool) bool {
 	for key := range local {
-		if !seen[cluster.HealthID(key)] {
+		if !seen[healthID(key)] {
 			return false
 		}
 	}
 	return true
+}
+
+// overrule returns st, a target's local verdict, decided by the vote:
+// down of the voters see it down (this director's vote counts unless
+// selfOut); when that overrules the local verdict, LastError says why.
+func overrule(st health.State, down, voters int, selfOut bool) health.State {
+	healthy := 2*down <= voters
+	if healthy == st.Healthy {
+		return st
+	}
+	why := "this director's checks pass"
+	if !st.Healthy {
+		why = "this director's checks fail"
+		if st.LastError != "" {
+			why += ": " + st.LastError
+		}
+		if selfOut {
+			why += "; it alone sees every backend down, so its vote does not count"
+		}
+	}
+	st.Healthy = healthy
+	st.LastError = fmt.Sprintf("%s by the directors' vote: %d of %d see it down (%s)", healthWord(healthy), down, voters, why)
+	return st
 }
 
 func healthWord(healthy bool) string {

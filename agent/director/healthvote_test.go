@@ -168,7 +168,7 @@ func TestVotedHealthLogsADirectorThatDoesNotCount(t *testing.T) {
 	log := slog.New(slog.NewTextHandler(&buf, nil))
 	local := &fakeChecks{states: map[string]health.State{rs1: {Healthy: false}, rs2: {Healthy: false}}, changed: make(chan struct{}, 1)}
 	node := &fakeVoter{votes: cluster.Votes{"b": {}}, changed: make(chan struct{}, 1)}
-	v := &votedHealth{local: local, node: node, log: log, changed: make(chan struct{}, 1), overruled: map[string]bool{}}
+	v := newVote(node, local, log)
 	count := func(s string) int { return strings.Count(buf.String(), s) }
 
 	for range 2 {
@@ -280,7 +280,7 @@ func TestVotedHealth(t *testing.T) {
 	const rs1, rs2 = "web/10.0.0.11:80", "web/10.0.0.12:80"
 	local := &fakeChecks{states: map[string]health.State{rs1: {Healthy: true}, rs2: {Healthy: true}}, changed: make(chan struct{}, 1)}
 	node := &fakeVoter{changed: make(chan struct{}, 1)}
-	v := &votedHealth{local: local, node: node, log: slog.New(slog.DiscardHandler), changed: make(chan struct{}, 1), overruled: map[string]bool{}}
+	v := newVote(node, local, slog.New(slog.DiscardHandler))
 	ctx, cancel := context.WithCancel(context.Background())
 	var wg sync.WaitGroup
 	wg.Go(func() { v.run(ctx) })
@@ -297,16 +297,16 @@ func TestVotedHealth(t *testing.T) {
 	if s := v.Snapshot(); s[rs1].Healthy || !s[rs2].Healthy {
 		t.Errorf("decided rs1 %v rs2 %v, want down and up", s[rs1].Healthy, s[rs2].Healthy)
 	}
-	if !v.overruled[rs1] || !v.overruled[rs2] {
-		t.Errorf("overruled %v, want both", v.overruled)
+	if !v.overruled(rs1) || !v.overruled(rs2) {
+		t.Error("not both overruled")
 	}
 	local.set(rs2, true)
 	awaitSignal(t, v.Changed())
 	if got := node.lastShared(); len(got) != 0 {
 		t.Errorf("shared %v, want nothing down", got)
 	}
-	if s := v.Snapshot(); s[rs1].Healthy || !s[rs2].Healthy || v.overruled[rs2] {
-		t.Errorf("decided rs1 %v rs2 %v overruled %v", s[rs1].Healthy, s[rs2].Healthy, v.overruled)
+	if s := v.Snapshot(); s[rs1].Healthy || !s[rs2].Healthy || v.overruled(rs2) {
+		t.Errorf("decided rs1 %v rs2 %v overruled %v", s[rs1].Healthy, s[rs2].Healthy, v.overruled(rs2))
 	}
 }
 

@@ -2,19 +2,19 @@
 // (`make bench`): for each size, a cold apply of many services with many
 // real servers each, one file per service; then, on the last round, one
 // weight changed in one file (edit → reconciled; and a SIGHUP), lvsd's memory,
-// its idle CPU and `lvsd status`. Both tools program the same set in the
+// its idle CPU and `lvsd status`; with -health tcp, a TCP health check
+// on every backend, served by real servers, and one backend's check
+// failing and passing again (check fails → kernel reconciled). Both tools program the same set in the
 // same network namespace in one run, so the ratios are what count;
 // absolute times under emulation are noise. It ends with the scale table
 // of docs/performance.md.
 package main
 
 import (
-	"bufio"
 	"context"
 	"errors"
 	"flag"
 	"fmt"
-	"io"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -30,10 +30,13 @@ import (
 
 const vip = "10.0.0.50"
 
-// profile, idleProfile and reference are the flags of those names.
+// profile, idleProfile, reference, healthType and healthInterval are the
+// flags of those names.
 var (
 	profile, idleProfile string
 	reference            bool
+	healthType           string
+	healthInterval       time.Duration
 )
 
 func main() {
@@ -45,7 +48,18 @@ func main() {
 	flag.StringVar(&profile, "profile", "", "write a CPU profile of lvsd's last run of each size to FILE.SIZE (LVSD_CPU_PROFILE) and its heap after the idle windows to FILE.heap.SIZE")
 	flag.StringVar(&idleProfile, "idle-profile", "", "instead of -profile's CPU profile, one of the second idle window to FILE.SIZE")
 	flag.BoolVar(&reference, "reference", true, "also time ipvsadm -R of the same set (false: lvsd alone, for profiling)")
+	flag.StringVar(&healthType, "health", "", "\"tcp\": every backend gets a TCP health check that real servers answer, and one backend's check fails and passes again (\"\": no health checks)")
+	ecmp := flag.Bool("ecmp", false, "instead: three directors in cluster mode ecmp voting on health, each with the services and checks of -health tcp (required)")
+	flag.DurationVar(&healthInterval, "health-interval", time.Minute, "with -health, the checks' interval (all services but the first, whose backend fails); at 10,000 × 10 a minute is 1,667 checks a second")
 	flag.Parse()
+	if healthType != "" && healthType != "tcp" {
+		fmt.Fprintf(os.Stderr, "bench: -health %q: want tcp or nothing\n", healthType)
+		os.Exit(2)
+	}
+	if *ecmp && healthType == "" {
+		fmt.Fprintln(os.Stderr, "bench: -ecmp measures the health vote: it needs -health tcp")
+		os.Exit(2)
+	}
 	// The VM reads the host's files over 9p: the first exec of lvsd would
 	// page its 26 MB in at emulated speed inside the first cold start,
 	// which ipvsadm (100 KB) does not pay. Read it once, as a host that has
@@ -57,11 +71,21 @@ func main() {
 	}
 	fmt.Printf("read %s once before timing it: %.2fs\n", *lvsdBin, time.Since(start).Seconds())
 	var rows []row
+	var ecmpRows []ecmpRow
 	for _, s := range strings.Split(*sizes, ",") {
 		n, err := strconv.Atoi(strings.TrimSpace(s))
 		if err != nil || n < 1 {
 			fmt.Fprintf(os.Stderr, "bench: -services %q: want counts like 1000,5000,10000\n", *sizes)
 			os.Exit(2)
+		}
+		if *ecmp {
+			r, err := benchECMP(*lvsdBin, n, *backends, *idle)
+			if err != nil {
+				fmt.Fprintln(os.Stderr, "bench failed:", err)
+				os.Exit(1)
+			}
+			ecmpRows = append(ecmpRows, r)
+			continue
 		}
 		r, err := bench(*lvsdBin, n, *backends, *rounds, *idle)
 		if err != nil {
@@ -70,7 +94,12 @@ func main() {
 		}
 		rows = append(rows, r)
 	}
+	if *ecmp {
+		printECMP(ecmpRows)
+		return
+	}
 	printTable(rows, *backends)
+	printHealth(rows)
 }
 
 // row is one size's figures.
@@ -85,6 +114,7 @@ type row struct {
 	status          time.Duration
 	statusAll       time.Duration
 	statusAllOutput int
+	flap            *healthFlap // with -health
 }
 
 func printTable(rows []row, backends int) {
@@ -102,12 +132,27 @@ func bench(lvsdBin string, nServices, nBackends, rounds int, idle time.Duration)
 	out := row{services: nServices}
 	kernel, _ := exec.Command("uname", "-r").Output()
 	fmt.Printf("\nlvsd benchmark: %d services × %d real servers (mh, DR), one file each, kernel %s", nServices, nBackends, kernel)
-	tp, err := topo.Build(topo.WithRealServers(0), topo.WithClientSources(0))
+	realServers := 0
+	if healthType != "" {
+		realServers = nBackends // they answer the checks
+	}
+	tp, err := topo.Build(topo.WithRealServers(realServers), topo.WithClientSources(0))
 	if err != nil {
 		return out, err
 	}
 	defer tp.Close()
 	director := tp.Director(1)
+	addrs := backendAddrs(nBackends)
+	var servers *checkServers
+	if healthType != "" {
+		if servers, err = serveChecks(tp.RealServers()); err != nil {
+			return out, err
+		}
+		defer servers.close()
+		addrs = servers.addrs
+		fmt.Printf("health: a tcp check on every backend every %v (%d checks/s), answered by %d real servers\n",
+			healthInterval, int(float64(nServices*nBackends)/healthInterval.Seconds()), len(addrs))
+	}
 
 	dir, err := os.MkdirTemp("", "lvsd-bench")
 	if err != nil {
@@ -116,7 +161,7 @@ func bench(lvsdBin string, nServices, nBackends, rounds int, idle time.Duration)
 	defer os.RemoveAll(dir)
 	servicesDir := filepath.Join(dir, "services.d")
 	os.MkdirAll(servicesDir, 0o755)
-	files, restore := generate(nServices, nBackends)
+	files, restore := generate(vip, nServices, addrs)
 	for name, body := range files {
 		if err := os.WriteFile(filepath.Join(servicesDir, name), []byte(body), 0o644); err != nil {
 			return out, err
@@ -144,9 +189,15 @@ func bench(lvsdBin string, nServices, nBackends, rounds int, idle time.Duration)
 		}
 		lvsdTimes = append(lvsdTimes, elapsed)
 		if r == rounds-1 {
-			if err := measureRunning(&out, l, lvsdBin, agentFile, servicesDir, idle); err != nil {
+			if err := measureRunning(&out, l, lvsdBin, agentFile, servicesDir, addrs[0], idle); err != nil {
 				l.stop()
 				return out, err
+			}
+			if servers != nil {
+				if out.flap, err = flapBackend([]*lvsd{l}, []*topo.Host{director}, servers, vip, 1000); err != nil {
+					l.stop()
+					return out, err
+				}
 			}
 		}
 		l.stop()
@@ -175,7 +226,7 @@ func bench(lvsdBin string, nServices, nBackends, rounds int, idle time.Duration)
 
 // measureRunning takes the figures of a running, reconciled lvsd: memory,
 // idle CPU, lvsd status, one weight change.
-func measureRunning(out *row, l *lvsd, bin, agentFile, servicesDir string, idle time.Duration) error {
+func measureRunning(out *row, l *lvsd, bin, agentFile, servicesDir, edited string, idle time.Duration) error {
 	pid := l.cmd.Process.Pid
 	// Right after the cold start the process still returns its start-up
 	// garbage; the figures kept are those of a later window.
@@ -217,7 +268,7 @@ func measureRunning(out *row, l *lvsd, bin, agentFile, servicesDir string, idle 
 	fmt.Printf("running: RSS %.1f MiB, idle CPU %.2f%% of a core over %v, lvsd status %.2fs, status --all %.2fs (%d bytes)\n",
 		float64(out.rssKiB)/1024, 100*out.idleCPU, idle, out.status.Seconds(), out.statusAll.Seconds(), out.statusAllOutput)
 	var err error
-	out.change, out.changeOps, out.signal, err = weightChange(l, servicesDir)
+	out.change, out.changeOps, out.signal, err = weightChange(l, servicesDir, edited)
 	return err
 }
 
@@ -268,20 +319,32 @@ func cpuTicks(pid int) int {
 	return u + k
 }
 
-// generate returns one service file per service, by name, and the
-// equivalent ipvsadm -R input, in the order lvsd adds destinations (sorted
-// by address).
-func generate(nServices, nBackends int) (map[string]string, string) {
+// backendAddrs are the backends of a bench without health checks:
+// addresses nothing answers, 10.3.0.2 and on.
+func backendAddrs(n int) []string {
+	out := make([]string, n)
+	for i := range out {
+		b := i + 1
+		out[i] = fmt.Sprintf("10.3.%d.%d", b/250, b%250+1)
+	}
+	return out
+}
+
+// generate returns one service file per service, by name, each with the
+// backends addrs (sorted), and the equivalent ipvsadm -R input, in the
+// order lvsd adds destinations (sorted by address). With -health, each
+// service checks its backends (health).
+func generate(vip string, nServices int, addrs []string) (map[string]string, string) {
 	files := map[string]string{}
 	var r strings.Builder
 	for s := 0; s < nServices; s++ {
 		var y strings.Builder
 		port := 1000 + s
-		fmt.Fprintf(&y, "service: svc%d\nvip: %s\nports: [%d]\nbackends:\n", s, vip, port)
+		fmt.Fprintf(&y, "service: svc%d\nvip: %s\nports: [%d]\n%sbackends:\n", s, vip, port, health(s))
 		fmt.Fprintf(&r, "-A -t %s:%d -s mh -b mh-fallback,mh-port\n", vip, port)
-		for b := 1; b <= nBackends; b++ {
-			fmt.Fprintf(&y, "  - {address: 10.3.%d.%d, weight: 1}\n", b/250, b%250+1)
-			fmt.Fprintf(&r, "-a -t %s:%d -r 10.3.%d.%d:%d -g -w 1\n", vip, port, b/250, b%250+1, port)
+		for _, addr := range addrs {
+			fmt.Fprintf(&y, "  - {address: %s, weight: 1}\n", addr)
+			fmt.Fprintf(&r, "-a -t %s:%d -r %s:%d -g -w 1\n", vip, port, addr, port)
 		}
 		files[fmt.Sprintf("svc%05d.yaml", s)] = y.String()
 	}
@@ -308,101 +371,6 @@ func runIn(h *topo.Host, cmd *exec.Cmd) (string, error) {
 	return out.String(), err
 }
 
-type lvsd struct {
-	cmd    *exec.Cmd
-	lines  chan string
-	socket string // the control socket
-}
-
-// startLVSD starts lvsd and returns once its first reconcile is logged, with
-// the time from exec to that line.
-func startLVSD(h *topo.Host, bin, cfg string, env ...string) (*lvsd, time.Duration, error) {
-	cmd := exec.Command(bin, "run", "--config", cfg)
-	// As packaging/lvsd.service runs it: no transparent huge pages for its
-	// heap (the VM's kernel has THP "always").
-	cmd.Env = append(append(os.Environ(), "GODEBUG=disablethp=1"), env...)
-	pr, pw := io.Pipe()
-	cmd.Stderr, cmd.Stdout = pw, pw
-	l := &lvsd{cmd: cmd, lines: make(chan string, 1024)}
-	go func() {
-		sc := bufio.NewScanner(pr)
-		sc.Buffer(make([]byte, 1<<20), 1<<20)
-		for sc.Scan() {
-			l.lines <- sc.Text()
-		}
-		close(l.lines)
-	}()
-	start := time.Now()
-	if err := h.Start(cmd); err != nil {
-		return nil, 0, err
-	}
-	go func() { cmd.Wait(); pw.Close() }()
-	if _, _, err := l.waitReconciled(10 * time.Minute); err != nil {
-		l.stop()
-		return nil, 0, err
-	}
-	return l, time.Since(start), nil
-}
-
-// waitReconciled returns the applied-op lines logged before the next
-// "reconciled" line, and that line.
-func (l *lvsd) waitReconciled(timeout time.Duration) (applied []string, reconciled string, err error) {
-	deadline := time.After(timeout)
-	for {
-		line, err := l.nextLine(deadline, "reconciling")
-		if err != nil {
-			return nil, "", err
-		}
-		if strings.Contains(line, "level=ERROR") {
-			return nil, "", fmt.Errorf("lvsd: %s", line)
-		}
-		if strings.Contains(line, "msg=applied") {
-			applied = append(applied, line)
-		}
-		if strings.Contains(line, "msg=reconciled") || strings.Contains(line, "msg=starting") {
-			fmt.Printf("    lvsd: %s\n", line[strings.Index(line, "msg="):])
-		}
-		if strings.Contains(line, "msg=reconciled") {
-			return applied, line, nil
-		}
-	}
-}
-
-// waitFor returns the next log line that contains every one of texts.
-func (l *lvsd) waitFor(timeout time.Duration, texts ...string) (string, error) {
-	deadline := time.After(timeout)
-	for {
-		line, err := l.nextLine(deadline, fmt.Sprintf("logging %q", texts))
-		if err != nil {
-			return "", err
-		}
-		if !slices.ContainsFunc(texts, func(t string) bool { return !strings.Contains(line, t) }) {
-			fmt.Printf("    lvsd: %s\n", line[strings.Index(line, "msg="):])
-			return line, nil
-		}
-	}
-}
-
-// nextLine returns lvsd's next log line, or why there is none: it exited,
-// or deadline came first, while the caller was waiting for what.
-func (l *lvsd) nextLine(deadline <-chan time.Time, what string) (string, error) {
-	select {
-	case line, ok := <-l.lines:
-		if !ok {
-			return "", fmt.Errorf("lvsd exited before %s", what)
-		}
-		return line, nil
-	case <-deadline:
-		return "", fmt.Errorf("lvsd timed out %s", what)
-	}
-}
-
-func (l *lvsd) stop() {
-	l.cmd.Process.Signal(syscall.SIGTERM)
-	for range l.lines { // closed once the process has exited (and written its profile)
-	}
-}
-
 // weightChange edits one backend's weight in one file (the first
 // service's) and returns what it cost lvsd, the median of 9 edits: found by
 // its file watch, as an operator's edit is, the reload and the pass that
@@ -413,14 +381,14 @@ func (l *lvsd) stop() {
 // edits, each followed at once by a SIGHUP as `systemctl reload` sends it:
 // the median time from the signal to reconciled, every file stat'ed. The
 // file ends as it was.
-func weightChange(l *lvsd, servicesDir string) (change time.Duration, ops int, signal time.Duration, err error) {
+func weightChange(l *lvsd, servicesDir, addr string) (change time.Duration, ops int, signal time.Duration, err error) {
 	file := filepath.Join(servicesDir, "svc00000.yaml")
 	orig, err := os.ReadFile(file)
 	if err != nil {
 		return 0, 0, 0, err
 	}
 	weight := func(w int) []byte {
-		return []byte(strings.Replace(string(orig), "{address: 10.3.0.2, weight: 1}", fmt.Sprintf("{address: 10.3.0.2, weight: %d}", w), 1))
+		return []byte(strings.Replace(string(orig), fmt.Sprintf("{address: %s, weight: 1}", addr), fmt.Sprintf("{address: %s, weight: %d}", addr, w), 1))
 	}
 	var changes, signals []time.Duration
 	for i, w := range []int{5, 1, 5, 1, 5, 1, 5, 1, 5} {

@@ -1,0 +1,60 @@
+package main
+
+import (
+	"fmt"
+	"os"
+	"path/filepath"
+	"testing"
+	"time"
+
+	"github.com/lvsd/lvsd/agent"
+)
+
+// The bench's services load as lvsd loads them, with and without health
+// checks: a typo in the generated YAML would fail only in the VM.
+func TestGeneratedServicesLoad(t *testing.T) {
+	for _, tc := range []struct {
+		health string
+		checks int // health targets
+	}{{"", 0}, {"tcp", 3 * 4}} {
+		t.Run("health "+tc.health, func(t *testing.T) {
+			healthType, healthInterval = tc.health, time.Minute
+			defer func() { healthType = "" }()
+			dir := t.TempDir()
+			os.Mkdir(filepath.Join(dir, "services.d"), 0o755)
+			files, _ := generate(vip, 3, []string{"10.0.0.11", "10.0.0.12", "10.0.0.13", "10.0.0.14"})
+			for name, body := range files {
+				if err := os.WriteFile(filepath.Join(dir, "services.d", name), []byte(body), 0o644); err != nil {
+					t.Fatal(err)
+				}
+			}
+			agentFile := filepath.Join(dir, "lvsd.yaml")
+			os.WriteFile(agentFile, []byte(fmt.Sprintf("node: bench\ninterface: eth0\nservices_dir: services.d\nstate_dir: state\napi: {socket: %s}\n",
+				filepath.Join(dir, "lvsd.sock"))), 0o644)
+			cfg, err := agent.LoadConfig(agentFile)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if got := len(agent.HealthTargets(cfg.Services)); got != tc.checks {
+				t.Errorf("%d health targets, want %d", got, tc.checks)
+			}
+		})
+	}
+}
+
+// A director's agent file under -ecmp loads as lvsd loads it.
+func TestECMPAgentFileLoads(t *testing.T) {
+	dir := t.TempDir()
+	os.Mkdir(filepath.Join(dir, "services.d"), 0o755)
+	os.WriteFile(filepath.Join(dir, "cluster.key"), []byte("MDEyMzQ1Njc4OWFiY2RlZjAxMjM0NTY3ODlhYmNkZWY=\n"), 0o600)
+	agentFile := filepath.Join(dir, "lvsd.yaml")
+	os.WriteFile(agentFile, []byte(ecmpAgentFile("director2", "eth0", filepath.Join(dir, "lvsd.sock"), "10.0.0.3",
+		[]string{"10.0.0.2", "10.0.0.3", "10.0.0.4"}, "10.0.0.10")), 0o644)
+	cfg, err := agent.LoadConfig(agentFile)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if c := cfg.Agent.Cluster; c == nil || c.Mode != "ecmp" {
+		t.Errorf("cluster %+v, want mode ecmp", c)
+	}
+}
