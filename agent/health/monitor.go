@@ -257,7 +257,13 @@ func (m *Monitor) Changes() (states map[string]State, removed []string, all bool
 			removed = append(removed, key)
 		}
 	}
-	clear(m.dirty)
+	// A map keeps its buckets when cleared: after a Set of 100,000 targets
+	// every later call would walk them all. A new one costs what changed.
+	if len(m.dirty) > 1024 {
+		m.dirty = make(map[string]bool)
+	} else {
+		clear(m.dirty)
+	}
 	return states, removed, false
 }
 
