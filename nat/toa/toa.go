@@ -131,7 +131,6 @@ type addrKey struct {
 	Addr [16]byte
 }
 
-
 func newVIPKey(ap netip.AddrPort) (vipKey, error) {
 	if !ap.Addr().IsValid() || ap.Addr().Zone() != "" || ap.Port() == 0 {
 		return vipKey{}, fmt.Errorf("toa: %v is not a VIP:port (an address without zone and a port above 0)", ap)
