@@ -220,14 +220,12 @@ func ParseOption(options []byte) (netip.AddrPort, bool) {
 		if n < 2 || i+n > len(options) {
 			return netip.AddrPort{}, false
 		}
-		if options[i] == OptionKind {
+		if options[i] == OptionKind && (n == OptionLenV4 || n == OptionLenV6) {
 			port := binary.BigEndian.Uint16(options[i+2:])
-			switch n {
-			case OptionLenV4:
+			if n == OptionLenV4 {
 				return netip.AddrPortFrom(netip.AddrFrom4([4]byte(options[i+4:i+8])), port), true
-			case OptionLenV6:
-				return netip.AddrPortFrom(netip.AddrFrom16([16]byte(options[i+4:i+20])), port), true
 			}
+			return netip.AddrPortFrom(netip.AddrFrom16([16]byte(options[i+4:i+20])), port), true
 		}
 		i += n
 	}
