@@ -124,7 +124,7 @@ type layer struct {
 // packages and those that compose them (agent, agent/director,
 // agent/realserver, cmd, e2e) reach them.
 var kernelLibraries = []string{"github.com/google/nftables", "github.com/vishvananda/netlink", "github.com/hashicorp/memberlist",
-	"github.com/moby/ipvs", "github.com/mdlayher/", "github.com/ti-mo/", "github.com/osrg/gobgp"}
+	"github.com/moby/ipvs", "github.com/mdlayher/", "github.com/ti-mo/", "github.com/osrg/gobgp", "github.com/cilium/ebpf"}
 
 // kernelOrSyscalls adds the raw system calls, which the pure leaves reach
 // neither; the packages that serve HTTP reach them through the Prometheus
