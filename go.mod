@@ -3,6 +3,7 @@ module github.com/lvsd/lvsd
 go 1.26.8
 
 require (
+	github.com/cilium/ebpf v0.22.0
 	github.com/google/nftables v0.3.0
 	github.com/mdlayher/netlink v1.7.3-0.20250113171957-fbb4dce95f42
 	github.com/moby/ipvs v1.1.0
@@ -13,8 +14,6 @@ require (
 	go.yaml.in/yaml/v3 v3.0.6
 	golang.org/x/sys v0.47.0
 )
-
-require github.com/cilium/ebpf v0.22.0 // indirect
 
 require (
 	github.com/dgryski/go-farm v0.0.0-20200201041132-a6ae2369ad13 // indirect
