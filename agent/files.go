@@ -102,10 +102,10 @@ const scanShare = 0.01
 
 // watchedScanShare bounds it where inotify reports the edits and the scan
 // is only the safety net: the scan of 10,000 files took 1.8 s under
-// emulation, and at scanShare it was most of what an idle director of
-// 10,000 services spent above one of 1,000 (1.76 % of a core against
-// 0.95 %). A watch that loses events says so (an overflow), and every file
-// is compared then.
+// emulation, and at scanShare it could spend 1 % of a core by itself,
+// where an idle director of 10,000 services is to spend 1 % in all (it
+// was measured at 1.76 %, one of 1,000 at 0.95 %). A watch that loses
+// events says so (an overflow), and every file is compared then.
 const watchedScanShare = 0.0025
 
 // triggerScan is the reload trigger of an edit the file watch or scan
