@@ -370,12 +370,13 @@ func (a *Agent) tick() {
 
 // reconcile takes in the backends' health, then brings the data plane to
 // the desired state for what is pending (nothing pending: no pass), hands
-// it to the VIP holder, and returns the ops both applied. Failures are
+// it to the VIP holder, and returns the ops both applied (a pass applied
+// in parts keeps only some: pass) with their count by kind. Failures are
 // logged and what failed is retried at the next Check.
-func (a *Agent) reconcile(ctx context.Context) []planner.Op {
+func (a *Agent) reconcile(ctx context.Context) ([]planner.Op, planner.OpCounts) {
 	a.refreshHealth()
 	if a.pending.empty() {
-		return nil
+		return nil, planner.OpCounts{}
 	}
 	sc := a.pending
 	a.pending = scope{}

@@ -19,8 +19,8 @@ import (
 //
 //   - A full load runs at Go's default pace (GOGC 100): a tighter one would
 //     multiply the collections of a cold start. The first pass after a
-//     start runs at the steady pace (passAfterLoad): it holds its plan
-//     beside the configuration for as long as the kernel takes.
+//     start runs at the steady pace (passAfterLoad): it builds the view of
+//     the kernel beside the configuration and the desired state.
 //   - The pass after a full load hands what the burst left back to the system
 //     (settleMemory): the runtime would otherwise keep the peak
 //     mapped (RSS 308–340 MiB at 10,000 services, live heap 87 MiB).
@@ -30,16 +30,20 @@ import (
 //     idle director allocates. A small director keeps Go's default: its
 //     memory is no concern, and at 25 % a heap of a few MiB would be
 //     collected after every few hundred KiB of allocation.
-//   - And the runtime gets a soft memory limit (softLimit: 1.5 × the live
-//     heap + 16 MiB), followed after every pass. The collector alone does
-//     not bound what stays resident: memory freed after a pass's or a
-//     status request's copies is returned to the system by a background
-//     scavenger paced at ~1 % of a CPU, and at 10,000 services the
-//     director was found holding 35–40 MiB of such freed heap a minute
-//     after its start (RSS 125 MiB, live heap 57). Over the limit the
-//     runtime returns it at once. The limit is far above the heap goal,
-//     so it adds collections only while a transient doubles the heap, and
-//     it is lifted for a full load.
+//   - And the runtime gets a soft memory limit (softLimit: the steady
+//     heap goal, 1.25 × the live heap, + 16 MiB), followed after every
+//     pass. The collector alone does not bound what stays resident:
+//     memory freed after a pass's or a status request's copies is
+//     returned to the system by a background scavenger paced at ~1 % of a
+//     CPU, and at 10,000 services the director was found holding 35–40
+//     MiB of such freed heap a minute after its start (RSS 125 MiB, live
+//     heap 57). Over the limit the runtime returns it at once. At 1.5 × the
+//     live heap + 16 MiB, as it was, a settled director of 10,000 services
+//     (live heap 47 MiB) could keep 28 MiB of freed heap above the goal;
+//     16 MiB above the goal leaves room for the runtime's own memory
+//     (stacks, spans, collector metadata) and a one-file change (~9 MiB),
+//     so it adds collections only while a larger burst (lvsd status --all,
+//     ~80 MB at 10,000 services) runs, and it is lifted for a full load.
 //
 // GOGC and GOMEMLIMIT in the environment, if set, are the operator's and
 // are left alone.
@@ -52,14 +56,14 @@ const (
 )
 
 // softLimit is the runtime's soft memory limit for a live heap of live
-// bytes: room for the steady pace's growth and a pass's transient copies,
-// plus the runtime's own memory (stacks, spans, collector metadata). A
+// bytes: the steady pace's heap goal, plus the runtime's own memory
+// (stacks, spans, collector metadata) and a small change's copies. A
 // small director has none.
 func softLimit(live uint64) int64 {
 	if live < steadyPaceFrom {
 		return noMemoryLimit
 	}
-	return int64(live + live/2 + softLimitSlack)
+	return int64(live + live*steadyGCPercent/100 + softLimitSlack)
 }
 
 // limitMemory sets the soft memory limit for the live heap the last
@@ -125,8 +129,9 @@ func (a *Agent) loading() {
 
 // passAfterLoad says the configuration was built anew (a start, an agent
 // file changed) and the next pass looks at every service: at a cold start
-// of 10,000 services it holds 110,000 ops (19 MB) beside the
-// configuration while the kernel writes allocate messages. A collection
+// of 10,000 services it builds the view of the kernel (12 MB) beside the
+// configuration, a part's ops at a time (passPart), while the kernel
+// writes allocate messages. A collection
 // now frees the load's garbage and marks what is live, and the pass runs
 // at the steady pace for it: at Go's default the heap could grow to twice
 // what the pass holds before a collection, and a cold start's resident set

@@ -6,6 +6,7 @@ import (
 	"maps"
 	"reflect"
 	"slices"
+	"time"
 
 	"github.com/lvsd/lvsd/agent/planner"
 
@@ -13,10 +14,13 @@ import (
 )
 
 // pass brings the part of the data plane sc names to the desired state and
-// returns the ops it and the VIP holder applied: read back what sc names,
-// plan it against the desired state with health applied, apply, hand the
-// VIP holder what changed for it.
-func (a *Agent) pass(ctx context.Context, sc scope) []planner.Op {
+// returns the ops it and the VIP holder applied, with their count by kind:
+// read back what sc names, plan it against the desired state with health
+// applied, apply, hand the VIP holder what changed for it. A pass over
+// more than passPart services plans and applies them a part at a time
+// (passParts), and returns only the ops that failed or that the holder or
+// the status need after it (keptAfterPart): the count has them all.
+func (a *Agent) pass(ctx context.Context, sc scope) ([]planner.Op, planner.OpCounts) {
 	start := a.opts.Now()
 	desired := a.desired
 	readStart := a.opts.Now()
@@ -26,33 +30,63 @@ func (a *Agent) pass(ctx context.Context, sc scope) []planner.Op {
 		sc.table = true // something is not as the agent thinks: look at all of it next time
 		a.pending.merge(sc)
 		a.publish(desired, a.actual, start, err)
-		return nil
+		return nil, planner.OpCounts{}
 	}
 	a.audit.measured(len(keys), a.opts.Now().Sub(readStart))
 	names, resetServices := a.unappliedServices()
 	resets, applied := planner.ConnectionResets(a.applied, a.eligibility.Get, resetServices)
-	in := planner.PlanInput{Desired: desired, Actual: actual, Owned: a.owned, Drains: a.drains,
-		Now: a.opts.Now(), DrainTimeout: a.opts.DrainTimeout, Resets: resets, SkipGlobals: !sc.all && !sc.globals}
-	if !sc.all {
-		in.Scope = keys
-	} else {
-		in.Room = holderRoom(desired)
+	parts := passParts(keys, sc.all)
+	var ops []planner.Op
+	var errs []error
+	var counts planner.OpCounts
+	var applyErr error
+	for i, part := range parts {
+		in := planner.PlanInput{Desired: desired, Actual: actual, Owned: a.owned, Drains: a.drains,
+			Now: a.opts.Now(), DrainTimeout: a.opts.DrainTimeout, Scope: part, SkipGlobals: i > 0 || (!sc.all && !sc.globals)}
+		if i == 0 {
+			in.Resets = resets
+		}
+		if part == nil {
+			in.Room = holderRoom(desired)
+		}
+		partOps, drains := planner.Plan(in)
+		a.drains = drains
+		if i == 0 {
+			a.markApplied(names, applied)
+			a.logResets(desired, partOps)
+		}
+		partErrs, err := a.apply(ctx, desired, partOps, in.Scope)
+		applyErr = errors.Join(applyErr, err)
+		a.forgetResetConnections(partOps)
+		actual.Applied(partOps, partErrs) // readBack's copy: ours until published
+		a.retry(partOps, partErrs)
+		counts.Add(partOps)
+		if len(parts) == 1 {
+			ops, errs = partOps, partErrs
+			break
+		}
+		for j, op := range partOps {
+			if keptAfterPart(op, partErrs[j]) {
+				ops, errs = append(ops, op), append(errs, partErrs[j])
+			}
+		}
 	}
-	ops, drains := planner.Plan(in)
-	a.drains = drains
-	a.markApplied(names, applied)
-	a.logResets(desired, ops)
-	errs, applyErr := a.apply(ctx, desired, ops, in.Scope)
-	a.forgetResetConnections(ops)
-	a.actual = actual // readBack's copy: ours until published
-	a.actual.Applied(ops, errs)
+	if len(parts) > 1 && sc.all {
+		// The parts kept the drain records of services in none of them, as
+		// a scoped pass does; a pass over every service keeps only those
+		// it planned.
+		maps.DeleteFunc(a.drains, func(k planner.DrainKey, _ time.Time) bool {
+			_, found := slices.BinarySearchFunc(keys, k.Service, ipvs.ServiceKey.Compare)
+			return !found
+		})
+	}
+	a.actual = actual
 	for _, k := range keys {
 		if cur, ok := a.actual.Services.Get(k); ok && cur.ReadAt.IsZero() {
 			cur.ReadAt = start // made by this pass: its numbers are as new
 			a.actual.Services.Set(k, cur)
 		}
 	}
-	a.retry(ops, errs)
 	if sc.all || sc.table || a.unwanted == nil {
 		a.unwanted = planner.UnwantedIn(desired, a.actual) // the table was read: anyone's services may have come or gone
 	} else {
@@ -63,6 +97,7 @@ func (a *Agent) pass(ctx context.Context, sc scope) []planner.Op {
 
 	held, holdErr := a.syncHolder(ctx, desired, actual, ops, errs, sc.holder || sc.all)
 	ops = append(ops, held...)
+	counts.Add(held)
 	if err := errors.Join(applyErr, holdErr); err != nil {
 		applyErr = err
 		a.log.Error("some changes failed; will retry", "err", err)
@@ -70,12 +105,53 @@ func (a *Agent) pass(ctx context.Context, sc scope) []planner.Op {
 	a.publish(desired, a.actual, start, applyErr, ops...)
 	// Passes that change nothing stay quiet, except the first: after a
 	// restart it says the kernel was adopted as it was.
-	if len(ops) > 0 || !a.reconciled {
+	if total, _ := counts.Total(); total > 0 || !a.reconciled {
 		a.reconciled = true
-		a.log.Info("reconciled", "ops", len(ops), "changes", planner.Summarize(ops), "services_read", len(keys),
+		a.log.Info("reconciled", "ops", total, "changes", counts.String(), "services_read", len(keys),
 			"duration", a.opts.Now().Sub(start).String())
 	}
-	return ops
+	return ops, counts
+}
+
+// passPart is how many IPVS services a pass plans and applies at a time.
+// A cold start of 10,000 services × 10 backends planned 110,000 ops of
+// 176 bytes at once (19 MB), held beside the configuration and the
+// desired state until the kernel had taken them all and the view of the
+// kernel was built from them: the pass's heap peaked 26 MiB above the
+// settled heap (docs/performance.md). A part of 1,000 services plans about
+// 11,000 ops (2 MB), enough for the parallel IPVS writers
+// (Kernel.applySpread), and the ownership record, written ahead of each
+// part, is written ten times at 10,000 services.
+const passPart = 1000
+
+// passParts splits the IPVS services a pass plans (keys, sorted) into the
+// scopes of its parts: one part of all of them while they are few (nil,
+// every service, for a pass over everything), else runs of passPart. The
+// first part also plans the globals and the connection resets.
+func passParts(keys []ipvs.ServiceKey, all bool) [][]ipvs.ServiceKey {
+	if len(keys) <= passPart {
+		if all {
+			return [][]ipvs.ServiceKey{nil}
+		}
+		return [][]ipvs.ServiceKey{keys}
+	}
+	return slices.Collect(slices.Chunk(keys, passPart))
+}
+
+// keptAfterPart says whether op, applied with err in one part of a pass,
+// is kept for what runs after the last part: the failures (Served, the
+// log), the deleted services (the addresses still in use) and anything
+// besides IPVS services and destinations (the status, the holder).
+func keptAfterPart(op planner.Op, err error) bool {
+	if err != nil {
+		return true
+	}
+	switch op.Kind {
+	case planner.AddService, planner.UpdateService, planner.AddDestination, planner.UpdateDestination,
+		planner.DeleteDestination, planner.MoveDestination:
+		return false
+	}
+	return true
 }
 
 // holderRoom is about how many ops the VIP holder plans after a pass over

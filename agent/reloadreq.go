@@ -3,8 +3,6 @@ package agent
 import (
 	"context"
 	"errors"
-
-	"github.com/lvsd/lvsd/agent/planner"
 )
 
 // ReloadOutcome is what a requested reload did.
@@ -59,22 +57,12 @@ func (a *Agent) reloadAndApply(ctx context.Context) ReloadOutcome {
 	if err != nil {
 		return ReloadOutcome{Rejected: true, Err: err}
 	}
-	ops := a.reconcile(ctx)
+	_, counts := a.reconcile(ctx)
 	a.settleMemory()
-	r := ReloadOutcome{Changed: changed, Restart: restart, Changes: countKernelChanges(ops), Held: a.coordination.Held}
+	_, changes := counts.Total()
+	r := ReloadOutcome{Changed: changed, Restart: restart, Changes: changes, Held: a.coordination.Held}
 	if s := a.snap.Load(); s != nil && s.Err != "" {
 		r.Err = errors.New(s.Err)
 	}
 	return r
-}
-
-// countKernelChanges counts the ops that change the kernel (not the waits).
-func countKernelChanges(ops []planner.Op) int {
-	n := 0
-	for _, op := range ops {
-		if op.Kind != planner.AwaitExpiry {
-			n++
-		}
-	}
-	return n
 }

@@ -142,7 +142,7 @@ func TestResetThroughTheKernel(t *testing.T) {
 	states["web/10.0.0.12"] = health.State{Weight: health.NoWeight}
 	var logged bytes.Buffer
 	a.log = slog.New(slog.NewTextHandler(&logged, nil))
-	ops := a.reconcile(t.Context())
+	ops, _ := a.reconcile(t.Context())
 	// The log names what is dropped, not what had nothing to drop.
 	if want := `event=reset service=web ipvs_service=tcp:10.0.0.50:80 destinations=[10.0.0.11:80] reason="unhealthy, persistence_on_unhealthy never (tcp)"`; strings.Count(logged.String(), "event=reset") != 1 || !strings.Contains(logged.String(), want) {
 		t.Errorf("log:\n%s\nwant one reset line with %s", logged.String(), want)
@@ -175,7 +175,7 @@ func TestResetThroughTheKernel(t *testing.T) {
 		t.Errorf("the relay forgot %q, want %q", relay.forgot, want)
 	}
 	// Staying unhealthy resets nothing more; a fresh pass is empty.
-	if got := a.reconcile(t.Context()); len(got) != 0 {
+	if got, _ := a.reconcile(t.Context()); len(got) != 0 {
 		t.Errorf("next pass: %v", got)
 	}
 }

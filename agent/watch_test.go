@@ -102,16 +102,20 @@ func TestReloadWatchOff(t *testing.T) {
 }
 
 func TestScanInterval(t *testing.T) {
-	for _, c := range []struct{ every, cost, want time.Duration }{
-		{0, 0, 0},                                                      // no watch, a free scan: every Check
-		{0, 5 * time.Millisecond, 0},                                   // every Check
-		{0, 60 * time.Millisecond, 0},                                  // a few files on 9p: every Check still
-		{0, 150 * time.Millisecond, 15 * time.Second},                  // many files: 1 % of the time
-		{30 * time.Second, 40 * time.Millisecond, 30 * time.Second},    // 10,000 files natively
-		{30 * time.Second, 1800 * time.Millisecond, 180 * time.Second}, // 10,000 files under emulation
+	for _, c := range []struct {
+		every, cost time.Duration
+		share       float64
+		want        time.Duration
+	}{
+		{0, 0, scanShare, 0},                                                             // no watch, a free scan: every Check
+		{0, 5 * time.Millisecond, scanShare, 0},                                          // every Check
+		{0, 60 * time.Millisecond, scanShare, 0},                                         // a few files on 9p: every Check still
+		{0, 150 * time.Millisecond, scanShare, 15 * time.Second},                         // many files: 1 % of the time
+		{30 * time.Second, 40 * time.Millisecond, watchedScanShare, 30 * time.Second},    // 10,000 watched files natively
+		{30 * time.Second, 1800 * time.Millisecond, watchedScanShare, 720 * time.Second}, // under emulation: 0.25 %
 	} {
-		if got := scanInterval(c.every, c.cost); got != c.want {
-			t.Errorf("scanInterval(%v, %v) = %v, want %v", c.every, c.cost, got, c.want)
+		if got := scanInterval(c.every, c.cost, c.share); got != c.want {
+			t.Errorf("scanInterval(%v, %v, %v) = %v, want %v", c.every, c.cost, c.share, got, c.want)
 		}
 	}
 }

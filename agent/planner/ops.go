@@ -232,12 +232,38 @@ func routeAttrs(r route.Route) string {
 
 // Summarize counts ops by kind, e.g. "add-service=2 add-destination=20".
 func Summarize(ops []Op) string {
-	var counts [len(opNames)]int
+	var c OpCounts
+	c.Add(ops)
+	return c.String()
+}
+
+// OpCounts counts ops by kind: what a plan applied in parts did, once its
+// ops are gone.
+type OpCounts [len(opNames)]int
+
+// Add counts ops.
+func (c *OpCounts) Add(ops []Op) {
 	for _, op := range ops {
-		counts[op.Kind]++
+		c[op.Kind]++
 	}
+}
+
+// Total is how many ops were counted, and changes those that change the
+// host (all but the waits, AwaitExpiry).
+func (c OpCounts) Total() (total, changes int) {
+	for k, n := range c {
+		total += n
+		if OpKind(k) != AwaitExpiry {
+			changes += n
+		}
+	}
+	return total, changes
+}
+
+// String reads as Summarize's "add-service=2 add-destination=20".
+func (c OpCounts) String() string {
 	var parts []string
-	for k, n := range counts {
+	for k, n := range c {
 		if n > 0 {
 			parts = append(parts, fmt.Sprintf("%s=%d", OpKind(k), n))
 		}
