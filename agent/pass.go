@@ -164,7 +164,7 @@ func (a *Agent) readBack(ctx context.Context, d planner.Desired, sc scope) (plan
 		if err != nil {
 			return planner.Actual{}, nil, err
 		}
-		view.NATDigest, view.Sysctls, view.Daemons, view.Timeouts = g.NATDigest, g.Sysctls, g.Daemons, g.Timeouts
+		view.NATDigest, view.Sysctls, view.Daemons, view.Timeouts, view.TOA = g.NATDigest, g.Sysctls, g.Daemons, g.Timeouts, g.TOA
 	}
 	return view, slices.SortedFunc(maps.Keys(keys), ipvs.ServiceKey.Compare), nil
 }
@@ -179,7 +179,8 @@ func (a *Agent) retry(ops []planner.Op, errs []error) {
 			continue
 		}
 		switch op.Kind {
-		case planner.SetSysctl, planner.SetTimeouts, planner.StartDaemon, planner.StopDaemon, planner.ReplaceNAT, planner.RemoveNAT:
+		case planner.SetSysctl, planner.SetTimeouts, planner.StartDaemon, planner.StopDaemon, planner.ReplaceNAT, planner.RemoveNAT,
+			planner.SetTOAServices, planner.AttachTOA, planner.DetachTOA, planner.RemoveTOA:
 			a.pending.globals = true
 		default:
 			a.pending.add(op.Service.ServiceKey)
