@@ -216,8 +216,8 @@ func sameProgrammed(p, q Programmed) bool {
 
 // sameGlobals reports whether the parts of the data plane outside IPVS
 // services are the same in d and e: sysctls, sync daemons, nftables, IPVS
-// timeouts.
+// timeouts, the TOA program.
 func sameGlobals(d, e planner.Desired) bool {
 	return maps.Equal(d.Sysctls, e.Sysctls) && slices.Equal(d.Daemons, e.Daemons) && d.NAT.Digest() == e.NAT.Digest() &&
-		d.Timeouts == e.Timeouts
+		d.Timeouts == e.Timeouts && reflect.DeepEqual(d.TOA, e.TOA)
 }
