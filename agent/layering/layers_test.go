@@ -82,7 +82,7 @@ var layers = []layer{
 	{pkg: "agent/views", mayUse: []string{"ipvs/l4", "agent", "agent/planner", "agent/api", "agent/health", "agent/histogram", "agent/maglev", "agent/metrics", "ipvs/spec",
 		"cluster", "cluster/bgp", "cluster/connsync"}, // the status carries the cluster's, BGP's and the relay's own status values
 		mayNot3:    kernelLibraries,
-		testMayUse: []string{"ipvs", "arp", "arp/sysctl", "nat"}}, // the tests drive an agent on the kernel packages' fakes
+		testMayUse: []string{"ipvs", "arp", "arp/sysctl", "nat", "nat/toa"}}, // the tests drive an agent on the kernel packages' fakes
 	{pkg: "agent/logging", mayNot3: kernelLibraries}, // the journal is a local datagram socket
 	{pkg: "agent/clidoc", mayUse: []string{"docs"}, mayNot3: kernelLibraries},
 	{pkg: "agent/realserver", mayUse: []string{"agent/apply", "agent/planner", "agent/config", "agent/api", "agent/statefile", "agent/metrics", "agent/sdnotify", "arp", "arp/sysctl", "nat", "nat/toa"},

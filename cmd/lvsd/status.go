@@ -254,6 +254,9 @@ func writeDirectorStatus(w io.Writer, st views.Status, cols statusColumns, now t
 			return err
 		}
 	}
+	if st.TOA != nil {
+		writeTOAStatus(w, st.TOA)
+	}
 	summary := st.View == views.ViewSummary || st.View == views.ViewProblems
 	if summary {
 		writeStatusTotals(w, st.Totals)
