@@ -163,6 +163,7 @@ type FakeRealServer struct {
 	directors []netip.Addr
 	stats     RealServerStats
 	removed   bool
+	pinned    bool
 	failNext  error
 }
 
@@ -191,7 +192,7 @@ func (f *FakeRealServer) Attach(ctx context.Context, cgroupPath string) error {
 	if err := f.fail(); err != nil {
 		return err
 	}
-	f.cgroup, f.removed = cgroupPath, false
+	f.cgroup, f.removed, f.pinned = cgroupPath, false, true
 	return nil
 }
 
@@ -210,6 +211,7 @@ func (f *FakeRealServer) SetServices(ctx context.Context, local []netip.AddrPort
 	for _, k := range keys {
 		f.services = append(f.services, k.addrPort())
 	}
+	f.pinned = true
 	return nil
 }
 
@@ -228,6 +230,7 @@ func (f *FakeRealServer) SetDirectors(ctx context.Context, addrs []netip.Addr) e
 	for _, k := range keys {
 		f.directors = append(f.directors, netip.AddrFrom16(k.Addr).Unmap())
 	}
+	f.pinned = true
 	return nil
 }
 
@@ -252,8 +255,15 @@ func (f *FakeRealServer) Remove(ctx context.Context) error {
 	if err := f.fail(); err != nil {
 		return err
 	}
-	f.cgroup, f.services, f.directors, f.stats, f.removed = "", nil, nil, RealServerStats{}, true
+	f.cgroup, f.services, f.directors, f.stats, f.removed, f.pinned = "", nil, nil, RealServerStats{}, true, false
 	return nil
+}
+
+// Pinned implements RealServer.
+func (f *FakeRealServer) Pinned() bool {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return f.pinned
 }
 
 // Close implements RealServer.

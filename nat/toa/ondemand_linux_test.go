@@ -72,3 +72,41 @@ func TestOnDemandDirector(t *testing.T) {
 	}
 	assertNothingPinned(t, root)
 }
+
+// TestOnDemandRealServer: nothing loaded or pinned before the first change;
+// a restarted lvsd's Remove (lvsd cleanup) finds and removes what the first
+// left.
+func TestOnDemandRealServer(t *testing.T) {
+	requireRoot(t)
+	ctx := context.Background()
+	root := bpfFS(t)
+	cg := cgroup(t)
+	first := NewOnDemandRealServer(Options{PinRoot: root})
+	if st, err := first.Stats(ctx); first.Pinned() || err != nil || st != (RealServerStats{}) {
+		t.Fatalf("before any change: pinned %v, stats %+v, %v", first.Pinned(), st, err)
+	}
+	if err := first.SetServices(ctx, []netip.AddrPort{netip.AddrPortFrom(server4, port)}); err != nil {
+		t.Fatal(err)
+	}
+	if err := first.SetDirectors(ctx, []netip.Addr{snat4}); err != nil {
+		t.Fatal(err)
+	}
+	if err := first.Attach(ctx, cg); err != nil {
+		t.Fatal(err)
+	}
+	first.Close()
+	second := NewOnDemandRealServer(Options{PinRoot: root})
+	if !second.Pinned() {
+		t.Fatal("not pinned after a change")
+	}
+	if _, err := second.Stats(ctx); err != nil || second.r != nil {
+		t.Fatalf("stats: %v, loaded %v", err, second.r != nil)
+	}
+	if err := second.Remove(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if second.Pinned() {
+		t.Error("pinned after Remove")
+	}
+	assertNothingPinned(t, root)
+}

@@ -95,6 +95,8 @@ type RealServer interface {
 	// to carry the option exactly addrs.
 	SetDirectors(ctx context.Context, addrs []netip.Addr) error
 	Stats(ctx context.Context) (RealServerStats, error)
+	// Pinned reports whether the programs' objects exist.
+	Pinned() bool
 	Remove(ctx context.Context) error
 	Close() error
 }
