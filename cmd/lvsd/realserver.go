@@ -17,6 +17,7 @@ import (
 	"github.com/lvsd/lvsd/arp"
 	"github.com/lvsd/lvsd/arp/sysctl"
 	"github.com/lvsd/lvsd/nat"
+	"github.com/lvsd/lvsd/nat/toa"
 )
 
 func init() {
@@ -26,7 +27,7 @@ func init() {
 	}{
 		{"drain", "take this host out of service, keeping its connections (kept across restarts)", drain},
 		{"undrain", "put this host back in service", undrain},
-		{"cleanup", "real server: remove the VIPs, sysctls and tunnel setup lvsd added (stop the agent first)", cleanup},
+		{"cleanup", "real server: remove the VIPs, sysctls, tunnel setup and TOA programs lvsd added (stop the agent first)", cleanup},
 	} {
 		subcommands = append(subcommands, func() *cobra.Command {
 			return &cobra.Command{Use: c.use, Short: c.short, Args: argCount(0, 0), ValidArgsFunction: cobra.NoFileCompletions,
@@ -39,7 +40,8 @@ func init() {
 // /proc/sys for sysctls, generic netlink for GUE ports, nftables for the
 // MSS clamp of tunnel VIPs.
 func realServerHost() realserver.Host {
-	return realserver.Host{Addrs: arp.Kernel{}, Sysctls: sysctl.ProcSys{}, Tunnels: arp.KernelTunnels{}, NAT: nat.NewKernel()}
+	return realserver.Host{Addrs: arp.Kernel{}, Sysctls: sysctl.ProcSys{}, Tunnels: arp.KernelTunnels{}, NAT: nat.NewKernel(),
+		TOA: toa.NewOnDemandRealServer(toa.Options{})}
 }
 
 func drain(ctx context.Context, e *env) error   { return setDrain(ctx, e, true) }

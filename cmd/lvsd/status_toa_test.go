@@ -5,6 +5,7 @@ import (
 	"testing"
 
 	"github.com/lvsd/lvsd/agent"
+	"github.com/lvsd/lvsd/agent/realserver"
 )
 
 func TestWriteTOAStatus(t *testing.T) {
@@ -21,5 +22,22 @@ func TestWriteTOAStatus(t *testing.T) {
 		if b.String() != c.want {
 			t.Errorf("got  %q\nwant %q", b.String(), c.want)
 		}
+	}
+}
+
+func TestWriteRealServerStatusTOA(t *testing.T) {
+	st := realServerStatus()
+	st.Checks = nil
+	st.TOA = &realserver.TOAStatus{Cgroup: "/sys/fs/cgroup", Backends: []string{"10.0.1.11:443"}, Directors: []string{"10.0.1.200", "10.0.1.201"},
+		Error: "no BPF file system", Stored: 50, NotDirector: 1, NoOption: 2, NoSYN: 3}
+	var b strings.Builder
+	if err := writeRealServerStatus(&b, st, statusNow); err != nil {
+		t.Fatal(err)
+	}
+	want := "\nclient address (toa): cgroup /sys/fs/cgroup, backends 10.0.1.11:443, directors 10.0.1.200 10.0.1.201\n" +
+		"  NOT IN PLACE: no BPF file system\n" +
+		"  50 connections with the client's address, 1 from other sources, 2 directors' SYNs without the option, 3 without a saved SYN\n"
+	if !strings.HasSuffix(b.String(), want) {
+		t.Errorf("got\n%s\nwant it to end\n%s", b.String(), want)
 	}
 }
