@@ -103,7 +103,7 @@ var layers = []layer{
 		"agent/views", "cluster", "cluster/connsync", // decode `lvsd status` JSON into the types lvsd encodes it from, and wait out the cluster's default timers
 		"cluster/identity", // the identity tests' injector signs as a director would, with a director's key or another
 		"cluster/bgp",      // decodes the BGP status lvsd reports (prefix counts, flap reasons) into its own type
-		"nat/toa",          // TestFullNATClientAddress attaches the TOA programs itself until lvsd configures them
+		"nat/toa",          // TestFullNATClientAddress attaches the TOA programs itself; the test of lvsd's client_address finds lvsd's pin root
 	}},
 	{pkg: "e2e/demo", mayUse: []string{"e2e/...", "ipvs"}},                          // prints the kernel's IPVS table as lvsd programmed it
 	{pkg: "e2e/bench", mayUse: []string{"e2e/...", "agent/api"}},                    // lvsd-bench fetches profiles through the control socket's client
