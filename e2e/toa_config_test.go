@@ -67,14 +67,11 @@ func TestFullNATClientAddressByConfig(t *testing.T) {
 	d := newDirector(t, director, services)
 	d.start()
 	d.waitServices(2, 2)
-	waitFor(t, 15*time.Second, "the director's TOA program on "+director.Link, func() bool {
+	waitFor(t, 15*time.Second, "the director's TOA program on "+director.Link+" with 2 VIP:ports, in lvsd status and in tc", func() bool {
 		out, _ := director.Run(context.Background(), "tc", "filter", "show", "dev", director.Link, "ingress")
-		return strings.Contains(out, "lvsd_toa")
+		st := statusPart[toaStatus](t, director, "toa")
+		return strings.Contains(out, "lvsd_toa") && len(st.Interfaces) == 1 && st.Interfaces[0] == director.Link && len(st.Services) == 2
 	})
-	st := statusPart[toaStatus](t, director, "toa")
-	if len(st.Interfaces) != 1 || st.Interfaces[0] != director.Link || len(st.Services) != 2 {
-		t.Errorf("lvsd status toa: %+v; want on %s with 2 VIP:ports", st, director.Link)
-	}
 
 	ctx := context.Background()
 	// Control: the director adds the option, but without the real
@@ -128,7 +125,7 @@ func TestFullNATClientAddressByConfig(t *testing.T) {
 			}
 		}
 	}
-	st = statusPart[toaStatus](t, director, "toa")
+	st := statusPart[toaStatus](t, director, "toa")
 	t.Logf("director's lvsd status toa: %+v", st)
 	if st.Added < uint64(asked) || st.NoRoom != 0 {
 		t.Errorf("director counters %+v: want at least %d options added, none without room", st, asked)
