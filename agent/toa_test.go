@@ -8,6 +8,7 @@ import (
 	"testing"
 
 	"github.com/lvsd/lvsd/agent/planner"
+	"github.com/lvsd/lvsd/nat/toa"
 )
 
 const toaWeb = "service: web\nvip: 10.0.0.50\nports: [443]\nforwarding: fullnat\nclient_address: toa\n" +
@@ -98,5 +99,24 @@ func TestTOAWithoutProgram(t *testing.T) {
 	errs := Kernel{}.Apply(t.Context(), ops)
 	if errs[0] == nil || !strings.Contains(errs[0].Error(), "cannot run the TOA program") || errs[1] != nil {
 		t.Errorf("errors %v", errs)
+	}
+}
+
+// lvsd cleanup on a stopped director removes a pinned program, and with
+// nothing pinned does nothing.
+func TestCleanupTOA(t *testing.T) {
+	prog := toa.NewFakeDirector()
+	if err := prog.Attach(t.Context(), "eth0"); err != nil {
+		t.Fatal(err)
+	}
+	for _, want := range [][]string{{"toa-remove"}, nil} {
+		ops, err := CleanupTOA(t.Context(), Kernel{TOA: prog})
+		var got []string
+		for _, op := range ops {
+			got = append(got, op.Describe())
+		}
+		if err != nil || !slices.Equal(got, want) || prog.Pinned() {
+			t.Errorf("cleanup: %q, %v, pinned %v; want %q", got, err, prog.Pinned(), want)
+		}
 	}
 }

@@ -2,7 +2,10 @@ package agent
 
 import (
 	"context"
+	"errors"
 	"fmt"
+
+	"github.com/lvsd/lvsd/agent/planner"
 )
 
 // TOAStatus is the director's TOA program as `lvsd status` shows it: where
@@ -42,4 +45,17 @@ func (a *Agent) TOA(ctx context.Context) (*TOAStatus, error) {
 	}
 	st.Added, st.NoRoom, st.Stripped, st.Unsupported = c.Added, c.NoRoom, c.Stripped, c.Unsupported
 	return st, nil
+}
+
+// CleanupTOA removes the TOA program a director left pinned (`lvsd
+// cleanup` on a stopped director) and returns the ops it ran: it outlives
+// lvsd, unlike what lvsd's next run takes back on its own. Nothing
+// pinned: no op.
+func CleanupTOA(ctx context.Context, k Kernel) ([]planner.Op, error) {
+	actual, err := k.readTOA(ctx)
+	if err != nil {
+		return nil, err
+	}
+	ops, _ := planner.Plan(planner.PlanInput{Actual: planner.Actual{TOA: actual}, Desired: planner.Desired{Sysctls: map[string]string{}}})
+	return ops, errors.Join(k.Apply(ctx, ops)...)
 }

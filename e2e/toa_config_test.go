@@ -29,8 +29,8 @@ import (
 // before the real-server agent they return the director's source address (the
 // control). lvsd status shows the director's program and its counters. A
 // reload without client_address removes the director's program; `lvsd
-// cleanup` on the stopped real server removes its programs: nothing is left
-// pinned, on any interface.
+// cleanup` on the stopped director and real server removes what they left:
+// nothing is left pinned, on any interface.
 func TestFullNATClientAddressByConfig(t *testing.T) {
 	tp := topo.New(t, topo.WithClientSources(50))
 	director := tp.Director(1)
@@ -151,6 +151,25 @@ func TestFullNATClientAddressByConfig(t *testing.T) {
 	r, _, err := askTracked(ctx, tp.Client(), families[0].srcs[1], families[0].vip)
 	if err != nil || !contains(families[0].snat, r.PeerName.Addr()) {
 		t.Errorf("after turning it off: %+v, %v; want the director's source address", r, err)
+	}
+
+	// On again, then the director stops: its program stays (a restart has
+	// no moment without it) until lvsd cleanup removes it.
+	off = d.logSize()
+	for _, f := range families {
+		writeFile(t, filepath.Join(d.dir, "services.d", "web"+f.name+".yaml"), service(f, "client_address: toa\n"))
+	}
+	d.hup()
+	d.waitLog(off, 15*time.Second, "op=toa-attach")
+	d.stop()
+	if out, _ := director.Run(ctx, "tc", "filter", "show", "dev", director.Link, "ingress"); !strings.Contains(out, "lvsd_toa") {
+		t.Errorf("the director's program went with lvsd:\n%s", out)
+	}
+	if out, code := runLVSD(t, director, "cleanup", "--config", d.config()); code != 0 || !strings.Contains(out, "toa-remove") {
+		t.Errorf("cleanup on the director: exit %d: %s", code, out)
+	}
+	if out, _ := director.Run(ctx, "tc", "filter", "show", "dev", director.Link, "ingress"); strings.Contains(out, "lvsd_toa") {
+		t.Errorf("a filter is left after the director's cleanup:\n%s", out)
 	}
 
 	rsAgent.stop()
