@@ -343,7 +343,10 @@ func assemble(agent *config.Agent, services []*config.Service, pieces Pieces) (D
 		d.PeerSNAT = peerSNAT(services, pieces)
 	}
 	spec.DropRedirects6 = forwardV6
-	d.TOA = desiredTOA(agent, services)
+	var err error
+	if d.TOA, err = desiredTOA(agent, services); err != nil {
+		return Desired{}, err
+	}
 	if agent.BGP != nil {
 		// The VIPs are on lo: the director must not answer ARP for them on
 		// its link (the routers reach it by its own address), as a DR real
@@ -388,7 +391,6 @@ func assemble(agent *config.Agent, services []*config.Service, pieces Pieces) (D
 			d.Daemons = syncDaemons(c.ConnSync)
 		}
 	}
-	var err error
 	if d.NAT, err = nat.Render(spec); err != nil {
 		return Desired{}, fmt.Errorf("rendering nftables rules: %w", err)
 	}

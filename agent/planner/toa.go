@@ -27,8 +27,10 @@ func (t TOA) Wanted() bool { return len(t.Services) > 0 }
 
 // desiredTOA is the TOA program services ask for: every VIP:port of their
 // services with client_address toa, on the interface each service's VIP
-// arrives on (its own interface, or the agent file's).
-func desiredTOA(agent *config.Agent, services []*config.Service) TOA {
+// arrives on (its own interface, or the agent file's). More VIP:ports than
+// the program's map holds is an error: the configuration is refused rather
+// than some services silently going without.
+func desiredTOA(agent *config.Agent, services []*config.Service) (TOA, error) {
 	var t TOA
 	for _, s := range services {
 		if s.ClientAddress != config.ClientAddressTOA {
@@ -45,10 +47,14 @@ func desiredTOA(agent *config.Agent, services []*config.Service) TOA {
 	t.Interfaces = slices.Compact(t.Interfaces)
 	slices.SortFunc(t.Services, netip.AddrPort.Compare)
 	t.Services = slices.Compact(t.Services)
-	if len(t.Services) == 0 {
-		return TOA{}
+	switch {
+	case len(t.Services) == 0:
+		return TOA{}, nil
+	case len(t.Services) > config.MaxTOAPorts:
+		return TOA{}, fmt.Errorf("the services with client_address toa have %d VIP:ports in all; the director's TOA program takes at most %d",
+			len(t.Services), config.MaxTOAPorts)
 	}
-	return t
+	return t, nil
 }
 
 // sameTOA reports whether services a and b ask the same of the TOA program.

@@ -1,9 +1,11 @@
 package planner
 
 import (
+	"fmt"
 	"net/netip"
 	"reflect"
 	"slices"
+	"strings"
 	"testing"
 
 	"github.com/lvsd/lvsd/agent/config"
@@ -58,6 +60,20 @@ func TestBuildTOA(t *testing.T) {
 				t.Errorf("TOA %+v, want %+v", d.TOA, c.want)
 			}
 		})
+	}
+}
+
+// More VIP:ports in all than the program's map holds refuse the
+// configuration, each service within its own bound.
+func TestBuildTOATooMany(t *testing.T) {
+	var services []*config.Service
+	for i := range 3 {
+		services = append(services, fullnatService(fmt.Sprintf("s%d", i), fmt.Sprintf("10.0.0.%d", 50+i), "", config.ClientAddressTOA,
+			l4.PortRange{From: 1000, To: 2999}))
+	}
+	_, err := Build(&config.Agent{Interface: "eth0"}, services)
+	if err == nil || !strings.Contains(err.Error(), "6000 VIP:ports in all; the director's TOA program takes at most 4096") {
+		t.Errorf("error %v", err)
 	}
 }
 
