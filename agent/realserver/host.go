@@ -10,7 +10,6 @@ import (
 	"github.com/lvsd/lvsd/arp"
 	"github.com/lvsd/lvsd/arp/sysctl"
 	"github.com/lvsd/lvsd/nat"
-	"github.com/lvsd/lvsd/nat/toa"
 )
 
 // Host is what the real-server agent changes, each part behind the small
@@ -22,9 +21,6 @@ type Host struct {
 	Sysctls sysctl.Interface
 	Tunnels arp.Tunnels
 	NAT     nat.Interface
-	// TOA is the TOA programs of realserver.client_address; nil: this host
-	// cannot run them (and with nothing pinned, nothing to clean up).
-	TOA toa.RealServer
 }
 
 // ReadActual reads what planner.PlanRealServer compares for d and owned:
