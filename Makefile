@@ -11,7 +11,7 @@ OUT ?= $(CURDIR)/e2e/out
 RUN ?= .
 E2E_TIMEOUT ?= 40m
 
-.PHONY: all build vet unit examples-check fuzz fuzz-short e2e soak prev test demo bench ecmp-bench clean vm-setup package package-check
+.PHONY: all build vet unit examples-check bpf bpf-check fuzz fuzz-short e2e soak prev test demo bench ecmp-bench clean vm-setup package package-check
 
 all: build
 
@@ -40,6 +40,26 @@ unit:
 examples-check:
 	$(CURDIR)/examples/prometheus/check
 
+# The eBPF programs of nat/toa (TOA for FULLNAT): bpf2go compiles them with
+# Debian's clang and embeds the objects, which are committed so that a build
+# needs no clang. `make bpf` regenerates them after a change to
+# nat/toa/bpf/*; `make bpf-check` compiles the sources afresh in a temporary
+# folder and fails if the committed objects or Go files differ from them.
+BPF_TOOLS := clang llvm-strip
+bpf:
+	@for t in $(BPF_TOOLS); do command -v $$t >/dev/null || { echo "$$t missing: apt-get install clang llvm libbpf-dev" >&2; exit 1; }; done
+	cd nat/toa && $(GO) generate ./
+bpf-check:
+	@for t in $(BPF_TOOLS); do command -v $$t >/dev/null || { echo "$$t missing: apt-get install clang llvm libbpf-dev" >&2; exit 1; }; done
+	@set -e; tmp=$$(mktemp -d); trap 'rm -rf "$$tmp"' EXIT; \
+	cp -r nat/toa/bpf nat/toa/gen.go "$$tmp/"; \
+	$(GO) build -o "$$tmp/bpf2go" github.com/cilium/ebpf/cmd/bpf2go; \
+	sed -n 's|^//go:generate go run github.com/cilium/ebpf/cmd/bpf2go |"$$tmp"/bpf2go |p' nat/toa/gen.go > "$$tmp/gen.sh"; \
+	(cd "$$tmp" && GOPACKAGE=toa tmp="$$tmp" bash gen.sh >/dev/null); \
+	for f in director_bpfel.o director_bpfel.go realserver_bpfel.o realserver_bpfel.go; do \
+	  cmp -s "$$tmp/$$f" nat/toa/$$f || { echo "nat/toa/$$f differs from what its source compiles to: run make bpf and commit" >&2; exit 1; }; \
+	done; echo "bpf-check: the committed objects match nat/toa/bpf"
+
 # Native Go fuzz targets, one "package:FuzzName" per entry; add yours here.
 # `make fuzz` runs each for FUZZTIME (long runs, by hand), `make unit` each
 # for FUZZ_SHORT. Crashers land in the package's testdata/fuzz/FuzzName/
@@ -62,7 +82,8 @@ FUZZ_TARGETS := \
 	./cluster/connsync:FuzzOrigins \
 	./cluster/configsync:FuzzDecode \
 	./cluster/bfd:FuzzParsePacket \
-	./cluster/vrrp:FuzzParse
+	./cluster/vrrp:FuzzParse \
+	./nat/toa:FuzzParseOption
 FUZZTIME ?= 10m
 # A count, not a duration: Go 1.26's fuzz coordinator can fail a target with a
 # bare "context deadline exceeded" when a -fuzztime duration ends

@@ -103,6 +103,7 @@ var layers = []layer{
 		"agent/views", "cluster", "cluster/connsync", // decode `lvsd status` JSON into the types lvsd encodes it from, and wait out the cluster's default timers
 		"cluster/identity", // the identity tests' injector signs as a director would, with a director's key or another
 		"cluster/bgp",      // decodes the BGP status lvsd reports (prefix counts, flap reasons) into its own type
+		"nat/toa",          // TestFullNATClientAddress attaches the TOA programs itself until lvsd configures them
 	}},
 	{pkg: "e2e/demo", mayUse: []string{"e2e/...", "ipvs"}}, // prints the kernel's IPVS table as lvsd programmed it
 	{pkg: "e2e/bench", mayUse: []string{"e2e/...", "agent/api"}, // lvsd-bench fetches profiles through the control socket's client
@@ -125,7 +126,7 @@ type layer struct {
 // packages and those that compose them (agent, agent/director,
 // agent/realserver, cmd, e2e) reach them.
 var kernelLibraries = []string{"github.com/google/nftables", "github.com/vishvananda/netlink", "github.com/hashicorp/memberlist",
-	"github.com/moby/ipvs", "github.com/mdlayher/", "github.com/ti-mo/", "github.com/osrg/gobgp"}
+	"github.com/moby/ipvs", "github.com/mdlayher/", "github.com/ti-mo/", "github.com/osrg/gobgp", "github.com/cilium/ebpf"}
 
 // kernelOrSyscalls adds the raw system calls, which the pure leaves reach
 // neither; the packages that serve HTTP reach them through the Prometheus

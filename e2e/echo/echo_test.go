@@ -59,6 +59,9 @@ func TestDirect(t *testing.T) {
 						if r.Name != rs.ID || r.Peer.Addr() != src || r.Local != dst {
 							t.Errorf("%s %s -> %s: got %+v", proto, src, dst, r)
 						}
+						if want := (proto == echo.TCP); r.PeerName.IsValid() != want || want && r.PeerName != r.Peer {
+							t.Errorf("%s %s -> %s: getpeername %v beside accept's %v", proto, src, dst, r.PeerName, r.Peer)
+						}
 					}()
 				}
 			}
@@ -244,6 +247,9 @@ func TestParse(t *testing.T) {
 			Name: "rs1", Peer: netip.MustParseAddrPort("10.0.0.100:41234"), Local: netip.MustParseAddrPort("10.0.0.50:80")},
 		"  name=rs2 local=[fd00::50]:53 peer=[fd00::100]:1 extra=1": {
 			Name: "rs2", Peer: netip.MustParseAddrPort("[fd00::100]:1"), Local: netip.MustParseAddrPort("[fd00::50]:53")},
+		"name=rs3 peer=10.0.0.200:5 local=10.0.0.3:80 peername=10.0.0.100:41234": {
+			Name: "rs3", Peer: netip.MustParseAddrPort("10.0.0.200:5"), Local: netip.MustParseAddrPort("10.0.0.3:80"),
+			PeerName: netip.MustParseAddrPort("10.0.0.100:41234")},
 	}
 	for line, want := range good {
 		got, err := echo.Parse(line)

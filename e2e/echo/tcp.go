@@ -4,7 +4,10 @@ import (
 	"bufio"
 	"fmt"
 	"net"
+	"net/netip"
 	"sync"
+
+	"golang.org/x/sys/unix"
 )
 
 // tcpPort is one plain TCP port with its open connections, so Stop can
@@ -51,7 +54,8 @@ func (s *Server) serveTCP(c net.Conn) {
 	local := c.LocalAddr().(*net.TCPAddr).AddrPort()
 	s.count(TCP, peer.Addr().Unmap())
 	w := bufio.NewWriter(c)
-	w.WriteString(s.line(peer, local))
+	hello := Reply{Name: s.Name, Peer: unmap(peer), Local: unmap(local), PeerName: peerName(c)}
+	w.WriteString(hello.String() + "\n")
 	if w.Flush() != nil {
 		return
 	}
@@ -94,4 +98,28 @@ func (p *tcpPort) Close() error {
 	}
 	p.wg.Wait()
 	return err
+}
+
+// peerName asks getpeername(2) itself: Go's RemoteAddr is what accept(2)
+// returned.
+func peerName(c net.Conn) netip.AddrPort {
+	tc, ok := c.(*net.TCPConn)
+	if !ok {
+		return netip.AddrPort{}
+	}
+	raw, err := tc.SyscallConn()
+	if err != nil {
+		return netip.AddrPort{}
+	}
+	var sa unix.Sockaddr
+	if raw.Control(func(fd uintptr) { sa, err = unix.Getpeername(int(fd)) }) != nil || err != nil {
+		return netip.AddrPort{}
+	}
+	switch sa := sa.(type) {
+	case *unix.SockaddrInet4:
+		return netip.AddrPortFrom(netip.AddrFrom4(sa.Addr), uint16(sa.Port))
+	case *unix.SockaddrInet6:
+		return netip.AddrPortFrom(netip.AddrFrom16(sa.Addr).Unmap(), uint16(sa.Port))
+	}
+	return netip.AddrPort{}
 }

@@ -1,0 +1,229 @@
+package toa
+
+import (
+	"context"
+	"net/netip"
+	"slices"
+	"sync"
+)
+
+// FakeDirector keeps the director's side in memory for agent tests. It
+// checks its input as KernelDirector does; FailNext makes the next call
+// fail.
+type FakeDirector struct {
+	mu       sync.Mutex // guards all following fields
+	ifaces   []string
+	services []netip.AddrPort
+	stats    DirectorStats
+	removed  bool
+	failNext error
+}
+
+var _ Director = (*FakeDirector)(nil)
+
+// NewFakeDirector returns a FakeDirector on no interface with no services.
+func NewFakeDirector() *FakeDirector { return &FakeDirector{} }
+
+func (f *FakeDirector) fail() error {
+	err := f.failNext
+	f.failNext = nil
+	return err
+}
+
+// FailNext makes the next call return err.
+func (f *FakeDirector) FailNext(err error) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.failNext = err
+}
+
+// Attach implements Director.
+func (f *FakeDirector) Attach(ctx context.Context, iface string) error {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if err := f.fail(); err != nil {
+		return err
+	}
+	if !slices.Contains(f.ifaces, iface) {
+		f.ifaces = append(f.ifaces, iface)
+	}
+	f.removed = false
+	return nil
+}
+
+// Detach implements Director.
+func (f *FakeDirector) Detach(ctx context.Context, iface string) error {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if err := f.fail(); err != nil {
+		return err
+	}
+	f.ifaces = slices.DeleteFunc(f.ifaces, func(s string) bool { return s == iface })
+	return nil
+}
+
+// SetServices implements Director.
+func (f *FakeDirector) SetServices(ctx context.Context, vips []netip.AddrPort) error {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if err := f.fail(); err != nil {
+		return err
+	}
+	keys, err := vipKeys(vips)
+	if err != nil {
+		return err
+	}
+	f.services = f.services[:0]
+	for _, k := range keys {
+		f.services = append(f.services, k.addrPort())
+	}
+	return nil
+}
+
+// Stats implements Director.
+func (f *FakeDirector) Stats(ctx context.Context) (DirectorStats, error) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return f.stats, f.fail()
+}
+
+// SetStats sets what Stats returns.
+func (f *FakeDirector) SetStats(s DirectorStats) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.stats = s
+}
+
+// Remove implements Director.
+func (f *FakeDirector) Remove(ctx context.Context) error {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if err := f.fail(); err != nil {
+		return err
+	}
+	f.ifaces, f.services, f.stats, f.removed = nil, nil, DirectorStats{}, true
+	return nil
+}
+
+// Close implements Director.
+func (f *FakeDirector) Close() error { return nil }
+
+// State returns the interfaces and services, in the order they were
+// given, and whether Remove was the last change.
+func (f *FakeDirector) State() (ifaces []string, services []netip.AddrPort, removed bool) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return slices.Clone(f.ifaces), slices.Clone(f.services), f.removed
+}
+
+// FakeRealServer keeps the real server's side in memory for agent tests.
+type FakeRealServer struct {
+	mu        sync.Mutex // guards all following fields
+	cgroup    string
+	services  []netip.AddrPort
+	directors []netip.Addr
+	stats     RealServerStats
+	removed   bool
+	failNext  error
+}
+
+var _ RealServer = (*FakeRealServer)(nil)
+
+// NewFakeRealServer returns a FakeRealServer attached nowhere.
+func NewFakeRealServer() *FakeRealServer { return &FakeRealServer{} }
+
+func (f *FakeRealServer) fail() error {
+	err := f.failNext
+	f.failNext = nil
+	return err
+}
+
+// FailNext makes the next call return err.
+func (f *FakeRealServer) FailNext(err error) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.failNext = err
+}
+
+// Attach implements RealServer.
+func (f *FakeRealServer) Attach(ctx context.Context, cgroupPath string) error {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if err := f.fail(); err != nil {
+		return err
+	}
+	f.cgroup, f.removed = cgroupPath, false
+	return nil
+}
+
+// SetServices implements RealServer.
+func (f *FakeRealServer) SetServices(ctx context.Context, local []netip.AddrPort) error {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if err := f.fail(); err != nil {
+		return err
+	}
+	keys, err := vipKeys(local)
+	if err != nil {
+		return err
+	}
+	f.services = f.services[:0]
+	for _, k := range keys {
+		f.services = append(f.services, k.addrPort())
+	}
+	return nil
+}
+
+// SetDirectors implements RealServer.
+func (f *FakeRealServer) SetDirectors(ctx context.Context, addrs []netip.Addr) error {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if err := f.fail(); err != nil {
+		return err
+	}
+	keys, err := addrKeys(addrs)
+	if err != nil {
+		return err
+	}
+	f.directors = f.directors[:0]
+	for _, k := range keys {
+		f.directors = append(f.directors, netip.AddrFrom16(k.Addr).Unmap())
+	}
+	return nil
+}
+
+// Stats implements RealServer.
+func (f *FakeRealServer) Stats(ctx context.Context) (RealServerStats, error) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return f.stats, f.fail()
+}
+
+// SetStats sets what Stats returns.
+func (f *FakeRealServer) SetStats(s RealServerStats) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.stats = s
+}
+
+// Remove implements RealServer.
+func (f *FakeRealServer) Remove(ctx context.Context) error {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if err := f.fail(); err != nil {
+		return err
+	}
+	f.cgroup, f.services, f.directors, f.stats, f.removed = "", nil, nil, RealServerStats{}, true
+	return nil
+}
+
+// Close implements RealServer.
+func (f *FakeRealServer) Close() error { return nil }
+
+// State returns the cgroup, the services and the directors, and whether
+// Remove was the last change.
+func (f *FakeRealServer) State() (cgroup string, services []netip.AddrPort, directors []netip.Addr, removed bool) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return f.cgroup, slices.Clone(f.services), slices.Clone(f.directors), f.removed
+}
