@@ -20,6 +20,7 @@ import (
 	"github.com/lvsd/lvsd/ipvs"
 	"github.com/lvsd/lvsd/ipvs/l4"
 	"github.com/lvsd/lvsd/nat"
+	"github.com/lvsd/lvsd/nat/toa"
 )
 
 // testEnv is a director whose kernel is the stateful fakes.
@@ -31,6 +32,7 @@ type testEnv struct {
 	nat     *nat.Fake
 	conns   *ipvs.ConnFake
 	sysctls *sysctl.Fake
+	toa     *toa.FakeDirector
 	now     time.Time
 }
 
@@ -55,7 +57,7 @@ func newEnv(t testing.TB) *testEnv {
 	os.MkdirAll(filepath.Join(dir, "services.d"), 0o755)
 	writeTestFile(t, filepath.Join(dir, "lvsd.yaml"), "node: d1\ninterface: eth0\nservices_dir: services.d\nstate_dir: state\n")
 	return &testEnv{t: t, dir: dir, ipvs: ipvs.NewFake(), addrs: arp.NewFake("eth0"), nat: nat.NewFake(), conns: &ipvs.ConnFake{},
-		sysctls: freshSysctls(), now: time.Unix(1000, 0)}
+		sysctls: freshSysctls(), toa: toa.NewFakeDirector(), now: time.Unix(1000, 0)}
 }
 
 func writeTestFile(t testing.TB, path, body string) {
@@ -110,7 +112,7 @@ func (e *testEnv) agentWith(opts Options) *Agent {
 
 // kernel is the director's host: the fakes.
 func (e *testEnv) kernel() Kernel {
-	return Kernel{IPVS: e.ipvs, Daemons: e.ipvs, Timeouts: e.ipvs, Conns: e.conns, Addrs: e.addrs, NAT: e.nat, Sysctls: e.sysctls}
+	return Kernel{IPVS: e.ipvs, Daemons: e.ipvs, Timeouts: e.ipvs, Conns: e.conns, Addrs: e.addrs, NAT: e.nat, Sysctls: e.sysctls, TOA: e.toa}
 }
 
 // reconcile runs what the agent's loop would run at a Check tick (drains

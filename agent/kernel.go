@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"log/slog"
 	"net/netip"
+	"slices"
 	"strings"
 	"time"
 
@@ -16,6 +17,7 @@ import (
 	"github.com/lvsd/lvsd/cluster/bgp"
 	"github.com/lvsd/lvsd/ipvs"
 	"github.com/lvsd/lvsd/nat"
+	"github.com/lvsd/lvsd/nat/toa"
 )
 
 // Kernel is what the agent changes on its host (and, for a VIP handed over,
@@ -46,6 +48,9 @@ type Kernel struct {
 	Routes Routes
 	// Log gets what an op has to tell beyond its error (a restore's counts).
 	Log *slog.Logger
+	// TOA is the director's TOA program (client_address: toa); nil: this
+	// host cannot run it, and a service asking for it fails its ops.
+	TOA toa.Director
 	// IPVSWriters is how many IPVS writes Apply runs at once in a long
 	// run of them (a cold start), for different services; ≤ 1: one at a
 	// time. IPVS must then take that many concurrent writes usefully
@@ -128,7 +133,47 @@ func (k Kernel) readGlobals(ctx context.Context, d planner.Desired) (planner.Act
 			return planner.Actual{}, err
 		}
 	}
+	if a.TOA, err = k.readTOA(ctx); err != nil {
+		return planner.Actual{}, err
+	}
 	return a, nil
+}
+
+// readTOA reads back the TOA program; zero without one.
+func (k Kernel) readTOA(ctx context.Context) (planner.TOA, error) {
+	if k.TOA == nil || !k.TOA.Pinned() {
+		return planner.TOA{}, nil
+	}
+	ifaces, err := k.TOA.Attached(ctx)
+	if err != nil {
+		return planner.TOA{}, err
+	}
+	vips, err := k.TOA.Services(ctx)
+	if err != nil {
+		return planner.TOA{}, err
+	}
+	slices.Sort(ifaces)
+	slices.SortFunc(vips, netip.AddrPort.Compare)
+	return planner.TOA{Interfaces: ifaces, Services: vips, Pinned: true}, nil
+}
+
+// applyTOA runs an op of the TOA program.
+func (k Kernel) applyTOA(ctx context.Context, op planner.Op) error {
+	if k.TOA == nil {
+		if op.Kind == planner.RemoveTOA {
+			return nil
+		}
+		return errors.New("this host cannot run the TOA program (client_address: toa)")
+	}
+	switch op.Kind {
+	case planner.SetTOAServices:
+		return k.TOA.SetServices(ctx, op.TOAServices)
+	case planner.AttachTOA:
+		return k.TOA.Attach(ctx, op.Interface)
+	case planner.DetachTOA:
+		return k.TOA.Detach(ctx, op.Interface)
+	}
+	return k.TOA.Remove(ctx)
 }
 
 // readServices reads the IPVS services keys with their destinations, one
@@ -292,6 +337,8 @@ func (k Kernel) apply(ctx context.Context, op planner.Op) error {
 		return k.Announcer.Announce(ctx, op.Interface, op.Address.Addr())
 	case planner.DeleteAddress:
 		return ignore(k.Addrs.Delete(ctx, op.Interface, op.Address), arp.ErrNotFound)
+	case planner.SetTOAServices, planner.AttachTOA, planner.DetachTOA, planner.RemoveTOA:
+		return k.applyTOA(ctx, op)
 	case planner.ReleaseConnections:
 		if k.Relay == nil {
 			return nil

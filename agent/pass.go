@@ -240,7 +240,7 @@ func (a *Agent) readBack(ctx context.Context, d planner.Desired, sc scope) (plan
 		if err != nil {
 			return planner.Actual{}, nil, err
 		}
-		view.NATDigest, view.Sysctls, view.Daemons, view.Timeouts = g.NATDigest, g.Sysctls, g.Daemons, g.Timeouts
+		view.NATDigest, view.Sysctls, view.Daemons, view.Timeouts, view.TOA = g.NATDigest, g.Sysctls, g.Daemons, g.Timeouts, g.TOA
 	}
 	return view, slices.SortedFunc(maps.Keys(keys), ipvs.ServiceKey.Compare), nil
 }
@@ -255,7 +255,8 @@ func (a *Agent) retry(ops []planner.Op, errs []error) {
 			continue
 		}
 		switch op.Kind {
-		case planner.SetSysctl, planner.SetTimeouts, planner.StartDaemon, planner.StopDaemon, planner.ReplaceNAT, planner.RemoveNAT:
+		case planner.SetSysctl, planner.SetTimeouts, planner.StartDaemon, planner.StopDaemon, planner.ReplaceNAT, planner.RemoveNAT,
+			planner.SetTOAServices, planner.AttachTOA, planner.DetachTOA, planner.RemoveTOA:
 			a.pending.globals = true
 		default:
 			a.pending.add(op.Service.ServiceKey)
@@ -291,8 +292,8 @@ func sameProgrammed(p, q Programmed) bool {
 
 // sameGlobals reports whether the parts of the data plane outside IPVS
 // services are the same in d and e: sysctls, sync daemons, nftables, IPVS
-// timeouts.
+// timeouts, the TOA program.
 func sameGlobals(d, e planner.Desired) bool {
 	return maps.Equal(d.Sysctls, e.Sysctls) && slices.Equal(d.Daemons, e.Daemons) && d.NAT.Digest() == e.NAT.Digest() &&
-		d.Timeouts == e.Timeouts
+		d.Timeouts == e.Timeouts && reflect.DeepEqual(d.TOA, e.TOA)
 }

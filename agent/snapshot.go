@@ -49,6 +49,8 @@ type HostSnapshot struct {
 	NATDigest string `json:"nft_digest"`
 	// Addresses are the addresses on the interfaces lvsd uses.
 	Addresses map[string][]netip.Prefix `json:"addresses"`
+	// TOA is the TOA program found pinned (client_address: toa); nil: none.
+	TOA *SnapshotTOA `json:"toa,omitempty"`
 
 	// The state directory's records.
 	OwnedServices  []SnapshotKey             `json:"owned_services"`
@@ -126,6 +128,13 @@ func TakeSnapshot(ctx context.Context, path string, cfg *LoadedConfig, k Kernel,
 	}
 	if s.Addresses, err = listPresent(ctx, k, cfg.Desired); err != nil {
 		return HostSnapshot{}, err
+	}
+	t, err := k.readTOA(ctx)
+	if err != nil {
+		return HostSnapshot{}, err
+	}
+	if t.Pinned {
+		s.TOA = &SnapshotTOA{Interfaces: append([]string{}, t.Interfaces...), Services: append([]netip.AddrPort{}, t.Services...)}
 	}
 	if c := cfg.Agent.Cluster; c != nil {
 		s.ClusterAdmitted = c.Admitted

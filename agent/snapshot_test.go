@@ -16,6 +16,7 @@ import (
 	"github.com/lvsd/lvsd/ipvs"
 	"github.com/lvsd/lvsd/ipvs/l4"
 	"github.com/lvsd/lvsd/nat"
+	"github.com/lvsd/lvsd/nat/toa"
 )
 
 // A snapshot written to a file and read back answers every read of the
@@ -58,8 +59,11 @@ func TestSnapshotReadsAsTheHost(t *testing.T) {
 	rs, err := nat.Render(nat.Spec{})
 	must(err)
 	must(nft.Apply(ctx, rs))
+	prog := toa.NewFakeDirector()
+	must(prog.SetServices(ctx, []netip.AddrPort{netip.MustParseAddrPort("10.0.0.50:443"), netip.MustParseAddrPort("[2001:db8::50]:443")}))
+	must(prog.Attach(ctx, "eth0"))
 	host := Kernel{IPVS: f, Daemons: f, Timeouts: f, NAT: nft, Sysctls: sysctl.NewFake(map[string]string{
-		"net/ipv4/ip_forward": "1", "net/ipv4/vs/expire_nodest_conn": "1"}), Addrs: addrs}
+		"net/ipv4/ip_forward": "1", "net/ipv4/vs/expire_nodest_conn": "1"}), Addrs: addrs, TOA: prog}
 
 	dir := t.TempDir()
 	agentFile := filepath.Join(dir, "lvsd.yaml")
@@ -103,6 +107,9 @@ func TestSnapshotReadsAsTheHost(t *testing.T) {
 	wn, we := host.NAT.Installed(ctx)
 	hn, he := got.NAT.Installed(ctx)
 	same("nft digest", wn, hn, we, he)
+	wtoa, we := host.readTOA(ctx)
+	htoa, he := got.readTOA(ctx)
+	same("toa", wtoa, htoa, we, he)
 	wa, we := host.Addrs.List(ctx, "eth0")
 	ha, he := got.Addrs.List(ctx, "eth0")
 	same("addresses", wa, ha, we, he)

@@ -12,6 +12,7 @@ import (
 	"github.com/lvsd/lvsd/arp/sysctl"
 	"github.com/lvsd/lvsd/ipvs"
 	"github.com/lvsd/lvsd/nat"
+	"github.com/lvsd/lvsd/nat/toa"
 )
 
 // errSnapshotReadOnly is what a snapshot's kernel answers to any change: a
@@ -23,8 +24,40 @@ var errSnapshotReadOnly = errors.New("a snapshot is read-only")
 // there: conntrack restores and announcements possible, no relay.
 func (s HostSnapshot) kernel() Kernel {
 	r := snapshotKernel{s}
-	return Kernel{IPVS: r, Daemons: r, Timeouts: r, NAT: r, Conntrack: r, Sysctls: r, Addrs: r, Announcer: r}
+	return Kernel{IPVS: r, Daemons: r, Timeouts: r, NAT: r, Conntrack: r, Sysctls: r, Addrs: r, Announcer: r, TOA: snapshotTOA{s.TOA}}
 }
+
+// SnapshotTOA is the TOA program of a snapshot: where it was attached and
+// the VIP:ports in its map.
+type SnapshotTOA struct {
+	Interfaces []string         `json:"interfaces"`
+	Services   []netip.AddrPort `json:"services"`
+}
+
+// snapshotTOA answers the TOA program's reads from a snapshot.
+type snapshotTOA struct{ t *SnapshotTOA }
+
+func (r snapshotTOA) Pinned() bool { return r.t != nil }
+func (r snapshotTOA) Attached(context.Context) ([]string, error) {
+	if r.t == nil {
+		return nil, nil
+	}
+	return slices.Clone(r.t.Interfaces), nil
+}
+func (r snapshotTOA) Services(context.Context) ([]netip.AddrPort, error) {
+	if r.t == nil {
+		return nil, nil
+	}
+	return slices.Clone(r.t.Services), nil
+}
+func (snapshotTOA) Stats(context.Context) (toa.DirectorStats, error) { return toa.DirectorStats{}, nil }
+func (snapshotTOA) Attach(context.Context, string) error             { return errSnapshotReadOnly }
+func (snapshotTOA) Detach(context.Context, string) error             { return errSnapshotReadOnly }
+func (snapshotTOA) SetServices(context.Context, []netip.AddrPort) error {
+	return errSnapshotReadOnly
+}
+func (snapshotTOA) Remove(context.Context) error { return errSnapshotReadOnly }
+func (snapshotTOA) Close() error                 { return nil }
 
 // snapshotKernel answers the Kernel's reads from a HostSnapshot.
 type snapshotKernel struct{ s HostSnapshot }
@@ -146,4 +179,5 @@ var (
 	_ sysctl.Interface      = snapshotKernel{}
 	_ arp.Addresses         = snapshotKernel{}
 	_ arp.Announcer         = snapshotKernel{}
+	_ toa.Director          = snapshotTOA{}
 )

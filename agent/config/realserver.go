@@ -28,6 +28,8 @@ type RealServer struct {
 	// Tunnel is the decapsulation of tunnel VIPs (realserver_tunnel.go);
 	// zero without any.
 	Tunnel RealServerTunnel
+	// TOA is the client_address block (clientaddress.go); zero without it.
+	TOA RealServerTOA
 }
 
 // RealServerHealth is the weight endpoint the directors probe.
@@ -70,6 +72,7 @@ type rawRealServer struct {
 	ARPInterfaces []string             `yaml:"arp_interfaces"`
 	Weight        *int                 `yaml:"weight" range:"0-1000"` // MaxEndpointWeight
 	Tunnel        *rawRealServerTunnel `yaml:"tunnel"`
+	ClientAddress *rawRealServerTOA    `yaml:"client_address"`
 	Health        *struct {
 		Listen *string `yaml:"listen"`
 		Path   *string `yaml:"path"`
@@ -104,6 +107,7 @@ func (d *doc) realServer(role Role, raw *rawRealServer, iface string) RealServer
 	rs.VIPs = d.realServerVIPs("$.realserver.vips", raw.VIPs, nil)
 	rs.Tunnel = d.realServerTunnel(raw.Tunnel, rs.VIPs)
 	rs.ARPInterfaces = d.arpInterfaces(raw.ARPInterfaces)
+	rs.TOA = d.realServerTOA(raw.ClientAddress)
 	if raw.Weight != nil {
 		rs.Weight = *raw.Weight // 0-MaxEndpointWeight: its range tag
 	}

@@ -71,7 +71,7 @@ func TestServiceFileRejects(t *testing.T) {
 		{"bool key", "true: x\n" + svcGood, "svc.yaml:1:1: service \"web\": key true is not a name: keys are words like service"},
 		{"float key", "1.5: x\n" + svcGood, "svc.yaml:1:1: service \"web\": key 1.5 is not a name: keys are words like service"},
 		{"duplicate key", svcHead + "vip: 10.0.0.51\n" + svcOne, "svc.yaml:4:1: service \"web\": key \"vip\" is given twice (first at line 2)"},
-		{"unknown key", withWeight("1") + "colour: red\n", "svc.yaml:6:1: service \"web\": unknown key \"colour\" (keys here: service, vip, protocol, ports, forwarding, scheduler, affinity, backends, sorry_server, source_ranges, fullnat, interface, nat, tunnel, persistence, persistence_on_unhealthy, drain_timeout, health, failover, when_none_healthy, announce)"},
+		{"unknown key", withWeight("1") + "colour: red\n", "svc.yaml:6:1: service \"web\": unknown key \"colour\" (keys here: service, vip, protocol, ports, forwarding, scheduler, affinity, backends, sorry_server, source_ranges, fullnat, client_address, interface, nat, tunnel, persistence, persistence_on_unhealthy, drain_timeout, health, failover, when_none_healthy, announce)"},
 		{"typo key", svcHead + "backends: [{address: 10.0.0.11, wieght: 2}]\n", "svc.yaml:4:33: service \"web\": unknown key \"wieght\" (did you mean weight?)"},
 		// Whole numbers.
 		{"float in integer", withWeight("0.5"), "svc.yaml:5:34: service \"web\": weight: 0.5 is not a whole number (0-65535)"},

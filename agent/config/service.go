@@ -94,6 +94,10 @@ type Service struct {
 	// this service's VIP (every service on a VIP must agree); nil: the
 	// defaults.
 	Announce *Announce
+	// ClientAddress is what a FULLNAT real server sees as the peer
+	// (clientaddress.go): the zero value, the director's source address,
+	// keeps the digest of a release without the key.
+	ClientAddress ClientAddress
 }
 
 // Persistence is IPVS persistence (seed 000's per-session tracking).
@@ -157,8 +161,9 @@ type rawService struct {
 		SourceAddresses []string            `yaml:"source_addresses"`
 		PerDirector     map[string][]string `yaml:"per_director"`
 	} `yaml:"fullnat"`
-	Interface string `yaml:"interface"`
-	NAT       struct {
+	ClientAddress string `yaml:"client_address"`
+	Interface     string `yaml:"interface"`
+	NAT           struct {
 		Gateway          string `yaml:"gateway"`
 		GatewayInterface string `yaml:"gateway_interface"`
 	} `yaml:"nat"`
@@ -262,6 +267,7 @@ func (d *doc) service(raw rawService) Service {
 			}
 		}
 	}
+	s.ClientAddress = d.clientAddress(s, raw.ClientAddress)
 	if raw.Announce != nil {
 		a := d.announce("$.announce", raw.Announce)
 		s.Announce = &a

@@ -46,7 +46,7 @@ func TestLoadServicesBad(t *testing.T) {
 	const head = "service: web\nvip: 10.0.0.50\nports: [80]\n"
 	const oneBackend = "backends:\n  - {address: 10.0.0.11}\n"
 	cases := []badCase{
-		{"unknown key", head + oneBackend + "colour: red\n", ":6:1: service \"web\": unknown key \"colour\" (keys here: service, vip, protocol, ports, forwarding, scheduler, affinity, backends, sorry_server, source_ranges, fullnat, interface, nat, tunnel, persistence, persistence_on_unhealthy, drain_timeout, health, failover, when_none_healthy, announce)"},
+		{"unknown key", head + oneBackend + "colour: red\n", ":6:1: service \"web\": unknown key \"colour\" (keys here: service, vip, protocol, ports, forwarding, scheduler, affinity, backends, sorry_server, source_ranges, fullnat, client_address, interface, nat, tunnel, persistence, persistence_on_unhealthy, drain_timeout, health, failover, when_none_healthy, announce)"},
 		{"unknown backend key", head + "backends:\n  - {address: 10.0.0.11, wieght: 2}\n", ":5:26: service \"web\": unknown key \"wieght\" (did you mean weight?)"},
 		{"no name", "vip: 10.0.0.50\nports: [80]\n" + oneBackend, ":1:1: service: a name is required"},
 		{"bad vip", "service: web\nvip: 10.0.0.500\nports: [80]\n" + oneBackend, ":2:6: service \"web\": vip \"10.0.0.500\" is not an IP address"},

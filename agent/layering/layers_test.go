@@ -78,19 +78,19 @@ var layers = []layer{
 		testMayUse: []string{"agent/config/servicesdir"}}, // the tests build from a services directory, as the agent does
 	{pkg: "agent/apply", mayUse: []string{"agent/planner", "ipvs/spec"}, pure: true, mayNotReach: kernelLibraries},
 	{pkg: "agent", mayUse: []string{"ipvs/l4", "agent/apply", "agent/planner", "agent/config", "agent/config/servicesdir", "agent/policy", "agent/health", "agent/hooks", "agent/histogram", "agent/statefile",
-		"ipvs", "nat", "arp", "arp/sysctl", "cluster/..."}, mayNot3: kernelLibraries},
+		"ipvs", "nat", "nat/toa", "arp", "arp/sysctl", "cluster/..."}, mayNot3: kernelLibraries},
 	{pkg: "agent/views", mayUse: []string{"ipvs/l4", "agent", "agent/planner", "agent/api", "agent/health", "agent/histogram", "agent/maglev", "agent/metrics", "ipvs/spec",
 		"cluster", "cluster/bgp", "cluster/connsync"}, // the status carries the cluster's, BGP's and the relay's own status values
 		mayNot3:    kernelLibraries,
-		testMayUse: []string{"ipvs", "arp", "arp/sysctl", "nat"}}, // the tests drive an agent on the kernel packages' fakes
+		testMayUse: []string{"ipvs", "arp", "arp/sysctl", "nat", "nat/toa"}}, // the tests drive an agent on the kernel packages' fakes
 	{pkg: "agent/logging", mayNot3: kernelLibraries}, // the journal is a local datagram socket
 	{pkg: "agent/clidoc", mayUse: []string{"docs"}, mayNot3: kernelLibraries},
-	{pkg: "agent/realserver", mayUse: []string{"agent/apply", "agent/planner", "agent/config", "agent/api", "agent/statefile", "agent/metrics", "agent/sdnotify", "arp", "arp/sysctl", "nat"},
+	{pkg: "agent/realserver", mayUse: []string{"agent/apply", "agent/planner", "agent/config", "agent/api", "agent/statefile", "agent/metrics", "agent/sdnotify", "arp", "arp/sysctl", "nat", "nat/toa"},
 		mayNot3: kernelLibraries},
 	{pkg: "agent/director", mayUse: []string{"agent", "agent/views", "agent/planner", "agent/config", "agent/configsync", "agent/health", "agent/hooks", "agent/api", "agent/sdnotify", "agent/metrics",
 		"agent/statefile", "arp", "cluster/..."}, mayNot3: kernelLibraries,
-		testMayUse: []string{"ipvs", "nat", "arp/sysctl"}}, // the tests build the agent's Kernel from the kernel packages' fakes, as cmd/lvsd builds it from the real ones
-	{pkg: "cmd/...", mayUse: []string{"agent/...", "ipvs", "nat", "arp", "arp/sysctl", "cluster/...", "docs"}, mayNot3: append(slices.Clip(kernelLibraries), "golang.org/x/sys/unix")},
+		testMayUse: []string{"ipvs", "nat", "nat/toa", "arp/sysctl"}}, // the tests build the agent's Kernel from the kernel packages' fakes, as cmd/lvsd builds it from the real ones
+	{pkg: "cmd/...", mayUse: []string{"agent/...", "ipvs", "nat", "nat/toa", "arp", "arp/sysctl", "cluster/...", "docs"}, mayNot3: append(slices.Clip(kernelLibraries), "golang.org/x/sys/unix")},
 
 	// e2e talks to lvsd through its binary, its API and the kernel; the
 	// rows below name each exception and why.
@@ -103,7 +103,7 @@ var layers = []layer{
 		"agent/views", "cluster", "cluster/connsync", // decode `lvsd status` JSON into the types lvsd encodes it from, and wait out the cluster's default timers
 		"cluster/identity", // the identity tests' injector signs as a director would, with a director's key or another
 		"cluster/bgp",      // decodes the BGP status lvsd reports (prefix counts, flap reasons) into its own type
-		"nat/toa",          // TestFullNATClientAddress attaches the TOA programs itself until lvsd configures them
+		"nat/toa",          // TestFullNATClientAddress attaches the TOA programs itself; the test of lvsd's client_address finds lvsd's pin root
 	}},
 	{pkg: "e2e/demo", mayUse: []string{"e2e/...", "ipvs"}}, // prints the kernel's IPVS table as lvsd programmed it
 	{pkg: "e2e/bench", mayUse: []string{"e2e/...", "agent/api"}, // lvsd-bench fetches profiles through the control socket's client

@@ -41,12 +41,13 @@ type piece struct {
 
 // sameOutside reports whether p and q add the same to a desired state
 // outside their IPVS services: VIP addresses, nftables rules, forwarding
-// sysctls, firewall mark, BGP announcement.
+// sysctls, firewall mark, BGP announcement, TOA program.
 func (p *piece) sameOutside(q *piece) bool {
 	return p.vip == q.vip && p.mark == q.mark && p.forwards == q.forwards && p.fullnat == q.fullnat &&
 		slices.Equal(p.addrs, q.addrs) && p.src.Interface == q.src.Interface && p.src.GatewayInterface == q.src.GatewayInterface &&
 		reflect.DeepEqual(p.marks, q.marks) && reflect.DeepEqual(p.snat, q.snat) && reflect.DeepEqual(p.groups, q.groups) && p.own == q.own &&
-		(p.announce == nil) == (q.announce == nil) && (p.announce == nil || p.announce.Equal(*q.announce))
+		(p.announce == nil) == (q.announce == nil) && (p.announce == nil || p.announce.Equal(*q.announce)) &&
+		sameTOA(p.src, q.src)
 }
 
 // Pieces are the pieces of a configuration's services, by service name
@@ -342,6 +343,10 @@ func assemble(agent *config.Agent, services []*config.Service, pieces Pieces) (D
 		d.PeerSNAT = peerSNAT(services, pieces)
 	}
 	spec.DropRedirects6 = forwardV6
+	var err error
+	if d.TOA, err = desiredTOA(agent, services); err != nil {
+		return Desired{}, err
+	}
 	if agent.BGP != nil {
 		// The VIPs are on lo: the director must not answer ARP for them on
 		// its link (the routers reach it by its own address), as a DR real
@@ -386,7 +391,6 @@ func assemble(agent *config.Agent, services []*config.Service, pieces Pieces) (D
 			d.Daemons = syncDaemons(c.ConnSync)
 		}
 	}
-	var err error
 	if d.NAT, err = nat.Render(spec); err != nil {
 		return Desired{}, fmt.Errorf("rendering nftables rules: %w", err)
 	}

@@ -41,6 +41,9 @@ type Desired struct {
 	// every director, by ct mark: which address another director's
 	// connection left it with (peerflows.go). nil otherwise.
 	PeerSNAT map[uint32]map[string]SNATRange
+	// TOA is the TOA program the services with client_address toa need
+	// (toa.go); zero: none.
+	TOA TOA
 }
 
 // VirtualService is one IPVS service lvsd wants, with its destinations in

@@ -86,6 +86,15 @@ const (
 	ForgetLink
 	ForgetFouPort
 	ForgetNAT
+
+	// The kinds of the director's TOA program (toa.go): SetTOAServices
+	// makes its VIP:ports TOAServices, AttachTOA and DetachTOA put it on
+	// and take it off Interface, RemoveTOA detaches it everywhere and
+	// deletes its pinned objects.
+	SetTOAServices
+	AttachTOA
+	DetachTOA
+	RemoveTOA
 )
 
 // SysctlHold is the part a SetSysctl op plays around the MoveDestination
@@ -109,7 +118,8 @@ var opNames = [...]string{"set-sysctl", "set-ipvs-timeouts", "add-service", "upd
 	"remove-nft-tables", "await-expiry", "start-daemon", "stop-daemon", "restore-conntrack", "add-address",
 	"announce", "delete-address", "release-connections", "announce-route", "withdraw-route", "move-destination",
 	"restore-sysctl", "create-link", "set-link-up", "set-link-down", "delete-link", "add-fou", "delete-fou",
-	"forget-address", "forget-sysctl", "forget-link", "forget-fou", "forget-nft"}
+	"forget-address", "forget-sysctl", "forget-link", "forget-fou", "forget-nft",
+	"toa-services", "toa-attach", "toa-detach", "toa-remove"}
 
 func (k OpKind) String() string { return opNames[k] }
 
@@ -147,6 +157,9 @@ type Detail struct {
 	// Timeouts are the IPVS timeouts a SetTimeouts op sets (the others
 	// zero) and PreviousTimeouts what it found of them.
 	Timeouts, PreviousTimeouts ipvs.Timeouts
+	// TOAServices are the VIP:ports a SetTOAServices op gives the
+	// director's TOA program.
+	TOAServices []netip.AddrPort
 }
 
 func (o Op) String() string {
@@ -172,6 +185,12 @@ func (o Op) Describe() string {
 		return fmt.Sprintf("%s %s", o.Kind, o.Link.Name)
 	case AddFouPort, DeleteFouPort, ForgetFouPort:
 		return fmt.Sprintf("%s %s", o.Kind, o.Fou)
+	case SetTOAServices:
+		return fmt.Sprintf("%s %s", o.Kind, describeTOAServices(o.TOAServices))
+	case AttachTOA, DetachTOA:
+		return fmt.Sprintf("%s %s", o.Kind, o.Interface)
+	case RemoveTOA:
+		return o.Kind.String()
 	case ForgetNAT:
 		return fmt.Sprintf("%s ip/ip6 %s", o.Kind, nat.TableName)
 	case SetTimeouts:

@@ -19,6 +19,8 @@ type Actual struct {
 	// Timeouts are the IPVS timeouts in force; read only when the desired
 	// state sets one (zero otherwise).
 	Timeouts ipvs.Timeouts
+	// TOA is the director's TOA program as found.
+	TOA TOA
 }
 
 // ServiceTable is the kernel's IPVS services by key: a copy per pass costs
@@ -81,7 +83,7 @@ type PlanInput struct {
 // The order: sysctls (sync daemons read some only when they start), sync
 // daemons to stop (before the nftables guard that fences them goes), IPVS
 // services and destinations, the nftables tables, sync daemons to start
-// (after their guard), connection resets.
+// (after their guard), the TOA program, connection resets.
 //
 // A destination or service that leaves the configuration is drained, never
 // cut: first its weight goes to 0 (no new connections, existing ones go on),
@@ -109,6 +111,7 @@ func Plan(in PlanInput) ([]Op, Drains) {
 		if len(nft) > 0 || in.Actual.NATDigest == in.Desired.NAT.Digest() {
 			ops = append(ops, start...) // never a daemon without its guard
 		}
+		ops = append(ops, planTOA(in.Desired.TOA, in.Actual.TOA)...)
 	}
 	ops = append(ops, planResets(in.Desired, in.Actual, in.Resets)...)
 	return ops, p.drains
@@ -490,6 +493,8 @@ func (out *Actual) Applied(ops []Op, errs []error) {
 		switch op.Kind {
 		case SetTimeouts:
 			out.Timeouts = out.Timeouts.Over(op.Timeouts)
+		case SetTOAServices, AttachTOA, DetachTOA, RemoveTOA:
+			out.TOA = appliedTOA(out.TOA, op)
 		case AddService, UpdateService:
 			cur.Service = op.Service
 			out.Services.Set(key, cur)

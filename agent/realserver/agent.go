@@ -72,6 +72,7 @@ type Agent struct {
 	passErr  error                      // the last reconcile's failure, for a reload request
 	stopping chan struct{}              // closed when Run stops taking requests
 	probes   probes                     // counted by the weight endpoint (metrics.go)
+	toa      toaState                   // owned by Run (toa.go)
 }
 
 type drainRequest struct {
@@ -304,6 +305,11 @@ func (a *Agent) reconcile(ctx context.Context) []planner.Op {
 			rounds = 2
 		}
 	}
+	if err := a.reconcileTOA(ctx); err != nil {
+		a.log.Error("some changes failed; will retry", "err", err)
+		a.passErr = errors.Join(a.passErr, err)
+	}
+	a.republish()
 	if len(all) > 0 {
 		a.log.Info("reconciled", "ops", len(all), "duration", a.opts.Now().Sub(start).String())
 	} else {
@@ -441,7 +447,11 @@ type Status struct {
 	ConfigLoadedAt time.Time `json:"config_loaded_at"`
 	ConfigError    string    `json:"config_error,omitempty"`
 
+	// TOA is realserver.client_address; nil without it.
+	TOA *TOAStatus `json:"toa,omitempty"`
+
 	checks []config.LocalCheck
+	toa    toaState
 }
 
 // republish publishes the last host state again with a new configuration
@@ -472,6 +482,10 @@ func (a *Agent) publish(missing []netip.Addr, down []string) {
 		ConfigLoadedAt:   a.loaded.LastGood,
 		ConfigError:      a.loaded.Err,
 		checks:           slices.Clone(rs.Health.Checks),
+		toa:              a.toa,
+	}
+	if !a.toa.applied && a.toa.err == nil {
+		st.toa.cfg = rs.TOA // before the first pass: what it will set up
 	}
 	if st.Drained {
 		st.Weight = 0

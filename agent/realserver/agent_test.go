@@ -24,6 +24,7 @@ import (
 	"github.com/lvsd/lvsd/arp"
 	"github.com/lvsd/lvsd/arp/sysctl"
 	"github.com/lvsd/lvsd/nat"
+	"github.com/lvsd/lvsd/nat/toa"
 )
 
 // env is a real server whose host is the stateful fakes.
@@ -34,11 +35,12 @@ type env struct {
 	sys   *sysctl.Fake
 	tun   *arp.FakeTunnels
 	nft   *nat.Fake
+	toa   *toa.FakeRealServer
 	dial  func(ctx context.Context, network, addr string) (net.Conn, error)
 }
 
 func newEnv(t *testing.T, realserver string, lo ...string) *env {
-	e := &env{t: t, dir: t.TempDir(), addrs: newLo(t, lo...), sys: sysctl.NewFakeConf("eth0"), tun: arp.NewFakeTunnels(), nft: nat.NewFake()}
+	e := &env{t: t, dir: t.TempDir(), addrs: newLo(t, lo...), sys: sysctl.NewFakeConf("eth0"), tun: arp.NewFakeTunnels(), nft: nat.NewFake(), toa: toa.NewFakeRealServer()}
 	e.write(realserver)
 	return e
 }
@@ -54,6 +56,11 @@ func (e *env) write(realserver string) {
 	}
 }
 
+// host is the real server's host: the fakes.
+func (e *env) host() Host {
+	return Host{Addrs: e.addrs, Sysctls: e.sys, Tunnels: modules{e.tun, e.sys}, NAT: e.nft, TOA: e.toa}
+}
+
 // agent returns a fresh agent with its configuration and record loaded, as
 // after a restart.
 func (e *env) agent() *Agent {
@@ -62,7 +69,7 @@ func (e *env) agent() *Agent {
 	if err != nil {
 		e.t.Fatal(err)
 	}
-	a := New(Options{ConfigPath: e.path(), Config: cfg, Host: Host{Addrs: e.addrs, Sysctls: e.sys, Tunnels: modules{e.tun, e.sys}, NAT: e.nft},
+	a := New(Options{ConfigPath: e.path(), Config: cfg, Host: e.host(),
 		Log: slog.New(slog.NewTextHandler(io.Discard, nil)), Dial: e.dial})
 	a.setConfig(cfg)
 	if a.rec, err = LoadRecord(cfg.StateDir); err != nil {
@@ -273,7 +280,7 @@ func (e *env) run() *running {
 	if err != nil {
 		e.t.Fatal(err)
 	}
-	a := New(Options{ConfigPath: e.path(), Host: Host{Addrs: e.addrs, Sysctls: e.sys, Tunnels: modules{e.tun, e.sys}, NAT: e.nft}, Dial: e.dial,
+	a := New(Options{ConfigPath: e.path(), Host: e.host(), Dial: e.dial,
 		Log: slog.New(slog.NewTextHandler(io.Discard, nil)), Check: 10 * time.Millisecond})
 	ctx, cancel := context.WithCancel(context.Background())
 	r := &running{a: a, client: api.NewClient(sock), reload: make(chan os.Signal)}

@@ -39,6 +39,7 @@ func (a *Agent) APIHandler() http.Handler {
 	mux.HandleFunc("GET "+RouteStatus, func(w http.ResponseWriter, r *http.Request) {
 		st := *a.status.Load()
 		st.Checks = a.runChecks(r.Context(), st.checks)
+		st.TOA = a.toaStatus(r.Context(), &st)
 		api.WriteJSON(w, st)
 	})
 	return mux

@@ -10,6 +10,7 @@ import (
 	"github.com/lvsd/lvsd/arp"
 	"github.com/lvsd/lvsd/arp/sysctl"
 	"github.com/lvsd/lvsd/nat"
+	"github.com/lvsd/lvsd/nat/toa"
 )
 
 // Host is what the real-server agent changes, each part behind the small
@@ -21,6 +22,9 @@ type Host struct {
 	Sysctls sysctl.Interface
 	Tunnels arp.Tunnels
 	NAT     nat.Interface
+	// TOA is the TOA programs of realserver.client_address; nil: this host
+	// cannot run them (and with nothing pinned, nothing to clean up).
+	TOA toa.RealServer
 }
 
 // ReadActual reads what planner.PlanRealServer compares for d and owned:

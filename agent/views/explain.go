@@ -7,6 +7,7 @@ import (
 	"net/http"
 	"net/netip"
 	"net/url"
+	"strings"
 
 	"github.com/lvsd/lvsd/agent"
 	"github.com/lvsd/lvsd/agent/api"
@@ -54,6 +55,9 @@ type Explanation struct {
 	Rehashed     int                `json:"rehashed,omitempty"`
 	HashesPort   bool               `json:"hashes_port"`
 	Destinations []ExplainedBackend `json:"destinations"`
+	// ClientAddress says what the real server sees as the connection's
+	// peer and how the client's address travels (client_address).
+	ClientAddress string `json:"client_address,omitempty"`
 }
 
 // ExplainedConn is the IPVS connection entry (or persistence template) that
@@ -103,7 +107,7 @@ func (v *Views) Explain(ctx context.Context, q ExplainQuery) (Explanation, error
 	}
 	e := Explanation{Schema: api.SchemaVersion, Client: q.Client.String(), Service: vs.Name, IPVSService: vs.ServiceKey.String(),
 		Scheduler: cur.Scheduler, Flags: cur.Flags.String(), Rule: s.Eligibility.At(vs.Name).Rule, Slot: -1,
-		HashesPort: cur.Flags&spec.FlagMHPort != 0}
+		HashesPort: cur.Flags&spec.FlagMHPort != 0, ClientAddress: clientAddressPath(s, vs.Name, q.Client)}
 	mds := explainDestinations(v.a.HealthStates(), s, vs, cur, &e)
 	if table := v.a.ConnectionTable(); table != nil {
 		conns, err := table.Connections(ctx)
@@ -275,4 +279,33 @@ func ExplainValues(q ExplainQuery) url.Values {
 		client = q.Client.Addr().String()
 	}
 	return url.Values{"client": {client}, "virtual": {q.Virtual.String()}, "protocol": {q.Protocol.String()}}
+}
+
+// clientAddressPath says what the real server sees as the peer of a flow
+// from client to service name, and how it gets there.
+func clientAddressPath(s *agent.Snapshot, name string, client netip.AddrPort) string {
+	who := client.Addr().String()
+	if client.Port() != 0 {
+		who = client.String()
+	}
+	for _, svc := range s.Config.Services {
+		if svc.Name != name {
+			continue
+		}
+		switch {
+		case svc.Forwarding == "fullnat" && svc.ClientAddress == "toa":
+			return fmt.Sprintf("the real server's applications see %s: the director's TOA program on %s adds the client's address "+
+				"and port to the SYN (TCP option 254) before IPVS and the source NAT; real servers whose agent file has "+
+				"realserver.client_address hand it to accept() and getpeername(), the others see the director's source address",
+				who, strings.Join(s.Desired.TOA.Interfaces, ", "))
+		case svc.Forwarding == "fullnat":
+			return fmt.Sprintf("the real server sees a source address of the director (FULLNAT), not %s; client_address: toa "+
+				"carries the client's address to real servers that run the real-server role with client_address", who)
+		case svc.Forwarding == "nat":
+			return fmt.Sprintf("the real server sees %s (NAT rewrites only the destination; replies return through the director)", who)
+		default:
+			return fmt.Sprintf("the real server sees %s (the packet arrives as the client sent it)", who)
+		}
+	}
+	return ""
 }

@@ -86,6 +86,9 @@ type Status struct {
 	VRRP []VRRPRouterStatus `json:"vrrp,omitempty"`
 	// ConfigSync is cluster.config_sync on this director.
 	ConfigSync *ConfigSyncStatus `json:"config_sync,omitempty"`
+	// TOA is the program that gives FULLNAT real servers the client's
+	// address (client_address: toa); nil without one.
+	TOA *agent.TOAStatus `json:"toa,omitempty"`
 }
 
 // ServiceStatus is one IPVS service lvsd wants.
@@ -288,6 +291,11 @@ func (v *Views) addAgentState(ctx context.Context, st *Status) error {
 		hs := parts.Holder.State()
 		st.Drained, st.DrainedAt, st.Grounded, st.InterfacesDown = hs.Drained, hs.DrainedAt, hs.Grounded, hs.InterfacesDown
 	}
+	toa, err := v.a.TOA(ctx)
+	if err != nil {
+		return err
+	}
+	st.TOA = toa
 	v.addParts(st)
 	return nil
 }

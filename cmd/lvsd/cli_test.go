@@ -118,7 +118,7 @@ func TestCommandLine(t *testing.T) {
 		{args: []string{"backend", "drain", "web", "--config", config}, code: exitUsage, stderr: "backend drain: missing BACKEND"},
 		{args: []string{"drain", "--config", config}, code: exitFailure, stderr: config + " has no bgp block"},
 		{args: []string{"undrain", "--config", config, "now"}, code: exitUsage, stderr: `undrain: unexpected argument "now"`},
-		{args: []string{"cleanup", "--config", config}, code: exitFailure, stderr: "cleanup is for role realserver; " + config},
+		{args: []string{"cleanup", "--config", config}, stdout: "nothing to clean up: no TOA program is pinned"},
 		{args: []string{"run", "--config", config, "extra"}, code: exitUsage},
 		{args: []string{"reload", "--config", config}, code: exitNotRunning, stderr: notRunning},
 		{args: []string{"reload", "now", "--config", config}, code: exitUsage, stderr: `reload: unexpected argument "now"`},

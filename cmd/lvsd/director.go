@@ -27,6 +27,7 @@ import (
 	"github.com/lvsd/lvsd/cluster/vrrp"
 	"github.com/lvsd/lvsd/ipvs"
 	"github.com/lvsd/lvsd/nat"
+	"github.com/lvsd/lvsd/nat/toa"
 )
 
 func init() {
@@ -137,7 +138,8 @@ func openKernel() (agent.Kernel, error) {
 	}
 	n := nat.NewKernel()
 	return agent.Kernel{IPVS: h, Daemons: h, Conns: h, Timeouts: h, NAT: n, Conntrack: n, Sysctls: sysctl.ProcSys{},
-		Addrs: arp.Kernel{}, Announcer: &arp.Gratuitous{}, IPVSWriters: ipvs.Writers}, nil
+		Addrs: arp.Kernel{}, Announcer: &arp.Gratuitous{}, IPVSWriters: ipvs.Writers,
+		TOA: toa.NewOnDemandDirector(toa.DirectorOptions{})}, nil
 }
 
 // admitOnHost finds the cluster port's default allow set on this host.

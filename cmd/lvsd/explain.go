@@ -78,6 +78,9 @@ func writeExplanation(w io.Writer, x views.Explanation) error {
 	if x.Rehashed > 0 {
 		fmt.Fprintf(w, "the slot's holder %s takes no new connections: mh-fallback looked %d more times\n", x.SlotOwner, x.Rehashed)
 	}
+	if x.ClientAddress != "" {
+		fmt.Fprintf(w, "client address: %s\n", x.ClientAddress)
+	}
 	fmt.Fprintln(w, "destinations in the kernel's order (the Maglev table depends on it):")
 	for _, d := range x.Destinations {
 		state := "takes new connections"

@@ -40,6 +40,16 @@ destinations in the kernel's order (the Maglev table depends on it):
   10.0.0.12:80           weight 0, slot weight 2, 1365 slots; weight 0: no new connections, unhealthy (http: status 503)
   10.0.0.11:80           weight 4, slot weight 4, 2728 slots; takes new connections, healthy
 `},
+		{"client address", func(x *views.Explanation) {
+			x.Decided, x.Backend, x.Slot = "maglev", "10.0.0.11:80", 17
+			x.ClientAddress = "the real server's applications see 192.0.2.7:51000: the director's TOA program on eth0 adds it"
+		}, `service web (tcp:10.0.0.50:80, scheduler mh mh-fallback,mh-port)
+192.0.2.7:51000 -> 10.0.0.11:80: Maglev slot 17 of 4093, from the client's address and source port
+client address: the real server's applications see 192.0.2.7:51000: the director's TOA program on eth0 adds it
+destinations in the kernel's order (the Maglev table depends on it):
+  10.0.0.12:80           weight 0, slot weight 2, 1365 slots; weight 0: no new connections, unhealthy (http: status 503)
+  10.0.0.11:80           weight 4, slot weight 4, 2728 slots; takes new connections, healthy
+`},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			x := base

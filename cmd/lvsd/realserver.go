@@ -12,11 +12,13 @@ import (
 	"github.com/lvsd/lvsd/agent"
 	"github.com/lvsd/lvsd/agent/api"
 	"github.com/lvsd/lvsd/agent/config"
+	"github.com/lvsd/lvsd/agent/planner"
 	"github.com/lvsd/lvsd/agent/realserver"
 	"github.com/lvsd/lvsd/agent/views"
 	"github.com/lvsd/lvsd/arp"
 	"github.com/lvsd/lvsd/arp/sysctl"
 	"github.com/lvsd/lvsd/nat"
+	"github.com/lvsd/lvsd/nat/toa"
 )
 
 func init() {
@@ -26,7 +28,7 @@ func init() {
 	}{
 		{"drain", "take this host out of service, keeping its connections (kept across restarts)", drain},
 		{"undrain", "put this host back in service", undrain},
-		{"cleanup", "real server: remove the VIPs, sysctls and tunnel setup lvsd added (stop the agent first)", cleanup},
+		{"cleanup", "remove what lvsd added and leaves behind when stopped (stop the agent first): a real server's VIPs, sysctls, tunnel setup and TOA programs, a director's TOA program", cleanup},
 	} {
 		subcommands = append(subcommands, func() *cobra.Command {
 			return &cobra.Command{Use: c.use, Short: c.short, Args: argCount(0, 0), ValidArgsFunction: cobra.NoFileCompletions,
@@ -39,7 +41,8 @@ func init() {
 // /proc/sys for sysctls, generic netlink for GUE ports, nftables for the
 // MSS clamp of tunnel VIPs.
 func realServerHost() realserver.Host {
-	return realserver.Host{Addrs: arp.Kernel{}, Sysctls: sysctl.ProcSys{}, Tunnels: arp.KernelTunnels{}, NAT: nat.NewKernel()}
+	return realserver.Host{Addrs: arp.Kernel{}, Sysctls: sysctl.ProcSys{}, Tunnels: arp.KernelTunnels{}, NAT: nat.NewKernel(),
+		TOA: toa.NewOnDemandRealServer(toa.Options{})}
 }
 
 func drain(ctx context.Context, e *env) error   { return setDrain(ctx, e, true) }
@@ -98,7 +101,7 @@ func setDirectorDrain(ctx context.Context, e *env, a *config.Agent, on bool) err
 }
 
 func cleanup(ctx context.Context, e *env) error {
-	a, err := realServerConfig(e, "cleanup")
+	a, err := config.LoadAgent(e.config)
 	if err != nil {
 		return err
 	}
@@ -107,24 +110,21 @@ func cleanup(ctx context.Context, e *env) error {
 		c.Close()
 		return fmt.Errorf("an lvsd agent is running (it answers on %s): stop it first", a.APISocket)
 	}
-	ops, err := realserver.Cleanup(ctx, realServerHost(), a.StateDir)
+	var ops []planner.Op
+	if a.Role == config.RoleDirector {
+		ops, err = agent.CleanupTOA(ctx, agent.Kernel{TOA: toa.NewOnDemandDirector(toa.DirectorOptions{})})
+	} else {
+		ops, err = realserver.Cleanup(ctx, realServerHost(), a.StateDir)
+	}
 	for _, op := range ops {
 		fmt.Fprintln(e.stdout, op.Describe())
 	}
-	if err == nil && len(ops) == 0 {
+	switch {
+	case err != nil:
+	case len(ops) == 0 && a.Role == config.RoleDirector:
+		fmt.Fprintln(e.stdout, "nothing to clean up: no TOA program is pinned (a director's IPVS services, nftables tables and addresses go with its services)")
+	case len(ops) == 0:
 		fmt.Fprintln(e.stdout, "nothing to clean up: nothing lvsd added is left")
 	}
 	return err
-}
-
-// realServerConfig loads the agent file and checks it is a real server's.
-func realServerConfig(e *env, what string) (*config.Agent, error) {
-	a, err := config.LoadAgent(e.config)
-	if err != nil {
-		return nil, err
-	}
-	if a.Role != config.RoleRealServer {
-		return nil, errors.New(what + " is for role realserver; " + e.config + " has role " + string(a.Role))
-	}
-	return a, nil
 }

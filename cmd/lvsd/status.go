@@ -254,6 +254,9 @@ func writeDirectorStatus(w io.Writer, st views.Status, cols statusColumns, now t
 			return err
 		}
 	}
+	if st.TOA != nil {
+		writeTOAStatus(w, st.TOA)
+	}
 	summary := st.View == views.ViewSummary || st.View == views.ViewProblems
 	if summary {
 		writeStatusTotals(w, st.Totals)
@@ -467,6 +470,15 @@ func writeRealServerStatus(w io.Writer, st realserver.Status, now time.Time) err
 	}
 	for _, d := range st.DownTunnels {
 		fmt.Fprintf(tw, "tunnel decapsulation: %s\n", d)
+	}
+	if t := st.TOA; t != nil {
+		fmt.Fprintf(tw, "\nclient address (toa): cgroup %s, backends %s, directors %s\n", t.Cgroup,
+			strings.Join(t.Backends, " "), strings.Join(t.Directors, " "))
+		if t.Error != "" {
+			fmt.Fprintf(tw, "  NOT IN PLACE: %s\n", t.Error)
+		}
+		fmt.Fprintf(tw, "  %d connections with the client's address, %d from other sources, %d directors' SYNs without the option, "+
+			"%d without a saved SYN\n", t.Stored, t.NotDirector, t.NoOption, t.NoSYN)
 	}
 	if len(st.Checks) > 0 {
 		fmt.Fprintln(tw, "\nLOCAL CHECK\tRESULT")

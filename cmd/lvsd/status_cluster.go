@@ -8,6 +8,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/lvsd/lvsd/agent"
 	"github.com/lvsd/lvsd/cluster"
 	"github.com/lvsd/lvsd/cluster/bgp"
 	"github.com/lvsd/lvsd/cluster/connsync"
@@ -160,6 +161,16 @@ func writeConnSyncStatus(w io.Writer, s *connsync.Stats) error {
 		s.ReceivedRecords, s.AppliedRecords, s.ConfirmedRecords, s.CacheSize, s.LastLag.Round(time.Millisecond),
 		s.MaxLag.Round(time.Millisecond), dropped)
 	return err
+}
+
+// writeTOAStatus prints the TOA program on one line.
+func writeTOAStatus(w io.Writer, t *agent.TOAStatus) {
+	at := "attached nowhere"
+	if len(t.Interfaces) > 0 {
+		at = "on " + strings.Join(t.Interfaces, ", ")
+	}
+	fmt.Fprintf(w, "client address (toa): %s, %d VIP:ports, %d options added, %d SYNs without room, %d forged options stripped, %d unsupported SYNs\n\n",
+		at, len(t.Services), t.Added, t.NoRoom, t.Stripped, t.Unsupported)
 }
 
 // writeBGPStatus prints the BGP speaker: a line per router and the routes.

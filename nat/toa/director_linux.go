@@ -149,14 +149,16 @@ func (d *KernelDirector) detach(link netlink.Link) error {
 
 // Attached lists the interfaces that carry the program (this lvsd's or a
 // previous one's).
-func (d *KernelDirector) Attached(ctx context.Context) ([]string, error) {
-	links, err := d.nl.LinkList()
+func (d *KernelDirector) Attached(ctx context.Context) ([]string, error) { return attached(d.nl) }
+
+func attached(nl *netlink.Handle) ([]string, error) {
+	links, err := nl.LinkList()
 	if err != nil {
 		return nil, fmt.Errorf("toa: interfaces: %w", err)
 	}
 	var names []string
 	for _, link := range links {
-		filters, err := d.nl.FilterList(link, netlink.HANDLE_MIN_INGRESS)
+		filters, err := nl.FilterList(link, netlink.HANDLE_MIN_INGRESS)
 		if err != nil {
 			continue // no clsact qdisc
 		}
@@ -181,7 +183,11 @@ func (d *KernelDirector) SetServices(ctx context.Context, vips []netip.AddrPort)
 
 // Services lists the VIP:ports in the map.
 func (d *KernelDirector) Services(ctx context.Context) ([]netip.AddrPort, error) {
-	keys, err := mapKeys[vipKey](d.objs.ToaServices)
+	return pinnedServices(d.objs.ToaServices)
+}
+
+func pinnedServices(m *ebpf.Map) ([]netip.AddrPort, error) {
+	keys, err := mapKeys[vipKey](m)
 	if err != nil {
 		return nil, err
 	}
@@ -192,9 +198,17 @@ func (d *KernelDirector) Services(ctx context.Context) ([]netip.AddrPort, error)
 	return out, nil
 }
 
+// Pinned implements Director: an open KernelDirector has pinned its
+// objects.
+func (d *KernelDirector) Pinned() bool { return true }
+
 // Stats implements Director.
 func (d *KernelDirector) Stats(ctx context.Context) (DirectorStats, error) {
-	v, err := sumCounters(d.objs.ToaDirectorStats, 4)
+	return directorStats(d.objs.ToaDirectorStats)
+}
+
+func directorStats(m *ebpf.Map) (DirectorStats, error) {
+	v, err := sumCounters(m, 4)
 	if err != nil {
 		return DirectorStats{}, err
 	}

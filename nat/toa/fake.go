@@ -2,6 +2,7 @@ package toa
 
 import (
 	"context"
+	"fmt"
 	"net/netip"
 	"slices"
 	"sync"
@@ -16,7 +17,9 @@ type FakeDirector struct {
 	services []netip.AddrPort
 	stats    DirectorStats
 	removed  bool
+	pinned   bool
 	failNext error
+	calls    []string
 }
 
 var _ Director = (*FakeDirector)(nil)
@@ -44,10 +47,11 @@ func (f *FakeDirector) Attach(ctx context.Context, iface string) error {
 	if err := f.fail(); err != nil {
 		return err
 	}
+	f.calls = append(f.calls, "attach "+iface)
 	if !slices.Contains(f.ifaces, iface) {
 		f.ifaces = append(f.ifaces, iface)
 	}
-	f.removed = false
+	f.removed, f.pinned = false, true
 	return nil
 }
 
@@ -58,6 +62,7 @@ func (f *FakeDirector) Detach(ctx context.Context, iface string) error {
 	if err := f.fail(); err != nil {
 		return err
 	}
+	f.calls = append(f.calls, "detach "+iface)
 	f.ifaces = slices.DeleteFunc(f.ifaces, func(s string) bool { return s == iface })
 	return nil
 }
@@ -73,11 +78,44 @@ func (f *FakeDirector) SetServices(ctx context.Context, vips []netip.AddrPort) e
 	if err != nil {
 		return err
 	}
+	f.calls = append(f.calls, fmt.Sprintf("services %d", len(keys)))
 	f.services = f.services[:0]
 	for _, k := range keys {
 		f.services = append(f.services, k.addrPort())
 	}
+	f.removed, f.pinned = false, true
 	return nil
+}
+
+// Attached implements Director.
+func (f *FakeDirector) Attached(ctx context.Context) ([]string, error) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return slices.Clone(f.ifaces), f.fail()
+}
+
+// Services implements Director.
+func (f *FakeDirector) Services(ctx context.Context) ([]netip.AddrPort, error) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return slices.Clone(f.services), f.fail()
+}
+
+// Pinned implements Director.
+func (f *FakeDirector) Pinned() bool {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return f.pinned
+}
+
+// Calls returns the changes made so far, one a string ("attach eth0",
+// "detach eth0", "services 2", "remove"), and forgets them.
+func (f *FakeDirector) Calls() []string {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	c := f.calls
+	f.calls = nil
+	return c
 }
 
 // Stats implements Director.
@@ -101,7 +139,8 @@ func (f *FakeDirector) Remove(ctx context.Context) error {
 	if err := f.fail(); err != nil {
 		return err
 	}
-	f.ifaces, f.services, f.stats, f.removed = nil, nil, DirectorStats{}, true
+	f.calls = append(f.calls, "remove")
+	f.ifaces, f.services, f.stats, f.removed, f.pinned = nil, nil, DirectorStats{}, true, false
 	return nil
 }
 
@@ -124,6 +163,7 @@ type FakeRealServer struct {
 	directors []netip.Addr
 	stats     RealServerStats
 	removed   bool
+	pinned    bool
 	failNext  error
 }
 
@@ -152,7 +192,7 @@ func (f *FakeRealServer) Attach(ctx context.Context, cgroupPath string) error {
 	if err := f.fail(); err != nil {
 		return err
 	}
-	f.cgroup, f.removed = cgroupPath, false
+	f.cgroup, f.removed, f.pinned = cgroupPath, false, true
 	return nil
 }
 
@@ -171,6 +211,7 @@ func (f *FakeRealServer) SetServices(ctx context.Context, local []netip.AddrPort
 	for _, k := range keys {
 		f.services = append(f.services, k.addrPort())
 	}
+	f.pinned = true
 	return nil
 }
 
@@ -189,6 +230,7 @@ func (f *FakeRealServer) SetDirectors(ctx context.Context, addrs []netip.Addr) e
 	for _, k := range keys {
 		f.directors = append(f.directors, netip.AddrFrom16(k.Addr).Unmap())
 	}
+	f.pinned = true
 	return nil
 }
 
@@ -213,8 +255,15 @@ func (f *FakeRealServer) Remove(ctx context.Context) error {
 	if err := f.fail(); err != nil {
 		return err
 	}
-	f.cgroup, f.services, f.directors, f.stats, f.removed = "", nil, nil, RealServerStats{}, true
+	f.cgroup, f.services, f.directors, f.stats, f.removed, f.pinned = "", nil, nil, RealServerStats{}, true, false
 	return nil
+}
+
+// Pinned implements RealServer.
+func (f *FakeRealServer) Pinned() bool {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return f.pinned
 }
 
 // Close implements RealServer.

@@ -131,9 +131,17 @@ func (r *KernelRealServer) SetDirectors(ctx context.Context, addrs []netip.Addr)
 	return syncSet(r.objs.ToaDirectors, keys)
 }
 
+// Pinned implements RealServer: an open KernelRealServer has pinned its
+// objects.
+func (r *KernelRealServer) Pinned() bool { return true }
+
 // Stats implements RealServer.
 func (r *KernelRealServer) Stats(ctx context.Context) (RealServerStats, error) {
-	v, err := sumCounters(r.objs.ToaRealserverStats, 4)
+	return realServerStats(r.objs.ToaRealserverStats)
+}
+
+func realServerStats(m *ebpf.Map) (RealServerStats, error) {
+	v, err := sumCounters(m, 4)
 	if err != nil {
 		return RealServerStats{}, err
 	}

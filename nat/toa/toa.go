@@ -66,6 +66,14 @@ type Director interface {
 	// exactly vips.
 	SetServices(ctx context.Context, vips []netip.AddrPort) error
 	Stats(ctx context.Context) (DirectorStats, error)
+	// Attached lists the interfaces that carry the program (this lvsd's
+	// or a previous one's).
+	Attached(ctx context.Context) ([]string, error)
+	// Services lists the VIP:ports the program acts on.
+	Services(ctx context.Context) ([]netip.AddrPort, error)
+	// Pinned reports whether the program's objects exist: they must be
+	// removed when no service wants them, attached or not.
+	Pinned() bool
 	// Remove detaches from every interface and deletes every pinned object.
 	Remove(ctx context.Context) error
 	// Close lets go of the objects, which stay in the kernel for the next
@@ -87,6 +95,8 @@ type RealServer interface {
 	// to carry the option exactly addrs.
 	SetDirectors(ctx context.Context, addrs []netip.Addr) error
 	Stats(ctx context.Context) (RealServerStats, error)
+	// Pinned reports whether the programs' objects exist.
+	Pinned() bool
 	Remove(ctx context.Context) error
 	Close() error
 }
