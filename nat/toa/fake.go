@@ -12,33 +12,19 @@ import (
 // checks its input as KernelDirector does; FailNext makes the next call
 // fail.
 type FakeDirector struct {
-	mu       sync.Mutex // guards all following fields
-	ifaces   []string
-	services []netip.AddrPort
-	stats    DirectorStats
-	removed  bool
-	pinned   bool
-	failNext error
-	calls    []string
+	fakeFailure // its mu guards all following fields
+	ifaces      []string
+	services    []netip.AddrPort
+	stats       DirectorStats
+	removed     bool
+	pinned      bool
+	calls       []string
 }
 
 var _ Director = (*FakeDirector)(nil)
 
 // NewFakeDirector returns a FakeDirector on no interface with no services.
 func NewFakeDirector() *FakeDirector { return &FakeDirector{} }
-
-func (f *FakeDirector) fail() error {
-	err := f.failNext
-	f.failNext = nil
-	return err
-}
-
-// FailNext makes the next call return err.
-func (f *FakeDirector) FailNext(err error) {
-	f.mu.Lock()
-	defer f.mu.Unlock()
-	f.failNext = err
-}
 
 // Attach implements Director.
 func (f *FakeDirector) Attach(ctx context.Context, iface string) error {
@@ -157,33 +143,19 @@ func (f *FakeDirector) State() (ifaces []string, services []netip.AddrPort, remo
 
 // FakeRealServer keeps the real server's side in memory for agent tests.
 type FakeRealServer struct {
-	mu        sync.Mutex // guards all following fields
-	cgroup    string
-	services  []netip.AddrPort
-	directors []netip.Addr
-	stats     RealServerStats
-	removed   bool
-	pinned    bool
-	failNext  error
+	fakeFailure // its mu guards all following fields
+	cgroup      string
+	services    []netip.AddrPort
+	directors   []netip.Addr
+	stats       RealServerStats
+	removed     bool
+	pinned      bool
 }
 
 var _ RealServer = (*FakeRealServer)(nil)
 
 // NewFakeRealServer returns a FakeRealServer attached nowhere.
 func NewFakeRealServer() *FakeRealServer { return &FakeRealServer{} }
-
-func (f *FakeRealServer) fail() error {
-	err := f.failNext
-	f.failNext = nil
-	return err
-}
-
-// FailNext makes the next call return err.
-func (f *FakeRealServer) FailNext(err error) {
-	f.mu.Lock()
-	defer f.mu.Unlock()
-	f.failNext = err
-}
 
 // Attach implements RealServer.
 func (f *FakeRealServer) Attach(ctx context.Context, cgroupPath string) error {
@@ -275,4 +247,24 @@ func (f *FakeRealServer) State() (cgroup string, services []netip.AddrPort, dire
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	return f.cgroup, slices.Clone(f.services), slices.Clone(f.directors), f.removed
+}
+
+// fakeFailure is the fakes' lock and the failure FailNext arms.
+type fakeFailure struct {
+	mu       sync.Mutex
+	failNext error
+}
+
+// FailNext makes the next call return err.
+func (f *fakeFailure) FailNext(err error) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.failNext = err
+}
+
+// fail returns the armed failure and disarms it; the caller holds mu.
+func (f *fakeFailure) fail() error {
+	err := f.failNext
+	f.failNext = nil
+	return err
 }
