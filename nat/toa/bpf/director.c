@@ -226,10 +226,13 @@ int toa_director(struct __sk_buff *skb)
 	if (s.hdr_len < sizeof(th) || s.tcp - s.l3 + s.hdr_len > s.ip_len)
 		return TC_ACT_OK; /* malformed: the stack drops it */
 
-	__u32 opt_len = (s.hdr_len - sizeof(th)) & 0x3f;
+	__u64 opt_len = (s.hdr_len - sizeof(th)) & 0x3f; /* 64-bit: 6.1 does not carry 32-bit bounds over */
+	/* Kept in one register and checked there: the 6.1 verifier loses a
+	 * bound checked on a copy, and refuses a length that may be zero. */
+	barrier_var(opt_len);
 	if (opt_len > TCP_MAX_OPTIONS)
 		return TC_ACT_OK;
-	if (opt_len) {
+	if (opt_len >= 4) { /* not "!= 0": 6.1 learns no lower bound from that */
 		struct option_walk w = { .len = opt_len };
 		__u8 orig[TCP_MAX_OPTIONS] = {};
 
