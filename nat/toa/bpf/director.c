@@ -93,8 +93,17 @@ static long strip_step(__u32 index, struct option_walk *w)
 		return 1;
 	w->next = j + len;
 	if (kind == TOA_KIND) {
-		w->strip_end = w->next;
-		w->opts[j] = TCPOPT_NOP;
+		/* The whole option in this step: kernels before 6.8 verify a
+		 * bpf_loop callback once, with the walk as it starts, so a branch
+		 * on state a previous step set (strip_end is 0 at first) is taken
+		 * for dead code and removed. */
+		for (__u64 k = 0; k < TCP_MAX_OPTIONS; k++) {
+			__u64 at = j + k;
+
+			if (k >= len || at >= TCP_MAX_OPTIONS)
+				break;
+			w->opts[at] = TCPOPT_NOP;
+		}
 		w->found = 1;
 	}
 	return 0;
