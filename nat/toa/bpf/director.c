@@ -93,8 +93,17 @@ static long strip_step(__u32 index, struct option_walk *w)
 		return 1;
 	w->next = j + len;
 	if (kind == TOA_KIND) {
-		w->strip_end = w->next;
-		w->opts[j] = TCPOPT_NOP;
+		/* The whole option in this step: kernels before 6.8 verify a
+		 * bpf_loop callback once, with the walk as it starts, so a branch
+		 * on state a previous step set (strip_end is 0 at first) is taken
+		 * for dead code and removed. */
+		for (__u64 k = 0; k < TCP_MAX_OPTIONS; k++) {
+			__u64 at = j + k;
+
+			if (k >= len || at >= TCP_MAX_OPTIONS)
+				break;
+			w->opts[at] = TCPOPT_NOP;
+		}
 		w->found = 1;
 	}
 	return 0;
@@ -226,10 +235,13 @@ int toa_director(struct __sk_buff *skb)
 	if (s.hdr_len < sizeof(th) || s.tcp - s.l3 + s.hdr_len > s.ip_len)
 		return TC_ACT_OK; /* malformed: the stack drops it */
 
-	__u32 opt_len = (s.hdr_len - sizeof(th)) & 0x3f;
+	__u64 opt_len = (s.hdr_len - sizeof(th)) & 0x3f; /* 64-bit: 6.1 does not carry 32-bit bounds over */
+	/* Kept in one register and checked there: the 6.1 verifier loses a
+	 * bound checked on a copy, and refuses a length that may be zero. */
+	barrier_var(opt_len);
 	if (opt_len > TCP_MAX_OPTIONS)
 		return TC_ACT_OK;
-	if (opt_len) {
+	if (opt_len >= 4) { /* not "!= 0": 6.1 learns no lower bound from that */
 		struct option_walk w = { .len = opt_len };
 		__u8 orig[TCP_MAX_OPTIONS] = {};
 
