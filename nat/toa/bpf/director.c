@@ -59,7 +59,6 @@ struct option_walk {
 	__u8 opts[TCP_MAX_OPTIONS];
 	__u32 len;       /* bytes of options, a multiple of 4 */
 	__u32 next;      /* where the next option starts */
-	__u32 strip_end; /* bytes before this are inside a TOA option */
 	__u32 found;
 };
 
@@ -73,10 +72,6 @@ static long strip_step(__u32 index, struct option_walk *w)
 	barrier_var(j);
 	if (j >= w->len || j >= TCP_MAX_OPTIONS)
 		return 1;
-	if (j < w->strip_end) {
-		w->opts[j] = TCPOPT_NOP;
-		return 0;
-	}
 	if (j != w->next)
 		return 0;
 	__u8 kind = w->opts[j];
@@ -95,7 +90,7 @@ static long strip_step(__u32 index, struct option_walk *w)
 	if (kind == TOA_KIND) {
 		/* The whole option in this step: kernels before 6.8 verify a
 		 * bpf_loop callback once, with the walk as it starts, so a branch
-		 * on state a previous step set (strip_end is 0 at first) is taken
+		 * on state a previous step set is taken
 		 * for dead code and removed. */
 		for (__u64 k = 0; k < TCP_MAX_OPTIONS; k++) {
 			__u64 at = j + k;
