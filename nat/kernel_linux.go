@@ -60,7 +60,7 @@ func NewKernel(opts ...KernelOption) *Kernel {
 // error forever, and a batch that fails half-way can leave unread acks on a
 // lasting socket that the next call would take for its own.
 func (k *Kernel) conn() (*nftables.Conn, error) {
-	opts := []nftables.ConnOption{nftables.AsLasting()}
+	opts := []nftables.ConnOption{nftables.AsLasting(), nftables.WithSockOptions(batchBuffers)}
 	if k.netns >= 0 {
 		opts = append(opts, nftables.WithNetNSFd(k.netns))
 	}
@@ -69,6 +69,36 @@ func (k *Kernel) conn() (*nftables.Conn, error) {
 		return nil, fmt.Errorf("opening nftables netlink socket: %w", classify(err))
 	}
 	return c, nil
+}
+
+// batchSocketBuffer bounds one ruleset batch and its acknowledgements. The
+// kernel refuses a netlink message larger than the socket's send buffer
+// (EMSGSIZE; the default, net.core.wmem_default, is 208 KiB: about 400
+// FULLNAT services), and drops acknowledgements beyond its receive buffer
+// (ENOBUFS). 10,000 FULLNAT services make a batch of about 5 MB and 20,000
+// acknowledgements. The buffers are limits, not allocations.
+const batchSocketBuffer = 256 << 20
+
+// batchBuffers raises the socket's buffers to batchSocketBuffer, past
+// net.core.wmem_max and rmem_max with the FORCE options (CAP_NET_ADMIN,
+// which writing nftables needs anyway); without the capability it keeps
+// what the plain options give.
+func batchBuffers(c *netlink.Conn) error {
+	raw, err := c.SyscallConn()
+	if err != nil {
+		return err
+	}
+	var sockErr error
+	err = raw.Control(func(fd uintptr) {
+		for _, o := range [][2]int{{unix.SO_SNDBUFFORCE, unix.SO_SNDBUF}, {unix.SO_RCVBUFFORCE, unix.SO_RCVBUF}} {
+			if unix.SetsockoptInt(int(fd), unix.SOL_SOCKET, o[0], batchSocketBuffer) != nil {
+				if err := unix.SetsockoptInt(int(fd), unix.SOL_SOCKET, o[1], batchSocketBuffer); err != nil {
+					sockErr = err
+				}
+			}
+		}
+	})
+	return errors.Join(err, sockErr)
 }
 
 // Apply implements Interface: one batch that, per family, adds the table

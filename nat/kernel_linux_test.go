@@ -1,7 +1,11 @@
 package nat
 
 import (
+	"fmt"
+	"net/netip"
+
 	"context"
+	"github.com/lvsd/lvsd/ipvs/l4"
 	"regexp"
 	"strings"
 	"testing"
@@ -190,4 +194,34 @@ func goldenSpec(t *testing.T, name string) Spec {
 	}
 	t.Fatalf("no golden case %q", name)
 	return Spec{}
+}
+
+// TestKernelAppliesTenThousandFullNATServices: the batch of 10,000 FULLNAT
+// services (about 5 MB, 20,000 acknowledgements) is far larger than a
+// netlink socket's default buffers (208 KiB), which refused it with
+// EMSGSIZE before the buffers were raised for the batch.
+func TestKernelAppliesTenThousandFullNATServices(t *testing.T) {
+	requireNetAdmin(t)
+	ctx := context.Background()
+	ns := newTestNS(t)
+	k := NewKernel(InNetNS(ns.fd))
+	vip := netip.MustParseAddr("10.0.0.45")
+	var spec Spec
+	for i := range 10000 {
+		spec.SNAT = append(spec.SNAT, rules.SNATRule{
+			Match:  rules.Match{VIP: vip, Protocol: l4.TCP, Ports: []l4.PortRange{port(uint16(10000 + i))}},
+			CtMark: uint32(0x10 + i), To: []netip.Addr{netip.MustParseAddr("10.0.0.70"), netip.MustParseAddr("10.0.0.71")},
+			Comment: fmt.Sprintf("x%05d", i),
+		})
+	}
+	rs := mustRender(t, spec)
+	if err := k.Apply(ctx, rs); err != nil {
+		t.Fatal(err)
+	}
+	if d, err := k.Installed(ctx); err != nil || d != rs.Digest() {
+		t.Fatalf("Installed() = %q, %v; want %q", d, err, rs.Digest())
+	}
+	if n := strings.Count(ns.lvsdTables(t), "snat to"); n != 10000 {
+		t.Errorf("%d snat rules listed, want 10000", n)
+	}
 }
