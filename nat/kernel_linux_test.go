@@ -1,15 +1,14 @@
 package nat
 
 import (
+	"context"
 	"fmt"
 	"net/netip"
-
-	"context"
-	"github.com/lvsd/lvsd/ipvs/l4"
 	"regexp"
 	"strings"
 	"testing"
 
+	"github.com/lvsd/lvsd/ipvs/l4"
 	"github.com/lvsd/lvsd/nat/rules"
 )
 
