@@ -46,16 +46,20 @@ examples-check:
 # nat/toa/bpf/*; `make bpf-check` compiles the sources afresh in a temporary
 # folder and fails if the committed objects or Go files differ from them.
 BPF_TOOLS := clang llvm-strip
+# Debian keeps <asm/types.h> in the architecture's multiarch folder
+# (/usr/include/x86_64-linux-gnu, /usr/include/aarch64-linux-gnu); gen.go's
+# -I names it through BPF_MULTIARCH. The objects do not depend on it.
+BPF_MULTIARCH ?= $(or $(shell gcc -print-multiarch 2>/dev/null),$(shell uname -m)-linux-gnu)
 bpf:
 	@for t in $(BPF_TOOLS); do command -v $$t >/dev/null || { echo "$$t missing: apt-get install clang llvm libbpf-dev" >&2; exit 1; }; done
-	cd nat/toa && $(GO) generate ./
+	cd nat/toa && BPF_MULTIARCH=$(BPF_MULTIARCH) $(GO) generate ./
 bpf-check:
 	@for t in $(BPF_TOOLS); do command -v $$t >/dev/null || { echo "$$t missing: apt-get install clang llvm libbpf-dev" >&2; exit 1; }; done
 	@set -e; tmp=$$(mktemp -d); trap 'rm -rf "$$tmp"' EXIT; \
 	cp -r nat/toa/bpf nat/toa/gen.go "$$tmp/"; \
 	$(GO) build -o "$$tmp/bpf2go" github.com/cilium/ebpf/cmd/bpf2go; \
 	sed -n 's|^//go:generate go run github.com/cilium/ebpf/cmd/bpf2go |"$$tmp"/bpf2go |p' nat/toa/gen.go > "$$tmp/gen.sh"; \
-	(cd "$$tmp" && GOPACKAGE=toa tmp="$$tmp" bash gen.sh >/dev/null); \
+	(cd "$$tmp" && GOPACKAGE=toa tmp="$$tmp" BPF_MULTIARCH=$(BPF_MULTIARCH) bash gen.sh >/dev/null); \
 	for f in director_bpfel.o director_bpfel.go realserver_bpfel.o realserver_bpfel.go; do \
 	  cmp -s "$$tmp/$$f" nat/toa/$$f || { echo "nat/toa/$$f differs from what its source compiles to: run make bpf and commit" >&2; exit 1; }; \
 	done; echo "bpf-check: the committed objects match nat/toa/bpf"

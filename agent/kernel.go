@@ -148,13 +148,18 @@ func (k Kernel) readTOA(ctx context.Context) (planner.TOA, error) {
 	if err != nil {
 		return planner.TOA{}, err
 	}
+	outdated, err := k.TOA.Outdated(ctx)
+	if err != nil {
+		return planner.TOA{}, err
+	}
 	vips, err := k.TOA.Services(ctx)
 	if err != nil {
 		return planner.TOA{}, err
 	}
 	slices.Sort(ifaces)
+	slices.Sort(outdated)
 	slices.SortFunc(vips, netip.AddrPort.Compare)
-	return planner.TOA{Interfaces: ifaces, Services: vips, Pinned: true}, nil
+	return planner.TOA{Interfaces: ifaces, Outdated: outdated, Services: vips, Pinned: true}, nil
 }
 
 // applyTOA runs an op of the TOA program.

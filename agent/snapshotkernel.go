@@ -44,6 +44,9 @@ func (r snapshotTOA) Attached(context.Context) ([]string, error) {
 	}
 	return slices.Clone(r.t.Interfaces), nil
 }
+
+// Outdated: a snapshot does not keep the programs, only where they were.
+func (snapshotTOA) Outdated(context.Context) ([]string, error) { return nil, nil }
 func (r snapshotTOA) Services(context.Context) ([]netip.AddrPort, error) {
 	if r.t == nil {
 		return nil, nil

@@ -29,6 +29,12 @@ func TestReconcileTOA(t *testing.T) {
 		{"the first service", func() *Agent { return a }, []string{"services 1", "attach eth0"}},
 		{"nothing changed", func() *Agent { return a }, nil},
 		{"a restarted agent adopts it", func() *Agent { a = e.agent(); return a }, nil},
+		{"an upgraded agent replaces the previous release's program", func() *Agent {
+			e.toa.SetOutdated("eth0")
+			a = e.agent()
+			return a
+		}, []string{"attach eth0"}},
+		{"and then leaves it", func() *Agent { a = e.agent(); return a }, nil},
 		{"a second service", func() *Agent {
 			e.service("api", strings.NewReplacer("web", "api", "10.0.0.50", "10.0.0.51", "10.0.1.200", "10.0.1.201").Replace(toaWeb))
 			e.reload(a)

@@ -20,6 +20,9 @@ type TOA struct {
 	// this lvsd or a previous one), attached or not: they must go when no
 	// service wants them.
 	Pinned bool
+	// Outdated, read back only, are the Interfaces whose program is not
+	// this build's: a previous release's, left attached across an upgrade.
+	Outdated []string // sorted
 }
 
 // Wanted reports whether t asks for the program.
@@ -69,7 +72,9 @@ func sameTOA(a, b *config.Service) bool {
 // interface it is attached to next filters the right VIP:ports from its
 // first packet; then the new interfaces; then those no longer wanted. With
 // no service left, everything goes at once. A program found attached (a
-// previous lvsd's) is adopted as it is: no op, no moment without it.
+// previous lvsd's) is adopted as it is when it is this build's: no op; a
+// previous release's is replaced in place (toa-attach swaps the filter's
+// program without a moment unfiltered).
 func planTOA(d, a TOA) []Op {
 	if !d.Wanted() {
 		if a.Pinned || len(a.Interfaces) > 0 || len(a.Services) > 0 {
@@ -82,8 +87,12 @@ func planTOA(d, a TOA) []Op {
 		ops = append(ops, Op{Kind: SetTOAServices, Detail: &Detail{TOAServices: d.Services}})
 	}
 	for _, dev := range d.Interfaces {
-		if !slices.Contains(a.Interfaces, dev) {
+		switch {
+		case !slices.Contains(a.Interfaces, dev):
 			ops = append(ops, Op{Kind: AttachTOA, Reason: "VIPs with client_address toa arrive here", Detail: &Detail{Interface: dev}})
+		case slices.Contains(a.Outdated, dev):
+			ops = append(ops, Op{Kind: AttachTOA, Reason: "the attached program is another build's (an upgrade): replaced in place",
+				Detail: &Detail{Interface: dev}})
 		}
 	}
 	for _, dev := range a.Interfaces {
@@ -104,8 +113,10 @@ func appliedTOA(t TOA, op Op) TOA {
 		t.Interfaces = append(t.Interfaces, op.Interface)
 		slices.Sort(t.Interfaces)
 		t.Interfaces, t.Pinned = slices.Compact(t.Interfaces), true
+		t.Outdated = slices.DeleteFunc(slices.Clone(t.Outdated), func(s string) bool { return s == op.Interface })
 	case DetachTOA:
 		t.Interfaces = slices.DeleteFunc(slices.Clone(t.Interfaces), func(s string) bool { return s == op.Interface })
+		t.Outdated = slices.DeleteFunc(slices.Clone(t.Outdated), func(s string) bool { return s == op.Interface })
 	case RemoveTOA:
 		t = TOA{}
 	}

@@ -114,6 +114,10 @@ func TestPlanTOA(t *testing.T) {
 			"toa-services 1 (10.0.0.50:443)",
 			"toa-attach eth0 (VIPs with client_address toa arrive here)"}},
 		{"adopted as found", web, TOA{Interfaces: []string{"eth0"}, Services: aps("10.0.0.50:443"), Pinned: true}, nil},
+		{"a previous release's program, replaced in place", moved,
+			TOA{Interfaces: []string{"eth0", "eth1"}, Outdated: []string{"eth0", "eth1"}, Services: two.Services, Pinned: true}, []string{
+				"toa-attach eth1 (the attached program is another build's (an upgrade): replaced in place)",
+				"toa-detach eth0 (no VIP with client_address toa arrives here)"}},
 		{"a second service", two, TOA{Interfaces: []string{"eth0"}, Services: aps("10.0.0.50:443"), Pinned: true}, []string{
 			"toa-services 2 (10.0.0.50:443 10.0.0.51:443)"}},
 		{"another interface", moved, TOA{Interfaces: []string{"eth0"}, Services: two.Services, Pinned: true}, []string{

@@ -62,7 +62,10 @@ func serveEndpoint(ctx context.Context, l net.Listener, h http.Handler) error {
 //     drained (healthy but taking no new connections);
 //   - 503 with WeightHeader 0 when a local check fails, a configured VIP
 //     is not on lo or the tunnel VIPs' decapsulation is not in place (a
-//     device down, a GUE port closed): traffic would be dropped. The header is 0 rather
+//     device down, a GUE port closed): traffic would be dropped; or when
+//     realserver.client_address is set and its TOA programs could not be
+//     set up: every connection would reach the applications with a
+//     director's address instead of the client's. The header is 0 rather
 //     than absent so that a consumer reading only the header stops too.
 //
 // The checks run on every request, so the answer is never stale.
@@ -87,6 +90,9 @@ func (a *Agent) HealthHandler() http.Handler {
 		}
 		if n := len(st.DownTunnels); n > 0 {
 			problems = append(problems, fmt.Sprintf("%d tunnel(s) not decapsulating", n))
+		}
+		if st.toaFailed() {
+			problems = append(problems, toaProblem)
 		}
 		failed := 0
 		for _, res := range a.runChecks(r.Context(), st.checks) {

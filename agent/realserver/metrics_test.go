@@ -61,7 +61,7 @@ lvsd_realserver_configured_weight 7
 # HELP lvsd_realserver_drained 1 while this real server is drained (lvsd drain): its weight endpoint announces weight 0.
 # TYPE lvsd_realserver_drained gauge
 lvsd_realserver_drained 1
-# HELP lvsd_realserver_healthy 1 if the weight endpoint answers 200: every VIP on lo, the tunnels decapsulating and the local checks passing.
+# HELP lvsd_realserver_healthy 1 if the weight endpoint answers 200: every VIP on lo, the tunnels decapsulating, the local checks passing and the TOA programs in place.
 # TYPE lvsd_realserver_healthy gauge
 lvsd_realserver_healthy 0
 # HELP lvsd_realserver_last_probe_timestamp_seconds When a director last probed the weight endpoint, as a Unix time; absent before the first probe. Without probes lvsd drain has no effect.

@@ -38,6 +38,14 @@ type toaState struct {
 	err     error
 }
 
+// toaProblem is the weight endpoint's reason when the TOA programs are not
+// in place.
+const toaProblem = "TOA programs not in place (applications would see the directors' address)"
+
+// toaFailed reports whether realserver.client_address is set and the last
+// pass could not set up its programs.
+func (st *Status) toaFailed() bool { return st.toa.cfg.Enabled() && st.toa.err != nil }
+
 // reconcileTOA makes the TOA programs what the agent file asks: the
 // backends and directors in their maps first, so that the hooks act on
 // the right sockets from their first connection, then the cgroup; or,

@@ -4,11 +4,15 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"net/http"
 	"net/netip"
 	"path/filepath"
 	"reflect"
 	"slices"
+	"strings"
 	"testing"
+
+	"github.com/prometheus/client_golang/prometheus/testutil"
 
 	"github.com/lvsd/lvsd/nat/toa"
 )
@@ -95,4 +99,55 @@ func getStatus(t *testing.T, a *Agent) (int, Status) {
 		t.Fatalf("%d %s: %v", code, body, err)
 	}
 	return code, st
+}
+
+// Programs that could not be set up make the weight endpoint answer 503
+// with weight 0, so the directors stop sending connections whose client
+// address the applications would not see; the next good pass heals it.
+func TestRealServerTOAFailureIsUnhealthy(t *testing.T) {
+	e := newEnv(t, toaBlock)
+	a := e.agent()
+	h := a.HealthHandler()
+	e.toa.FailNext(errors.New("no BPF file system"))
+	e.pass(a)
+	code, weight, body := get(t, h, "/healthz")
+	if code != http.StatusServiceUnavailable || weight != "0" || !strings.Contains(body, toaProblem) {
+		t.Errorf("after a failed attach: %d weight %q %q", code, weight, body)
+	}
+	if err := testutil.CollectAndCompare(NewCollector(a, "x"), strings.NewReader(`
+# HELP lvsd_realserver_toa_in_place 1 if the TOA programs of realserver.client_address are set up; 0: the last pass failed, the weight endpoint answers 503 and applications see the directors' address.
+# TYPE lvsd_realserver_toa_in_place gauge
+lvsd_realserver_toa_in_place 0
+`), "lvsd_realserver_toa_in_place"); err != nil {
+		t.Error(err)
+	}
+
+	e.pass(a)
+	e.toa.SetStats(toa.RealServerStats{Stored: 50, NotDirector: 1, NoOption: 2, NoSYN: 3})
+	if code, weight, body := get(t, h, "/healthz"); code != http.StatusOK || weight == "0" {
+		t.Errorf("after a good pass: %d weight %q %q", code, weight, body)
+	}
+	if err := testutil.CollectAndCompare(NewCollector(a, "x"), strings.NewReader(`
+# HELP lvsd_realserver_healthy 1 if the weight endpoint answers 200: every VIP on lo, the tunnels decapsulating, the local checks passing and the TOA programs in place.
+# TYPE lvsd_realserver_healthy gauge
+lvsd_realserver_healthy 1
+# HELP lvsd_realserver_toa_in_place 1 if the TOA programs of realserver.client_address are set up; 0: the last pass failed, the weight endpoint answers 503 and applications see the directors' address.
+# TYPE lvsd_realserver_toa_in_place gauge
+lvsd_realserver_toa_in_place 1
+# HELP lvsd_realserver_toa_no_option_total Connections from a director whose SYN carried no usable TOA option: the peer name stays the director's.
+# TYPE lvsd_realserver_toa_no_option_total counter
+lvsd_realserver_toa_no_option_total 2
+# HELP lvsd_realserver_toa_no_saved_syn_total Connections whose listener did not keep its SYN (opened before the programs were attached): restart the application.
+# TYPE lvsd_realserver_toa_no_saved_syn_total counter
+lvsd_realserver_toa_no_saved_syn_total 3
+# HELP lvsd_realserver_toa_not_director_total Connections to a backend from an address that is not a director's: left as they are.
+# TYPE lvsd_realserver_toa_not_director_total counter
+lvsd_realserver_toa_not_director_total 1
+# HELP lvsd_realserver_toa_stored_total Connections to a backend whose peer name is the client's address and port, taken from the director's TCP option.
+# TYPE lvsd_realserver_toa_stored_total counter
+lvsd_realserver_toa_stored_total 50
+`), "lvsd_realserver_healthy", "lvsd_realserver_toa_in_place", "lvsd_realserver_toa_stored_total", "lvsd_realserver_toa_not_director_total",
+		"lvsd_realserver_toa_no_option_total", "lvsd_realserver_toa_no_saved_syn_total"); err != nil {
+		t.Error(err)
+	}
 }

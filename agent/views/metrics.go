@@ -59,7 +59,7 @@ func (c *Collector) Describe(ch chan<- *prometheus.Desc) {
 	for _, d := range []*prometheus.Desc{descReady, descPasses, descErrors, descResets, descLastPass, descLastOK} {
 		ch <- d
 	}
-	for _, d := range slices.Concat(metrics.Common, serviceDescs, backendDescs, clusterDescs, bgpDescs, healthDescs, coordinationDescs, partsDescs) {
+	for _, d := range slices.Concat(metrics.Common, serviceDescs, backendDescs, clusterDescs, bgpDescs, healthDescs, coordinationDescs, partsDescs, toaDescs) {
 		ch <- d
 	}
 }
@@ -120,6 +120,9 @@ func (c *Collector) Collect(ch chan<- prometheus.Metric) {
 	}
 	if st.BGP != nil {
 		collectBGP(st.BGP, st.Drained, gauge, counter)
+	}
+	if st.TOA != nil {
+		collectTOA(st.TOA, gauge, counter)
 	}
 	for _, s := range st.Services {
 		collectService(s, gauge, counter)

@@ -8,6 +8,8 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/prometheus/client_golang/prometheus/testutil"
+
 	"github.com/lvsd/lvsd/agent"
 	"github.com/lvsd/lvsd/ipvs/l4"
 	"github.com/lvsd/lvsd/nat/toa"
@@ -35,6 +37,26 @@ func TestStatusTOA(t *testing.T) {
 	if !reflect.DeepEqual(st.TOA, want) {
 		t.Errorf("toa %+v, want %+v", st.TOA, want)
 	}
+	if err := testutil.CollectAndCompare(NewCollector(v, "dev"), strings.NewReader(`
+# HELP lvsd_toa_forged_stripped_total Packets from clients that carried a TOA option of their own (a forged address), overwritten before they reach the real servers.
+# TYPE lvsd_toa_forged_stripped_total counter
+lvsd_toa_forged_stripped_total 2
+# HELP lvsd_toa_interfaces Interfaces that carry the director's TOA program.
+# TYPE lvsd_toa_interfaces gauge
+lvsd_toa_interfaces 1
+# HELP lvsd_toa_no_room_total SYNs whose TCP options left no room for the client's address: passed without it, so the real server sees the director's address.
+# TYPE lvsd_toa_no_room_total counter
+lvsd_toa_no_room_total 1
+# HELP lvsd_toa_options_added_total SYNs to a VIP:port with client_address toa that the director's TOA program gave the client's address and port.
+# TYPE lvsd_toa_options_added_total counter
+lvsd_toa_options_added_total 50
+# HELP lvsd_toa_unsupported_total SYNs passed without the client's address: IPv4 options, data in the SYN, a helper that failed.
+# TYPE lvsd_toa_unsupported_total counter
+lvsd_toa_unsupported_total 3
+`), "lvsd_toa_forged_stripped_total", "lvsd_toa_interfaces", "lvsd_toa_no_room_total", "lvsd_toa_options_added_total",
+		"lvsd_toa_unsupported_total"); err != nil {
+		t.Error(err)
+	}
 
 	plain := newEnv(t)
 	plain.service("plain", "service: plain\nvip: 10.0.0.51\nports: [80]\nbackends:\n  - {address: 10.0.1.12}\n")
@@ -44,6 +66,9 @@ func TestStatusTOA(t *testing.T) {
 	plain.reconcile(pv)
 	if st, err := pv.Status(context.Background(), StatusQuery{}); err != nil || st.TOA != nil {
 		t.Errorf("without a TOA service: %+v, %v", st.TOA, err)
+	}
+	if n := testutil.CollectAndCount(NewCollector(pv, "dev"), "lvsd_toa_options_added_total", "lvsd_toa_interfaces"); n != 0 {
+		t.Errorf("without a TOA service: %d TOA series", n)
 	}
 }
 

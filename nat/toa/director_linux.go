@@ -34,21 +34,45 @@ type KernelDirector struct {
 	dir  string
 	objs directorObjects
 	nl   *netlink.Handle
+	// tag is the kernel's tag of objs.ToaDirector: a filter with another
+	// runs another build's program.
+	tag string
+	// newMaps says maps of another layout were replaced by new ones: every
+	// filter needs this program, whatever its tag (upgrade_linux.go).
+	newMaps bool
 }
 
 var _ Director = (*KernelDirector)(nil)
 
 // OpenDirector loads the program and adopts the maps pinned by a previous
-// lvsd (their services and counters carry on), or pins new ones.
+// lvsd (their services and counters carry on), or pins new ones. A pinned
+// map whose layout this build changed is replaced, its services carried
+// over where their key layout stayed (upgrade_linux.go).
 func OpenDirector(ctx context.Context, opts DirectorOptions) (*KernelDirector, error) {
 	dir := filepath.Join(opts.pinRoot(), "director")
 	if err := os.MkdirAll(dir, 0o700); err != nil {
 		return nil, fmt.Errorf("toa: pin folder: %w", err)
 	}
-	d := &KernelDirector{dir: dir}
-	err := loadDirectorObjects(&d.objs, &ebpf.CollectionOptions{Maps: ebpf.MapOptions{PinPath: dir}})
+	spec, err := loadDirector()
+	if err != nil {
+		return nil, fmt.Errorf("toa: the director's program: %w", err)
+	}
+	carried, newMaps, err := newLayouts(spec, dir)
+	if err != nil {
+		return nil, err
+	}
+	d := &KernelDirector{dir: dir, newMaps: newMaps}
+	err = spec.LoadAndAssign(&d.objs, &ebpf.CollectionOptions{Maps: ebpf.MapOptions{PinPath: dir}})
 	if err != nil {
 		return nil, fmt.Errorf("toa: loading the director's program (pinned maps in %s): %w", dir, err)
+	}
+	if err := putKeys(d.objs.ToaServices, carried[directorMapToaServices]); err != nil {
+		d.objs.Close()
+		return nil, err
+	}
+	if d.tag, err = programTag(d.objs.ToaDirector); err != nil {
+		d.objs.Close()
+		return nil, err
 	}
 	if err := repin(d.objs.ToaDirector, filepath.Join(dir, "prog")); err != nil {
 		d.objs.Close()
@@ -149,9 +173,19 @@ func (d *KernelDirector) detach(link netlink.Link) error {
 
 // Attached lists the interfaces that carry the program (this lvsd's or a
 // previous one's).
-func (d *KernelDirector) Attached(ctx context.Context) ([]string, error) { return attached(d.nl) }
+func (d *KernelDirector) Attached(ctx context.Context) ([]string, error) {
+	return attached(d.nl, func(string) bool { return true })
+}
 
-func attached(nl *netlink.Handle) ([]string, error) {
+// Outdated implements Director: the interfaces whose filter runs a
+// program with another tag than this one's.
+func (d *KernelDirector) Outdated(ctx context.Context) ([]string, error) {
+	return attached(d.nl, func(tag string) bool { return tag != d.tag })
+}
+
+// attached lists the interfaces with the program's filter whose program's
+// tag is one that which wants.
+func attached(nl *netlink.Handle, which func(tag string) bool) ([]string, error) {
 	links, err := nl.LinkList()
 	if err != nil {
 		return nil, fmt.Errorf("toa: interfaces: %w", err)
@@ -164,7 +198,7 @@ func attached(nl *netlink.Handle) ([]string, error) {
 		}
 		if slices.ContainsFunc(filters, func(f netlink.Filter) bool {
 			bf, ok := f.(*netlink.BpfFilter)
-			return ok && bf.Name == filterName
+			return ok && bf.Name == filterName && which(bf.Tag)
 		}) {
 			names = append(names, link.Attrs().Name)
 		}

@@ -19,6 +19,7 @@ type FakeDirector struct {
 	removed     bool
 	pinned      bool
 	calls       []string
+	outdated    []string // interfaces with another build's program
 }
 
 var _ Director = (*FakeDirector)(nil)
@@ -37,6 +38,7 @@ func (f *FakeDirector) Attach(ctx context.Context, iface string) error {
 	if !slices.Contains(f.ifaces, iface) {
 		f.ifaces = append(f.ifaces, iface)
 	}
+	f.outdated = slices.DeleteFunc(f.outdated, func(s string) bool { return s == iface })
 	f.removed, f.pinned = false, true
 	return nil
 }
@@ -50,6 +52,7 @@ func (f *FakeDirector) Detach(ctx context.Context, iface string) error {
 	}
 	f.calls = append(f.calls, "detach "+iface)
 	f.ifaces = slices.DeleteFunc(f.ifaces, func(s string) bool { return s == iface })
+	f.outdated = slices.DeleteFunc(f.outdated, func(s string) bool { return s == iface })
 	return nil
 }
 
@@ -78,6 +81,27 @@ func (f *FakeDirector) Attached(ctx context.Context) ([]string, error) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	return slices.Clone(f.ifaces), f.fail()
+}
+
+// Outdated implements Director.
+func (f *FakeDirector) Outdated(ctx context.Context) ([]string, error) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return slices.Clone(f.outdated), f.fail()
+}
+
+// SetOutdated makes the program on ifaces another build's, as a previous
+// release leaves it, until Attach replaces it; the interfaces carry it.
+func (f *FakeDirector) SetOutdated(ifaces ...string) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.outdated = slices.Clone(ifaces)
+	for _, iface := range ifaces {
+		if !slices.Contains(f.ifaces, iface) {
+			f.ifaces = append(f.ifaces, iface)
+		}
+	}
+	f.pinned = true
 }
 
 // Services implements Director.
@@ -126,7 +150,7 @@ func (f *FakeDirector) Remove(ctx context.Context) error {
 		return err
 	}
 	f.calls = append(f.calls, "remove")
-	f.ifaces, f.services, f.stats, f.removed, f.pinned = nil, nil, DirectorStats{}, true, false
+	f.ifaces, f.services, f.stats, f.removed, f.pinned, f.outdated = nil, nil, DirectorStats{}, true, false, nil
 	return nil
 }
 

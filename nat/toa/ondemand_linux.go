@@ -47,7 +47,9 @@ func (o *OnDemandDirector) pinnedLocked() bool {
 // open returns the KernelDirector, opened now if it was not (create: also
 // when nothing is pinned). Opening adopts a previous lvsd's objects and
 // puts this lvsd's program in place of its program on every interface
-// that has it: a filter replaced in place, without a moment unfiltered.
+// where that is another build's (or runs on maps this build replaced): a
+// filter replaced in place, without a moment unfiltered. The same program
+// on the same maps stays.
 func (o *OnDemandDirector) open(ctx context.Context, create bool) (*KernelDirector, error) {
 	if o.d != nil || !create && !o.pinnedLocked() {
 		return o.d, nil
@@ -56,7 +58,10 @@ func (o *OnDemandDirector) open(ctx context.Context, create bool) (*KernelDirect
 	if err != nil {
 		return nil, err
 	}
-	ifaces, err := d.Attached(ctx)
+	ifaces, err := d.Outdated(ctx)
+	if d.newMaps {
+		ifaces, err = d.Attached(ctx)
+	}
 	for _, iface := range ifaces {
 		err = errors.Join(err, d.Attach(ctx, iface))
 	}
@@ -131,7 +136,30 @@ func (o *OnDemandDirector) Attached(ctx context.Context) ([]string, error) {
 		return nil, err
 	}
 	defer nl.Close()
-	return attached(nl)
+	return attached(nl, func(string) bool { return true })
+}
+
+// Outdated implements Director. Before it is opened it compares the
+// attached programs' tags with the embedded program's, learnt once
+// (directorTag), and only when some interface carries a program.
+func (o *OnDemandDirector) Outdated(ctx context.Context) ([]string, error) {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	if o.d != nil {
+		return o.d.Outdated(ctx)
+	}
+	nl, err := o.netlink()
+	if err != nil {
+		return nil, err
+	}
+	defer nl.Close()
+	var tagErr error
+	out, err := attached(nl, func(tag string) bool {
+		want, err := directorTag()
+		tagErr = err
+		return err == nil && tag != want
+	})
+	return out, errors.Join(err, tagErr)
 }
 
 func (o *OnDemandDirector) netlink() (*netlink.Handle, error) {

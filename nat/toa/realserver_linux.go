@@ -17,22 +17,42 @@ import (
 type KernelRealServer struct {
 	dir  string
 	objs realServerObjects
+	// newMaps says maps of another layout were replaced by new ones: every
+	// link needs this build's programs, whatever their tags.
+	newMaps bool
 }
 
 var _ RealServer = (*KernelRealServer)(nil)
 
 // OpenRealServer loads the programs and adopts the maps pinned by a
 // previous lvsd (its sockets keep their clients' addresses), or pins new
-// ones.
+// ones. A pinned map whose layout this build changed is replaced, its
+// backends and directors carried over where their key layout stayed;
+// sockets that stored a client's address in a replaced toa_peers return
+// the director's again (upgrade_linux.go).
 func OpenRealServer(ctx context.Context, opts Options) (*KernelRealServer, error) {
 	dir := filepath.Join(opts.pinRoot(), "realserver")
 	if err := os.MkdirAll(dir, 0o700); err != nil {
 		return nil, fmt.Errorf("toa: pin folder: %w", err)
 	}
-	r := &KernelRealServer{dir: dir}
-	err := loadRealServerObjects(&r.objs, &ebpf.CollectionOptions{Maps: ebpf.MapOptions{PinPath: dir}})
+	spec, err := loadRealServer()
+	if err != nil {
+		return nil, fmt.Errorf("toa: the real server's programs: %w", err)
+	}
+	carried, newMaps, err := newLayouts(spec, dir)
+	if err != nil {
+		return nil, err
+	}
+	r := &KernelRealServer{dir: dir, newMaps: newMaps}
+	err = spec.LoadAndAssign(&r.objs, &ebpf.CollectionOptions{Maps: ebpf.MapOptions{PinPath: dir}})
 	if err != nil {
 		return nil, fmt.Errorf("toa: loading the real server's programs (pinned maps in %s): %w", dir, err)
+	}
+	err = errors.Join(putKeys(r.objs.ToaVips, carried[realServerMapToaVips]),
+		putKeys(r.objs.ToaDirectors, carried[realServerMapToaDirectors]))
+	if err != nil {
+		r.objs.Close()
+		return nil, err
 	}
 	return r, nil
 }
@@ -55,8 +75,9 @@ func (r *KernelRealServer) hooks() []struct {
 }
 
 // Attach implements RealServer. A link a previous lvsd pinned on the same
-// cgroup gets this lvsd's program in place; one on another cgroup is
-// detached first.
+// cgroup keeps its program when that is this build's (the same tag, on the
+// same maps) and gets this lvsd's in place otherwise, atomically; one on
+// another cgroup is detached first.
 func (r *KernelRealServer) Attach(ctx context.Context, cgroupPath string) error {
 	id, err := cgroupID(cgroupPath)
 	if err != nil {
@@ -65,14 +86,17 @@ func (r *KernelRealServer) Attach(ctx context.Context, cgroupPath string) error 
 	for _, h := range r.hooks() {
 		pin := filepath.Join(r.dir, h.pin)
 		if old, err := link.LoadPinnedLink(pin, nil); err == nil {
-			same := false
+			same, current := false, false
 			if info, err := old.Info(); err == nil {
 				if cg := info.Cgroup(); cg != nil && cg.CgroupId == id {
 					same = true
+					current = !r.newMaps && sameProgram(info.Program, h.prog)
 				}
 			}
 			if same {
-				err := old.Update(h.prog)
+				if !current {
+					err = old.Update(h.prog)
+				}
 				old.Close()
 				if err != nil {
 					return fmt.Errorf("toa: updating %s: %w", pin, err)
@@ -95,6 +119,19 @@ func (r *KernelRealServer) Attach(ctx context.Context, cgroupPath string) error 
 		}
 	}
 	return nil
+}
+
+// sameProgram reports whether the loaded program id has prog's tag: the
+// same instructions.
+func sameProgram(id ebpf.ProgramID, prog *ebpf.Program) bool {
+	p, err := ebpf.NewProgramFromID(id)
+	if err != nil {
+		return false
+	}
+	defer p.Close()
+	have, err1 := programTag(p)
+	want, err2 := programTag(prog)
+	return err1 == nil && err2 == nil && have == want
 }
 
 // cgroupID is the id the kernel gives a cgroup v2 folder: its inode.

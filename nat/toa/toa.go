@@ -69,6 +69,9 @@ type Director interface {
 	// Attached lists the interfaces that carry the program (this lvsd's
 	// or a previous one's).
 	Attached(ctx context.Context) ([]string, error)
+	// Outdated lists the interfaces of Attached whose program is not this
+	// build's (a previous release's, after an upgrade): Attach replaces it.
+	Outdated(ctx context.Context) ([]string, error)
 	// Services lists the VIP:ports the program acts on.
 	Services(ctx context.Context) ([]netip.AddrPort, error)
 	// Pinned reports whether the program's objects exist: they must be
