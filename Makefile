@@ -11,7 +11,7 @@ OUT ?= $(CURDIR)/e2e/out
 RUN ?= .
 E2E_TIMEOUT ?= 40m
 
-.PHONY: all build vet unit examples-check bpf bpf-check fuzz fuzz-short e2e soak prev test demo bench ecmp-bench clean vm-setup package package-check
+.PHONY: all build vet unit examples-check bpf bpf-check fuzz fuzz-short e2e soak prev test demo bench dpbench ecmp-bench clean vm-setup package package-check
 
 all: build
 
@@ -26,6 +26,7 @@ vet:
 	$(GO) vet ./...
 	$(GO) vet -tags 'e2e vmtest' ./e2e/... ./nat/... ./ipvs/...
 	$(GO) vet -tags 'e2e vmtest soak' ./e2e
+	$(GO) vet -tags 'e2e vmtest dpbench' ./e2e
 
 unit:
 	$(GO) test -race -count=1 -v ./... | grep -vE "^\s*=== (RUN|PAUSE|CONT|NAME)" ; exit $${PIPESTATUS[0]}
@@ -200,6 +201,17 @@ demo: build vm-setup
 bench: build vm-setup
 	@mkdir -p $(OUT)
 	$(CURDIR)/e2e/vm/run --rw $(OUT) -- $(BIN)/lvsd-bench -lvsd $(BIN)/lvsd $(BENCH_ARGS)
+
+# What each forwarding setup costs the data path: new connections and bulk
+# bytes per second through DR, NAT, FULLNAT (with TOA, and at 10,000
+# services) and tunnel, with and without connection sync, as ratios to
+# ipvsadm-programmed DR in the same VM run (docs/performance.md).
+# DPBENCH_ENV: e.g. LVSD_DPBENCH_ROUNDS=3 LVSD_DPBENCH_WINDOW_MS=4000.
+dpbench: build vm-setup
+	@mkdir -p $(OUT)
+	LVSD_BIN=$(BIN)/lvsd LVSD_ECHO_BIN=$(BIN)/lvsd-echo LVSD_E2E_OUT=$(OUT) $(DPBENCH_ENV) \
+	  $(GO) test -tags 'e2e vmtest dpbench' -count=1 -timeout 0 -v \
+	  -exec '$(CURDIR)/e2e/vm/run --timeout 7200 --rw $(OUT) --' ./e2e -run '^TestDataPlaneCost$$'
 
 # lvsd's embedded BGP/BFD speaker vs FRR on the directors, same VM run
 # (docs/ecmp.md, "Choosing the engine"). ECMP_BENCH_ARGS: -runs N -idle D.
