@@ -133,6 +133,28 @@ func dialGreeted(ctx context.Context, host *topo.Host, src netip.Addr, dst netip
 	return c, r, hello, nil
 }
 
+// PeerName asks the server what getpeername() returns on this connection
+// now.
+func (c *Conn) PeerName(ctx context.Context) (netip.AddrPort, error) {
+	ctx, cancel := withDefaultTimeout(ctx)
+	defer cancel()
+	dl, _ := ctx.Deadline()
+	c.SetDeadline(dl)
+	defer c.SetDeadline(time.Time{})
+	if _, err := io.WriteString(c, PeerNameQuery+"\n"); err != nil {
+		return netip.AddrPort{}, fmt.Errorf("echo: write: %w", err)
+	}
+	line, err := c.r.ReadString('\n')
+	if err != nil {
+		return netip.AddrPort{}, fmt.Errorf("echo: read: %w", err)
+	}
+	text, ok := strings.CutPrefix(strings.TrimSuffix(line, "\n"), c.Hello.Name+": ")
+	if !ok {
+		return netip.AddrPort{}, fmt.Errorf("echo: got %q from another server than %s", line, c.Hello.Name)
+	}
+	return netip.ParseAddrPort(text)
+}
+
 // Echo sends text (one line) and checks that the same server echoes it:
 // the connection still works and still reaches the server that greeted.
 func (c *Conn) Echo(ctx context.Context, text string) error {

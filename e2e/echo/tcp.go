@@ -48,7 +48,12 @@ func (s *Server) startTCP(port uint16) (*tcpPort, error) {
 	return p, nil
 }
 
-// serveTCP greets, then answers each line with "<name>: <line>".
+// PeerNameQuery is the line a TCP server answers with "<name>: " and what
+// getpeername() returns on the connection at that moment.
+const PeerNameQuery = "peername?"
+
+// serveTCP greets, then answers each line with "<name>: <line>" (the
+// PeerNameQuery line with getpeername()'s answer).
 func (s *Server) serveTCP(c net.Conn) {
 	peer := c.RemoteAddr().(*net.TCPAddr).AddrPort()
 	local := c.LocalAddr().(*net.TCPAddr).AddrPort()
@@ -61,7 +66,11 @@ func (s *Server) serveTCP(c net.Conn) {
 	}
 	sc := bufio.NewScanner(c)
 	for sc.Scan() {
-		w.WriteString(s.Name + ": " + sc.Text() + "\n")
+		text := sc.Text()
+		if text == PeerNameQuery { // asked again: what getpeername() says now
+			text = peerName(c).String()
+		}
+		w.WriteString(s.Name + ": " + text + "\n")
 		if w.Flush() != nil {
 			return
 		}
