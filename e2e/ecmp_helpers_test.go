@@ -8,6 +8,7 @@ import (
 	"net/netip"
 	"os"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"sync"
 	"testing"
@@ -73,6 +74,7 @@ type ecmpOptions struct {
 	bfdMultiplier int
 	holdTime      time.Duration // replaces labHoldTime on both sides, likewise
 	peerShare     int           // cluster.conn_sync.peer_conntrack_share, when not 0
+	toa           bool          // FULLNAT with client_address: toa, the real servers' programs on
 }
 
 // snatOf is director i's (from 1) FULLNAT source address in a FULLNAT
@@ -100,6 +102,9 @@ func newECMPLab(t *testing.T, o ecmpOptions) *ecmpLab {
 	}
 	l.srv = setupSurvivalServers(t, tp, []survMode{{name: l.mode, vip: ecmpVIP}}, ecmpFleetInterval)
 	serveEcho(t, echo.Config{TCP: []uint16{80}}, tp.RealServers()...)
+	if o.toa {
+		l.restoreClientAddresses(o.directors)
+	}
 	var ns []ecmplab.Neighbor
 	for _, d := range tp.Directors() {
 		ns = append(ns, ecmplab.Neighbor{Address: d.V4, BFD: true, Password: o.password,
@@ -130,6 +135,36 @@ func newECMPLab(t *testing.T, o ecmpOptions) *ecmpLab {
 		l.ds[d.ID] = l.newDirector(d, o)
 	}
 	return l
+}
+
+// restoreClientAddresses runs lvsd's real-server role with client_address
+// toa for the fleet's echo port on the real servers (one agent serves both:
+// their namespaces share the test's cgroup), accepting the options of every
+// director's source address, and reopens the echo listeners after its
+// programs.
+func (l *ecmpLab) restoreClientAddresses(directors int) {
+	t := l.t
+	systemBPFFS(t)
+	var from, backends []string
+	for i := 1; i <= directors; i++ {
+		from = append(from, strconv.Quote(snatOf(i).String()))
+	}
+	for _, rs := range l.tp.RealServers() {
+		backends = append(backends, strconv.Quote(netip.AddrPortFrom(rs.V4, survEcho).String()))
+	}
+	rs := newRealServer(t, l.tp.RS(1), fmt.Sprintf("  client_address:\n    mode: toa\n    directors: [%s]\n    backends: [%s]\n    cgroup: %s\n",
+		strings.Join(from, ", "), strings.Join(backends, ", "), ownCgroup(t)))
+	rs.start()
+	rs.waitReady(0)
+	rs.waitLog(0, 15*time.Second, "op=toa-attach")
+	for _, e := range l.srv.echo {
+		if err := e.Stop(echo.TCP, survEcho); err != nil {
+			t.Fatal(err)
+		}
+		if err := e.Start(echo.TCP, survEcho); err != nil {
+			t.Fatal(err)
+		}
+	}
 }
 
 // newDirector writes d's configuration (not started).
@@ -182,6 +217,9 @@ func (l *ecmpLab) newDirector(d *topo.Host, o ecmpOptions) *lvsd {
 		service = "service: fullnat\nforwarding: fullnat\nfullnat:\n  per_director:\n"
 		for i, d := range l.tp.Directors() {
 			service += fmt.Sprintf("    %s: [%s]\n", d.ID, snatOf(i+1))
+		}
+		if o.toa {
+			service += "client_address: toa\n"
 		}
 	}
 	writeFile(t, filepath.Join(ld.dir, "services.d", "dr.yaml"), fmt.Sprintf(
