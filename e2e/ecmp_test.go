@@ -61,14 +61,17 @@ func TestECMP(t *testing.T) {
 // with the first one's source address, from the conntrack entry every
 // director keeps of every other's connections; the real server's replies
 // go to that address, whose director still has the connection, or, once
-// that director is lost, to the survivor that took the address over.
+// that director is lost, to the survivor that took the address over. The
+// service carries the client's address to the real servers (TOA), which
+// the last subtest checks through a loss.
 func TestECMPFullNAT(t *testing.T) {
 	// Four directors, not five with a plain join first: the emulated VM
 	// ran 98 % busy with five and stalled a connection in one of two runs.
-	l := newECMPLab(t, ecmpOptions{directors: 4, sources: 200, sync: true, fullnat: true})
+	l := newECMPLab(t, ecmpOptions{directors: 4, sources: 200, sync: true, fullnat: true, toa: true})
 	l.start("director", "director2", "director3")
 	t.Run("DirectorLoss", l.fullnatLoss)
 	t.Run("LossThenJoin", l.lossThenJoin) // director4
+	t.Run("ClientAddress", l.clientAddress)
 }
 
 // fullnatLoss: directorLoss, and the lost director's source address goes
