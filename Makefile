@@ -207,11 +207,13 @@ bench: build vm-setup
 # services) and tunnel, with and without connection sync, as ratios to
 # ipvsadm-programmed DR in the same VM run (docs/performance.md).
 # DPBENCH_ENV: e.g. LVSD_DPBENCH_ROUNDS=3 LVSD_DPBENCH_WINDOW_MS=4000.
+# DPBENCH_RUN=TestECMPFastFailover: ECMP director loss with BFD 100 ms × 3.
+DPBENCH_RUN ?= TestDataPlaneCost
 dpbench: build vm-setup
 	@mkdir -p $(OUT)
 	LVSD_BIN=$(BIN)/lvsd LVSD_ECHO_BIN=$(BIN)/lvsd-echo LVSD_E2E_OUT=$(OUT) $(DPBENCH_ENV) \
 	  $(GO) test -tags 'e2e vmtest dpbench' -count=1 -timeout 0 -v \
-	  -exec '$(CURDIR)/e2e/vm/run --timeout 7200 --rw $(OUT) --' ./e2e -run '^TestDataPlaneCost$$'
+	  -exec '$(CURDIR)/e2e/vm/run --timeout 7200 --rw $(OUT) --' ./e2e -run '^($(DPBENCH_RUN))$$'
 
 # lvsd's embedded BGP/BFD speaker vs FRR on the directors, same VM run
 # (docs/ecmp.md, "Choosing the engine"). ECMP_BENCH_ARGS: -runs N -idle D.

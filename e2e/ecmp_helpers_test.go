@@ -72,6 +72,7 @@ type ecmpOptions struct {
 	// load stalls the whole VM for seconds, and that is not about
 	// detecting failures, sets it higher.
 	bfdMultiplier int
+	bfdInterval   time.Duration // replaces labBFDInterval on both sides
 	holdTime      time.Duration // replaces labHoldTime on both sides, likewise
 	peerShare     int           // cluster.conn_sync.peer_conntrack_share, when not 0
 	toa           bool          // FULLNAT with client_address: toa, the real servers' programs on
@@ -94,6 +95,9 @@ func newECMPLab(t *testing.T, o ecmpOptions) *ecmpLab {
 	if o.holdTime == 0 {
 		o.holdTime = labHoldTime
 	}
+	if o.bfdInterval == 0 {
+		o.bfdInterval = labBFDInterval
+	}
 	// rs3 is a backend only in TestECMP/HealthDisagreement.
 	tp := topo.New(t, topo.WithRouter(), topo.WithDirectors(o.directors), topo.WithClientSources(o.sources), topo.WithRealServers(3))
 	l := &ecmpLab{t: t, tp: tp, key: clusterKey(t), ds: map[string]*lvsd{}, mode: "DR"}
@@ -108,7 +112,7 @@ func newECMPLab(t *testing.T, o ecmpOptions) *ecmpLab {
 	var ns []ecmplab.Neighbor
 	for _, d := range tp.Directors() {
 		ns = append(ns, ecmplab.Neighbor{Address: d.V4, BFD: true, Password: o.password,
-			BFDInterval: labBFDInterval, BFDMultiplier: o.bfdMultiplier, HoldTime: o.holdTime})
+			BFDInterval: o.bfdInterval, BFDMultiplier: o.bfdMultiplier, HoldTime: o.holdTime})
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), 180*time.Second)
 	defer cancel()
@@ -211,7 +215,7 @@ func (l *ecmpLab) newDirector(d *topo.Host, o ecmpOptions) *lvsd {
 	}
 	writeFile(t, agentFile, string(b)+fmt.Sprintf("bgp:\n  asn: %d\n  peers:\n"+
 		"    - {address: %s, asn: %d, hold_time: %v, connect_retry: 1s, bfd: {enabled: true, interval: %v, multiplier: %d}%s}\n"+
-		"  stop_grace: 1s\n%s", ecmplab.DirectorASN, router.V4, ecmplab.RouterASN, o.holdTime, labBFDInterval, o.bfdMultiplier, password, o.extraBGP))
+		"  stop_grace: 1s\n%s", ecmplab.DirectorASN, router.V4, ecmplab.RouterASN, o.holdTime, o.bfdInterval, o.bfdMultiplier, password, o.extraBGP))
 	service := "service: dr\n"
 	if o.fullnat {
 		service = "service: fullnat\nforwarding: fullnat\nfullnat:\n  per_director:\n"
