@@ -110,8 +110,11 @@ type Agent struct {
 	loader *Reloader
 	cfg    *LoadedConfig
 	owned  planner.Ownership
-	drains planner.Drains
-	snap   atomic.Pointer[Snapshot] // the last pass, for the views on other goroutines (published.go)
+	// ownedSaves counts the writes of the ownership record, each with an
+	// fsync: a pass's cost in the kernel's time (claimAhead).
+	ownedSaves int
+	drains     planner.Drains
+	snap       atomic.Pointer[Snapshot] // the last pass, for the views on other goroutines (published.go)
 
 	// desired is cfg.Desired with health applied (applyHealth); health
 	// the backends' health it was computed with.
@@ -423,6 +426,7 @@ func (a *Agent) saveOwned(o planner.Ownership) error {
 	if err := SaveOwnedServices(a.cfg.Agent.StateDir, o); err != nil {
 		return err
 	}
+	a.ownedSaves++
 	a.owned = o
 	return nil
 }
