@@ -202,14 +202,14 @@ func checkBackend(t *testing.T, step string, e *testEnv, a *Agent, kernel int, d
 			inKernel, _ := e.ipvs.Destinations(context.Background(), vs.ServiceKey)
 			gotKernel := -1
 			for _, k := range inKernel {
-				if k.DestinationKey == d.DestinationKey {
+				if k.DestinationKey == d.Key() {
 					gotKernel = k.Weight
 				}
 			}
 			gotDrained := s.Overrides[d.Backend].Drained
 			if gotKernel != kernel || gotDrained != drained || d.Weight != configured {
 				t.Errorf("%s: %s %s: kernel weight %d, drained %v, configured %d; want %d, %v, %d",
-					step, vs.ServiceKey, d.DestinationKey, gotKernel, gotDrained, d.Weight, kernel, drained, configured)
+					step, vs.ServiceKey, d.Key(), gotKernel, gotDrained, d.Weight, kernel, drained, configured)
 			}
 		}
 	}

@@ -81,7 +81,7 @@ func TestColdStartInParts(t *testing.T) {
 	for _, vs := range a.desired.Services {
 		want = append(want, "add-service "+vs.ServiceKey.String())
 		for _, d := range vs.Destinations {
-			want = append(want, fmt.Sprintf("add-destination %s %s", vs.ServiceKey, d.DestinationKey))
+			want = append(want, fmt.Sprintf("add-destination %s %s", vs.ServiceKey, d.Key()))
 		}
 	}
 	var got []string

@@ -54,6 +54,10 @@ type VirtualService struct {
 	Name         string     // the configured service it comes from
 	VIP          netip.Addr // the service's VIP (a firewall-mark key has none)
 	Destinations []Destination
+	// Forwarding and Tunnel are how packets reach every destination of the
+	// service, its sorry server's too.
+	Forwarding   ipvs.Forwarding
+	Tunnel       ipvs.TunnelOptions
 	DrainTimeout time.Duration
 	// Internal marks a service lvsd needs for itself (the connection-sync
 	// pusher), not one of the configuration's.
@@ -64,17 +68,40 @@ type VirtualService struct {
 	Sorry *Destination
 }
 
-// Destination is one destination lvsd wants, with the backend it comes from.
+// Destination is one destination lvsd wants, with the backend it comes
+// from. How packets reach it is its service's (VirtualService.Forwarding
+// and Tunnel), and the kernel's counters are no part of what is wanted:
+// VirtualService.Kernel makes the IPVS destination. The fields are in the
+// order that packs them into 64 bytes, not the 96 an ipvs.Destination
+// with these two made: a director of 10,000 services × 10 backends keeps
+// 100,000 of them.
 type Destination struct {
-	ipvs.Destination
-	// Backend is the configured backend's HealthKey: health and eligibility
-	// find their destination by it, never by position.
-	Backend string
+	Addr netip.Addr
+	Port uint16
 	// SlotWeight is the weight a destination wanted at weight 0 is added
 	// with before it is lowered: the kernel gives a destination added at
 	// weight 0 no Maglev slots, and every director must build the same
-	// table whatever health it saw first.
-	SlotWeight int
+	// table whatever health it saw first. At most config.MaxWeight or a
+	// weight header's value, which health bounds alike.
+	SlotWeight int32
+	// Backend is the configured backend's HealthKey: health and eligibility
+	// find their destination by it, never by position.
+	Backend string
+	Weight  int
+	// UpperThreshold and LowerThreshold are the connection limits
+	// (ipvs.Destination).
+	UpperThreshold, LowerThreshold uint32
+}
+
+// Key is the destination's key within its service.
+func (d Destination) Key() ipvs.DestinationKey {
+	return ipvs.DestinationKey{Addr: d.Addr, Port: d.Port}
+}
+
+// Kernel is dst as the IPVS destination of vs.
+func (vs *VirtualService) Kernel(dst Destination) ipvs.Destination {
+	return ipvs.Destination{DestinationKey: dst.Key(), Weight: dst.Weight, UpperThreshold: dst.UpperThreshold,
+		LowerThreshold: dst.LowerThreshold, Forwarding: vs.Forwarding, Tunnel: vs.Tunnel}
 }
 
 // VIPAddresses is a VIP with every address that moves with it: the VIP,
@@ -205,14 +232,16 @@ func buildService(s *config.Service, mark uint32, snat []netip.Addr) ([]*Virtual
 	}
 	if needsFirewallMark(s) {
 		spec.Marks = append(spec.Marks, nat.MarkRule{Match: match, Mark: mark, Comment: s.Name})
-		vs := &VirtualService{Service: base, Name: s.Name, VIP: s.VIP, DrainTimeout: s.DrainTimeout}
+		vs := &VirtualService{Service: base, Name: s.Name, VIP: s.VIP, DrainTimeout: s.DrainTimeout,
+			Forwarding: forwardingMethods[s.Forwarding], Tunnel: tunnelOptions(s)}
 		vs.ServiceKey = ipvs.ServiceKey{FWMark: mark, IPv6: s.VIP.Is6()}
 		vs.Destinations, vs.Sorry = destinations(s, 0) // port 0: keep the client's destination port
 		return []*VirtualService{vs}, spec
 	}
 	var out []*VirtualService
 	for _, r := range s.Ports {
-		vs := &VirtualService{Service: base, Name: s.Name, VIP: s.VIP, DrainTimeout: s.DrainTimeout}
+		vs := &VirtualService{Service: base, Name: s.Name, VIP: s.VIP, DrainTimeout: s.DrainTimeout,
+			Forwarding: forwardingMethods[s.Forwarding], Tunnel: tunnelOptions(s)}
 		vs.ServiceKey = ipvs.ServiceKey{Protocol: protocolNumbers[s.Protocol], Addr: s.VIP, Port: r.From, IPv6: s.VIP.Is6()}
 		vs.Destinations, vs.Sorry = destinations(s, r.From)
 		out = append(out, vs)
@@ -224,30 +253,26 @@ func buildService(s *config.Service, mark uint32, snat []netip.Addr) ([]*Virtual
 // s.Backends (the configuration sorts them), and the sorry server (nil:
 // none); one without a port of its own gets servicePort.
 func destinations(s *config.Service, servicePort uint16) ([]Destination, *Destination) {
-	dst := func(addr netip.Addr, port uint16) ipvs.Destination {
-		if port == 0 {
-			port = servicePort
+	port := func(p uint16) uint16 {
+		if p == 0 {
+			return servicePort
 		}
-		return ipvs.Destination{DestinationKey: ipvs.DestinationKey{Addr: addr, Port: port},
-			Forwarding: forwardingMethods[s.Forwarding], Tunnel: tunnelOptions(s)}
+		return p
 	}
 	out := make([]Destination, 0, len(s.Backends))
 	for _, b := range s.Backends {
-		d := dst(b.Addr, b.Port)
-		d.Weight, d.UpperThreshold, d.LowerThreshold = int(b.Weight), b.UpperThreshold, b.LowerThreshold
-		out = append(out, Destination{Destination: d, Backend: HealthKey(s.Name, b), SlotWeight: max(int(b.Weight), 1)})
+		out = append(out, Destination{Addr: b.Addr, Port: port(b.Port), Weight: int(b.Weight), UpperThreshold: b.UpperThreshold,
+			LowerThreshold: b.LowerThreshold, Backend: HealthKey(s.Name, b), SlotWeight: max(b.Weight, 1)})
 	}
 	if !s.SorryServer.IsValid() {
 		return out, nil
 	}
-	sorry := dst(s.SorryServer.Addr(), s.SorryServer.Port())
-	sorry.Weight = 1
-	return out, &Destination{Destination: sorry, Backend: SorryKey(s.Name), SlotWeight: 1}
+	return out, &Destination{Addr: s.SorryServer.Addr(), Port: port(s.SorryServer.Port()), Weight: 1, Backend: SorryKey(s.Name), SlotWeight: 1}
 }
 
 // isSorry reports whether k is the service's sorry server.
 func (vs VirtualService) IsSorry(k ipvs.DestinationKey) bool {
-	return vs.Sorry != nil && vs.Sorry.DestinationKey == k
+	return vs.Sorry != nil && vs.Sorry.Key() == k
 }
 
 // SorryKey names a service's sorry server where destinations name their

@@ -46,13 +46,12 @@ func pusherService(c config.ConnSync) *VirtualService {
 	lo := netip.MustParseAddr("127.0.0.1")
 	key := ipvs.ServiceKey{Protocol: l4.UDP, Addr: lo, Port: PusherPort(c)}
 	return &VirtualService{
-		Service:  ipvs.Service{ServiceKey: key, Scheduler: "rr"},
-		Name:     "conn-sync-pusher",
-		VIP:      lo,
-		Internal: true,
-		Destinations: []Destination{{Destination: ipvs.Destination{
-			DestinationKey: ipvs.DestinationKey{Addr: lo, Port: key.Port}, Weight: 1, Forwarding: ipvs.DirectRoute,
-		}, SlotWeight: 1}},
+		Service:      ipvs.Service{ServiceKey: key, Scheduler: "rr"},
+		Name:         "conn-sync-pusher",
+		VIP:          lo,
+		Internal:     true,
+		Destinations: []Destination{{Addr: lo, Port: key.Port, Weight: 1, SlotWeight: 1}},
+		Forwarding:   ipvs.DirectRoute,
 	}
 }
 

@@ -23,7 +23,7 @@ func TestWithHealthKeyedByBackend(t *testing.T) {
 		for _, dst := range vs.Destinations {
 			want := map[string]int{"10.0.0.11": 0, "10.0.0.12": 5, "127.0.0.1": 1}[dst.Addr.String()]
 			if dst.Weight != want {
-				t.Errorf("%s %s: weight %d, want %d", vs.ServiceKey, dst.DestinationKey, dst.Weight, want)
+				t.Errorf("%s %s: weight %d, want %d", vs.ServiceKey, dst.Key(), dst.Weight, want)
 			}
 		}
 	}

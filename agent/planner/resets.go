@@ -102,7 +102,7 @@ func planResets(d Desired, a Actual, resets map[string]Reset) []Op {
 		}
 		var idx []int
 		for i, dst := range vs.Destinations {
-			j := slices.IndexFunc(cur.Destinations, func(x ipvs.Destination) bool { return x.DestinationKey == dst.DestinationKey })
+			j := slices.IndexFunc(cur.Destinations, func(x ipvs.Destination) bool { return x.DestinationKey == dst.Key() })
 			if j >= 0 && (cur.Destinations[j].ActiveConns > 0 || cur.Destinations[j].InactiveConns > 0) && (r.All || r.Backends[dst.Backend]) {
 				idx = append(idx, i)
 			}
@@ -139,13 +139,13 @@ func resetBatch(vs *VirtualService, batch []int, why string) []Op {
 	var ops []Op
 	expiring := ipvs.Expiring{VIP: vs.VIP, Port: vs.Port}
 	for _, i := range batch {
-		ops = append(ops, Op{Kind: DeleteDestination, Service: vs.Service, Destination: vs.Destinations[i].Destination, Reason: "reset: " + why})
-		expiring.Dests = append(expiring.Dests, vs.Destinations[i].DestinationKey)
+		ops = append(ops, Op{Kind: DeleteDestination, Service: vs.Service, Destination: vs.Kernel(vs.Destinations[i]), Reason: "reset: " + why})
+		expiring.Dests = append(expiring.Dests, vs.Destinations[i].Key())
 	}
 	ops = append(ops, Op{Kind: AwaitExpiry, Service: vs.Service, Reason: why, Detail: &Detail{Expiring: expiring}})
 	for _, i := range batch {
 		n := len(ops)
-		ops = appendDestination(ops, vs.Service, vs.Destinations[i])
+		ops = appendDestination(ops, vs, vs.Destinations[i])
 		for j := n; j < len(ops); j++ {
 			if ops[j].Reason == "" {
 				ops[j].Reason = "back after the reset"

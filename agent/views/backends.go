@@ -91,9 +91,9 @@ func backendState(s *agent.Snapshot, ov planner.BackendOverride) BackendState {
 			if dst.Backend != key {
 				continue
 			}
-			kw := KernelWeight{IPVSService: k.String(), Destination: dst.DestinationKey.String(), Weight: -1}
+			kw := KernelWeight{IPVSService: k.String(), Destination: dst.Key().String(), Weight: -1}
 			for _, cur := range s.Actual.Services.At(k).Destinations {
-				if cur.DestinationKey == dst.DestinationKey {
+				if cur.DestinationKey == dst.Key() {
 					kw.Weight = cur.Weight
 				}
 			}
