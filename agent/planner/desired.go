@@ -68,40 +68,46 @@ type VirtualService struct {
 	Sorry *Destination
 }
 
-// Destination is one destination lvsd wants, with the backend it comes
-// from. How packets reach it is its service's (VirtualService.Forwarding
-// and Tunnel), and the kernel's counters are no part of what is wanted:
-// VirtualService.Kernel makes the IPVS destination. The fields are in the
-// order that packs them into 64 bytes, not the 96 an ipvs.Destination
-// with these two made: a director of 10,000 services × 10 backends keeps
-// 100,000 of them.
+// Destination is one destination lvsd wants: a configured backend (or the
+// sorry server) with the weights health gave it. How packets reach it is
+// its service's (VirtualService.Forwarding and Tunnel), and its address,
+// connection limits and HealthKey are the backend's as configured, shared
+// with the configuration instead of copied: the kernel's counters are no
+// part of what is wanted, and VirtualService.Kernel makes the IPVS
+// destination. 24 bytes: a director of 10,000 services × 10 backends keeps
+// 100,000 of them, 96 bytes each as an ipvs.Destination with a HealthKey
+// and a slot weight.
 type Destination struct {
-	Addr netip.Addr
-	Port uint16
+	// From is the backend as configured. Never modified.
+	From   *config.Backend
+	Weight int
 	// SlotWeight is the weight a destination wanted at weight 0 is added
 	// with before it is lowered: the kernel gives a destination added at
 	// weight 0 no Maglev slots, and every director must build the same
 	// table whatever health it saw first. At most config.MaxWeight or a
 	// weight header's value, which health bounds alike.
 	SlotWeight int32
-	// Backend is the configured backend's HealthKey: health and eligibility
-	// find their destination by it, never by position.
-	Backend string
-	Weight  int
-	// UpperThreshold and LowerThreshold are the connection limits
-	// (ipvs.Destination).
-	UpperThreshold, LowerThreshold uint32
+	// Port is the backend's port, or the service's for a backend without
+	// one.
+	Port uint16
 }
+
+// Addr is the destination's address.
+func (d Destination) Addr() netip.Addr { return d.From.Addr }
 
 // Key is the destination's key within its service.
 func (d Destination) Key() ipvs.DestinationKey {
-	return ipvs.DestinationKey{Addr: d.Addr, Port: d.Port}
+	return ipvs.DestinationKey{Addr: d.From.Addr, Port: d.Port}
 }
+
+// Backend is the configured backend's HealthKey: health and eligibility
+// find their destination by it, never by position.
+func (d Destination) Backend() string { return d.From.Key }
 
 // Kernel is dst as the IPVS destination of vs.
 func (vs *VirtualService) Kernel(dst Destination) ipvs.Destination {
-	return ipvs.Destination{DestinationKey: dst.Key(), Weight: dst.Weight, UpperThreshold: dst.UpperThreshold,
-		LowerThreshold: dst.LowerThreshold, Forwarding: vs.Forwarding, Tunnel: vs.Tunnel}
+	return ipvs.Destination{DestinationKey: dst.Key(), Weight: dst.Weight, UpperThreshold: dst.From.UpperThreshold,
+		LowerThreshold: dst.From.LowerThreshold, Forwarding: vs.Forwarding, Tunnel: vs.Tunnel}
 }
 
 // VIPAddresses is a VIP with every address that moves with it: the VIP,
@@ -260,14 +266,20 @@ func destinations(s *config.Service, servicePort uint16) ([]Destination, *Destin
 		return p
 	}
 	out := make([]Destination, 0, len(s.Backends))
-	for _, b := range s.Backends {
-		out = append(out, Destination{Addr: b.Addr, Port: port(b.Port), Weight: int(b.Weight), UpperThreshold: b.UpperThreshold,
-			LowerThreshold: b.LowerThreshold, Backend: HealthKey(s.Name, b), SlotWeight: max(b.Weight, 1)})
+	for i := range s.Backends {
+		b := &s.Backends[i]
+		if b.Key == "" { // not read from a file: made now, once
+			named := *b
+			named.Key = HealthKey(s.Name, named)
+			b = &named
+		}
+		out = append(out, Destination{From: b, Port: port(b.Port), Weight: int(b.Weight), SlotWeight: max(b.Weight, 1)})
 	}
 	if !s.SorryServer.IsValid() {
 		return out, nil
 	}
-	return out, &Destination{Addr: s.SorryServer.Addr(), Port: port(s.SorryServer.Port()), Weight: 1, Backend: SorryKey(s.Name), SlotWeight: 1}
+	sorry := &config.Backend{Addr: s.SorryServer.Addr(), Port: s.SorryServer.Port(), Key: SorryKey(s.Name), Weight: 1}
+	return out, &Destination{From: sorry, Port: port(sorry.Port), Weight: 1, SlotWeight: 1}
 }
 
 // isSorry reports whether k is the service's sorry server.

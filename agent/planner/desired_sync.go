@@ -50,7 +50,7 @@ func pusherService(c config.ConnSync) *VirtualService {
 		Name:         "conn-sync-pusher",
 		VIP:          lo,
 		Internal:     true,
-		Destinations: []Destination{{Addr: lo, Port: key.Port, Weight: 1, SlotWeight: 1}},
+		Destinations: []Destination{{From: &config.Backend{Addr: lo, Weight: 1}, Port: key.Port, Weight: 1, SlotWeight: 1}},
 		Forwarding:   ipvs.DirectRoute,
 	}
 }
@@ -70,7 +70,7 @@ func SyncServices(d Desired) []records.Service {
 			s.VIP, s.Protocol, s.Port = vs.Addr, vs.Protocol, vs.Port
 		}
 		for _, dst := range vs.Destinations {
-			s.Dests = append(s.Dests, netip.AddrPortFrom(dst.Addr, dst.Port))
+			s.Dests = append(s.Dests, netip.AddrPortFrom(dst.Addr(), dst.Port))
 		}
 		out = append(out, s)
 	}

@@ -4,6 +4,7 @@ import (
 	"net/netip"
 	"testing"
 
+	"github.com/lvsd/lvsd/agent/config"
 	ipvs "github.com/lvsd/lvsd/ipvs/spec"
 )
 
@@ -40,5 +41,5 @@ func TestCanonicalPrefix(t *testing.T) {
 
 // dest is the destination 10.0.0.<last>:80 as lvsd wants it.
 func dest(last byte, weight int) Destination {
-	return Destination{Addr: netip.AddrFrom4([4]byte{10, 0, 0, last}), Port: 80, Weight: weight, SlotWeight: int32(max(weight, 1))}
+	return Destination{From: &config.Backend{Addr: netip.AddrFrom4([4]byte{10, 0, 0, last})}, Port: 80, Weight: weight, SlotWeight: int32(max(weight, 1))}
 }

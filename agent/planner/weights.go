@@ -55,7 +55,7 @@ func SpliceWeighted(prev []*VirtualService, names map[string]bool, before, piece
 func withWeights(in *VirtualService, byBackend map[string]Weights) *VirtualService {
 	same, eligible := true, false
 	for _, dst := range in.Destinations {
-		w, ok := byBackend[dst.Backend]
+		w, ok := byBackend[dst.Backend()]
 		if !ok {
 			w = Weights{kernel: dst.Weight, slot: int(dst.SlotWeight)}
 		}
@@ -69,7 +69,7 @@ func withWeights(in *VirtualService, byBackend map[string]Weights) *VirtualServi
 	vs := new(*in)
 	vs.Destinations = slices.Clone(vs.Destinations)
 	for j, dst := range vs.Destinations {
-		if w, ok := byBackend[dst.Backend]; ok {
+		if w, ok := byBackend[dst.Backend()]; ok {
 			vs.Destinations[j].Weight, vs.Destinations[j].SlotWeight = w.kernel, int32(w.slot)
 		}
 	}

@@ -176,7 +176,7 @@ func explainDestinations(states map[string]health.State, s *agent.Snapshot, vs *
 		slotWeight := k.Weight
 		if w, ok := wanted[k.DestinationKey]; ok {
 			ds.ConfiguredWeight = w.Weight
-			ds.setHealth(states, s.Eligibility.At(vs.Name), s.Config, w.Backend)
+			ds.setHealth(states, s.Eligibility.At(vs.Name), s.Config, w.Backend())
 			if slotWeight == 0 {
 				slotWeight = max(int(w.SlotWeight), w.Weight)
 			}

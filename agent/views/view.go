@@ -277,7 +277,7 @@ func (r *statusReader) count(vs *planner.VirtualService) (BackendCounts, bool) {
 		if d == nil {
 			c.Draining++
 		} else {
-			switch h, _ := healthOf(r.states, r.s.Config, d.Backend); h {
+			switch h, _ := healthOf(r.states, r.s.Config, d.Backend()); h {
 			case healthUnhealthy:
 				c.Unhealthy++
 			case healthPending:
@@ -399,8 +399,8 @@ func (r *statusReader) destination(vs *planner.VirtualService, d *planner.Destin
 	var ds DestinationStatus
 	if d != nil {
 		ds = DestinationStatus{Address: d.Key().String(), Forwarding: vs.Kernel(*d).Method(), ConfiguredWeight: d.Weight, Weight: -1}
-		ds.setHealth(r.states, r.s.Eligibility.At(vs.Name), r.s.Config, d.Backend)
-		if ov, ok := r.s.Overrides[d.Backend]; ok {
+		ds.setHealth(r.states, r.s.Eligibility.At(vs.Name), r.s.Config, d.Backend())
+		if ov, ok := r.s.Overrides[d.Backend()]; ok {
 			ds.Override = &ov
 		}
 	} else { // still in the kernel, no longer configured (or the sorry server)
