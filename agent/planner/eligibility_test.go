@@ -28,3 +28,44 @@ func TestWithHealthKeyedByBackend(t *testing.T) {
 		}
 	}
 }
+
+// A decision names its backends by position in the service it was decided
+// for: looked up by key, listed in the configuration's order without the
+// administratively out, and compared by key across a reload that made the
+// service anew.
+func TestEligibilityByPosition(t *testing.T) {
+	const yaml = "service: web\nvip: 10.0.0.50\nports: [80]\nhealth: {rise: 1, fall: 1, checks: [{type: tcp, port: 80}]}\n" +
+		"backends: [{address: 10.0.0.11}, {address: 10.0.0.12}, {address: 10.0.0.13, weight: 0}, {address: 10.0.0.9}]\n"
+	s := loadOne(t, yaml).Services[0]
+	health := map[string]BackendHealth{"web/10.0.0.12": {Healthy: false, Weight: -1}}
+	e := ServiceWeights(s, health, nil, map[string]Weights{})
+	want := []Decided{{"web/10.0.0.9", true, true}, {"web/10.0.0.11", true, true}, {"web/10.0.0.12", false, false}}
+	if got := e.Decided(); !slices.Equal(got, want) {
+		t.Errorf("decided %v, want %v", got, want)
+	}
+	for key, eligible := range map[string]bool{"web/10.0.0.9": true, "web/10.0.0.12": false, "web/10.0.0.13": false, "web/10.0.0.99": false} {
+		if e.Eligible(key) != eligible {
+			t.Errorf("Eligible(%s) = %v, want %v", key, !eligible, eligible)
+		}
+	}
+	if d := e.diverted(); len(d) != 1 || !d["web/10.0.0.12"] {
+		t.Errorf("diverted %v, want web/10.0.0.12 alone", d)
+	}
+
+	reloaded := loadOne(t, yaml).Services[0] // the same backends, another service value
+	for _, c := range []struct {
+		name   string
+		health map[string]BackendHealth
+		same   bool
+	}{
+		{"same health", health, true},
+		{"one more unhealthy", map[string]BackendHealth{"web/10.0.0.12": {Weight: -1}, "web/10.0.0.9": {Weight: -1}}, false},
+	} {
+		for _, of := range []*config.Service{s, reloaded} {
+			o := ServiceWeights(of, c.health, nil, map[string]Weights{})
+			if got := e.SameEligible(o); got != c.same {
+				t.Errorf("%s, reloaded %v: SameEligible %v, want %v", c.name, of != s, got, c.same)
+			}
+		}
+	}
+}
