@@ -128,8 +128,11 @@ type Agent struct {
 	// applied is the decision per service whose connection resets were
 	// last planned, and unapplied the services decided anew since: a pass
 	// that fails before planning keeps them, so a transition it saw is not
-	// lost.
-	applied   map[string]planner.Eligibility
+	// lost. applied is a copy of eligibility as the last plan saw it,
+	// sharing what it holds, but for carried: the services whose applied
+	// decision kept an earlier pool (ConnectionResets).
+	applied   planner.CopyOnWriteMap[string, planner.Eligibility]
+	carried   map[string]bool
 	unapplied map[string]bool
 	loaded    ConfigLoad // the last attempt to load the configuration (published.go)
 	// actual is the kernel as last read back, with the ops applied since;

@@ -34,7 +34,7 @@ func (a *Agent) pass(ctx context.Context, sc scope) ([]planner.Op, planner.OpCou
 	}
 	a.audit.measured(len(keys), a.opts.Now().Sub(readStart))
 	names, resetServices := a.unappliedServices()
-	resets, applied := planner.ConnectionResets(a.applied, a.eligibility.Get, resetServices)
+	resets, applied := planner.ConnectionResets(a.applied.Get, a.eligibility.Get, resetServices)
 	parts := passParts(keys, sc.all)
 	if len(parts) > 1 {
 		a.claimAhead(desired, keys)

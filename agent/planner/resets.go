@@ -27,7 +27,7 @@ type Reset struct {
 // ineligible, not on every pass it stays so, and nothing is reset without a
 // previous decision (a fresh start does not know what changed, and the
 // connections it finds were kept by the previous run's decisions).
-func ConnectionResets(prev map[string]Eligibility, next func(name string) (Eligibility, bool), services []*config.Service) (map[string]Reset, map[string]Eligibility) {
+func ConnectionResets(prev, next func(name string) (Eligibility, bool), services []*config.Service) (map[string]Reset, map[string]Eligibility) {
 	applied := make(map[string]Eligibility, len(services))
 	resets := map[string]Reset{}
 	for _, s := range services {
@@ -35,7 +35,7 @@ func ConnectionResets(prev map[string]Eligibility, next func(name string) (Eligi
 		if !ok {
 			continue
 		}
-		p, known := prev[s.Name]
+		p, known := prev(s.Name)
 		if e.Pool == policy.PoolNone && known {
 			e.Pool = p.Pool
 		}
