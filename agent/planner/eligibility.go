@@ -1,7 +1,9 @@
 package planner
 
 import (
+	"net/netip"
 	"slices"
+	"strings"
 
 	"github.com/lvsd/lvsd/agent/config"
 	"github.com/lvsd/lvsd/agent/policy"
@@ -73,14 +75,47 @@ func (e Eligibility) key(i int) string {
 	return HealthKey(e.of.Name, e.of.Backends[i])
 }
 
-// backend returns the decision for the backend with HealthKey key.
+// backend returns the decision for the backend with HealthKey key: found
+// by scanning a few, by its address and port among many (the status view
+// asks for every backend of a service).
 func (e Eligibility) backend(key string) (decision, bool) {
+	if len(e.decided) > scannedList {
+		if i, ok := e.position(key); ok {
+			if d := e.decided[i]; d&decidedBackend != 0 {
+				return d, true
+			}
+			return 0, false
+		}
+	}
 	for i, d := range e.decided {
 		if d&decidedBackend != 0 && e.key(i) == key {
 			return d, true
 		}
 	}
 	return 0, false
+}
+
+// position finds the backend with HealthKey key by a binary search of the
+// configured backends, which the configuration sorts by address and port
+// (ok false: not found that way).
+func (e Eligibility) position(key string) (int, bool) {
+	rest, ok := strings.CutPrefix(key, e.of.Name+"/")
+	if !ok {
+		return 0, false
+	}
+	var want netip.AddrPort
+	if addr, err := netip.ParseAddr(rest); err == nil {
+		want = netip.AddrPortFrom(addr, 0)
+	} else if want, err = netip.ParseAddrPort(rest); err != nil {
+		return 0, false
+	}
+	i, found := slices.BinarySearchFunc(e.of.Backends, want, func(b config.Backend, w netip.AddrPort) int {
+		return netip.AddrPortFrom(b.Addr, b.Port).Compare(w)
+	})
+	if !found || e.key(i) != key {
+		return 0, false
+	}
+	return i, true
 }
 
 // Eligible says whether the backend with HealthKey key takes new connections.

@@ -1,6 +1,7 @@
 package planner
 
 import (
+	"fmt"
 	"slices"
 	"testing"
 
@@ -66,6 +67,38 @@ func TestEligibilityByPosition(t *testing.T) {
 			if got := e.SameEligible(o); got != c.same {
 				t.Errorf("%s, reloaded %v: SameEligible %v, want %v", c.name, of != s, got, c.same)
 			}
+		}
+	}
+}
+
+// A service of many backends finds each one's decision by its address and
+// port, with and without a port of its own, IPv6 too.
+func TestEligibilityOfManyBackends(t *testing.T) {
+	yaml := "service: big\nvip: 2001:db8::50\nports: [80]\nforwarding: nat\nhealth: {rise: 1, fall: 1, checks: [{type: tcp, port: 80}]}\nbackends:\n"
+	var keys []string
+	for i := range 20 {
+		if i%2 == 0 {
+			yaml += fmt.Sprintf("  - {address: 2001:db8::%x}\n", i+1)
+			keys = append(keys, fmt.Sprintf("big/2001:db8::%x", i+1))
+		} else {
+			yaml += fmt.Sprintf("  - {address: 2001:db8::%x, port: 8080}\n", i+1)
+			keys = append(keys, fmt.Sprintf("big/[2001:db8::%x]:8080", i+1))
+		}
+	}
+	s := loadOne(t, yaml).Services[0]
+	health := map[string]BackendHealth{}
+	for i, k := range keys {
+		health[k] = BackendHealth{Healthy: i%3 != 0, Weight: -1}
+	}
+	e := ServiceWeights(s, health, nil, map[string]Weights{})
+	for i, k := range keys {
+		if got, want := e.Eligible(k), i%3 != 0; got != want {
+			t.Errorf("Eligible(%s) = %v, want %v", k, got, want)
+		}
+	}
+	for _, k := range []string{"big/2001:db8::99", "big/[2001:db8::1]:8080", "other/2001:db8::1", "big/not an address"} {
+		if e.Eligible(k) {
+			t.Errorf("Eligible(%s) for no backend of the service", k)
 		}
 	}
 }
