@@ -257,7 +257,7 @@ func (a *Agent) readBack(ctx context.Context, d planner.Desired, sc scope) (plan
 		if !ok {
 			continue // not in the kernel: nothing to read
 		}
-		dsts, err := k.IPVS.Destinations(ctx, key)
+		dsts, err := k.destinations(ctx, key)
 		if err != nil {
 			return planner.Actual{}, nil, err
 		}
