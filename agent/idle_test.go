@@ -6,6 +6,7 @@ import (
 	"log/slog"
 	"os"
 	"path/filepath"
+	"runtime"
 	"runtime/pprof"
 	"syscall"
 	"testing"
@@ -67,11 +68,19 @@ func BenchmarkIdleCPU(b *testing.B) {
 		}
 		defer pprof.StopCPUProfile()
 	}
+	var gcBefore, gcAfter runtime.MemStats
+	runtime.ReadMemStats(&gcBefore)
 	before, start := cpuTime(b), time.Now()
 	time.Sleep(window)
 	used, wall := cpuTime(b)-before, time.Since(start)
+	runtime.ReadMemStats(&gcAfter)
 	b.ReportMetric(100*used.Seconds()/wall.Seconds(), "%core")
 	b.ReportMetric(float64(used.Microseconds())/wall.Seconds()/1000, "cpu-ms/s")
+	// The collections, and the bytes allocated between them, say what a
+	// collector pace costs here: each one marks the whole live heap.
+	b.ReportMetric(float64(gcAfter.NumGC-gcBefore.NumGC)*60/wall.Seconds(), "gc/min")
+	b.ReportMetric(float64(gcAfter.TotalAlloc-gcBefore.TotalAlloc)/wall.Seconds()/1024, "alloc-KiB/s")
+	b.ReportMetric(float64(gcAfter.HeapAlloc)/(1<<20), "heap-MiB")
 }
 
 // cpuTime is the process's user and system CPU so far.

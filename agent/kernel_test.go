@@ -36,3 +36,41 @@ func TestSysctlError(t *testing.T) {
 		}
 	}
 }
+
+// The view of the kernel keeps no counters of its own for a destination
+// without traffic: every such one shares the zero, and one with traffic
+// keeps its own.
+func TestIdleDestinationsShareTheirCounters(t *testing.T) {
+	ctx := t.Context()
+	fake := ipvs.NewFake()
+	svc := ipvs.Service{ServiceKey: webKey, Scheduler: "mh"}
+	a, b := dest(1, 1), dest(2, 1)
+	for _, err := range []error{fake.AddService(ctx, svc), fake.AddDestination(ctx, webKey, masq(a)), fake.AddDestination(ctx, webKey, masq(b))} {
+		if err != nil {
+			t.Fatal(err)
+		}
+	}
+	busy := ipvs.Stats{Connections: 3, PacketsIn: 30, BytesIn: 3000}
+	if err := fake.SetStats(webKey, b.Key(), busy); err != nil {
+		t.Fatal(err)
+	}
+	view, err := Kernel{IPVS: fake}.readServices(ctx, []ipvs.ServiceKey{webKey})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, d := range view.Services.At(webKey).Destinations {
+		switch d.DestinationKey {
+		case a.Key():
+			if d.Stats != &noTraffic {
+				t.Errorf("%s without traffic has counters of its own", d.DestinationKey)
+			}
+		case b.Key():
+			if d.Stats == &noTraffic || d.Traffic() != busy {
+				t.Errorf("%s: counters %+v, want its own %+v", d.DestinationKey, d.Traffic(), busy)
+			}
+		}
+	}
+	if noTraffic != (ipvs.Stats{}) {
+		t.Errorf("the shared zero was written: %+v", noTraffic)
+	}
+}

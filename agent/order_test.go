@@ -9,6 +9,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/lvsd/lvsd/agent/config"
 	"github.com/lvsd/lvsd/agent/planner"
 
 	"github.com/lvsd/lvsd/arp/sysctl"
@@ -17,8 +18,12 @@ import (
 
 // dest is the destination 10.0.0.<last>:80 as lvsd wants it.
 func dest(last byte, weight int) planner.Destination {
-	return planner.Destination{Destination: ipvs.Destination{DestinationKey: ipvs.DestinationKey{Addr: netip.AddrFrom4([4]byte{10, 0, 0, last}), Port: 80},
-		Weight: weight}, SlotWeight: max(weight, 1)}
+	return planner.Destination{From: &config.Backend{Addr: netip.AddrFrom4([4]byte{10, 0, 0, last})}, Port: 80, Weight: weight, SlotWeight: int32(max(weight, 1))}
+}
+
+// masq is d as the kernel has it in a NAT service.
+func masq(d planner.Destination) ipvs.Destination {
+	return (&planner.VirtualService{}).Kernel(d)
 }
 
 func keysOf(dsts []ipvs.Destination) []ipvs.DestinationKey {
@@ -77,9 +82,9 @@ func TestDestinationOrderIndependentOfHistory(t *testing.T) {
 func TestPlanMovesIntoCanonicalOrder(t *testing.T) {
 	svc := ipvs.Service{ServiceKey: webKey, Scheduler: "mh"}
 	a, b, c := dest(1, 1), dest(2, 1), dest(3, 0)
-	cOld := c.Destination
+	cOld := masq(c)
 	actual := planner.Actual{Services: planner.NewServiceTable(map[ipvs.ServiceKey]planner.ActualService{webKey: {Service: svc,
-		Destinations: []ipvs.Destination{cOld, a.Destination}}})} // c then a: b is new, in the middle
+		Destinations: []ipvs.Destination{cOld, masq(a)}}})} // c then a: b is new, in the middle
 	ops, _ := planner.Plan(planner.PlanInput{Desired: planner.Desired{Services: []*planner.VirtualService{{Service: svc, Destinations: []planner.Destination{a, b, c}}}}, Actual: actual, SkipGlobals: true})
 	want := []string{
 		"add-destination tcp:10.0.0.50:80 -> 10.0.0.2:80 weight 1 masq",
@@ -139,7 +144,7 @@ func TestKernelMove(t *testing.T) {
 	setup := func(failAdd error) (Kernel, *ipvs.Fake, *sysctl.Fake, *journal) {
 		fake := ipvs.NewFake()
 		sysctls := sysctl.NewFake(map[string]string{ipvs.ExpireNodestConn: "1"})
-		for _, err := range []error{fake.AddService(ctx, svc), fake.AddDestination(ctx, webKey, a.Destination), fake.AddDestination(ctx, webKey, b.Destination)} {
+		for _, err := range []error{fake.AddService(ctx, svc), fake.AddDestination(ctx, webKey, masq(a)), fake.AddDestination(ctx, webKey, masq(b))} {
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -147,7 +152,7 @@ func TestKernelMove(t *testing.T) {
 		j := &journal{}
 		return Kernel{IPVS: journaledIPVS{fake, j, failAdd}, Sysctls: journaledSysctls{sysctls, j}}, fake, sysctls, j
 	}
-	move := planner.AppendMove(nil, svc, a)
+	move := planner.AppendMove(nil, &planner.VirtualService{Service: svc}, a)
 	hold, release := "set "+ipvs.ExpireNodestConn+"=0", "set "+ipvs.ExpireNodestConn+"=1"
 
 	k, fake, _, j := setup(nil)
@@ -157,7 +162,7 @@ func TestKernelMove(t *testing.T) {
 	if want := []string{hold, "delete 10.0.0.1:80", "add 10.0.0.1:80", release}; !slices.Equal(j.calls, want) {
 		t.Errorf("calls %q, want %q", j.calls, want)
 	}
-	if dsts, _ := fake.Destinations(ctx, webKey); !slices.Equal(keysOf(dsts), []ipvs.DestinationKey{a.DestinationKey, b.DestinationKey}) {
+	if dsts, _ := fake.Destinations(ctx, webKey); !slices.Equal(keysOf(dsts), []ipvs.DestinationKey{a.Key(), b.Key()}) {
 		t.Errorf("list %v, want a at the head", keysOf(dsts))
 	}
 

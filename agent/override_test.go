@@ -196,20 +196,20 @@ func checkBackend(t *testing.T, step string, e *testEnv, a *Agent, kernel int, d
 	s := a.Published()
 	for _, vs := range s.Config.Desired.Services {
 		for _, d := range vs.Destinations {
-			if d.Addr != netip.MustParseAddr("10.0.0.11") {
+			if d.Addr() != netip.MustParseAddr("10.0.0.11") {
 				continue
 			}
 			inKernel, _ := e.ipvs.Destinations(context.Background(), vs.ServiceKey)
 			gotKernel := -1
 			for _, k := range inKernel {
-				if k.DestinationKey == d.DestinationKey {
+				if k.DestinationKey == d.Key() {
 					gotKernel = k.Weight
 				}
 			}
-			gotDrained := s.Overrides[d.Backend].Drained
+			gotDrained := s.Overrides[d.Backend()].Drained
 			if gotKernel != kernel || gotDrained != drained || d.Weight != configured {
 				t.Errorf("%s: %s %s: kernel weight %d, drained %v, configured %d; want %d, %v, %d",
-					step, vs.ServiceKey, d.DestinationKey, gotKernel, gotDrained, d.Weight, kernel, drained, configured)
+					step, vs.ServiceKey, d.Key(), gotKernel, gotDrained, d.Weight, kernel, drained, configured)
 			}
 		}
 	}

@@ -34,8 +34,11 @@ func (a *Agent) pass(ctx context.Context, sc scope) ([]planner.Op, planner.OpCou
 	}
 	a.audit.measured(len(keys), a.opts.Now().Sub(readStart))
 	names, resetServices := a.unappliedServices()
-	resets, applied := planner.ConnectionResets(a.applied, a.eligibility.Get, resetServices)
+	resets, applied := planner.ConnectionResets(a.applied.Get, a.eligibility.Get, resetServices)
 	parts := passParts(keys, sc.all)
+	if len(parts) > 1 {
+		a.claimAhead(desired, keys)
+	}
 	var ops []planner.Op
 	var errs []error
 	var counts planner.OpCounts
@@ -120,9 +123,35 @@ func (a *Agent) pass(ctx context.Context, sc scope) ([]planner.Op, planner.OpCou
 // kernel was built from them: the pass's heap peaked 26 MiB above the
 // settled heap (docs/performance.md). A part of 1,000 services plans about
 // 11,000 ops (2 MB), enough for the parallel IPVS writers
-// (Kernel.applySpread), and the ownership record, written ahead of each
-// part, is written ten times at 10,000 services.
+// (Kernel.applySpread). The ownership record is written ahead of the
+// parts, once (claimAhead).
 const passPart = 1000
+
+// claimAhead writes the ownership record once ahead of a pass in parts,
+// claiming every service of keys the configuration wants: each part would
+// otherwise write, and fsync, the whole growing record ahead of its own
+// new services (ten times at a cold start of 10,000). A part's plan adds
+// only services the configuration wants, so its own write-ahead then
+// finds nothing new to claim; deletions still leave the record after the
+// part that made them. Claiming a service a part then fails to add is what
+// a single plan does too (apply.Applier keeps failed adds claimed). If the
+// record cannot be saved here, each part tries again and, failing, applies
+// nothing, as before.
+func (a *Agent) claimAhead(d planner.Desired, keys []ipvs.ServiceKey) {
+	wanted := make([]ipvs.ServiceKey, 0, len(keys))
+	for _, k := range keys {
+		if d.Wants(k) {
+			wanted = append(wanted, k)
+		}
+	}
+	claimed := a.owned.Adopt(wanted)
+	if claimed.Equal(a.owned) {
+		return
+	}
+	if err := a.saveOwned(claimed); err != nil {
+		a.log.Error("saving ownership record", "err", err)
+	}
+}
 
 // passParts splits the IPVS services a pass plans (keys, sorted) into the
 // scopes of its parts: one part of all of them while they are few (nil,
@@ -228,7 +257,7 @@ func (a *Agent) readBack(ctx context.Context, d planner.Desired, sc scope) (plan
 		if !ok {
 			continue // not in the kernel: nothing to read
 		}
-		dsts, err := k.IPVS.Destinations(ctx, key)
+		dsts, err := k.destinations(ctx, key)
 		if err != nil {
 			return planner.Actual{}, nil, err
 		}

@@ -54,7 +54,7 @@ func TestPassParts(t *testing.T) {
 
 // A cold start of more services than a pass plans at once makes them all,
 // in the order one plan would (every service, then its destinations,
-// by key), claims them all, counts every op, keeps only those needed after
+// by key), claims them all with one write of the record, counts every op, keeps only those needed after
 // it, and leaves nothing for the next full pass to do. That full pass runs
 // in parts too, and drops drain records of services it did not plan.
 func TestColdStartInParts(t *testing.T) {
@@ -81,7 +81,7 @@ func TestColdStartInParts(t *testing.T) {
 	for _, vs := range a.desired.Services {
 		want = append(want, "add-service "+vs.ServiceKey.String())
 		for _, d := range vs.Destinations {
-			want = append(want, fmt.Sprintf("add-destination %s %s", vs.ServiceKey, d.DestinationKey))
+			want = append(want, fmt.Sprintf("add-destination %s %s", vs.ServiceKey, d.Key()))
 		}
 	}
 	var got []string
@@ -98,6 +98,9 @@ func TestColdStartInParts(t *testing.T) {
 	}
 	if len(a.owned.Services) != n {
 		t.Errorf("claimed %d services, want %d", len(a.owned.Services), n)
+	}
+	if a.ownedSaves != 1 {
+		t.Errorf("the ownership record was written %d times, want once for the whole pass", a.ownedSaves)
 	}
 	if a.actual.Services.Len() != n {
 		t.Errorf("the view of the kernel has %d services, want %d", a.actual.Services.Len(), n)

@@ -9,6 +9,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/lvsd/lvsd/agent/config"
 	"github.com/lvsd/lvsd/agent/planner"
 	"github.com/lvsd/lvsd/ipvs/l4"
 
@@ -29,7 +30,7 @@ var (
 func TestPlanDrains(t *testing.T) {
 	t0 := time.Unix(1000, 0)
 	want := planner.Desired{Services: []*planner.VirtualService{{Service: ipvs.Service{ServiceKey: webKey, Scheduler: "mh"}, DrainTimeout: 30 * time.Second,
-		Destinations: []planner.Destination{{Destination: ipvs.Destination{DestinationKey: rs1, Weight: 1}, SlotWeight: 1}}}}}
+		Destinations: []planner.Destination{{From: &config.Backend{Addr: rs1.Addr}, Port: rs1.Port, Weight: 1, SlotWeight: 1}}}}}
 	actual := func(w2, conns int) planner.Actual {
 		return planner.Actual{Services: planner.NewServiceTable(map[ipvs.ServiceKey]planner.ActualService{webKey: {Service: ipvs.Service{ServiceKey: webKey, Scheduler: "mh"},
 			Destinations: []ipvs.Destination{{DestinationKey: rs1, Weight: 1}, {DestinationKey: rs2, Weight: w2, ActiveConns: uint32(conns)}}}})}

@@ -10,6 +10,7 @@ import (
 	"testing"
 
 	"github.com/lvsd/lvsd/agent/planner"
+	"github.com/lvsd/lvsd/agent/policy"
 	"github.com/lvsd/lvsd/ipvs/l4"
 
 	"github.com/lvsd/lvsd/agent/config"
@@ -79,7 +80,8 @@ func TestConnectionResets(t *testing.T) {
 			var got []string
 			for i, step := range c.steps {
 				decided := decide(t, services, step)
-				resets, next := planner.ConnectionResets(applied, func(name string) (planner.Eligibility, bool) { e, ok := decided[name]; return e, ok }, services)
+				resets, next := planner.ConnectionResets(func(name string) (planner.Eligibility, bool) { e, ok := applied[name]; return e, ok },
+					func(name string) (planner.Eligibility, bool) { e, ok := decided[name]; return e, ok }, services)
 				applied = next
 				if i == 0 {
 					if len(resets) != 0 {
@@ -194,4 +196,56 @@ func (r *forgetfulRelay) ReleaseVIP(netip.Addr) {}
 
 func (r *forgetfulRelay) ForgetDestinations(vip netip.Addr, dests []netip.AddrPort) {
 	r.forgot = append(r.forgot, fmt.Sprint(vip, " ", dests))
+}
+
+// The record of applied decisions is the decisions as the last plan saw
+// them, but for a pool an applied decision carried while nothing was
+// eligible: that stays until the service is decided anew, and goes with
+// the service.
+func TestMarkAppliedKeepsCarriedPools(t *testing.T) {
+	a := &Agent{}
+	decide := func(m map[string]planner.Eligibility) {
+		var c planner.CopyOnWriteMap[string, planner.Eligibility]
+		for name, e := range m {
+			c.Set(name, e)
+		}
+		a.eligibility = c
+	}
+	noneEligible := planner.Eligibility{Rule: "none eligible"}
+	carried := planner.Eligibility{Rule: "none eligible", Pool: policy.PoolFailover}
+	primary := planner.Eligibility{Rule: "primaries", Pool: policy.PoolPrimary}
+	failover := planner.Eligibility{Rule: "failover", Pool: policy.PoolFailover}
+	steps := []struct {
+		name    string
+		decided map[string]planner.Eligibility
+		names   []string
+		applied map[string]planner.Eligibility
+		want    map[string]string // rule and pool applied, by service
+	}{
+		{"first plan, web carries its pool", map[string]planner.Eligibility{"web": noneEligible, "db": primary}, []string{"web", "db"},
+			map[string]planner.Eligibility{"web": carried, "db": primary}, map[string]string{"web": "none eligible/failover", "db": "primaries/primary"}},
+		{"db decided anew, web kept", map[string]planner.Eligibility{"web": noneEligible, "db": failover}, []string{"db"},
+			map[string]planner.Eligibility{"db": failover}, map[string]string{"web": "none eligible/failover", "db": "failover/failover"}},
+		{"web removed", map[string]planner.Eligibility{"db": failover}, []string{"web"},
+			map[string]planner.Eligibility{}, map[string]string{"db": "failover/failover"}},
+	}
+	for _, s := range steps {
+		decide(s.decided)
+		names := map[string]bool{}
+		for _, n := range s.names {
+			names[n] = true
+		}
+		a.markApplied(names, s.applied)
+		got := map[string]string{}
+		for name := range a.applied.Keys() {
+			e := a.applied.At(name)
+			got[name] = e.Rule + "/" + e.Pool.String()
+		}
+		if fmt.Sprint(got) != fmt.Sprint(s.want) {
+			t.Errorf("%s: applied %v, want %v", s.name, got, s.want)
+		}
+	}
+	if len(a.carried) != 0 {
+		t.Errorf("still carried after the service went: %v", a.carried)
+	}
 }

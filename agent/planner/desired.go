@@ -54,6 +54,10 @@ type VirtualService struct {
 	Name         string     // the configured service it comes from
 	VIP          netip.Addr // the service's VIP (a firewall-mark key has none)
 	Destinations []Destination
+	// Forwarding and Tunnel are how packets reach every destination of the
+	// service, its sorry server's too.
+	Forwarding   ipvs.Forwarding
+	Tunnel       ipvs.TunnelOptions
 	DrainTimeout time.Duration
 	// Internal marks a service lvsd needs for itself (the connection-sync
 	// pusher), not one of the configuration's.
@@ -64,17 +68,46 @@ type VirtualService struct {
 	Sorry *Destination
 }
 
-// Destination is one destination lvsd wants, with the backend it comes from.
+// Destination is one destination lvsd wants: a configured backend (or the
+// sorry server) with the weights health gave it. How packets reach it is
+// its service's (VirtualService.Forwarding and Tunnel), and its address,
+// connection limits and HealthKey are the backend's as configured, shared
+// with the configuration instead of copied: the kernel's counters are no
+// part of what is wanted, and VirtualService.Kernel makes the IPVS
+// destination. 24 bytes: a director of 10,000 services × 10 backends keeps
+// 100,000 of them, 96 bytes each as an ipvs.Destination with a HealthKey
+// and a slot weight.
 type Destination struct {
-	ipvs.Destination
-	// Backend is the configured backend's HealthKey: health and eligibility
-	// find their destination by it, never by position.
-	Backend string
+	// From is the backend as configured. Never modified.
+	From   *config.Backend
+	Weight int
 	// SlotWeight is the weight a destination wanted at weight 0 is added
 	// with before it is lowered: the kernel gives a destination added at
 	// weight 0 no Maglev slots, and every director must build the same
-	// table whatever health it saw first.
-	SlotWeight int
+	// table whatever health it saw first. At most config.MaxWeight or a
+	// weight header's value, which health bounds alike.
+	SlotWeight int32
+	// Port is the backend's port, or the service's for a backend without
+	// one.
+	Port uint16
+}
+
+// Addr is the destination's address.
+func (d Destination) Addr() netip.Addr { return d.From.Addr }
+
+// Key is the destination's key within its service.
+func (d Destination) Key() ipvs.DestinationKey {
+	return ipvs.DestinationKey{Addr: d.From.Addr, Port: d.Port}
+}
+
+// Backend is the configured backend's HealthKey: health and eligibility
+// find their destination by it, never by position.
+func (d Destination) Backend() string { return d.From.Key }
+
+// Kernel is dst as the IPVS destination of vs.
+func (vs *VirtualService) Kernel(dst Destination) ipvs.Destination {
+	return ipvs.Destination{DestinationKey: dst.Key(), Weight: dst.Weight, UpperThreshold: dst.From.UpperThreshold,
+		LowerThreshold: dst.From.LowerThreshold, Forwarding: vs.Forwarding, Tunnel: vs.Tunnel}
 }
 
 // VIPAddresses is a VIP with every address that moves with it: the VIP,
@@ -205,14 +238,16 @@ func buildService(s *config.Service, mark uint32, snat []netip.Addr) ([]*Virtual
 	}
 	if needsFirewallMark(s) {
 		spec.Marks = append(spec.Marks, nat.MarkRule{Match: match, Mark: mark, Comment: s.Name})
-		vs := &VirtualService{Service: base, Name: s.Name, VIP: s.VIP, DrainTimeout: s.DrainTimeout}
+		vs := &VirtualService{Service: base, Name: s.Name, VIP: s.VIP, DrainTimeout: s.DrainTimeout,
+			Forwarding: forwardingMethods[s.Forwarding], Tunnel: tunnelOptions(s)}
 		vs.ServiceKey = ipvs.ServiceKey{FWMark: mark, IPv6: s.VIP.Is6()}
 		vs.Destinations, vs.Sorry = destinations(s, 0) // port 0: keep the client's destination port
 		return []*VirtualService{vs}, spec
 	}
 	var out []*VirtualService
 	for _, r := range s.Ports {
-		vs := &VirtualService{Service: base, Name: s.Name, VIP: s.VIP, DrainTimeout: s.DrainTimeout}
+		vs := &VirtualService{Service: base, Name: s.Name, VIP: s.VIP, DrainTimeout: s.DrainTimeout,
+			Forwarding: forwardingMethods[s.Forwarding], Tunnel: tunnelOptions(s)}
 		vs.ServiceKey = ipvs.ServiceKey{Protocol: protocolNumbers[s.Protocol], Addr: s.VIP, Port: r.From, IPv6: s.VIP.Is6()}
 		vs.Destinations, vs.Sorry = destinations(s, r.From)
 		out = append(out, vs)
@@ -224,30 +259,32 @@ func buildService(s *config.Service, mark uint32, snat []netip.Addr) ([]*Virtual
 // s.Backends (the configuration sorts them), and the sorry server (nil:
 // none); one without a port of its own gets servicePort.
 func destinations(s *config.Service, servicePort uint16) ([]Destination, *Destination) {
-	dst := func(addr netip.Addr, port uint16) ipvs.Destination {
-		if port == 0 {
-			port = servicePort
+	port := func(p uint16) uint16 {
+		if p == 0 {
+			return servicePort
 		}
-		return ipvs.Destination{DestinationKey: ipvs.DestinationKey{Addr: addr, Port: port},
-			Forwarding: forwardingMethods[s.Forwarding], Tunnel: tunnelOptions(s)}
+		return p
 	}
 	out := make([]Destination, 0, len(s.Backends))
-	for _, b := range s.Backends {
-		d := dst(b.Addr, b.Port)
-		d.Weight, d.UpperThreshold, d.LowerThreshold = int(b.Weight), b.UpperThreshold, b.LowerThreshold
-		out = append(out, Destination{Destination: d, Backend: HealthKey(s.Name, b), SlotWeight: max(int(b.Weight), 1)})
+	for i := range s.Backends {
+		b := &s.Backends[i]
+		if b.Key == "" { // not read from a file: made now, once
+			named := *b
+			named.Key = HealthKey(s.Name, named)
+			b = &named
+		}
+		out = append(out, Destination{From: b, Port: port(b.Port), Weight: int(b.Weight), SlotWeight: max(b.Weight, 1)})
 	}
 	if !s.SorryServer.IsValid() {
 		return out, nil
 	}
-	sorry := dst(s.SorryServer.Addr(), s.SorryServer.Port())
-	sorry.Weight = 1
-	return out, &Destination{Destination: sorry, Backend: SorryKey(s.Name), SlotWeight: 1}
+	sorry := &config.Backend{Addr: s.SorryServer.Addr(), Port: s.SorryServer.Port(), Key: SorryKey(s.Name), Weight: 1}
+	return out, &Destination{From: sorry, Port: port(sorry.Port), Weight: 1, SlotWeight: 1}
 }
 
 // isSorry reports whether k is the service's sorry server.
 func (vs VirtualService) IsSorry(k ipvs.DestinationKey) bool {
-	return vs.Sorry != nil && vs.Sorry.DestinationKey == k
+	return vs.Sorry != nil && vs.Sorry.Key() == k
 }
 
 // SorryKey names a service's sorry server where destinations name their

@@ -46,13 +46,12 @@ func pusherService(c config.ConnSync) *VirtualService {
 	lo := netip.MustParseAddr("127.0.0.1")
 	key := ipvs.ServiceKey{Protocol: l4.UDP, Addr: lo, Port: PusherPort(c)}
 	return &VirtualService{
-		Service:  ipvs.Service{ServiceKey: key, Scheduler: "rr"},
-		Name:     "conn-sync-pusher",
-		VIP:      lo,
-		Internal: true,
-		Destinations: []Destination{{Destination: ipvs.Destination{
-			DestinationKey: ipvs.DestinationKey{Addr: lo, Port: key.Port}, Weight: 1, Forwarding: ipvs.DirectRoute,
-		}, SlotWeight: 1}},
+		Service:      ipvs.Service{ServiceKey: key, Scheduler: "rr"},
+		Name:         "conn-sync-pusher",
+		VIP:          lo,
+		Internal:     true,
+		Destinations: []Destination{{From: &config.Backend{Addr: lo, Weight: 1}, Port: key.Port, Weight: 1, SlotWeight: 1}},
+		Forwarding:   ipvs.DirectRoute,
 	}
 }
 
@@ -71,7 +70,7 @@ func SyncServices(d Desired) []records.Service {
 			s.VIP, s.Protocol, s.Port = vs.Addr, vs.Protocol, vs.Port
 		}
 		for _, dst := range vs.Destinations {
-			s.Dests = append(s.Dests, netip.AddrPortFrom(dst.Addr, dst.Port))
+			s.Dests = append(s.Dests, netip.AddrPortFrom(dst.Addr(), dst.Port))
 		}
 		out = append(out, s)
 	}

@@ -1,6 +1,7 @@
 package planner
 
 import (
+	"net/netip"
 	"slices"
 	"strings"
 
@@ -25,18 +26,31 @@ func HealthKey(service string, b config.Backend) string {
 }
 
 // Eligibility is the policy's decision for one service, kept for logs and
-// the status view.
+// the status view. It names the backends by the configured service it was
+// decided for, which it shares: a backend's decision is a byte by its
+// position there. At 10,000 services × 10 backends a sorted slice of keys
+// and flags was 2.4 MB (two maps a service, before it, ~10 MB), this 0.2.
 type Eligibility struct {
 	Rule string
-	// Backends are the decided backends sorted by Key; administratively out
-	// ones are absent. A sorted slice, not maps: at 10,000 services × 10
-	// backends two maps per service held ~10 MB, this ~2.5.
-	Backends []Decided
+	// of is the service decided (nil: none); never modified.
+	of *config.Service
+	// decided holds the decision of each backend of of, by position; an
+	// administratively out one has none.
+	decided []decision
 	// Pool is where a failover policy drew the eligible set from (none
 	// without a failover policy). In the agent's record of what it applied
 	// it stays the last active pool while nothing is eligible.
 	Pool policy.Pool
 }
+
+// decision is the policy's decision for one backend.
+type decision uint8
+
+const (
+	decidedBackend decision = 1 << iota // not administratively out
+	eligibleBackend
+	healthyBackend
+)
 
 // Decided is the policy's decision for one backend.
 type Decided struct {
@@ -44,24 +58,80 @@ type Decided struct {
 	Eligible, Healthy bool
 }
 
-// backend returns the decision for the backend with HealthKey key.
-func (e Eligibility) backend(key string) (Decided, bool) {
-	i, ok := slices.BinarySearchFunc(e.Backends, key, func(d Decided, key string) int { return strings.Compare(d.Key, key) })
-	if !ok {
-		return Decided{}, false
+// Decided lists the decided backends in the configuration's order (by
+// address and port); administratively out ones are absent.
+func (e Eligibility) Decided() []Decided {
+	var out []Decided
+	for i, d := range e.decided {
+		if d&decidedBackend != 0 {
+			out = append(out, Decided{Key: e.key(i), Eligible: d&eligibleBackend != 0, Healthy: d&healthyBackend != 0})
+		}
 	}
-	return e.Backends[i], true
+	return out
+}
+
+// key is the HealthKey of the backend at i.
+func (e Eligibility) key(i int) string {
+	return HealthKey(e.of.Name, e.of.Backends[i])
+}
+
+// backend returns the decision for the backend with HealthKey key: found
+// by scanning a few, by its address and port among many (the status view
+// asks for every backend of a service).
+func (e Eligibility) backend(key string) (decision, bool) {
+	if len(e.decided) > scannedList {
+		if i, ok := e.position(key); ok {
+			if d := e.decided[i]; d&decidedBackend != 0 {
+				return d, true
+			}
+			return 0, false
+		}
+	}
+	for i, d := range e.decided {
+		if d&decidedBackend != 0 && e.key(i) == key {
+			return d, true
+		}
+	}
+	return 0, false
+}
+
+// position finds the backend with HealthKey key by a binary search of the
+// configured backends, which the configuration sorts by address and port
+// (ok false: not found that way).
+func (e Eligibility) position(key string) (int, bool) {
+	rest, ok := strings.CutPrefix(key, e.of.Name+"/")
+	if !ok {
+		return 0, false
+	}
+	var want netip.AddrPort
+	if addr, err := netip.ParseAddr(rest); err == nil {
+		want = netip.AddrPortFrom(addr, 0)
+	} else if want, err = netip.ParseAddrPort(rest); err != nil {
+		return 0, false
+	}
+	i, found := slices.BinarySearchFunc(e.of.Backends, want, func(b config.Backend, w netip.AddrPort) int {
+		return netip.AddrPortFrom(b.Addr, b.Port).Compare(w)
+	})
+	if !found || e.key(i) != key {
+		return 0, false
+	}
+	return i, true
 }
 
 // Eligible says whether the backend with HealthKey key takes new connections.
 func (e Eligibility) Eligible(key string) bool {
 	d, _ := e.backend(key)
-	return d.Eligible
+	return d&eligibleBackend != 0
 }
 
 // sameEligible says whether e and o decided the same backends eligible.
 func (e Eligibility) SameEligible(o Eligibility) bool {
-	return slices.EqualFunc(e.Backends, o.Backends, func(a, b Decided) bool { return a.Key == b.Key && a.Eligible == b.Eligible })
+	if e.of == o.of {
+		return slices.EqualFunc(e.decided, o.decided, func(a, b decision) bool {
+			return a&(decidedBackend|eligibleBackend) == b&(decidedBackend|eligibleBackend)
+		})
+	}
+	return slices.EqualFunc(e.Decided(), o.Decided(), func(a, b Decided) bool { return a.Key == b.Key && a.Eligible == b.Eligible })
 }
 
 // diverted lists the backends whose connections seed 000 diverts when they
@@ -73,16 +143,16 @@ func (e Eligibility) diverted() map[string]bool {
 	if !e.anyHealthy() {
 		return out
 	}
-	for _, d := range e.Backends {
-		if !d.Eligible && !d.Healthy {
-			out[d.Key] = true
+	for i, d := range e.decided {
+		if d&decidedBackend != 0 && d&(eligibleBackend|healthyBackend) == 0 {
+			out[e.key(i)] = true
 		}
 	}
 	return out
 }
 
 func (e Eligibility) anyHealthy() bool {
-	return slices.ContainsFunc(e.Backends, func(d Decided) bool { return d.Healthy })
+	return slices.ContainsFunc(e.decided, func(d decision) bool { return d&(decidedBackend|healthyBackend) == decidedBackend|healthyBackend })
 }
 
 // weights are the kernel and slot weight the policy gives one backend.
@@ -122,9 +192,9 @@ func ServiceWeights(s *config.Service, health map[string]BackendHealth, override
 	p := policy.Policy{Failover: s.Failover.Configured, Weighted: weighted, Ratio: s.Failover.Ratio,
 		DropIfNoneHealthy: s.Failover.DropIfNoneHealthy || s.SorryServer.IsValid()}
 	var in []policy.Backend
-	var keys []string    // HealthKey of each policy input
+	var at []int         // the position in s.Backends of each policy input
 	var configured []int // its configured weight
-	for _, b := range s.Backends {
+	for i, b := range s.Backends {
 		key := HealthKey(s.Name, b)
 		h, ok := health[key]
 		if !ok || b.Health == nil {
@@ -148,22 +218,27 @@ func ServiceWeights(s *config.Service, health map[string]BackendHealth, override
 			w = h.Weight
 		}
 		in = append(in, policy.Backend{Failover: b.Failover, Healthy: h.Healthy, Weight: w})
-		keys = append(keys, key)
+		at = append(at, i)
 		configured = append(configured, weight)
 	}
 	r := policy.Eligible(p, in)
-	e := Eligibility{Rule: r.Rule, Backends: make([]Decided, len(keys))}
+	e := Eligibility{Rule: r.Rule, of: s, decided: make([]decision, len(s.Backends))}
 	if s.SorryServer.IsValid() && r.Count() == 0 {
 		e.Rule += "; the sorry server takes new connections"
 	}
 	if p.Failover {
 		e.Pool = r.Pool(in)
 	}
-	for k, key := range keys {
-		e.Backends[k] = Decided{Key: key, Eligible: r.Eligible[k], Healthy: in[k].Healthy}
+	for k, i := range at {
+		e.decided[i] = decidedBackend
+		if in[k].Healthy {
+			e.decided[i] |= healthyBackend
+		}
 		if !r.Eligible[k] {
 			continue
 		}
+		e.decided[i] |= eligibleBackend
+		key := HealthKey(s.Name, s.Backends[i])
 		w := out[key]
 		// An eligible backend always takes connections: one that only made
 		// it through a zero-weight fallback tier gets weight 1.
@@ -173,6 +248,5 @@ func ServiceWeights(s *config.Service, health map[string]BackendHealth, override
 		}
 		out[key] = w
 	}
-	slices.SortFunc(e.Backends, func(a, b Decided) int { return strings.Compare(a.Key, b.Key) })
 	return e
 }

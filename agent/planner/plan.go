@@ -179,7 +179,7 @@ func (p *planner) services(ops []Op) []Op {
 func appendNewService(ops []Op, vs *VirtualService) []Op {
 	ops = append(ops, Op{Kind: AddService, Service: vs.Service, Reason: "service " + vs.Name})
 	for _, dst := range vs.Destinations {
-		ops = appendDestination(ops, vs.Service, dst)
+		ops = appendDestination(ops, vs, dst)
 	}
 	return ops
 }
@@ -200,15 +200,15 @@ func newServiceOps(desired []*VirtualService, a Actual) int {
 // weight 0 is added with its slot weight first and then lowered, so that
 // it holds its Maglev slots (its flows fall back to the others through
 // mh-fallback).
-func appendDestination(ops []Op, svc ipvs.Service, dst Destination) []Op {
+func appendDestination(ops []Op, vs *VirtualService, dst Destination) []Op {
 	if dst.Weight != 0 || dst.SlotWeight == 0 {
-		return append(ops, Op{Kind: AddDestination, Service: svc, Destination: dst.Destination})
+		return append(ops, Op{Kind: AddDestination, Service: vs.Service, Destination: vs.Kernel(dst)})
 	}
-	slotted := dst.Destination
-	slotted.Weight = dst.SlotWeight
+	slotted := vs.Kernel(dst)
+	slotted.Weight = int(dst.SlotWeight)
 	return append(ops,
-		Op{Kind: AddDestination, Service: svc, Destination: slotted, Reason: "with its slot weight"},
-		Op{Kind: UpdateDestination, Service: svc, Destination: dst.Destination, Reason: "not eligible"})
+		Op{Kind: AddDestination, Service: vs.Service, Destination: slotted, Reason: "with its slot weight"},
+		Op{Kind: UpdateDestination, Service: vs.Service, Destination: vs.Kernel(dst), Reason: "not eligible"})
 }
 
 // canonicalPrefix returns how many of the wanted destinations, from the
@@ -230,7 +230,7 @@ func canonicalPrefix(want []Destination, kernel []ipvs.Destination) int {
 func canonicalPrefixAt(want []Destination, n int, at func(ipvs.DestinationKey) int) int {
 	last := -1
 	for i, d := range want {
-		j := at(d.DestinationKey)
+		j := at(d.Key())
 		if j < 0 || n-1-j < last {
 			return i
 		}
@@ -273,7 +273,7 @@ func destinationIndex[D any](list []D, key func(*D) ipvs.DestinationKey) func(ip
 }
 
 func kernelKey(d *ipvs.Destination) ipvs.DestinationKey { return d.DestinationKey }
-func wantedKey(d *Destination) ipvs.DestinationKey      { return d.DestinationKey }
+func wantedKey(d *Destination) ipvs.DestinationKey      { return d.Key() }
 
 // AppendMove appends the ops that move dst to the head of svc's list,
 // keeping its connections: the move (a delete and an add, Kernel.move)
@@ -285,14 +285,14 @@ func wantedKey(d *Destination) ipvs.DestinationKey      { return d.DestinationKe
 // dropped, not the connection; and nothing moves if it cannot be held
 // (Kernel.Apply). One wanted at weight 0 comes back with its slot weight
 // and is lowered after, as appendDestination does.
-func AppendMove(ops []Op, svc ipvs.Service, dst Destination) []Op {
+func AppendMove(ops []Op, vs *VirtualService, dst Destination) []Op {
 	wanted := ipvs.ConnectionExpirySysctls()[ipvs.ExpireNodestConn]
-	why := "held across the move of " + dst.DestinationKey.String()
+	why := "held across the move of " + dst.Key().String()
 	ops = append(ops, Op{Kind: SetSysctl, Reason: why, Hold: HoldForMove, Detail: &Detail{Key: ipvs.ExpireNodestConn, Value: "0", Previous: wanted}})
 	n := len(ops)
-	ops = appendDestination(ops, svc, dst)
+	ops = appendDestination(ops, vs, dst)
 	ops[n].Kind, ops[n].Reason = MoveDestination, "into canonical order"
-	return slices.Insert(ops, n+1, Op{Kind: SetSysctl, Reason: "set back after the move of " + dst.DestinationKey.String(),
+	return slices.Insert(ops, n+1, Op{Kind: SetSysctl, Reason: "set back after the move of " + dst.Key().String(),
 		Hold: ReleaseAfterMove, Detail: &Detail{Key: ipvs.ExpireNodestConn, Value: wanted, Previous: "0"}})
 }
 
@@ -303,14 +303,14 @@ func (p *planner) destinations(vs *VirtualService, cur ActualService, timeout ti
 	have := destinationIndex(cur.Destinations, kernelKey)
 	inOrder := canonicalPrefixAt(vs.Destinations, len(cur.Destinations), have)
 	for i, dst := range vs.Destinations {
-		j := have(dst.DestinationKey)
+		j := have(dst.Key())
 		switch {
 		case j < 0:
-			ops = appendDestination(ops, vs.Service, dst)
+			ops = appendDestination(ops, vs, dst)
 		case i >= inOrder:
-			ops = AppendMove(ops, vs.Service, dst)
-		case !cur.Destinations[j].SameOptions(dst.Destination):
-			ops = append(ops, Op{Kind: UpdateDestination, Service: vs.Service, Destination: dst.Destination})
+			ops = AppendMove(ops, vs, dst)
+		case !cur.Destinations[j].SameOptions(vs.Kernel(dst)):
+			ops = append(ops, Op{Kind: UpdateDestination, Service: vs.Service, Destination: vs.Kernel(dst)})
 		}
 	}
 	wanted := destinationIndex(vs.Destinations, wantedKey)

@@ -6,6 +6,7 @@ import (
 	"slices"
 	"testing"
 
+	"github.com/lvsd/lvsd/agent/config"
 	"github.com/lvsd/lvsd/ipvs/l4"
 	ipvs "github.com/lvsd/lvsd/ipvs/spec"
 )
@@ -21,12 +22,13 @@ func BenchmarkPlanInPlace(b *testing.B) {
 			var a Actual
 			for i := range n {
 				vs := &VirtualService{Name: fmt.Sprintf("s%05d", i), Service: ipvs.Service{Scheduler: "mh",
-					ServiceKey: ipvs.ServiceKey{Protocol: l4.TCP, Addr: netip.AddrFrom4([4]byte{10, 0, byte(i / 256), byte(i)}), Port: 80}}}
+					ServiceKey: ipvs.ServiceKey{Protocol: l4.TCP, Addr: netip.AddrFrom4([4]byte{10, 0, byte(i / 256), byte(i)}), Port: 80}},
+					Forwarding: ipvs.DirectRoute}
 				var kernel []ipvs.Destination
 				for j := range 10 {
 					dst := ipvs.Destination{DestinationKey: ipvs.DestinationKey{Addr: netip.AddrFrom4([4]byte{10, 1, byte(i % 250), byte(j + 1)}), Port: 80},
 						Weight: 1, Forwarding: ipvs.DirectRoute}
-					vs.Destinations = append(vs.Destinations, Destination{Destination: dst, Backend: fmt.Sprint(vs.Name, "/", j), SlotWeight: 1})
+					vs.Destinations = append(vs.Destinations, Destination{From: &config.Backend{Addr: dst.Addr, Key: fmt.Sprint(vs.Name, "/", j)}, Port: dst.Port, Weight: dst.Weight, SlotWeight: 1})
 					kernel = append(kernel, dst)
 				}
 				slices.Reverse(kernel) // the kernel adds at the head

@@ -27,7 +27,7 @@ type Reset struct {
 // ineligible, not on every pass it stays so, and nothing is reset without a
 // previous decision (a fresh start does not know what changed, and the
 // connections it finds were kept by the previous run's decisions).
-func ConnectionResets(prev map[string]Eligibility, next func(name string) (Eligibility, bool), services []*config.Service) (map[string]Reset, map[string]Eligibility) {
+func ConnectionResets(prev, next func(name string) (Eligibility, bool), services []*config.Service) (map[string]Reset, map[string]Eligibility) {
 	applied := make(map[string]Eligibility, len(services))
 	resets := map[string]Reset{}
 	for _, s := range services {
@@ -35,7 +35,7 @@ func ConnectionResets(prev map[string]Eligibility, next func(name string) (Eligi
 		if !ok {
 			continue
 		}
-		p, known := prev[s.Name]
+		p, known := prev(s.Name)
 		if e.Pool == policy.PoolNone && known {
 			e.Pool = p.Pool
 		}
@@ -102,8 +102,8 @@ func planResets(d Desired, a Actual, resets map[string]Reset) []Op {
 		}
 		var idx []int
 		for i, dst := range vs.Destinations {
-			j := slices.IndexFunc(cur.Destinations, func(x ipvs.Destination) bool { return x.DestinationKey == dst.DestinationKey })
-			if j >= 0 && (cur.Destinations[j].ActiveConns > 0 || cur.Destinations[j].InactiveConns > 0) && (r.All || r.Backends[dst.Backend]) {
+			j := slices.IndexFunc(cur.Destinations, func(x ipvs.Destination) bool { return x.DestinationKey == dst.Key() })
+			if j >= 0 && (cur.Destinations[j].ActiveConns > 0 || cur.Destinations[j].InactiveConns > 0) && (r.All || r.Backends[dst.Backend()]) {
 				idx = append(idx, i)
 			}
 		}
@@ -139,13 +139,13 @@ func resetBatch(vs *VirtualService, batch []int, why string) []Op {
 	var ops []Op
 	expiring := ipvs.Expiring{VIP: vs.VIP, Port: vs.Port}
 	for _, i := range batch {
-		ops = append(ops, Op{Kind: DeleteDestination, Service: vs.Service, Destination: vs.Destinations[i].Destination, Reason: "reset: " + why})
-		expiring.Dests = append(expiring.Dests, vs.Destinations[i].DestinationKey)
+		ops = append(ops, Op{Kind: DeleteDestination, Service: vs.Service, Destination: vs.Kernel(vs.Destinations[i]), Reason: "reset: " + why})
+		expiring.Dests = append(expiring.Dests, vs.Destinations[i].Key())
 	}
 	ops = append(ops, Op{Kind: AwaitExpiry, Service: vs.Service, Reason: why, Detail: &Detail{Expiring: expiring}})
 	for _, i := range batch {
 		n := len(ops)
-		ops = appendDestination(ops, vs.Service, vs.Destinations[i])
+		ops = appendDestination(ops, vs, vs.Destinations[i])
 		for j := n; j < len(ops); j++ {
 			if ops[j].Reason == "" {
 				ops[j].Reason = "back after the reset"

@@ -3,8 +3,6 @@ package planner
 import (
 	"fmt"
 	"testing"
-
-	ipvs "github.com/lvsd/lvsd/ipvs/spec"
 )
 
 // A whole-service reset never leaves the service without an eligible
@@ -12,7 +10,7 @@ import (
 func TestResetBatches(t *testing.T) {
 	vs := VirtualService{}
 	for _, w := range []int{0, 1, 0, 1, 1} {
-		vs.Destinations = append(vs.Destinations, Destination{Destination: ipvs.Destination{Weight: w}})
+		vs.Destinations = append(vs.Destinations, Destination{Weight: w})
 	}
 	cases := []struct {
 		idx  []int

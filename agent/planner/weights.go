@@ -55,11 +55,11 @@ func SpliceWeighted(prev []*VirtualService, names map[string]bool, before, piece
 func withWeights(in *VirtualService, byBackend map[string]Weights) *VirtualService {
 	same, eligible := true, false
 	for _, dst := range in.Destinations {
-		w, ok := byBackend[dst.Backend]
+		w, ok := byBackend[dst.Backend()]
 		if !ok {
-			w = Weights{kernel: dst.Weight, slot: dst.SlotWeight}
+			w = Weights{kernel: dst.Weight, slot: int(dst.SlotWeight)}
 		}
-		same = same && w.kernel == dst.Weight && w.slot == dst.SlotWeight
+		same = same && w.kernel == dst.Weight && w.slot == int(dst.SlotWeight)
 		eligible = eligible || w.kernel > 0
 	}
 	sorry := in.Sorry != nil && !eligible
@@ -69,8 +69,8 @@ func withWeights(in *VirtualService, byBackend map[string]Weights) *VirtualServi
 	vs := new(*in)
 	vs.Destinations = slices.Clone(vs.Destinations)
 	for j, dst := range vs.Destinations {
-		if w, ok := byBackend[dst.Backend]; ok {
-			vs.Destinations[j].Weight, vs.Destinations[j].SlotWeight = w.kernel, w.slot
+		if w, ok := byBackend[dst.Backend()]; ok {
+			vs.Destinations[j].Weight, vs.Destinations[j].SlotWeight = w.kernel, int32(w.slot)
 		}
 	}
 	if sorry {

@@ -88,12 +88,12 @@ func backendState(s *agent.Snapshot, ov planner.BackendOverride) BackendState {
 	for _, k := range planner.ServicesOf(s.Desired, map[string]bool{ov.Service: true}) {
 		vs, _ := planner.FindService(s.Desired, k)
 		for _, dst := range vs.Destinations {
-			if dst.Backend != key {
+			if dst.Backend() != key {
 				continue
 			}
-			kw := KernelWeight{IPVSService: k.String(), Destination: dst.DestinationKey.String(), Weight: -1}
+			kw := KernelWeight{IPVSService: k.String(), Destination: dst.Key().String(), Weight: -1}
 			for _, cur := range s.Actual.Services.At(k).Destinations {
-				if cur.DestinationKey == dst.DestinationKey {
+				if cur.DestinationKey == dst.Key() {
 					kw.Weight = cur.Weight
 				}
 			}

@@ -136,7 +136,7 @@ func connectionMatcher(cfg *agent.LoadedConfig, patterns []string) (func(spec.Co
 			continue
 		}
 		for _, d := range vs.Destinations {
-			byMark[marked{vs.VIP, netip.AddrPortFrom(d.Addr, d.Port)}] = vs.Name
+			byMark[marked{vs.VIP, netip.AddrPortFrom(d.Addr(), d.Port)}] = vs.Name
 		}
 	}
 	return func(c spec.Connection) (string, bool) {

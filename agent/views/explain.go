@@ -167,7 +167,7 @@ func explainedService(services []*planner.VirtualService, q ExplainQuery) (*plan
 func explainDestinations(states map[string]health.State, s *agent.Snapshot, vs *planner.VirtualService, cur planner.ActualService, e *Explanation) []maglev.Destination {
 	wanted := map[spec.DestinationKey]planner.Destination{}
 	for _, d := range vs.Destinations {
-		wanted[d.DestinationKey] = d
+		wanted[d.Key()] = d
 	}
 	var mds []maglev.Destination
 	for _, k := range cur.Destinations {
@@ -176,9 +176,9 @@ func explainDestinations(states map[string]health.State, s *agent.Snapshot, vs *
 		slotWeight := k.Weight
 		if w, ok := wanted[k.DestinationKey]; ok {
 			ds.ConfiguredWeight = w.Weight
-			ds.setHealth(states, s.Eligibility.At(vs.Name), s.Config, w.Backend)
+			ds.setHealth(states, s.Eligibility.At(vs.Name), s.Config, w.Backend())
 			if slotWeight == 0 {
-				slotWeight = max(w.SlotWeight, w.Weight)
+				slotWeight = max(int(w.SlotWeight), w.Weight)
 			}
 		}
 		if slotWeight == 0 {

@@ -230,7 +230,7 @@ func eachDestination(vs *planner.VirtualService, cur planner.ActualService, f fu
 	var index map[spec.DestinationKey]int
 	for i := range vs.Destinations {
 		d := &vs.Destinations[i]
-		j := kernelPosition(kernel, d.DestinationKey, len(vs.Destinations)-1-i)
+		j := kernelPosition(kernel, d.Key(), len(vs.Destinations)-1-i)
 		if j < 0 && len(kernel) > 16 { // a search is cheaper for the usual few
 			if index == nil {
 				index = make(map[spec.DestinationKey]int, len(kernel))
@@ -238,11 +238,11 @@ func eachDestination(vs *planner.VirtualService, cur planner.ActualService, f fu
 					index[k.DestinationKey] = i
 				}
 			}
-			if at, ok := index[d.DestinationKey]; ok {
+			if at, ok := index[d.Key()]; ok {
 				j = at
 			}
 		} else if j < 0 {
-			j = slices.IndexFunc(kernel, func(k spec.Destination) bool { return k.DestinationKey == d.DestinationKey })
+			j = slices.IndexFunc(kernel, func(k spec.Destination) bool { return k.DestinationKey == d.Key() })
 		}
 		if j < 0 {
 			f(d, nil)
@@ -277,7 +277,7 @@ func (r *statusReader) count(vs *planner.VirtualService) (BackendCounts, bool) {
 		if d == nil {
 			c.Draining++
 		} else {
-			switch h, _ := healthOf(r.states, r.s.Config, d.Backend); h {
+			switch h, _ := healthOf(r.states, r.s.Config, d.Backend()); h {
 			case healthUnhealthy:
 				c.Unhealthy++
 			case healthPending:
@@ -398,9 +398,9 @@ func (r *statusReader) service(l listed, withDests bool, now time.Time) ServiceS
 func (r *statusReader) destination(vs *planner.VirtualService, d *planner.Destination, k *spec.Destination, now time.Time) DestinationStatus {
 	var ds DestinationStatus
 	if d != nil {
-		ds = DestinationStatus{Address: d.DestinationKey.String(), Forwarding: d.Method(), ConfiguredWeight: d.Weight, Weight: -1}
-		ds.setHealth(r.states, r.s.Eligibility.At(vs.Name), r.s.Config, d.Backend)
-		if ov, ok := r.s.Overrides[d.Backend]; ok {
+		ds = DestinationStatus{Address: d.Key().String(), Forwarding: vs.Kernel(*d).Method(), ConfiguredWeight: d.Weight, Weight: -1}
+		ds.setHealth(r.states, r.s.Eligibility.At(vs.Name), r.s.Config, d.Backend())
+		if ov, ok := r.s.Overrides[d.Backend()]; ok {
 			ds.Override = &ov
 		}
 	} else { // still in the kernel, no longer configured (or the sorry server)
@@ -424,7 +424,7 @@ func (r *statusReader) destination(vs *planner.VirtualService, d *planner.Destin
 // among its destinations in d (with health applied): no backend is eligible.
 func sorryWanted(d planner.Desired, k spec.ServiceKey) bool {
 	vs, ok := planner.FindService(d, k)
-	return ok && vs.Sorry != nil && slices.ContainsFunc(vs.Destinations, func(dst planner.Destination) bool { return vs.IsSorry(dst.DestinationKey) })
+	return ok && vs.Sorry != nil && slices.ContainsFunc(vs.Destinations, func(dst planner.Destination) bool { return vs.IsSorry(dst.Key()) })
 }
 
 func (d *DestinationStatus) setStats(s spec.Stats) {

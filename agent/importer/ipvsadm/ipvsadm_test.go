@@ -102,7 +102,7 @@ func plan(t *testing.T, files []importer.File) []string {
 		}
 		line := vs.Service.String()
 		for _, d := range vs.Destinations {
-			line += fmt.Sprintf("\n  %s %s %s w=%d x=%d y=%d", d.DestinationKey, d.Forwarding, d.Tunnel, d.Weight, d.UpperThreshold, d.LowerThreshold)
+			line += fmt.Sprintf("\n  %s %s %s w=%d x=%d y=%d", d.Key(), vs.Forwarding, vs.Tunnel, d.Weight, d.From.UpperThreshold, d.From.LowerThreshold)
 		}
 		out = append(out, line)
 	}
