@@ -49,9 +49,9 @@ var _ Director = (*KernelDirector)(nil)
 // map whose layout this build changed is replaced, its services carried
 // over where their key layout stayed (upgrade_linux.go).
 func OpenDirector(ctx context.Context, opts DirectorOptions) (*KernelDirector, error) {
-	dir := filepath.Join(opts.pinRoot(), "director")
-	if err := os.MkdirAll(dir, 0o700); err != nil {
-		return nil, fmt.Errorf("toa: pin folder: %w", err)
+	dir, err := pinFolder(opts.pinRoot(), "director")
+	if err != nil {
+		return nil, err
 	}
 	spec, err := loadDirector()
 	if err != nil {

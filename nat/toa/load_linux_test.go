@@ -3,6 +3,8 @@ package toa
 import (
 	"context"
 	"net/netip"
+	"path/filepath"
+	"strings"
 	"testing"
 )
 
@@ -57,4 +59,18 @@ func TestLoadAdoptRemove(t *testing.T) {
 	}
 	d.Close()
 	assertNothingPinned(t, root)
+}
+
+// TestOpenWithoutBPFFS: a pin root outside a BPF file system is refused
+// with what to do, before anything is loaded.
+func TestOpenWithoutBPFFS(t *testing.T) {
+	root := filepath.Join(t.TempDir(), "lvsd", "toa")
+	_, err := OpenDirector(context.Background(), DirectorOptions{Options: Options{PinRoot: root}})
+	if err == nil || !strings.Contains(err.Error(), "not on a BPF file system") || !strings.Contains(err.Error(), "mount -t bpf") {
+		t.Errorf("director: %v; want it to say the root is not on a BPF file system and how to mount one", err)
+	}
+	_, err = OpenRealServer(context.Background(), Options{PinRoot: root})
+	if err == nil || !strings.Contains(err.Error(), "not on a BPF file system") {
+		t.Errorf("real server: %v; want it to say the root is not on a BPF file system", err)
+	}
 }

@@ -4,9 +4,11 @@ import (
 	"errors"
 	"fmt"
 	"os"
+	"path/filepath"
 	"slices"
 
 	"github.com/cilium/ebpf"
+	"golang.org/x/sys/unix"
 )
 
 // syncSet makes the keys of a map whose values are one byte exactly keys.
@@ -82,4 +84,27 @@ func unpinAll(dir string, maps ...*ebpf.Map) error {
 		errs = append(errs, fmt.Errorf("toa: removing %s: %w", dir, err))
 	}
 	return errors.Join(errs...)
+}
+
+// pinFolder makes root/sub, where the objects are pinned, and says so
+// plainly when root is not on a BPF file system: pinning needs one, and
+// without it mkdir or the pin fails with a bare errno.
+func pinFolder(root, sub string) (string, error) {
+	dir := filepath.Join(root, sub)
+	mkErr := os.MkdirAll(dir, 0o700)
+	existing := dir
+	for {
+		if _, err := os.Stat(existing); err == nil || existing == filepath.Dir(existing) {
+			break
+		}
+		existing = filepath.Dir(existing)
+	}
+	var st unix.Statfs_t
+	if err := unix.Statfs(existing, &st); err == nil && st.Type != unix.BPF_FS_MAGIC {
+		return "", fmt.Errorf("toa: %s is not on a BPF file system, where the programs' objects are pinned: mount one (mount -t bpf bpf /sys/fs/bpf; systemd does at boot)", root)
+	}
+	if mkErr != nil {
+		return "", fmt.Errorf("toa: pin folder: %w", mkErr)
+	}
+	return dir, nil
 }

@@ -31,9 +31,9 @@ var _ RealServer = (*KernelRealServer)(nil)
 // sockets that stored a client's address in a replaced toa_peers return
 // the director's again (upgrade_linux.go).
 func OpenRealServer(ctx context.Context, opts Options) (*KernelRealServer, error) {
-	dir := filepath.Join(opts.pinRoot(), "realserver")
-	if err := os.MkdirAll(dir, 0o700); err != nil {
-		return nil, fmt.Errorf("toa: pin folder: %w", err)
+	dir, err := pinFolder(opts.pinRoot(), "realserver")
+	if err != nil {
+		return nil, err
 	}
 	spec, err := loadRealServer()
 	if err != nil {
