@@ -110,7 +110,7 @@ var layers = []layer{
 		testMayUse: []string{"agent"}}, // the files it writes must load as lvsd loads them
 	{pkg: "e2e/healthbench", mayUse: []string{"agent/health"}},                      // measures the health-check engine itself, in-process
 	{pkg: "e2e/ecmplab", mayUse: []string{"e2e/...", "cluster/bgp", "cluster/bfd"}}, // proves cluster/bgp and cluster/bfd against FRR at engine level
-	{pkg: "e2e/ecmpbench", mayUse: []string{"e2e/...", "cluster/bgp"}},              // compares lvsd's embedded speaker with FRR on the directors
+	{pkg: "e2e/ecmpbench", mayUse: []string{"e2e/...", "cluster/bgp", "cluster/bfd"}},// compares lvsd's embedded speaker with FRR on the directors
 }
 
 type layer struct {

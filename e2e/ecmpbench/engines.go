@@ -7,6 +7,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/lvsd/lvsd/cluster/bfd"
 	"github.com/lvsd/lvsd/cluster/bgp"
 	"github.com/lvsd/lvsd/e2e/ecmplab"
 	"github.com/lvsd/lvsd/e2e/topo"
@@ -40,7 +41,8 @@ func (e *lvsdEngine) name() string { return "lvsd (GoBGP + BFD embedded)" }
 func (e *lvsdEngine) start(_ context.Context, d *topo.Host) error {
 	cfg := ecmplab.SpeakerConfig{ASN: ecmplab.DirectorASN, RouterID: d.V4, Peers: []bgp.PeerConfig{{
 		Address: e.router.V4, ASN: ecmplab.RouterASN, LocalAddress: d.V4, BFD: true,
-		HoldTime: 3 * time.Second, KeepaliveInterval: time.Second, ConnectRetry: time.Second}}}
+		BFDTimers: bfd.Timers{DesiredMinTx: *interval, RequiredMinRx: *interval, DetectMult: bfd.DefaultDetectMult},
+		HoldTime:  3 * time.Second, KeepaliveInterval: time.Second, ConnectRetry: time.Second}}}
 	s, err := ecmplab.StartSpeaker(d, cfg)
 	if err != nil {
 		return err
@@ -108,7 +110,7 @@ func (e *frrEngine) start(ctx context.Context, d *topo.Host) error {
 	if err := d.AddAddr(e.vip, "lo"); err != nil {
 		return err
 	}
-	f, err := d.StartFRR(ctx, ecmplab.DirectorFRRConfig(d.V4, e.router.V4, e.vip))
+	f, err := d.StartFRR(ctx, withInterval(ecmplab.DirectorFRRConfig(d.V4, e.router.V4, e.vip)))
 	if err != nil {
 		return err
 	}
@@ -156,4 +158,12 @@ func (e *frrEngine) stop() {
 	for _, f := range e.frrs {
 		_ = f.Stop()
 	}
+}
+
+// withInterval puts -bfd-interval into a director's FRR configuration in
+// place of the profile's 100 ms.
+func withInterval(config string) string {
+	ms := fmt.Sprintf("%d", interval.Milliseconds())
+	config = strings.Replace(config, "receive-interval 100\n", "receive-interval "+ms+"\n", 1)
+	return strings.Replace(config, "transmit-interval 100\n", "transmit-interval "+ms+"\n", 1)
 }

@@ -19,6 +19,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/lvsd/lvsd/cluster/bfd"
 	"github.com/lvsd/lvsd/e2e/ecmplab"
 	"github.com/lvsd/lvsd/e2e/topo"
 )
@@ -27,6 +28,9 @@ var (
 	runs      = flag.Int("runs", 5, "repetitions of each measurement")
 	idle      = flag.Duration("idle", 20*time.Second, "window for the idle CPU sample")
 	engines   = flag.String("engines", "lvsd,frr", "engines to measure, in order")
+	interval  = flag.Duration("bfd-interval", bfd.DefaultInterval, "BFD transmit and receive interval on both sides (multiplier 3)")
+	stressFor = flag.Duration("stress", 0, "after the other measurements, run -hogs busy loops this long and count the BFD sessions that went down (0: skip)")
+	hogs      = flag.Int("hogs", 2, "busy loops of -stress (the VM has 2 vCPUs)")
 	waitLimit = 90 * time.Second
 	vip       = netip.MustParsePrefix("192.0.2.10/32")
 )
@@ -62,7 +66,7 @@ func main() {
 
 var rowNames = []string{"start -> 3 paths", "withdraw -> path gone", "link cut -> path gone",
 	"link back -> path back", "kill -9 speaker -> path gone", "kill -9 bfdd only", "idle CPU per director",
-	"idle CPU of the router's FRR"}
+	"idle CPU of the router's FRR", "BFD sessions down under CPU stress"}
 
 type result struct {
 	name string
@@ -105,7 +109,11 @@ func measure(name string) (result, error) {
 	ctx := context.Background()
 	var ns []ecmplab.Neighbor
 	for _, d := range tp.Directors() {
-		ns = append(ns, ecmplab.Neighbor{Address: d.V4, BFD: true})
+		n := ecmplab.Neighbor{Address: d.V4, BFD: true}
+		if *interval != bfd.DefaultInterval {
+			n.BFDInterval, n.BFDMultiplier = *interval, bfd.DefaultDetectMult
+		}
+		ns = append(ns, n)
 	}
 	if b.frr, err = b.router.StartFRR(ctx, ecmplab.RouterConfig(b.router.V4, ns)); err != nil {
 		return result{}, err
@@ -118,7 +126,11 @@ func measure(name string) (result, error) {
 	}
 	r := result{name: b.eng.name(), rows: map[string]string{}}
 	log.Printf("== %s", r.name)
-	steps := []func(*result) error{b.converge, b.idleCPU, b.withdraws, b.linkCuts, b.killBFDD, b.crash}
+	steps := []func(*result) error{b.converge, b.idleCPU, b.withdraws, b.linkCuts}
+	if *stressFor > 0 {
+		steps = append(steps, b.stress)
+	}
+	steps = append(steps, b.killBFDD, b.crash) // last: what they kill stays down
 	for _, step := range steps {
 		if err := step(&r); err != nil {
 			return r, err
