@@ -108,9 +108,9 @@ var layers = []layer{
 	{pkg: "e2e/demo", mayUse: []string{"e2e/...", "ipvs"}}, // prints the kernel's IPVS table as lvsd programmed it
 	{pkg: "e2e/bench", mayUse: []string{"e2e/...", "agent/api"}, // lvsd-bench fetches profiles through the control socket's client
 		testMayUse: []string{"agent"}}, // the files it writes must load as lvsd loads them
-	{pkg: "e2e/healthbench", mayUse: []string{"agent/health"}},                      // measures the health-check engine itself, in-process
-	{pkg: "e2e/ecmplab", mayUse: []string{"e2e/...", "cluster/bgp", "cluster/bfd"}}, // proves cluster/bgp and cluster/bfd against FRR at engine level
-	{pkg: "e2e/ecmpbench", mayUse: []string{"e2e/...", "cluster/bgp", "cluster/bfd"}},// compares lvsd's embedded speaker with FRR on the directors
+	{pkg: "e2e/healthbench", mayUse: []string{"agent/health"}},                        // measures the health-check engine itself, in-process
+	{pkg: "e2e/ecmplab", mayUse: []string{"e2e/...", "cluster/bgp", "cluster/bfd"}},   // proves cluster/bgp and cluster/bfd against FRR at engine level
+	{pkg: "e2e/ecmpbench", mayUse: []string{"e2e/...", "cluster/bgp", "cluster/bfd"}}, // compares lvsd's embedded speaker with FRR on the directors
 }
 
 type layer struct {
