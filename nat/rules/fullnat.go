@@ -113,27 +113,23 @@ func inRanges(rs []AddrRange, a netip.Addr) bool {
 
 // FullNATVIPs returns the FULLNAT VIPs whose connections depend on address
 // a: a itself if it is the VIP of a fullnat rule, and every VIP whose rules
-// source-NAT to a range that holds a.
+// source-NAT to a range that holds a. Its cost is linear in the rules: a
+// takeover asks it for each address it adds, and 10,000 FULLNAT services
+// sharing their source addresses make 10,000 fullnat and 10,000 SNAT rules.
 func (rs Ruleset) FullNATVIPs(a netip.Addr) []netip.Addr {
 	var out []netip.Addr
-	add := func(v netip.Addr) {
-		for _, x := range out {
-			if x == v {
-				return
+	seen := map[netip.Addr]bool{}
+	for _, t := range rs.tables {
+		marks := map[uint32]bool{} // of the SNAT rules whose range holds a
+		for _, p := range t.Post {
+			if inRanges([]AddrRange{p.SNAT}, a) {
+				marks[p.CtMark] = true
 			}
 		}
-		out = append(out, v)
-	}
-	for _, t := range rs.tables {
 		for _, r := range t.FullNAT {
-			if r.DAddr == a {
-				add(r.DAddr)
-				continue
-			}
-			for _, p := range t.Post {
-				if p.CtMark == r.SetCtMark && inRanges([]AddrRange{p.SNAT}, a) {
-					add(r.DAddr)
-				}
+			if (r.DAddr == a || marks[r.SetCtMark]) && !seen[r.DAddr] {
+				seen[r.DAddr] = true
+				out = append(out, r.DAddr)
 			}
 		}
 	}
