@@ -43,7 +43,7 @@ var (
 type dpSetup struct {
 	name      string
 	mode      string // ipvsadm, DR, NAT, FULLNAT, TUNNEL
-	sync      bool   // the cluster's connection sync
+	sync      bool   // two directors in a cluster with connection sync; else one director alone
 	conntrack bool   // ipvsadm: net.ipv4.vs.conntrack=1 with conntrack running
 	toa       bool   // client_address: toa on the director
 	toaRS     bool   // and the real servers' programs
@@ -226,9 +226,9 @@ func programReference(t *testing.T, director *topo.Host, vip netip.Addr, rss []*
 	}
 }
 
-// startDataPlaneDirectors starts two directors (priorities 250 and 200)
-// with the setup's service on both ports and its extra services, and
-// waits until the VIP settled on the first.
+// startDataPlaneDirectors starts the setup's director (with sync: two, in a
+// cluster, priorities 250 and 200) with its service on both ports and its
+// extra services, and waits until the VIP settled on the first.
 func startDataPlaneDirectors(t *testing.T, tp *topo.Topology, s dpSetup, vip netip.Addr) []*lvsd {
 	t.Helper()
 	forwarding := map[string]string{
@@ -241,15 +241,29 @@ func startDataPlaneDirectors(t *testing.T, tp *topo.Topology, s dpSetup, vip net
 		forwarding += "client_address: toa\n"
 	}
 	backends := fmt.Sprintf("backends:\n  - {address: %s}\n  - {address: %s}\n", tp.RS(1).V4, tp.RS(2).V4)
-	key := clusterKey(t)
+	services := map[string]string{"bench": fmt.Sprintf("service: bench\nvip: %s\nports: [%d, %d]\n%s%s",
+		vip, dpEcho, dpBulk, forwarding, backends)}
+	for n := range s.extra {
+		services[fmt.Sprintf("x%05d", n)] = fmt.Sprintf("service: x%05d\nvip: %s\nports: [%d]\nforwarding: fullnat\n%s%s",
+			n, dpExtraIP, 10000+n, dpSNAT, backends)
+	}
 	var ds []*lvsd
+	if !s.sync { // one director alone: no peer's heartbeats in the figures
+		l := newDirectorOnTmpfs(t, tp.Director(1), nil)
+		for name, body := range services {
+			writeFile(t, filepath.Join(l.dir, "services.d", name+".yaml"), body)
+		}
+		l.start()
+		ds = append(ds, l)
+	}
+	key := clusterKey(t)
 	for i, d := range tp.Directors() {
-		l := newClusterDirector(t, tp, d, key, fmt.Sprintf("  priority: %d\n  conn_sync: {enabled: %t}\n", 250-50*i, s.sync))
-		writeFile(t, filepath.Join(l.dir, "services.d", "bench.yaml"), fmt.Sprintf("service: bench\nvip: %s\nports: [%d, %d]\n%s%s",
-			vip, dpEcho, dpBulk, forwarding, backends))
-		for n := range s.extra {
-			writeFile(t, filepath.Join(l.dir, "services.d", fmt.Sprintf("x%05d.yaml", n)), fmt.Sprintf(
-				"service: x%05d\nvip: %s\nports: [%d]\nforwarding: fullnat\n%s%s", n, dpExtraIP, 10000+n, dpSNAT, backends))
+		if !s.sync {
+			break
+		}
+		l := newClusterDirector(t, tp, d, key, fmt.Sprintf("  priority: %d\n", 250-50*i))
+		for name, body := range services {
+			writeFile(t, filepath.Join(l.dir, "services.d", name+".yaml"), body)
 		}
 		l.start()
 		ds = append(ds, l)
