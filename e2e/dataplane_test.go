@@ -4,9 +4,11 @@ package e2e
 
 import (
 	"fmt"
+	"maps"
 	"net/netip"
 	"os"
 	"path/filepath"
+	"regexp"
 	"slices"
 	"strconv"
 	"strings"
@@ -53,9 +55,10 @@ type dpSetup struct {
 // dpFigures is one measurement of a setup.
 type dpFigures struct {
 	conns      connRate
-	agents     time.Duration // CPU time of every lvsd process while the connections were opened
-	agentsIdle float64       // their share of a core in the quiet window before
-	up, down   float64       // bytes per second
+	agents     time.Duration     // CPU time of every lvsd process while the connections were opened
+	agentsIdle float64           // their share of a core in the quiet window before
+	up, down   float64           // bytes per second
+	programs   map[string]bpfRun // the TOA programs' runs while the connections were opened
 }
 
 // dataPathPerConn is the VM's busy CPU time per connection without the
@@ -93,13 +96,15 @@ func dpSetups() []dpSetup {
 // streams, client to server and server to client), in rounds so that the
 // setups interleave; then the table of medians with ratios to the
 // reference. LVSD_DPBENCH_ROUNDS (2), LVSD_DPBENCH_WINDOW_MS (4000) and
-// LVSD_DPBENCH_SERVICES (10000; 1 leaves that row out) tune it.
+// LVSD_DPBENCH_SERVICES (10000; 1 leaves that row out) tune it;
+// LVSD_DPBENCH_ONLY, a regular expression, picks setups by name.
 func TestDataPlaneCost(t *testing.T) {
 	rounds := envInt("LVSD_DPBENCH_ROUNDS", 2)
 	window := time.Duration(envInt("LVSD_DPBENCH_WINDOW_MS", 4000)) * time.Millisecond
 	setups := dpSetups()
 	if only := os.Getenv("LVSD_DPBENCH_ONLY"); only != "" {
-		setups = slices.DeleteFunc(setups, func(s dpSetup) bool { return !strings.Contains(s.name, only) })
+		re := regexp.MustCompile(only)
+		setups = slices.DeleteFunc(setups, func(s dpSetup) bool { return !re.MatchString(s.name) })
 	}
 	got := map[string][]dpFigures{}
 	for r := range rounds {
@@ -113,7 +118,7 @@ func TestDataPlaneCost(t *testing.T) {
 			})
 		}
 	}
-	table := dpTable(setups, got)
+	table := dpTable(setups, got) + dpPrograms(setups, got)
 	t.Logf("data-plane cost (%d rounds of %v windows, kernel %s):\n%s", rounds, window, kernelRelease(), table)
 	if outDir != "" {
 		os.WriteFile(filepath.Join(outDir, "dataplane.txt"), []byte(table), 0o644)
@@ -191,9 +196,17 @@ func runDataPlane(t *testing.T, s dpSetup, window time.Duration) dpFigures {
 	before := agentsCPU()
 	time.Sleep(dpQuiet)
 	f.agentsIdle = (agentsCPU() - before).Seconds() / dpQuiet.Seconds()
+	if s.toa {
+		countBPFRuns(t)
+	}
+	runs := bpfRuns(t, "toa_")
 	before = agentsCPU()
 	f.conns = openConnections(t, tp.Client(), srcs, netip.AddrPortFrom(vip, dpEcho), dpWorkers, window)
 	f.agents = agentsCPU() - before
+	f.programs = map[string]bpfRun{}
+	for name, r := range bpfRuns(t, "toa_") {
+		f.programs[name] = bpfRun{runtime: r.runtime - runs[name].runtime, count: r.count - runs[name].count}
+	}
 	if f.conns.conns == 0 || f.conns.failed > f.conns.conns/100 {
 		t.Errorf("%s: %d connections, %d failed", s.name, f.conns.conns, f.conns.failed)
 	}
@@ -337,4 +350,44 @@ func envInt(name string, def int) int {
 func kernelRelease() string {
 	b, _ := os.ReadFile("/proc/sys/kernel/osrelease")
 	return strings.TrimSpace(string(b))
+}
+
+// dpPrograms says, per setup with TOA, what the kernel counted for each of
+// its programs while the connections were opened: runs and time per
+// connection, and that time as a share of the data path's CPU time per
+// connection, the precise figure a rate measured under the VM's noise
+// cannot give.
+func dpPrograms(setups []dpSetup, got map[string][]dpFigures) string {
+	var b strings.Builder
+	for _, s := range setups {
+		if !s.toa {
+			continue
+		}
+		total := map[string]bpfRun{}
+		conns := 0
+		var dataPath float64
+		for _, f := range got[s.name] {
+			conns += f.conns.conns
+			dataPath += f.dataPathPerConn() * float64(f.conns.conns)
+			for name, r := range f.programs {
+				t := total[name]
+				t.runtime, t.count = t.runtime+r.runtime, t.count+r.count
+				total[name] = t
+			}
+		}
+		if conns == 0 {
+			continue
+		}
+		dataPath /= float64(conns)
+		for _, name := range slices.Sorted(maps.Keys(total)) {
+			r := total[name]
+			if r.count == 0 {
+				continue
+			}
+			perConn := float64(r.runtime.Microseconds()) / float64(conns)
+			fmt.Fprintf(&b, "%s: %s %.1f runs per connection, %.0f ns each, %.1f µs per connection = %.2f %% of the data path's %.0f µs\n",
+				s.name, name, float64(r.count)/float64(conns), float64(r.runtime.Nanoseconds())/float64(r.count), perConn, 100*perConn/dataPath, dataPath)
+		}
+	}
+	return b.String()
 }
