@@ -66,3 +66,27 @@ func BenchmarkFullNATEntry(b *testing.B) {
 	}
 }
 
+// BenchmarkRenderFleet measures Render of n FULLNAT services, and the part
+// of it that builds FullNATEntry's index.
+func BenchmarkRenderFleet(b *testing.B) {
+	for _, n := range []int{1000, 10000} {
+		spec := fleetSpec(n)
+		b.Run(fmt.Sprintf("services=%d", n), func(b *testing.B) {
+			for i := 0; i < b.N; i++ {
+				if _, err := rules.Render(spec); err != nil {
+					b.Fatal(err)
+				}
+			}
+		})
+		b.Run(fmt.Sprintf("index/services=%d", n), func(b *testing.B) {
+			rs, err := rules.Render(spec)
+			if err != nil {
+				b.Fatal(err)
+			}
+			b.ResetTimer()
+			for i := 0; i < b.N; i++ {
+				rs.FullNATIndexBuild()
+			}
+		})
+	}
+}
