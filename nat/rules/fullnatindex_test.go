@@ -3,6 +3,7 @@ package rules_test
 import (
 	"math/rand/v2"
 	"net/netip"
+	"reflect"
 	"slices"
 	"testing"
 
@@ -225,5 +226,18 @@ func TestFullNATIndexAgreesOnRandomTables(t *testing.T) {
 func TestFullNATEntryZeroRuleset(t *testing.T) {
 	if e, ok := (rules.Ruleset{}).FullNATEntry(l4.TCP, ap("192.0.2.1:1000"), ap("203.0.113.10:80"), ap("10.0.2.11:80")); ok {
 		t.Errorf("zero Ruleset gave %+v", e)
+	}
+}
+
+// Render stays pure with the index in the Ruleset: the same Spec gives
+// Rulesets that reflect.DeepEqual takes as equal (the agent compares its
+// desired states so), before and after lookups.
+func TestFullNATIndexKeepsRenderComparable(t *testing.T) {
+	for _, c := range append([]golden.Case{{Name: "fleet of 300", Spec: fleetSpec(300)}}, goldenCases...) {
+		a, b := mustRender(t, c.Spec), mustRender(t, c.Spec)
+		a.FullNATEntry(l4.TCP, ap("192.0.2.1:1000"), ap("10.0.0.45:10000"), ap("10.0.2.11:80"))
+		if !reflect.DeepEqual(a, b) {
+			t.Errorf("%s: two renders of the same spec differ", c.Name)
+		}
 	}
 }
