@@ -58,7 +58,33 @@ func (e ConntrackEntry) String() string {
 // rule that matches it, as the prerouting chain would, and the SNAT range of
 // that mark. ok is false when rs does not source-NAT the connection (it
 // belongs to a DR or NAT service, or a protocol other than TCP and UDP).
+// It costs a map lookup and a binary search whatever the number of rules
+// (fullnatIndex): a takeover asks for each synced connection.
 func (rs Ruleset) FullNATEntry(proto l4.Protocol, client, vip, backend netip.AddrPort) (e ConntrackEntry, ok bool) {
+	if proto != l4.TCP && proto != l4.UDP || rs.fullnat == nil {
+		return ConntrackEntry{}, false
+	}
+	for i := range rs.fullnat.tables {
+		ti := &rs.fullnat.tables[i]
+		if ti.family != familyOf(vip.Addr()) {
+			continue
+		}
+		target, matched := ti.lookup(proto, client.Addr(), vip)
+		if !matched {
+			continue
+		}
+		if !target.snat {
+			return ConntrackEntry{}, false // first match wins, even without SNAT
+		}
+		return ConntrackEntry{Protocol: proto, Client: client, VIP: vip, Backend: backend,
+			SNATFrom: target.to.From, SNATTo: target.to.To, Mark: target.mark}, true
+	}
+	return ConntrackEntry{}, false
+}
+
+// fullnatScan is FullNATEntry by going through the rules as the kernel
+// does: the model the index must follow (its tests compare the two).
+func (rs Ruleset) fullnatScan(proto l4.Protocol, client, vip, backend netip.AddrPort) (e ConntrackEntry, ok bool) {
 	if proto != l4.TCP && proto != l4.UDP {
 		return ConntrackEntry{}, false
 	}

@@ -35,6 +35,7 @@ func Render(spec Spec) (Ruleset, error) {
 		rs.tables = append(rs.tables, c.table(fam, spec))
 	}
 	rs.seal()
+	rs.fullnat = newFullNATIndex(rs.tables)
 	return rs, nil
 }
 

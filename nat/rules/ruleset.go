@@ -33,6 +33,10 @@ const (
 type Ruleset struct {
 	tables []Table // ipv4, ipv6
 	digest string
+	// fullnat finds a connection's fullnat rule for FullNATEntry. Render
+	// builds it from the tables: equal tables give equal indexes, so
+	// Rulesets stay comparable with reflect.DeepEqual.
+	fullnat *fullnatIndex
 }
 
 // Tables returns the content of the two tables, IPv4 first, for the code
