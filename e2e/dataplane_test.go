@@ -97,13 +97,14 @@ func dpSetups() []dpSetup {
 // setups interleave; then the table of medians with ratios to the
 // reference. LVSD_DPBENCH_ROUNDS (2), LVSD_DPBENCH_WINDOW_MS (4000) and
 // LVSD_DPBENCH_SERVICES (10000; 1 leaves that row out) tune it;
-// LVSD_DPBENCH_ONLY, a regular expression, picks setups by name.
+// LVSD_DPBENCH_ONLY, a regular expression, picks the setups whose whole name
+// it matches.
 func TestDataPlaneCost(t *testing.T) {
 	rounds := envInt("LVSD_DPBENCH_ROUNDS", 2)
 	window := time.Duration(envInt("LVSD_DPBENCH_WINDOW_MS", 4000)) * time.Millisecond
 	setups := dpSetups()
 	if only := os.Getenv("LVSD_DPBENCH_ONLY"); only != "" {
-		re := regexp.MustCompile(only)
+		re := regexp.MustCompile("^(?:" + only + ")$")
 		setups = slices.DeleteFunc(setups, func(s dpSetup) bool { return !re.MatchString(s.name) })
 	}
 	got := map[string][]dpFigures{}
