@@ -6,8 +6,6 @@ import (
 	"net/netip"
 	"testing"
 	"time"
-
-	"github.com/lvsd/lvsd/e2e/echo"
 )
 
 // clientAddress: TOA under ECMP (TestECMPFullNAT's services say
@@ -22,26 +20,7 @@ func (l *ecmpLab) clientAddress(t *testing.T) {
 	running := l.running()
 	dst := netip.AddrPortFrom(ecmpVIP, survEcho)
 	srcs := l.tp.ClientSources(false)
-	type opened struct {
-		c     *echo.Conn
-		local netip.AddrPort
-	}
-	var conns []opened
-	for _, src := range srcs[:30] {
-		c, err := echo.Connect(t.Context(), l.tp.Client(), src, dst)
-		if err != nil {
-			t.Fatalf("from %s: %v", src, err)
-		}
-		t.Cleanup(func() { c.Close() })
-		local := netip.MustParseAddrPort(c.LocalAddr().String())
-		if c.Hello.PeerName != local || c.Hello.Peer != local {
-			t.Errorf("%s via %s: accept %s, getpeername %s; want the client's %s", src, c.Hello.Name, c.Hello.Peer, c.Hello.PeerName, local)
-		}
-		if err := c.Echo(t.Context(), "before"); err != nil {
-			t.Fatal(err)
-		}
-		conns = append(conns, opened{c, local})
-	}
+	conns := openTOAConns(t, l.tp.Client(), srcs[:30], dst)
 	l.waitSynced(t, len(conns), 30*time.Second)
 	// The directors' namespaces share the VM's BPF file system, so one
 	// set of pinned maps and counters: their total, not each one's.
@@ -53,27 +32,6 @@ func (l *ecmpLab) clientAddress(t *testing.T) {
 	}
 	t.Cleanup(func() { cut.SetPort(true) })
 	l.waitPaths(running-1, 30*time.Second)
-	kept := 0
-	for _, o := range conns {
-		got, err := o.c.PeerName(t.Context())
-		switch {
-		case err != nil:
-			t.Errorf("connection from %s after %s was cut: %v", o.local, cut.ID, err)
-		case got != o.local:
-			t.Errorf("connection from %s after %s was cut: getpeername %s", o.local, cut.ID, got)
-		default:
-			kept++
-		}
-	}
-	t.Logf("%d of %d connections kept the client's address through the loss of %s", kept, len(conns), cut.ID)
-	for _, src := range srcs[30:45] {
-		r, local, err := askTracked(t.Context(), l.tp.Client(), src, dst)
-		if err != nil {
-			t.Errorf("new connection from %s after the cut: %v", src, err)
-			continue
-		}
-		if r.Peer != local || r.PeerName != local {
-			t.Errorf("new connection from %s after the cut: accept %s, getpeername %s; want the client's %s", src, r.Peer, r.PeerName, local)
-		}
-	}
+	keptClientAddresses(t, conns, "the loss of "+cut.ID)
+	newClientAddresses(t, l.tp.Client(), srcs[30:45], dst, "the loss of "+cut.ID)
 }

@@ -69,26 +69,7 @@ func TestFullNATClientAddressFailover(t *testing.T) {
 	}
 
 	srcs := tp.ClientSources(false)
-	type opened struct {
-		c     *echo.Conn
-		local netip.AddrPort
-	}
-	var conns []opened
-	for _, src := range srcs[:20] {
-		c, err := echo.Connect(t.Context(), tp.Client(), src, dst)
-		if err != nil {
-			t.Fatalf("from %s: %v", src, err)
-		}
-		t.Cleanup(func() { c.Close() })
-		local := netip.MustParseAddrPort(c.LocalAddr().String())
-		if c.Hello.PeerName != local || c.Hello.Peer != local {
-			t.Errorf("%s via %s: accept %s, getpeername %s; want the client's %s", src, c.Hello.Name, c.Hello.Peer, c.Hello.PeerName, local)
-		}
-		if err := c.Echo(t.Context(), "before"); err != nil { // the third packet: the kernel syncs the connection
-			t.Fatal(err)
-		}
-		conns = append(conns, opened{c, local})
-	}
+	conns := openTOAConns(t, tp.Client(), srcs[:20], dst)
 	time.Sleep(time.Second) // the sync daemons' batch
 
 	if err := tp.Director(1).SetPort(false); err != nil {
@@ -96,31 +77,8 @@ func TestFullNATClientAddressFailover(t *testing.T) {
 	}
 	t.Cleanup(func() { tp.Director(1).SetPort(true) })
 	waitHolders(t, tp, vip, 15*time.Second, onlyOn(tp.Director(2).ID))
-	kept := 0
-	for _, o := range conns {
-		got, err := o.c.PeerName(t.Context())
-		switch {
-		case err != nil:
-			t.Errorf("connection from %s after the failover: %v", o.local, err)
-		case got != o.local:
-			t.Errorf("connection from %s after the failover: getpeername %s", o.local, got)
-		default:
-			kept++
-		}
-	}
-	t.Logf("%d of %d connections kept through the failover with the client's address", kept, len(conns))
-
-	for _, src := range srcs[20:30] {
-		r, local, err := askTracked(t.Context(), tp.Client(), src, dst)
-		if err != nil {
-			t.Errorf("new connection from %s through %s: %v", src, tp.Director(2).ID, err)
-			continue
-		}
-		if r.Peer != local || r.PeerName != local {
-			t.Errorf("new connection from %s through %s: accept %s, getpeername %s; want the client's %s",
-				src, tp.Director(2).ID, r.Peer, r.PeerName, local)
-		}
-	}
+	keptClientAddresses(t, conns, "the failover")
+	newClientAddresses(t, tp.Client(), srcs[20:30], dst, "the failover, through "+tp.Director(2).ID)
 	if st := statusPart[toaStatus](t, tp.Director(2), "toa"); st.Added == 0 {
 		t.Errorf("%s's TOA counters %+v: want options added", tp.Director(2).ID, st)
 	}

@@ -158,3 +158,71 @@ func (c *rawTCP) handshake(t *testing.T, synOptions, ackOptions []byte) {
 	}
 	t.Fatalf("no SYN-ACK from %s to %s", c.dst, c.src)
 }
+
+// toaConn is a connection the client opened to a TOA service, and the
+// address it has on the client.
+type toaConn struct {
+	c     *echo.Conn
+	local netip.AddrPort
+}
+
+// openTOAConns opens a connection from each source to dst, checks that the
+// server's accept() and getpeername() gave the client's own address and
+// port, and exchanges a line on each (its third packet, which makes the
+// kernel sync it).
+func openTOAConns(t *testing.T, client *topo.Host, srcs []netip.Addr, dst netip.AddrPort) []toaConn {
+	t.Helper()
+	var out []toaConn
+	for _, src := range srcs {
+		c, err := echo.Connect(t.Context(), client, src, dst)
+		if err != nil {
+			t.Fatalf("from %s: %v", src, err)
+		}
+		t.Cleanup(func() { c.Close() })
+		local := netip.MustParseAddrPort(c.LocalAddr().String())
+		if c.Hello.PeerName != local || c.Hello.Peer != local {
+			t.Errorf("%s via %s: accept %s, getpeername %s; want the client's %s", src, c.Hello.Name, c.Hello.Peer, c.Hello.PeerName, local)
+		}
+		if err := c.Echo(t.Context(), "before"); err != nil {
+			t.Fatal(err)
+		}
+		out = append(out, toaConn{c, local})
+	}
+	return out
+}
+
+// keptClientAddresses asks the server on each connection what
+// getpeername() says now, fails the test for each that broke or lost its
+// client's address (after says after what), and logs how many kept it.
+func keptClientAddresses(t *testing.T, conns []toaConn, after string) {
+	t.Helper()
+	kept := 0
+	for _, o := range conns {
+		got, err := o.c.PeerName(t.Context())
+		switch {
+		case err != nil:
+			t.Errorf("connection from %s after %s: %v", o.local, after, err)
+		case got != o.local:
+			t.Errorf("connection from %s after %s: getpeername %s", o.local, after, got)
+		default:
+			kept++
+		}
+	}
+	t.Logf("%d of %d connections kept the client's address through %s", kept, len(conns), after)
+}
+
+// newClientAddresses opens a connection from each source to dst and checks
+// that the server saw the client's own address and port.
+func newClientAddresses(t *testing.T, client *topo.Host, srcs []netip.Addr, dst netip.AddrPort, after string) {
+	t.Helper()
+	for _, src := range srcs {
+		r, local, err := askTracked(t.Context(), client, src, dst)
+		if err != nil {
+			t.Errorf("new connection from %s after %s: %v", src, after, err)
+			continue
+		}
+		if r.Peer != local || r.PeerName != local {
+			t.Errorf("new connection from %s after %s: accept %s, getpeername %s; want the client's %s", src, after, r.Peer, r.PeerName, local)
+		}
+	}
+}
