@@ -140,3 +140,22 @@ func TestConflictsFleet(t *testing.T) {
 		t.Errorf("got %q, want %q", got, want)
 	}
 }
+
+// TestConflictErrorsStable checks that Render reports the conflicts of two
+// rules with several prefix lengths in one order, longest prefix first.
+func TestConflictErrorsStable(t *testing.T) {
+	m := Match{VIP: netip.MustParseAddr("198.51.100.1"), Protocol: l4.TCP,
+		Sources: []netip.Prefix{netip.MustParsePrefix("10.1.0.0/16"), netip.MustParsePrefix("10.1.2.0/24"),
+			netip.MustParsePrefix("10.0.0.0/8"), netip.MustParsePrefix("10.1.2.7/32")}}
+	spec := Spec{Marks: []MarkRule{{Match: m, Mark: 1, Comment: "a"}, {Match: m, Mark: 2, Comment: "b"}}}
+	const want = "mark rule 0 (a) and mark rule 1 (b) both match tcp 198.51.100.1 from clients in 10.1.2.7/32 with different packet marks (0x1, 0x2)\n" +
+		"mark rule 0 (a) and mark rule 1 (b) both match tcp 198.51.100.1 from clients in 10.1.2.0/24 with different packet marks (0x1, 0x2)\n" +
+		"mark rule 0 (a) and mark rule 1 (b) both match tcp 198.51.100.1 from clients in 10.1.0.0/16 with different packet marks (0x1, 0x2)\n" +
+		"mark rule 0 (a) and mark rule 1 (b) both match tcp 198.51.100.1 from clients in 10.0.0.0/8 with different packet marks (0x1, 0x2)"
+	for range 50 {
+		_, err := Render(spec)
+		if err == nil || err.Error() != want {
+			t.Fatalf("got %v\nwant %s", err, want)
+		}
+	}
+}

@@ -279,7 +279,11 @@ func expand(fam Family, name string, m Match, value uint32, comment string) []en
 		byBits[p.Bits()] = append(byBits[p.Bits()], p)
 	}
 	var out []entry
-	for bits, ps := range byBits {
+	// Longest first, as entry.compare orders them: in map order, the
+	// conflicts between two rules with several prefix lengths came out in
+	// a different order on every Render.
+	for _, bits := range slices.Backward(slices.Sorted(maps.Keys(byBits))) {
+		ps := byBits[bits]
 		e := base
 		e.bits = bits
 		slices.SortFunc(ps, func(a, b netip.Prefix) int { return a.Addr().Compare(b.Addr()) })
