@@ -69,7 +69,7 @@ func BenchmarkFullNATEntry(b *testing.B) {
 // BenchmarkRenderFleet measures Render of n FULLNAT services, and the part
 // of it that builds FullNATEntry's index.
 func BenchmarkRenderFleet(b *testing.B) {
-	for _, n := range []int{1000, 10000} {
+	for _, n := range []int{100, 1000, 10000} {
 		spec := fleetSpec(n)
 		b.Run(fmt.Sprintf("services=%d", n), func(b *testing.B) {
 			for i := 0; i < b.N; i++ {

@@ -279,7 +279,11 @@ func expand(fam Family, name string, m Match, value uint32, comment string) []en
 		byBits[p.Bits()] = append(byBits[p.Bits()], p)
 	}
 	var out []entry
-	for bits, ps := range byBits {
+	// Longest first, as entry.compare orders them: in map order, the
+	// conflicts between two rules with several prefix lengths came out in
+	// a different order on every Render.
+	for _, bits := range slices.Backward(slices.Sorted(maps.Keys(byBits))) {
+		ps := byBits[bits]
 		e := base
 		e.bits = bits
 		slices.SortFunc(ps, func(a, b netip.Prefix) int { return a.Addr().Compare(b.Addr()) })
@@ -314,38 +318,6 @@ func (e entry) rule(r Rule) Rule {
 	r.Ports = e.ports
 	r.Comment = e.comment
 	return r
-}
-
-// conflicts finds entries that first-match order cannot decide between: the
-// same VIP, protocol and source prefix, overlapping ports, different values.
-func conflicts(what string, es []entry) []error {
-	var errs []error
-	for i, a := range es {
-		for _, b := range es[i+1:] {
-			if a.value == b.value || a.fam != b.fam || a.vip != b.vip || a.proto != b.proto ||
-				a.bits != b.bits || !portsOverlap(a.ports, b.ports) {
-				continue
-			}
-			if shared, ok := firstShared(a.srcs, b.srcs); ok || a.bits < 0 {
-				from := "every client"
-				if ok {
-					from = "clients in " + shared.String()
-				}
-				errs = append(errs, fmt.Errorf("%s and %s both match %s %s from %s with different %ss (0x%x, 0x%x)",
-					a.name, b.name, a.proto, a.vip, from, what, a.value, b.value))
-			}
-		}
-	}
-	return errs
-}
-
-func firstShared(a, b []netip.Prefix) (netip.Prefix, bool) {
-	for _, p := range a {
-		if slices.Contains(b, p) {
-			return p, true
-		}
-	}
-	return netip.Prefix{}, false
 }
 
 func b2i(b bool) int {
