@@ -162,6 +162,14 @@ func learned(t *testing.T, r *server.BgpServer) []string {
 // line makes it of the path's prefix and the path, sorted.
 func routerPaths(t *testing.T, r *server.BgpServer, line func(prefix string, p *api.Path) string) []string {
 	t.Helper()
+	// GoBGP v3 writes a re-established peer's AS and ID into the record its
+	// held paths point to under the session's lock, and ListPath reads them
+	// without it (osrg/gobgp#2705, gone in v4): listing the peers first
+	// takes that lock, so a write before it is ordered before the read and
+	// the race detector sees no race but a write in the instant between.
+	if err := r.ListPeer(context.Background(), &api.ListPeerRequest{}, func(*api.Peer) {}); err != nil {
+		t.Fatal(err)
+	}
 	var out []string
 	for _, f := range []Family{IPv4Unicast, IPv6Unicast} {
 		err := r.ListPath(context.Background(), &api.ListPathRequest{TableType: api.TableType_GLOBAL, Family: apiFamily(f)},
