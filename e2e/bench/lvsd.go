@@ -8,6 +8,7 @@ import (
 	"os/exec"
 	"slices"
 	"strings"
+	"sync"
 	"syscall"
 	"time"
 
@@ -19,6 +20,11 @@ type lvsd struct {
 	cmd    *exec.Cmd
 	lines  chan string
 	socket string // the control socket
+	// last keeps lvsd's last log lines and exited how it ended, for the
+	// error when it exits early.
+	mu     sync.Mutex
+	last   []string
+	exited error
 }
 
 // startLVSD starts lvsd and returns once its first reconcile is logged, with
@@ -35,6 +41,12 @@ func startLVSD(h *topo.Host, bin, cfg string, env ...string) (*lvsd, time.Durati
 		sc := bufio.NewScanner(pr)
 		sc.Buffer(make([]byte, 1<<20), 1<<20)
 		for sc.Scan() {
+			l.mu.Lock()
+			l.last = append(l.last, sc.Text())
+			if len(l.last) > 20 {
+				l.last = l.last[1:]
+			}
+			l.mu.Unlock()
 			l.lines <- sc.Text()
 		}
 		close(l.lines)
@@ -43,7 +55,13 @@ func startLVSD(h *topo.Host, bin, cfg string, env ...string) (*lvsd, time.Durati
 	if err := h.Start(cmd); err != nil {
 		return nil, 0, err
 	}
-	go func() { cmd.Wait(); pw.Close() }()
+	go func() {
+		err := cmd.Wait()
+		l.mu.Lock()
+		l.exited = err
+		l.mu.Unlock()
+		pw.Close()
+	}()
 	if _, _, err := l.waitReconciled(30 * time.Minute); err != nil { // three directors started together at 10,000 services take long
 		l.stop()
 		return nil, 0, err
@@ -96,7 +114,9 @@ func (l *lvsd) nextLine(deadline <-chan time.Time, what string) (string, error) 
 	select {
 	case line, ok := <-l.lines:
 		if !ok {
-			return "", fmt.Errorf("lvsd exited before %s", what)
+			l.mu.Lock()
+			defer l.mu.Unlock()
+			return "", fmt.Errorf("lvsd exited (%v) before %s; its last lines:\n%s", l.exited, what, strings.Join(l.last, "\n"))
 		}
 		return line, nil
 	case <-deadline:
