@@ -235,24 +235,7 @@ func TestDirectorMapLayoutChanged(t *testing.T) {
 	if err := os.Remove(path); err != nil {
 		t.Fatal(err)
 	}
-	spec, err := directorSpec()
-	if err != nil {
-		t.Fatal(err)
-	}
-	small := spec.Maps[directorMapToaServices].Copy()
-	small.MaxEntries, small.Pinning = 16, ebpf.PinNone
-	m, err := ebpf.NewMap(small)
-	if err != nil {
-		t.Fatal(err)
-	}
-	k, _ := newVIPKey(netip.MustParseAddrPort("[2001:db8::1]:80"))
-	if err := m.Put(k, uint8(1)); err != nil {
-		t.Fatal(err)
-	}
-	if err := m.Pin(path); err != nil {
-		t.Fatal(err)
-	}
-	m.Close()
+	pinSmallServices(t, path, netip.MustParseAddrPort("[2001:db8::1]:80"))
 
 	d := NewOnDemandDirector(opts)
 	defer d.Close()
@@ -261,6 +244,10 @@ func TestDirectorMapLayoutChanged(t *testing.T) {
 	}
 	if err := d.SetServices(ctx, []netip.AddrPort{netip.MustParseAddrPort("[2001:db8::1]:80"), netip.MustParseAddrPort("192.0.2.9:80")}); err != nil {
 		t.Fatalf("opening over a map of another layout: %v", err)
+	}
+	spec, err := directorSpec()
+	if err != nil {
+		t.Fatal(err)
 	}
 	re, err := ebpf.LoadPinnedMap(path, nil)
 	if err != nil {
@@ -309,27 +296,8 @@ func TestCarryKeysOverANewLayout(t *testing.T) {
 	if err := os.MkdirAll(dir, 0o700); err != nil {
 		t.Fatal(err)
 	}
-	spec, err := directorSpec()
-	if err != nil {
-		t.Fatal(err)
-	}
-	small := spec.Maps[directorMapToaServices].Copy()
-	small.MaxEntries, small.Pinning = 16, ebpf.PinNone
-	m, err := ebpf.NewMap(small)
-	if err != nil {
-		t.Fatal(err)
-	}
 	want := []netip.AddrPort{netip.MustParseAddrPort("192.0.2.1:80"), netip.MustParseAddrPort("[2001:db8::1]:443")}
-	for _, ap := range want {
-		k, _ := newVIPKey(ap)
-		if err := m.Put(k, uint8(1)); err != nil {
-			t.Fatal(err)
-		}
-	}
-	if err := m.Pin(filepath.Join(dir, directorMapToaServices)); err != nil {
-		t.Fatal(err)
-	}
-	m.Close()
+	pinSmallServices(t, filepath.Join(dir, directorMapToaServices), want...)
 	d, err := OpenDirector(ctx, DirectorOptions{Options: Options{PinRoot: root}})
 	if err != nil {
 		t.Fatal(err)
@@ -453,4 +421,31 @@ func TestRealServerUpgrade(t *testing.T) {
 		t.Fatal(err)
 	}
 	assertNothingPinned(t, root)
+}
+
+// pinSmallServices pins at path a services map of another layout than this
+// build's (16 entries instead of its capacity) holding vips, as an older
+// release would have left it.
+func pinSmallServices(t *testing.T, path string, vips ...netip.AddrPort) {
+	t.Helper()
+	spec, err := directorSpec()
+	if err != nil {
+		t.Fatal(err)
+	}
+	small := spec.Maps[directorMapToaServices].Copy()
+	small.MaxEntries, small.Pinning = 16, ebpf.PinNone
+	m, err := ebpf.NewMap(small)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer m.Close()
+	for _, ap := range vips {
+		k, _ := newVIPKey(ap)
+		if err := m.Put(k, uint8(1)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := m.Pin(path); err != nil {
+		t.Fatal(err)
+	}
 }
