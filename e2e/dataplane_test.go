@@ -97,6 +97,8 @@ func dpSetups() []dpSetup {
 // setups interleave; then the table of medians with ratios to the
 // reference. LVSD_DPBENCH_ROUNDS (2), LVSD_DPBENCH_WINDOW_MS (4000) and
 // LVSD_DPBENCH_SERVICES (10000; 1 leaves that row out) tune it;
+// LVSD_DPBENCH_PROFILE, a directory, gets a CPU profile of each lvsd of
+// the sync rows (the relay's cost);
 // LVSD_DPBENCH_ONLY, a regular expression, picks the setups whose whole name
 // it matches.
 func TestDataPlaneCost(t *testing.T) {
@@ -278,6 +280,9 @@ func startDataPlaneDirectors(t *testing.T, tp *topo.Topology, s dpSetup, vip net
 		l := newClusterDirector(t, tp, d, key, fmt.Sprintf("  priority: %d\n", 250-50*i))
 		for name, body := range services {
 			writeFile(t, filepath.Join(l.dir, "services.d", name+".yaml"), body)
+		}
+		if dir := os.Getenv("LVSD_DPBENCH_PROFILE"); dir != "" {
+			l.profile = filepath.Join(dir, strings.NewReplacer(" ", "", ",", "-").Replace(s.name)+"-"+d.ID+".pprof")
 		}
 		l.start()
 		ds = append(ds, l)

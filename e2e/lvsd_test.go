@@ -128,6 +128,7 @@ func (l *lvsd) start() {
 	l.t.Cleanup(func() {
 		l.stop()
 		if l.t.Failed() {
+			l.t.Logf("lvsd %s warned: %s", l.host.ID, warnings(l.log(), 12))
 			l.t.Logf("lvsd log (%s):\n%s", l.logf, l.log())
 		}
 	})
@@ -150,6 +151,29 @@ func (l *lvsd) stop() {
 		_ = l.cmd.Process.Kill()
 		<-l.exited
 	}
+}
+
+// warnings sums up a log's last max warnings and errors on one line:
+// reports of a failed run often keep only the first line of each message,
+// and the full log of every director comes after it.
+func warnings(log string, max int) string {
+	var out []string
+	for _, line := range strings.Split(log, "\n") {
+		if !strings.Contains(line, "level=WARN") && !strings.Contains(line, "level=ERROR") {
+			continue
+		}
+		if i := strings.Index(line, "T"); i >= 0 && len(line) > i+13 {
+			line = line[i+1:] // the clock time is enough here
+		}
+		out = append(out, strings.Replace(line, " level=", " ", 1))
+	}
+	if len(out) == 0 {
+		return "nothing"
+	}
+	if len(out) > max {
+		out = append([]string{fmt.Sprintf("(%d more before)", len(out)-max)}, out[len(out)-max:]...)
+	}
+	return strings.Join(out, " | ")
 }
 
 func (l *lvsd) log() string {
