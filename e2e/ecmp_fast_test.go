@@ -3,11 +3,17 @@
 package e2e
 
 import (
+	"context"
+	"encoding/json"
 	"fmt"
+	"net/netip"
 	"slices"
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/lvsd/lvsd/e2e/ecmplab"
+	"github.com/lvsd/lvsd/e2e/topo"
 )
 
 // TestECMPFastFailover: the director loss of TestECMP and TestECMPFullNAT
@@ -30,14 +36,19 @@ func TestECMPFastFailover(t *testing.T) {
 	for _, mode := range []struct {
 		name    string
 		fullnat bool
-	}{{"DR", false}, {"FULLNAT", true}} {
+		frr     bool // FRR and ipvsadm on the directors instead of lvsd
+	}{{"DR", false, false}, {"FULLNAT", true, false}, {"FRR+ipvsadm", false, true}} {
 		t.Run(mode.name, func(t *testing.T) {
 			l := newECMPLab(t, ecmpOptions{directors: 3, sources: 0, sync: true, fullnat: mode.fullnat, bfdInterval: interval})
 			if err := l.tp.Client().Sysctl("net/core/txrehash", "0"); err != nil {
 				t.Fatalf("net.core.txrehash: %v", err)
 			}
-			l.start("director", "director2", "director3")
-			before := falseDrops(l, "director2")
+			if mode.frr {
+				l.startFRRDirectors(t, interval)
+			} else {
+				l.start("director", "director2", "director3")
+			}
+			before := falseDrops(t, l, "director2")
 			var routed []time.Duration
 			probes, slow, failed := 0, 0, 0
 			for i := range cuts {
@@ -49,7 +60,7 @@ func TestECMPFastFailover(t *testing.T) {
 				}
 				l.waitPaths(3, 60*time.Second)
 			}
-			drops := falseDrops(l, "director2") - before
+			drops := falseDrops(t, l, "director2") - before
 			row := fmt.Sprintf("%-8s BFD %v × 3: router dropped the lost path after %s; new connections: %d of %d slow or failed, %d failed after the route change; false BFD drops on the survivors: %d",
 				mode.name, interval, summarize(routed), slow, probes, failed, drops)
 			t.Log(row)
@@ -59,16 +70,72 @@ func TestECMPFastFailover(t *testing.T) {
 	t.Logf("ECMP director loss with fast BFD (%d cuts each, kernel %s):\n%s", cuts, kernelRelease(), strings.Join(rows, "\n"))
 }
 
-// falseDrops counts the BFD sessions that went down from up on every
-// running director but the one the test cuts.
-func falseDrops(l *ecmpLab, except string) int {
+// falseDrops counts the router's BFD sessions that went down, with every
+// director but except (the one the test cuts): whichever speaks BFD on
+// the directors, the router is where a false drop takes a path away.
+func falseDrops(t *testing.T, l *ecmpLab, except string) int {
+	t.Helper()
+	out, err := l.frr.Vtysh(t.Context(), "show bfd peers counters json")
+	if err != nil {
+		t.Fatalf("router: show bfd peers counters: %v", err)
+	}
+	var peers []struct {
+		Peer string `json:"peer"`
+		Down int    `json:"session-down"`
+	}
+	if err := json.Unmarshal([]byte(out), &peers); err != nil {
+		t.Fatalf("router: show bfd peers counters: %v: %s", err, out)
+	}
+	skip := ""
+	for _, d := range l.tp.Directors() {
+		if d.ID == except {
+			skip = d.V4.String()
+		}
+	}
 	n := 0
-	for id, d := range l.ds {
-		if id != except {
-			n += strings.Count(d.log(), `msg="bfd session down"`)
+	for _, p := range peers {
+		if p.Peer != skip {
+			n += p.Down
 		}
 	}
 	return n
+}
+
+// startFRRDirectors makes each director of l what a site without lvsd
+// runs: the VIP on lo, the lab's DR services programmed with ipvsadm
+// (Maglev, backends in the same order everywhere, sloppy_tcp so that a
+// director picks up a flow from its next packet, as lvsd sets it under
+// ECMP) and FRR's bgpd and bfdd announcing the VIP with BFD at interval
+// × 3; and waits until the router has a path through each.
+func (l *ecmpLab) startFRRDirectors(t *testing.T, interval time.Duration) {
+	t.Helper()
+	vip := netip.PrefixFrom(ecmpVIP, 32)
+	for _, d := range l.tp.Directors() {
+		if err := d.AddAddr(vip, "lo"); err != nil {
+			t.Fatal(err)
+		}
+		if err := d.Sysctl("net/ipv4/vs/sloppy_tcp", "1"); err != nil {
+			t.Fatal(err)
+		}
+		for _, port := range []uint16{80, survEcho, survTick} {
+			svc := netip.AddrPortFrom(ecmpVIP, port).String()
+			run(t, d, "ipvsadm", "-A", "-t", svc, "-s", "mh")
+			for _, rs := range []*topo.Host{l.tp.RS(1), l.tp.RS(2)} {
+				run(t, d, "ipvsadm", "-a", "-t", svc, "-r", netip.AddrPortFrom(rs.V4, port).String(), "-g", "-w", "1")
+			}
+		}
+		ms := fmt.Sprint(interval.Milliseconds())
+		config := strings.NewReplacer("receive-interval 100\n", "receive-interval "+ms+"\n",
+			"transmit-interval 100\n", "transmit-interval "+ms+"\n").Replace(ecmplab.DirectorFRRConfig(d.V4, l.tp.Router().V4, vip))
+		ctx, cancel := context.WithTimeout(t.Context(), 120*time.Second)
+		f, err := d.StartFRR(ctx, config)
+		cancel()
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { _ = f.Stop() })
+	}
+	l.waitPaths(3, 60*time.Second)
 }
 
 // summarize is min / median / max of ds.
