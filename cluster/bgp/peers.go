@@ -31,6 +31,7 @@ type peerState struct {
 	bfdRunning bool
 	bfd        bfd.State
 	bfdDiag    bfd.Diag
+	bfdDowns   int       // times BFD went from up to down
 	bfdHinted  bool      // BFD not up while established was logged
 	bfdWasUp   bool      // BFD came up in this BGP session
 	heldDown   bool      // disabled in GoBGP because BFD is down
@@ -251,6 +252,9 @@ func (s *Speaker) bfdEvent(c bfd.Change) {
 		return // a late change of a session already stopped
 	}
 	p.bfd, p.bfdDiag = c.State, c.Diag
+	if c.Old == bfd.Up && c.State == bfd.Down {
+		p.bfdDowns++
+	}
 	if c.State == bfd.Up {
 		p.holdAt, p.bfdWasUp = time.Time{}, true
 	}
@@ -462,6 +466,7 @@ func (s *Speaker) status(announced, imported map[netip.Addr]uint64) Status {
 			if p.bfdRunning {
 				ps.BFD, ps.BFDDiag = p.bfd.String(), p.bfdDiag.String()
 			}
+			ps.BFDDowns = p.bfdDowns
 		}
 		st.Peers = append(st.Peers, ps)
 	}

@@ -340,7 +340,8 @@ func TestSpeakerBFDCoupling(t *testing.T) {
 	fb.SetState(loRouter, bfd.Down, bfd.DiagDetectionExpired, bfd.Up)
 	fb.SetState(loRouter, bfd.Up, bfd.DiagNone, bfd.Up)
 	time.Sleep(bfdHoldDelay + 500*time.Millisecond)
-	if st, _ := s.Status(context.Background()); st.Peers[0].State != StateEstablished || st.Peers[0].Flaps != 0 {
+	if st, _ := s.Status(context.Background()); st.Peers[0].State != StateEstablished || st.Peers[0].Flaps != 0 ||
+		st.Peers[0].BFDDowns != 1 {
 		t.Fatalf("after a short BFD loss: %+v", st.Peers[0])
 	}
 
@@ -348,7 +349,7 @@ func TestSpeakerBFDCoupling(t *testing.T) {
 	fb.SetState(loRouter, bfd.Down, bfd.DiagDetectionExpired, bfd.Up)
 	ps := waitPeerState(t, s, StateIdle)
 	if !ps.HeldDown || ps.Flaps != 1 || !strings.Contains(ps.LastFlapReason, "bfd down (control-detection-time-expired)") ||
-		ps.BFD != "down" {
+		ps.BFD != "down" || ps.BFDDowns != 2 {
 		t.Errorf("after BFD down: %+v", ps)
 	}
 	// BFD up again releases it; GoBGP dials after its idle hold (1 s).

@@ -123,6 +123,10 @@ type PeerStatus struct {
 	BFD      string
 	BFDDiag  string
 	HeldDown bool
+	// BFDDowns counts the times the BFD session went from up to down,
+	// short losses that cost no BGP session included: each one took the
+	// director's paths out of the router for a moment.
+	BFDDowns int
 	// Announced counts the prefixes sent to the peer, Received those the
 	// peer sent, Accepted those of them that passed import (none: the
 	// speaker imports nothing).

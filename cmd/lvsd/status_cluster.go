@@ -195,6 +195,8 @@ func writeBGPStatus(w io.Writer, b *bgp.Status, drained bool, drainedAt time.Tim
 		bfdState := p.BFD
 		if bfdState == "" {
 			bfdState = "off"
+		} else if p.BFDDowns > 0 {
+			bfdState += fmt.Sprintf(" (%d down)", p.BFDDowns)
 		}
 		rows = append(rows, []string{p.Address.String(), strconv.FormatUint(uint64(p.ASN), 10), string(p.State),
 			p.Since.Format(time.TimeOnly), bfdState, strconv.Itoa(p.Flaps), last})

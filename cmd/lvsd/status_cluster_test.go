@@ -187,3 +187,22 @@ func TestWriteBGPStatusGracefulRestart(t *testing.T) {
 		})
 	}
 }
+
+// TestWriteBGPStatusBFDDowns: the BFD column says how often a session went
+// down, short losses that cost no BGP session included.
+func TestWriteBGPStatusBFDDowns(t *testing.T) {
+	since := time.Date(2026, 12, 5, 11, 45, 0, 0, time.UTC)
+	st := &bgp.Status{ASN: 65001, RouterID: netip.MustParseAddr("10.0.0.2"), Peers: []bgp.PeerStatus{
+		{Address: netip.MustParseAddr("10.0.0.10"), ASN: 65000, State: bgp.StateEstablished, Since: since, BFD: "up", BFDDowns: 3},
+		{Address: netip.MustParseAddr("10.0.0.11"), ASN: 65000, State: bgp.StateEstablished, Since: since, BFD: "up"}}}
+	var b strings.Builder
+	if err := writeBGPStatus(&b, st, false, time.Time{}); err != nil {
+		t.Fatal(err)
+	}
+	for _, want := range []string{"  10.0.0.10  65000  established  11:45:00  up (3 down)  0      -\n",
+		"  10.0.0.11  65000  established  11:45:00  up           0      -\n"} {
+		if !strings.Contains(b.String(), want) {
+			t.Errorf("no line %q in:\n%s", want, b.String())
+		}
+	}
+}
