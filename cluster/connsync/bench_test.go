@@ -345,3 +345,51 @@ func BenchmarkOrigins(b *testing.B) {
 		}
 	})
 }
+
+// BenchmarkPeerRecords is the relay's work for each record a peer's
+// message brings: decode, prove (sender, sequence, age), authorise each
+// record (its service and real server configured here, its sender holding
+// the VIP) and write them to the backup daemon (not memberlist's receive
+// and decryption). With BenchmarkMasterRecords it gives a director's relay
+// CPU when the cluster as a whole opens a given number of connections per
+// second: under ECMP every director sends its own records and applies
+// everyone else's.
+func BenchmarkPeerRecords(b *testing.B) {
+	e, _, _ := testEngine(b, Config{})
+	e.backupStarted(t0)
+	from := peerB()
+	// 4,096 messages of 29 records: 118,784 connections, then updates of
+	// the same in messages with new sequence numbers (a message seen
+	// before is refused), made outside the timer.
+	message := func(k int, sent time.Time) []byte {
+		var recs [][]byte
+		for j := range 29 {
+			c := tcp4("10.0.0.1", uint16(j))
+			c.caddr = netip.AddrFrom4([4]byte{10, byte(k >> 16), byte(k >> 8), byte(k)})
+			recs = append(recs, c.encode())
+		}
+		return from.message(0, sent, recs...)
+	}
+	msgs := make([][]byte, 4096)
+	now := t0
+	b.ReportAllocs()
+	b.ResetTimer()
+	for i := range b.N {
+		if i%len(msgs) == 0 {
+			b.StopTimer()
+			for k := range msgs {
+				msgs[k] = message(k, now)
+			}
+			b.StartTimer()
+		}
+		now = now.Add(time.Millisecond)
+		e.deliver(msgs[i%len(msgs)], now)
+	}
+	b.StopTimer()
+	if got := e.st.appliedRecords.Load(); got != uint64(b.N*29) {
+		b.Fatalf("%d records applied of %d", got, b.N*29)
+	}
+	perRecord := float64(b.Elapsed().Nanoseconds()) / float64(b.N*29)
+	b.ReportMetric(perRecord, "ns/record")
+	b.ReportMetric(perRecord*10000/1e9*100, "%core@10k/s")
+}
