@@ -425,10 +425,14 @@ func TestReloadWatch(t *testing.T) {
 // A reload through the API socket answers once the VIPs are in place, and
 // says when the agent file was rejected.
 func TestReloadRequest(t *testing.T) {
-	e := newEnv(t, "  vips: [10.0.0.50]\n")
+	// Without watching: a watcher that reloaded the edit first would leave
+	// the request nothing to change (seen under load, the check being
+	// every 10 ms here).
+	const noWatch = "reload: {watch: false}\n"
+	e := newEnv(t, "  vips: [10.0.0.50]\n"+noWatch)
 	r := e.run()
 	ctx := context.Background()
-	e.write("  vips: [10.0.0.50, 10.0.0.51]\n")
+	e.write("  vips: [10.0.0.50, 10.0.0.51]\n" + noWatch)
 	var res api.ReloadResult
 	if err := r.client.Do(ctx, "POST", api.RouteReload, &res); err != nil {
 		t.Fatal(err)
@@ -439,7 +443,7 @@ func TestReloadRequest(t *testing.T) {
 	if st := r.a.status.Load(); len(st.VIPs) != 2 {
 		t.Errorf("answered before the VIPs were in place: %+v", st)
 	}
-	e.write("  vips: [not-an-address]\n")
+	e.write("  vips: [not-an-address]\n" + noWatch)
 	if err := r.client.Do(ctx, "POST", api.RouteReload, &res); err != nil {
 		t.Fatal(err)
 	}
