@@ -108,7 +108,11 @@ func (f *FRR) startDaemon(ctx context.Context, name, config string) error {
 	}
 	// Not -d: the test holds the process, so Kill is a signal and exits
 	// are noticed. Not CommandContext: the daemons outlive the call.
-	cmd := exec.Command(filepath.Join(frrLibexec, name), args...)
+	// At nice -10, as lvsd runs in a cluster: routers are machines of their
+	// own, and in the one VM the directors' lvsd processes at -10 would
+	// otherwise starve the routers' bfdd (seen: a director's rejoin burst
+	// took every other director's 100 ms BFD session down at the router).
+	cmd := exec.Command("nice", append([]string{"-n", "-10", filepath.Join(frrLibexec, name)}, args...)...)
 	out, err := os.OpenFile(filepath.Join(f.Dir, name+".out"), os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o644)
 	if err != nil {
 		return err
