@@ -111,8 +111,7 @@ func Run(ctx context.Context, o Options) error {
 	bgCtx, stopBackground := context.WithCancel(context.WithoutCancel(ctx))
 	defer func() { stopBackground(); bg.Wait() }()
 
-	checker := health.NewMonitor(log)
-	bg.Go(func() { checker.Run(bgCtx) })
+	checker := health.NewMonitor(log, health.WithMaxInFlight(cfg.Agent.HealthMaxInFlight))
 	events := newHooks(cfg, log)
 	bg.Go(func() { events.Run(bgCtx) })
 	k := o.Kernel
@@ -179,6 +178,7 @@ func Run(ctx context.Context, o Options) error {
 	}
 	opts.PeerFlows = m.peers
 	a := agent.New(opts)
+	bg.Go(func() { runChecksAfterStart(bgCtx, checker, a, log) })
 	if m.config != nil {
 		m.config.SetReload(func(ctx context.Context) { _, _ = a.RequestReload(ctx) })
 	}
@@ -301,6 +301,35 @@ func serve(ctx context.Context, wg *sync.WaitGroup, cfg *agent.LoadedConfig, a *
 		wg.Go(func() { metrics.Serve(ctx, ml, log, cs...) })
 	}
 	return nil
+}
+
+// firstPassPoll is how often runChecksAfterStart looks whether the first
+// reconcile pass has finished.
+const firstPassPoll = 100 * time.Millisecond
+
+// runChecksAfterStart runs the health checks from the end of the first
+// reconcile pass until ctx ends. Backends count as healthy until their
+// first round (as down with initial: down) whether the checks run or not,
+// so the first pass loses nothing by not waiting; and checks that start
+// with it would compete with it for the CPU: with 100,000 targets on a
+// slow host, for minutes. The checks then begin spread over their
+// intervals.
+func runChecksAfterStart(ctx context.Context, checker *health.Monitor, a *agent.Agent, log *slog.Logger) {
+	tick := time.NewTicker(firstPassPoll)
+	defer tick.Stop()
+	for {
+		if _, ok := a.Reconciles(); ok {
+			break
+		}
+		select {
+		case <-ctx.Done():
+			return
+		case <-tick.C:
+		}
+	}
+	st := checker.Stats()
+	log.Info("health checks started", "event", "health_start", "targets", st.Targets, "max_in_flight", st.MaxInFlight)
+	checker.Run(ctx)
 }
 
 // liveness: ready after the first reconcile pass, wedged when the
