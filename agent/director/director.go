@@ -182,7 +182,7 @@ func Run(ctx context.Context, o Options) error {
 	if m.config != nil {
 		m.config.SetReload(func(ctx context.Context) { _, _ = a.RequestReload(ctx) })
 	}
-	if err := serve(bgCtx, &bg, cfg, a, m, events, o.Version, log); err != nil {
+	if err := serve(bgCtx, &bg, cfg, a, m, events, NewHealthMetrics(checker), o.Version, log); err != nil {
 		return fail(err)
 	}
 	if o.Notifier != nil {
@@ -270,7 +270,8 @@ func (m member) leave(log *slog.Logger, release func(context.Context) error) {
 }
 
 // serve starts the local API and /metrics: the views of a (agent/views).
-func serve(ctx context.Context, wg *sync.WaitGroup, cfg *agent.LoadedConfig, a *agent.Agent, m member, events *hooks.Runner, version string, log *slog.Logger) error {
+func serve(ctx context.Context, wg *sync.WaitGroup, cfg *agent.LoadedConfig, a *agent.Agent, m member, events *hooks.Runner, checks HealthMetrics,
+	version string, log *slog.Logger) error {
 	v := views.NewWith(a, m.viewSources())
 	l, err := api.Listen(cfg.Agent.APISocket)
 	if err != nil {
@@ -294,7 +295,7 @@ func serve(ctx context.Context, wg *sync.WaitGroup, cfg *agent.LoadedConfig, a *
 		})
 	}
 	if ml := metrics.Listen(cfg.Agent.MetricsListen, log); ml != nil {
-		cs := []prometheus.Collector{views.NewCollector(v, version)}
+		cs := []prometheus.Collector{views.NewCollector(v, version), checks}
 		if events != nil {
 			cs = append(cs, events)
 		}
