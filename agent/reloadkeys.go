@@ -49,6 +49,7 @@ var agentKeyRules = map[string]struct{ key, rule string }{
 	"Track":             {"track", reloadRestart},
 	"WatchFiles":        {"reload.watch", reloadApplied},
 	"LaxModes":          {"strict_modes", reloadApplied},
+	"HealthMaxInFlight": {"health_checks.max_in_flight", reloadRestart},
 }
 
 // reloadRules compares the running agent file with a reloaded one: restart

@@ -44,6 +44,10 @@ type Agent struct {
 	// a service file is applied once it settles. false: only a reload
 	// request (SIGHUP, systemctl reload) reads the files again.
 	WatchFiles bool
+	// HealthMaxInFlight (health_checks.max_in_flight) bounds the health
+	// checks in flight at once; 0: the default (health.DefaultMaxInFlight,
+	// within a quarter of the file descriptor limit).
+	HealthMaxInFlight int
 	// LaxModes is strict_modes: false. By default lvsd refuses a file it
 	// reads or runs as root (the agent file, the services directory and
 	// its files, hook and exec check programs) that anyone but root may
@@ -86,7 +90,10 @@ type rawAgent struct {
 	Reload     struct {
 		Watch *bool `yaml:"watch"`
 	} `yaml:"reload"`
-	StrictModes *bool `yaml:"strict_modes"`
+	StrictModes  *bool `yaml:"strict_modes"`
+	HealthChecks struct {
+		MaxInFlight *int `yaml:"max_in_flight" range:"1-1000000"`
+	} `yaml:"health_checks"`
 }
 
 // LoadAgent reads and validates the agent file at path. A relative
@@ -159,6 +166,12 @@ func ParseAgent(path string, data []byte) (*Agent, error) {
 	a.IPVS = d.ipvsBlock(a.Role, raw.IPVS)
 	a.Hooks = d.hooks(a.Role, raw.Hooks)
 	a.Track = d.track(a.Role, raw.Track)
+	if n := raw.HealthChecks.MaxInFlight; n != nil {
+		if a.Role != RoleDirector {
+			d.Errorf("$.health_checks.max_in_flight", "health_checks is for role director; a real server checks no backends")
+		}
+		a.HealthMaxInFlight = *n
+	}
 	if a.Cluster != nil && a.Cluster.Mode == ModeECMP && a.BGP == nil {
 		d.Errorf("$.cluster.mode", "mode ecmp needs a bgp block: every director announces every VIP to the routers, which spread the flows")
 	}

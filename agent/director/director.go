@@ -111,8 +111,7 @@ func Run(ctx context.Context, o Options) error {
 	bgCtx, stopBackground := context.WithCancel(context.WithoutCancel(ctx))
 	defer func() { stopBackground(); bg.Wait() }()
 
-	checker := health.NewMonitor(log)
-	bg.Go(func() { checker.Run(bgCtx) })
+	checker := health.NewMonitor(log, health.WithMaxInFlight(cfg.Agent.HealthMaxInFlight))
 	events := newHooks(cfg, log)
 	bg.Go(func() { events.Run(bgCtx) })
 	k := o.Kernel
@@ -179,10 +178,11 @@ func Run(ctx context.Context, o Options) error {
 	}
 	opts.PeerFlows = m.peers
 	a := agent.New(opts)
+	bg.Go(func() { runChecksAfterStart(bgCtx, checker, a, log) })
 	if m.config != nil {
 		m.config.SetReload(func(ctx context.Context) { _, _ = a.RequestReload(ctx) })
 	}
-	if err := serve(bgCtx, &bg, cfg, a, m, events, o.Version, log); err != nil {
+	if err := serve(bgCtx, &bg, cfg, a, m, events, NewHealthMetrics(checker), o.Version, log); err != nil {
 		return fail(err)
 	}
 	if o.Notifier != nil {
@@ -270,7 +270,8 @@ func (m member) leave(log *slog.Logger, release func(context.Context) error) {
 }
 
 // serve starts the local API and /metrics: the views of a (agent/views).
-func serve(ctx context.Context, wg *sync.WaitGroup, cfg *agent.LoadedConfig, a *agent.Agent, m member, events *hooks.Runner, version string, log *slog.Logger) error {
+func serve(ctx context.Context, wg *sync.WaitGroup, cfg *agent.LoadedConfig, a *agent.Agent, m member, events *hooks.Runner, checks HealthMetrics,
+	version string, log *slog.Logger) error {
 	v := views.NewWith(a, m.viewSources())
 	l, err := api.Listen(cfg.Agent.APISocket)
 	if err != nil {
@@ -294,13 +295,42 @@ func serve(ctx context.Context, wg *sync.WaitGroup, cfg *agent.LoadedConfig, a *
 		})
 	}
 	if ml := metrics.Listen(cfg.Agent.MetricsListen, log); ml != nil {
-		cs := []prometheus.Collector{views.NewCollector(v, version)}
+		cs := []prometheus.Collector{views.NewCollector(v, version), checks}
 		if events != nil {
 			cs = append(cs, events)
 		}
 		wg.Go(func() { metrics.Serve(ctx, ml, log, cs...) })
 	}
 	return nil
+}
+
+// firstPassPoll is how often runChecksAfterStart looks whether the first
+// reconcile pass has finished.
+const firstPassPoll = 100 * time.Millisecond
+
+// runChecksAfterStart runs the health checks from the end of the first
+// reconcile pass until ctx ends. Backends count as healthy until their
+// first round (as down with initial: down) whether the checks run or not,
+// so the first pass loses nothing by not waiting; and checks that start
+// with it would compete with it for the CPU: with 100,000 targets on a
+// slow host, for minutes. The checks then begin spread over their
+// intervals.
+func runChecksAfterStart(ctx context.Context, checker *health.Monitor, a *agent.Agent, log *slog.Logger) {
+	tick := time.NewTicker(firstPassPoll)
+	defer tick.Stop()
+	for {
+		if _, ok := a.Reconciles(); ok {
+			break
+		}
+		select {
+		case <-ctx.Done():
+			return
+		case <-tick.C:
+		}
+	}
+	st := checker.Stats()
+	log.Info("health checks started", "event", "health_start", "targets", st.Targets, "max_in_flight", st.MaxInFlight)
+	checker.Run(ctx)
 }
 
 // liveness: ready after the first reconcile pass, wedged when the

@@ -43,6 +43,14 @@ func (m *Monitor) newChecker(t *Target, c *Check) Checker {
 	return ch
 }
 
+// dialFailed is the Result of a check whose socket could not be opened or
+// connected: Local when the host ran out of descriptors, not the target.
+func dialFailed(ctx context.Context, what string, err error) Result {
+	r := failed(describe(ctx, what, err))
+	r.Local = localFailure(err)
+	return r
+}
+
 // describe turns a probe error into a short reason. Timeouts all read the
 // same whichever deadline (dial, read, context) fired first.
 func describe(ctx context.Context, what string, err error) string {
@@ -79,7 +87,7 @@ type tcpChecker struct {
 func (c *tcpChecker) Check(ctx context.Context) Result {
 	conn, err := c.dial.DialContext(ctx, "tcp", c.addr)
 	if err != nil {
-		return failed(describe(ctx, "connect", err))
+		return dialFailed(ctx, "connect", err)
 	}
 	conn.Close()
 	return Result{OK: true}

@@ -70,7 +70,7 @@ func newDNSChecker(dial Dialer, dst netip.AddrPort, c *Check) (*dnsChecker, erro
 func (c *dnsChecker) Check(ctx context.Context) Result {
 	conn, err := c.dial.DialContext(ctx, "udp", c.addr)
 	if err != nil {
-		return failed(describe(ctx, "socket", err))
+		return dialFailed(ctx, "socket", err)
 	}
 	defer conn.Close()
 	stop := setDeadline(ctx, conn)

@@ -1,10 +1,10 @@
 // Package health probes backends and decides, with rise/fall hysteresis,
 // which of them are healthy and what weight they ask for.
 //
-// A Monitor is given the full wanted set of Targets with Set and runs one
-// goroutine per target (the only owner of that target's hysteresis state).
-// Each goroutine runs rounds: all of the target's checks concurrently, each
-// bounded by its own timeout; a round passes when at least AtLeast checks
+// A Monitor is given the full wanted set of Targets with Set and runs
+// rounds of each: all of the target's checks concurrently, each bounded by
+// its own timeout, on a goroutine that lives as long as the round (the
+// owner of the target's hysteresis state while it runs); a round passes when at least AtLeast checks
 // pass (all when AtLeast is 0). The first round decides at once; after that
 // Rise passing or Fall failing rounds in a row are needed to flip. Results
 // are published into a map that Snapshot copies, and Changed delivers a hint
@@ -21,15 +21,24 @@
 // up), so 1,000 targets checked every second spread over the whole second
 // (in slots, see below; a round may start up to one slot early, never late).
 //
-// Cost at scale (e2e/healthbench measures it). Each target is one goroutine
-// asleep on a timer between rounds; a round's first check runs on it, and
-// only further checks of the same target get a goroutine for the round.
+// Cost at scale (e2e/healthbench and BenchmarkMonitorStart measure it).
+// Between rounds a target is an entry in the queue of one scheduler
+// goroutine, not a goroutine of its own: about 1 KB per target, none of
+// them a stack or a timer. A round's first check runs on the round's
+// goroutine, and only further checks of the same target get one more.
 // Rounds start only on a grid of slots shared by all targets (100 ms, or a
-// tenth of a shorter interval), so the runtime wakes once per slot for every
-// target due in it rather than once per target: on a VM, where each wake-up
-// costs tens of microseconds, that more than halves the CPU time of 1,000
-// checks a second. The jitter still spreads the targets over the ten or
-// more slots of their interval.
+// tenth of a shorter interval), so the scheduler wakes once per slot for
+// every target due in it rather than once per target: on a VM, where each
+// wake-up costs tens of microseconds, that more than halves the CPU time of
+// 1,000 checks a second. The jitter still spreads the targets over the ten
+// or more slots of their interval.
+//
+// Checks in flight are bounded (WithMaxInFlight, schedule.go): a round due
+// while the bound is reached waits and starts late rather than failing, so
+// a host that cannot keep up with what the checks ask checks less often
+// instead of running out of file descriptors or CPU. A check that could
+// not open its socket for want of a descriptor (EMFILE) says nothing of
+// its target: its round is not counted.
 //
 // Connections. tcp, udp and dns checks open a socket for the round and
 // close it at once. http and https checks keep their connection (HTTP

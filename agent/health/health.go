@@ -141,6 +141,10 @@ type Result struct {
 	HasWeight bool
 	Weight    int
 	BadWeight string
+	// Local: the check could not run on this host (no file descriptor
+	// left, EMFILE): the round says nothing of the target and is not
+	// counted.
+	Local bool
 }
 
 // A Checker runs one check of one target once. ctx carries the check's

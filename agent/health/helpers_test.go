@@ -11,9 +11,7 @@ import (
 	"time"
 )
 
-// fakeClock is a Clock that moves only when told. It counts After calls:
-// a target's loop calls After exactly once per finished round (after
-// publishing), so waiting for the count is waiting for rounds.
+// fakeClock is a Clock that moves only when told.
 type fakeClock struct {
 	mu     sync.Mutex
 	now    time.Time
@@ -67,19 +65,23 @@ func (c *fakeClock) Advance(d time.Duration) {
 	c.waits = keep
 }
 
-// awaitAfters waits until After has been called n times in all.
-func (c *fakeClock) awaitAfters(t *testing.T, n int) {
+// awaitRounds waits until m has finished n rounds in all and is idle: no
+// round runs and its scheduler sleeps until the first round queued (or,
+// with none, until woken), so that a clock advanced now wakes it.
+func awaitRounds(t *testing.T, m *Monitor, n int) {
 	t.Helper()
 	deadline := time.Now().Add(5 * time.Second)
 	for {
-		c.mu.Lock()
-		got := c.afters
-		c.mu.Unlock()
-		if got >= n {
+		m.mu.Lock()
+		planned := len(m.queue) == 0 && m.sleepUntil.IsZero() ||
+			len(m.queue) > 0 && !m.sleepUntil.IsZero() && !m.sleepUntil.After(m.queue[0].at)
+		got, idle := m.finished, m.sleeping && planned && len(m.slots) == 0 && len(m.wake) == 0
+		m.mu.Unlock()
+		if got >= uint64(n) && idle {
 			return
 		}
 		if time.Now().After(deadline) {
-			t.Fatalf("timed out waiting for %d rounds (After calls), have %d", n, got)
+			t.Fatalf("timed out waiting for %d rounds, have %d (idle %v)", n, got, idle)
 		}
 		time.Sleep(time.Millisecond)
 	}

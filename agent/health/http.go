@@ -152,7 +152,7 @@ func (h *httpChecker) Check(ctx context.Context) Result {
 func (h *httpChecker) connect(ctx context.Context) (Result, bool) {
 	conn, err := h.dial.DialContext(ctx, "tcp", h.addr)
 	if err != nil {
-		return failed(describe(ctx, "connect", err)), false
+		return dialFailed(ctx, "connect", err), false
 	}
 	if h.tls != nil {
 		tc := tls.Client(conn, h.tls)

@@ -24,13 +24,16 @@ type Monitor struct {
 	epoch   time.Time // origin of the slot grid
 
 	changed chan struct{} // 1-buffered hint
+	wake    chan struct{} // 1-buffered: the queue's head moved earlier
+	// slots holds a value per check in flight (WithMaxInFlight).
+	slots       chan struct{}
+	maxInFlight int
 
-	wg sync.WaitGroup // the target goroutines
+	wg sync.WaitGroup // the rounds running
 
 	mu      sync.Mutex // guards the following fields
-	ctx     context.Context
-	started bool // Run was called
-	stopped bool // Run returned
+	started bool       // Run was called
+	stopped bool       // Run returned
 	runners map[string]*runner
 	states  map[string]State // published by the runners
 	// groups are the keys of the targets of each Target.Group, for Update.
@@ -38,6 +41,17 @@ type Monitor struct {
 	// dirty are the targets whose health, Known or weight changed, or that
 	// Set or Update added, redefined or removed, since the last Changes.
 	dirty map[string]bool
+
+	queue      queue     // the next round of every target running
+	sleepUntil time.Time // of the scheduler's sleep; zero: until woken
+	sleeping   bool      // the scheduler waits for sleepUntil or a wake
+	finished   uint64    // rounds that ended: tests wait on it
+	// delayed counts the rounds that waited for a slot, delayedLogged
+	// their count at the last log line, delayLogged its time.
+	delayed, delayedLogged uint64
+	delayLogged            time.Time
+	local                  uint64    // rounds not counted: Result.Local
+	localLogged            time.Time // of the last log line of those
 }
 
 // Option configures a Monitor.
@@ -79,6 +93,7 @@ func NewMonitor(log *slog.Logger, opts ...Option) *Monitor {
 		icmp:    &pingers{},
 		reuse:   DefaultReuse,
 		changed: make(chan struct{}, 1),
+		wake:    make(chan struct{}, 1),
 		runners: make(map[string]*runner),
 		states:  make(map[string]State),
 		groups:  make(map[string]map[string]bool),
@@ -95,6 +110,10 @@ func NewMonitor(log *slog.Logger, opts ...Option) *Monitor {
 		m.log = slog.New(slog.DiscardHandler)
 	}
 	m.epoch = m.clock.Now()
+	if m.maxInFlight <= 0 {
+		m.maxInFlight = defaultMaxInFlight()
+	}
+	m.slots = make(chan struct{}, m.maxInFlight)
 	if m.factory == nil {
 		m.factory = m.newChecker
 	}
@@ -119,17 +138,24 @@ func (m *Monitor) Run(ctx context.Context) error {
 		m.mu.Unlock()
 		return errors.New("health: Monitor.Run called twice")
 	}
-	m.started, m.ctx = true, ctx
+	m.started = true
 	for _, r := range m.runners {
-		m.start(r)
+		m.first(r)
 	}
 	m.mu.Unlock()
 
-	<-ctx.Done()
+	m.schedule(ctx)
 	m.mu.Lock()
 	m.stopped = true
 	m.mu.Unlock()
 	m.wg.Wait()
+	// No round runs any more: the checkers' connections can go.
+	m.mu.Lock()
+	for _, r := range m.runners {
+		r.close()
+	}
+	m.queue = nil
+	m.mu.Unlock()
 	m.icmp.close()
 	return nil
 }
@@ -142,8 +168,9 @@ func (m *Monitor) Run(ctx context.Context) error {
 // all but the first ignored.
 func (m *Monitor) Set(targets []Target) {
 	m.mu.Lock()
-	defer m.mu.Unlock()
-	m.replace(nil, targets)
+	idle := m.replace(nil, targets)
+	m.mu.Unlock()
+	closeAll(idle)
 }
 
 // Update is Set for the targets of some groups only (Target.Group): the
@@ -152,12 +179,21 @@ func (m *Monitor) Set(targets []Target) {
 // targets, not every target again. Targets of other groups are ignored.
 func (m *Monitor) Update(groups map[string]bool, targets []Target) {
 	m.mu.Lock()
-	defer m.mu.Unlock()
-	m.replace(groups, targets)
+	idle := m.replace(groups, targets)
+	m.mu.Unlock()
+	closeAll(idle)
 }
 
-// replace is Set (groups nil) or Update; m.mu must be held.
-func (m *Monitor) replace(groups map[string]bool, targets []Target) {
+func closeAll(rs []*runner) {
+	for _, r := range rs {
+		r.close()
+	}
+}
+
+// replace is Set (groups nil) or Update; m.mu must be held. It returns the
+// runners stopped between rounds, whose checkers the caller closes once
+// m.mu is released (those stopped during a round close their own).
+func (m *Monitor) replace(groups map[string]bool, targets []Target) (idle []*runner) {
 	now := m.clock.Now()
 	seen := make(map[string]bool, len(targets))
 	var added, changed, removed int
@@ -182,7 +218,9 @@ func (m *Monitor) replace(groups map[string]bool, targets []Target) {
 		}
 		st := State{Healthy: !t.StartDown, Weight: NoWeight, Since: now}
 		if old != nil {
-			old.stop()
+			if old.stop() {
+				idle = append(idle, old)
+			}
 			st = m.states[t.Key]
 			changed++
 		} else {
@@ -193,12 +231,14 @@ func (m *Monitor) replace(groups map[string]bool, targets []Target) {
 		m.states[t.Key] = st
 		m.dirty[t.Key] = true
 		if m.started && !m.stopped {
-			m.start(r)
+			m.first(r)
 		}
 	}
 	drop := func(key string) {
 		if r := m.runners[key]; r != nil && !seen[key] {
-			r.stop()
+			if r.stop() {
+				idle = append(idle, r)
+			}
 			delete(m.runners, key)
 			delete(m.states, key)
 			m.dirty[key] = true
@@ -219,6 +259,7 @@ func (m *Monitor) replace(groups map[string]bool, targets []Target) {
 	}
 	m.log.Debug("health targets set", "event", "health_set", "targets", len(m.runners),
 		"added", added, "changed", changed, "removed", removed)
+	return idle
 }
 
 func (m *Monitor) group(g, key string) {
@@ -272,18 +313,6 @@ func (m *Monitor) Snapshot() map[string]State {
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	return maps.Clone(m.states)
-}
-
-// start runs r's loop; m.mu must be held and Run started.
-func (m *Monitor) start(r *runner) {
-	ctx, cancel := context.WithCancel(m.ctx)
-	r.cancel = cancel
-	m.wg.Add(1)
-	go func() {
-		defer m.wg.Done()
-		defer cancel()
-		r.loop(ctx)
-	}()
 }
 
 // publish stores st as r's State, unless r has been replaced or removed

@@ -64,7 +64,7 @@ func target(key string, rise, fall int) Target {
 func (h *harness) round(n int) {
 	h.clock.Advance(tick)
 	h.rounds += n
-	h.clock.awaitAfters(h.t, h.rounds)
+	awaitRounds(h.t, h.m, h.rounds)
 }
 
 // start runs the Monitor and waits for the n targets' first rounds (which
@@ -72,7 +72,7 @@ func (h *harness) round(n int) {
 func (h *harness) start(n int) {
 	runMonitor(h.t, h.m)
 	h.rounds = n
-	h.clock.awaitAfters(h.t, n)
+	awaitRounds(h.t, h.m, n)
 }
 
 func (h *harness) state(key string) State {
@@ -308,7 +308,7 @@ func TestMonitorSet(t *testing.T) {
 	// "change" and "new" start their first rounds at once; "keep" waits
 	// for its slot.
 	h.rounds += 2
-	h.clock.awaitAfters(t, h.rounds)
+	awaitRounds(t, h.m, h.rounds)
 	h.round(3)
 	h.round(3)
 	if got := dropScript.calls.Load(); got != dropCalls {
@@ -355,7 +355,7 @@ func TestMonitorSetBeforeAndAfterRun(t *testing.T) {
 	h.start(1)
 	h.m.Set([]Target{target("a", 1, 1), target("b", 1, 1)})
 	h.rounds++
-	h.clock.awaitAfters(t, h.rounds)
+	awaitRounds(t, h.m, h.rounds)
 	if st := h.state("b"); !st.Known {
 		t.Errorf("target added while running did not run: %+v", st)
 	}
@@ -405,7 +405,7 @@ func TestMonitorMultipleChecksConcurrently(t *testing.T) {
 	tg.Checks = append(tg.Checks, tg.Checks[0], tg.Checks[0])
 	m.Set([]Target{tg})
 	runMonitor(t, m)
-	clock.awaitAfters(t, 1)
+	awaitRounds(t, m, 1)
 	if st := m.Snapshot()["a"]; !st.Healthy || !st.Known {
 		t.Errorf("%+v", st)
 	}
@@ -434,7 +434,11 @@ func TestMonitorJitterSpread(t *testing.T) {
 	}
 	m.Set(ts)
 	runMonitor(t, m)
-	clock.awaitAfters(t, n) // every target is waiting for its first or second round
+	waitFor(t, "every first round planned", func() bool {
+		mu.Lock()
+		defer mu.Unlock()
+		return len(offsets) == n
+	})
 	mu.Lock()
 	defer mu.Unlock()
 	const bins = 10
@@ -491,14 +495,14 @@ func TestMonitorRoundsKeepPhase(t *testing.T) {
 		WithFactory(func(*Target, *Check) Checker { return &script{results: []Result{pass}} }))
 	m.Set([]Target{target("a", 1, 1)})
 	runMonitor(t, m)
-	clock.awaitAfters(t, 1) // the jittered start
+	awaitRounds(t, m, 0) // waiting for the jittered start
 	clock.Advance(300 * time.Millisecond)
-	clock.awaitAfters(t, 2) // first round done, waiting for the next
+	awaitRounds(t, m, 1) // first round done, waiting for the next
 	clock.mu.Lock()
-	d := clock.delays[1]
+	first, next := clock.delays[0], clock.delays[len(clock.delays)-1]
 	clock.mu.Unlock()
-	if d != tick {
-		t.Errorf("next round in %v, want %v", d, tick)
+	if first != 300*time.Millisecond || next != tick {
+		t.Errorf("first round in %v, the next %v after it; want 300ms, %v", first, next, tick)
 	}
 }
 
@@ -518,10 +522,10 @@ func TestMonitorCountsRounds(t *testing.T) {
 		}))
 	m.Set([]Target{target("a", 1, 1)})
 	runMonitor(t, m)
-	clock.awaitAfters(t, 1)
+	awaitRounds(t, m, 1)
 	for i := 2; i <= len(results); i++ {
 		clock.Advance(tick)
-		clock.awaitAfters(t, i)
+		awaitRounds(t, m, i)
 	}
 	st := m.Snapshot()["a"]
 	if st.Rounds != 4 || st.FailedRounds != 2 || st.Durations.Count() != 4 || st.LastDuration != 30*time.Millisecond {

@@ -4,21 +4,28 @@ import (
 	"context"
 	"fmt"
 	"io"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
 	"time"
 )
 
-// runner checks one target. Its loop goroutine owns st, bad and results;
-// the Monitor only sees the copies it publishes.
+// runner checks one target. The goroutine of its round owns st, bad and
+// results (one round runs at a time, handed on through the Monitor's
+// queue under m.mu); the Monitor only sees the copies it publishes.
 type runner struct {
 	m        *Monitor
 	t        Target
 	checkers []Checker
 	interval time.Duration // of rounds: the smallest check interval
 	need     int           // passing checks for a passing round
-	cancel   context.CancelFunc
+
+	// Guarded by m.mu.
+	next    time.Time          // of the round queued or running
+	running bool               // a round runs
+	stopped bool               // removed or replaced: no further round
+	cancel  context.CancelFunc // aborts the running round
 
 	st      State
 	bad     map[string]bool // invalid weight values already logged
@@ -49,35 +56,16 @@ func (m *Monitor) newRunner(t Target, st State) *runner {
 	return r
 }
 
-// stop ends r's loop if it is running; m.mu is held.
-func (r *runner) stop() {
-	if r.cancel != nil {
+// stop ends r's rounds: the running one is aborted (its goroutine then
+// closes the checkers); it reports whether none runs, so that the caller
+// closes them. m.mu is held.
+func (r *runner) stop() (idle bool) {
+	r.stopped = true
+	if r.running {
 		r.cancel()
+		return false
 	}
-}
-
-// loop runs rounds until ctx ends. The first starts after a random offset
-// within the interval; later ones keep that phase.
-func (r *runner) loop(ctx context.Context) {
-	defer r.close()
-	clock := r.m.clock
-	next := r.m.align(clock.Now().Add(r.m.jitter(r.interval)), r.interval)
-	for {
-		if d := next.Sub(clock.Now()); d > 0 {
-			select {
-			case <-ctx.Done():
-				return
-			case <-clock.After(d):
-			}
-		}
-		start := clock.Now()
-		r.round(ctx)
-		if ctx.Err() != nil {
-			return // stopped: the verdict of an aborted round means nothing
-		}
-		r.record(clock.Now().Sub(start))
-		next = r.m.align(nextSlot(next, r.interval, clock.Now()), r.interval)
-	}
+	return true
 }
 
 // close releases what the checkers keep between rounds (connections).
@@ -157,6 +145,10 @@ func (r *runner) checkName(i int) string {
 // record folds the round's results, which took took, into r.st, logs what
 // changed and publishes the new State.
 func (r *runner) record(took time.Duration) {
+	if i := slices.IndexFunc(r.results, func(res Result) bool { return res.Local }); i >= 0 {
+		r.m.noteLocal(r.t.Key, r.checkName(i)+": "+r.results[i].Reason)
+		return
+	}
 	pass, reason := r.verdict()
 	prev := r.st
 	st, flipped := step(prev, pass, reason, r.t.Rise, r.t.Fall, r.t.StartDown, r.m.clock.Now())

@@ -24,7 +24,7 @@ var datagrams = sync.Pool{New: func() any { return new([65536]byte) }}
 func (c *udpChecker) Check(ctx context.Context) Result {
 	conn, err := c.dial.DialContext(ctx, "udp", c.addr)
 	if err != nil {
-		return failed(describe(ctx, "socket", err))
+		return dialFailed(ctx, "socket", err)
 	}
 	defer conn.Close()
 	stop := setDeadline(ctx, conn)

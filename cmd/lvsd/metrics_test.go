@@ -8,6 +8,7 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 
+	"github.com/lvsd/lvsd/agent/director"
 	"github.com/lvsd/lvsd/agent/hooks"
 	"github.com/lvsd/lvsd/agent/realserver"
 	"github.com/lvsd/lvsd/agent/views"
@@ -20,6 +21,7 @@ func exported(t *testing.T) map[string][]string {
 	views.NewCollector(nil, "").Describe(ch)
 	realserver.NewCollector(nil, "").Describe(ch)
 	(*hooks.Runner)(nil).Describe(ch)
+	director.NewHealthMetrics(nil).Describe(ch)
 	close(ch)
 	out := map[string][]string{}
 	for d := range ch {

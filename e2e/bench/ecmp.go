@@ -39,8 +39,9 @@ type ecmpRow struct {
 // before any director's kernel changes.
 func benchECMP(lvsdBin string, nServices, nBackends int, idle time.Duration) (ecmpRow, error) {
 	out := ecmpRow{services: nServices}
-	fmt.Printf("\nlvsd ECMP benchmark: %d directors voting on health, %d services × %d real servers (mh, DR), a tcp check on every backend every %v (%d checks/s per director)\n",
-		ecmpDirectors, nServices, nBackends, healthInterval, int(float64(nServices*nBackends)/healthInterval.Seconds()))
+	healthInterval = pickInterval(ecmpDirectors * nServices * nBackends) // the directors share the VM
+	fmt.Printf("\nlvsd ECMP benchmark: %d directors voting on health, %d services × %d real servers (mh, DR), a tcp check on every backend every %v (%.0f checks/s per director)\n",
+		ecmpDirectors, nServices, nBackends, healthInterval, checksAsked(nServices*nBackends))
 	tp, err := topo.Build(topo.WithRouter(), topo.WithDirectors(ecmpDirectors), topo.WithRealServers(nBackends), topo.WithClientSources(0))
 	if err != nil {
 		return out, err

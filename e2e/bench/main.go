@@ -30,13 +30,15 @@ import (
 
 const vip = "10.0.0.50"
 
-// profile, idleProfile, reference, healthType and healthInterval are the
-// flags of those names.
+// profile, idleProfile, reference and healthType are the flags of those
+// names; healthInterval is -health-interval, or the one checkInterval
+// picks for the size measured when it is 0.
 var (
 	profile, idleProfile string
 	reference            bool
 	healthType           string
 	healthInterval       time.Duration
+	healthIntervalFlag   time.Duration
 )
 
 func main() {
@@ -50,7 +52,7 @@ func main() {
 	flag.BoolVar(&reference, "reference", true, "also time ipvsadm -R of the same set (false: lvsd alone, for profiling)")
 	flag.StringVar(&healthType, "health", "", "\"tcp\": every backend gets a TCP health check that real servers answer, and one backend's check fails and passes again (\"\": no health checks)")
 	ecmp := flag.Bool("ecmp", false, "instead: three directors in cluster mode ecmp voting on health, each with the services and checks of -health tcp (required)")
-	flag.DurationVar(&healthInterval, "health-interval", time.Minute, "with -health, the checks' interval (all services but the first, whose backend fails); at 10,000 × 10 a minute is 1,667 checks a second")
+	flag.DurationVar(&healthIntervalFlag, "health-interval", 0, fmt.Sprintf("with -health, the checks' interval (all services but the first, whose backend fails); 0: a minute, or longer where that asks more than %d checks a second of the VM (at 10,000 × 10: %v)", vmChecksPerSecond, checkInterval(100_000)))
 	flag.Parse()
 	if healthType != "" && healthType != "tcp" {
 		fmt.Fprintf(os.Stderr, "bench: -health %q: want tcp or nothing\n", healthType)
@@ -115,6 +117,7 @@ type row struct {
 	statusAll       time.Duration
 	statusAllOutput int
 	flap            *healthFlap // with -health
+	checks          checkRate   // with -health
 }
 
 func printTable(rows []row, backends int) {
@@ -150,8 +153,9 @@ func bench(lvsdBin string, nServices, nBackends, rounds int, idle time.Duration)
 		}
 		defer servers.close()
 		addrs = servers.addrs
-		fmt.Printf("health: a tcp check on every backend every %v (%d checks/s), answered by %d real servers\n",
-			healthInterval, int(float64(nServices*nBackends)/healthInterval.Seconds()), len(addrs))
+		healthInterval = pickInterval(nServices * nBackends)
+		fmt.Printf("health: a tcp check on every backend every %v (%.0f checks/s asked), answered by %d real servers\n",
+			healthInterval, checksAsked(nServices*nBackends), len(addrs))
 	}
 
 	dir, err := os.MkdirTemp("", "lvsd-bench")
@@ -189,9 +193,17 @@ func bench(lvsdBin string, nServices, nBackends, rounds int, idle time.Duration)
 		}
 		lvsdTimes = append(lvsdTimes, elapsed)
 		if r == rounds-1 {
+			var answered uint64
+			if servers != nil {
+				answered = servers.answered()
+			}
+			at := time.Now()
 			if err := measureRunning(&out, l, lvsdBin, agentFile, servicesDir, addrs[0], idle); err != nil {
 				l.stop()
 				return out, err
+			}
+			if servers != nil {
+				out.checks = reachedChecks(nServices*nBackends, servers.answered()-answered, time.Since(at))
 			}
 			if servers != nil {
 				if out.flap, err = flapBackend([]*lvsd{l}, []*topo.Host{director}, servers, vip, 1000); err != nil {

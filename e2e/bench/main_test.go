@@ -58,3 +58,29 @@ func TestECMPAgentFileLoads(t *testing.T) {
 		t.Errorf("cluster %+v, want mode ecmp", c)
 	}
 }
+
+// The interval the bench picks keeps the checks it asks of the VM within
+// vmChecksPerSecond, never under a minute; -health-interval overrides it.
+func TestCheckInterval(t *testing.T) {
+	for _, tc := range []struct {
+		targets int
+		flag    time.Duration
+		want    time.Duration
+	}{
+		{10, 0, time.Minute},
+		{1_000 * 10, 0, 100 * time.Second},
+		{10_000 * 10, 0, 1000 * time.Second},
+		{3 * 10_000 * 10, 0, 3000 * time.Second},
+		{10_000 * 10, time.Minute, time.Minute},
+	} {
+		healthIntervalFlag = tc.flag
+		got := pickInterval(tc.targets)
+		healthIntervalFlag = 0
+		if got != tc.want {
+			t.Errorf("%d targets, -health-interval %v: %v, want %v", tc.targets, tc.flag, got, tc.want)
+		}
+		if healthInterval = got; tc.flag == 0 && checksAsked(tc.targets) > vmChecksPerSecond {
+			t.Errorf("%d targets every %v ask %.0f checks/s", tc.targets, got, checksAsked(tc.targets))
+		}
+	}
+}
