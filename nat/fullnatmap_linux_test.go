@@ -23,7 +23,7 @@ import (
 //	cli (203.0.113.5) ── dir (ip_forward; SNAT 10.99.0.100, .101) ── rs (10.99.0.2, VIP 198.51.100.9 on lo)
 type fullnatTopo struct{ cli, dir, rs testNS }
 
-func newFullNATTopo(t *testing.T) fullnatTopo {
+func newFullNATTopo(t testing.TB) fullnatTopo {
 	t.Helper()
 	tp := fullnatTopo{newTestNS(t), newTestNS(t), newTestNS(t)}
 	ip := func(args ...string) {
@@ -161,7 +161,7 @@ func (tp fullnatTopo) ctMarks(t *testing.T, port uint16) []uint32 {
 // each with its own ct mark, SNAT to 10.99.0.100 except the last one,
 // which goes to 10.99.0.101: it sorts last among the map elements, the
 // ct marks and the SNAT ranges.
-func manyServices(n int) Spec {
+func manyServices(n int, proto l4.Protocol) Spec {
 	var spec Spec
 	for i := range n {
 		to := "10.99.0.100"
@@ -169,7 +169,7 @@ func manyServices(n int) Spec {
 			to = "10.99.0.101"
 		}
 		spec.SNAT = append(spec.SNAT, SNATRule{
-			Match:  Match{VIP: addr("198.51.100.9"), Protocol: l4.TCP, Ports: []l4.PortRange{port(uint16(10000 + i))}},
+			Match:  Match{VIP: addr("198.51.100.9"), Protocol: proto, Ports: []l4.PortRange{port(uint16(10000 + i))}},
 			CtMark: manyMark(i), To: addrs(to), Comment: fmt.Sprintf("svc%05d", i),
 		})
 	}
@@ -185,16 +185,19 @@ func TestKernelDataPathTenThousandFullNAT(t *testing.T) {
 	requireNetAdmin(t)
 	const n = 10000
 	tp := newFullNATTopo(t)
-	rs := mustRender(t, manyServices(n))
+	rs := mustRender(t, manyServices(n, l4.TCP))
 	start := time.Now()
 	if err := NewKernel(InNetNS(tp.dir.fd)).Apply(context.Background(), rs); err != nil {
 		t.Fatal(err)
 	}
 	t.Logf("applied %d FULLNAT services in %v", n, time.Since(start).Round(time.Millisecond))
-	listed := tp.dir.nft(t, "list", "table", "ip", TableName)
+	listed := tp.dir.lvsdTables(t)
+	if listed != rs.String() {
+		t.Errorf("nft lists the 10,000 services differently from Ruleset.String()")
+	}
 	last, lastMark := uint16(10000+n-1), manyMark(n-1)
 	for _, want := range []string{
-		fmt.Sprintf("198.51.100.9 . tcp . %d : 0x%08x }", last, lastMark),
+		fmt.Sprintf("198.51.100.9 . tcp . %d : 0x%08x", last, lastMark),
 		fmt.Sprintf("0x%08x : goto snat_1 }", lastMark),
 		"ct mark set ip daddr . meta l4proto . th dport map @" + rules.MapFullNATPorts + " return",
 		"ct mark vmap @" + rules.MapSNAT,
@@ -221,14 +224,14 @@ func TestKernelDataPathTenThousandFullNAT(t *testing.T) {
 
 // ruleLayout is the FULLNAT part of spec as lvsd wrote it before its maps:
 // one fullnat rule per service and one postrouting rule per ct mark (only
-// single ports, one SNAT address: what manyServices makes).
+// single ports of TCP or UDP, one SNAT address: what manyServices makes).
 func ruleLayout(spec Spec) string {
 	var b strings.Builder
 	b.WriteString("table ip lvsd {\n\tset vips {\n\t\ttype ipv4_addr\n\t\tcomment \"managed by lvsd, ruleset 00000000000000000000000000000000\"\n")
 	b.WriteString("\t\telements = { 198.51.100.9 }\n\t}\n\tchain prerouting {\n\t\ttype filter hook prerouting priority mangle; policy accept;\n")
 	b.WriteString("\t\tip daddr != @vips accept\n\t\tjump fullnat\n\t}\n\tchain fullnat {\n")
 	for _, r := range spec.SNAT {
-		fmt.Fprintf(&b, "\t\tip daddr %s tcp dport %d ct mark set 0x%08x return comment %q\n", r.VIP, r.Ports[0].From, r.CtMark, r.Comment)
+		fmt.Fprintf(&b, "\t\tip daddr %s %s dport %d ct mark set 0x%08x return comment %q\n", r.VIP, r.Protocol, r.Ports[0].From, r.CtMark, r.Comment)
 	}
 	b.WriteString("\t}\n\tchain postrouting {\n\t\ttype nat hook postrouting priority srcnat; policy accept;\n")
 	for _, r := range spec.SNAT {
@@ -248,7 +251,7 @@ func TestKernelUpgradeFromRuleLayout(t *testing.T) {
 	requireNetAdmin(t)
 	ctx := context.Background()
 	tp := newFullNATTopo(t)
-	spec := manyServices(50)
+	spec := manyServices(50, l4.TCP)
 	tp.dir.nftStdin(t, ruleLayout(spec))
 	k := NewKernel(InNetNS(tp.dir.fd))
 	if d, err := k.Installed(ctx); err != nil || d == "" {

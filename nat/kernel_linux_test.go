@@ -175,7 +175,7 @@ func TestKernelRejectsZeroRuleset(t *testing.T) {
 	}
 }
 
-func mustRender(t *testing.T, s Spec) Ruleset {
+func mustRender(t testing.TB, s Spec) Ruleset {
 	t.Helper()
 	rs, err := Render(s)
 	if err != nil {

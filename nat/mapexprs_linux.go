@@ -22,17 +22,28 @@ const (
 // 1.0.6 creates them from the text Ruleset.String prints.
 func (b batch) fullnatMaps(t rules.Table) (map[string]*nftables.Set, error) {
 	maps := map[string]*nftables.Set{}
-	if len(t.PortMarks) > 0 {
-		s := &nftables.Set{Table: b.tbl, Name: rules.MapFullNATPorts, IsMap: true, Interval: true, Concatenation: true,
-			KeyType:  nftables.MustConcatSetType(b.addrType(), nftables.TypeInetProto, nftables.TypeInetService),
-			DataType: nftables.TypeMark}
-		elems := make([]nftables.SetElement, len(t.PortMarks))
-		for i, m := range t.PortMarks {
+	portKey := nftables.MustConcatSetType(b.addrType(), nftables.TypeInetProto, nftables.TypeInetService)
+	for _, pm := range []struct {
+		name     string
+		elems    []rules.PortMark
+		interval bool
+	}{{rules.MapFullNATPorts, t.PortMarks, false}, {rules.MapFullNATRanges, t.RangeMarks, true}} {
+		if len(pm.elems) == 0 {
+			continue
+		}
+		s := &nftables.Set{Table: b.tbl, Name: pm.name, IsMap: true, Interval: pm.interval, Concatenation: true,
+			KeyType: portKey, DataType: nftables.TypeMark}
+		elems := make([]nftables.SetElement, len(pm.elems))
+		for i, m := range pm.elems {
+			// Each field fills whole 32-bit registers.
 			key := func(port uint16) []byte {
 				k := append(m.VIP.AsSlice(), byte(m.Proto), 0, 0, 0)
 				return append(binary.BigEndian.AppendUint16(k, port), 0, 0)
 			}
-			elems[i] = nftables.SetElement{Key: key(m.Ports.From), KeyEnd: key(m.Ports.To), Val: binary.BigEndian.AppendUint32(nil, m.Mark)}
+			elems[i] = nftables.SetElement{Key: key(m.Ports.From), Val: markData(m.Mark)}
+			if pm.interval {
+				elems[i].KeyEnd = key(m.Ports.To)
+			}
 		}
 		if err := b.addSet(s, elems); err != nil {
 			return nil, err
@@ -43,7 +54,7 @@ func (b batch) fullnatMaps(t rules.Table) (map[string]*nftables.Set, error) {
 		s := &nftables.Set{Table: b.tbl, Name: rules.MapFullNATAny, IsMap: true, KeyType: b.addrType(), DataType: nftables.TypeMark}
 		elems := make([]nftables.SetElement, len(t.VIPMarks))
 		for i, m := range t.VIPMarks {
-			elems[i] = nftables.SetElement{Key: m.VIP.AsSlice(), Val: binary.BigEndian.AppendUint32(nil, m.Mark)}
+			elems[i] = nftables.SetElement{Key: m.VIP.AsSlice(), Val: markData(m.Mark)}
 		}
 		if err := b.addSet(s, elems); err != nil {
 			return nil, err
@@ -76,7 +87,7 @@ func (b batch) snatMarks(t rules.Table) error {
 }
 
 // elementsPerMessage keeps each message's list of elements, a netlink
-// attribute, under its 64 KiB limit (an element of fullnat_marks takes
+// attribute, under its 64 KiB limit (an element of fullnat_ranges takes
 // about 100 bytes in ip6); nft splits its batches likewise.
 const elementsPerMessage = 256
 
@@ -99,12 +110,12 @@ func (b batch) addElements(s *nftables.Set, elems []nftables.SetElement) error {
 }
 
 // mapActions are the lookups of the FULLNAT maps: the ct mark from
-// fullnat_marks or fullnat_any, the jump to the SNAT chain of the ct mark
+// fullnat_ports, fullnat_ranges or fullnat_any, the jump to the SNAT chain of the ct mark
 // from snat_marks.
 func (b batch) mapActions(r rules.Rule) []expr.Any {
 	var e []expr.Any
 	switch r.SetCtMarkMap {
-	case rules.ByPort:
+	case rules.ByPort, rules.ByPortRange:
 		// The protocol and the port follow the address in 32-bit registers.
 		proto := uint32(reg32First) + b.addrLen()/reg32Size
 		port := proto + 1
@@ -112,19 +123,22 @@ func (b batch) mapActions(r rules.Rule) []expr.Any {
 			proto = 2 // nft names the aligned register by its 128-bit number
 		}
 		s := b.maps[rules.MapFullNATPorts]
+		if r.SetCtMarkMap == rules.ByPortRange {
+			s = b.maps[rules.MapFullNATRanges]
+		}
 		e = append(e, network(b.daddrOffset(), b.addrLen()),
 			&expr.Meta{Key: expr.MetaKeyL4PROTO, Register: proto},
 			// A no-op on one byte, but nft sends it.
 			&expr.Byteorder{SourceRegister: proto, DestRegister: proto, Op: expr.ByteorderHton, Len: 1, Size: 2},
 			&expr.Payload{DestRegister: port, Base: expr.PayloadBaseTransportHeader, Offset: 2, Len: 2},
 			&expr.Lookup{SourceRegister: 1, DestRegister: 1, IsDestRegSet: true, SetName: s.Name, SetID: s.ID},
-			&expr.Byteorder{SourceRegister: 1, DestRegister: 1, Op: expr.ByteorderNtoh, Len: 4, Size: 4},
+			markFromData(),
 			&expr.Ct{Key: expr.CtKeyMARK, SourceRegister: true, Register: 1})
 	case rules.ByVIP:
 		s := b.maps[rules.MapFullNATAny]
 		e = append(e, network(b.daddrOffset(), b.addrLen()),
 			&expr.Lookup{SourceRegister: 1, DestRegister: 1, IsDestRegSet: true, SetName: s.Name, SetID: s.ID},
-			&expr.Byteorder{SourceRegister: 1, DestRegister: 1, Op: expr.ByteorderNtoh, Len: 4, Size: 4},
+			markFromData(),
 			&expr.Ct{Key: expr.CtKeyMARK, SourceRegister: true, Register: 1})
 	}
 	if r.CtMarkVmap {
@@ -133,4 +147,17 @@ func (b batch) mapActions(r rules.Rule) []expr.Any {
 			&expr.Lookup{SourceRegister: 1, DestRegister: 0, IsDestRegSet: true, SetName: s.Name, SetID: s.ID})
 	}
 	return e
+}
+
+// markData is a ct mark as the data of a map element, and markFromData the
+// expression that turns the looked-up data into the mark. nft stores marks
+// in host byte order and says so in the map's user data, which
+// google/nftables v0.3.0 cannot write; without it nft lists the data as
+// big-endian. So the data is big-endian, as nft then lists it right, and
+// the rule turns it to host order before setting the mark (nft lists the
+// rule without the conversion).
+func markData(mark uint32) []byte { return binary.BigEndian.AppendUint32(nil, mark) }
+
+func markFromData() expr.Any {
+	return &expr.Byteorder{SourceRegister: 1, DestRegister: 1, Op: expr.ByteorderNtoh, Len: 4, Size: 4}
 }

@@ -119,8 +119,8 @@ func (rs Ruleset) fullnatScan(proto l4.Protocol, client, vip, backend netip.Addr
 // element of the map matches, as the kernel looks it up.
 func (t Table) fullnatMark(r Rule, proto l4.Protocol, client netip.Addr, vip netip.AddrPort) (uint32, bool) {
 	switch r.SetCtMarkMap {
-	case ByPort:
-		for _, m := range t.PortMarks {
+	case ByPort, ByPortRange:
+		for _, m := range t.portMarks(r.SetCtMarkMap) {
 			if m.VIP == vip.Addr() && m.Proto == proto && m.Ports.From <= vip.Port() && vip.Port() <= m.Ports.To {
 				return m.Mark, true
 			}

@@ -76,7 +76,7 @@ func probes(rs rules.Ruleset, r *rand.Rand) (vips []netip.Addr, ports []uint16, 
 		}
 	}
 	for _, t := range rs.Tables() {
-		for _, m := range t.PortMarks {
+		for _, m := range append(slices.Clone(t.PortMarks), t.RangeMarks...) {
 			vips = append(vips, m.VIP)
 			ports = append(ports, m.Ports.From, m.Ports.From-1, m.Ports.To, m.Ports.To+1)
 		}
@@ -214,10 +214,12 @@ func TestFullNATIndexAgreesOnRandomTables(t *testing.T) {
 				for range r.IntN(4) {
 					rule.SAddr = append(rule.SAddr, randRange())
 				}
-				switch r.IntN(6) {
+				switch r.IntN(8) {
 				case 0:
 					rule = rules.Rule{SetCtMarkMap: rules.ByPort, Verdict: rules.Return}
 				case 1:
+					rule = rules.Rule{SetCtMarkMap: rules.ByPortRange, Verdict: rules.Return}
+				case 2:
 					rule = rules.Rule{SetCtMarkMap: rules.ByVIP, Verdict: rules.Return}
 				}
 				tb.FullNAT = append(tb.FullNAT, rule)
@@ -233,8 +235,12 @@ func TestFullNATIndexAgreesOnRandomTables(t *testing.T) {
 						if from > 65535 {
 							break
 						}
-						tb.PortMarks = append(tb.PortMarks, rules.PortMark{VIP: v, Proto: proto,
-							Ports: l4.PortRange{From: uint16(from), To: uint16(to)}, Mark: uint32(r.IntN(5))})
+						m := rules.PortMark{VIP: v, Proto: proto, Ports: l4.PortRange{From: uint16(from), To: uint16(to)}, Mark: uint32(r.IntN(5))}
+						if from == to {
+							tb.PortMarks = append(tb.PortMarks, m)
+						} else {
+							tb.RangeMarks = append(tb.RangeMarks, m)
+						}
 						next = to + 1
 					}
 				}

@@ -2,6 +2,7 @@ package rules
 
 import (
 	"cmp"
+	"encoding/binary"
 	"net/netip"
 	"slices"
 	"strconv"
@@ -20,9 +21,10 @@ import (
 
 // Names of the FULLNAT maps and the prefix of the SNAT chains (snat_0 ...).
 const (
-	MapFullNATPorts  = "fullnat_marks" // VIP . protocol . port -> ct mark
-	MapFullNATAny    = "fullnat_any"   // VIP -> ct mark, for protocol any
-	MapSNAT          = "snat_marks"    // ct mark -> goto snat_N
+	MapFullNATPorts  = "fullnat_ports"  // VIP . protocol . port -> ct mark
+	MapFullNATRanges = "fullnat_ranges" // VIP . protocol . port range -> ct mark
+	MapFullNATAny    = "fullnat_any"    // VIP -> ct mark, for protocol any
+	MapSNAT          = "snat_marks"     // ct mark -> goto snat_N
 	ChainSNATPrefix  = "snat_"
 	fullnatPortsType = " . inet_proto . inet_service : mark"
 )
@@ -33,15 +35,23 @@ type MarkMap uint8
 // The maps: none, or the key they are looked up with.
 const (
 	NoMarkMap MarkMap = iota
-	// ByPort: "ct mark set ip daddr . meta l4proto . th dport map @fullnat_marks".
+	// ByPort: "ct mark set ip daddr . meta l4proto . th dport map @fullnat_ports".
 	ByPort
+	// ByPortRange: the same key in "map @fullnat_ranges".
+	ByPortRange
 	// ByVIP: "ct mark set ip daddr map @fullnat_any".
 	ByVIP
 )
 
-// PortMark is an element of fullnat_marks: the connections to VIP over
-// Proto (TCP, UDP or SCTP) on Ports get ct mark Mark. The elements of a
-// table never overlap (the kernel refuses overlapping ones).
+// PortMark is an element of fullnat_ports (Ports one port) or
+// fullnat_ranges: the connections to VIP over Proto (TCP, UDP or SCTP) on
+// Ports get ct mark Mark. The elements of a table never overlap, in one
+// map or across both, so the order of the two lookups does not matter.
+//
+// Single ports have a hash map of their own: the kernel's map for
+// concatenated ranges (pipapo) walks every element that matches the key's
+// leading fields, so 10,000 services on one VIP cost a packet to that VIP
+// 20 times a lone service's path; the hash costs the same for any number.
 type PortMark struct {
 	VIP   netip.Addr
 	Proto l4.Protocol
@@ -70,6 +80,7 @@ func SNATChainName(i int) string { return ChainSNATPrefix + strconv.Itoa(i) }
 // the table's family, in chain order (entry.compare).
 func (t *Table) fullnatChain(es []entry) {
 	var byPort []entry // every client, named protocol
+	at := -1
 	anyVIP := map[netip.Addr]uint32{}
 	for _, e := range es {
 		switch {
@@ -77,7 +88,7 @@ func (t *Table) fullnatChain(es []entry) {
 			t.FullNAT = append(t.FullNAT, e.rule(Rule{SetCtMark: e.value, Verdict: Return}))
 		case e.proto != l4.Any:
 			if byPort == nil {
-				t.FullNAT = append(t.FullNAT, Rule{SetCtMarkMap: ByPort, Verdict: Return})
+				at = len(t.FullNAT) // the lookups go here
 			}
 			byPort = append(byPort, e)
 		default:
@@ -91,7 +102,24 @@ func (t *Table) fullnatChain(es []entry) {
 		}
 	}
 	slices.SortFunc(t.VIPMarks, func(a, b VIPMark) int { return a.VIP.Compare(b.VIP) })
-	t.PortMarks = portMarks(byPort)
+	var lookups []Rule
+	for _, m := range portMarks(byPort) {
+		if m.Ports.From == m.Ports.To {
+			t.PortMarks = append(t.PortMarks, m)
+		} else {
+			t.RangeMarks = append(t.RangeMarks, m)
+		}
+	}
+	slices.SortFunc(t.PortMarks, nftHashOrder)
+	if t.PortMarks != nil {
+		lookups = append(lookups, Rule{SetCtMarkMap: ByPort, Verdict: Return})
+	}
+	if t.RangeMarks != nil {
+		lookups = append(lookups, Rule{SetCtMarkMap: ByPortRange, Verdict: Return})
+	}
+	if at >= 0 {
+		t.FullNAT = slices.Insert(t.FullNAT, at, lookups...)
+	}
 }
 
 // portMarks cuts the ports of each VIP and protocol into disjoint pieces,
@@ -212,8 +240,8 @@ func (t Table) fullnatRules() []Rule {
 	var out []Rule
 	for _, r := range t.FullNAT {
 		switch r.SetCtMarkMap {
-		case ByPort:
-			for _, m := range t.PortMarks {
+		case ByPort, ByPortRange:
+			for _, m := range t.portMarks(r.SetCtMarkMap) {
 				out = append(out, Rule{DAddr: m.VIP, Proto: m.Proto, Ports: []l4.PortRange{m.Ports}, SetCtMark: m.Mark, Verdict: Return})
 			}
 		case ByVIP:
@@ -225,6 +253,14 @@ func (t Table) fullnatRules() []Rule {
 		}
 	}
 	return out
+}
+
+// portMarks are the elements of the map that m names.
+func (t Table) portMarks(m MarkMap) []PortMark {
+	if m == ByPortRange {
+		return t.RangeMarks
+	}
+	return t.PortMarks
 }
 
 // snatTargets maps each ct mark of snat_marks to its SNAT range (the
@@ -239,4 +275,25 @@ func (t Table) snatTargets() map[uint32]AddrRange {
 		seen[m.Mark] = true
 	}
 	return out
+}
+
+// nftHashOrder orders the elements of fullnat_ports as nft 1.0.6 lists a
+// map that is no interval map: it sorts the keys, a concatenation as the
+// number its fields' bytes (address, protocol, port; unpadded) make in
+// host byte order (concat_expr_msort_value), little-endian on the hosts
+// lvsd runs on: from the last byte to the first.
+func nftHashOrder(a, b PortMark) int {
+	key := func(m PortMark) []byte {
+		return binary.BigEndian.AppendUint16(append(m.VIP.AsSlice(), byte(m.Proto)), m.Ports.From)
+	}
+	ka, kb := key(a), key(b)
+	if len(ka) != len(kb) {
+		return cmp.Compare(len(ka), len(kb))
+	}
+	for i := len(ka) - 1; i >= 0; i-- {
+		if c := cmp.Compare(ka[i], kb[i]); c != 0 {
+			return c
+		}
+	}
+	return 0
 }

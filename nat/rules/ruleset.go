@@ -53,9 +53,11 @@ type Table struct {
 	// Chains, each nil when empty (and then not created).
 	Pre, FullNAT, Post, Input, Output []Rule
 	// The FULLNAT maps (fullnatmap.go), each created only when it has
-	// elements: fullnat_marks, fullnat_any and snat_marks, and the
+	// elements: fullnat_ports, fullnat_ranges, fullnat_any and
+	// snat_marks, and the
 	// chains snat_0, snat_1 ... that snat_marks jumps to, one per range.
-	PortMarks  []PortMark
+	PortMarks  []PortMark // single ports
+	RangeMarks []PortMark
 	VIPMarks   []VIPMark
 	SNATMarks  []SNATMark
 	SNATChains []AddrRange
@@ -172,11 +174,15 @@ func (t Table) format(b *strings.Builder, comment string) {
 		fmt.Fprintf(b, "\n\tset %s {\n\t\ttype %s\n\t\tsize %d\n\t\tflags dynamic,timeout\n\t\ttimeout %s\n\t}\n",
 			m.Name, addrType(t.Family), m.Size, nftDuration(m.Timeout))
 	}
+	portMark := func(m PortMark) string { return fmt.Sprintf("%s . %s . %s : 0x%08x", m.VIP, m.Proto, m.Ports, m.Mark) }
 	if len(t.PortMarks) > 0 {
-		fmt.Fprintf(b, "\n\tmap %s {\n\t\ttype %s%s\n\t\tflags interval\n", MapFullNATPorts, addrType(t.Family), fullnatPortsType)
-		elements(b, 1, t.PortMarks, func(m PortMark) string {
-			return fmt.Sprintf("%s . %s . %s : 0x%08x", m.VIP, m.Proto, m.Ports, m.Mark)
-		})
+		fmt.Fprintf(b, "\n\tmap %s {\n\t\ttype %s%s\n", MapFullNATPorts, addrType(t.Family), fullnatPortsType)
+		elements(b, 1, t.PortMarks, portMark)
+		b.WriteString("\t}\n")
+	}
+	if len(t.RangeMarks) > 0 {
+		fmt.Fprintf(b, "\n\tmap %s {\n\t\ttype %s%s\n\t\tflags interval\n", MapFullNATRanges, addrType(t.Family), fullnatPortsType)
+		elements(b, 1, t.RangeMarks, portMark)
 		b.WriteString("\t}\n")
 	}
 	if len(t.VIPMarks) > 0 {
@@ -309,6 +315,8 @@ func (r Rule) format(f Family) string {
 	switch r.SetCtMarkMap {
 	case ByPort:
 		add("ct mark set %s daddr . meta l4proto . th dport map @%s", ip, MapFullNATPorts)
+	case ByPortRange:
+		add("ct mark set %s daddr . meta l4proto . th dport map @%s", ip, MapFullNATRanges)
 	case ByVIP:
 		add("ct mark set %s daddr map @%s", ip, MapFullNATAny)
 	}

@@ -47,8 +47,12 @@ func eval(rs rules.Ruleset, p packet) (mark, ctMark uint32) {
 // overlapping elements), a plain rule matches.
 func lookupCtMark(t rules.Table, f rules.Rule, p packet) (uint32, bool) {
 	switch f.SetCtMarkMap {
-	case rules.ByPort:
-		for _, m := range t.PortMarks {
+	case rules.ByPort, rules.ByPortRange:
+		marks := t.PortMarks
+		if f.SetCtMarkMap == rules.ByPortRange {
+			marks = t.RangeMarks
+		}
+		for _, m := range marks {
 			if m.VIP == p.dst && m.Proto == p.proto && m.Ports.From <= p.port && p.port <= m.Ports.To {
 				return m.Mark, true
 			}
