@@ -206,7 +206,11 @@ func fillGaps(pieces []PortMark, fill PortMark) []PortMark {
 }
 
 // snatChains fills t.Post, t.SNATMarks and t.SNATChains: one chain per
-// distinct SNAT range, and the map from each ct mark to its chain.
+// distinct SNAT range, and the map from each ct mark to its chain. A
+// verdict map, not "snat to ct mark map @m" with ranges as the map's data:
+// nft marks such data as ranges in the map's user data, which
+// google/nftables v0.3.0 cannot write, and would list the map wrongly.
+// Services commonly share their source addresses: few chains.
 func (t *Table) snatChains(post map[uint32]snatTarget) {
 	if len(post) == 0 {
 		return
