@@ -175,16 +175,38 @@ func (rs Ruleset) FullNATVIPs(a netip.Addr) []netip.Addr {
 	var out []netip.Addr
 	seen := map[netip.Addr]bool{}
 	for _, t := range rs.tables {
-		marks := map[uint32]bool{} // of the SNAT chains whose range holds a
-		for mark, to := range t.snatTargets() {
-			if inRanges([]AddrRange{to}, a) {
-				marks[mark] = true
+		chains := map[int]bool{} // the SNAT chains whose range holds a
+		for i, to := range t.SNATChains {
+			chains[i] = inRanges([]AddrRange{to}, a)
+		}
+		marks := map[uint32]bool{} // of those chains
+		seenMark := map[uint32]bool{}
+		for _, m := range t.SNATMarks { // the first element of a mark decides, as in snatTargets
+			if !seenMark[m.Mark] {
+				seenMark[m.Mark] = true
+				marks[m.Mark] = chains[m.Chain]
 			}
 		}
-		for _, r := range t.fullnatRules() {
-			if (r.DAddr == a || marks[r.SetCtMark]) && !seen[r.DAddr] {
-				seen[r.DAddr] = true
-				out = append(out, r.DAddr)
+		add := func(vip netip.Addr, mark uint32) {
+			if (vip == a || marks[mark]) && !seen[vip] {
+				seen[vip] = true
+				out = append(out, vip)
+			}
+		}
+		// The map elements as they are, not as fullnatRules' copies:
+		// a takeover asks once per address it adds.
+		for _, r := range t.FullNAT {
+			switch r.SetCtMarkMap {
+			case ByPort, ByPortRange:
+				for _, m := range t.portMarks(r.SetCtMarkMap) {
+					add(m.VIP, m.Mark)
+				}
+			case ByVIP:
+				for _, m := range t.VIPMarks {
+					add(m.VIP, m.Mark)
+				}
+			default:
+				add(r.DAddr, r.SetCtMark)
 			}
 		}
 	}
