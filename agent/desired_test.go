@@ -75,7 +75,7 @@ func TestBuild(t *testing.T) {
 			name:     "fullnat with persistence",
 			yaml:     "service: web\nvip: 10.0.0.50\nports: [80]\nforwarding: fullnat\nfullnat: {source_addresses: [10.0.0.201, 10.0.0.200]}\npersistence: {timeout: 10m, netmask: 24}\nbackends: [{address: 10.0.0.11}]\n",
 			services: []string{"tcp:10.0.0.50:80 mh flags=persistent,mh-fallback,mh-port persistent=600s/24 | 10.0.0.11:80 w1 masq"},
-			nft:      []string{"ct mark set " + hex(mark), "snat", "snat to 10.0.0.200/31"},
+			nft:      []string{"10.0.0.50 . tcp . 80 : " + hex(mark), hex(mark) + " : goto snat_0", "snat to 10.0.0.200/31"},
 			fwd:      true, ct: true,
 		},
 		{

@@ -129,7 +129,7 @@ func TestKernelDataPath(t *testing.T) {
 }
 
 // inNS runs f on a thread switched into ns.
-func inNS(t *testing.T, ns testNS, f func()) {
+func inNS(t testing.TB, ns testNS, f func()) {
 	t.Helper()
 	runtime.LockOSThread()
 	defer runtime.UnlockOSThread()

@@ -20,6 +20,7 @@ type batch struct {
 	fam    rules.Family
 	vips   *nftables.Set
 	meters map[string]*nftables.Set
+	maps   map[string]*nftables.Set // the FULLNAT maps (fullnatmaps)
 }
 
 // Offsets of the addresses in the network header.
@@ -57,7 +58,7 @@ func (b batch) fill(t rules.Table, digest string) error {
 	for i, a := range t.VIPs {
 		elems[i] = nftables.SetElement{Key: a.AsSlice()}
 	}
-	if err := b.c.AddSet(b.vips, elems); err != nil {
+	if err := b.addSet(b.vips, elems); err != nil {
 		return err
 	}
 	b.meters = map[string]*nftables.Set{}
@@ -68,6 +69,10 @@ func (b batch) fill(t rules.Table, digest string) error {
 			return err
 		}
 		b.meters[m.Name] = s
+	}
+	var err error
+	if b.maps, err = b.fullnatMaps(t); err != nil {
+		return err
 	}
 	// Chains first: the jump to fullnat needs its target to exist.
 	accept := nftables.ChainPolicyAccept
@@ -80,16 +85,30 @@ func (b batch) fill(t rules.Table, digest string) error {
 		{t.FullNAT, &nftables.Chain{Name: rules.ChainFullNAT}},
 		{t.Post, &nftables.Chain{Name: rules.ChainPostrouting, Type: nftables.ChainTypeNAT,
 			Hooknum: nftables.ChainHookPostrouting, Priority: nftables.ChainPriorityNATSource, Policy: &accept}},
+	}
+	for i, to := range t.SNATChains {
+		chains = append(chains, struct {
+			list  []rules.Rule
+			chain *nftables.Chain
+		}{[]rules.Rule{{SNAT: to}}, &nftables.Chain{Name: rules.SNATChainName(i)}})
+	}
+	chains = append(chains, []struct {
+		list  []rules.Rule
+		chain *nftables.Chain
+	}{
 		{t.Input, &nftables.Chain{Name: rules.ChainInput, Type: nftables.ChainTypeFilter,
 			Hooknum: nftables.ChainHookInput, Priority: nftables.ChainPriorityFilter, Policy: &accept}},
 		{t.Output, &nftables.Chain{Name: rules.ChainOutput, Type: nftables.ChainTypeFilter,
 			Hooknum: nftables.ChainHookOutput, Priority: nftables.ChainPriorityFilter, Policy: &accept}},
-	}
+	}...)
 	for _, ch := range chains {
 		if ch.list != nil {
 			ch.chain.Table = b.tbl
 			b.c.AddChain(ch.chain)
 		}
+	}
+	if err := b.snatMarks(t); err != nil {
+		return err
 	}
 	for _, ch := range chains {
 		for _, r := range ch.list {
@@ -254,6 +273,7 @@ func (b batch) actions(r rules.Rule) []expr.Any {
 		e = append(e, &expr.Immediate{Register: 1, Data: native32(r.SetCtMark)},
 			&expr.Ct{Key: expr.CtKeyMARK, SourceRegister: true, Register: 1})
 	}
+	e = append(e, b.mapActions(r)...)
 	if r.SNAT.From.IsValid() {
 		nat := &expr.NAT{Type: expr.NATTypeSourceNAT, Family: unix.NFPROTO_IPV4, RegAddrMin: 1, RegAddrMax: 1, Persistent: true}
 		if b.fam == rules.IPv6 {

@@ -175,7 +175,7 @@ func TestKernelRejectsZeroRuleset(t *testing.T) {
 	}
 }
 
-func mustRender(t *testing.T, s Spec) Ruleset {
+func mustRender(t testing.TB, s Spec) Ruleset {
 	t.Helper()
 	rs, err := Render(s)
 	if err != nil {
@@ -196,9 +196,10 @@ func goldenSpec(t *testing.T, name string) Spec {
 }
 
 // TestKernelAppliesTenThousandFullNATServices: the batch of 10,000 FULLNAT
-// services (about 5 MB, 20,000 acknowledgements) is far larger than a
-// netlink socket's default buffers (208 KiB), which refused it with
-// EMSGSIZE before the buffers were raised for the batch.
+// services is larger than a netlink socket's default buffers (208 KiB),
+// which refused it with EMSGSIZE before the buffers were raised for the
+// batch, and its map elements overflow one netlink attribute (64 KiB)
+// unless they are split over several messages.
 func TestKernelAppliesTenThousandFullNATServices(t *testing.T) {
 	requireNetAdmin(t)
 	ctx := context.Background()
@@ -220,7 +221,11 @@ func TestKernelAppliesTenThousandFullNATServices(t *testing.T) {
 	if d, err := k.Installed(ctx); err != nil || d != rs.Digest() {
 		t.Fatalf("Installed() = %q, %v; want %q", d, err, rs.Digest())
 	}
-	if n := strings.Count(ns.lvsdTables(t), "snat to"); n != 10000 {
-		t.Errorf("%d snat rules listed, want 10000", n)
+	listed := ns.lvsdTables(t)
+	if n := strings.Count(listed, "10.0.0.45 . tcp . "); n != 10000 {
+		t.Errorf("%d elements of %s listed, want 10000", n, rules.MapFullNATPorts)
+	}
+	if n := strings.Count(listed, ": goto snat_0"); n != 10000 {
+		t.Errorf("%d elements of %s listed, want 10000", n, rules.MapSNAT)
 	}
 }

@@ -32,7 +32,7 @@ type testNS struct {
 	fd   int
 }
 
-func newTestNS(t *testing.T) testNS {
+func newTestNS(t testing.TB) testNS {
 	t.Helper()
 	name := fmt.Sprintf("lvsd-nat-%d-%d", os.Getpid(), nsSeq.Add(1))
 	// netns.NewNamed moves the calling thread into the new namespace: do it
@@ -61,7 +61,7 @@ func newTestNS(t *testing.T) testNS {
 }
 
 // nft runs the nft CLI in the namespace.
-func (ns testNS) nft(t *testing.T, args ...string) string {
+func (ns testNS) nft(t testing.TB, args ...string) string {
 	t.Helper()
 	out, err := exec.Command("ip", append([]string{"netns", "exec", ns.name, "nft"}, args...)...).CombinedOutput()
 	if err != nil {
@@ -71,7 +71,7 @@ func (ns testNS) nft(t *testing.T, args ...string) string {
 }
 
 // nftStdin runs nft -f - with script on stdin.
-func (ns testNS) nftStdin(t *testing.T, script string) {
+func (ns testNS) nftStdin(t testing.TB, script string) {
 	t.Helper()
 	cmd := exec.Command("ip", "netns", "exec", ns.name, "nft", "-f", "-")
 	cmd.Stdin = strings.NewReader(script)

@@ -93,19 +93,48 @@ func (rs Ruleset) fullnatScan(proto l4.Protocol, client, vip, backend netip.Addr
 			continue
 		}
 		for _, r := range t.FullNAT {
-			if !r.matchesConn(proto, client.Addr(), vip) {
+			mark, ok := t.fullnatMark(r, proto, client.Addr(), vip)
+			if !ok {
 				continue
 			}
-			for _, p := range t.Post {
-				if p.CtMark == r.SetCtMark {
-					return ConntrackEntry{Protocol: proto, Client: client, VIP: vip, Backend: backend,
-						SNATFrom: p.SNAT.From, SNATTo: p.SNAT.To, Mark: r.SetCtMark}, true
+			for _, m := range t.SNATMarks {
+				if m.Mark != mark {
+					continue
 				}
+				if m.Chain < 0 || m.Chain >= len(t.SNATChains) {
+					break
+				}
+				to := t.SNATChains[m.Chain]
+				return ConntrackEntry{Protocol: proto, Client: client, VIP: vip, Backend: backend,
+					SNATFrom: to.From, SNATTo: to.To, Mark: mark}, true
 			}
 			return ConntrackEntry{}, false // first match wins, even without SNAT
 		}
 	}
 	return ConntrackEntry{}, false
+}
+
+// fullnatMark is the ct mark that rule r of the fullnat chain gives a
+// connection, and whether r matches it: for a map lookup, whether an
+// element of the map matches, as the kernel looks it up.
+func (t Table) fullnatMark(r Rule, proto l4.Protocol, client netip.Addr, vip netip.AddrPort) (uint32, bool) {
+	switch r.SetCtMarkMap {
+	case ByPort, ByPortRange:
+		for _, m := range t.portMarks(r.SetCtMarkMap) {
+			if m.VIP == vip.Addr() && m.Proto == proto && m.Ports.From <= vip.Port() && vip.Port() <= m.Ports.To {
+				return m.Mark, true
+			}
+		}
+		return 0, false
+	case ByVIP:
+		for _, m := range t.VIPMarks {
+			if m.VIP == vip.Addr() {
+				return m.Mark, true
+			}
+		}
+		return 0, false
+	}
+	return r.SetCtMark, r.matchesConn(proto, client, vip)
 }
 
 // matchesConn reports whether a packet from client to vip passes the rule's
@@ -141,21 +170,43 @@ func inRanges(rs []AddrRange, a netip.Addr) bool {
 // a: a itself if it is the VIP of a fullnat rule, and every VIP whose rules
 // source-NAT to a range that holds a. Its cost is linear in the rules: a
 // takeover asks it for each address it adds, and 10,000 FULLNAT services
-// sharing their source addresses make 10,000 fullnat and 10,000 SNAT rules.
+// sharing their source addresses make 10,000 map elements of each kind.
 func (rs Ruleset) FullNATVIPs(a netip.Addr) []netip.Addr {
 	var out []netip.Addr
 	seen := map[netip.Addr]bool{}
 	for _, t := range rs.tables {
-		marks := map[uint32]bool{} // of the SNAT rules whose range holds a
-		for _, p := range t.Post {
-			if inRanges([]AddrRange{p.SNAT}, a) {
-				marks[p.CtMark] = true
+		chains := map[int]bool{} // the SNAT chains whose range holds a
+		for i, to := range t.SNATChains {
+			chains[i] = inRanges([]AddrRange{to}, a)
+		}
+		marks := map[uint32]bool{} // of those chains
+		seenMark := map[uint32]bool{}
+		for _, m := range t.SNATMarks { // the first element of a mark decides, as in snatTargets
+			if !seenMark[m.Mark] {
+				seenMark[m.Mark] = true
+				marks[m.Mark] = chains[m.Chain]
 			}
 		}
+		add := func(vip netip.Addr, mark uint32) {
+			if (vip == a || marks[mark]) && !seen[vip] {
+				seen[vip] = true
+				out = append(out, vip)
+			}
+		}
+		// The map elements as they are, not as fullnatRules' copies:
+		// a takeover asks once per address it adds.
 		for _, r := range t.FullNAT {
-			if (r.DAddr == a || marks[r.SetCtMark]) && !seen[r.DAddr] {
-				seen[r.DAddr] = true
-				out = append(out, r.DAddr)
+			switch r.SetCtMarkMap {
+			case ByPort, ByPortRange:
+				for _, m := range t.portMarks(r.SetCtMarkMap) {
+					add(m.VIP, m.Mark)
+				}
+			case ByVIP:
+				for _, m := range t.VIPMarks {
+					add(m.VIP, m.Mark)
+				}
+			default:
+				add(r.DAddr, r.SetCtMark)
 			}
 		}
 	}

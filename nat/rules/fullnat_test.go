@@ -75,6 +75,29 @@ func TestFullNATVIPs(t *testing.T) {
 	}
 }
 
+// The VIPs come from every place a FULLNAT ct mark is given: the
+// port and range maps, the map for protocol any, the source-steered rules.
+func TestFullNATVIPsThroughMaps(t *testing.T) {
+	var spec rules.Spec
+	for _, c := range goldenCases {
+		if c.Name == "fullnat-maps" {
+			spec = c.Spec
+		}
+	}
+	rs := mustRender(t, spec)
+	for a, want := range map[string][]netip.Addr{
+		"192.0.2.4":     addrs("203.0.113.10", "203.0.113.11", "203.0.113.12"),
+		"192.0.2.2":     addrs("203.0.113.10", "203.0.113.11"), // the ports map, the steered rule for any protocol
+		"203.0.113.12":  addrs("203.0.113.12"),
+		"2001:db8:1::3": addrs("2001:db8::11"),
+		"192.0.2.5":     nil,
+	} {
+		if got := rs.FullNATVIPs(addr(a)); !reflect.DeepEqual(got, want) {
+			t.Errorf("FullNATVIPs(%s) = %v, want %v", a, got, want)
+		}
+	}
+}
+
 func TestGuardRanges(t *testing.T) {
 	r := func(from, to string) rules.AddrRange { return rules.AddrRange{addr(from), addr(to)} }
 	merged := rules.MergeRanges([]rules.AddrRange{r("10.0.0.5", "10.0.0.5"), r("10.0.0.1", "10.0.0.2"), r("10.0.0.3", "10.0.0.3"), r("10.0.0.2", "10.0.0.2")})

@@ -10,7 +10,8 @@ import (
 // fullnatIndex answers FullNATEntry without going through the fullnat
 // rules: a takeover's restore asks once per synced connection and an ECMP
 // director once per flow record of its peers, and 10,000 FULLNAT services
-// make 10,000 fullnat rules. It gives what the linear scan (fullnatScan)
+// make 10,000 fullnat rules (map elements, walked as rules by
+// Table.fullnatRules). It gives what the linear scan (fullnatScan)
 // gives, rule order included: for each VIP and protocol, the port space is
 // cut where a rule's ports start or end, and each piece lists the rules
 // that cover it in chain order, up to the first that takes every client.
@@ -30,8 +31,8 @@ type tableIndex struct {
 type fullnatTarget struct {
 	sources sourceSet // nil ranges: every client
 	mark    uint32
-	to      AddrRange // the SNAT range of the first postrouting rule with mark
-	snat    bool      // there is one; without it, no entry
+	to      AddrRange // the SNAT range of mark
+	snat    bool      // snat_marks has the mark; without it, no entry
 }
 
 type vipIndex struct {
@@ -62,16 +63,12 @@ func newFullNATIndex(tables []Table) *fullnatIndex {
 }
 
 func newTableIndex(t Table) tableIndex {
-	ti := tableIndex{family: t.Family, vips: map[netip.Addr]*vipIndex{}, rules: make([]fullnatTarget, len(t.FullNAT))}
-	snat := map[uint32]AddrRange{} // the first postrouting rule of each ct mark
-	for _, p := range t.Post {
-		if _, ok := snat[p.CtMark]; !ok {
-			snat[p.CtMark] = p.SNAT
-		}
-	}
+	chain := t.fullnatRules()
+	ti := tableIndex{family: t.Family, vips: map[netip.Addr]*vipIndex{}, rules: make([]fullnatTarget, len(chain))}
+	snat := t.snatTargets()
 	byVIP := map[netip.Addr][]int32{}
 	var vips []netip.Addr
-	for i, r := range t.FullNAT {
+	for i, r := range chain {
 		to, ok := snat[r.SetCtMark]
 		ti.rules[i] = fullnatTarget{sources: newSourceSet(r.SAddr), mark: r.SetCtMark, to: to, snat: ok}
 		if _, seen := byVIP[r.DAddr]; !seen {
@@ -80,7 +77,7 @@ func newTableIndex(t Table) tableIndex {
 		byVIP[r.DAddr] = append(byVIP[r.DAddr], int32(i))
 	}
 	for _, v := range vips {
-		ti.vips[v] = &vipIndex{tcp: newPortIndex(t.FullNAT, byVIP[v], l4.TCP), udp: newPortIndex(t.FullNAT, byVIP[v], l4.UDP)}
+		ti.vips[v] = &vipIndex{tcp: newPortIndex(chain, byVIP[v], l4.TCP), udp: newPortIndex(chain, byVIP[v], l4.UDP)}
 	}
 	return ti
 }

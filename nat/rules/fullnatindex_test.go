@@ -76,6 +76,13 @@ func probes(rs rules.Ruleset, r *rand.Rand) (vips []netip.Addr, ports []uint16, 
 		}
 	}
 	for _, t := range rs.Tables() {
+		for _, m := range append(slices.Clone(t.PortMarks), t.RangeMarks...) {
+			vips = append(vips, m.VIP)
+			ports = append(ports, m.Ports.From, m.Ports.From-1, m.Ports.To, m.Ports.To+1)
+		}
+		for _, m := range t.VIPMarks {
+			vips = append(vips, m.VIP)
+		}
 		for _, rule := range t.FullNAT {
 			vips = append(vips, rule.DAddr)
 			for _, p := range rule.Ports {
@@ -164,8 +171,8 @@ func TestFullNATIndexAgreesOnRandomSpecs(t *testing.T) {
 
 // Random tables that Render never writes still get what the scan gives:
 // rules in any order, unmerged, overlapping and reversed port and source
-// ranges, ct marks without a postrouting rule or with several, a family's
-// table twice.
+// ranges, map lookups anywhere in the chain, ct marks without a SNAT chain
+// or with several, a family's table twice.
 func TestFullNATIndexAgreesOnRandomTables(t *testing.T) {
 	r := rand.New(rand.NewPCG(7, 8))
 	daddrs := append(addrs("198.51.100.1", "198.51.100.2", "2001:db8::1", "::ffff:198.51.100.1"), netip.Addr{})
@@ -207,10 +214,46 @@ func TestFullNATIndexAgreesOnRandomTables(t *testing.T) {
 				for range r.IntN(4) {
 					rule.SAddr = append(rule.SAddr, randRange())
 				}
+				switch r.IntN(8) {
+				case 0:
+					rule = rules.Rule{SetCtMarkMap: rules.ByPort, Verdict: rules.Return}
+				case 1:
+					rule = rules.Rule{SetCtMarkMap: rules.ByPortRange, Verdict: rules.Return}
+				case 2:
+					rule = rules.Rule{SetCtMarkMap: rules.ByVIP, Verdict: rules.Return}
+				}
 				tb.FullNAT = append(tb.FullNAT, rule)
 			}
+			// Map elements as Render makes them: disjoint port ranges per
+			// VIP and protocol, one mark per VIP.
+			for _, v := range daddrs[:3] {
+				for _, proto := range protos[1:4] {
+					next := 0
+					for next <= 65535 && r.IntN(4) > 0 {
+						from := next + r.IntN(60)
+						to := min(from+r.IntN(30), 65535)
+						if from > 65535 {
+							break
+						}
+						m := rules.PortMark{VIP: v, Proto: proto, Ports: l4.PortRange{From: uint16(from), To: uint16(to)}, Mark: uint32(r.IntN(5))}
+						if from == to {
+							tb.PortMarks = append(tb.PortMarks, m)
+						} else {
+							tb.RangeMarks = append(tb.RangeMarks, m)
+						}
+						next = to + 1
+					}
+				}
+				if r.IntN(2) == 0 {
+					tb.VIPMarks = append(tb.VIPMarks, rules.VIPMark{VIP: v, Mark: uint32(r.IntN(5))})
+				}
+			}
+			for range r.IntN(3) {
+				tb.SNATChains = append(tb.SNATChains, randRange())
+			}
 			for range r.IntN(5) {
-				tb.Post = append(tb.Post, rules.Rule{CtMark: uint32(r.IntN(5)), SNAT: randRange()})
+				// Chains past the end: a mark without a SNAT range.
+				tb.SNATMarks = append(tb.SNATMarks, rules.SNATMark{Mark: uint32(r.IntN(5)), Chain: r.IntN(4)})
 			}
 			tables = append(tables, tb)
 		}

@@ -80,8 +80,8 @@ func collect(spec Spec) (collected, []error) {
 			errs = append(errs, fmt.Errorf("%s: ct mark 0x%x already SNATs to %s in %s", name, r.CtMark, prev.to, prev.name))
 			continue
 		}
-		if prev, ok := c.post[fam][r.CtMark]; !ok || r.Comment != "" && (prev.comment == "" || r.Comment < prev.comment) {
-			c.post[fam][r.CtMark] = snatTarget{to: to, name: name, comment: r.Comment}
+		if _, ok := c.post[fam][r.CtMark]; !ok {
+			c.post[fam][r.CtMark] = snatTarget{to: to, name: name}
 		}
 		c.snats = append(c.snats, expand(fam, name, r.Match, r.CtMark, r.Comment)...)
 	}
@@ -111,18 +111,16 @@ func (c collected) table(fam Family, spec Spec) Table {
 			t.VIPs = append(t.VIPs, e.vip)
 		}
 	}
+	var fullnat []entry
 	for _, e := range c.snats {
 		if e.fam == fam {
-			t.FullNAT = append(t.FullNAT, e.rule(Rule{SetCtMark: e.value, Verdict: Return}))
+			fullnat = append(fullnat, e)
 			t.VIPs = append(t.VIPs, e.vip)
 		}
 	}
-	var snatTo []AddrRange
-	for _, mark := range slices.Sorted(maps.Keys(c.post[fam])) {
-		s := c.post[fam][mark]
-		t.Post = append(t.Post, Rule{CtMark: mark, SNAT: s.to, Comment: s.comment})
-		snatTo = append(snatTo, s.to)
-	}
+	t.fullnatChain(fullnat)
+	t.snatChains(c.post[fam])
+	snatTo := slices.Clone(t.SNATChains)
 	for _, a := range spec.GuardSNAT {
 		if familyOf(a) == fam {
 			snatTo = append(snatTo, AddrRange{From: a, To: a})
@@ -244,11 +242,10 @@ func subtractAddrs(rs []AddrRange, addrs []netip.Addr) []AddrRange {
 	return out
 }
 
-// snatTarget is the postrouting half of the SNAT rules sharing one ct mark.
+// snatTarget is where the SNAT rules sharing one ct mark translate to.
 type snatTarget struct {
-	to      AddrRange
-	name    string // first rule with this mark, for errors
-	comment string // shown on the postrouting rule: the smallest non-empty one
+	to   AddrRange
+	name string // first rule with this mark, for errors
 }
 
 // entry is one rendered classification rule: a MarkRule or SNATRule, or the

@@ -52,6 +52,15 @@ type Table struct {
 	Meters []Meter
 	// Chains, each nil when empty (and then not created).
 	Pre, FullNAT, Post, Input, Output []Rule
+	// The FULLNAT maps (fullnatmap.go), each created only when it has
+	// elements: fullnat_ports, fullnat_ranges, fullnat_any and
+	// snat_marks, and the
+	// chains snat_0, snat_1 ... that snat_marks jumps to, one per range.
+	PortMarks  []PortMark // single ports
+	RangeMarks []PortMark
+	VIPMarks   []VIPMark
+	SNATMarks  []SNATMark
+	SNATChains []AddrRange
 }
 
 // Verdict ends a rule.
@@ -98,10 +107,14 @@ type Rule struct {
 	SynAck   bool        // "tcp flags syn,ack / fin,syn,rst,ack": a SYN-ACK
 	MSSAbove uint16      // "tcp option maxseg size > N", if non-zero
 
-	SetMSS    uint16    // "tcp option maxseg size set N", if non-zero
-	SetMark   uint32    // "meta mark set X", if non-zero
-	SetCtMark uint32    // "ct mark set X", if non-zero
-	SNAT      AddrRange // "snat to A[-B] persistent", if From is valid
+	SetMSS    uint16 // "tcp option maxseg size set N", if non-zero
+	SetMark   uint32 // "meta mark set X", if non-zero
+	SetCtMark uint32 // "ct mark set X", if non-zero
+	// SetCtMarkMap: "ct mark set <key> map @<map>", if not NoMarkMap.
+	SetCtMarkMap MarkMap
+	// CtMarkVmap: "ct mark vmap @snat_marks".
+	CtMarkVmap bool
+	SNAT       AddrRange // "snat to A[-B] persistent", if From is valid
 	// Meter names a Meter of the table: "update @M { ip saddr limit rate
 	// over MeterRate/second burst MeterBurst packets }", if not empty.
 	Meter      string
@@ -119,7 +132,7 @@ func (rs Ruleset) Digest() string { return rs.digest }
 // Empty reports whether the ruleset has no rules (its tables are empty).
 func (rs Ruleset) Empty() bool {
 	for _, t := range rs.tables {
-		if len(t.Pre)+len(t.FullNAT)+len(t.Post)+len(t.Input)+len(t.Output)+len(t.Meters) > 0 {
+		if len(t.Pre)+len(t.FullNAT)+len(t.Post)+len(t.Input)+len(t.Output)+len(t.Meters)+len(t.SNATChains) > 0 {
 			return false
 		}
 	}
@@ -149,30 +162,38 @@ func (rs *Ruleset) seal() {
 func (t Table) format(b *strings.Builder, comment string) {
 	fmt.Fprintf(b, "table %s %s {\n", t.Family.NFTName(), TableName)
 	fmt.Fprintf(b, "\tset %s {\n\t\ttype %s\n\t\tcomment \"%s\"\n", VIPSet, addrType(t.Family), comment)
-	if len(t.VIPs) > 0 {
-		b.WriteString("\t\telements = { ")
-		// nft 1.0.6 breaks named-set element lists after every second IPv4
-		// address and after every IPv6 address (calculate_delim).
-		per := 2
-		if t.Family == IPv6 {
-			per = 1
-		}
-		for i, a := range t.VIPs {
-			if i > 0 {
-				if i%per == 0 {
-					b.WriteString(",\n\t\t\t     ")
-				} else {
-					b.WriteString(", ")
-				}
-			}
-			b.WriteString(a.String())
-		}
-		b.WriteString(" }\n")
+	// nft 1.0.6 breaks named-set element lists after every second IPv4
+	// address, every fifth mark and every other key (calculate_delim).
+	addrsPerLine := 2
+	if t.Family == IPv6 {
+		addrsPerLine = 1
 	}
+	elements(b, addrsPerLine, t.VIPs, netip.Addr.String)
 	b.WriteString("\t}\n")
 	for _, m := range t.Meters {
 		fmt.Fprintf(b, "\n\tset %s {\n\t\ttype %s\n\t\tsize %d\n\t\tflags dynamic,timeout\n\t\ttimeout %s\n\t}\n",
 			m.Name, addrType(t.Family), m.Size, nftDuration(m.Timeout))
+	}
+	portMark := func(m PortMark) string { return fmt.Sprintf("%s . %s . %s : 0x%08x", m.VIP, m.Proto, m.Ports, m.Mark) }
+	if len(t.PortMarks) > 0 {
+		fmt.Fprintf(b, "\n\tmap %s {\n\t\ttype %s%s\n", MapFullNATPorts, addrType(t.Family), fullnatPortsType)
+		elements(b, 1, t.PortMarks, portMark)
+		b.WriteString("\t}\n")
+	}
+	if len(t.RangeMarks) > 0 {
+		fmt.Fprintf(b, "\n\tmap %s {\n\t\ttype %s%s\n\t\tflags interval\n", MapFullNATRanges, addrType(t.Family), fullnatPortsType)
+		elements(b, 1, t.RangeMarks, portMark)
+		b.WriteString("\t}\n")
+	}
+	if len(t.VIPMarks) > 0 {
+		fmt.Fprintf(b, "\n\tmap %s {\n\t\ttype %s : mark\n", MapFullNATAny, addrType(t.Family))
+		elements(b, addrsPerLine, t.VIPMarks, func(m VIPMark) string { return fmt.Sprintf("%s : 0x%08x", m.VIP, m.Mark) })
+		b.WriteString("\t}\n")
+	}
+	if len(t.SNATMarks) > 0 {
+		fmt.Fprintf(b, "\n\tmap %s {\n\t\ttype mark : verdict\n", MapSNAT)
+		elements(b, 5, t.SNATMarks, func(m SNATMark) string { return fmt.Sprintf("0x%08x : goto %s", m.Mark, SNATChainName(m.Chain)) })
+		b.WriteString("\t}\n")
 	}
 	chain := func(name, hook string, rules []Rule) {
 		if rules == nil {
@@ -190,9 +211,31 @@ func (t Table) format(b *strings.Builder, comment string) {
 	chain(ChainPrerouting, "type filter hook prerouting priority mangle; policy accept;", t.Pre)
 	chain(ChainFullNAT, "", t.FullNAT)
 	chain(ChainPostrouting, "type nat hook postrouting priority srcnat; policy accept;", t.Post)
+	for i := range t.SNATChains {
+		chain(SNATChainName(i), "", []Rule{t.snatRule(i)})
+	}
 	chain(ChainInput, "type filter hook input priority filter; policy accept;", t.Input)
 	chain(ChainOutput, "type filter hook output priority filter; policy accept;", t.Output)
 	b.WriteString("}\n")
+}
+
+// elements prints the elements line of a named set or map, perLine a line.
+func elements[T any](b *strings.Builder, perLine int, es []T, format func(T) string) {
+	if len(es) == 0 {
+		return
+	}
+	b.WriteString("\t\telements = { ")
+	for i, e := range es {
+		if i > 0 {
+			if i%perLine == 0 {
+				b.WriteString(",\n\t\t\t     ")
+			} else {
+				b.WriteString(", ")
+			}
+		}
+		b.WriteString(format(e))
+	}
+	b.WriteString(" }\n")
 }
 
 func addrType(f Family) string {
@@ -268,6 +311,17 @@ func (r Rule) format(f Family) string {
 	}
 	if r.SetCtMark != 0 {
 		add("ct mark set 0x%08x", r.SetCtMark)
+	}
+	switch r.SetCtMarkMap {
+	case ByPort:
+		add("ct mark set %s daddr . meta l4proto . th dport map @%s", ip, MapFullNATPorts)
+	case ByPortRange:
+		add("ct mark set %s daddr . meta l4proto . th dport map @%s", ip, MapFullNATRanges)
+	case ByVIP:
+		add("ct mark set %s daddr map @%s", ip, MapFullNATAny)
+	}
+	if r.CtMarkVmap {
+		add("ct mark vmap @%s", MapSNAT)
 	}
 	if r.SNAT.From.IsValid() {
 		// nft prints an aligned range as a prefix. Persistent: the

@@ -30,8 +30,8 @@ func eval(rs rules.Ruleset, p packet) (mark, ctMark uint32) {
 			}
 		case r.Verdict == rules.JumpFullNAT:
 			for _, f := range t.FullNAT {
-				if matches(f, p) {
-					ctMark = f.SetCtMark
+				if m, ok := lookupCtMark(t, f, p); ok {
+					ctMark = m
 					break // return
 				}
 			}
@@ -40,6 +40,33 @@ func eval(rs rules.Ruleset, p packet) (mark, ctMark uint32) {
 		}
 	}
 	return mark, ctMark
+}
+
+// lookupCtMark evaluates rule f of the fullnat chain: a map lookup finds
+// the element whose key holds the packet's (the kernel's maps never hold
+// overlapping elements), a plain rule matches.
+func lookupCtMark(t rules.Table, f rules.Rule, p packet) (uint32, bool) {
+	switch f.SetCtMarkMap {
+	case rules.ByPort, rules.ByPortRange:
+		marks := t.PortMarks
+		if f.SetCtMarkMap == rules.ByPortRange {
+			marks = t.RangeMarks
+		}
+		for _, m := range marks {
+			if m.VIP == p.dst && m.Proto == p.proto && m.Ports.From <= p.port && p.port <= m.Ports.To {
+				return m.Mark, true
+			}
+		}
+		return 0, false
+	case rules.ByVIP:
+		for _, m := range t.VIPMarks {
+			if m.VIP == p.dst {
+				return m.Mark, true
+			}
+		}
+		return 0, false
+	}
+	return f.SetCtMark, matches(f, p)
 }
 
 func matches(r rules.Rule, p packet) bool {

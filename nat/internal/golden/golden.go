@@ -106,6 +106,22 @@ var Cases = []Case{
 	{"fullnat-v6", rules.Spec{SNAT: []rules.SNATRule{
 		{Match: rules.Match{VIP: Addr("2001:db8::10"), Protocol: l4.TCP, Ports: []l4.PortRange{Port(80)}}, CtMark: 0x11, To: Addrs("2001:db8:1::3", "2001:db8:1::2", "2001:db8:1::4"), Comment: "web6"},
 	}}},
+	// FULLNAT services of every shape: ports listed beside all ports on
+	// one VIP (the listed ones win), source steering before the services
+	// for every client, protocol any after the named protocols, shared
+	// SNAT ranges, both families.
+	{"fullnat-maps", rules.Spec{SNAT: []rules.SNATRule{
+		{Match: rules.Match{VIP: Addr("203.0.113.10"), Protocol: l4.TCP, Ports: []l4.PortRange{Port(80), Port(443)}}, CtMark: 0x10, To: Addrs("192.0.2.2", "192.0.2.3"), Comment: "web"},
+		{Match: rules.Match{VIP: Addr("203.0.113.10"), Protocol: l4.TCP, Ports: []l4.PortRange{{From: 8000, To: 8099}}}, CtMark: 0x11, To: Addrs("192.0.2.2", "192.0.2.3"), Comment: "range"},
+		{Match: rules.Match{VIP: Addr("203.0.113.10"), Protocol: l4.TCP}, CtMark: 0x12, To: Addrs("192.0.2.4"), Comment: "rest of tcp"},
+		{Match: rules.Match{VIP: Addr("203.0.113.10"), Protocol: l4.UDP, Ports: []l4.PortRange{Port(53)}}, CtMark: 0x13, To: Addrs("192.0.2.4"), Comment: "dns"},
+		{Match: rules.Match{VIP: Addr("203.0.113.10"), Protocol: l4.TCP, Ports: []l4.PortRange{Port(80)}, Sources: Prefixes("198.51.100.0/24")}, CtMark: 0x14, To: Addrs("192.0.2.4"), Comment: "steered web"},
+		{Match: rules.Match{VIP: Addr("203.0.113.11")}, CtMark: 0x15, To: Addrs("192.0.2.4"), Comment: "any protocol"},
+		{Match: rules.Match{VIP: Addr("203.0.113.12")}, CtMark: 0x16, To: Addrs("192.0.2.4"), Comment: "any protocol 2"},
+		{Match: rules.Match{VIP: Addr("203.0.113.11"), Sources: Prefixes("198.51.100.0/25")}, CtMark: 0x17, To: Addrs("192.0.2.2", "192.0.2.3"), Comment: "steered any"},
+		{Match: rules.Match{VIP: Addr("2001:db8::10"), Protocol: l4.SCTP, Ports: []l4.PortRange{{From: 2000, To: 2999}}}, CtMark: 0x10, To: Addrs("2001:db8:1::2"), Comment: "sctp6"},
+		{Match: rules.Match{VIP: Addr("2001:db8::11")}, CtMark: 0x11, To: Addrs("2001:db8:1::2", "2001:db8:1::3"), Comment: "any6"},
+	}}},
 	{"mss-clamp", rules.Spec{ClampMSS: []rules.MSSClamp{
 		// A tunnel real server: the IPv4 VIPs in one rule, the IPv6 one on its own.
 		{VIP: Addr("203.0.113.11"), MSS: 1440}, {VIP: Addr("203.0.113.10"), MSS: 1440}, {VIP: Addr("2001:db8::10"), MSS: 1400},
