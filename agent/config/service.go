@@ -397,7 +397,6 @@ func (d *doc) backends(s Service, raw []rawBackend) []Backend {
 			b.Weight = int32(*rb.Weight) // 0-MaxWeight: its range tag
 		}
 		d.thresholds(path, s.Name, &b, rb)
-		b.Key = BackendKey(s.Name, b.Addr, b.Port)
 		key := netip.AddrPortFrom(b.Addr, b.Port)
 		if seen[key] {
 			d.Errorf(path+".address", "service %q: backend %s is listed twice", s.Name, b)
@@ -408,7 +407,30 @@ func (d *doc) backends(s Service, raw []rawBackend) []Backend {
 	slices.SortFunc(out, func(a, b Backend) int {
 		return cmp.Or(a.Addr.Compare(b.Addr), cmp.Compare(a.Port, b.Port))
 	})
+	nameBackends(s.Name, out)
 	return out
+}
+
+// nameBackends sets each backend's Key (BackendKey) as a piece of one
+// string: one allocation a service instead of one a backend (100,000 of
+// ~22 bytes at 10,000 services, each rounded up to 24 and left among the
+// garbage of the file's parse).
+func nameBackends(service string, bs []Backend) {
+	var buf []byte
+	ends := make([]int, len(bs))
+	for i, b := range bs {
+		buf = append(append(buf, service...), '/')
+		if b.Port == 0 {
+			buf = b.Addr.AppendTo(buf)
+		} else {
+			buf = netip.AddrPortFrom(b.Addr, b.Port).AppendTo(buf)
+		}
+		ends[i] = len(buf)
+	}
+	keys, start := string(buf), 0
+	for i := range bs {
+		bs[i].Key, start = keys[start:ends[i]], ends[i]
+	}
 }
 
 // portRefused says why a backend (or the sorry server, what names it)

@@ -2,6 +2,7 @@ package config
 
 import (
 	"errors"
+	"net/netip"
 	"os"
 	"path/filepath"
 	"strings"
@@ -241,5 +242,26 @@ func TestServiceInterfaces(t *testing.T) {
 				t.Errorf("interface %q, gateway_interface %q; want %q, %q", s.Interface, s.GatewayInterface, c.iface, c.gatewayIface)
 			}
 		})
+	}
+}
+
+// A backend's Key, a piece of one string per service, is its BackendKey.
+func TestBackendKeysShareOneString(t *testing.T) {
+	for _, c := range []struct {
+		addr string
+		port uint16
+	}{
+		{"10.0.0.1", 0},
+		{"10.0.0.2", 8080},
+		{"2001:db8::1", 0},
+		{"2001:db8::2", 443},
+	} {
+		bs := []Backend{{Addr: netip.MustParseAddr("10.9.9.9"), Port: 1}, {Addr: netip.MustParseAddr(c.addr), Port: c.port}}
+		nameBackends("web", bs)
+		for _, b := range bs {
+			if want := BackendKey("web", b.Addr, b.Port); b.Key != want {
+				t.Errorf("%s port %d: key %q, want %q", b.Addr, b.Port, b.Key, want)
+			}
+		}
 	}
 }
