@@ -22,7 +22,7 @@ func TestWithHealthKeyedByBackend(t *testing.T) {
 	out, _ := WithHealth(d, cfg.Services, map[string]BackendHealth{"web/10.0.0.11": {Healthy: false, Weight: -1}, "web/10.0.0.12": {Healthy: true, Weight: -1}}, nil)
 	for _, vs := range out.Services {
 		for _, dst := range vs.Destinations {
-			want := map[string]int{"10.0.0.11": 0, "10.0.0.12": 5, "127.0.0.1": 1}[dst.Addr().String()]
+			want := map[string]uint16{"10.0.0.11": 0, "10.0.0.12": 5, "127.0.0.1": 1}[dst.Addr().String()]
 			if dst.Weight != want {
 				t.Errorf("%s %s: weight %d, want %d", vs.ServiceKey, dst.Key(), dst.Weight, want)
 			}

@@ -57,9 +57,9 @@ func withWeights(in *VirtualService, byBackend map[string]Weights) *VirtualServi
 	for _, dst := range in.Destinations {
 		w, ok := byBackend[dst.Backend()]
 		if !ok {
-			w = Weights{kernel: dst.Weight, slot: int(dst.SlotWeight)}
+			w = Weights{kernel: int(dst.Weight), slot: int(dst.SlotWeight)}
 		}
-		same = same && w.kernel == dst.Weight && w.slot == int(dst.SlotWeight)
+		same = same && w.kernel == int(dst.Weight) && w.slot == int(dst.SlotWeight)
 		eligible = eligible || w.kernel > 0
 	}
 	sorry := in.Sorry != nil && !eligible
@@ -70,7 +70,7 @@ func withWeights(in *VirtualService, byBackend map[string]Weights) *VirtualServi
 	vs.Destinations = slices.Clone(vs.Destinations)
 	for j, dst := range vs.Destinations {
 		if w, ok := byBackend[dst.Backend()]; ok {
-			vs.Destinations[j].Weight, vs.Destinations[j].SlotWeight = w.kernel, int32(w.slot)
+			vs.Destinations[j].Weight, vs.Destinations[j].SlotWeight = uint16(w.kernel), uint16(w.slot)
 		}
 	}
 	if sorry {

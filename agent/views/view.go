@@ -398,7 +398,7 @@ func (r *statusReader) service(l listed, withDests bool, now time.Time) ServiceS
 func (r *statusReader) destination(vs *planner.VirtualService, d *planner.Destination, k *spec.Destination, now time.Time) DestinationStatus {
 	var ds DestinationStatus
 	if d != nil {
-		ds = DestinationStatus{Address: d.Key().String(), Forwarding: vs.Kernel(*d).Method(), ConfiguredWeight: d.Weight, Weight: -1}
+		ds = DestinationStatus{Address: d.Key().String(), Forwarding: vs.Kernel(*d).Method(), ConfiguredWeight: int(d.Weight), Weight: -1}
 		ds.setHealth(r.states, r.s.Eligibility.At(vs.Name), r.s.Config, d.Backend())
 		if ov, ok := r.s.Overrides[d.Backend()]; ok {
 			ds.Override = &ov
@@ -407,7 +407,7 @@ func (r *statusReader) destination(vs *planner.VirtualService, d *planner.Destin
 		ds = DestinationStatus{Address: k.DestinationKey.String(), Forwarding: k.Method(), ConfiguredWeight: -1,
 			ReportedWeight: health.NoWeight, Sorry: vs.IsSorry(k.DestinationKey)}
 		if ds.Sorry && sorryWanted(r.s.Desired, vs.ServiceKey) {
-			ds.ConfiguredWeight, ds.Eligible = vs.Sorry.Weight, true // no backend is
+			ds.ConfiguredWeight, ds.Eligible = int(vs.Sorry.Weight), true // no backend is
 		}
 		if since, ok := r.s.Drains[planner.DrainKey{Service: vs.ServiceKey, Destination: k.DestinationKey}]; ok {
 			ds.DrainingFor = now.Sub(since).Round(time.Second).Seconds()
