@@ -245,23 +245,20 @@ func TestServiceInterfaces(t *testing.T) {
 	}
 }
 
-// A backend's Key, a piece of one string per service, is its BackendKey.
-func TestBackendKeysShareOneString(t *testing.T) {
+// BackendKey names a backend by its address, and its port when it has one.
+func TestBackendKey(t *testing.T) {
 	for _, c := range []struct {
 		addr string
 		port uint16
+		want string
 	}{
-		{"10.0.0.1", 0},
-		{"10.0.0.2", 8080},
-		{"2001:db8::1", 0},
-		{"2001:db8::2", 443},
+		{"10.0.0.1", 0, "web/10.0.0.1"},
+		{"10.0.0.2", 8080, "web/10.0.0.2:8080"},
+		{"2001:db8::1", 0, "web/2001:db8::1"},
+		{"2001:db8::2", 443, "web/[2001:db8::2]:443"},
 	} {
-		bs := []Backend{{Addr: netip.MustParseAddr("10.9.9.9"), Port: 1}, {Addr: netip.MustParseAddr(c.addr), Port: c.port}}
-		nameBackends("web", bs)
-		for _, b := range bs {
-			if want := BackendKey("web", b.Addr, b.Port); b.Key != want {
-				t.Errorf("%s port %d: key %q, want %q", b.Addr, b.Port, b.Key, want)
-			}
+		if got := BackendKey("web", netip.MustParseAddr(c.addr), c.port); got != c.want {
+			t.Errorf("%s port %d: %q, want %q", c.addr, c.port, got, c.want)
 		}
 	}
 }

@@ -104,9 +104,22 @@ func (d Destination) Key() ipvs.DestinationKey {
 	return ipvs.DestinationKey{Addr: d.From.Addr, Port: d.Port}
 }
 
-// Backend is the configured backend's HealthKey: health and eligibility
-// find their destination by it, never by position.
-func (d Destination) Backend() string { return d.From.Key }
+// Backend is the HealthKey of dst, one of vs's destinations (SorryKey for
+// its sorry server): health and eligibility find their destination by it,
+// never by position.
+func (vs *VirtualService) Backend(dst Destination) string {
+	var buf [80]byte
+	return string(vs.appendBackend(buf[:0], dst))
+}
+
+// appendBackend appends vs.Backend(dst) to buf: a map indexed by
+// string(vs.appendBackend(buf[:0], dst)) allocates nothing.
+func (vs *VirtualService) appendBackend(buf []byte, dst Destination) []byte {
+	if vs.Sorry != nil && dst.From == vs.Sorry.From {
+		return append(append(buf, vs.Name...), sorrySuffix...)
+	}
+	return config.AppendBackendKey(buf, vs.Name, dst.From.Addr, dst.From.Port)
+}
 
 // Kernel is dst as the IPVS destination of vs.
 func (vs *VirtualService) Kernel(dst Destination) ipvs.Destination {
@@ -272,17 +285,12 @@ func destinations(s *config.Service, servicePort uint16) ([]Destination, *Destin
 	out := make([]Destination, 0, len(s.Backends))
 	for i := range s.Backends {
 		b := &s.Backends[i]
-		if b.Key == "" { // not read from a file: made now, once
-			named := *b
-			named.Key = HealthKey(s.Name, named)
-			b = &named
-		}
 		out = append(out, Destination{From: b, Port: port(b.Port), Weight: uint16(b.Weight), SlotWeight: uint16(max(b.Weight, 1))})
 	}
 	if !s.SorryServer.IsValid() {
 		return out, nil
 	}
-	sorry := &config.Backend{Addr: s.SorryServer.Addr(), Port: s.SorryServer.Port(), Key: SorryKey(s.Name), Weight: 1}
+	sorry := &config.Backend{Addr: s.SorryServer.Addr(), Port: s.SorryServer.Port(), Weight: 1}
 	return out, &Destination{From: sorry, Port: port(sorry.Port), Weight: 1, SlotWeight: 1}
 }
 
@@ -294,7 +302,9 @@ func (vs VirtualService) IsSorry(k ipvs.DestinationKey) bool {
 // SorryKey names a service's sorry server where destinations name their
 // backend (Destination.Backend); it is no HealthKey, so health never
 // finds it.
-func SorryKey(service string) string { return service + "/sorry" }
+func SorryKey(service string) string { return service + sorrySuffix }
+
+const sorrySuffix = "/sorry"
 
 // schedulerFlags maps affinity to Maglev flags. mh-fallback is always on so a
 // destination set to weight 0 hands its flows to the others instead of

@@ -54,8 +54,9 @@ func SpliceWeighted(prev []*VirtualService, names map[string]bool, before, piece
 // weights are all as configured is the configuration's), else a copy.
 func withWeights(in *VirtualService, byBackend map[string]Weights) *VirtualService {
 	same, eligible := true, false
+	var buf [80]byte
 	for _, dst := range in.Destinations {
-		w, ok := byBackend[dst.Backend()]
+		w, ok := byBackend[string(in.appendBackend(buf[:0], dst))]
 		if !ok {
 			w = Weights{kernel: int(dst.Weight), slot: int(dst.SlotWeight)}
 		}
@@ -69,7 +70,7 @@ func withWeights(in *VirtualService, byBackend map[string]Weights) *VirtualServi
 	vs := new(*in)
 	vs.Destinations = slices.Clone(vs.Destinations)
 	for j, dst := range vs.Destinations {
-		if w, ok := byBackend[dst.Backend()]; ok {
+		if w, ok := byBackend[string(vs.appendBackend(buf[:0], dst))]; ok {
 			vs.Destinations[j].Weight, vs.Destinations[j].SlotWeight = uint16(w.kernel), uint16(w.slot)
 		}
 	}

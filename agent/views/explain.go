@@ -176,7 +176,7 @@ func explainDestinations(states map[string]health.State, s *agent.Snapshot, vs *
 		slotWeight := k.Weight
 		if w, ok := wanted[k.DestinationKey]; ok {
 			ds.ConfiguredWeight = int(w.Weight)
-			ds.setHealth(states, s.Eligibility.At(vs.Name), s.Config, w.Backend())
+			ds.setHealth(states, s.Eligibility.At(vs.Name), s.Config, vs.Backend(w))
 			if slotWeight == 0 {
 				slotWeight = int(max(w.SlotWeight, w.Weight))
 			}
