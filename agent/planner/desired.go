@@ -105,8 +105,9 @@ func (d Destination) Key() ipvs.DestinationKey {
 }
 
 // Backend is the HealthKey of dst, one of vs's destinations (SorryKey for
-// its sorry server): health and eligibility find their destination by it,
-// never by position.
+// its sorry server, "" for one of lvsd's own services, which no health,
+// override or eligibility names): health and eligibility find their
+// destination by it, never by position.
 func (vs *VirtualService) Backend(dst Destination) string {
 	var buf [80]byte
 	return string(vs.appendBackend(buf[:0], dst))
@@ -115,6 +116,9 @@ func (vs *VirtualService) Backend(dst Destination) string {
 // appendBackend appends vs.Backend(dst) to buf: a map indexed by
 // string(vs.appendBackend(buf[:0], dst)) allocates nothing.
 func (vs *VirtualService) appendBackend(buf []byte, dst Destination) []byte {
+	if vs.Internal {
+		return buf
+	}
 	if vs.Sorry != nil && dst.From == vs.Sorry.From {
 		return append(append(buf, vs.Name...), sorrySuffix...)
 	}
