@@ -177,7 +177,7 @@ func sorryRow(t *testing.T, e *testEnv, a *Agent) string {
 		configured, eligible := -1, false
 		wanted, ok := planner.FindService(s.Desired, vs.ServiceKey)
 		if ok && slices.ContainsFunc(wanted.Destinations, func(d planner.Destination) bool { return vs.IsSorry(d.Key()) }) {
-			configured, eligible = vs.Sorry.Weight, true
+			configured, eligible = int(vs.Sorry.Weight), true
 		}
 		return fmt.Sprintf("%d/%d/%v", configured, k.Weight, eligible)
 	}

@@ -31,7 +31,7 @@ func serviceStrings(d planner.Desired) []string {
 	for _, vs := range d.Services {
 		line := vs.Service.String()
 		for _, dst := range vs.Destinations {
-			line += " | " + dst.Key().String() + " w" + strconv.Itoa(dst.Weight) + " " + vs.Kernel(dst).Method()
+			line += " | " + dst.Key().String() + " w" + strconv.Itoa(int(dst.Weight)) + " " + vs.Kernel(dst).Method()
 		}
 		out = append(out, line)
 	}

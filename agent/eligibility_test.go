@@ -36,7 +36,7 @@ func weightsOf(d planner.Desired) []int {
 	var w []int
 	for _, vs := range d.Services {
 		for _, dst := range vs.Destinations {
-			w = append(w, dst.Weight)
+			w = append(w, int(dst.Weight))
 		}
 	}
 	return w

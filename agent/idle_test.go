@@ -1,11 +1,7 @@
 package agent
 
 import (
-	"context"
-	"io"
-	"log/slog"
 	"os"
-	"path/filepath"
 	"runtime"
 	"runtime/pprof"
 	"syscall"
@@ -21,42 +17,10 @@ import (
 // profile is written there, to find periodic work that grows with the
 // number of services (go tool pprof -top). b.N is not used.
 func BenchmarkIdleCPU(b *testing.B) {
-	window := 60 * time.Second
-	if s := os.Getenv("LVSD_IDLE_SECONDS"); s != "" {
-		d, err := time.ParseDuration(s + "s")
-		if err != nil {
-			b.Fatalf("LVSD_IDLE_SECONDS=%q: %v", s, err)
-		}
-		window = d
-	}
+	window := idleWindow(b, 60*time.Second)
 	e := newEnv(b)
-	tenBackendServices(e, 10000)
-	h, err := NewHolder(e.kernel(), nil, filepath.Join(e.dir, "state"), nil)
-	if err != nil {
-		b.Fatal(err)
-	}
-	opts := Options{Holder: h, Kernel: e.kernel(), ConfigPath: filepath.Join(e.dir, "lvsd.yaml"),
-		Log: slog.New(slog.NewTextHandler(io.Discard, nil)), Now: time.Now}
-	a := New(opts)
-	cfg, err := LoadConfig(opts.ConfigPath)
-	if err != nil {
-		b.Fatal(err)
-	}
-	a.opts.Config = cfg
-	ctx, cancel := context.WithCancel(context.Background())
-	done := make(chan error, 1)
-	go func() { done <- a.Run(ctx, nil) }()
-	defer func() {
-		cancel()
-		if err := <-done; err != nil {
-			b.Error(err)
-		}
-	}()
-	// The first pass has run once the agent publishes a pass.
-	for a.snap.Load() == nil || a.snap.Load().Passes.Passes == 0 {
-		time.Sleep(50 * time.Millisecond)
-	}
-	time.Sleep(DefaultCheck) // the start's own settling
+	_, stop := runningDirector(b, e)
+	defer stop()
 	if f := os.Getenv("LVSD_IDLE_CPU_PROFILE"); f != "" {
 		out, err := os.Create(f)
 		if err != nil {

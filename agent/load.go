@@ -21,8 +21,6 @@ type LoadedConfig struct {
 	Desired  planner.Desired // every backend at its configured weight
 	files    []*servicesdir.File
 	pieces   planner.Pieces
-	// checked counts the backends with health checks by HealthKey.
-	checked planner.CopyOnWriteMap[string, int]
 	// digests are the services' configuration digests by name
 	// (serviceDigests), which the cluster compares between directors.
 	digests map[string]uint64
@@ -113,8 +111,7 @@ func (l *Reloader) Reload(prev *LoadedConfig, changed []string) (*LoadedConfig, 
 	if c.Desired, c.pieces, err = planner.Rebuild(agent, c.Services, prevPieces, prevDesired, ch.Services, ch.Fresh); err != nil {
 		return nil, Changes{}, err
 	}
-	c.checked = checkedBackends(prev, c, ch.Services) // ch.Services nil: all
-	var changedNames map[string]bool                  // nil: digest every service
+	var changedNames map[string]bool // nil: digest every service
 	if !all {
 		changedNames = ch.Services
 	}

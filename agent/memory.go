@@ -14,7 +14,7 @@ import (
 
 // How the agent keeps its resident memory near its live state. Nearly all
 // of an agent's heap is long-lived (the configuration, desired state and
-// kernel view: 37 MiB at 10,000 services × 10 backends, up to ~45 MiB
+// kernel view: 32 MiB at 10,000 services × 10 backends, up to ~40 MiB
 // with the counters of destinations with traffic), and nearly all its
 // garbage comes in bursts: loading every file, and the first pass.
 //

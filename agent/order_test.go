@@ -18,7 +18,7 @@ import (
 
 // dest is the destination 10.0.0.<last>:80 as lvsd wants it.
 func dest(last byte, weight int) planner.Destination {
-	return planner.Destination{From: &config.Backend{Addr: netip.AddrFrom4([4]byte{10, 0, 0, last})}, Port: 80, Weight: weight, SlotWeight: int32(max(weight, 1))}
+	return planner.Destination{From: &config.Backend{Addr: netip.AddrFrom4([4]byte{10, 0, 0, last})}, Port: 80, Weight: uint16(weight), SlotWeight: uint16(max(weight, 1))}
 }
 
 // masq is d as the kernel has it in a NAT service.

@@ -206,8 +206,8 @@ func checkBackend(t *testing.T, step string, e *testEnv, a *Agent, kernel int, d
 					gotKernel = k.Weight
 				}
 			}
-			gotDrained := s.Overrides[d.Backend()].Drained
-			if gotKernel != kernel || gotDrained != drained || d.Weight != configured {
+			gotDrained := s.Overrides[vs.Backend(d)].Drained
+			if gotKernel != kernel || gotDrained != drained || int(d.Weight) != configured {
 				t.Errorf("%s: %s %s: kernel weight %d, drained %v, configured %d; want %d, %v, %d",
 					step, vs.ServiceKey, d.Key(), gotKernel, gotDrained, d.Weight, kernel, drained, configured)
 			}

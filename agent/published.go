@@ -7,7 +7,6 @@ import (
 	"net/netip"
 	"time"
 
-	"github.com/lvsd/lvsd/agent/config"
 	"github.com/lvsd/lvsd/agent/health"
 	"github.com/lvsd/lvsd/agent/histogram"
 	"github.com/lvsd/lvsd/agent/planner"
@@ -204,35 +203,13 @@ func (a *Agent) ConfigPath() string { return a.opts.ConfigPath }
 func (a *Agent) Now() time.Time { return a.opts.Now() }
 
 // HasChecks reports whether the backend with HealthKey key has health
-// checks in c.
-func (c *LoadedConfig) HasChecks(key string) bool { return c.checked.Has(key) }
-
-// checkedBackends counts, by HealthKey, the backends of c's services that
-// have health checks. With prev, c is prev with the services in names
-// changed, and only theirs are counted again.
-func checkedBackends(prev, c *LoadedConfig, names map[string]bool) planner.CopyOnWriteMap[string, int] {
-	var out planner.CopyOnWriteMap[string, int]
-	count := func(services []*config.Service, delta int) {
-		for _, s := range services {
-			for _, b := range s.Backends {
-				if b.Health == nil {
-					continue
-				}
-				k := planner.HealthKey(s.Name, b)
-				if n := out.At(k) + delta; n > 0 {
-					out.Set(k, n)
-				} else {
-					out.Delete(k)
-				}
-			}
-		}
+// checks in c. It finds the backend in its service, without an index of
+// the checked ones by key, which held a string for every checked backend.
+func (c *LoadedConfig) HasChecks(key string) bool {
+	s := c.service(serviceOfKey(key))
+	if s == nil {
+		return false
 	}
-	if prev == nil || names == nil {
-		count(c.Services, 1)
-		return out
-	}
-	out = prev.checked.Clone()
-	count(prev.named(names), -1)
-	count(c.named(names), 1)
-	return out
+	i, ok := planner.BackendAt(s, key)
+	return ok && s.Backends[i].Health != nil
 }

@@ -87,6 +87,19 @@ func (c *LoadedConfig) named(names map[string]bool) []*config.Service {
 	return out
 }
 
+// service returns the configured service named name (nil: none).
+func (c *LoadedConfig) service(name string) *config.Service {
+	if c.pieces != nil {
+		return c.pieces.Source(name)
+	}
+	for _, s := range c.Services {
+		if s.Name == name {
+			return s
+		}
+	}
+	return nil
+}
+
 // serviceKeys returns the keys of the IPVS services of the named
 // configured services: from their pieces, without a walk over every
 // service, when c has them.

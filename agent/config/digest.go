@@ -24,7 +24,6 @@ const DigestScheme = 1
 // of another host is the same configuration.
 var digestSkipped = map[reflect.Type]map[string]bool{
 	reflect.TypeFor[Service](): {"File": true, "Line": true, "Interface": true, "GatewayInterface": true},
-	reflect.TypeFor[Backend](): {"Key": true},    // made of the name, address and port, which count
 	reflect.TypeFor[TLS]():     {"CAFile": true}, // RootCAs, its content, counts
 	reflect.TypeFor[User]():    {"UID": true, "GID": true, "Groups": true, "Home": true},
 }

@@ -2,6 +2,7 @@ package config
 
 import (
 	"errors"
+	"net/netip"
 	"os"
 	"path/filepath"
 	"strings"
@@ -241,5 +242,23 @@ func TestServiceInterfaces(t *testing.T) {
 				t.Errorf("interface %q, gateway_interface %q; want %q, %q", s.Interface, s.GatewayInterface, c.iface, c.gatewayIface)
 			}
 		})
+	}
+}
+
+// BackendKey names a backend by its address, and its port when it has one.
+func TestBackendKey(t *testing.T) {
+	for _, c := range []struct {
+		addr string
+		port uint16
+		want string
+	}{
+		{"10.0.0.1", 0, "web/10.0.0.1"},
+		{"10.0.0.2", 8080, "web/10.0.0.2:8080"},
+		{"2001:db8::1", 0, "web/2001:db8::1"},
+		{"2001:db8::2", 443, "web/[2001:db8::2]:443"},
+	} {
+		if got := BackendKey("web", netip.MustParseAddr(c.addr), c.port); got != c.want {
+			t.Errorf("%s port %d: %q, want %q", c.addr, c.port, got, c.want)
+		}
 	}
 }

@@ -74,19 +74,23 @@ type VirtualService struct {
 // connection limits and HealthKey are the backend's as configured, shared
 // with the configuration instead of copied: the kernel's counters are no
 // part of what is wanted, and VirtualService.Kernel makes the IPVS
-// destination. 24 bytes: a director of 10,000 services × 10 backends keeps
+// destination. 16 bytes: a director of 10,000 services × 10 backends keeps
 // 100,000 of them, 96 bytes each as an ipvs.Destination with a HealthKey
-// and a slot weight.
+// and a slot weight; with weights of 4 or 8 bytes, 24 (a service's 10 took
+// 240 bytes instead of 160).
 type Destination struct {
 	// From is the backend as configured. Never modified.
-	From   *config.Backend
-	Weight int
+	From *config.Backend
+	// Weight is the kernel weight: at most config.MaxWeight, which
+	// configured weights, overrides and weight headers (health.MaxWeight)
+	// are bounded by.
+	Weight uint16
 	// SlotWeight is the weight a destination wanted at weight 0 is added
 	// with before it is lowered: the kernel gives a destination added at
 	// weight 0 no Maglev slots, and every director must build the same
-	// table whatever health it saw first. At most config.MaxWeight or a
-	// weight header's value, which health bounds alike.
-	SlotWeight int32
+	// table whatever health it saw first. At most config.MaxWeight, as
+	// Weight.
+	SlotWeight uint16
 	// Port is the backend's port, or the service's for a backend without
 	// one.
 	Port uint16
@@ -100,13 +104,30 @@ func (d Destination) Key() ipvs.DestinationKey {
 	return ipvs.DestinationKey{Addr: d.From.Addr, Port: d.Port}
 }
 
-// Backend is the configured backend's HealthKey: health and eligibility
-// find their destination by it, never by position.
-func (d Destination) Backend() string { return d.From.Key }
+// Backend is the HealthKey of dst, one of vs's destinations (SorryKey for
+// its sorry server, "" for one of lvsd's own services, which no health,
+// override or eligibility names): health and eligibility find their
+// destination by it, never by position.
+func (vs *VirtualService) Backend(dst Destination) string {
+	var buf [80]byte
+	return string(vs.appendBackend(buf[:0], dst))
+}
+
+// appendBackend appends vs.Backend(dst) to buf: a map indexed by
+// string(vs.appendBackend(buf[:0], dst)) allocates nothing.
+func (vs *VirtualService) appendBackend(buf []byte, dst Destination) []byte {
+	if vs.Internal {
+		return buf
+	}
+	if vs.Sorry != nil && dst.From == vs.Sorry.From {
+		return append(append(buf, vs.Name...), sorrySuffix...)
+	}
+	return config.AppendBackendKey(buf, vs.Name, dst.From.Addr, dst.From.Port)
+}
 
 // Kernel is dst as the IPVS destination of vs.
 func (vs *VirtualService) Kernel(dst Destination) ipvs.Destination {
-	return ipvs.Destination{DestinationKey: dst.Key(), Weight: dst.Weight, UpperThreshold: dst.From.UpperThreshold,
+	return ipvs.Destination{DestinationKey: dst.Key(), Weight: int(dst.Weight), UpperThreshold: dst.From.UpperThreshold,
 		LowerThreshold: dst.From.LowerThreshold, Forwarding: vs.Forwarding, Tunnel: vs.Tunnel}
 }
 
@@ -268,17 +289,12 @@ func destinations(s *config.Service, servicePort uint16) ([]Destination, *Destin
 	out := make([]Destination, 0, len(s.Backends))
 	for i := range s.Backends {
 		b := &s.Backends[i]
-		if b.Key == "" { // not read from a file: made now, once
-			named := *b
-			named.Key = HealthKey(s.Name, named)
-			b = &named
-		}
-		out = append(out, Destination{From: b, Port: port(b.Port), Weight: int(b.Weight), SlotWeight: max(b.Weight, 1)})
+		out = append(out, Destination{From: b, Port: port(b.Port), Weight: uint16(b.Weight), SlotWeight: uint16(max(b.Weight, 1))})
 	}
 	if !s.SorryServer.IsValid() {
 		return out, nil
 	}
-	sorry := &config.Backend{Addr: s.SorryServer.Addr(), Port: s.SorryServer.Port(), Key: SorryKey(s.Name), Weight: 1}
+	sorry := &config.Backend{Addr: s.SorryServer.Addr(), Port: s.SorryServer.Port(), Weight: 1}
 	return out, &Destination{From: sorry, Port: port(sorry.Port), Weight: 1, SlotWeight: 1}
 }
 
@@ -290,7 +306,9 @@ func (vs VirtualService) IsSorry(k ipvs.DestinationKey) bool {
 // SorryKey names a service's sorry server where destinations name their
 // backend (Destination.Backend); it is no HealthKey, so health never
 // finds it.
-func SorryKey(service string) string { return service + "/sorry" }
+func SorryKey(service string) string { return service + sorrySuffix }
+
+const sorrySuffix = "/sorry"
 
 // schedulerFlags maps affinity to Maglev flags. mh-fallback is always on so a
 // destination set to weight 0 hands its flows to the others instead of

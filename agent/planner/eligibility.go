@@ -15,14 +15,17 @@ type BackendHealth struct {
 	Weight  int // reported through the weight header; -1: none
 }
 
-// HealthKey names backend b of service for health checking: the key its
-// file's reading made (config.BackendKey), or made now for a backend that
-// was not read from a file.
+// HealthKey names backend b of service for health checking
+// (config.BackendKey).
 func HealthKey(service string, b config.Backend) string {
-	if b.Key != "" {
-		return b.Key
-	}
 	return config.BackendKey(service, b.Addr, b.Port)
+}
+
+// isHealthKey reports whether key is HealthKey(service, b), without
+// making that key.
+func isHealthKey(key, service string, b config.Backend) bool {
+	var buf [80]byte
+	return string(config.AppendBackendKey(buf[:0], service, b.Addr, b.Port)) == key
 }
 
 // Eligibility is the policy's decision for one service, kept for logs and
@@ -88,19 +91,25 @@ func (e Eligibility) backend(key string) (decision, bool) {
 		}
 	}
 	for i, d := range e.decided {
-		if d&decidedBackend != 0 && e.key(i) == key {
+		if d&decidedBackend != 0 && isHealthKey(key, e.of.Name, e.of.Backends[i]) {
 			return d, true
 		}
 	}
 	return 0, false
 }
 
-// position finds the backend with HealthKey key by a binary search of the
-// configured backends, which the configuration sorts by address and port
-// (ok false: not found that way).
+// position finds the backend with HealthKey key (ok false: not found
+// that way).
 func (e Eligibility) position(key string) (int, bool) {
-	rest, ok := strings.CutPrefix(key, e.of.Name+"/")
-	if !ok {
+	return BackendAt(e.of, key)
+}
+
+// BackendAt finds the backend of s with HealthKey key by a binary search
+// of its backends, which the configuration sorts by address and port.
+func BackendAt(s *config.Service, key string) (int, bool) {
+	rest, named := strings.CutPrefix(key, s.Name)
+	rest, ok := strings.CutPrefix(rest, "/")
+	if !named || !ok {
 		return 0, false
 	}
 	var want netip.AddrPort
@@ -109,10 +118,10 @@ func (e Eligibility) position(key string) (int, bool) {
 	} else if want, err = netip.ParseAddrPort(rest); err != nil {
 		return 0, false
 	}
-	i, found := slices.BinarySearchFunc(e.of.Backends, want, func(b config.Backend, w netip.AddrPort) int {
+	i, found := slices.BinarySearchFunc(s.Backends, want, func(b config.Backend, w netip.AddrPort) int {
 		return netip.AddrPortFrom(b.Addr, b.Port).Compare(w)
 	})
-	if !found || e.key(i) != key {
+	if !found || !isHealthKey(key, s.Name, s.Backends[i]) {
 		return 0, false
 	}
 	return i, true

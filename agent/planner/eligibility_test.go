@@ -2,10 +2,12 @@ package planner
 
 import (
 	"fmt"
+	"net/netip"
 	"slices"
 	"testing"
 
 	"github.com/lvsd/lvsd/agent/config"
+	"github.com/lvsd/lvsd/ipvs/l4"
 )
 
 // Health reaches each destination by its backend's key, whatever the order
@@ -22,7 +24,7 @@ func TestWithHealthKeyedByBackend(t *testing.T) {
 	out, _ := WithHealth(d, cfg.Services, map[string]BackendHealth{"web/10.0.0.11": {Healthy: false, Weight: -1}, "web/10.0.0.12": {Healthy: true, Weight: -1}}, nil)
 	for _, vs := range out.Services {
 		for _, dst := range vs.Destinations {
-			want := map[string]int{"10.0.0.11": 0, "10.0.0.12": 5, "127.0.0.1": 1}[dst.Addr().String()]
+			want := map[string]uint16{"10.0.0.11": 0, "10.0.0.12": 5, "127.0.0.1": 1}[dst.Addr().String()]
 			if dst.Weight != want {
 				t.Errorf("%s %s: weight %d, want %d", vs.ServiceKey, dst.Key(), dst.Weight, want)
 			}
@@ -100,5 +102,28 @@ func TestEligibilityOfManyBackends(t *testing.T) {
 		if e.Eligible(k) {
 			t.Errorf("Eligible(%s) for no backend of the service", k)
 		}
+	}
+}
+
+// A destination names its configured backend, the sorry server its own
+// key, and one of lvsd's own services nothing a configured service could
+// also name.
+func TestDestinationBackend(t *testing.T) {
+	web := &config.Service{Name: "web", VIP: netip.MustParseAddr("10.0.0.50"), Ports: []l4.PortRange{{From: 80, To: 80}},
+		Backends:    []config.Backend{{Addr: netip.MustParseAddr("10.0.0.11"), Weight: 1}, {Addr: netip.MustParseAddr("10.0.0.12"), Port: 8080, Weight: 1}},
+		SorryServer: netip.MustParseAddrPort("10.0.0.99:80")}
+	dsts, sorry := destinations(web, 80)
+	vs := &VirtualService{Name: web.Name, Destinations: dsts, Sorry: sorry}
+	for i, want := range []string{"web/10.0.0.11", "web/10.0.0.12:8080"} {
+		if got := vs.Backend(dsts[i]); got != want {
+			t.Errorf("destination %d: %q, want %q", i, got, want)
+		}
+	}
+	if got := vs.Backend(*sorry); got != SorryKey("web") {
+		t.Errorf("sorry server: %q, want %q", got, SorryKey("web"))
+	}
+	pusher := pusherService(config.ConnSync{Port: 8848})
+	if got := pusher.Backend(pusher.Destinations[0]); got != "" {
+		t.Errorf("the pusher's destination: %q, want none", got)
 	}
 }

@@ -13,7 +13,7 @@ func TestCanonicalPrefix(t *testing.T) {
 	kernel := func(ds ...Destination) []ipvs.Destination { // head first
 		var out []ipvs.Destination
 		for _, x := range ds {
-			out = append(out, ipvs.Destination{DestinationKey: x.Key(), Weight: x.Weight})
+			out = append(out, ipvs.Destination{DestinationKey: x.Key(), Weight: int(x.Weight)})
 		}
 		return out
 	}
@@ -41,5 +41,5 @@ func TestCanonicalPrefix(t *testing.T) {
 
 // dest is the destination 10.0.0.<last>:80 as lvsd wants it.
 func dest(last byte, weight int) Destination {
-	return Destination{From: &config.Backend{Addr: netip.AddrFrom4([4]byte{10, 0, 0, last})}, Port: 80, Weight: weight, SlotWeight: int32(max(weight, 1))}
+	return Destination{From: &config.Backend{Addr: netip.AddrFrom4([4]byte{10, 0, 0, last})}, Port: 80, Weight: uint16(weight), SlotWeight: uint16(max(weight, 1))}
 }

@@ -28,7 +28,7 @@ func BenchmarkPlanInPlace(b *testing.B) {
 				for j := range 10 {
 					dst := ipvs.Destination{DestinationKey: ipvs.DestinationKey{Addr: netip.AddrFrom4([4]byte{10, 1, byte(i % 250), byte(j + 1)}), Port: 80},
 						Weight: 1, Forwarding: ipvs.DirectRoute}
-					vs.Destinations = append(vs.Destinations, Destination{From: &config.Backend{Addr: dst.Addr, Key: fmt.Sprint(vs.Name, "/", j)}, Port: dst.Port, Weight: dst.Weight, SlotWeight: 1})
+					vs.Destinations = append(vs.Destinations, Destination{From: &config.Backend{Addr: dst.Addr}, Port: dst.Port, Weight: uint16(dst.Weight), SlotWeight: 1})
 					kernel = append(kernel, dst)
 				}
 				slices.Reverse(kernel) // the kernel adds at the head

@@ -103,7 +103,7 @@ func planResets(d Desired, a Actual, resets map[string]Reset) []Op {
 		var idx []int
 		for i, dst := range vs.Destinations {
 			j := slices.IndexFunc(cur.Destinations, func(x ipvs.Destination) bool { return x.DestinationKey == dst.Key() })
-			if j >= 0 && (cur.Destinations[j].ActiveConns > 0 || cur.Destinations[j].InactiveConns > 0) && (r.All || r.Backends[dst.Backend()]) {
+			if j >= 0 && (cur.Destinations[j].ActiveConns > 0 || cur.Destinations[j].InactiveConns > 0) && (r.All || r.Backends[vs.Backend(dst)]) {
 				idx = append(idx, i)
 			}
 		}

@@ -9,7 +9,7 @@ import (
 // destination: ineligible ones go first, then the eligible in two halves.
 func TestResetBatches(t *testing.T) {
 	vs := VirtualService{}
-	for _, w := range []int{0, 1, 0, 1, 1} {
+	for _, w := range []uint16{0, 1, 0, 1, 1} {
 		vs.Destinations = append(vs.Destinations, Destination{Weight: w})
 	}
 	cases := []struct {

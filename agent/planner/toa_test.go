@@ -21,7 +21,7 @@ func fullnatService(name, vip, iface string, client config.ClientAddress, ports 
 	return &config.Service{Name: name, File: "/etc/lvsd/services.d/" + name + ".yaml", Line: 1, VIP: a,
 		Protocol: "tcp", Ports: ports, Forwarding: config.FullNAT, Scheduler: "mh", Interface: iface,
 		SNATAddresses: []netip.Addr{snat}, ClientAddress: client,
-		Backends: []config.Backend{{Addr: snat.Next(), Weight: 1, Key: name + "/b"}}}
+		Backends: []config.Backend{{Addr: snat.Next(), Weight: 1}}}
 }
 
 func aps(s ...string) []netip.AddrPort {

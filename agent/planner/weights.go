@@ -54,12 +54,13 @@ func SpliceWeighted(prev []*VirtualService, names map[string]bool, before, piece
 // weights are all as configured is the configuration's), else a copy.
 func withWeights(in *VirtualService, byBackend map[string]Weights) *VirtualService {
 	same, eligible := true, false
+	var buf [80]byte
 	for _, dst := range in.Destinations {
-		w, ok := byBackend[dst.Backend()]
+		w, ok := byBackend[string(in.appendBackend(buf[:0], dst))]
 		if !ok {
-			w = Weights{kernel: dst.Weight, slot: int(dst.SlotWeight)}
+			w = Weights{kernel: int(dst.Weight), slot: int(dst.SlotWeight)}
 		}
-		same = same && w.kernel == dst.Weight && w.slot == int(dst.SlotWeight)
+		same = same && w.kernel == int(dst.Weight) && w.slot == int(dst.SlotWeight)
 		eligible = eligible || w.kernel > 0
 	}
 	sorry := in.Sorry != nil && !eligible
@@ -69,8 +70,8 @@ func withWeights(in *VirtualService, byBackend map[string]Weights) *VirtualServi
 	vs := new(*in)
 	vs.Destinations = slices.Clone(vs.Destinations)
 	for j, dst := range vs.Destinations {
-		if w, ok := byBackend[dst.Backend()]; ok {
-			vs.Destinations[j].Weight, vs.Destinations[j].SlotWeight = w.kernel, int32(w.slot)
+		if w, ok := byBackend[string(vs.appendBackend(buf[:0], dst))]; ok {
+			vs.Destinations[j].Weight, vs.Destinations[j].SlotWeight = uint16(w.kernel), uint16(w.slot)
 		}
 	}
 	if sorry {

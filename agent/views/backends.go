@@ -88,7 +88,7 @@ func backendState(s *agent.Snapshot, ov planner.BackendOverride) BackendState {
 	for _, k := range planner.ServicesOf(s.Desired, map[string]bool{ov.Service: true}) {
 		vs, _ := planner.FindService(s.Desired, k)
 		for _, dst := range vs.Destinations {
-			if dst.Backend() != key {
+			if vs.Backend(dst) != key {
 				continue
 			}
 			kw := KernelWeight{IPVSService: k.String(), Destination: dst.Key().String(), Weight: -1}

@@ -175,10 +175,10 @@ func explainDestinations(states map[string]health.State, s *agent.Snapshot, vs *
 			Weight: k.Weight, ActiveConns: int(k.ActiveConns), InactiveConns: int(k.InactiveConns)}
 		slotWeight := k.Weight
 		if w, ok := wanted[k.DestinationKey]; ok {
-			ds.ConfiguredWeight = w.Weight
-			ds.setHealth(states, s.Eligibility.At(vs.Name), s.Config, w.Backend())
+			ds.ConfiguredWeight = int(w.Weight)
+			ds.setHealth(states, s.Eligibility.At(vs.Name), s.Config, vs.Backend(w))
 			if slotWeight == 0 {
-				slotWeight = max(int(w.SlotWeight), w.Weight)
+				slotWeight = int(max(w.SlotWeight, w.Weight))
 			}
 		}
 		if slotWeight == 0 {

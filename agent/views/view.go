@@ -277,7 +277,7 @@ func (r *statusReader) count(vs *planner.VirtualService) (BackendCounts, bool) {
 		if d == nil {
 			c.Draining++
 		} else {
-			switch h, _ := healthOf(r.states, r.s.Config, d.Backend()); h {
+			switch h, _ := destinationHealth(r.states, r.s.Config, vs, d); h {
 			case healthUnhealthy:
 				c.Unhealthy++
 			case healthPending:
@@ -305,6 +305,16 @@ const (
 	healthUnhealthy = "unhealthy"
 	healthPending   = "pending" // no round finished yet
 )
+
+// destinationHealth is healthOf the configured destination d of vs, ""
+// at once for a backend without checks: the summary counts every
+// destination, and would make every one's key.
+func destinationHealth(states map[string]health.State, cfg *agent.LoadedConfig, vs *planner.VirtualService, d *planner.Destination) (string, health.State) {
+	if d.From.Health == nil {
+		return "", health.State{Weight: health.NoWeight}
+	}
+	return healthOf(states, cfg, vs.Backend(*d))
+}
 
 // healthOf says the health of the backend with HealthKey key of cfg: ""
 // when it has no checks.
@@ -398,16 +408,17 @@ func (r *statusReader) service(l listed, withDests bool, now time.Time) ServiceS
 func (r *statusReader) destination(vs *planner.VirtualService, d *planner.Destination, k *spec.Destination, now time.Time) DestinationStatus {
 	var ds DestinationStatus
 	if d != nil {
-		ds = DestinationStatus{Address: d.Key().String(), Forwarding: vs.Kernel(*d).Method(), ConfiguredWeight: d.Weight, Weight: -1}
-		ds.setHealth(r.states, r.s.Eligibility.At(vs.Name), r.s.Config, d.Backend())
-		if ov, ok := r.s.Overrides[d.Backend()]; ok {
+		ds = DestinationStatus{Address: d.Key().String(), Forwarding: vs.Kernel(*d).Method(), ConfiguredWeight: int(d.Weight), Weight: -1}
+		key := vs.Backend(*d)
+		ds.setHealth(r.states, r.s.Eligibility.At(vs.Name), r.s.Config, key)
+		if ov, ok := r.s.Overrides[key]; ok {
 			ds.Override = &ov
 		}
 	} else { // still in the kernel, no longer configured (or the sorry server)
 		ds = DestinationStatus{Address: k.DestinationKey.String(), Forwarding: k.Method(), ConfiguredWeight: -1,
 			ReportedWeight: health.NoWeight, Sorry: vs.IsSorry(k.DestinationKey)}
 		if ds.Sorry && sorryWanted(r.s.Desired, vs.ServiceKey) {
-			ds.ConfiguredWeight, ds.Eligible = vs.Sorry.Weight, true // no backend is
+			ds.ConfiguredWeight, ds.Eligible = int(vs.Sorry.Weight), true // no backend is
 		}
 		if since, ok := r.s.Drains[planner.DrainKey{Service: vs.ServiceKey, Destination: k.DestinationKey}]; ok {
 			ds.DrainingFor = now.Sub(since).Round(time.Second).Seconds()

@@ -80,7 +80,7 @@ func configuredBackends(cfg *agent.LoadedConfig, service string) []string {
 			continue
 		}
 		for _, b := range s.Backends {
-			out = append(out, strings.TrimPrefix(b.Key, service+"/"))
+			out = append(out, strings.TrimPrefix(planner.HealthKey(service, b), service+"/"))
 		}
 	}
 	return out
