@@ -110,7 +110,7 @@ func benchECMP(lvsdBin string, nServices, nBackends int, idle time.Duration) (ec
 		before, at := make([]int, len(ls)), time.Now()
 		out.rssKiB = make([]int, len(ls))
 		for i, l := range ls {
-			out.rssKiB[i], _ = residentSet(l.cmd.Process.Pid)
+			out.rssKiB[i] = residentSet(l.cmd.Process.Pid).rss
 			before[i] = cpuTicks(l.cmd.Process.Pid)
 		}
 		time.Sleep(idle)

@@ -112,6 +112,8 @@ type row struct {
 	changeOps       int
 	signal          time.Duration // one weight in one file, then SIGHUP → reconciled (every file stat'ed)
 	rssKiB          int
+	anonKiB         int     // of rssKiB
+	peakKiB         int     // VmHWM: the cold start's peak
 	idleCPU         float64 // share of one core
 	status          time.Duration
 	statusAll       time.Duration
@@ -122,12 +124,12 @@ type row struct {
 
 func printTable(rows []row, backends int) {
 	fmt.Printf("\nscale table (× %d real servers, one file per service; ratios against ipvsadm -R of the same set):\n", backends)
-	fmt.Println("services  lvsd cold  ipvsadm -R  ratio  one change  (ops)  change/cold  SIGHUP  RSS MiB  idle CPU  status  status --all")
+	fmt.Println("services  lvsd cold  ipvsadm -R  ratio  one change  (ops)  change/cold  SIGHUP  RSS MiB  (anon)  peak MiB  idle CPU  status  status --all")
 	for _, r := range rows {
-		fmt.Printf("%8d  %8.2fs  %9.2fs  %5.2f  %9.3fs  %5d  %10.2f%%  %5.2fs  %7.1f  %7.2f%%  %5.2fs  %6.2fs\n",
+		fmt.Printf("%8d  %8.2fs  %9.2fs  %5.2f  %9.3fs  %5d  %10.2f%%  %5.2fs  %7.1f  %6.1f  %8.1f  %7.2f%%  %5.2fs  %6.2fs\n",
 			r.services, r.lvsd.Seconds(), r.ipvsadm.Seconds(), r.lvsd.Seconds()/r.ipvsadm.Seconds(),
 			r.change.Seconds(), r.changeOps, 100*r.change.Seconds()/r.lvsd.Seconds(), r.signal.Seconds(),
-			float64(r.rssKiB)/1024, 100*r.idleCPU, r.status.Seconds(), r.statusAll.Seconds())
+			float64(r.rssKiB)/1024, float64(r.anonKiB)/1024, float64(r.peakKiB)/1024, 100*r.idleCPU, r.status.Seconds(), r.statusAll.Seconds())
 	}
 }
 
@@ -243,8 +245,9 @@ func measureRunning(out *row, l *lvsd, bin, agentFile, servicesDir, edited strin
 	// Right after the cold start the process still returns its start-up
 	// garbage; the figures kept are those of a later window.
 	for i, what := range []string{"right after the start", "after that"} {
-		var parts string
-		out.rssKiB, parts = residentSet(pid)
+		m := residentSet(pid)
+		out.rssKiB, out.anonKiB, out.peakKiB = m.rss, m.anon, m.peak
+		parts := m.parts
 		before, at := cpuTicks(pid), time.Now()
 		if i == 1 && idleProfile != "" {
 			if err := saveProfile(l.socket, fmt.Sprintf("profile?seconds=%d", int(idle.Seconds())), fmt.Sprintf("%s.%d", idleProfile, out.services)); err != nil {
@@ -296,11 +299,19 @@ func saveProfile(socket, what, file string) error {
 	return os.WriteFile(file, b, 0o644)
 }
 
-// residentSet reads a process's resident set size, and what it is made
-// of: anonymous memory (Go's heap, stacks and runtime), file pages (the
-// binary's), shared memory.
-func residentSet(pid int) (kib int, parts string) {
+// memUse is what a process holds: its resident set size and what it is
+// made of (anonymous memory: Go's heap, stacks and runtime; file pages:
+// the binary's, which the kernel can drop and read again), and the peak
+// resident set since it started (VmHWM), all in KiB.
+type memUse struct {
+	rss, anon, peak int
+	parts           string // the resident set's parts, for a log line
+}
+
+// residentSet reads a process's memUse.
+func residentSet(pid int) memUse {
 	b, _ := os.ReadFile(fmt.Sprintf("/proc/%d/status", pid))
+	var m memUse
 	var of []string
 	for _, line := range strings.Split(string(b), "\n") {
 		f := strings.Fields(line)
@@ -310,12 +321,18 @@ func residentSet(pid int) (kib int, parts string) {
 		n, _ := strconv.Atoi(f[1])
 		switch {
 		case f[0] == "VmRSS:":
-			kib = n
+			m.rss = n
+		case f[0] == "VmHWM:":
+			m.peak = n
 		case strings.HasPrefix(f[0], "Rss"):
+			if f[0] == "RssAnon:" {
+				m.anon = n
+			}
 			of = append(of, fmt.Sprintf("%s %.1f MiB", strings.TrimSuffix(f[0][3:], ":"), float64(n)/1024))
 		}
 	}
-	return kib, strings.Join(of, ", ")
+	m.parts = strings.Join(append(of, fmt.Sprintf("peak %.1f MiB", float64(m.peak)/1024)), ", ")
+	return m
 }
 
 // cpuTicks reads a process's user + system CPU time in clock ticks.
