@@ -90,7 +90,8 @@ func TestGroupDurations(t *testing.T) {
 	}
 	h.m.Update(map[string]bool{"h": true}, nil)
 	h.m.Update(map[string]bool{"h": true}, []Target{in("h", target("h1", 1, 1))})
-	if got := h.m.Snapshot()["h1"].Durations.Count(); got != 0 {
-		t.Errorf("h1 added again to an emptied group: %d durations, want 0", got)
+	// Its first round may already have run: the durations are its own.
+	if st := h.m.Snapshot()["h1"]; st.Durations.Count() != st.Rounds || st.Rounds > 1 {
+		t.Errorf("h1 added again to an emptied group: %d durations, %d rounds; want its own only", st.Durations.Count(), st.Rounds)
 	}
 }
