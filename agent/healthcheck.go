@@ -32,9 +32,12 @@ type HealthChecker interface {
 }
 
 // HealthTargets lists what to check for services: one target per backend
-// that has checks, keyed by HealthKey. Pure.
+// that has checks, keyed by HealthKey. The backends that share a health
+// block (those that inherit their service's) share one slice of checks,
+// which the checker then holds and compares once for all of them. Pure.
 func HealthTargets(services []*config.Service) []health.Target {
 	var out []health.Target
+	checks := map[*config.Health][]health.Check{}
 	for _, s := range services {
 		for _, b := range s.Backends {
 			if b.Health == nil {
@@ -44,7 +47,12 @@ func HealthTargets(services []*config.Service) []health.Target {
 			if port == 0 && len(s.Ports) > 0 {
 				port = s.Ports[0].From
 			}
-			t := healthTarget(planner.HealthKey(s.Name, b), b.Addr, port, b.Health)
+			cs, ok := checks[b.Health]
+			if !ok {
+				cs = healthChecks(b.Health)
+				checks[b.Health] = cs
+			}
+			t := healthTarget(planner.HealthKey(s.Name, b), b.Addr, port, b.Health, cs)
 			t.Group = s.Name
 			out = append(out, t)
 		}
@@ -58,15 +66,21 @@ const TrackKey = "track/upstream"
 // TrackTarget is the director's upstream check (the agent file's track
 // block) as a health target. Pure.
 func TrackTarget(t *config.Track) health.Target {
-	return healthTarget(TrackKey, t.Address, 0, t.Health)
+	return healthTarget(TrackKey, t.Address, 0, t.Health, healthChecks(t.Health))
 }
 
 // healthTarget is a target probing addr (port: the checks' default) with
-// the checks of h.
-func healthTarget(key string, addr netip.Addr, port uint16, h *config.Health) health.Target {
-	t := health.Target{Key: key, Addr: addr, Port: port, AtLeast: h.AtLeast, Rise: h.Rise, Fall: h.Fall, StartDown: h.StartDown}
+// checks, the checks of h.
+func healthTarget(key string, addr netip.Addr, port uint16, h *config.Health, checks []health.Check) health.Target {
+	return health.Target{Key: key, Addr: addr, Port: port, Checks: checks, AtLeast: h.AtLeast, Rise: h.Rise, Fall: h.Fall,
+		StartDown: h.StartDown}
+}
+
+// healthChecks are the checks of h.
+func healthChecks(h *config.Health) []health.Check {
+	var out []health.Check
 	for _, c := range h.Checks {
-		t.Checks = append(t.Checks, health.Check{
+		out = append(out, health.Check{
 			Type: c.Type, Port: c.Port, Interval: c.Interval, Timeout: c.Timeout,
 			Method: c.Method, Path: c.Path, Host: c.Host, ExpectStatus: c.Expect, ExpectBody: c.Body,
 			WeightHeader:  h.WeightHeader && (c.Type == "http" || c.Type == "https"),
@@ -76,7 +90,7 @@ func healthTarget(key string, addr netip.Addr, port uint16, h *config.Health) he
 			Query: c.Query, Command: c.Command, ExecUser: execUser(c.User), LaxModes: c.LaxModes,
 		})
 	}
-	return t
+	return out
 }
 
 func execUser(u *config.User) *health.ExecUser {

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"net"
+	"net/netip"
 	"os"
 	"syscall"
 	"time"
@@ -13,35 +14,75 @@ import (
 // newChecker is the default Factory: one Checker type per protocol, each
 // prepared once per target so that a round does no parsing or formatting
 // beyond the probe itself. A check the config layer should have rejected
-// becomes a Checker that always fails with the reason.
+// becomes a Checker that always fails with the reason. The Monitor itself
+// only calls it for the checks that keep something per target (http and
+// https their connection, exec its environment); the others are probers.
 func (m *Monitor) newChecker(t *Target, c *Check) Checker {
 	dst := t.dst(c)
+	if p := m.newProber(c); p != nil {
+		return boundProber{p, dst}
+	}
 	var (
 		ch  Checker
 		err error
 	)
 	switch c.Type {
-	case "tcp":
-		ch = &tcpChecker{dial: m.dialer, addr: dst.String()}
 	case "http", "https":
 		ch, err = newHTTPChecker(m.dialer, dst, c, m.reuse)
-	case "udp":
-		ch = &udpChecker{dial: m.dialer, addr: dst.String(), send: c.Send, expect: c.ExpectData}
-	case "dns":
-		ch, err = newDNSChecker(m.dialer, dst, c)
-	case "icmp":
-		ch = &icmpChecker{p: m.icmp, dst: dst.Addr()}
 	case "exec":
 		ch, err = newExecChecker(t, dst, c)
-	default:
-		err = fmt.Errorf("unknown check type %q", c.Type)
 	}
 	if err != nil {
-		reason := "invalid check: " + err.Error()
-		return CheckerFunc(func(context.Context) Result { return failed(reason) })
+		return failing("invalid check: " + err.Error())
 	}
 	return ch
 }
+
+// A prober runs one check on any target, given where the check goes: a
+// check that keeps nothing per target has one prober for every target of
+// a spec, where a Checker per target would cost each of them its memory.
+// Like a Checker, it must not keep anything open once probe returns; it
+// may be used by many goroutines at once.
+type prober interface {
+	probe(ctx context.Context, dst netip.AddrPort) Result
+}
+
+// newProber returns the prober of c, or nil when c needs a Checker per
+// target (http, https, exec).
+func (m *Monitor) newProber(c *Check) prober {
+	switch c.Type {
+	case "tcp":
+		return tcpChecker{dial: m.dialer}
+	case "udp":
+		return &udpChecker{dial: m.dialer, send: c.Send, expect: c.ExpectData}
+	case "dns":
+		ch, err := newDNSChecker(m.dialer, netip.AddrPort{}, c)
+		if err != nil {
+			return failing("invalid check: " + err.Error())
+		}
+		return ch
+	case "icmp":
+		return &icmpChecker{p: m.icmp}
+	case "http", "https", "exec":
+		return nil
+	default:
+		return failing(fmt.Sprintf("invalid check: unknown check type %q", c.Type))
+	}
+}
+
+// failing is a check that always fails with its reason.
+type failing string
+
+func (f failing) Check(context.Context) Result                 { return failed(string(f)) }
+func (f failing) probe(context.Context, netip.AddrPort) Result { return failed(string(f)) }
+
+// boundProber is a prober as the Checker of one destination.
+type boundProber struct {
+	p   prober
+	dst netip.AddrPort
+}
+
+func (b boundProber) Check(ctx context.Context) Result { return b.p.probe(ctx, b.dst) }
 
 // dialFailed is the Result of a check whose socket could not be opened or
 // connected: Local when the host ran out of descriptors, not the target.
@@ -81,11 +122,10 @@ func setDeadline(ctx context.Context, conn net.Conn) (stop func() bool) {
 // tcpChecker passes when a TCP connection can be established.
 type tcpChecker struct {
 	dial Dialer
-	addr string
 }
 
-func (c *tcpChecker) Check(ctx context.Context) Result {
-	conn, err := c.dial.DialContext(ctx, "tcp", c.addr)
+func (c tcpChecker) probe(ctx context.Context, dst netip.AddrPort) Result {
+	conn, err := c.dial.DialContext(ctx, "tcp", dst.String())
 	if err != nil {
 		return dialFailed(ctx, "connect", err)
 	}

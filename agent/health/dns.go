@@ -14,8 +14,8 @@ import (
 // optionally, that the answers hold an expected address.
 type dnsChecker struct {
 	dial   Dialer
-	addr   string
-	query  []byte // the packed query; its first two bytes (the ID) change per run
+	dst    netip.AddrPort // of Check; probe takes its own
+	query  []byte         // the packed query; its first two bytes (the ID) change per run
 	q      dnsmessage.Question
 	rcode  dnsmessage.RCode
 	answer netip.Addr // zero: not checked
@@ -59,7 +59,7 @@ func newDNSChecker(dial Dialer, dst netip.AddrPort, c *Check) (*dnsChecker, erro
 	}
 	return &dnsChecker{
 		dial:   dial,
-		addr:   dst.String(),
+		dst:    dst,
 		query:  msg,
 		q:      q,
 		rcode:  dnsmessage.RCode(c.ExpectRcode),
@@ -67,8 +67,10 @@ func newDNSChecker(dial Dialer, dst netip.AddrPort, c *Check) (*dnsChecker, erro
 	}, nil
 }
 
-func (c *dnsChecker) Check(ctx context.Context) Result {
-	conn, err := c.dial.DialContext(ctx, "udp", c.addr)
+func (c *dnsChecker) Check(ctx context.Context) Result { return c.probe(ctx, c.dst) }
+
+func (c *dnsChecker) probe(ctx context.Context, dst netip.AddrPort) Result {
+	conn, err := c.dial.DialContext(ctx, "udp", dst.String())
 	if err != nil {
 		return dialFailed(ctx, "socket", err)
 	}

@@ -23,8 +23,9 @@
 //
 // Cost at scale (e2e/healthbench and BenchmarkMonitorStart measure it).
 // Between rounds a target is an entry in the queue of one scheduler
-// goroutine, not a goroutine of its own: about 1 KB per target, none of
-// them a stack or a timer. A round's first check runs on the round's
+// goroutine, not a goroutine of its own: about 250 bytes per target with
+// tcp checks, none of them a stack or a timer, as what the targets of a
+// group share is held once (spec.go). A round's first check runs on the round's
 // goroutine, and only further checks of the same target get one more.
 // Rounds start only on a grid of slots shared by all targets (100 ms, or a
 // tenth of a shorter interval), so the scheduler wakes once per slot for

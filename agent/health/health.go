@@ -1,12 +1,10 @@
 package health
 
 import (
-	"bytes"
 	"context"
 	"net"
 	"net/netip"
 	"reflect"
-	"slices"
 	"time"
 
 	"github.com/lvsd/lvsd/agent/histogram"
@@ -121,12 +119,16 @@ type State struct {
 	Passes, Fails int       // consecutive passing / failing rounds
 
 	// Rounds and FailedRounds count the rounds since the target was
-	// added; Durations are their wall times (a round runs its checks
-	// at once, so the slowest check's), LastDuration the last one's.
-	// Transitions counts the changes of Healthy after the first round.
+	// added, LastDuration is the last one's wall time (a round runs its
+	// checks at once, so the slowest check's). Transitions counts the
+	// changes of Healthy after the first round.
 	Rounds, FailedRounds, Transitions uint64
-	Durations                         histogram.Durations
 	LastDuration                      time.Duration
+	// Durations are the wall times of the rounds of every target of the
+	// target's group (Target.Group; the agent's: its service), since the
+	// group has had targets: the same for all of them, kept once per
+	// group rather than once per target.
+	Durations histogram.Durations
 }
 
 // Result is the outcome of one run of one check.
@@ -184,14 +186,6 @@ func (realClock) After(d time.Duration) <-chan time.Time { return time.After(d) 
 // failed is a failed Result.
 func failed(reason string) Result { return Result{Reason: reason} }
 
-// equalTarget reports whether a and b would be checked the same way, so
-// that Set can leave an unchanged target running.
-func equalTarget(a, b *Target) bool {
-	return a.Key == b.Key && a.Group == b.Group && a.Addr == b.Addr && a.Port == b.Port &&
-		a.AtLeast == b.AtLeast && a.Rise == b.Rise && a.Fall == b.Fall && a.StartDown == b.StartDown &&
-		slices.EqualFunc(a.Checks, b.Checks, equalCheck)
-}
-
 // equalCheck compares checks field by field (reflect.DeepEqual, so that a
 // field added later is compared too), treating nil and empty slices alike.
 func equalCheck(a, b Check) bool {
@@ -212,24 +206,6 @@ func (c Check) normal() Check {
 		c.TLSRootCAs = nil
 	}
 	return c
-}
-
-// clone deep-copies t so that the caller may reuse its slices.
-func (t Target) clone() Target {
-	t.Checks = slices.Clone(t.Checks)
-	for i := range t.Checks {
-		c := &t.Checks[i]
-		c.Send = bytes.Clone(c.Send)
-		c.ExpectData = bytes.Clone(c.ExpectData)
-		c.Command = slices.Clone(c.Command)
-		c.TLSRootCAs = bytes.Clone(c.TLSRootCAs)
-		if u := c.ExecUser; u != nil {
-			cu := *u
-			cu.Groups = slices.Clone(u.Groups)
-			c.ExecUser = &cu
-		}
-	}
-	return t
 }
 
 // dst is where check c of target t goes.

@@ -74,7 +74,7 @@ func awaitRounds(t *testing.T, m *Monitor, n int) {
 	for {
 		m.mu.Lock()
 		planned := len(m.queue) == 0 && m.sleepUntil.IsZero() ||
-			len(m.queue) > 0 && !m.sleepUntil.IsZero() && !m.sleepUntil.After(m.queue[0].at)
+			len(m.queue) > 0 && !m.sleepUntil.IsZero() && !m.sleepUntil.After(m.at(m.queue[0].at))
 		got, idle := m.finished, m.sleeping && planned && len(m.slots) == 0 && len(m.wake) == 0
 		m.mu.Unlock()
 		if got >= uint64(n) && idle {

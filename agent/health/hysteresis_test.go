@@ -101,9 +101,9 @@ func TestVerdictAtLeast(t *testing.T) {
 	}
 	for _, tt := range tests {
 		m := NewMonitor(nil, WithFactory(func(*Target, *Check) Checker { return &script{results: []Result{pass}} }))
-		r := m.newRunner(Target{Key: "k", Port: 8080, Checks: checks, AtLeast: tt.atLeast}, State{})
-		copy(r.results, results)
-		ok, reason := r.verdict()
+		tg := Target{Key: "k", Port: 8080, Checks: checks, AtLeast: tt.atLeast}
+		r := m.newRunner(&tg, m.newSpec(&tg), status{})
+		ok, reason := r.verdict(results)
 		if ok != tt.want || !strings.Contains(reason, tt.reason) {
 			t.Errorf("AtLeast %d: got %v %q, want %v %q", tt.atLeast, ok, reason, tt.want, tt.reason)
 		}
@@ -112,32 +112,42 @@ func TestVerdictAtLeast(t *testing.T) {
 
 func TestRoundInterval(t *testing.T) {
 	m := NewMonitor(nil, WithFactory(func(*Target, *Check) Checker { return &script{results: []Result{pass}} }))
-	r := m.newRunner(Target{Key: "k", Checks: []Check{
+	tg := Target{Key: "k", Checks: []Check{
 		{Type: "tcp", Interval: 5 * time.Second}, {Type: "tcp", Interval: 2 * time.Second}, {Type: "tcp", Interval: 3 * time.Second},
-	}}, State{})
-	if r.interval != 2*time.Second {
-		t.Errorf("round interval %v, want the smallest check interval 2s", r.interval)
+	}}
+	if s := m.newSpec(&tg); s.interval != 2*time.Second {
+		t.Errorf("round interval %v, want the smallest check interval 2s", s.interval)
 	}
 }
 
-func TestEqualTarget(t *testing.T) {
+func TestSpecMatches(t *testing.T) {
 	base := Target{Key: "a", Port: 80, Rise: 2, Fall: 3, Checks: []Check{{Type: "udp", Send: []byte("x"), Command: nil}}}
-	same := base.clone()
-	same.Checks[0].Command = []string{} // empty and nil are the same
-	if !equalTarget(&base, &same) {
-		t.Error("clone differs")
+	s := NewMonitor(nil).newSpec(&base)
+	base.Checks[0].Send[0] = 'z' // the spec owns a copy
+	if s.checks[0].Send[0] != 'x' {
+		t.Fatal("spec shares the caller's payload")
 	}
-	changed := base.clone()
-	changed.Checks[0].Send[0] = 'y'
-	if equalTarget(&base, &changed) {
-		t.Error("changed payload not noticed")
+	base.Checks[0].Send[0] = 'x'
+	tests := []struct {
+		name  string
+		edit  func(*Target)
+		match bool
+	}{
+		{"same", func(*Target) {}, true},
+		{"empty and nil alike", func(t *Target) { t.Checks[0].Command = []string{} }, true},
+		{"another key, address and port", func(t *Target) { t.Key, t.Port = "b", 81 }, true},
+		{"changed payload", func(t *Target) { t.Checks[0].Send[0] = 'y' }, false},
+		{"changed fall", func(t *Target) { t.Fall = 4 }, false},
+		{"changed group", func(t *Target) { t.Group = "g" }, false},
+		{"start down", func(t *Target) { t.StartDown = true }, false},
+		{"one more check", func(t *Target) { t.Checks = append(t.Checks, Check{Type: "tcp"}) }, false},
 	}
-	if base.Checks[0].Send[0] != 'x' {
-		t.Error("clone shares the payload")
-	}
-	fall := base.clone()
-	fall.Fall = 4
-	if equalTarget(&base, &fall) {
-		t.Error("changed fall not noticed")
+	for _, tt := range tests {
+		tg := base
+		tg.Checks = cloneChecks(base.Checks)
+		tt.edit(&tg)
+		if got := s.matches(&tg); got != tt.match {
+			t.Errorf("%s: matches %v, want %v", tt.name, got, tt.match)
+		}
 	}
 }

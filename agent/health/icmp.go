@@ -21,7 +21,11 @@ type icmpChecker struct {
 }
 
 func (c *icmpChecker) Check(ctx context.Context) Result {
-	if err := c.p.ping(ctx, c.dst); err != nil {
+	return c.probe(ctx, netip.AddrPortFrom(c.dst, 0))
+}
+
+func (c *icmpChecker) probe(ctx context.Context, dst netip.AddrPort) Result {
+	if err := c.p.ping(ctx, dst.Addr()); err != nil {
 		return failed(describe(ctx, "echo", err))
 	}
 	return Result{OK: true}

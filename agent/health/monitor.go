@@ -4,9 +4,9 @@ import (
 	"context"
 	"errors"
 	"log/slog"
-	"maps"
 	"math/rand/v2"
 	"net"
+	"slices"
 	"sync"
 	"time"
 )
@@ -19,9 +19,14 @@ type Monitor struct {
 	dialer  Dialer
 	jitter  func(interval time.Duration) time.Duration
 	factory Factory
-	icmp    *pingers
-	reuse   int       // rounds an HTTP connection serves
-	epoch   time.Time // origin of the slot grid
+	// ownFactory: the factory was given (WithFactory) and builds every
+	// check's Checker; else the checks that keep nothing per target are
+	// run by their spec's probers.
+	ownFactory bool
+	checkSets  checkSets
+	icmp       *pingers
+	reuse      int       // rounds an HTTP connection serves
+	epoch      time.Time // origin of the slot grid
 
 	changed chan struct{} // 1-buffered hint
 	wake    chan struct{} // 1-buffered: the queue's head moved earlier
@@ -35,9 +40,15 @@ type Monitor struct {
 	started bool       // Run was called
 	stopped bool       // Run returned
 	runners map[string]*runner
-	states  map[string]State // published by the runners
-	// groups are the keys of the targets of each Target.Group, for Update.
-	groups map[string]map[string]bool
+	// groups are the targets of each Target.Group, for Update, and their
+	// rounds' durations.
+	groups map[string]*group
+	// cancels abort the rounds running, by runner: kept here, not in
+	// the runners, as there are at most maxInFlight of them.
+	cancels map[*runner]context.CancelFunc
+	// badWeights are the invalid weight values logged per target, of
+	// those that sent any.
+	badWeights map[*runner]map[string]bool
 	// dirty are the targets whose health, Known or weight changed, or that
 	// Set or Update added, redefined or removed, since the last Changes.
 	dirty map[string]bool
@@ -82,22 +93,25 @@ func WithReuse(rounds int) Option {
 }
 
 // WithFactory replaces the built-in checkers, for tests.
-func WithFactory(f Factory) Option { return func(m *Monitor) { m.factory = f } }
+func WithFactory(f Factory) Option {
+	return func(m *Monitor) { m.factory, m.ownFactory = f, f != nil }
+}
 
 // NewMonitor returns a Monitor with no targets; it checks nothing until Run.
 func NewMonitor(log *slog.Logger, opts ...Option) *Monitor {
 	m := &Monitor{
-		log:     log,
-		clock:   realClock{},
-		jitter:  randomJitter,
-		icmp:    &pingers{},
-		reuse:   DefaultReuse,
-		changed: make(chan struct{}, 1),
-		wake:    make(chan struct{}, 1),
-		runners: make(map[string]*runner),
-		states:  make(map[string]State),
-		groups:  make(map[string]map[string]bool),
-		dirty:   make(map[string]bool),
+		log:        log,
+		clock:      realClock{},
+		jitter:     randomJitter,
+		icmp:       &pingers{},
+		reuse:      DefaultReuse,
+		changed:    make(chan struct{}, 1),
+		wake:       make(chan struct{}, 1),
+		runners:    make(map[string]*runner),
+		groups:     make(map[string]*group),
+		badWeights: make(map[*runner]map[string]bool),
+		cancels:    make(map[*runner]context.CancelFunc),
+		dirty:      make(map[string]bool),
 	}
 	// KeepAlive -1: a kept connection carries a request every round,
 	// which finds a dead peer sooner than TCP keep-alive probes would;
@@ -193,9 +207,16 @@ func closeAll(rs []*runner) {
 // replace is Set (groups nil) or Update; m.mu must be held. It returns the
 // runners stopped between rounds, whose checkers the caller closes once
 // m.mu is released (those stopped during a round close their own).
+//
+// A target is unchanged when its spec is its runner's and its address and
+// port are the same: with the checks shared per group by the caller, a
+// reload that hands over 100,000 unchanged targets compares checks once
+// per group, and keeps every runner.
 func (m *Monitor) replace(groups map[string]bool, targets []Target) (idle []*runner) {
 	now := m.clock.Now()
 	seen := make(map[string]bool, len(targets))
+	members := map[string][]*runner{} // of the groups replaced, as they become
+	specs := m.specFinder()
 	var added, changed, removed int
 	for i := range targets {
 		t := &targets[i]
@@ -209,69 +230,87 @@ func (m *Monitor) replace(groups map[string]bool, targets []Target) (idle []*run
 		}
 		seen[t.Key] = true
 		old := m.runners[t.Key]
-		if old != nil && old.t.Group != t.Group {
-			m.ungroup(old.t.Group, t.Key)
+		var oldSpec *spec
+		if old != nil {
+			oldSpec = old.spec
+			if g := old.spec.group; g != t.Group && groups != nil && !groups[g] {
+				m.leave(g, old) // a group not replaced: it would keep it
+			}
 		}
-		m.group(t.Group, t.Key)
-		if old != nil && equalTarget(&old.t, t) {
+		s := specs.of(t, oldSpec)
+		if old != nil && old.spec == s && old.addr == t.Addr && old.port == t.Port {
+			members[t.Group] = append(members[t.Group], old)
 			continue
 		}
-		st := State{Healthy: !t.StartDown, Weight: NoWeight, Since: now}
+		st := m.statusOf(State{Healthy: !t.StartDown, Weight: NoWeight, Since: now})
 		if old != nil {
 			if old.stop() {
 				idle = append(idle, old)
 			}
-			st = m.states[t.Key]
+			st = old.st
 			changed++
 		} else {
 			added++
 		}
-		r := m.newRunner(t.clone(), st)
+		r := m.newRunner(t, s, st)
 		m.runners[t.Key] = r
-		m.states[t.Key] = st
+		members[t.Group] = append(members[t.Group], r)
 		m.dirty[t.Key] = true
 		if m.started && !m.stopped {
 			m.first(r)
 		}
 	}
-	drop := func(key string) {
-		if r := m.runners[key]; r != nil && !seen[key] {
+	drop := func(r *runner) {
+		if cur := m.runners[r.key]; cur == r && !seen[r.key] {
 			if r.stop() {
 				idle = append(idle, r)
 			}
-			delete(m.runners, key)
-			delete(m.states, key)
-			m.dirty[key] = true
-			m.ungroup(r.t.Group, key)
+			delete(m.runners, r.key)
+			m.dirty[r.key] = true
 			removed++
 		}
 	}
 	if groups == nil {
-		for key := range m.runners {
-			drop(key)
+		for _, r := range m.runners {
+			drop(r)
+		}
+		for g := range m.groups {
+			if members[g] == nil {
+				delete(m.groups, g)
+			}
 		}
 	} else {
 		for g := range groups {
-			for key := range m.groups[g] {
-				drop(key)
+			if grp := m.groups[g]; grp != nil {
+				for _, r := range grp.members {
+					drop(r)
+				}
+				if members[g] == nil {
+					delete(m.groups, g)
+				}
 			}
 		}
+	}
+	for g, rs := range members {
+		grp := m.groups[g]
+		if grp == nil {
+			grp = &group{}
+			m.groups[g] = grp
+		}
+		grp.members = slices.Clip(rs)
 	}
 	m.log.Debug("health targets set", "event", "health_set", "targets", len(m.runners),
 		"added", added, "changed", changed, "removed", removed)
 	return idle
 }
 
-func (m *Monitor) group(g, key string) {
-	if m.groups[g] == nil {
-		m.groups[g] = map[string]bool{}
+// leave takes r out of group g, which is not being replaced; m.mu is held.
+func (m *Monitor) leave(g string, r *runner) {
+	grp := m.groups[g]
+	if grp == nil {
+		return
 	}
-	m.groups[g][key] = true
-}
-
-func (m *Monitor) ungroup(g, key string) {
-	delete(m.groups[g], key)
-	if len(m.groups[g]) == 0 {
+	if grp.members = without(grp.members, r); len(grp.members) == 0 {
 		delete(m.groups, g)
 	}
 }
@@ -291,9 +330,10 @@ func (m *Monitor) Changes() (states map[string]State, removed []string, all bool
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	states = make(map[string]State, len(m.dirty))
+	var groups groupCache
 	for key := range m.dirty {
-		if st, ok := m.states[key]; ok {
-			states[key] = st
+		if r := m.runners[key]; r != nil {
+			states[key] = m.stateOf(r.st, groups.of(m, r))
 		} else {
 			removed = append(removed, key)
 		}
@@ -312,18 +352,41 @@ func (m *Monitor) Changes() (states map[string]State, removed []string, all bool
 func (m *Monitor) Snapshot() map[string]State {
 	m.mu.Lock()
 	defer m.mu.Unlock()
-	return maps.Clone(m.states)
+	states := make(map[string]State, len(m.runners))
+	var groups groupCache
+	for key, r := range m.runners {
+		states[key] = m.stateOf(r.st, groups.of(m, r))
+	}
+	return states
 }
 
-// publish stores st as r's State, unless r has been replaced or removed
-// meanwhile, and sends the Changed hint if notify is set.
-func (m *Monitor) publish(r *runner, st State, notify bool) {
+// groupCache finds the groups of runners met in turn, looking each up
+// once while they come in a row.
+type groupCache struct {
+	name string
+	g    *group
+}
+
+func (c *groupCache) of(m *Monitor, r *runner) *group {
+	if c.g == nil || c.name != r.spec.group {
+		c.name, c.g = r.spec.group, m.groups[r.spec.group]
+	}
+	return c.g
+}
+
+// publish stores st as r's state and counts took in its group's
+// durations, unless r has been replaced or removed meanwhile, and sends
+// the Changed hint if notify is set.
+func (m *Monitor) publish(r *runner, st status, took time.Duration, notify bool) {
 	m.mu.Lock()
-	current := m.runners[r.t.Key] == r
+	current := m.runners[r.key] == r
 	if current {
-		m.states[r.t.Key] = st
+		r.st = st
+		if g := m.groups[r.spec.group]; g != nil {
+			g.durations.Observe(took)
+		}
 		if notify {
-			m.dirty[r.t.Key] = true
+			m.dirty[r.key] = true
 		}
 	}
 	m.mu.Unlock()

@@ -75,9 +75,10 @@ func (m *Monitor) Stats() Stats {
 // delayLogEvery bounds the log of delayed rounds to a line a minute.
 const delayLogEvery = time.Minute
 
-// due is a round to start at.
+// due is a round to start at, from the Monitor's epoch: 16 bytes a
+// target, where a time.Time would take 32.
 type due struct {
-	at time.Time
+	at time.Duration
 	r  *runner
 }
 
@@ -85,7 +86,7 @@ type due struct {
 type queue []due
 
 func (q queue) Len() int           { return len(q) }
-func (q queue) Less(i, j int) bool { return q[i].at.Before(q[j].at) }
+func (q queue) Less(i, j int) bool { return q[i].at < q[j].at }
 func (q queue) Swap(i, j int)      { q[i], q[j] = q[j], q[i] }
 func (q *queue) Push(x any)        { *q = append(*q, x.(due)) }
 func (q *queue) Pop() any {
@@ -96,11 +97,12 @@ func (q *queue) Pop() any {
 	return d
 }
 
-// enqueue puts r's next round in the queue and wakes the scheduler if it
-// sleeps past it; m.mu must be held.
-func (m *Monitor) enqueue(r *runner) {
-	heap.Push(&m.queue, due{r.next, r})
-	if m.sleepUntil.IsZero() || r.next.Before(m.sleepUntil) {
+// enqueue puts r's next round, at at, in the queue and wakes the
+// scheduler if it sleeps past it; m.mu must be held. The queue alone keeps
+// the time of a target's next round, which the round then takes on (run).
+func (m *Monitor) enqueue(r *runner, at time.Duration) {
+	heap.Push(&m.queue, due{at, r})
+	if m.sleepUntil.IsZero() || m.at(at).Before(m.sleepUntil) {
 		select {
 		case m.wake <- struct{}{}:
 		default:
@@ -111,32 +113,35 @@ func (m *Monitor) enqueue(r *runner) {
 // first schedules r's first round: a random offset into its interval from
 // now, on the slot grid; m.mu must be held and Run started.
 func (m *Monitor) first(r *runner) {
-	r.next = m.align(m.clock.Now().Add(m.jitter(r.interval)), r.interval)
-	m.enqueue(r)
+	interval := r.spec.interval
+	m.enqueue(r, m.align(m.clock.Now().Add(m.jitter(interval)), interval).Sub(m.epoch))
 }
+
+// at is the time of offset from the epoch.
+func (m *Monitor) at(offset time.Duration) time.Time { return m.epoch.Add(offset) }
 
 // schedule starts the rounds as they come due until ctx ends.
 func (m *Monitor) schedule(ctx context.Context) {
-	var batch []*runner
+	var batch []due
 	for {
 		m.mu.Lock()
 		now := m.clock.Now()
 		batch = batch[:0]
-		for len(m.queue) > 0 && !m.queue[0].at.After(now) {
+		for len(m.queue) > 0 && !m.at(m.queue[0].at).After(now) {
 			if d := heap.Pop(&m.queue).(due); !d.r.stopped {
-				batch = append(batch, d.r)
+				batch = append(batch, d)
 			}
 		}
 		wait := time.Duration(-1)
 		m.sleepUntil = time.Time{}
 		if len(m.queue) > 0 {
-			m.sleepUntil = m.queue[0].at
+			m.sleepUntil = m.at(m.queue[0].at)
 			wait = m.sleepUntil.Sub(now)
 		}
 		m.mu.Unlock()
 		if len(batch) > 0 {
-			for _, r := range batch {
-				if !m.dispatch(ctx, r) {
+			for _, d := range batch {
+				if !m.dispatch(ctx, d) {
 					return
 				}
 			}
@@ -162,10 +167,11 @@ func (m *Monitor) schedule(ctx context.Context) {
 	}
 }
 
-// dispatch takes r's slots, waiting for them when the bound is reached,
-// and starts its round. It returns false when ctx ended first.
-func (m *Monitor) dispatch(ctx context.Context, r *runner) bool {
-	n := min(len(r.checkers), cap(m.slots))
+// dispatch takes the slots of d's runner, waiting for them when the bound
+// is reached, and starts its round. It returns false when ctx ended first.
+func (m *Monitor) dispatch(ctx context.Context, d due) bool {
+	r := d.r
+	n := min(len(r.spec.checks), cap(m.slots))
 	for i := range n {
 		select {
 		case m.slots <- struct{}{}:
@@ -189,10 +195,10 @@ func (m *Monitor) dispatch(ctx context.Context, r *runner) bool {
 		return true
 	}
 	rctx, cancel := context.WithCancel(ctx)
-	r.cancel, r.running = cancel, true
+	m.cancels[r], r.running = cancel, true
 	m.wg.Add(1)
 	m.mu.Unlock()
-	go m.run(rctx, cancel, r, n)
+	go m.run(rctx, cancel, r, n, d.at)
 	return true
 }
 
@@ -225,22 +231,23 @@ func (m *Monitor) noteDelayed() {
 
 // run runs one round of r holding slots slots, records it, and queues
 // r's next round unless r or the Monitor stopped meanwhile.
-func (m *Monitor) run(ctx context.Context, cancel context.CancelFunc, r *runner, slots int) {
+func (m *Monitor) run(ctx context.Context, cancel context.CancelFunc, r *runner, slots int, at time.Duration) {
 	defer m.wg.Done()
 	start := m.clock.Now()
-	r.round(ctx)
+	results := r.round(ctx)
 	m.release(slots)
 	aborted := ctx.Err() != nil // stopped: the verdict of an aborted round means nothing
 	cancel()
 	if !aborted {
-		r.record(m.clock.Now().Sub(start))
+		r.record(results, m.clock.Now().Sub(start))
 	}
 	m.mu.Lock()
-	r.running, r.cancel = false, nil
+	r.running = false
+	delete(m.cancels, r)
 	closeIt := r.stopped
 	if !r.stopped && !m.stopped {
-		r.next = m.align(nextSlot(r.next, r.interval, m.clock.Now()), r.interval)
-		m.enqueue(r)
+		interval := r.spec.interval
+		m.enqueue(r, m.align(nextSlot(m.at(at), interval, m.clock.Now()), interval).Sub(m.epoch))
 	}
 	m.finished++
 	m.mu.Unlock()

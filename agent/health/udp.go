@@ -3,6 +3,7 @@ package health
 import (
 	"bytes"
 	"context"
+	"net/netip"
 	"strconv"
 	"sync"
 )
@@ -12,7 +13,7 @@ import (
 // at once ("connection refused") instead of waiting for the timeout.
 type udpChecker struct {
 	dial   Dialer
-	addr   string
+	dst    netip.AddrPort // of Check; probe takes its own
 	send   []byte
 	expect []byte
 }
@@ -21,8 +22,10 @@ type udpChecker struct {
 // a long reply is never cut short before ExpectData is searched.
 var datagrams = sync.Pool{New: func() any { return new([65536]byte) }}
 
-func (c *udpChecker) Check(ctx context.Context) Result {
-	conn, err := c.dial.DialContext(ctx, "udp", c.addr)
+func (c *udpChecker) Check(ctx context.Context) Result { return c.probe(ctx, c.dst) }
+
+func (c *udpChecker) probe(ctx context.Context, dst netip.AddrPort) Result {
+	conn, err := c.dial.DialContext(ctx, "udp", dst.String())
 	if err != nil {
 		return dialFailed(ctx, "socket", err)
 	}

@@ -45,8 +45,10 @@ func collectHealth(cfg *agent.LoadedConfig, states map[string]health.State, perB
 			if b.Health == nil || !ok {
 				continue
 			}
+			if !checked {
+				rounds = st.Durations // its group's, the service's: the same in every backend's state
+			}
 			checked = true
-			rounds.Merge(st.Durations)
 			if !perBackend {
 				continue
 			}
