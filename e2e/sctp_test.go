@@ -54,7 +54,7 @@ func serveSCTP(t *testing.T, port uint16, hosts ...*topo.Host) {
 				if err != nil {
 					continue
 				}
-				_, _ = unix.Write(c, []byte(id))
+				_, _ = retryEINTR(func() (int, error) { return unix.Write(c, []byte(id)) })
 				unix.Close(c)
 			}
 		}(h.ID)
@@ -85,11 +85,11 @@ func askSCTP(client *topo.Host, src netip.Addr, dst netip.AddrPort) (string, err
 		if err := unix.Bind(fd, &unix.SockaddrInet4{Addr: src.As4()}); err != nil {
 			return err
 		}
-		if err := unix.Connect(fd, &unix.SockaddrInet4{Addr: dst.Addr().As4(), Port: int(dst.Port())}); err != nil {
+		if err := connectSCTP(fd, &unix.SockaddrInet4{Addr: dst.Addr().As4(), Port: int(dst.Port())}); err != nil {
 			return err
 		}
 		buf := make([]byte, 64)
-		n, err := unix.Read(fd, buf)
+		n, err := retryEINTR(func() (int, error) { return unix.Read(fd, buf) })
 		if err != nil {
 			return err
 		}
@@ -97,4 +97,50 @@ func askSCTP(client *topo.Host, src netip.Addr, dst netip.AddrPort) (string, err
 		return nil
 	})
 	return name, err
+}
+
+// The test's raw system calls block in the kernel, where the Go runtime's
+// preemption signal can interrupt them (EINTR; seen once in CI on
+// connect): they are restarted, which the standard library does for its
+// own sockets.
+
+// retryEINTR calls f until it is not interrupted.
+func retryEINTR(f func() (int, error)) (int, error) {
+	for {
+		n, err := f()
+		if err != unix.EINTR {
+			return n, err
+		}
+	}
+}
+
+// connectSCTP connects the blocking socket fd to sa. An interrupted
+// connect goes on in the kernel, so it is not started again: the
+// socket's writability says when it ended and SO_ERROR how (within the
+// socket's send timeout).
+func connectSCTP(fd int, sa unix.Sockaddr) error {
+	err := unix.Connect(fd, sa)
+	if err != unix.EINTR {
+		return err
+	}
+	pfd := []unix.PollFd{{Fd: int32(fd), Events: unix.POLLOUT}}
+	for {
+		n, err := unix.Poll(pfd, 5000)
+		if err == unix.EINTR {
+			continue
+		}
+		if err != nil {
+			return err
+		}
+		if n == 0 {
+			return unix.ETIMEDOUT
+		}
+		break
+	}
+	if soErr, err := unix.GetsockoptInt(fd, unix.SOL_SOCKET, unix.SO_ERROR); err != nil {
+		return err
+	} else if soErr != 0 {
+		return unix.Errno(soErr)
+	}
+	return nil
 }
