@@ -27,20 +27,24 @@ import (
 
 // The flood of TestConntrackFlood.
 const (
-	floodUDPFlows = 20_000
-	floodACKs     = 2_000
-	// ctFloodFor spreads the flood over 110 s, 200 packets a second: the
-	// emulated VM's router, three directors, their connection sync, two
-	// real servers and the client share two emulated cores, and at
-	// 400–600 a second the VM was saturated (BGP keepalives starved past
-	// the hold time and paths went away; a third of the probes failed).
-	ctFloodFor = 110 * time.Second
+	floodUDPFlows = 10_000
+	floodACKs     = 1_000
+	// ctFloodFor spreads the flood over 55 s, 200 packets a second: the
+	// VM's router, three directors, their connection sync, two real
+	// servers and the client share two virtual CPUs, and at 400–600 a
+	// second the VM was saturated (BGP keepalives starved past the hold
+	// time and paths went away; a third of the probes failed). 55 s is
+	// past the 30 s the others' records keep their entries, so the
+	// budget is full for the second half of the flood.
+	ctFloodFor = 55 * time.Second
 	// At 200 a second the others' records (two thirds of the flows, kept
-	// 30 s each) are twice a budget of floodPeerShare of the table, and
-	// the directors' own flows (a third, plus the probes and the spoofed
-	// ACKs' entries, which stay longer) took about 5,000 entries beside
-	// it: the table is sized for those, as docs/ecmp.md says to.
-	floodConntrackMax = 16384
+	// 30 s each) are four times a budget of floodPeerShare of the table,
+	// and the directors' own flows (a third, plus the probes and the
+	// spoofed ACKs' entries, which stay longer) take about 3,000 entries
+	// beside it: the table is sized for those, as docs/ecmp.md says to.
+	// Without the budget the others' entries, kept for the records' 300 s,
+	// would outgrow it before the flood ends.
+	floodConntrackMax = 8192
 	floodPeerShare    = 10
 	floodUDPPort      = 5353
 	floodProbeEvery   = 50 * time.Millisecond // 20 new connections a second, to each service
@@ -50,8 +54,8 @@ const (
 // for the FULLNAT connections the others sync to it. A client floods a
 // FULLNAT UDP and a FULLNAT TCP service through the router with
 // single-packet UDP flows and spoofed TCP ACKs (which sloppy_tcp makes
-// ESTABLISHED IPVS connections) from 22,000 source addresses over
-// ctFloodFor, with nf_conntrack_max at 16,384 and peer_conntrack_share at 10 %. Each director's table keeps
+// ESTABLISHED IPVS connections) from 11,000 source addresses over
+// ctFloodFor, with nf_conntrack_max at 8,192 and peer_conntrack_share at 10 %. Each director's table keeps
 // its own flows plus at most peer_conntrack_share of the table for
 // the others', so it never fills (the kernel logs no "table full" and
 // drops no entry early): new connections to both services keep succeeding through every
