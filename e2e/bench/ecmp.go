@@ -40,8 +40,8 @@ type ecmpRow struct {
 func benchECMP(lvsdBin string, nServices, nBackends int, idle time.Duration) (ecmpRow, error) {
 	out := ecmpRow{services: nServices}
 	healthInterval = pickInterval(ecmpDirectors * nServices * nBackends) // the directors share the VM
-	fmt.Printf("\nlvsd ECMP benchmark: %d directors voting on health, %d services × %d real servers (mh, DR), a tcp check on every backend every %v (%.0f checks/s per director)\n",
-		ecmpDirectors, nServices, nBackends, healthInterval, checksAsked(nServices*nBackends))
+	fmt.Printf("\nlvsd ECMP benchmark: %d directors voting on health, %d services × %d real servers (mh, %s), a tcp check on every backend every %v (%.0f checks/s per director)\n",
+		ecmpDirectors, nServices, nBackends, forwardingName(), healthInterval, checksAsked(nServices*nBackends))
 	tp, err := topo.Build(topo.WithRouter(), topo.WithDirectors(ecmpDirectors), topo.WithRealServers(nBackends), topo.WithClientSources(0))
 	if err != nil {
 		return out, err
@@ -169,12 +169,44 @@ func writeECMPDirectors(tp *topo.Topology, nServices int, addrs []string) (agent
 
 // ecmpAgentFile is a director's agent file under -ecmp. Heartbeats every
 // 200 ms and a failure timeout of 1 s, as the ECMP tests run: three
-// directors and a router share the VM's two CPUs.
+// directors and a router share the VM's two CPUs. FULLNAT under ECMP
+// needs connection sync.
 func ecmpAgentFile(node, link, socket, bind string, peers []string, router string) string {
 	return fmt.Sprintf("node: %s\ninterface: %s\nservices_dir: services.d\nstate_dir: state\napi: {socket: %s}\n"+
 		"cluster:\n  mode: ecmp\n  bind: %s\n  peers: [%s]\n  key_file: cluster.key\n  failure_timeout: 1s\n  heartbeat_interval: 200ms\n"+
+		"  conn_sync: {enabled: %t}\n"+
 		"bgp:\n  asn: %d\n  peers:\n    - {address: %s, asn: %d, hold_time: 15s, connect_retry: 1s}\n  stop_grace: 1s\n",
-		node, link, socket, bind, strings.Join(peers, ", "), ecmplab.DirectorASN, router, ecmplab.RouterASN)
+		node, link, socket, bind, strings.Join(peers, ", "), fullNAT, ecmplab.DirectorASN, router, ecmplab.RouterASN)
+}
+
+// forwarding is a service's forwarding lines: DR (the default), or under
+// -fullnat FULLNAT with each director's own source address (10.0.0.241,
+// .242, …: above the real servers, which the topology numbers from .11).
+func forwarding() string {
+	if !fullNAT {
+		return ""
+	}
+	var b strings.Builder
+	b.WriteString("forwarding: fullnat\nfullnat:\n  per_director:\n")
+	for i := 1; i <= ecmpDirectors; i++ {
+		fmt.Fprintf(&b, "    %s: [10.0.0.%d]\n", directorName(i), 240+i)
+	}
+	return b.String()
+}
+
+// directorName is the topology's name of the i-th director (from 1).
+func directorName(i int) string {
+	if i == 1 {
+		return "director"
+	}
+	return fmt.Sprintf("director%d", i)
+}
+
+func forwardingName() string {
+	if fullNAT {
+		return "FULLNAT"
+	}
+	return "DR"
 }
 
 func firstError(errs []error) error {

@@ -30,13 +30,14 @@ import (
 
 const vip = "10.0.0.50"
 
-// profile, idleProfile, reference and healthType are the flags of those
-// names; healthInterval is -health-interval, or the one checkInterval
+// profile, idleProfile, reference, healthType and fullNAT are the flags of
+// those names; healthInterval is -health-interval, or the one checkInterval
 // picks for the size measured when it is 0.
 var (
 	profile, idleProfile string
 	reference            bool
 	healthType           string
+	fullNAT              bool
 	healthInterval       time.Duration
 	healthIntervalFlag   time.Duration
 )
@@ -52,10 +53,15 @@ func main() {
 	flag.BoolVar(&reference, "reference", true, "also time ipvsadm -R of the same set (false: lvsd alone, for profiling)")
 	flag.StringVar(&healthType, "health", "", "\"tcp\": every backend gets a TCP health check that real servers answer, and one backend's check fails and passes again (\"\": no health checks)")
 	ecmp := flag.Bool("ecmp", false, "instead: three directors in cluster mode ecmp voting on health, each with the services and checks of -health tcp (required)")
+	flag.BoolVar(&fullNAT, "fullnat", false, "with -ecmp: FULLNAT services (each director its own source address, connection sync on) instead of DR")
 	flag.DurationVar(&healthIntervalFlag, "health-interval", 0, fmt.Sprintf("with -health, the checks' interval (all services but the first, whose backend fails); 0: a minute, or longer where that asks more than %d checks a second of the VM (at 10,000 × 10: %v)", vmChecksPerSecond, checkInterval(100_000)))
 	flag.Parse()
 	if healthType != "" && healthType != "tcp" {
 		fmt.Fprintf(os.Stderr, "bench: -health %q: want tcp or nothing\n", healthType)
+		os.Exit(2)
+	}
+	if fullNAT && !*ecmp {
+		fmt.Fprintln(os.Stderr, "bench: -fullnat is for -ecmp (the single-director bench compares DR with ipvsadm -R)")
 		os.Exit(2)
 	}
 	if *ecmp && healthType == "" {
@@ -369,7 +375,7 @@ func generate(vip string, nServices int, addrs []string) (map[string]string, str
 	for s := 0; s < nServices; s++ {
 		var y strings.Builder
 		port := 1000 + s
-		fmt.Fprintf(&y, "service: svc%d\nvip: %s\nports: [%d]\n%sbackends:\n", s, vip, port, health(s))
+		fmt.Fprintf(&y, "service: svc%d\nvip: %s\nports: [%d]\n%s%sbackends:\n", s, vip, port, forwarding(), health(s))
 		fmt.Fprintf(&r, "-A -t %s:%d -s mh -b mh-fallback,mh-port\n", vip, port)
 		for _, addr := range addrs {
 			fmt.Fprintf(&y, "  - {address: %s, weight: 1}\n", addr)

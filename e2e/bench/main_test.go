@@ -42,20 +42,43 @@ func TestGeneratedServicesLoad(t *testing.T) {
 	}
 }
 
-// A director's agent file under -ecmp loads as lvsd loads it.
+// A director's agent file and services under -ecmp, DR or FULLNAT, load
+// as lvsd loads them.
 func TestECMPAgentFileLoads(t *testing.T) {
-	dir := t.TempDir()
-	os.Mkdir(filepath.Join(dir, "services.d"), 0o755)
-	os.WriteFile(filepath.Join(dir, "cluster.key"), []byte("MDEyMzQ1Njc4OWFiY2RlZjAxMjM0NTY3ODlhYmNkZWY=\n"), 0o600)
-	agentFile := filepath.Join(dir, "lvsd.yaml")
-	os.WriteFile(agentFile, []byte(ecmpAgentFile("director2", "eth0", filepath.Join(dir, "lvsd.sock"), "10.0.0.3",
-		[]string{"10.0.0.2", "10.0.0.3", "10.0.0.4"}, "10.0.0.10")), 0o644)
-	cfg, err := agent.LoadConfig(agentFile)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if c := cfg.Agent.Cluster; c == nil || c.Mode != "ecmp" {
-		t.Errorf("cluster %+v, want mode ecmp", c)
+	for _, fullnat := range []bool{false, true} {
+		t.Run(fmt.Sprint("fullnat=", fullnat), func(t *testing.T) {
+			fullNAT = fullnat
+			defer func() { fullNAT = false }()
+			dir := t.TempDir()
+			os.Mkdir(filepath.Join(dir, "services.d"), 0o755)
+			files, _ := generate(ecmpVIP, 3, []string{"10.0.0.11", "10.0.0.12"})
+			for name, body := range files {
+				if err := os.WriteFile(filepath.Join(dir, "services.d", name), []byte(body), 0o644); err != nil {
+					t.Fatal(err)
+				}
+			}
+			os.WriteFile(filepath.Join(dir, "cluster.key"), []byte("MDEyMzQ1Njc4OWFiY2RlZjAxMjM0NTY3ODlhYmNkZWY=\n"), 0o600)
+			agentFile := filepath.Join(dir, "lvsd.yaml")
+			os.WriteFile(agentFile, []byte(ecmpAgentFile("director2", "eth0", filepath.Join(dir, "lvsd.sock"), "10.0.0.3",
+				[]string{"10.0.0.2", "10.0.0.3", "10.0.0.4"}, "10.0.0.10")), 0o644)
+			cfg, err := agent.LoadConfig(agentFile)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if c := cfg.Agent.Cluster; c == nil || c.Mode != "ecmp" {
+				t.Errorf("cluster %+v, want mode ecmp", c)
+			}
+			if len(cfg.Services) != 3 {
+				t.Fatalf("%d services, want 3", len(cfg.Services))
+			}
+			want := "dr"
+			if fullnat {
+				want = "fullnat"
+			}
+			if got := string(cfg.Services[0].Forwarding); got != want {
+				t.Errorf("forwarding %q, want %q", got, want)
+			}
+		})
 	}
 }
 
