@@ -3,7 +3,6 @@ package cluster
 import (
 	"errors"
 	"net"
-	"os"
 	"sync"
 	"time"
 )
@@ -32,29 +31,48 @@ const (
 var errStreamTooLong = errors.New("cluster stream longer than a director sends")
 
 // stream is an accepted connection as memberlist reads it: at most
-// maxStreamBytes, the first ones within firstBytesTimeout whatever read
-// deadline memberlist sets. Closing it frees its slot. One goroutine
-// (memberlist's handler of the stream) uses it.
+// maxStreamBytes. It is handed to memberlist only once its first byte has
+// come (awaitFirstByte), which it returns first. Closing it frees its
+// slot. One goroutine (memberlist's handler of the stream) uses it.
 type stream struct {
 	net.Conn
 	left    int64
-	firstBy time.Time // zero once the first bytes came
-	asked   time.Time // the read deadline memberlist asked for
-	refuse  func()    // counts the stream refused: silent or too long
-	release func()    // frees the slot
+	first   []byte // the byte awaitFirstByte read, until memberlist reads it
+	refuse  func() // counts the stream refused: too long
+	release func() // frees the slot
 	once    sync.Once
 	refused bool
 }
 
-func newStream(c net.Conn, now time.Time, refuse, release func()) *stream {
-	s := &stream{Conn: c, left: maxStreamBytes, firstBy: now.Add(firstBytesTimeout), refuse: refuse, release: release}
-	_ = c.SetReadDeadline(s.firstBy)
-	return s
+// awaitFirstByte waits up to firstBytesTimeout for c's first byte. A
+// stream that ends or stays silent before it is closed and counted
+// (refuse) without reaching memberlist: memberlist would take one that
+// ends at once for a sender without the cluster's label and log an
+// authentication error, and a director does that when its own deadline
+// passes between connecting and writing (a TCP probe on a busy host).
+func awaitFirstByte(c net.Conn, now time.Time, refuse, release func()) (*stream, bool) {
+	first := make([]byte, 1)
+	_ = c.SetReadDeadline(now.Add(firstBytesTimeout))
+	if n, _ := c.Read(first); n != 1 {
+		refuse()
+		release()
+		c.Close()
+		return nil, false
+	}
+	_ = c.SetReadDeadline(time.Time{})
+	return &stream{Conn: c, left: maxStreamBytes - 1, first: first, refuse: refuse, release: release}, true
 }
 
 func (s *stream) Read(b []byte) (int, error) {
+	if len(s.first) > 0 && len(b) > 0 {
+		b[0], s.first = s.first[0], nil
+		return 1, nil
+	}
 	if s.left <= 0 {
-		s.refuseOnce()
+		if !s.refused {
+			s.refused = true
+			s.refuse()
+		}
 		return 0, errStreamTooLong
 	}
 	if int64(len(b)) > s.left {
@@ -62,38 +80,7 @@ func (s *stream) Read(b []byte) (int, error) {
 	}
 	n, err := s.Conn.Read(b)
 	s.left -= int64(n)
-	if n > 0 && !s.firstBy.IsZero() {
-		s.firstBy = time.Time{}
-		_ = s.Conn.SetReadDeadline(s.asked)
-	}
-	if err != nil && n == 0 && !s.firstBy.IsZero() && errors.Is(err, os.ErrDeadlineExceeded) {
-		s.refuseOnce()
-	}
 	return n, err
-}
-
-func (s *stream) refuseOnce() {
-	if !s.refused {
-		s.refused = true
-		s.refuse()
-	}
-}
-
-func (s *stream) SetDeadline(t time.Time) error {
-	if err := s.Conn.SetWriteDeadline(t); err != nil {
-		return err
-	}
-	return s.SetReadDeadline(t)
-}
-
-// SetReadDeadline keeps the first bytes' deadline while they have not come.
-func (s *stream) SetReadDeadline(t time.Time) error {
-	s.asked = t
-	d := t
-	if !s.firstBy.IsZero() && (t.IsZero() || s.firstBy.Before(t)) {
-		d = s.firstBy
-	}
-	return s.Conn.SetReadDeadline(d)
 }
 
 func (s *stream) Close() error {

@@ -32,15 +32,26 @@ func dialTransport(t *testing.T, tr *transport) net.Conn {
 	return c
 }
 
-// TestStreamsPastTheLimitAreClosed holds more idle connections than the
-// limit: memberlist gets maxStreams of them, the rest are closed at once
-// and counted, and a slot freed by memberlist takes the next one.
+// dialSending connects to tr and sends one byte, as a director does.
+func dialSending(t *testing.T, tr *transport) net.Conn {
+	t.Helper()
+	c := dialTransport(t, tr)
+	if _, err := c.Write([]byte{1}); err != nil {
+		t.Fatal(err)
+	}
+	return c
+}
+
+// TestStreamsPastTheLimitAreClosed holds more connections than the limit
+// (each sent a byte, then nothing): memberlist gets maxStreams of them,
+// the rest are closed at once and counted, and a slot freed by memberlist
+// takes the next one.
 func TestStreamsPastTheLimitAreClosed(t *testing.T) {
 	tr, stats := startTestTransport(t)
 	var got []net.Conn
 	const extra = 8
 	for range maxStreams + extra {
-		dialTransport(t, tr)
+		dialSending(t, tr)
 	}
 	deadline := time.After(5 * time.Second)
 	for len(got) < maxStreams || stats.refusedStreams.Load() < extra {
@@ -58,7 +69,7 @@ func TestStreamsPastTheLimitAreClosed(t *testing.T) {
 	case <-time.After(100 * time.Millisecond):
 	}
 	got[0].Close()
-	dialTransport(t, tr)
+	dialSending(t, tr)
 	select {
 	case <-tr.StreamCh():
 	case <-time.After(5 * time.Second):
@@ -66,43 +77,51 @@ func TestStreamsPastTheLimitAreClosed(t *testing.T) {
 	}
 }
 
-// TestSilentStreamTimesOut: memberlist asks for a 3 s deadline, but a
-// stream that sends nothing ends after firstBytesTimeout; one that sends
-// gets memberlist's deadline.
-func TestSilentStreamTimesOut(t *testing.T) {
+// TestSilentAndEmptyStreamsNeverReachMemberlist: a stream that sends
+// nothing is closed after firstBytesTimeout, one that ends at once (a
+// director whose deadline passed after connecting) is closed too, both
+// counted and neither handed to memberlist, which would log the empty one
+// as a sender without the cluster's label. One that sends is handed over
+// with its first byte, and memberlist's deadlines apply to it.
+func TestSilentAndEmptyStreamsNeverReachMemberlist(t *testing.T) {
 	tr, stats := startTestTransport(t)
-	dialTransport(t, tr)
-	s := <-tr.StreamCh()
-	defer s.Close()
+	silent := dialTransport(t, tr)
 	start := time.Now()
-	if err := s.SetDeadline(start.Add(3 * time.Second)); err != nil {
-		t.Fatal(err)
+	_ = silent.SetReadDeadline(start.Add(5 * time.Second))
+	if _, err := silent.Read(make([]byte, 1)); err != io.EOF {
+		t.Fatalf("a silent stream: %v, want closed", err)
 	}
-	_, err := s.Read(make([]byte, 1))
-	if !errors.Is(err, os.ErrDeadlineExceeded) {
-		t.Fatalf("read of a silent stream: %v", err)
-	}
-	if took := time.Since(start); took > firstBytesTimeout+500*time.Millisecond {
+	if took := time.Since(start); took < firstBytesTimeout-100*time.Millisecond || took > firstBytesTimeout+time.Second {
 		t.Errorf("a silent stream lasted %s, want about %s", took, firstBytesTimeout)
 	}
-	if n := stats.refusedStreams.Load(); n != 1 {
-		t.Errorf("refused streams = %d, want 1", n)
+	dialTransport(t, tr).Close()
+	for deadline := time.Now().Add(5 * time.Second); stats.refusedStreams.Load() < 2 && time.Now().Before(deadline); {
+		time.Sleep(10 * time.Millisecond)
+	}
+	if n := stats.refusedStreams.Load(); n != 2 {
+		t.Errorf("refused streams = %d, want 2", n)
+	}
+	select {
+	case <-tr.StreamCh():
+		t.Fatal("a silent or empty stream was handed to memberlist")
+	default:
 	}
 
-	c := dialTransport(t, tr)
-	s2 := <-tr.StreamCh()
-	defer s2.Close()
-	if _, err := c.Write([]byte{1}); err != nil {
+	c := dialSending(t, tr)
+	s := <-tr.StreamCh()
+	defer s.Close()
+	if _, err := c.Write([]byte{2}); err != nil {
 		t.Fatal(err)
 	}
 	start = time.Now()
-	if err := s2.SetDeadline(start.Add(1500 * time.Millisecond)); err != nil {
+	if err := s.SetDeadline(start.Add(1500 * time.Millisecond)); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := s2.Read(make([]byte, 1)); err != nil {
-		t.Fatal(err)
+	got := make([]byte, 2)
+	if _, err := io.ReadFull(s, got); err != nil || got[0] != 1 || got[1] != 2 {
+		t.Fatalf("read %v, %v; want the bytes sent, [1 2]", got, err)
 	}
-	if _, err := s2.Read(make([]byte, 1)); !errors.Is(err, os.ErrDeadlineExceeded) || time.Since(start) < 1400*time.Millisecond {
+	if _, err := s.Read(make([]byte, 1)); !errors.Is(err, os.ErrDeadlineExceeded) || time.Since(start) < 1400*time.Millisecond {
 		t.Errorf("after the first bytes: %v after %s, want memberlist's deadline (1.5 s)", err, time.Since(start))
 	}
 }
@@ -110,7 +129,7 @@ func TestSilentStreamTimesOut(t *testing.T) {
 // TestLongStreamIsCut: memberlist reads at most maxStreamBytes of a stream.
 func TestLongStreamIsCut(t *testing.T) {
 	tr, stats := startTestTransport(t)
-	c := dialTransport(t, tr)
+	c := dialSending(t, tr)
 	s := <-tr.StreamCh()
 	defer s.Close()
 	go func() {

@@ -157,7 +157,8 @@ func (t *transport) readPackets() {
 
 // accept hands TCP connections to memberlist, at most maxStreams at a
 // time and each bounded (stream); the ones past the limit are closed at
-// once, so that a stranger's connections cannot pile up.
+// once, so that a stranger's connections cannot pile up. Each one waits
+// for its first byte in a goroutine of its own (handOver).
 func (t *transport) accept() {
 	delay := time.Duration(0)
 	for {
@@ -180,13 +181,21 @@ func (t *transport) accept() {
 			c.Close()
 			continue
 		}
-		refuse := func() { t.stats.refusedStreams.Add(1) }
-		release := func() { <-t.slots }
-		select {
-		case t.streams <- newStream(c, time.Now(), refuse, release):
-		case <-t.stop:
-			c.Close()
-			return
-		}
+		t.wg.Go(func() { t.handOver(c) })
+	}
+}
+
+// handOver gives memberlist the stream c once its first byte has come.
+func (t *transport) handOver(c net.Conn) {
+	refuse := func() { t.stats.refusedStreams.Add(1) }
+	release := func() { <-t.slots }
+	s, ok := awaitFirstByte(c, time.Now(), refuse, release)
+	if !ok {
+		return
+	}
+	select {
+	case t.streams <- s:
+	case <-t.stop:
+		s.Close()
 	}
 }
