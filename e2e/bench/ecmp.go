@@ -227,15 +227,18 @@ func joinFigures[T any](xs []T, f func(T) float64) string {
 	return strings.Join(s, " / ")
 }
 
-// printECMP prints the rows of a -ecmp run.
+// printECMP prints the rows of a -ecmp run. Under the health vote a
+// director's kernel may change before its own check fails (the others'
+// votes), so the flap is given from the change: the slowest director's
+// own verdict, and the slowest director's kernel.
 func printECMP(rows []ecmpRow) {
-	fmt.Printf("\nECMP (%d directors voting; a %s check on every backend every %v; one backend's check fails and passes again; per director or the slowest):\n",
-		ecmpDirectors, healthType, healthInterval)
-	fmt.Println("services  cold (slowest)  RSS MiB (each)  idle CPU % (each)  fail: verdict  → reconciled  (pass)  rise: verdict  → reconciled")
+	fmt.Printf("\nECMP (%d directors voting; %s; a %s check on every backend every %v; one backend's check fails and passes again; per director or the slowest):\n",
+		ecmpDirectors, forwardingName(), healthType, healthInterval)
+	fmt.Println("services  cold (slowest)  RSS MiB (each)  idle CPU % (each)  fail: verdict  kernel  rise: verdict  kernel")
 	for _, r := range rows {
 		f := r.flap
-		fmt.Printf("%8d  %13.2fs  %14s  %17s  %12.3fs  %11.3fs  %5.3fs  %12.3fs  %11.3fs\n", r.services, r.cold.Seconds(),
+		fmt.Printf("%8d  %13.2fs  %14s  %17s  %12.3fs  %5.3fs  %12.3fs  %5.3fs\n", r.services, r.cold.Seconds(),
 			joinFigures(r.rssKiB, func(k int) float64 { return float64(k) / 1024 }), joinFigures(r.idleCPU, func(c float64) float64 { return 100 * c }),
-			f.failDetect.Seconds(), f.failReconciled.Seconds(), f.failPass.Seconds(), f.riseDetect.Seconds(), f.riseReconciled.Seconds())
+			f.failDetect.Seconds(), f.failKernel.Seconds(), f.riseDetect.Seconds(), f.riseKernel.Seconds())
 	}
 }

@@ -166,6 +166,7 @@ type healthFlap struct {
 	failDetect, failReconciled time.Duration
 	failPass                   time.Duration // the reconciling pass, as lvsd logs its duration
 	riseDetect, riseReconciled time.Duration
+	failKernel, riseKernel     time.Duration // from the change to the kernel changed
 }
 
 // flapBackend fails the check of the first real server in the first
@@ -184,9 +185,10 @@ func flapBackend(ls []*lvsd, hosts []*topo.Host, s *checkServers, vip string, po
 		detect    *time.Duration
 		reconcile *time.Duration
 		pass      *time.Duration
+		kernel    *time.Duration
 	}{
-		{"fails", s.failFlap, `msg="target unhealthy"`, 0, &out.failDetect, &out.failReconciled, &out.failPass},
-		{"passes again", s.restoreFlap, `msg="target healthy"`, 1, &out.riseDetect, &out.riseReconciled, nil},
+		{"fails", s.failFlap, `msg="target unhealthy"`, 0, &out.failDetect, &out.failReconciled, &out.failPass, &out.failKernel},
+		{"passes again", s.restoreFlap, `msg="target healthy"`, 1, &out.riseDetect, &out.riseReconciled, nil, &out.riseKernel},
 	} {
 		start := time.Now()
 		if err := step.change(); err != nil {
@@ -200,13 +202,13 @@ func flapBackend(ls []*lvsd, hosts []*topo.Host, s *checkServers, vip string, po
 		for i, l := range ls {
 			go func() {
 				var r result
-				r.detect, r.reconcile, r.pass, r.err = awaitVerdict(l, start, step.msg, target)
+				r.detect, r.reconcile, r.pass, r.err = awaitVerdict(l, start, step.msg, target, fmt.Sprintf("-> %s:%d ", s.addrs[0], port))
 				if r.err == nil {
 					r.err = destinationWeight(hosts[i], vip, port, s.addrs[0], step.weight)
 				}
 				if r.err == nil {
-					fmt.Printf("backend %s of svc0 %s: %s's verdict after %.3fs, its kernel reconciled %.3fs later\n",
-						s.addrs[0], step.what, hosts[i].ID, r.detect.Seconds(), r.reconcile.Seconds())
+					fmt.Printf("backend %s of svc0 %s: %s's verdict after %.3fs, its kernel changed %.3fs after the change (%+.3fs from the verdict)\n",
+						s.addrs[0], step.what, hosts[i].ID, r.detect.Seconds(), (r.detect + r.reconcile).Seconds(), r.reconcile.Seconds())
 				}
 				results <- r
 			}()
@@ -216,6 +218,7 @@ func flapBackend(ls []*lvsd, hosts []*topo.Host, s *checkServers, vip string, po
 			r := <-results
 			errs = append(errs, r.err)
 			*step.detect, *step.reconcile = max(*step.detect, r.detect), max(*step.reconcile, r.reconcile)
+			*step.kernel = max(*step.kernel, r.detect+r.reconcile)
 			if step.pass != nil {
 				*step.pass = max(*step.pass, r.pass)
 			}
@@ -227,25 +230,49 @@ func flapBackend(ls []*lvsd, hosts []*topo.Host, s *checkServers, vip string, po
 	return out, nil
 }
 
-// awaitVerdict waits for lvsd to log the verdict msg about target, then
-// for the first pass after it that applied an operation, and returns the
-// time from start to the verdict, from the verdict to that pass's end,
-// and the pass's logged duration.
-func awaitVerdict(l *lvsd, start time.Time, msg, target string) (detect, reconcile, pass time.Duration, err error) {
-	if _, err := l.waitFor(time.Minute, msg, target); err != nil {
-		return 0, 0, 0, err
-	}
-	seen := time.Now()
-	for {
-		applied, line, err := l.waitReconciled(time.Minute)
+// awaitVerdict reads lvsd's log from start until it has logged both the
+// verdict msg about target and the end of a pass that applied an
+// operation on the destination (dest: "-> addr:port "), and returns the time from start to
+// the verdict, from the verdict to that pass's end (by the lines' own
+// time stamps), and the pass's logged duration. Under ECMP the pass may
+// come first (a negative time): the other directors' votes can change the
+// table before this one's own check fails.
+func awaitVerdict(l *lvsd, start time.Time, msg, target, dest string) (detect, reconcile, pass time.Duration, err error) {
+	deadline := time.After(time.Minute)
+	var verdictAt, kernelAt time.Time
+	applied := false
+	for verdictAt.IsZero() || kernelAt.IsZero() {
+		line, err := l.nextLine(deadline, fmt.Sprintf("logging %s %sand a pass changing %s", msg, target, dest))
 		if err != nil {
 			return 0, 0, 0, err
 		}
-		if len(applied) > 0 {
-			pass, err = loggedDuration(line)
-			return seen.Sub(start), time.Since(seen), pass, err
+		if strings.Contains(line, "level=ERROR") {
+			return 0, 0, 0, fmt.Errorf("lvsd: %s", line)
+		}
+		at, ok := loggedAt(line)
+		if !ok || at.Before(start) {
+			continue
+		}
+		switch {
+		case strings.Contains(line, msg) && strings.Contains(line, target):
+			if verdictAt.IsZero() {
+				verdictAt = at
+				fmt.Printf("    lvsd: %s\n", line[strings.Index(line, "msg="):])
+			}
+		case strings.Contains(line, "msg=applied") && strings.Contains(line, dest):
+			applied = true
+		case strings.Contains(line, "msg=reconciled"):
+			if applied && kernelAt.IsZero() {
+				kernelAt = at
+				if pass, err = loggedDuration(line); err != nil {
+					return 0, 0, 0, err
+				}
+				fmt.Printf("    lvsd: %s\n", line[strings.Index(line, "msg="):])
+			}
+			applied = false
 		}
 	}
+	return verdictAt.Sub(start), kernelAt.Sub(verdictAt), pass, nil
 }
 
 // destinationWeight checks the kernel's weight of a destination.

@@ -107,3 +107,26 @@ func TestCheckInterval(t *testing.T) {
 		}
 	}
 }
+
+// A log line's time is read from its time= field; a line without one has
+// none.
+func TestLoggedAt(t *testing.T) {
+	for _, tc := range []struct {
+		line string
+		want string
+	}{
+		{`time=2026-12-05T22:52:52.151Z level=INFO msg="target healthy" target=svc0/10.0.0.11`, "2026-12-05T22:52:52.151Z"},
+		{`level=INFO msg=reconciled`, ""},
+		{`time=yesterday level=INFO`, ""},
+	} {
+		at, ok := loggedAt(tc.line)
+		if got := ""; ok {
+			got = at.Format(time.RFC3339Nano)
+			if got != tc.want {
+				t.Errorf("%q: %s, want %s", tc.line, got, tc.want)
+			}
+		} else if tc.want != "" {
+			t.Errorf("%q: no time, want %s", tc.line, tc.want)
+		}
+	}
+}
