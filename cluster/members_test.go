@@ -142,3 +142,24 @@ func TestAuthHint(t *testing.T) {
 		}
 	}
 }
+
+// A probe that fails on a busy host is a warning; memberlist's other
+// errors stay errors.
+func TestProbeFailuresAreWarnings(t *testing.T) {
+	for _, tc := range []struct{ line, level string }{
+		{"[ERR] memberlist: Failed fallback TCP ping: timeout 2s: read tcp 10.0.0.3:35396->10.0.0.4:7946: i/o timeout", "WARN"},
+		{"[ERR] memberlist: Failed to send UDP ping: write udp: sendto: no route to host", "WARN"},
+		{"[ERR] memberlist: Failed to send gossip to 10.0.0.4:7946: write udp: i/o timeout", "WARN"},
+		{"[ERR] memberlist: Push/Pull with d2 failed: dial tcp 10.0.0.4:7946: i/o timeout", "ERROR"},
+		{"[ERR] memberlist: Received invalid msgType (99) from=10.0.0.4:7946", "ERROR"},
+	} {
+		var buf bytes.Buffer
+		w := &mlLog{n: &Node{log: slog.New(slog.NewTextHandler(&buf, nil))}, last: map[string]time.Time{}}
+		if _, err := w.Write([]byte(tc.line + "\n")); err != nil {
+			t.Fatal(err)
+		}
+		if !strings.Contains(buf.String(), "level="+tc.level+" ") {
+			t.Errorf("%q logged as\n%s\nwant level %s", tc.line, buf.String(), tc.level)
+		}
+	}
+}
