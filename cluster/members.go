@@ -351,16 +351,23 @@ func (w *mlLog) Write(p []byte) (int, error) {
 }
 
 // probeFailures begin memberlist's errors of a probe, an ack or a gossip
-// message that could not be sent, or not answered in time. They come and
-// go with a busy host or a lossy network, and what they may lead to, a
-// director suspected and then failed, the cluster's view logs itself: as
-// errors they would page an operator for each one of a starved host.
-var probeFailures = []string{"Failed fallback TCP ping", "Failed to send UDP ping", "Failed to send UDP compound ping",
-	"Failed to send indirect UDP ping", "Failed to send indirect ping", "Failed to send gossip", "Failed to send ack",
-	"Failed to forward ack", "Failed to send nack"}
+// message that could not be sent, or not answered in time; transientErrors
+// are in those of an exchange with a peer that timed out or found no one
+// listening (a push-pull with a peer that is restarting or starved). They
+// come and go with a busy host or a lossy network, and what they may lead
+// to, a director suspected and then failed, the cluster's view logs
+// itself: as errors they would page an operator for each one of a starved
+// host.
+var (
+	probeFailures = []string{"Failed fallback TCP ping", "Failed to send UDP ping", "Failed to send UDP compound ping",
+		"Failed to send indirect UDP ping", "Failed to send indirect ping", "Failed to send gossip", "Failed to send ack",
+		"Failed to forward ack", "Failed to send nack"}
+	transientErrors = []string{"i/o timeout", "connection refused"}
+)
 
 func isProbeFailure(msg string) bool {
-	return slices.ContainsFunc(probeFailures, func(p string) bool { return strings.HasPrefix(msg, p) })
+	return slices.ContainsFunc(probeFailures, func(p string) bool { return strings.HasPrefix(msg, p) }) ||
+		slices.ContainsFunc(transientErrors, func(e string) bool { return strings.Contains(msg, e) })
 }
 
 // parseMemberlistLine splits one of memberlist's log lines into its level

@@ -143,14 +143,17 @@ func TestAuthHint(t *testing.T) {
 	}
 }
 
-// A probe that fails on a busy host is a warning; memberlist's other
-// errors stay errors.
+// A probe that fails, or an exchange that times out, on a busy host is a
+// warning; memberlist's other errors stay errors.
 func TestProbeFailuresAreWarnings(t *testing.T) {
 	for _, tc := range []struct{ line, level string }{
 		{"[ERR] memberlist: Failed fallback TCP ping: timeout 2s: read tcp 10.0.0.3:35396->10.0.0.4:7946: i/o timeout", "WARN"},
 		{"[ERR] memberlist: Failed to send UDP ping: write udp: sendto: no route to host", "WARN"},
 		{"[ERR] memberlist: Failed to send gossip to 10.0.0.4:7946: write udp: i/o timeout", "WARN"},
-		{"[ERR] memberlist: Push/Pull with d2 failed: dial tcp 10.0.0.4:7946: i/o timeout", "ERROR"},
+		{"[ERR] memberlist: Push/Pull with d2 failed: dial tcp 10.0.0.4:7946: i/o timeout", "WARN"},
+		{"[ERR] memberlist: Push/Pull with d2 failed: read tcp 10.0.0.3:50160->10.0.0.4:7946: i/o timeout", "WARN"},
+		{"[ERR] memberlist: Push/Pull with d2 failed: dial tcp 10.0.0.4:7946: connect: connection refused", "WARN"},
+		{"[ERR] memberlist: Push/Pull with d2 failed: Reading remote state failed: EOF", "ERROR"},
 		{"[ERR] memberlist: Received invalid msgType (99) from=10.0.0.4:7946", "ERROR"},
 	} {
 		var buf bytes.Buffer
