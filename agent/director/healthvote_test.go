@@ -241,6 +241,15 @@ type fakeChecks struct {
 
 func (f *fakeChecks) Set([]health.Target)                     {}
 func (f *fakeChecks) Update(map[string]bool, []health.Target) {}
+func (f *fakeChecks) States(keys []string, each func(int, health.State, bool)) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	for i, k := range keys {
+		st, ok := f.states[k]
+		each(i, st, ok)
+	}
+}
+
 func (f *fakeChecks) Snapshot() map[string]health.State {
 	f.mu.Lock()
 	defer f.mu.Unlock()
