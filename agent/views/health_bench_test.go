@@ -52,7 +52,7 @@ func checkedDirector(tb testing.TB, n, backends int, checked bool) *Views {
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan error, 1)
 	go func() { done <- m.Run(ctx) }()
-	for deadline := time.Now().Add(time.Minute); ; {
+	for deadline := time.Now().Add(5 * time.Minute); ; {
 		known := 0
 		for _, st := range m.Snapshot() {
 			if st.Known {
@@ -63,7 +63,7 @@ func checkedDirector(tb testing.TB, n, backends int, checked bool) *Views {
 			break
 		}
 		if time.Now().After(deadline) {
-			tb.Fatalf("%d of %d targets known after a minute", known, n*backends)
+			tb.Fatalf("%d of %d targets known after five minutes", known, n*backends)
 		}
 		time.Sleep(50 * time.Millisecond)
 	}

@@ -385,9 +385,9 @@ func (r *statusReader) service(l listed, withDests bool, now time.Time) ServiceS
 		return ss
 	}
 	ss.Destinations = make([]DestinationStatus, 0, l.counts.Total)
-	keys := make([]string, len(vs.Destinations))
-	for i, d := range vs.Destinations {
-		keys[i] = vs.Backend(d)
+	keys := r.dst.keys[:0] // the last service's: one slice for all of them
+	for _, d := range vs.Destinations {
+		keys = append(keys, vs.Backend(d))
 	}
 	r.dst.read(r.health, keys)
 	i := 0 // configured destinations come in order
