@@ -26,6 +26,13 @@ func (f *fakeHealth) Update(groups map[string]bool, t []health.Target) {
 
 func (f *fakeHealth) Snapshot() map[string]health.State { return f.states }
 
+func (f *fakeHealth) States(keys []string, each func(int, health.State, bool)) {
+	for i, k := range keys {
+		st, ok := f.states[k]
+		each(i, st, ok)
+	}
+}
+
 // Changes hands every state, as a checker that cannot tell what changed.
 func (f *fakeHealth) Changes() (map[string]health.State, []string, bool) {
 	return f.states, nil, true

@@ -22,6 +22,10 @@ type HealthChecker interface {
 	Update(groups map[string]bool, targets []health.Target)
 	// Snapshot returns the state of every target by key.
 	Snapshot() map[string]health.State
+	// States calls f with the state of each of keys (ok false: no such
+	// target), as of one instant, without a copy of every target's; f
+	// must be quick and must not call the checker.
+	States(keys []string, f func(i int, st health.State, ok bool))
 	// Changes returns the states of the targets changed, added or
 	// redefined since the last call and the keys of those removed; with
 	// all, states is every target's and any other is gone (a checker that

@@ -1,11 +1,18 @@
 package agent
 
 import (
+	"context"
+	"fmt"
+	"maps"
 	"net/netip"
+	"os"
+	"path/filepath"
+	"slices"
 	"testing"
 	"time"
 
 	"github.com/lvsd/lvsd/agent/config"
+	"github.com/lvsd/lvsd/agent/health"
 )
 
 // The backends that share a health block share one slice of checks, so
@@ -35,5 +42,65 @@ func TestHealthTargetsShareChecks(t *testing.T) {
 		if tg.Group != "web" || tg.Port != 80 {
 			t.Errorf("target %s: group %q port %d, want web and 80", tg.Key, tg.Group, tg.Port)
 		}
+	}
+}
+
+// countingHealth is a fakeHealth that counts the hand-overs.
+type countingHealth struct {
+	fakeHealth
+	sets    int
+	updated []map[string]bool
+}
+
+func (c *countingHealth) Set(t []health.Target) { c.sets++; c.fakeHealth.Set(t) }
+
+func (c *countingHealth) Update(groups map[string]bool, t []health.Target) {
+	c.updated = append(c.updated, groups)
+	c.fakeHealth.Update(groups, t)
+}
+
+// A SIGHUP that finds services edited, removed and added hands the
+// checker the targets of those services only, and it ends with every
+// target of the configuration: a full Set made and compared 100,000
+// targets for one weight edited.
+func TestSignalHandsOverChangedTargets(t *testing.T) {
+	e := newEnv(t)
+	body := func(name string, weight int) string {
+		return fmt.Sprintf("service: %s\nvip: 10.0.0.50\nports: [%d]\nhealth: {checks: [{type: tcp}]}\nbackends:\n"+
+			"  - {address: 10.0.0.11, weight: %d}\n  - {address: 10.0.0.12}\n", name, 80+len(name), weight)
+	}
+	for _, name := range []string{"a", "bb", "ccc"} {
+		e.service(name, body(name, 1))
+	}
+	checker := &countingHealth{}
+	a := e.agentWith(Options{Health: checker})
+	a.reconcile(context.Background())
+	if checker.sets != 1 {
+		t.Fatalf("%d Sets at the start, want 1", checker.sets)
+	}
+	e.service("a", body("a", 5))
+	if err := os.Remove(filepath.Join(e.dir, "services.d", "bb.yaml")); err != nil {
+		t.Fatal(err)
+	}
+	e.service("dddd", body("dddd", 1))
+	if _, _, err := a.reload("signal", nil); err != nil {
+		t.Fatal(err)
+	}
+	if checker.sets != 1 || len(checker.updated) != 1 {
+		t.Fatalf("after the SIGHUP: %d Sets, updates %v; want no Set and one Update", checker.sets, checker.updated)
+	}
+	if got, want := slices.Sorted(maps.Keys(checker.updated[0])), []string{"a", "bb", "dddd"}; !slices.Equal(got, want) {
+		t.Errorf("updated %v, want %v", got, want)
+	}
+	keys := func(ts []health.Target) []string {
+		var out []string
+		for _, t := range ts {
+			out = append(out, t.Key)
+		}
+		slices.Sort(out)
+		return out
+	}
+	if got, want := keys(checker.targets), keys(HealthTargets(a.cfg.Services)); !slices.Equal(got, want) {
+		t.Errorf("the checker ends with %v, want %v", got, want)
 	}
 }

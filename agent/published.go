@@ -171,13 +171,17 @@ func (a *Agent) Addresses(ctx context.Context, dev string) ([]netip.Prefix, erro
 // the agent reads none.
 func (a *Agent) ConnectionTable() ConnectionTable { return a.opts.Kernel.Conns }
 
-// HealthStates is the health checker's view now; nil without health
-// checking.
-func (a *Agent) HealthStates() map[string]health.State {
-	if a.opts.Health == nil {
-		return nil
+// ChecksHealth reports whether the agent has a health checker.
+func (a *Agent) ChecksHealth() bool { return a.opts.Health != nil }
+
+// HealthStates calls f with the health checker's state now of each of
+// keys (ok false: it checks no such target); without health checking it
+// does not call f. f must be quick: the checker's lock is held
+// (health.Monitor.States).
+func (a *Agent) HealthStates(keys []string, f func(i int, st health.State, ok bool)) {
+	if a.opts.Health != nil {
+		a.opts.Health.States(keys, f)
 	}
-	return a.opts.Health.Snapshot()
 }
 
 // Parts are the agent's other parts, which the status shows beside the

@@ -124,6 +124,21 @@ func (v *votedHealth) Snapshot() map[string]health.State {
 	return local
 }
 
+// States calls f with the local state of each of keys with the vote's
+// verdict, without a copy of every target's (Snapshot).
+func (v *votedHealth) States(keys []string, f func(i int, st health.State, ok bool)) {
+	v.mu.Lock()
+	defer v.mu.Unlock()
+	v.absorb()
+	voted := len(v.tally.peers) > 0
+	v.local.States(keys, func(i int, st health.State, ok bool) {
+		if ok && voted {
+			st = v.tally.decide(st, healthID(keys[i]))
+		}
+		f(i, st, ok)
+	})
+}
+
 // takeLocal takes in the local checks' changes and shares this
 // director's vote if they changed it: what run does when they change.
 func (v *votedHealth) takeLocal() {

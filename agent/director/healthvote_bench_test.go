@@ -33,6 +33,15 @@ func (f *incrementalChecks) Set([]health.Target)                     {}
 func (f *incrementalChecks) Update(map[string]bool, []health.Target) {}
 func (f *incrementalChecks) Changed() <-chan struct{}                { return f.changed }
 
+func (f *incrementalChecks) States(keys []string, each func(int, health.State, bool)) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	for i, k := range keys {
+		st, ok := f.states[k]
+		each(i, st, ok)
+	}
+}
+
 func (f *incrementalChecks) Snapshot() map[string]health.State {
 	f.mu.Lock()
 	defer f.mu.Unlock()

@@ -3,6 +3,7 @@ package director
 import (
 	"bytes"
 	"context"
+	"fmt"
 	"log/slog"
 	"maps"
 	"slices"
@@ -241,6 +242,15 @@ type fakeChecks struct {
 
 func (f *fakeChecks) Set([]health.Target)                     {}
 func (f *fakeChecks) Update(map[string]bool, []health.Target) {}
+func (f *fakeChecks) States(keys []string, each func(int, health.State, bool)) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	for i, k := range keys {
+		st, ok := f.states[k]
+		each(i, st, ok)
+	}
+}
+
 func (f *fakeChecks) Snapshot() map[string]health.State {
 	f.mu.Lock()
 	defer f.mu.Unlock()
@@ -296,6 +306,14 @@ func TestVotedHealth(t *testing.T) {
 	awaitSignal(t, v.Changed())
 	if s := v.Snapshot(); s[rs1].Healthy || !s[rs2].Healthy {
 		t.Errorf("decided rs1 %v rs2 %v, want down and up", s[rs1].Healthy, s[rs2].Healthy)
+	}
+	// States, what the status and the metrics read, says what Snapshot does.
+	var read []string
+	v.States([]string{rs2, "web/10.0.0.99:80", rs1}, func(i int, st health.State, ok bool) {
+		read = append(read, fmt.Sprint(i, st.Healthy, ok))
+	})
+	if want := []string{"0 true true", "1 false false", "2 false true"}; !slices.Equal(read, want) {
+		t.Errorf("States: %q, want %q (rs2 up, no such target, rs1 down)", read, want)
 	}
 	if !v.overruled(rs1) || !v.overruled(rs2) {
 		t.Error("not both overruled")

@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"maps"
+	"reflect"
 	"slices"
 	"strings"
 	"sync"
@@ -573,5 +574,47 @@ func TestMonitorChanges(t *testing.T) {
 	h.m.Set([]Target{target("b", 1, 1), target("c", 1, 1)})
 	if got := keysOf(h.m.Changes()); got != "[c] [a]" {
 		t.Fatalf("after a went and c came: %s, want [c] [a]", got)
+	}
+}
+
+// States hands each key asked for its State as Snapshot has it, in the
+// order asked, and ok false for a key that is no target: what the status
+// and the metrics read instead of a copy of every target's.
+func TestMonitorStates(t *testing.T) {
+	h := newHarness(t)
+	h.script("b", seq("+-")...)
+	h.m.Set([]Target{target("a", 1, 1), target("b", 1, 1), target("c", 1, 1)})
+	h.start(3)
+	h.round(3) // b fails
+	snap := h.m.Snapshot()
+	for _, tc := range []struct {
+		name string
+		keys []string
+	}{
+		{"none", nil},
+		{"one", []string{"b"}},
+		{"all, out of order", []string{"c", "a", "b"}},
+		{"missing among them", []string{"a", "x", "b", ""}},
+		{"repeated", []string{"b", "b"}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			calls := 0
+			h.m.States(tc.keys, func(i int, st State, ok bool) {
+				if i != calls {
+					t.Errorf("call %d for key %d: keys are handed in order", calls, i)
+				}
+				calls++
+				want, wantOK := snap[tc.keys[i]]
+				if ok != wantOK || !reflect.DeepEqual(st, want) {
+					t.Errorf("%q: %+v %v, want %+v %v", tc.keys[i], st, ok, want, wantOK)
+				}
+			})
+			if calls != len(tc.keys) {
+				t.Errorf("%d calls for %d keys", calls, len(tc.keys))
+			}
+		})
+	}
+	if snap["b"].Healthy || !snap["a"].Healthy || !snap["a"].Known {
+		t.Errorf("a %+v, b %+v: want a known healthy, b unhealthy", snap["a"], snap["b"])
 	}
 }

@@ -113,6 +113,12 @@ func (vs *VirtualService) Backend(dst Destination) string {
 	return string(vs.appendBackend(buf[:0], dst))
 }
 
+// AppendBackend appends vs.Backend(dst) to buf: a reader of many keys
+// makes them without a string each.
+func (vs *VirtualService) AppendBackend(buf []byte, dst Destination) []byte {
+	return vs.appendBackend(buf, dst)
+}
+
 // appendBackend appends vs.Backend(dst) to buf: a map indexed by
 // string(vs.appendBackend(buf[:0], dst)) allocates nothing.
 func (vs *VirtualService) appendBackend(buf []byte, dst Destination) []byte {

@@ -11,7 +11,6 @@ import (
 
 	"github.com/lvsd/lvsd/agent"
 	"github.com/lvsd/lvsd/agent/api"
-	"github.com/lvsd/lvsd/agent/health"
 	"github.com/lvsd/lvsd/agent/maglev"
 	"github.com/lvsd/lvsd/agent/planner"
 	"github.com/lvsd/lvsd/ipvs/l4"
@@ -108,7 +107,7 @@ func (v *Views) Explain(ctx context.Context, q ExplainQuery) (Explanation, error
 	e := Explanation{Schema: api.SchemaVersion, Client: q.Client.String(), Service: vs.Name, IPVSService: vs.ServiceKey.String(),
 		Scheduler: cur.Scheduler, Flags: cur.Flags.String(), Rule: s.Eligibility.At(vs.Name).Rule, Slot: -1,
 		HashesPort: cur.Flags&spec.FlagMHPort != 0, ClientAddress: clientAddressPath(s, vs.Name, q.Client)}
-	mds := explainDestinations(v.a.HealthStates(), s, vs, cur, &e)
+	mds := explainDestinations(v.healthReader(), s, vs, cur, &e)
 	if table := v.a.ConnectionTable(); table != nil {
 		conns, err := table.Connections(ctx)
 		if err != nil {
@@ -164,19 +163,30 @@ func explainedService(services []*planner.VirtualService, q ExplainQuery) (*plan
 // returns them as the Maglev scheduler sees them. A destination's slot
 // weight is its kernel weight, or at weight 0 the weight lvsd gave it last
 // (its configured slot weight; 1 for one no longer configured).
-func explainDestinations(states map[string]health.State, s *agent.Snapshot, vs *planner.VirtualService, cur planner.ActualService, e *Explanation) []maglev.Destination {
+func explainDestinations(read healthReader, s *agent.Snapshot, vs *planner.VirtualService, cur planner.ActualService, e *Explanation) []maglev.Destination {
 	wanted := map[spec.DestinationKey]planner.Destination{}
 	for _, d := range vs.Destinations {
 		wanted[d.Key()] = d
 	}
+	// The health of the configured ones, read at once, by position in
+	// the kernel's list ("": not configured).
+	keys := make([]string, len(cur.Destinations))
+	for i, k := range cur.Destinations {
+		if w, ok := wanted[k.DestinationKey]; ok {
+			keys[i] = vs.Backend(w)
+		}
+	}
+	var states backendStates
+	states.read(read, keys)
 	var mds []maglev.Destination
-	for _, k := range cur.Destinations {
+	for i, k := range cur.Destinations {
 		ds := DestinationStatus{Address: k.DestinationKey.String(), Forwarding: k.Method(), ConfiguredWeight: -1,
 			Weight: k.Weight, ActiveConns: int(k.ActiveConns), InactiveConns: int(k.InactiveConns)}
 		slotWeight := k.Weight
 		if w, ok := wanted[k.DestinationKey]; ok {
 			ds.ConfiguredWeight = int(w.Weight)
-			ds.setHealth(states, s.Eligibility.At(vs.Name), s.Config, vs.Backend(w))
+			key := keys[i]
+			ds.setHealth(s.Config.HasChecks(key), states.states[i], states.found[i], s.Eligibility.At(vs.Name), key)
 			if slotWeight == 0 {
 				slotWeight = int(max(w.SlotWeight, w.Weight))
 			}

@@ -87,7 +87,7 @@ func (c *Collector) Collect(ch chan<- prometheus.Metric) {
 		collectCoordination(snap.Coordination, c.v.a.Now(), gauge, counter)
 	}
 	perBackend := snap.Config.Agent.MetricsPerBackend
-	collectHealth(snap.Config, c.v.a.HealthStates(), perBackend, ch, gauge, counter)
+	collectHealth(snap.Config, c.v.healthReader(), perBackend, ch, gauge, counter)
 	ch <- prometheus.MustNewConstHistogram(descPasses, r.Durations.Count(), r.Durations.Sum(), r.Durations.Buckets())
 	counter(descErrors, r.Failed)
 	counter(descResets, r.Resets)

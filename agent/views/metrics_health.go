@@ -6,7 +6,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/lvsd/lvsd/agent"
-	"github.com/lvsd/lvsd/agent/health"
+	"github.com/lvsd/lvsd/agent/config"
 	"github.com/lvsd/lvsd/agent/histogram"
 	"github.com/lvsd/lvsd/agent/planner"
 )
@@ -31,27 +31,39 @@ var healthDescs = []*prometheus.Desc{descHealthRounds, descHealthLast,
 
 // collectHealth exports the checker's view of every backend with checks of
 // cfg's services: per backend unless perBackend is false, per service.
-func collectHealth(cfg *agent.LoadedConfig, states map[string]health.State, perBackend bool, ch chan<- prometheus.Metric,
+func collectHealth(cfg *agent.LoadedConfig, read healthReader, perBackend bool, ch chan<- prometheus.Metric,
 	gauge func(*prometheus.Desc, float64, ...string), counter func(*prometheus.Desc, uint64, ...string)) {
-	if len(states) == 0 {
+	if read == nil {
 		return
 	}
+	var states backendStates // a service's at a time: no copy of every target's state
+	var keys []string
 	for _, s := range cfg.Services {
+		if !perBackend {
+			collectServiceHealth(s, read, &states, ch)
+			continue
+		}
+		keys = keys[:0]
+		for _, b := range s.Backends {
+			if b.Health != nil {
+				keys = append(keys, planner.HealthKey(s.Name, b))
+			}
+		}
+		if len(keys) == 0 {
+			continue
+		}
+		states.read(read, keys)
 		var rounds histogram.Durations
 		checked := false
-		for _, b := range s.Backends {
-			key := planner.HealthKey(s.Name, b)
-			st, ok := states[key]
-			if b.Health == nil || !ok {
+		for i, key := range keys {
+			st, ok := states.states[i], states.found[i]
+			if !ok {
 				continue
 			}
 			if !checked {
 				rounds = st.Durations // its group's, the service's: the same in every backend's state
 			}
 			checked = true
-			if !perBackend {
-				continue
-			}
 			backend := strings.TrimPrefix(key, s.Name+"/")
 			counter(descHealthRounds, st.Rounds-st.FailedRounds, s.Name, backend, "pass")
 			counter(descHealthRounds, st.FailedRounds, s.Name, backend, "fail")
@@ -62,6 +74,25 @@ func collectHealth(cfg *agent.LoadedConfig, states map[string]health.State, perB
 		}
 		if checked {
 			ch <- prometheus.MustNewConstHistogram(descHealthDurations, rounds.Count(), rounds.Sum(), rounds.Buckets(), s.Name)
+		}
+	}
+}
+
+// collectServiceHealth exports the durations of the rounds of s's
+// backends, without the series per backend: the first backend the checker
+// has carries them (every backend's state holds its group's), so one is
+// read, not all.
+func collectServiceHealth(s *config.Service, read healthReader, states *backendStates, ch chan<- prometheus.Metric) {
+	var key [1]string
+	for _, b := range s.Backends {
+		if b.Health == nil {
+			continue
+		}
+		key[0] = planner.HealthKey(s.Name, b)
+		if states.read(read, key[:]); states.found[0] {
+			rounds := states.states[0].Durations
+			ch <- prometheus.MustNewConstHistogram(descHealthDurations, rounds.Count(), rounds.Sum(), rounds.Buckets(), s.Name)
+			return
 		}
 	}
 }

@@ -258,7 +258,7 @@ func (v *Views) statusReader(ctx context.Context, s *agent.Snapshot, selected []
 			}
 		}
 	}
-	return &statusReader{s: s, actual: actual, present: present, states: v.a.HealthStates(), vipInterfaces: vipInterfaces(s.Desired)}, asOf, nil
+	return &statusReader{s: s, actual: actual, present: present, health: v.healthReader(), vipInterfaces: vipInterfaces(s.Desired)}, asOf, nil
 }
 
 // addAgentState adds what the agent's other parts say: the cluster, the

@@ -216,14 +216,19 @@ type statusReader struct {
 	s       *agent.Snapshot
 	actual  planner.Actual
 	present map[netip.Addr]bool
-	states  map[string]health.State
+	health  healthReader // nil: no checker
+	// words are the health of every configured destination of the
+	// selected services, in their order, for count: read at once; nil
+	// when none is checked.
+	words []uint8
+	dst   backendStates // of the destinations of the service listed
 	// vipInterfaces are the VIPs on an interface of their own (vipInterfaces).
 	vipInterfaces map[netip.Addr]string
 }
 
 // eachDestination calls f for every destination of vs: the configured ones
-// with their kernel counterpart (k nil: not in the kernel), then those the
-// kernel still has that are no longer configured (d nil).
+// in their order with their kernel counterpart (k nil: not in the kernel),
+// then those the kernel still has that are no longer configured (d nil).
 func eachDestination(vs *planner.VirtualService, cur planner.ActualService, f func(d *planner.Destination, k *spec.Destination)) {
 	kernel := cur.Destinations
 	found := make([]bool, len(kernel))
@@ -268,21 +273,26 @@ func kernelPosition(kernel []spec.Destination, key spec.DestinationKey, guess in
 	return -1
 }
 
-// count adds up the destinations of vs.
-func (r *statusReader) count(vs *planner.VirtualService) (BackendCounts, bool) {
+// count adds up the destinations of vs, whose configured ones' health
+// words are words (nil: none is checked).
+func (r *statusReader) count(vs *planner.VirtualService, words []uint8) (BackendCounts, bool) {
 	cur, inKernel := r.actual.Services.Get(vs.ServiceKey)
 	var c BackendCounts
+	i := 0 // configured destinations come in order
 	eachDestination(vs, cur, func(d *planner.Destination, k *spec.Destination) {
 		c.Total++
 		if d == nil {
 			c.Draining++
 		} else {
-			switch h, _ := destinationHealth(r.states, r.s.Config, vs, d); h {
-			case healthUnhealthy:
-				c.Unhealthy++
-			case healthPending:
-				c.Pending++
+			if words != nil {
+				switch words[i] {
+				case wordUnhealthy:
+					c.Unhealthy++
+				case wordPending:
+					c.Pending++
+				}
 			}
+			i++
 		}
 		if k == nil {
 			c.NotInKernel++
@@ -306,35 +316,6 @@ const (
 	healthPending   = "pending" // no round finished yet
 )
 
-// destinationHealth is healthOf the configured destination d of vs, ""
-// at once for a backend without checks: the summary counts every
-// destination, and would make every one's key.
-func destinationHealth(states map[string]health.State, cfg *agent.LoadedConfig, vs *planner.VirtualService, d *planner.Destination) (string, health.State) {
-	if d.From.Health == nil {
-		return "", health.State{Weight: health.NoWeight}
-	}
-	return healthOf(states, cfg, vs.Backend(*d))
-}
-
-// healthOf says the health of the backend with HealthKey key of cfg: ""
-// when it has no checks.
-func healthOf(states map[string]health.State, cfg *agent.LoadedConfig, key string) (string, health.State) {
-	if !cfg.HasChecks(key) {
-		return "", health.State{Weight: health.NoWeight}
-	}
-	st, ok := states[key]
-	if !ok {
-		st.Weight = health.NoWeight
-	}
-	switch {
-	case !ok || !st.Known:
-		return healthPending, st
-	case st.Healthy:
-		return healthHealthy, st
-	}
-	return healthUnhealthy, st
-}
-
 // listed is a selected service the view shows, with what count found.
 type listed struct {
 	vs       *planner.VirtualService
@@ -351,8 +332,15 @@ func (r *statusReader) services(selected []*planner.VirtualService, view View, n
 	t := StatusTotals{IPVSServices: len(selected)}
 	vips := map[netip.Addr]bool{}
 	var shown []listed
+	r.readWords(selected)
+	at := 0 // in r.words, of vs's
 	for _, vs := range selected {
-		c, inKernel := r.count(vs)
+		var words []uint8
+		if r.words != nil {
+			words = r.words[at : at+len(vs.Destinations)]
+		}
+		at += len(vs.Destinations)
+		c, inKernel := r.count(vs, words)
 		rank, why := problem(inKernel, c)
 		t.Backends.add(c)
 		if inKernel {
@@ -397,20 +385,29 @@ func (r *statusReader) service(l listed, withDests bool, now time.Time) ServiceS
 		return ss
 	}
 	ss.Destinations = make([]DestinationStatus, 0, l.counts.Total)
+	keys := r.dst.keys[:0] // the last service's: one slice for all of them
+	for _, d := range vs.Destinations {
+		keys = append(keys, vs.Backend(d))
+	}
+	r.dst.read(r.health, keys)
+	i := 0 // configured destinations come in order
 	eachDestination(vs, r.actual.Services.At(vs.ServiceKey), func(d *planner.Destination, k *spec.Destination) {
-		ss.Destinations = append(ss.Destinations, r.destination(vs, d, k, now))
+		ss.Destinations = append(ss.Destinations, r.destination(vs, d, k, i, now))
+		if d != nil {
+			i++
+		}
 	})
 	return ss
 }
 
-// destination is the status of a destination of vs: configured (d), in
-// the kernel (k), or both.
-func (r *statusReader) destination(vs *planner.VirtualService, d *planner.Destination, k *spec.Destination, now time.Time) DestinationStatus {
+// destination is the status of a destination of vs: configured (d, the
+// i-th, whose key and health are in r.dst), in the kernel (k), or both.
+func (r *statusReader) destination(vs *planner.VirtualService, d *planner.Destination, k *spec.Destination, i int, now time.Time) DestinationStatus {
 	var ds DestinationStatus
 	if d != nil {
 		ds = DestinationStatus{Address: d.Key().String(), Forwarding: vs.Kernel(*d).Method(), ConfiguredWeight: int(d.Weight), Weight: -1}
-		key := vs.Backend(*d)
-		ds.setHealth(r.states, r.s.Eligibility.At(vs.Name), r.s.Config, key)
+		key := r.dst.keys[i]
+		ds.setHealth(r.s.Config.HasChecks(key), r.dst.states[i], r.dst.found[i], r.s.Eligibility.At(vs.Name), key)
 		if ov, ok := r.s.Overrides[key]; ok {
 			ds.Override = &ov
 		}
@@ -445,11 +442,11 @@ func (d *DestinationStatus) setStats(s spec.Stats) {
 }
 
 // setHealth fills in the health of the backend with HealthKey key of a
-// service whose eligibility is elig.
-func (d *DestinationStatus) setHealth(states map[string]health.State, elig planner.Eligibility, cfg *agent.LoadedConfig, key string) {
-	var st health.State
+// service whose eligibility is elig: checked says it has checks, st is the
+// checker's state of it (ok false: none).
+func (d *DestinationStatus) setHealth(checked bool, st health.State, ok bool, elig planner.Eligibility, key string) {
 	d.Eligible = elig.Eligible(key)
-	d.Health, st = healthOf(states, cfg, key)
+	d.Health, st = healthWord(checked, st, ok)
 	d.ReportedWeight = st.Weight
 	if d.Health == healthUnhealthy {
 		d.HealthError = st.LastError
