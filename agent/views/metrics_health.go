@@ -6,7 +6,6 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/lvsd/lvsd/agent"
-	"github.com/lvsd/lvsd/agent/config"
 	"github.com/lvsd/lvsd/agent/histogram"
 	"github.com/lvsd/lvsd/agent/planner"
 )
@@ -39,10 +38,6 @@ func collectHealth(cfg *agent.LoadedConfig, read healthReader, perBackend bool, 
 	var states backendStates // a service's at a time: no copy of every target's state
 	var keys []string
 	for _, s := range cfg.Services {
-		if !perBackend {
-			collectServiceHealth(s, read, &states, ch)
-			continue
-		}
 		keys = keys[:0]
 		for _, b := range s.Backends {
 			if b.Health != nil {
@@ -50,6 +45,10 @@ func collectHealth(cfg *agent.LoadedConfig, read healthReader, perBackend bool, 
 			}
 		}
 		if len(keys) == 0 {
+			continue
+		}
+		if !perBackend {
+			collectServiceHealth(s.Name, keys, read, &states, ch)
 			continue
 		}
 		states.read(read, keys)
@@ -78,20 +77,15 @@ func collectHealth(cfg *agent.LoadedConfig, read healthReader, perBackend bool, 
 	}
 }
 
-// collectServiceHealth exports the durations of the rounds of s's
-// backends, without the series per backend: the first backend the checker
-// has carries them (every backend's state holds its group's), so one is
-// read, not all.
-func collectServiceHealth(s *config.Service, read healthReader, states *backendStates, ch chan<- prometheus.Metric) {
-	var key [1]string
-	for _, b := range s.Backends {
-		if b.Health == nil {
-			continue
-		}
-		key[0] = planner.HealthKey(s.Name, b)
-		if states.read(read, key[:]); states.found[0] {
+// collectServiceHealth exports the durations of the rounds of service's
+// backends (their keys), without the series per backend: the first
+// backend the checker has carries them (every backend's state holds its
+// group's), so one is read, not all.
+func collectServiceHealth(service string, keys []string, read healthReader, states *backendStates, ch chan<- prometheus.Metric) {
+	for i := range keys {
+		if states.read(read, keys[i:i+1]); states.found[0] {
 			rounds := states.states[0].Durations
-			ch <- prometheus.MustNewConstHistogram(descHealthDurations, rounds.Count(), rounds.Sum(), rounds.Buckets(), s.Name)
+			ch <- prometheus.MustNewConstHistogram(descHealthDurations, rounds.Count(), rounds.Sum(), rounds.Buckets(), service)
 			return
 		}
 	}
