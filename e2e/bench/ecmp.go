@@ -113,7 +113,20 @@ func benchECMP(lvsdBin string, nServices, nBackends int, idle time.Duration) (ec
 			out.rssKiB[i] = residentSet(l.cmd.Process.Pid).rss
 			before[i] = cpuTicks(l.cmd.Process.Pid)
 		}
+		var profiled chan error
+		if window == 1 && idleProfile != "" { // the first director's, as -idle-profile is without -ecmp
+			profiled = make(chan error, 1)
+			go func() {
+				profiled <- saveProfile(filepath.Join(filepath.Dir(agentFiles[0]), "lvsd.sock"),
+					fmt.Sprintf("profile?seconds=%d", int(idle.Seconds())), fmt.Sprintf("%s.ecmp.%d", idleProfile, nServices))
+			}()
+		}
 		time.Sleep(idle)
+		if profiled != nil {
+			if err := <-profiled; err != nil {
+				return out, err
+			}
+		}
 		out.idleCPU = make([]float64, len(ls))
 		for i, l := range ls {
 			out.idleCPU[i] = float64(cpuTicks(l.cmd.Process.Pid)-before[i]) / 100 / time.Since(at).Seconds() // USER_HZ 100

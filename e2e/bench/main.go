@@ -49,7 +49,7 @@ func main() {
 	rounds := flag.Int("rounds", 2, "measurements of each tool per size")
 	idle := flag.Duration("idle", 20*time.Second, "window for lvsd's idle CPU")
 	flag.StringVar(&profile, "profile", "", "write a CPU profile of lvsd's last run of each size to FILE.SIZE (LVSD_CPU_PROFILE) and its heap after the idle windows to FILE.heap.SIZE")
-	flag.StringVar(&idleProfile, "idle-profile", "", "instead of -profile's CPU profile, one of the second idle window to FILE.SIZE")
+	flag.StringVar(&idleProfile, "idle-profile", "", "instead of -profile's CPU profile, one of the second idle window to FILE.SIZE (with -ecmp, the first director's, to FILE.ecmp.SIZE)")
 	flag.BoolVar(&reference, "reference", true, "also time ipvsadm -R of the same set (false: lvsd alone, for profiling)")
 	flag.StringVar(&healthType, "health", "", "\"tcp\": every backend gets a TCP health check that real servers answer, and one backend's check fails and passes again (\"\": no health checks)")
 	ecmp := flag.Bool("ecmp", false, "instead: three directors in cluster mode ecmp voting on health, each with the services and checks of -health tcp (required)")
