@@ -3,15 +3,11 @@ package views
 import (
 	"context"
 	"fmt"
-	"io"
 	"net/http"
 	"net/http/httptest"
 	"strings"
 	"testing"
 	"time"
-
-	"github.com/prometheus/client_golang/prometheus"
-	"github.com/prometheus/common/expfmt"
 
 	"github.com/lvsd/lvsd/agent"
 	"github.com/lvsd/lvsd/agent/health"
@@ -108,23 +104,7 @@ func BenchmarkCheckedStatus(b *testing.B) {
 		})
 		b.Run(fmt.Sprintf("checks=%v/metrics", checked), func(b *testing.B) {
 			b.ReportAllocs()
-			reg := prometheus.NewRegistry()
-			reg.MustRegister(NewCollector(a, "dev"))
-			var series int
-			for b.Loop() {
-				families, err := reg.Gather()
-				if err != nil {
-					b.Fatal(err)
-				}
-				series = 0
-				for _, f := range families {
-					series += len(f.GetMetric())
-					if _, err := expfmt.MetricFamilyToText(io.Discard, f); err != nil {
-						b.Fatal(err)
-					}
-				}
-			}
-			b.ReportMetric(float64(series), "series")
+			benchScrape(b, a)
 		})
 		b.Run(fmt.Sprintf("checks=%v/reload", checked), func(b *testing.B) {
 			b.ReportAllocs()
