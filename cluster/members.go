@@ -67,9 +67,7 @@ func (delegate) MergeRemoteState(buf []byte, _ bool) {}
 // hands over, dropping when the loop is that far behind (heartbeats repeat).
 func (d delegate) NotifyMsg(b []byte) {
 	if len(b) > 0 && b[0] == SyncMagic {
-		if r := d.n.syncReceiver(); r != nil {
-			r.Deliver(b)
-		}
+		d.n.deliverSync(b)
 		return
 	}
 	if d.n.deliverConfig(b) {

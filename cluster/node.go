@@ -185,6 +185,7 @@ type Node struct {
 	configs     PeerConfigs         // published by the loop (publishConfigs)
 
 	sync       atomic.Pointer[SyncReceiver]
+	early      earlySync                          // sync messages that came before SetSync
 	configSync atomic.Pointer[ConfigSyncReceiver] // SetConfigSync
 
 	auth          authority    // who may send connection records of which VIP (authority.go)

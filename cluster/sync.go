@@ -1,8 +1,11 @@
 package cluster
 
 import (
+	"bytes"
 	"maps"
 	"slices"
+	"sync"
+	"time"
 
 	"github.com/hashicorp/memberlist"
 )
@@ -27,20 +30,75 @@ type SyncReceiver interface {
 	MemberLeft(name string)
 }
 
-// SetSync makes r receive the connection-sync traffic, and tells it of the
-// directors already heard: one heard between the node's start and this
-// call was announced to nobody, so this director never replayed its cache
-// to it, and that director waited out its whole catch-up limit (seen in a
-// CI run: the VIP then moved to it 15 s late). A director announced twice
-// (here and by the loop at once) is replayed to twice, which is harmless.
+// SetSync makes r receive the connection-sync traffic, first the messages
+// that came before it (earlySync), and tells it of the directors already
+// heard: one heard between the node's start and this call was announced
+// to nobody, so this director never replayed its cache to it, and that
+// director waited out its whole catch-up limit (seen in a CI run: the VIP
+// then moved to it 15 s late). A director announced twice (here and by the
+// loop at once) is replayed to twice, which is harmless.
 func (n *Node) SetSync(r SyncReceiver) {
+	n.early.mu.Lock()
+	for _, msg := range n.early.msgs {
+		r.Deliver(msg)
+	}
+	n.early.msgs, n.early.bytes, n.early.closed = nil, 0, true
 	n.sync.Store(&r)
+	n.early.mu.Unlock()
 	n.mu.Lock()
 	heard := slices.Sorted(maps.Keys(n.syncPeers))
 	n.mu.Unlock()
 	for _, name := range heard {
 		r.MemberJoined(name)
 	}
+}
+
+// earlySync keeps the connection-sync messages that come between the
+// node's start and SetSync. The other directors replay their connections
+// to a director as soon as they hear it, which may be before its relay is
+// attached (the relay is made once the node has joined): without them its
+// catch-up waited for end markers that had come and gone, its whole limit
+// (15 s; seen in a CI run, a restarted director took its VIP back that
+// late). Bounded: a replay larger than that is cut, and that director
+// waits out its limit as before.
+type earlySync struct {
+	mu     sync.Mutex
+	msgs   [][]byte
+	bytes  int
+	closed bool // SetSync ran, or the window passed: no more kept
+}
+
+const (
+	earlySyncBytes    = 4 << 20          // at most, kept before SetSync
+	earlySyncMessages = 1024             // at most, half what the relay queues before it runs
+	earlySyncWindow   = 30 * time.Second // after the node's start; then none is kept
+)
+
+// deliverSync hands a connection-sync message to the receiver, or keeps it
+// for SetSync while there is none yet. Messages keep their order: SetSync
+// delivers those kept before any that comes after it.
+func (n *Node) deliverSync(b []byte) {
+	if r := n.syncReceiver(); r != nil {
+		r.Deliver(b)
+		return
+	}
+	e := &n.early
+	e.mu.Lock()
+	if r := n.syncReceiver(); r != nil { // SetSync ran meanwhile
+		e.mu.Unlock()
+		r.Deliver(b)
+		return
+	}
+	defer e.mu.Unlock()
+	if e.closed || time.Since(n.started) > earlySyncWindow {
+		e.msgs, e.bytes, e.closed = nil, 0, true // without connection sync nothing will take them
+		return
+	}
+	if e.bytes+len(b) > earlySyncBytes || len(e.msgs) >= earlySyncMessages {
+		return
+	}
+	e.msgs = append(e.msgs, bytes.Clone(b))
+	e.bytes += len(b)
 }
 
 // SyncCatchUp is what a SyncReceiver implements when it can tell whether

@@ -121,3 +121,39 @@ func TestSetSyncAfterPeersHeard(t *testing.T) {
 		return slices.Contains(r.events, "+b") && slices.Contains(r.events, "+c")
 	})
 }
+
+// Sync messages that come before the receiver is set are kept for it, in
+// order and within bounds, and delivered ahead of later ones; after the
+// window nothing is kept.
+func TestSyncMessagesBeforeSetSync(t *testing.T) {
+	msg := func(i int) []byte { return []byte{SyncMagic, byte(i >> 8), byte(i)} }
+	t.Run("kept", func(t *testing.T) {
+		n := &Node{started: time.Now()}
+		for i := range earlySyncMessages + 10 {
+			n.deliverSync(msg(i))
+		}
+		r := &syncRecorder{}
+		n.SetSync(r)
+		n.deliverSync(msg(9999))
+		if len(r.msgs) != earlySyncMessages+1 {
+			t.Fatalf("%d messages delivered, want the first %d kept and the later one", len(r.msgs), earlySyncMessages)
+		}
+		for i := range earlySyncMessages {
+			if !bytes.Equal(r.msgs[i], msg(i)) {
+				t.Fatalf("message %d is %v, want %v: out of order", i, r.msgs[i], msg(i))
+			}
+		}
+		if !bytes.Equal(r.msgs[earlySyncMessages], msg(9999)) || n.early.msgs != nil {
+			t.Errorf("the later message %v, kept %d: want it last and none kept", r.msgs[earlySyncMessages], len(n.early.msgs))
+		}
+	})
+	t.Run("after the window", func(t *testing.T) {
+		n := &Node{started: time.Now().Add(-earlySyncWindow - time.Second)}
+		n.deliverSync(msg(1))
+		r := &syncRecorder{}
+		n.SetSync(r)
+		if len(r.msgs) != 0 {
+			t.Errorf("%d messages kept past the window", len(r.msgs))
+		}
+	})
+}
