@@ -197,10 +197,11 @@ demo: build vm-setup
 	$(CURDIR)/e2e/vm/run -- $(BIN)/lvsd-demo -lvsd $(BIN)/lvsd
 
 # Cold apply of 1,000 services x 10 backends, lvsd vs ipvsadm -R in the same
-# VM run, then one weight change (docs/performance.md).
+# VM run, then one weight change (docs/performance.md). BENCH_VM: options of
+# e2e/vm/run, e.g. --mem 4096 for three FULLNAT directors at 10,000 services.
 bench: build vm-setup
 	@mkdir -p $(OUT)
-	$(CURDIR)/e2e/vm/run --rw $(OUT) -- $(BIN)/lvsd-bench -lvsd $(BIN)/lvsd $(BENCH_ARGS)
+	$(CURDIR)/e2e/vm/run $(BENCH_VM) --rw $(OUT) -- $(BIN)/lvsd-bench -lvsd $(BIN)/lvsd $(BENCH_ARGS)
 
 # What each forwarding setup costs the data path: new connections and bulk
 # bytes per second through DR, NAT, FULLNAT (with TOA, and at 10,000
