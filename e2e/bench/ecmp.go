@@ -149,11 +149,11 @@ func writeECMPDirectors(tp *topo.Topology, nServices int, addrs []string) (agent
 	}
 	key := make([]byte, 32)
 	rand.Read(key)
-	var peers []string
+	var peers, names []string
 	for _, d := range tp.Directors() {
-		peers = append(peers, d.V4.String())
+		peers, names = append(peers, d.V4.String()), append(names, d.ID)
 	}
-	files, _ := generate(ecmpVIP, nServices, addrs)
+	files, _ := generate(ecmpVIP, forwarding(names), nServices, addrs)
 	for _, d := range tp.Directors() {
 		dir, err := os.MkdirTemp("", "lvsd-bench-"+d.ID)
 		if err != nil {
@@ -192,27 +192,20 @@ func ecmpAgentFile(node, link, socket, bind string, peers []string, router strin
 		node, link, socket, bind, strings.Join(peers, ", "), fullNAT, ecmplab.DirectorASN, router, ecmplab.RouterASN)
 }
 
-// forwarding is a service's forwarding lines: DR (the default), or under
-// -fullnat FULLNAT with each director's own source address (10.0.0.241,
-// .242, …: above the real servers, which the topology numbers from .11).
-func forwarding() string {
+// forwarding is a service's forwarding lines for the directors named:
+// DR (the default), or under -fullnat FULLNAT with each director's own
+// source address (10.0.0.241, .242, …: above the real servers, which the
+// topology numbers from .11).
+func forwarding(directors []string) string {
 	if !fullNAT {
 		return ""
 	}
 	var b strings.Builder
 	b.WriteString("forwarding: fullnat\nfullnat:\n  per_director:\n")
-	for i := 1; i <= ecmpDirectors; i++ {
-		fmt.Fprintf(&b, "    %s: [10.0.0.%d]\n", directorName(i), 240+i)
+	for i, name := range directors {
+		fmt.Fprintf(&b, "    %s: [10.0.0.%d]\n", name, 241+i)
 	}
 	return b.String()
-}
-
-// directorName is the topology's name of the i-th director (from 1).
-func directorName(i int) string {
-	if i == 1 {
-		return "director"
-	}
-	return fmt.Sprintf("director%d", i)
 }
 
 func forwardingName() string {

@@ -95,28 +95,16 @@ func (l *lvsd) waitReconciled(timeout time.Duration) (applied []string, reconcil
 
 // waitFor returns the next log line that contains every one of texts.
 func (l *lvsd) waitFor(timeout time.Duration, texts ...string) (string, error) {
-	return l.waitForSince(time.Time{}, timeout, texts...)
-}
-
-// waitForSince returns the next log line logged at since or later that
-// contains every one of texts: a line lvsd logged before (a check that
-// timed out in a cold start on a busy VM, and its recovery) is not the
-// one waited for.
-func (l *lvsd) waitForSince(since time.Time, timeout time.Duration, texts ...string) (string, error) {
 	deadline := time.After(timeout)
 	for {
 		line, err := l.nextLine(deadline, fmt.Sprintf("logging %q", texts))
 		if err != nil {
 			return "", err
 		}
-		if slices.ContainsFunc(texts, func(t string) bool { return !strings.Contains(line, t) }) {
-			continue
+		if !slices.ContainsFunc(texts, func(t string) bool { return !strings.Contains(line, t) }) {
+			fmt.Printf("    lvsd: %s\n", line[strings.Index(line, "msg="):])
+			return line, nil
 		}
-		if at, ok := loggedAt(line); ok && at.Before(since) {
-			continue
-		}
-		fmt.Printf("    lvsd: %s\n", line[strings.Index(line, "msg="):])
-		return line, nil
 	}
 }
 

@@ -173,7 +173,7 @@ func bench(lvsdBin string, nServices, nBackends, rounds int, idle time.Duration)
 	defer os.RemoveAll(dir)
 	servicesDir := filepath.Join(dir, "services.d")
 	os.MkdirAll(servicesDir, 0o755)
-	files, restore := generate(vip, nServices, addrs)
+	files, restore := generate(vip, "", nServices, addrs)
 	for name, body := range files {
 		if err := os.WriteFile(filepath.Join(servicesDir, name), []byte(body), 0o644); err != nil {
 			return out, err
@@ -368,14 +368,15 @@ func backendAddrs(n int) []string {
 // generate returns one service file per service, by name, each with the
 // backends addrs (sorted), and the equivalent ipvsadm -R input, in the
 // order lvsd adds destinations (sorted by address). With -health, each
-// service checks its backends (health).
-func generate(vip string, nServices int, addrs []string) (map[string]string, string) {
+// service checks its backends (health); forwarding is every service's forwarding
+// lines ("": DR, as the ipvsadm -R input is).
+func generate(vip, forwarding string, nServices int, addrs []string) (map[string]string, string) {
 	files := map[string]string{}
 	var r strings.Builder
 	for s := 0; s < nServices; s++ {
 		var y strings.Builder
 		port := 1000 + s
-		fmt.Fprintf(&y, "service: svc%d\nvip: %s\nports: [%d]\n%s%sbackends:\n", s, vip, port, forwarding(), health(s))
+		fmt.Fprintf(&y, "service: svc%d\nvip: %s\nports: [%d]\n%s%sbackends:\n", s, vip, port, forwarding, health(s))
 		fmt.Fprintf(&r, "-A -t %s:%d -s mh -b mh-fallback,mh-port\n", vip, port)
 		for _, addr := range addrs {
 			fmt.Fprintf(&y, "  - {address: %s, weight: 1}\n", addr)

@@ -22,7 +22,7 @@ func TestGeneratedServicesLoad(t *testing.T) {
 			defer func() { healthType = "" }()
 			dir := t.TempDir()
 			os.Mkdir(filepath.Join(dir, "services.d"), 0o755)
-			files, _ := generate(vip, 3, []string{"10.0.0.11", "10.0.0.12", "10.0.0.13", "10.0.0.14"})
+			files, _ := generate(vip, "", 3, []string{"10.0.0.11", "10.0.0.12", "10.0.0.13", "10.0.0.14"})
 			for name, body := range files {
 				if err := os.WriteFile(filepath.Join(dir, "services.d", name), []byte(body), 0o644); err != nil {
 					t.Fatal(err)
@@ -51,7 +51,7 @@ func TestECMPAgentFileLoads(t *testing.T) {
 			defer func() { fullNAT = false }()
 			dir := t.TempDir()
 			os.Mkdir(filepath.Join(dir, "services.d"), 0o755)
-			files, _ := generate(ecmpVIP, 3, []string{"10.0.0.11", "10.0.0.12"})
+			files, _ := generate(ecmpVIP, forwarding([]string{"director", "director2", "director3"}), 3, []string{"10.0.0.11", "10.0.0.12"})
 			for name, body := range files {
 				if err := os.WriteFile(filepath.Join(dir, "services.d", name), []byte(body), 0o644); err != nil {
 					t.Fatal(err)
