@@ -290,7 +290,16 @@ func measureRunning(out *row, l *lvsd, bin, agentFile, servicesDir, edited strin
 		float64(out.rssKiB)/1024, 100*out.idleCPU, idle, out.status.Seconds(), out.statusAll.Seconds(), out.statusAllOutput)
 	var err error
 	out.change, out.changeOps, out.signal, err = weightChange(l, servicesDir, edited)
-	return err
+	if err != nil {
+		return err
+	}
+	// The resident set once status requests, edits and SIGHUPs have run
+	// their code too: what a director that is operated holds, not only a
+	// director left alone after its start.
+	time.Sleep(10 * time.Second)
+	m := residentSet(pid)
+	fmt.Printf("after status, the edits and the SIGHUPs: RSS %.1f MiB (%s)\n", float64(m.rss)/1024, m.parts)
+	return nil
 }
 
 // saveProfile writes the runtime profile lvsd's control socket serves
@@ -337,8 +346,35 @@ func residentSet(pid int) memUse {
 			of = append(of, fmt.Sprintf("%s %.1f MiB", strings.TrimSuffix(f[0][3:], ":"), float64(n)/1024))
 		}
 	}
-	m.parts = strings.Join(append(of, fmt.Sprintf("peak %.1f MiB", float64(m.peak)/1024)), ", ")
+	m.parts = strings.Join(append(of, fmt.Sprintf("peak %.1f MiB", float64(m.peak)/1024), fileParts(pid)), ", ")
 	return m
+}
+
+// fileParts says what the file pages of a process's resident set are: the
+// resident KiB of its file mappings by permissions (the binary's code r-x,
+// read-only data r--, data rw-).
+func fileParts(pid int) string {
+	b, _ := os.ReadFile(fmt.Sprintf("/proc/%d/smaps", pid))
+	byPerms := map[string]int{}
+	var perms string
+	for _, line := range strings.Split(string(b), "\n") {
+		f := strings.Fields(line)
+		switch {
+		case len(f) >= 5 && !strings.HasSuffix(f[0], ":"):
+			perms = ""
+			if f[4] != "0" { // a file's
+				perms = f[1][:3]
+			}
+		case len(f) >= 2 && f[0] == "Rss:" && perms != "":
+			n, _ := strconv.Atoi(f[1])
+			byPerms[perms] += n
+		}
+	}
+	var parts []string
+	for _, p := range []string{"r-x", "r--", "rw-"} {
+		parts = append(parts, fmt.Sprintf("%s %.1f", p, float64(byPerms[p])/1024))
+	}
+	return "file pages by mapping: " + strings.Join(parts, " ") + " MiB"
 }
 
 // cpuTicks reads a process's user + system CPU time in clock ticks.
