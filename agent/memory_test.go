@@ -84,11 +84,11 @@ func TestMemoryLimitFollowsTheLiveHeap(t *testing.T) {
 		want    int64
 	}{
 		{"small heap: none", false, 10 << 20, math.MaxInt64},
-		{"large heap", false, 80 << 20, 116 << 20},
-		{"it grew", false, 100 << 20, 141 << 20},
-		{"it shrank", false, 60 << 20, 91 << 20},
+		{"large heap", false, 80 << 20, 112 << 20},
+		{"it grew", false, 100 << 20, 137 << 20},
+		{"it shrank", false, 60 << 20, 87 << 20},
 		{"a full load's garbage is waiting", true, 60 << 20, math.MaxInt64},
-		{"released", false, 60 << 20, 91 << 20},
+		{"released", false, 60 << 20, 87 << 20},
 	} {
 		a.loadGarbage = c.loading
 		a.limitMemory(c.live)

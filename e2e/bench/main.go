@@ -323,31 +323,32 @@ type memUse struct {
 	parts           string // the resident set's parts, for a log line
 }
 
-// residentSet reads a process's memUse.
+// residentSet reads a process's memUse: the resident set and its
+// anonymous part from /proc/PID/smaps_rollup, which counts every page
+// (the kernel's per-process counters in /proc/PID/status may lag by 64
+// pages a thread on older kernels), the peak from /proc/PID/status.
 func residentSet(pid int) memUse {
-	b, _ := os.ReadFile(fmt.Sprintf("/proc/%d/status", pid))
 	var m memUse
-	var of []string
+	rollup := procFields(fmt.Sprintf("/proc/%d/smaps_rollup", pid))
+	m.rss, m.anon = rollup["Rss:"], rollup["Anonymous:"]
+	m.peak = procFields(fmt.Sprintf("/proc/%d/status", pid))["VmHWM:"]
+	mib := func(kib int) float64 { return float64(kib) / 1024 }
+	m.parts = fmt.Sprintf("Anon %.1f MiB, File %.1f MiB, peak %.1f MiB, %s", mib(m.anon), mib(m.rss-m.anon), mib(m.peak), fileParts(pid))
+	return m
+}
+
+// procFields reads the "Name: N kB" lines of a /proc file, in KiB.
+func procFields(file string) map[string]int {
+	b, _ := os.ReadFile(file)
+	out := map[string]int{}
 	for _, line := range strings.Split(string(b), "\n") {
-		f := strings.Fields(line)
-		if len(f) < 2 {
-			continue
-		}
-		n, _ := strconv.Atoi(f[1])
-		switch {
-		case f[0] == "VmRSS:":
-			m.rss = n
-		case f[0] == "VmHWM:":
-			m.peak = n
-		case strings.HasPrefix(f[0], "Rss"):
-			if f[0] == "RssAnon:" {
-				m.anon = n
+		if f := strings.Fields(line); len(f) >= 2 {
+			if n, err := strconv.Atoi(f[1]); err == nil {
+				out[f[0]] = n
 			}
-			of = append(of, fmt.Sprintf("%s %.1f MiB", strings.TrimSuffix(f[0][3:], ":"), float64(n)/1024))
 		}
 	}
-	m.parts = strings.Join(append(of, fmt.Sprintf("peak %.1f MiB", float64(m.peak)/1024), fileParts(pid)), ", ")
-	return m
+	return out
 }
 
 // fileParts says what the file pages of a process's resident set are: the
