@@ -30,7 +30,8 @@ import (
 // Only mappings that are exactly the file's pages are dropped: a mapping
 // with anonymous pages (a PIE binary's relocated read-only data, written
 // at load before it was made read-only) would read the file's unrelocated
-// bytes again.
+// bytes again. Its written pages may be swapped out (Swap, not
+// Anonymous, counts them then): a mapping with either is left alone.
 
 // mapping is one mapping of /proc/self/smaps.
 type mapping struct {
@@ -38,12 +39,14 @@ type mapping struct {
 	perms      string
 	file       string // device and inode: "fd:01 1234"
 	rss, anon  uint64 // KiB
+	swap       uint64 // KiB of written pages swapped out
 }
 
 // readOnlyFilePages reports whether m holds only pages read from its
-// file: private, neither writable nor shared, and none written.
+// file: private, neither writable nor shared, and none written (resident
+// or swapped out).
 func (m mapping) readOnlyFilePages() bool {
-	return len(m.perms) == 4 && m.perms[0] == 'r' && m.perms[1] == '-' && m.perms[3] == 'p' && m.anon == 0
+	return len(m.perms) == 4 && m.perms[0] == 'r' && m.perms[1] == '-' && m.perms[3] == 'p' && m.anon == 0 && m.swap == 0
 }
 
 // readSmaps parses /proc/self/smaps (r): each mapping's range,
@@ -76,6 +79,8 @@ func readSmaps(r io.Reader) ([]mapping, error) {
 			m.rss, _ = strconv.ParseUint(string(f[1]), 10, 64)
 		case "Anonymous:":
 			m.anon, _ = strconv.ParseUint(string(f[1]), 10, 64)
+		case "Swap:":
+			m.swap, _ = strconv.ParseUint(string(f[1]), 10, 64)
 		}
 	}
 	return out, sc.Err()

@@ -27,6 +27,10 @@ Rss:                   4 kB
 7f0000004000-7f0000006000 r--p 00000000 fd:01 1234 /usr/sbin/lvsd
 Rss:                   8 kB
 Anonymous:             4 kB
+7f0000008000-7f000000a000 r--p 00000000 fd:01 1234 /usr/sbin/lvsd
+Rss:                   0 kB
+Anonymous:             0 kB
+Swap:                  8 kB
 7ffc00000000-7ffc00002000 r-xp 00000000 00:00 0 [vdso]
 Rss:                   8 kB
 `
@@ -41,7 +45,8 @@ Rss:                   8 kB
 		}
 	}
 	// The code, and the read-only data even where the file was deleted; not
-	// the writable data, another file, a shared mapping or written pages.
+	// the writable data, another file, a shared mapping or written pages,
+	// resident or swapped out.
 	if want := []uint64{0x400000, 0x11c5000}; !slices.Equal(dropped, want) {
 		t.Errorf("mappings to drop start at %#x, want %#x", dropped, want)
 	}
